@@ -1,0 +1,127 @@
+import { request, type Dispatcher } from 'undici'
+import type { Paged } from '../shared/schemas/common.js'
+import { ApiRequestError, AuthError, CliError } from './errors.js'
+
+export type Query = Record<string, string | number | boolean | undefined>
+
+export interface RequestOptions {
+  query?: Query
+  body?: unknown
+  signal?: AbortSignal
+}
+
+export interface RawAnswer {
+  status: number
+  contentType: string
+  body: Buffer
+}
+
+/** The one HTTP client of osctl (DESIGN 9): base URL, token, error decoding, paging. */
+export class ApiClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly token: string | undefined,
+    private readonly dispatcher?: Dispatcher,
+  ) {}
+
+  /** `path` is relative to the base URL (which ends in /v1); a leading /v1 is accepted too. */
+  url(path: string, query?: Query): string {
+    const base = this.baseUrl.replace(/\/+$/, '')
+    const relative = base.endsWith('/v1') ? path.replace(/^\/?v1(?=\/|$)/, '') : path
+    const url = new URL(base + (relative.startsWith('/') ? relative : `/${relative}`))
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== '') url.searchParams.set(key, String(value))
+    }
+    return url.toString()
+  }
+
+  /** Sends a request and answers status, content type and bytes, whatever the status. */
+  async raw(method: string, path: string, options: RequestOptions = {}): Promise<RawAnswer> {
+    const headers: Record<string, string> = { accept: 'application/json' }
+    if (this.token) headers.authorization = `Bearer ${this.token}`
+    let body: string | undefined
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body)
+      headers['content-type'] = 'application/json'
+    }
+    const target = this.url(path, options.query)
+    try {
+      const res = await request(target, {
+        method: method.toUpperCase() as Dispatcher.HttpMethod,
+        headers,
+        body,
+        signal: options.signal,
+        dispatcher: this.dispatcher,
+      })
+      const bytes = Buffer.from(await res.body.arrayBuffer())
+      return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), body: bytes }
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err
+      const reason = (err as { code?: string }).code ?? (err as Error).message
+      throw new CliError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
+    }
+  }
+
+  /** Sends a request and decodes the JSON answer; an error status throws ApiRequestError. */
+  async request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    if (!this.token) {
+      throw new AuthError('no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN')
+    }
+    const answer = await this.raw(method, path, options)
+    const parsed = decode(answer)
+    if (answer.status >= 400) throw apiError(answer.status, parsed)
+    return parsed as T
+  }
+
+  get<T = unknown>(path: string, query?: Query): Promise<T> {
+    return this.request<T>('GET', path, { query })
+  }
+  post<T = unknown>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>('POST', path, { body })
+  }
+  put<T = unknown>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>('PUT', path, { body })
+  }
+  patch<T = unknown>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>('PATCH', path, { body })
+  }
+  delete<T = unknown>(path: string, query?: Query): Promise<T> {
+    return this.request<T>('DELETE', path, { query })
+  }
+
+  /** Every record of a paged list, page after page (osctl ... list --all). */
+  async all<T>(path: string, query: Query = {}): Promise<T[]> {
+    const rows: T[] = []
+    for (let page = 1; ; page++) {
+      const answer = await this.get<Paged<T>>(path, { ...query, page, limit: 200 })
+      rows.push(...answer.data)
+      if (page >= answer.pages || answer.data.length === 0) return rows
+    }
+  }
+}
+
+export function decode(answer: RawAnswer): unknown {
+  const text = answer.body.toString('utf8')
+  if (!answer.contentType.includes('json')) return text
+  try {
+    return text ? JSON.parse(text) : undefined
+  } catch {
+    return text
+  }
+}
+
+/** Reads the code out of either error shape (spec: Errors, Two body shapes). */
+export function apiError(status: number, body: unknown): ApiRequestError {
+  const b = (typeof body === 'object' && body) || {}
+  const shaped = b as { error?: unknown; message?: unknown; statusCode?: unknown }
+  const framework = typeof shaped.statusCode === 'number'
+  // The framework shape carries a sentence in `message` ("Not Found"): its code is that, snake_cased.
+  const code = framework
+    ? String(shaped.message).toLowerCase().replace(/[^a-z0-9]+/g, '_')
+    : String(shaped.error ?? `http_${status}`)
+  const message = framework ? String(shaped.message) : String(shaped.message ?? code)
+  if (status === 401) {
+    return new ApiRequestError(status, code, 'the daemon refused the token (401): check `osctl auth status`', body)
+  }
+  return new ApiRequestError(status, code, message, body)
+}

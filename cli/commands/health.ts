@@ -1,0 +1,28 @@
+import type { Command } from 'commander'
+import type { Health } from '../../shared/schemas/common.js'
+import { decode } from '../client.js'
+import { actionOf, examples, type MakeDeps } from '../command.js'
+import type { Deps } from '../deps.js'
+import { CliError } from '../errors.js'
+import { colour, show } from '../output.js'
+
+/** GET /v1/health; exits 1 when the daemon is degraded. */
+export async function health(deps: Deps): Promise<void> {
+  const client = deps.client()
+  const answer = await client.raw('GET', '/health')
+  const body = decode(answer) as Health
+  show(deps.out, body, () =>
+    deps.out.write(
+      `${colour(deps.out, body.status === 'ok' ? 'green' : 'red', body.status)}  osd ${body.version} at ${client.baseUrl}\n`,
+    ),
+  )
+  if (answer.status !== 200) throw new CliError(`the daemon is ${body.status ?? 'unhealthy'} (${answer.status})`)
+}
+
+export function registerHealth(program: Command, makeDeps: MakeDeps): void {
+  examples(
+    program.command('health').description('whether the daemon is up, and its version').action(actionOf(makeDeps, health)),
+    'osctl health',
+    'OSCTL_URL=http://osd:8080/v1 osctl health --json',
+  )
+}

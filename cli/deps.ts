@@ -1,0 +1,59 @@
+import { createInterface } from 'node:readline/promises'
+import { ApiClient } from './client.js'
+import { UsageError } from './errors.js'
+import { terminalOutput, type Output } from './output.js'
+import { ProfileStore, resolveTarget, type Target } from './profiles.js'
+
+export interface GlobalOptions {
+  url?: string
+  token?: string
+  profile?: string
+  json?: boolean
+}
+
+/**
+ * What every command action gets (gh's Factory): the client, the target, the profiles, output, a prompt.
+ * Tests build their own with a captured output and a client of their choosing.
+ */
+export interface Deps {
+  out: Output
+  globals: GlobalOptions
+  target(): Target
+  client(): ApiClient
+  profiles(): ProfileStore
+  /** Asks on a terminal; never answers yes by itself. */
+  confirm(question: string): Promise<boolean>
+  /** Reads all of standard input (for `-f -`). */
+  stdin(): Promise<string>
+}
+
+export function makeDeps(globals: GlobalOptions): Deps {
+  let store: ProfileStore | undefined
+  const profiles = () => (store ??= new ProfileStore())
+  let target: Target | undefined
+  const resolve = () => (target ??= resolveTarget(globals, profiles()))
+  let client: ApiClient | undefined
+  return {
+    out: terminalOutput(Boolean(globals.json)),
+    globals,
+    target: resolve,
+    client: () => (client ??= new ApiClient(resolve().url, resolve().token)),
+    profiles,
+    async confirm(question) {
+      if (!process.stdin.isTTY || !process.stderr.isTTY) return false
+      const rl = createInterface({ input: process.stdin, output: process.stderr })
+      try {
+        const answer = await rl.question(`${question} [y/N] `)
+        return /^y(es)?$/i.test(answer.trim())
+      } finally {
+        rl.close()
+      }
+    },
+    async stdin() {
+      if (process.stdin.isTTY) throw new UsageError('expected input on stdin (for "-"), but stdin is a terminal')
+      const chunks: Buffer[] = []
+      for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+      return Buffer.concat(chunks).toString('utf8')
+    },
+  }
+}

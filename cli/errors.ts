@@ -1,0 +1,36 @@
+// Exit codes (DESIGN 9): 0 success, 1 the API refused or failed, 2 usage error or cancelled,
+// 4 no or bad credentials, 8 still pending (a wait ran out of time).
+export const exitCodes = { ok: 0, failed: 1, usage: 2, auth: 4, pending: 8 } as const
+
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number = exitCodes.failed,
+  ) {
+    super(message)
+  }
+}
+
+export class UsageError extends CliError {
+  constructor(message: string) {
+    super(message, exitCodes.usage)
+  }
+}
+
+export class AuthError extends CliError {
+  constructor(message: string) {
+    super(message, exitCodes.auth)
+  }
+}
+
+/** The API answered with an error status; `code` is the error code of either body shape. */
+export class ApiRequestError extends CliError {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly body: unknown,
+  ) {
+    super(message, status === 401 ? exitCodes.auth : exitCodes.failed)
+  }
+}

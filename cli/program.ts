@@ -1,0 +1,31 @@
+import { Command } from 'commander'
+import { packageVersion } from '../shared/paths.js'
+import type { MakeDeps } from './command.js'
+import { registerApi } from './commands/api.js'
+import { registerAuth } from './commands/auth.js'
+import { registerCompletion } from './commands/completion.js'
+import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
+import { registerHealth } from './commands/health.js'
+import { registerProfile } from './commands/profile.js'
+
+/** The whole command tree; `makeDeps` is swapped in tests. */
+export function buildProgram(makeDeps: MakeDeps): Command {
+  const program = new Command('osctl')
+    .description('osctl: drive osd, the task automation service, from a terminal or a pipeline')
+    .version(packageVersion)
+    .option('--url <url>', 'API base URL ending in /v1 (env OSCTL_URL)')
+    .option('--token <token>', 'API token (env OSCTL_TOKEN)')
+    .option('--profile <name>', 'profile to use (env OSCTL_PROFILE)')
+    .option('--json', 'print the API JSON unchanged')
+    .showHelpAfterError()
+    .configureHelp({ sortSubcommands: false })
+
+  registerAuth(program, makeDeps)
+  registerProfile(program, makeDeps)
+  registerHealth(program, makeDeps)
+  registerEnterprise(program, makeDeps)
+  registerTopLevelWebhookSecret(program, makeDeps)
+  registerApi(program, makeDeps)
+  registerCompletion(program, makeDeps)
+  return program
+}

@@ -1,0 +1,63 @@
+import { homedir } from 'node:os'
+import { resolve } from 'node:path'
+import { packageVersion } from '../shared/paths.js'
+
+export type Role = 'all' | 'api' | 'engine'
+export const roles: Role[] = ['all', 'api', 'engine']
+
+/** Every OSD_* variable and serve flag, parsed once (DESIGN 2, config.ts). */
+export interface Config {
+  /** 0 asks the system for a free port. */
+  port: number
+  host: string
+  dataDir: string
+  /** External PostgreSQL; without it the embedded server in dataDir is used. */
+  databaseUrl: string | undefined
+  role: Role
+  logLevel: string
+  /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
+  publicUrl: string | undefined
+  mailDomain: string
+  version: string
+}
+
+export interface ConfigFlags {
+  port?: string | number
+  host?: string
+  dataDir?: string
+  role?: string
+}
+
+export class ConfigError extends Error {}
+
+
+export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
+  const role = flags.role ?? env.OSD_ROLE ?? 'all'
+  if (!roles.includes(role as Role)) {
+    throw new ConfigError(`--role must be one of ${roles.join(', ')}; got "${role}"`)
+  }
+  return {
+    port,
+    host: flags.host ?? env.OSD_HOST ?? '127.0.0.1',
+    dataDir: resolve(expandHome(flags.dataDir ?? env.OSD_DATA_DIR ?? '~/.osd')),
+    databaseUrl: env.DATABASE_URL || undefined,
+    role: role as Role,
+    logLevel: env.OSD_LOG_LEVEL ?? 'info',
+    publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
+    mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
+    version: packageVersion,
+  }
+}
+
+function parsePort(value: string | number): number {
+  const port = Number(value)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ConfigError(`port must be a whole number from 0 to 65535; got "${value}"`)
+  }
+  return port
+}
+
+function expandHome(path: string): string {
+  return path === '~' || path.startsWith('~/') ? homedir() + path.slice(1) : path
+}

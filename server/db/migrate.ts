@@ -1,0 +1,48 @@
+import { readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { projectRoot } from '../../shared/paths.js'
+import type { Sql } from './sql.js'
+
+export const migrationsDir = join(projectRoot, 'migrations')
+
+// Any number of osd processes may start at once; one lock key serialises their migrations.
+const lockKey = 0x05d_0001
+
+export interface Migration {
+  id: number
+  name: string
+  file: string
+}
+
+export async function listMigrations(dir = migrationsDir): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort()
+  return files.map((file) => ({ id: Number(file.slice(0, 4)), name: file.slice(5, -4), file: join(dir, file) }))
+}
+
+/**
+ * Applies pending migrations, each once, each in its own transaction, under an advisory lock; the record
+ * row is written first so a failed migration leaves nothing behind (graphile-worker's migrate.ts).
+ * Returns the names applied by this call.
+ */
+export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
+  const migrations = await listMigrations(dir)
+  const applied: string[] = []
+  for (const migration of migrations) {
+    const done = await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${lockKey})`
+      await tx`
+        create table if not exists osd_migrations (
+          id integer primary key,
+          name text not null,
+          applied_at timestamptz not null default now()
+        )`
+      const [row] = await tx`select 1 from osd_migrations where id = ${migration.id}`
+      if (row) return false
+      await tx`insert into osd_migrations (id, name) values (${migration.id}, ${migration.name})`
+      await tx.unsafe(await readFile(migration.file, 'utf8'))
+      return true
+    })
+    if (done) applied.push(`${String(migration.id).padStart(4, '0')}_${migration.name}`)
+  }
+  return applied
+}

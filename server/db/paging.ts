@@ -1,0 +1,59 @@
+import type { Paged } from '../../shared/schemas/common.js'
+import type { Db, Fragment } from './sql.js'
+
+// The one paged-list helper (spec: Paged envelope, Limits; DESIGN 4) for the six paged lists.
+
+export interface PageRequest<S extends string = string> {
+  page: number
+  limit: number
+  offset: number
+  order: 'asc' | 'desc'
+  sort: S
+}
+
+export const maxPageSize = 200
+export const defaultPageSize = 25
+
+/**
+ * Reads page, limit, order and sort from a query. Nothing is refused: a bad page is 1, a limit outside
+ * 1..200 is brought inside, anything but `asc` is desc, and an unknown sort is the list's default
+ * (the first of `sorts`).
+ */
+export function readPage<S extends string>(
+  query: { page?: string; limit?: string; order?: string; sort?: string },
+  sorts: readonly [S, ...S[]],
+): PageRequest<S> {
+  const pageNumber = Math.trunc(Number(query.page))
+  const page = Number.isFinite(pageNumber) && pageNumber >= 1 ? pageNumber : 1
+  const limitNumber = Math.trunc(Number(query.limit ?? defaultPageSize))
+  const limit = Number.isFinite(limitNumber)
+    ? Math.min(maxPageSize, Math.max(1, limitNumber))
+    : defaultPageSize
+  const sort = sorts.includes(query.sort as S) ? (query.sort as S) : sorts[0]
+  return { page, limit, offset: (page - 1) * limit, order: query.order === 'asc' ? 'asc' : 'desc', sort }
+}
+
+/**
+ * `order by <column> <direction>, <tiebreak>`: the column comes from the list's own whitelist, looked up
+ * by the sort key, so a sort value from a request never reaches SQL as text (DESIGN 3).
+ */
+export function orderBy<S extends string>(
+  db: Db,
+  page: PageRequest<S>,
+  columns: Record<S, string>,
+  tiebreak = 'id',
+): Fragment {
+  const direction = page.order === 'asc' ? db`asc nulls last` : db`desc nulls last`
+  const column = db(columns[page.sort] as never) as Fragment
+  return db`order by ${column} ${direction}, ${db(tiebreak as never)} ${direction}`
+}
+
+export function envelope<T>(data: T[], total: number, page: PageRequest): Paged<T> {
+  return {
+    data,
+    total,
+    page: page.page,
+    limit: page.limit,
+    pages: Math.max(1, Math.ceil(total / page.limit)),
+  }
+}

@@ -1,0 +1,177 @@
+import { ApiError } from '../../shared/errors.js'
+import type {
+  Avatar,
+  Enterprise,
+  WebhookSecretInfo,
+  WebhookSecretRotated,
+} from '../../shared/schemas/enterprise.js'
+import type { ModelTier } from '../../shared/schemas/models.js'
+import { cleanSlug, maxSlugLength } from '../../shared/slug.js'
+import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
+import { parseImageDataUrl } from './images.js'
+import { hashSecret, lastChars, matchesHash, newSecret } from './secrets.js'
+
+/** A cleaned slug, or 400 invalid_slug when nothing is left or it is too long (spec: Limits). */
+export function validSlug(raw: string, what = 'slug'): string {
+  const slug = cleanSlug(raw)
+  if (!slug || slug.length > maxSlugLength) {
+    throw new ApiError(
+      'invalid_slug',
+      `${what} must have 1 to ${maxSlugLength} letters, digits or hyphens after cleaning; got "${raw}".`,
+    )
+  }
+  return slug
+}
+
+export function validName(raw: string): string {
+  const name = raw.trim()
+  if (name.length < 1 || name.length > 200) {
+    throw new ApiError('invalid_name', 'name must be 1 to 200 characters.')
+  }
+  return name
+}
+
+/** Hooks run inside the transaction that creates an enterprise (its built-in roles, its first team). */
+export type EnterpriseSetup = (tx: Db, enterprise: Enterprise) => Promise<void>
+const setups: EnterpriseSetup[] = []
+export function onEnterpriseCreated(setup: EnterpriseSetup): void {
+  setups.push(setup)
+}
+
+export async function createEnterprise(
+  db: Db,
+  input: { name: string; slug?: string },
+): Promise<Enterprise> {
+  const name = validName(input.name)
+  const slug = validSlug(input.slug ?? name)
+  // The initial webhook secret is never revealed (spec: Authentication 8): only its hash is kept.
+  const secret = newSecret('whsec')
+  try {
+    return await transaction(db, async (tx) => {
+      const [enterprise] = await tx<Enterprise[]>`
+        insert into enterprises (slug, name, webhook_secret_hash, webhook_secret_last_chars)
+        values (${slug}, ${name}, ${hashSecret(secret)}, ${lastChars(secret)})
+        returning id, slug, name`
+      for (const setup of setups) await setup(tx, enterprise!)
+      return enterprise!
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'enterprises_slug_key')) {
+      throw new ApiError('enterprise_slug_taken', `An enterprise with the slug "${slug}" exists.`)
+    }
+    throw err
+  }
+}
+
+export async function findEnterpriseBySlug(db: Db, slug: string): Promise<Enterprise | undefined> {
+  const [row] = await db<Enterprise[]>`select id, slug, name from enterprises where slug = ${slug}`
+  return row
+}
+
+export async function getEnterprise(db: Db, id: string): Promise<Enterprise> {
+  const [row] = await db<Enterprise[]>`select id, slug, name from enterprises where id = ${id}`
+  if (!row) throw new ApiError('enterprise_not_found')
+  return row
+}
+
+export async function listEnterprises(db: Db): Promise<Enterprise[]> {
+  return db<Enterprise[]>`select id, slug, name from enterprises order by created_at, id`
+}
+
+// --- webhook secret (spec: Enterprise settings; Authentication 8) ---------------------------------
+
+export async function getWebhookSecretInfo(db: Db, enterpriseId: string): Promise<WebhookSecretInfo> {
+  const [row] = await db<{ lastChars: string; since: Date; rotated: boolean }[]>`
+    select webhook_secret_last_chars as last_chars,
+           webhook_secret_since as since,
+           webhook_secret_rotated as rotated
+      from enterprises
+     where id = ${enterpriseId}`
+  if (!row) throw new ApiError('enterprise_not_found')
+  return { lastChars: row.lastChars, since: row.since.toISOString(), rotated: row.rotated }
+}
+
+/** A new secret, shown in this answer only; the old one stops matching at once. */
+export async function rotateWebhookSecret(db: Db, enterpriseId: string): Promise<WebhookSecretRotated> {
+  const secret = newSecret('whsec')
+  const [row] = await db<{ since: Date }[]>`
+    update enterprises
+       set webhook_secret_hash = ${hashSecret(secret)},
+           webhook_secret_last_chars = ${lastChars(secret)},
+           webhook_secret_since = now(),
+           webhook_secret_rotated = true,
+           updated_at = now()
+     where id = ${enterpriseId}
+     returning webhook_secret_since as since`
+  if (!row) throw new ApiError('enterprise_not_found')
+  return { secret, lastChars: lastChars(secret), since: row.since.toISOString(), rotated: true }
+}
+
+// A hash to compare against when the enterprise is unknown, so both failures take the same time.
+const absentHash = hashSecret(newSecret('whsec'))
+
+/**
+ * The enterprise whose webhook secret this is, or undefined: a wrong secret and an unknown enterprise
+ * are indistinguishable to the caller (spec: Authentication 8).
+ */
+export async function verifyWebhookSecret(
+  db: Db,
+  enterpriseSlug: string,
+  secret: string | undefined,
+): Promise<Enterprise | undefined> {
+  const [row] = await db<(Enterprise & { hash: Buffer })[]>`
+    select id, slug, name, webhook_secret_hash as hash from enterprises where slug = ${enterpriseSlug}`
+  const ok = matchesHash(secret ?? '', row?.hash ?? absentHash)
+  return row && secret && ok ? { id: row.id, slug: row.slug, name: row.name } : undefined
+}
+
+// --- settings (spec: Enterprise settings) ---------------------------------------------------------
+
+export interface EnterpriseSettings {
+  concurrentRunLimit: number
+  chatModelTier: ModelTier
+  chatMemoryDepth: string
+  metrics: string[]
+}
+
+export async function getSettings(db: Db, enterpriseId: string): Promise<EnterpriseSettings> {
+  const [row] = await db<EnterpriseSettings[]>`
+    select concurrent_run_limit, chat_model_tier, chat_memory_depth, metrics
+      from enterprises
+     where id = ${enterpriseId}`
+  if (!row) throw new ApiError('enterprise_not_found')
+  return row
+}
+
+/** Sets the given settings; setting a value twice leaves the same value (spec: Retry safety). */
+export async function updateSettings(
+  db: Db,
+  enterpriseId: string,
+  patch: Partial<EnterpriseSettings>,
+): Promise<EnterpriseSettings> {
+  const [row] = await db<EnterpriseSettings[]>`
+    update enterprises
+       set concurrent_run_limit = coalesce(${patch.concurrentRunLimit ?? null}::integer, concurrent_run_limit),
+           chat_model_tier = coalesce(${patch.chatModelTier ?? null}::text, chat_model_tier),
+           chat_memory_depth = coalesce(${patch.chatMemoryDepth ?? null}::text, chat_memory_depth),
+           metrics = coalesce(${patch.metrics ? db.json(patch.metrics) : null}::jsonb, metrics),
+           updated_at = now()
+     where id = ${enterpriseId}
+     returning concurrent_run_limit, chat_model_tier, chat_memory_depth, metrics`
+  if (!row) throw new ApiError('enterprise_not_found')
+  return row
+}
+
+export async function setEnterpriseAvatar(db: Db, enterpriseId: string, dataUrl: string): Promise<Avatar> {
+  const image = parseImageDataUrl(dataUrl)
+  await db`
+    insert into enterprise_avatars (enterprise_id, content_type, data)
+    values (${enterpriseId}, ${image.contentType}, ${image.data})
+    on conflict (enterprise_id)
+    do update set content_type = excluded.content_type, data = excluded.data, updated_at = now()`
+  return { contentType: image.contentType, bytes: image.data.length }
+}
+
+export async function deleteEnterpriseAvatar(db: Db, enterpriseId: string): Promise<void> {
+  await db`delete from enterprise_avatars where enterprise_id = ${enterpriseId}`
+}

@@ -1,0 +1,81 @@
+import type { MiddlewareHandler } from 'hono'
+import { requestId } from 'hono/request-id'
+import { enterpriseRoutes } from '../routes/enterprise.js'
+import { healthRoutes } from '../routes/health.js'
+import { authenticate, PublicRoutes } from './auth.js'
+import { limitBody, parseJsonBody } from './body.js'
+import type { AppDeps, AppEnv } from './context.js'
+import { errorWriter, frameworkError } from './errors.js'
+import { createRouter, type Router } from './router.js'
+
+/**
+ * The whole HTTP app, middleware and errors included (STYLE: createApp(deps)). Tests call
+ * `app.request(...)` on the same app that `osd serve` listens with.
+ */
+export function createApp(deps: AppDeps): Router {
+  const app = createRouter()
+  const publicRoutes = new PublicRoutes()
+
+  // DESIGN 4: request id -> body limit -> JSON body -> authentication and scope -> route -> errors.
+  app.use('*', requestId(), accessLog(deps), limitBody, parseJsonBody, authenticate(deps.sql, publicRoutes))
+
+  app.route('/v1', healthRoutes(deps))
+  app.route('/v1/enterprise', enterpriseRoutes(deps))
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API token of the enterprise: Authorization: Bearer <token>',
+  })
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/v1/openapi.json',
+    summary: 'This document',
+    security: [],
+    responses: { 200: { description: 'the OpenAPI 3.1 document of every route' } },
+  })
+  // Routes declared public are the ones the auth middleware lets through without a token.
+  for (const definition of app.openAPIRegistry.definitions) {
+    if (definition.type === 'route' && definition.route.security?.length === 0) {
+      publicRoutes.add(definition.route.method, definition.route.path)
+    }
+  }
+  const document = openApiDocument(app, deps.config.version)
+  app.get('/v1/openapi.json', (c) => c.json(document()))
+
+  app.notFound((c) => frameworkError(c, 404, 'Not Found'))
+  app.onError(errorWriter(deps.log))
+  return app
+}
+
+/** Built once, on first request: the routes do not change while the process runs. */
+function openApiDocument(app: Router, version: string) {
+  let document: unknown
+  return () =>
+    (document ??= app.getOpenAPI31Document({
+      openapi: '3.1.0',
+      info: {
+        title: 'osd: task automation service',
+        version,
+        description: 'The HTTP API of osd. Every route but the public ones needs a bearer token.',
+      },
+      servers: [{ url: '/' }],
+    }))
+}
+
+function accessLog({ log }: AppDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const started = performance.now()
+    await next()
+    log.info(
+      {
+        requestId: c.var.requestId,
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      },
+      'request',
+    )
+  }
+}

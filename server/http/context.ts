@@ -1,0 +1,29 @@
+import type { Context } from 'hono'
+import type { Config } from '../config.js'
+import type { Sql } from '../db/sql.js'
+import type { Logger } from '../log.js'
+
+/** What a request learns about its caller from the bearer token (spec: Authentication). */
+export interface Caller {
+  tokenId: string
+  enterpriseId: string
+  scopes: ReadonlySet<string>
+}
+
+export interface AppEnv {
+  Variables: {
+    requestId: string
+    /** The parsed JSON body; undefined when there is none or it is not sent as application/json. */
+    body: unknown
+    caller: Caller
+  }
+}
+
+export type AppContext = Context<AppEnv>
+
+/** What the app is built from (STYLE: createApp(deps)); main.ts and tests supply it. */
+export interface AppDeps {
+  sql: Sql
+  config: Config
+  log: Logger
+}

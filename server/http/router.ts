@@ -1,0 +1,128 @@
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { z } from 'zod'
+import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
+import { ErrorBody } from '../../shared/schemas/common.js'
+import type { AppContext, AppEnv } from './context.js'
+import { validationError } from './validation.js'
+
+export type Router = OpenAPIHono<AppEnv>
+
+/** A sub-app for one resource (STYLE: a sub-app per resource); createApp mounts it under /v1. */
+export function createRouter(): Router {
+  return new OpenAPIHono<AppEnv>()
+}
+
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete'
+type Schema = z.ZodType
+type Infer<S> = S extends Schema ? z.infer<S> : Record<string, never>
+
+export interface RouteDef<P, Q, B, R> {
+  method: Method
+  /** OpenAPI form, relative to where the router is mounted: '/{id}/versions'. */
+  path: string
+  summary: string
+  description?: string
+  params?: P
+  query?: Q
+  body?: B
+  /** Status of success; 200 unless given. 204 answers an empty body. */
+  status?: 200 | 201 | 202 | 204
+  /** Schema of the success answer, for the OpenAPI document and the handler's return type. */
+  response?: R
+  /** Media type of a raw answer (an image), when the handler returns a Response. */
+  rawResponse?: string
+  /** Code answered when a path parameter is malformed (an id that cannot exist is simply not found). */
+  notFound?: ErrorCode
+  /** Error codes this route answers, for the document. */
+  errors?: ErrorCode[]
+  /** Served without a token (spec: Routes without a token). The auth middleware reads this. */
+  public?: boolean
+}
+
+export interface RouteInput<P, Q, B> {
+  params: Infer<P>
+  query: Infer<Q>
+  body: Infer<B>
+}
+
+type Answer<R> = R extends Schema ? z.input<R> : void
+
+/**
+ * Declares one route: its OpenAPI entry, generated from the zod schemas, and its handler, which receives
+ * validated params, query and body and returns the answer body (or a Response for raw answers).
+ */
+export function route<
+  P extends Schema | undefined = undefined,
+  Q extends Schema | undefined = undefined,
+  B extends Schema | undefined = undefined,
+  R extends Schema | undefined = undefined,
+>(
+  app: Router,
+  def: RouteDef<P, Q, B, R>,
+  handler: (c: AppContext, input: RouteInput<P, Q, B>) => Promise<Answer<R> | Response>,
+): void {
+  const status = def.status ?? 200
+  app.openAPIRegistry.registerPath({
+    method: def.method,
+    path: def.path,
+    summary: def.summary,
+    description: def.description,
+    tags: [],
+    security: def.public ? [] : [{ bearer: [] }],
+    request: {
+      params: def.params as never,
+      query: def.query as never,
+      body: def.body
+        ? { required: true, content: { 'application/json': { schema: def.body as Schema } } }
+        : undefined,
+    },
+    responses: documentResponses(def, status) as never,
+  })
+
+  const honoPath = def.path.replace(/\{(\w+)\}/g, ':$1')
+  app.on(def.method.toUpperCase(), honoPath, async (c) => {
+    const input = {
+      params: parse(def.params, c.req.param(), () => new ApiError(def.notFound ?? 'not_found')),
+      query: parse(def.query, c.req.query(), (e) => validationError(e, 'query')),
+      body: parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')),
+    } as RouteInput<P, Q, B>
+    const answer = await handler(c as AppContext, input)
+    if (answer instanceof Response) return answer
+    if (status === 204) return c.body(null, 204)
+    return c.json(answer as object, status)
+  })
+}
+
+function parse(schema: Schema | undefined, value: unknown, fail: (e: z.ZodError) => ApiError) {
+  if (!schema) return {}
+  const result = schema.safeParse(value)
+  if (!result.success) throw fail(result.error)
+  return result.data
+}
+
+function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, status: number) {
+  const responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }> =
+    {}
+  if (def.rawResponse) {
+    const file = { type: 'string', format: 'binary' }
+    responses[status] = { description: 'the file', content: { [def.rawResponse]: { schema: file } } }
+  } else if (def.response) {
+    responses[status] = { description: 'success', content: { 'application/json': { schema: def.response as Schema } } }
+  } else {
+    responses[status] = { description: 'success, empty body' }
+  }
+  const codes = new Set<ErrorCode>(def.errors ?? [])
+  if (def.body || def.query) codes.add('invalid_request')
+  if (def.params) codes.add(def.notFound ?? 'not_found')
+  if (!def.public) codes.add('api_token_scope')
+  const byStatus = new Map<number, string[]>()
+  for (const code of codes) byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])
+  for (const [s, list] of [...byStatus].sort(([a], [b]) => a - b)) {
+    responses[s] = {
+      description: `error: ${list.join(', ')}`,
+      content: { 'application/json': { schema: ErrorBody } },
+    }
+  }
+  if (!def.public) responses[401] = { description: 'no or invalid token' }
+  return responses
+}

@@ -1,0 +1,75 @@
+import { Command, Option } from 'commander'
+import { ApiError } from '../shared/errors.js'
+import { registerAdmin, UsageError } from './admin/commands.js'
+import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
+import { openDatabase } from './db/index.js'
+import { migrate } from './db/migrate.js'
+import { createLogger } from './log.js'
+import { startDaemon } from './serve.js'
+import { packageVersion } from '../shared/paths.js'
+
+const program = new Command('osd')
+  .description('osd: the task automation daemon')
+  .version(packageVersion)
+  .showHelpAfterError()
+
+program
+  .command('serve')
+  .description('serve the HTTP API and run the engine')
+  .option('--port <n>', 'port to listen on; 0 picks a free one (env OSD_PORT, default 8080)')
+  .option('--host <host>', 'address to listen on (env OSD_HOST, default 127.0.0.1)')
+  .option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR, default ~/.osd)')
+  .addOption(new Option('--role <role>', 'what this process does (env OSD_ROLE)').choices(roles))
+  .action(async (flags: ConfigFlags) => {
+    const config = loadConfig(flags)
+    const log = createLogger(config.logLevel)
+    const daemon = await startDaemon(config, log)
+    let signals = 0
+    const shutdown = (signal: string) => {
+      if (++signals > 1) {
+        log.warn({ signal }, 'second signal: exiting now')
+        process.exit(1)
+      }
+      log.info({ signal }, 'shutting down: finishing in-flight requests')
+      daemon.stop().then(
+        () => log.flush(() => process.exit(0)),
+        (err: unknown) => {
+          log.error({ err }, 'shutdown failed')
+          log.flush(() => process.exit(1))
+        },
+      )
+    }
+    process.on('SIGTERM', () => shutdown('SIGTERM'))
+    process.on('SIGINT', () => shutdown('SIGINT'))
+  })
+
+program
+  .command('migrate')
+  .description('apply pending database migrations')
+  .option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR)')
+  .action(async (flags: ConfigFlags) => {
+    const config = loadConfig(flags)
+    const log = createLogger(config.logLevel, process.stderr as never)
+    const db = await openDatabase(config, log, { max: 1, applicationName: 'osd migrate' })
+    try {
+      const applied = await migrate(db.sql)
+      process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n')
+    } finally {
+      await db.close()
+    }
+  })
+
+registerAdmin(program.command('admin').description('operator bootstrap: enterprises and tokens'))
+
+program.parseAsync().catch((err: unknown) => {
+  if (err instanceof ApiError) {
+    process.stderr.write(`error: ${err.code}: ${err.message}\n`)
+    process.exit(1)
+  }
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`error: ${err.message}\n`)
+    process.exit(2)
+  }
+  process.stderr.write(`error: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

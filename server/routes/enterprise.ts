@@ -1,0 +1,186 @@
+import {
+  Avatar,
+  AvatarInput,
+  ChatMemoryDepthInput,
+  ChatMemoryDepthSetting,
+  ChatModelTierSetting,
+  Concurrency,
+  EnterpriseOverview,
+  Metrics,
+  WebhookSecretInfo,
+  WebhookSecretRotated,
+  chatMemoryDepths,
+} from '../../shared/schemas/enterprise.js'
+import {
+  deleteEnterpriseAvatar,
+  getEnterprise,
+  getSettings,
+  getWebhookSecretInfo,
+  rotateWebhookSecret,
+  setEnterpriseAvatar,
+  updateSettings,
+} from '../domain/enterprises.js'
+import { getToken } from '../domain/tokens.js'
+import type { AppDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+/** Enterprise settings and the webhook secret (spec: Endpoints, Enterprise settings). */
+export function enterpriseRoutes({ sql }: AppDeps) {
+  const app = createRouter()
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary: 'The enterprise, and the calling token with its scopes (beyond the spec)',
+      response: EnterpriseOverview,
+    },
+    async (c) => {
+      const { enterpriseId, tokenId } = c.var.caller
+      const [enterprise, token] = await Promise.all([
+        getEnterprise(sql, enterpriseId),
+        getToken(sql, enterpriseId, tokenId),
+      ])
+      return {
+        enterprise,
+        token: { id: token.id, name: token.name, scopes: token.scopes, lastChars: token.lastChars },
+      }
+    },
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/webhook-secret',
+      summary: 'Which webhook secret is in use and since when: its last characters only',
+      response: WebhookSecretInfo,
+    },
+    async (c) => getWebhookSecretInfo(sql, c.var.caller.enterpriseId),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/webhook-secret/rotate',
+      summary: 'A new webhook secret, returned in this answer only; the old one stops at once',
+      response: WebhookSecretRotated,
+    },
+    async (c) => rotateWebhookSecret(sql, c.var.caller.enterpriseId),
+  )
+
+  route(
+    app,
+    {
+      method: 'put',
+      path: '/avatar',
+      summary: "Set the enterprise's picture from a data: URL of an image",
+      body: AvatarInput,
+      response: Avatar,
+      errors: ['invalid_image'],
+    },
+    async (c, { body }) => setEnterpriseAvatar(sql, c.var.caller.enterpriseId, body.dataUrl),
+  )
+
+  route(
+    app,
+    { method: 'delete', path: '/avatar', summary: "Remove the enterprise's picture", status: 204 },
+    async (c) => deleteEnterpriseAvatar(sql, c.var.caller.enterpriseId),
+  )
+
+  // Each setting is a GET and a PATCH of one field; PATCH answers the value now in force.
+  route(
+    app,
+    { method: 'get', path: '/concurrency', summary: 'The enterprise concurrent-run limit', response: Concurrency },
+    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'concurrentRunLimit'),
+  )
+  route(
+    app,
+    {
+      method: 'patch',
+      path: '/concurrency',
+      summary: 'Set the enterprise concurrent-run limit',
+      body: Concurrency,
+      response: Concurrency,
+    },
+    async (c, { body }) =>
+      pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'concurrentRunLimit'),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/chat-model-tier',
+      summary: 'The model tier chats use',
+      response: ChatModelTierSetting,
+    },
+    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'chatModelTier'),
+  )
+  route(
+    app,
+    {
+      method: 'patch',
+      path: '/chat-model-tier',
+      summary: 'Set the model tier chats use',
+      body: ChatModelTierSetting,
+      response: ChatModelTierSetting,
+    },
+    async (c, { body }) =>
+      pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'chatModelTier'),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/chat-memory-depth',
+      summary: 'How much memory chats read, with the depths to choose from',
+      response: ChatMemoryDepthSetting,
+    },
+    async (c) => withDepths(await getSettings(sql, c.var.caller.enterpriseId)),
+  )
+  route(
+    app,
+    {
+      method: 'patch',
+      path: '/chat-memory-depth',
+      summary: 'Set how much memory chats read',
+      body: ChatMemoryDepthInput,
+      response: ChatMemoryDepthSetting,
+    },
+    async (c, { body }) => withDepths(await updateSettings(sql, c.var.caller.enterpriseId, body)),
+  )
+
+  route(
+    app,
+    { method: 'get', path: '/metrics', summary: "The enterprise's metrics", response: Metrics },
+    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'metrics'),
+  )
+  route(
+    app,
+    {
+      method: 'patch',
+      path: '/metrics',
+      summary: "Set the enterprise's metrics",
+      body: Metrics,
+      response: Metrics,
+    },
+    async (c, { body }) => pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'metrics'),
+  )
+
+  return app
+}
+
+function pick<T, K extends keyof T>(settings: T, key: K): Pick<T, K> {
+  return { [key]: settings[key] } as Pick<T, K>
+}
+
+function withDepths(settings: { chatMemoryDepth: string }) {
+  return {
+    chatMemoryDepth: settings.chatMemoryDepth as (typeof chatMemoryDepths)[number],
+    depths: [...chatMemoryDepths],
+  }
+}

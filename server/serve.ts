@@ -1,0 +1,66 @@
+import type { AddressInfo } from 'node:net'
+import type { Server } from 'node:http'
+import { serve as listen } from '@hono/node-server'
+import type { Config } from './config.js'
+import { openDatabase, type Database } from './db/index.js'
+import { migrate } from './db/migrate.js'
+import { createApp } from './http/app.js'
+import type { Logger } from './log.js'
+
+export interface Running {
+  /** Base URL of the API (ends in /v1), when this process serves HTTP. */
+  url: string | undefined
+  /** Stops taking requests, lets in-flight ones finish, stops background work, closes the database. */
+  stop(): Promise<void>
+}
+
+/** The composition root (DESIGN 2): config -> db -> app -> engine -> listen. */
+export async function startDaemon(config: Config, log: Logger): Promise<Running> {
+  const db = await openDatabase(config, log, { max: 20 })
+  try {
+    const applied = await migrate(db.sql)
+    log.info({ database: db.location, applied }, 'database ready')
+  } catch (err) {
+    await db.close().catch(() => undefined)
+    throw err
+  }
+
+  const server = config.role === 'engine' ? undefined : await listenHttp(config, db, log)
+  const url = server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
+  log.info({ url, role: config.role, version: config.version }, 'osd started')
+
+  let stopping: Promise<void> | undefined
+  return {
+    url,
+    stop: () =>
+      (stopping ??= (async () => {
+        if (server) await closeHttp(server, log)
+        await db.close()
+        log.info({}, 'osd stopped')
+      })()),
+  }
+}
+
+async function listenHttp(config: Config, db: Database, log: Logger): Promise<Server> {
+  const app = createApp({ sql: db.sql, config, log })
+  return new Promise((resolve, reject) => {
+    const server = listen({ fetch: app.fetch, port: config.port, hostname: config.host }) as Server
+    server.once('error', reject)
+    server.once('listening', () => resolve(server))
+  })
+}
+
+/** Stops accepting connections and waits for in-flight requests; after 30 s the rest are cut. */
+async function closeHttp(server: Server, log: Logger): Promise<void> {
+  const force = setTimeout(() => {
+    log.warn({}, 'requests still in flight after 30 s; closing their connections')
+    server.closeAllConnections()
+  }, 30_000)
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  clearTimeout(force)
+}
+
+function formatHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1'
+  return host.includes(':') ? `[${host}]` : host
+}

@@ -1,0 +1,98 @@
+// Every error code the API answers, with the one status it answers with (spec: Errors, Codes).
+// A code is written once here, so a route cannot answer a code with the wrong status.
+export const errorStatus = {
+  // 400: missing or invalid request
+  invalid_request: 400,
+  invalid_json: 400,
+  invalid_name: 400,
+  invalid_slug: 400,
+  invalid_task_definition: 400,
+  llm_model_not_in_catalogue: 400,
+  assignee_member_removed: 400,
+  serialize_on_invalid: 400,
+  skillMd_required: 400,
+  gate_required_for_tool: 400,
+  invalid_image: 400,
+  // 403: the token cannot do this
+  api_token_scope: 403,
+  api_token_cannot_manage_tokens: 403,
+  api_token_cannot_manage_connections: 403,
+  task_definition_read_only: 403,
+  ceo_bind_only: 403,
+  // 404: nothing with that id in the enterprise
+  not_found: 404,
+  enterprise_not_found: 404,
+  task_not_found: 404,
+  team_not_found: 404,
+  member_not_found: 404,
+  role_not_found: 404,
+  run_not_found: 404,
+  version_not_found: 404,
+  schedule_not_found: 404,
+  avatar_not_found: 404,
+  task_not_runnable: 404,
+  log_not_found: 404,
+  // 409: conflict with the current state
+  overlap: 409,
+  member_busy: 409,
+  gate_not_waiting: 409,
+  already_decided: 409,
+  task_version_conflict: 409,
+  task_slug_taken: 409,
+  team_slug_taken: 409,
+  role_slug_taken: 409,
+  enterprise_slug_taken: 409,
+  member_email_taken: 409,
+  os_task_immutable: 409,
+  illegal_transition: 409,
+  chat_replying: 409,
+  replay_idempotency_key_reused: 409,
+  // 413: body over 100 KB
+  body_too_large: 413,
+} as const
+
+export type ErrorCode = keyof typeof errorStatus
+export type ErrorStatus = (typeof errorStatus)[ErrorCode]
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorStatus, value)
+}
+
+// Reason phrases for the framework-level shape `{message, error, statusCode}` (spec: Errors, Two body shapes).
+export const statusName: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+}
+
+/**
+ * The one error type (DESIGN 4): thrown by domain code and routes, written by the one error writer as
+ * `{error: code, message, ...extra}` with the status the code answers.
+ */
+export class ApiError extends Error {
+  readonly status: number
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    readonly extra?: Record<string, unknown>,
+  ) {
+    super(message ?? code)
+    this.name = 'ApiError'
+    this.status = errorStatus[code]
+  }
+
+  toBody(): ErrorBody {
+    return { error: this.code, message: this.message, ...this.extra }
+  }
+}
+
+export interface ErrorBody {
+  error: string
+  message?: string
+  [extra: string]: unknown
+}

@@ -1,0 +1,71 @@
+// Scopes (spec: Authentication 3): a resource and a level. The resource of a route is the first path
+// segment after /v1; the level is read for GET and write for every other method.
+export const resources = [
+  'tasks',
+  'runs',
+  'blockers',
+  'executions',
+  'gates',
+  'chats',
+  'plans',
+  'memory',
+  'recommendations',
+  'spend',
+  'llm',
+  'tools',
+  'teams',
+  'members',
+  'roles',
+  'orgs',
+  'enterprise',
+  'catalog',
+  'webhooks',
+] as const
+
+export type Resource = (typeof resources)[number]
+export type Level = 'read' | 'write'
+export type Scope = `${Resource}:${Level}`
+
+export const allScopes: Scope[] = resources.flatMap((r) => [`${r}:read`, `${r}:write`] as Scope[])
+
+export function isResource(value: string): value is Resource {
+  return (resources as readonly string[]).includes(value)
+}
+
+export function isScope(value: string): value is Scope {
+  return (allScopes as string[]).includes(value)
+}
+
+export function levelFor(method: string): Level {
+  return method === 'GET' || method === 'HEAD' ? 'read' : 'write'
+}
+
+/** The resource a /v1 path belongs to: its first segment after /v1, or undefined. */
+export function resourceOf(path: string): string | undefined {
+  const match = /^\/v1\/([^/?#]+)/.exec(path)
+  return match?.[1]
+}
+
+/**
+ * Parses a comma-separated scope list. `*` and `all` stand for every scope and `tasks:*` for both
+ * levels of a resource; anything unknown is reported so an operator's typo is not silently dropped.
+ */
+export function parseScopes(text: string): { scopes: Scope[]; unknown: string[] } {
+  const scopes = new Set<Scope>()
+  const unknown: string[] = []
+  for (const raw of text.split(',')) {
+    const item = raw.trim()
+    if (!item) continue
+    if (item === '*' || item === 'all') {
+      allScopes.forEach((s) => scopes.add(s))
+    } else if (item.endsWith(':*') && isResource(item.slice(0, -2))) {
+      scopes.add(`${item.slice(0, -2)}:read` as Scope)
+      scopes.add(`${item.slice(0, -2)}:write` as Scope)
+    } else if (isScope(item)) {
+      scopes.add(item)
+    } else {
+      unknown.push(item)
+    }
+  }
+  return { scopes: allScopes.filter((s) => scopes.has(s)), unknown }
+}

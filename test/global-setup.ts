@@ -1,0 +1,57 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import type { TestProject } from 'vitest/node'
+import { useEmbeddedServer } from '../server/db/embedded.js'
+import { migrate } from '../server/db/migrate.js'
+import { createSql } from '../server/db/sql.js'
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    adminUrl: string
+    templateDb: string
+  }
+}
+
+const quiet = { info: () => undefined, warn: () => undefined }
+
+/**
+ * One PostgreSQL for the whole run: OSD_TEST_DATABASE_URL (a maintenance database of a server the
+ * tests may create databases on) or an embedded server in a temporary directory. Migrations are applied
+ * once, to a template that every test file clones (graphile-worker's helpers).
+ */
+export default async function setup(project: TestProject) {
+  let adminUrl = process.env.OSD_TEST_DATABASE_URL
+  let dir: string | undefined
+  let stop: (() => Promise<void>) | undefined
+  if (!adminUrl) {
+    dir = await mkdtemp(join(tmpdir(), 'osd-test-'))
+    const server = await useEmbeddedServer(dir, quiet)
+    adminUrl = server.adminUrl
+    stop = server.stop
+  }
+  const templateDb = `osd_template_${process.pid}`
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => undefined })
+  await admin.unsafe(`drop database if exists "${templateDb}"`)
+  await admin.unsafe(`create database "${templateDb}"`)
+  const template = createSql(withDatabase(adminUrl, templateDb), { max: 1 })
+  await migrate(template)
+  await template.end()
+
+  project.provide('adminUrl', adminUrl)
+  project.provide('templateDb', templateDb)
+
+  return async () => {
+    await admin.unsafe(`drop database if exists "${templateDb}" with (force)`)
+    await admin.end()
+    await stop?.()
+    if (dir) await rm(dir, { recursive: true, force: true })
+  }
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}

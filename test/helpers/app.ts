@@ -1,0 +1,100 @@
+import pino from 'pino'
+import { allScopes, type Scope } from '../../shared/scopes.js'
+import { loadConfig, type Config } from '../../server/config.js'
+import type { Sql } from '../../server/db/sql.js'
+import { createEnterprise } from '../../server/domain/enterprises.js'
+import { createToken } from '../../server/domain/tokens.js'
+import { createApp } from '../../server/http/app.js'
+import type { Logger } from '../../server/log.js'
+import { createTestDatabase } from './db.js'
+
+export interface Answer<T = any> {
+  status: number
+  body: T
+  headers: Headers
+  text: string
+}
+
+export interface CallOptions {
+  /** Bearer token; defaults to the enterprise's all-scope token. `null` sends none. */
+  token?: string | null
+  body?: unknown
+  /** Raw body, sent as is (with its own content-type header, if any). */
+  raw?: string | Uint8Array
+  headers?: Record<string, string>
+}
+
+export interface TestEnterprise {
+  id: string
+  slug: string
+  /** Holds every scope. */
+  token: string
+}
+
+export interface TestApp {
+  sql: Sql
+  dbUrl: string
+  config: Config
+  log: Logger
+  app: ReturnType<typeof createApp>
+  /** The enterprise the tests act as. */
+  acme: TestEnterprise
+  /** Another enterprise, whose ids must be invisible to acme (spec: Concepts, Enterprise). */
+  other: TestEnterprise
+  call<T = any>(method: string, path: string, options?: CallOptions): Promise<Answer<T>>
+  /** A token of acme holding exactly these scopes. */
+  tokenWith(scopes: Scope[], enterprise?: TestEnterprise): Promise<string>
+  createEnterprise(name: string): Promise<TestEnterprise>
+}
+
+export const silentLog: Logger = pino({ level: 'silent' })
+
+/** The app that `osd serve` serves, on a database of this test file's own. */
+export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
+  const db = await createTestDatabase()
+  const config = { ...loadConfig({}, { DATABASE_URL: db.url }), ...overrides }
+  const app = createApp({ sql: db.sql, config, log: silentLog })
+
+  async function makeEnterprise(name: string): Promise<TestEnterprise> {
+    const enterprise = await createEnterprise(db.sql, { name })
+    const { token } = await createToken(db.sql, enterprise.id, { name: 'all', scopes: allScopes })
+    return { id: enterprise.id, slug: enterprise.slug, token }
+  }
+  const acme = await makeEnterprise('Acme')
+  const other = await makeEnterprise('Other Corp')
+
+  async function call<T>(method: string, path: string, options: CallOptions = {}): Promise<Answer<T>> {
+    const headers: Record<string, string> = { ...options.headers }
+    const token = options.token === undefined ? acme.token : options.token
+    if (token) headers.authorization = `Bearer ${token}`
+    let body: string | Uint8Array | undefined = options.raw
+    if (options.body !== undefined && method !== 'GET' && method !== 'HEAD') {
+      body = JSON.stringify(options.body)
+      headers['content-type'] ??= 'application/json'
+    }
+    const res = await app.request(path, { method, headers, body: body as BodyInit | undefined })
+    const text = await res.text()
+    let parsed: unknown = text
+    try {
+      parsed = text ? JSON.parse(text) : undefined
+    } catch {
+      // not JSON: the text is the body
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers, text }
+  }
+
+  return {
+    sql: db.sql,
+    dbUrl: db.url,
+    config,
+    log: silentLog,
+    app,
+    acme,
+    other,
+    call,
+    createEnterprise: makeEnterprise,
+    async tokenWith(scopes, enterprise = acme) {
+      return (await createToken(db.sql, enterprise.id, { name: 'scoped', scopes })).token
+    },
+  }
+}

@@ -1,0 +1,30 @@
+import { randomBytes } from 'node:crypto'
+import postgres from 'postgres'
+import { afterAll, inject } from 'vitest'
+import { createSql, type Sql } from '../../server/db/sql.js'
+import { withDatabase } from '../global-setup.js'
+
+export interface TestDatabase {
+  sql: Sql
+  url: string
+  name: string
+}
+
+/**
+ * A database of this test file's own, cloned from the migrated template, dropped after the file. Real
+ * PostgreSQL, never a mock.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('adminUrl')
+  const name = `osd_test_${randomBytes(6).toString('hex')}`
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => undefined })
+  await admin.unsafe(`create database "${name}" template "${inject('templateDb')}"`)
+  const url = withDatabase(adminUrl, name)
+  const sql = createSql(url, { max: 10 })
+  afterAll(async () => {
+    await sql.end({ timeout: 5 })
+    await admin.unsafe(`drop database if exists "${name}" with (force)`)
+    await admin.end()
+  })
+  return { sql, url, name }
+}

@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { allScopes, levelFor, resourceOf } from '../../../shared/scopes.js'
+import { createSql } from '../../../server/db/sql.js'
+import { createApp } from '../../../server/http/app.js'
+import { revokeToken } from '../../../server/domain/tokens.js'
+import { createTestApp, silentLog, type TestApp } from '../../helpers/app.js'
+import { createTestDatabase } from '../../helpers/db.js'
+
+let t: TestApp
+beforeAll(async () => {
+  t = await createTestApp()
+})
+
+describe('GET /v1/health', () => {
+  it('answers ok and the package version without a token', async () => {
+    const res = await t.call('GET', '/v1/health', { token: null })
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ status: 'ok', version: t.config.version })
+  })
+
+  it('answers 503 degraded when the database does not answer', async () => {
+    const dead = createSql('postgres://osd:x@127.0.0.1:1/none', { max: 1 })
+    const app = createApp({ sql: dead, config: t.config, log: silentLog })
+    const res = await app.request('/v1/health')
+    expect(res.status).toBe(503)
+    expect(await res.json()).toEqual({ status: 'degraded', version: t.config.version })
+    await dead.end({ timeout: 0 })
+  })
+})
+
+describe('authentication (spec: Authentication 1-5)', () => {
+  it('answers 401 in the framework shape without a token', async () => {
+    const res = await t.call('GET', '/v1/enterprise/concurrency', { token: null })
+    expect(res.status).toBe(401)
+    expect(res.body).toEqual({ message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 })
+  })
+
+  it('answers 401 for a malformed authorization header and an unknown token', async () => {
+    for (const headers of [{ authorization: 'Basic abc' }, { authorization: 'Bearer nope' }]) {
+      const res = await t.call('GET', '/v1/enterprise/concurrency', { token: null, headers })
+      expect(res.status).toBe(401)
+    }
+  })
+
+  it('answers 401 for a revoked token at once', async () => {
+    const token = await t.tokenWith(['enterprise:read'])
+    expect((await t.call('GET', '/v1/enterprise/concurrency', { token })).status).toBe(200)
+    const [row] = await t.sql<{ id: string }[]>`
+      select id from api_tokens where enterprise_id = ${t.acme.id} order by created_at desc limit 1`
+    await revokeToken(t.sql, t.acme.id, row!.id)
+    expect((await t.call('GET', '/v1/enterprise/concurrency', { token })).status).toBe(401)
+  })
+
+  it('derives the scope from the path: read for GET, write otherwise', async () => {
+    const reader = await t.tokenWith(['enterprise:read'])
+    expect((await t.call('GET', '/v1/enterprise/metrics', { token: reader })).status).toBe(200)
+    const res = await t.call('PATCH', '/v1/enterprise/metrics', { token: reader, body: { metrics: [] } })
+    expect(res.status).toBe(403)
+    expect(res.body).toMatchObject({ error: 'api_token_scope', needed: 'enterprise:write' })
+    expect(res.body.message).toContain('enterprise:write')
+    expect(res.body.message).toContain('enterprise:read')
+  })
+
+  it("keeps a token to its own enterprise's settings", async () => {
+    await t.call('PATCH', '/v1/enterprise/concurrency', {
+      token: t.other.token,
+      body: { concurrentRunLimit: 77 },
+    })
+    const mine = await t.call('GET', '/v1/enterprise/concurrency')
+    expect(mine.body.concurrentRunLimit).not.toBe(77)
+  })
+})
+
+describe('portal-only routes (spec: Authentication 6-7)', () => {
+  it.each([
+    ['GET', '/v1/enterprise/api-tokens', 'api_token_cannot_manage_tokens'],
+    ['POST', '/v1/enterprise/api-tokens', 'api_token_cannot_manage_tokens'],
+    ['DELETE', `/v1/enterprise/api-tokens/${randomUUID()}`, 'api_token_cannot_manage_tokens'],
+    ['GET', '/v1/enterprise/connections', 'api_token_cannot_manage_connections'],
+    ['POST', '/v1/enterprise/connections/x', 'api_token_cannot_manage_connections'],
+    ['GET', '/v1/users', 'api_token_scope'],
+    ['GET', '/v1/enterprises', 'api_token_scope'],
+    ['GET', '/v1/auth/me', 'api_token_scope'],
+    ['GET', '/v1/auth/enterprise', 'api_token_scope'],
+    ['POST', '/v1/auth/logout', 'api_token_scope'],
+    ['GET', '/v1/consent/enterprises', 'api_token_scope'],
+    ['POST', '/v1/consent/approve', 'api_token_scope'],
+  ])('%s %s refuses a token holding every scope: %s', async (method, path, code) => {
+    const res = await t.call(method, path, { body: {} })
+    expect(res.status).toBe(403)
+    expect(res.body.error).toBe(code)
+  })
+
+  it('answers api_token_scope first to a token with no enterprise scope', async () => {
+    const token = await t.tokenWith(allScopes.filter((s) => !s.startsWith('enterprise:')))
+    for (const path of ['/v1/enterprise/api-tokens', '/v1/enterprise/connections']) {
+      const res = await t.call('GET', path, { token })
+      expect(res.status).toBe(403)
+      expect(res.body.error).toBe('api_token_scope')
+    }
+  })
+
+  it('does not take /v1/enterprise for /v1/enterprises', async () => {
+    expect((await t.call('GET', '/v1/enterprise/concurrency')).status).toBe(200)
+  })
+})
+
+describe('request bodies (spec: Common conventions, Limits)', () => {
+  const big = JSON.stringify({ metrics: ['x'.repeat(110 * 1024)] })
+
+  it('answers 413 for a body over 100 KB with a content-length', async () => {
+    const res = await t.call('PATCH', '/v1/enterprise/metrics', {
+      raw: big,
+      headers: { 'content-type': 'application/json', 'content-length': String(big.length) },
+    })
+    expect(res.status).toBe(413)
+    expect(res.body.error).toBe('body_too_large')
+  })
+
+  it('answers 413 for a streamed body over 100 KB without a content-length', async () => {
+    const chunks = [big.slice(0, 60_000), big.slice(60_000)]
+    const stream = new ReadableStream({
+      pull(controller) {
+        const next = chunks.shift()
+        if (next) controller.enqueue(new TextEncoder().encode(next))
+        else controller.close()
+      },
+    })
+    const res = await t.app.request('/v1/enterprise/metrics', {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${t.acme.token}`, 'content-type': 'application/json' },
+      body: stream,
+      // @ts-expect-error: undici needs this for a streamed request body
+      duplex: 'half',
+    })
+    expect(res.status).toBe(413)
+  })
+
+  it('takes a body of just under 100 KB', async () => {
+    const metrics = Array.from({ length: 50 }, (_, i) => `${i}`.padEnd(190, 'm'))
+    const res = await t.call('PATCH', '/v1/enterprise/metrics', { body: { metrics } })
+    expect(res.status).toBe(200)
+  })
+
+  it('answers 400 invalid_json for a body that is not JSON', async () => {
+    const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
+      raw: '{"concurrentRunLimit": ',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(res.status).toBe(400)
+    expect(res.body.error).toBe('invalid_json')
+  })
+
+  it('does not read a body as JSON without content-type application/json', async () => {
+    const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
+      raw: '{"concurrentRunLimit": 5}',
+      headers: { 'content-type': 'text/plain' },
+    })
+    expect(res.status).toBe(400)
+    expect(res.body.error).toBe('invalid_request')
+    expect(res.body.message).toContain('concurrentRunLimit')
+  })
+
+  it('reads application/json with a charset', async () => {
+    const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
+      raw: '{"concurrentRunLimit": 5}',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    })
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ concurrentRunLimit: 5 })
+  })
+})
+
+describe('errors', () => {
+  it('answers an unknown route 404 in the framework shape', async () => {
+    for (const path of ['/v1/nothing-here', '/v1/enterprise/nothing', '/elsewhere']) {
+      const res = await t.call('GET', path)
+      expect(res.status).toBe(404)
+      expect(res.body).toEqual({ message: 'Not Found', error: 'Not Found', statusCode: 404 })
+    }
+  })
+
+  it('answers an unexpected failure 500 without stack, SQL or names of the schema', async () => {
+    const broken = await createTestDatabase()
+    await broken.sql`alter table enterprises rename column concurrent_run_limit to run_limit_gone`
+    const app = createApp({ sql: broken.sql, config: t.config, log: silentLog })
+    const [ent] = await broken.sql`
+      insert into enterprises (slug, name, webhook_secret_hash, webhook_secret_last_chars)
+      values ('b', 'B', '\\x00', 'xxxx') returning id`
+    const token = 'osd_broken_' + randomUUID()
+    const { createHash } = await import('node:crypto')
+    await broken.sql`
+      insert into api_tokens (enterprise_id, name, scopes, token_hash, last_chars)
+      values (${ent!.id}, 't', ${broken.sql.array(allScopes)}, ${createHash('sha256').update(token).digest()}, 'xxxx')`
+    const res = await app.request('/v1/enterprise/concurrency', {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    expect(res.status).toBe(500)
+    const text = await res.text()
+    expect(JSON.parse(text)).toEqual({
+      statusCode: 500,
+      message: 'Internal server error',
+      error: 'Internal Server Error',
+    })
+    expect(text).not.toMatch(/concurrent_run_limit|select|at \w+ \(/i)
+  })
+
+  it('sends a request id with every answer', async () => {
+    const res = await t.call('GET', '/v1/health', { token: null })
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/)
+  })
+})
+
+describe('GET /v1/openapi.json', () => {
+  it('is an OpenAPI 3.1 document of every route, served without a token', async () => {
+    const res = await t.call('GET', '/v1/openapi.json', { token: null })
+    expect(res.status).toBe(200)
+    expect(res.body.openapi).toBe('3.1.0')
+    expect(res.body.info.version).toBe(t.config.version)
+    expect(Object.keys(res.body.paths)).toEqual(
+      expect.arrayContaining(['/v1/health', '/v1/enterprise/concurrency', '/v1/enterprise/webhook-secret/rotate']),
+    )
+    const patch = res.body.paths['/v1/enterprise/concurrency'].patch
+    expect(patch.requestBody.content['application/json'].schema).toBeDefined()
+    expect(patch.security).toEqual([{ bearer: [] }])
+    expect(res.body.paths['/v1/health'].get.security).toEqual([])
+  })
+})
+
+// Every route the document lists gets the auth and scope rules, so a new route cannot skip them.
+describe('every documented route', () => {
+  it('answers 401 without a token and 403 without its scope, unless public', async () => {
+    const doc = (await t.call('GET', '/v1/openapi.json', { token: null })).body
+    const tokenWithout = new Map<string, string>()
+    let checked = 0
+    for (const [path, ops] of Object.entries<Record<string, { security?: unknown[] }>>(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const concrete = path.replace(/\{[^}]+\}/g, () => randomUUID())
+        const verb = method.toUpperCase()
+        if (op.security?.length === 0) continue
+        const anonymous = await t.call(verb, concrete, { token: null, body: {} })
+        expect(anonymous.status, `${verb} ${path} without a token`).toBe(401)
+        const needed = `${resourceOf(concrete)}:${levelFor(verb)}`
+        if (!tokenWithout.has(needed)) {
+          tokenWithout.set(needed, await t.tokenWith(allScopes.filter((s) => s !== needed)))
+        }
+        const refused = await t.call(verb, concrete, { token: tokenWithout.get(needed)!, body: {} })
+        expect(refused.status, `${verb} ${path} without ${needed}`).toBe(403)
+        expect(refused.body.error).toBe('api_token_scope')
+        checked++
+      }
+    }
+    expect(checked).toBeGreaterThan(10)
+  })
+})
