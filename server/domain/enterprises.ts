@@ -80,7 +80,10 @@ export async function listEnterprises(db: Db): Promise<Enterprise[]> {
 
 // --- webhook secret (spec: Enterprise settings; Authentication 8) ---------------------------------
 
-export async function getWebhookSecretInfo(db: Db, enterpriseId: string): Promise<WebhookSecretInfo> {
+export async function getWebhookSecretInfo(
+  db: Db,
+  enterpriseId: string,
+): Promise<WebhookSecretInfo> {
   const [row] = await db<{ lastChars: string; since: Date; rotated: boolean }[]>`
     select webhook_secret_last_chars as last_chars,
            webhook_secret_since as since,
@@ -92,7 +95,10 @@ export async function getWebhookSecretInfo(db: Db, enterpriseId: string): Promis
 }
 
 /** A new secret, shown in this answer only; the old one stops matching at once. */
-export async function rotateWebhookSecret(db: Db, enterpriseId: string): Promise<WebhookSecretRotated> {
+export async function rotateWebhookSecret(
+  db: Db,
+  enterpriseId: string,
+): Promise<WebhookSecretRotated> {
   const secret = newSecret('whsec')
   const [row] = await db<{ since: Date }[]>`
     update enterprises
@@ -143,26 +149,42 @@ export async function getSettings(db: Db, enterpriseId: string): Promise<Enterpr
   return row
 }
 
-/** Sets the given settings; setting a value twice leaves the same value (spec: Retry safety). */
+/** NOTIFY channel of changed enterprise settings; the payload is the enterprise id. */
+export const settingsChangedChannel = 'osd_enterprise_settings_changed'
+
+/**
+ * Sets the given settings; setting a value twice leaves the same value (spec: Retry safety). Every osd
+ * process hears of the change when it commits, and drops what it cached (db/notified-cache.ts).
+ */
 export async function updateSettings(
   db: Db,
   enterpriseId: string,
   patch: Partial<EnterpriseSettings>,
 ): Promise<EnterpriseSettings> {
   const [row] = await db<EnterpriseSettings[]>`
-    update enterprises
-       set concurrent_run_limit = coalesce(${patch.concurrentRunLimit ?? null}::integer, concurrent_run_limit),
-           chat_model_tier = coalesce(${patch.chatModelTier ?? null}::text, chat_model_tier),
-           chat_memory_depth = coalesce(${patch.chatMemoryDepth ?? null}::text, chat_memory_depth),
-           metrics = coalesce(${patch.metrics ? db.json(patch.metrics) : null}::jsonb, metrics),
-           updated_at = now()
-     where id = ${enterpriseId}
-     returning concurrent_run_limit, chat_model_tier, chat_memory_depth, metrics`
+    with changed as (
+      update enterprises
+         set concurrent_run_limit = coalesce(${patch.concurrentRunLimit ?? null}::integer, concurrent_run_limit),
+             chat_model_tier = coalesce(${patch.chatModelTier ?? null}::text, chat_model_tier),
+             chat_memory_depth = coalesce(${patch.chatMemoryDepth ?? null}::text, chat_memory_depth),
+             metrics = coalesce(${patch.metrics ? db.json(patch.metrics) : null}::jsonb, metrics),
+             updated_at = now()
+       where id = ${enterpriseId}
+       returning id, concurrent_run_limit, chat_model_tier, chat_memory_depth, metrics
+    )
+    select concurrent_run_limit, chat_model_tier, chat_memory_depth, metrics,
+           pg_notify(${settingsChangedChannel}, id::text) as notified
+      from changed`
   if (!row) throw new ApiError('enterprise_not_found')
-  return row
+  const { concurrentRunLimit, chatModelTier, chatMemoryDepth, metrics } = row
+  return { concurrentRunLimit, chatModelTier, chatMemoryDepth, metrics }
 }
 
-export async function setEnterpriseAvatar(db: Db, enterpriseId: string, dataUrl: string): Promise<Avatar> {
+export async function setEnterpriseAvatar(
+  db: Db,
+  enterpriseId: string,
+  dataUrl: string,
+): Promise<Avatar> {
   const image = parseImageDataUrl(dataUrl)
   await db`
     insert into enterprise_avatars (enterprise_id, content_type, data)

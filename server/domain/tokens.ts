@@ -3,6 +3,9 @@ import type { Scope } from '../../shared/scopes.js'
 import type { Db } from '../db/sql.js'
 import { hashSecret, lastChars, newSecret } from './secrets.js'
 
+/** NOTIFY channel of revocations; its payload is the token id. */
+export const tokenRevokedChannel = 'osd_token_revoked'
+
 export interface ApiToken {
   id: string
   name: string
@@ -64,29 +67,37 @@ export async function getToken(db: Db, enterpriseId: string, id: string): Promis
   return toToken(row)
 }
 
-/** Revokes a token at once; revoking it again changes nothing. */
+/**
+ * Revokes a token at once; revoking it again changes nothing. The NOTIFY, delivered when the change
+ * commits, tells every osd process to forget the token (server/http/caller-cache.ts).
+ */
 export async function revokeToken(db: Db, enterpriseId: string, id: string): Promise<ApiToken> {
   const [row] = await db<TokenRow[]>`
-    update api_tokens
-       set revoked_at = coalesce(revoked_at, now())
-     where enterprise_id = ${enterpriseId} and id = ${id}
-     returning id, name, scopes, last_chars, created_at, revoked_at`
+    with revoked as (
+      update api_tokens
+         set revoked_at = coalesce(revoked_at, now())
+       where enterprise_id = ${enterpriseId} and id = ${id}
+       returning id, name, scopes, last_chars, created_at, revoked_at
+    )
+    select revoked.*, pg_notify(${tokenRevokedChannel}, revoked.id::text) from revoked`
   if (!row) throw new ApiError('not_found', `No token ${id} in this enterprise.`)
   return toToken(row)
 }
 
+export interface TokenCaller {
+  tokenId: string
+  enterpriseId: string
+  scopes: ReadonlySet<string>
+}
+
 /**
- * The caller a bearer token stands for, or undefined. Looked up by the token's SHA-256, which is what
- * the unique index holds; a token's own bytes never reach the database.
+ * The caller a token stands for, or undefined, found by the token's SHA-256 (what the unique index
+ * holds: a token's own bytes never reach the database).
  */
-export async function authenticateToken(
-  db: Db,
-  token: string,
-): Promise<{ tokenId: string; enterpriseId: string; scopes: ReadonlySet<string> } | undefined> {
-  if (token.length > 200) return undefined
+export async function findCallerByHash(db: Db, hash: Buffer): Promise<TokenCaller | undefined> {
   const [row] = await db<{ id: string; enterpriseId: string; scopes: string[] }[]>`
     select id, enterprise_id, scopes
       from api_tokens
-     where token_hash = ${hashSecret(token)} and revoked_at is null`
+     where token_hash = ${hash} and revoked_at is null`
   return row && { tokenId: row.id, enterpriseId: row.enterpriseId, scopes: new Set(row.scopes) }
 }

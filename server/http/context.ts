@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import type { Config } from '../config.js'
 import type { Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
+import type { Caches } from './caches.js'
 
 /** What a request learns about its caller from the bearer token (spec: Authentication). */
 export interface Caller {
@@ -26,4 +27,9 @@ export interface AppDeps {
   sql: Sql
   config: Config
   log: Logger
+}
+
+/** What route factories get: the app's deps and what createApp makes once for all routes. */
+export interface RouteDeps extends AppDeps {
+  caches: Caches
 }

@@ -81,10 +81,13 @@ export function route<
 
   const honoPath = def.path.replace(/\{(\w+)\}/g, ':$1')
   app.on(def.method.toUpperCase(), honoPath, async (c) => {
+    // Params and query are only read when declared: each read builds an object per request.
     const input = {
-      params: parse(def.params, c.req.param(), () => new ApiError(def.notFound ?? 'not_found')),
-      query: parse(def.query, c.req.query(), (e) => validationError(e, 'query')),
-      body: parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')),
+      params: def.params
+        ? parse(def.params, c.req.param(), () => new ApiError(def.notFound ?? 'not_found'))
+        : {},
+      query: def.query ? parse(def.query, c.req.query(), (e) => validationError(e, 'query')) : {},
+      body: def.body ? parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')) : {},
     } as RouteInput<P, Q, B>
     const answer = await handler(c as AppContext, input)
     if (answer instanceof Response) return answer
@@ -93,21 +96,28 @@ export function route<
   })
 }
 
-function parse(schema: Schema | undefined, value: unknown, fail: (e: z.ZodError) => ApiError) {
-  if (!schema) return {}
+function parse(schema: Schema, value: unknown, fail: (e: z.ZodError) => ApiError) {
   const result = schema.safeParse(value)
   if (!result.success) throw fail(result.error)
   return result.data
 }
 
 function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, status: number) {
-  const responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }> =
-    {}
+  const responses: Record<
+    string,
+    { description: string; content?: Record<string, { schema: unknown }> }
+  > = {}
   if (def.rawResponse) {
     const file = { type: 'string', format: 'binary' }
-    responses[status] = { description: 'the file', content: { [def.rawResponse]: { schema: file } } }
+    responses[status] = {
+      description: 'the file',
+      content: { [def.rawResponse]: { schema: file } },
+    }
   } else if (def.response) {
-    responses[status] = { description: 'success', content: { 'application/json': { schema: def.response as Schema } } }
+    responses[status] = {
+      description: 'success',
+      content: { 'application/json': { schema: def.response as Schema } },
+    }
   } else {
     responses[status] = { description: 'success, empty body' }
   }
@@ -116,7 +126,8 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
   if (def.params) codes.add(def.notFound ?? 'not_found')
   if (!def.public) codes.add('api_token_scope')
   const byStatus = new Map<number, string[]>()
-  for (const code of codes) byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])
+  for (const code of codes)
+    byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])
   for (const [s, list] of [...byStatus].sort(([a], [b]) => a - b)) {
     responses[s] = {
       description: `error: ${list.join(', ')}`,

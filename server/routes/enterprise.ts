@@ -19,14 +19,26 @@ import {
   rotateWebhookSecret,
   setEnterpriseAvatar,
   updateSettings,
+  type EnterpriseSettings,
 } from '../domain/enterprises.js'
 import { getToken } from '../domain/tokens.js'
-import type { AppDeps } from '../http/context.js'
+import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 /** Enterprise settings and the webhook secret (spec: Endpoints, Enterprise settings). */
-export function enterpriseRoutes({ sql }: AppDeps) {
+export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   const app = createRouter()
+
+  // Settings are read from the per-process cache; a change is written through and announced.
+  const settingsOf = (enterpriseId: string) =>
+    caches.settings.through(enterpriseId, () =>
+      getSettings(sql, enterpriseId),
+    ) as Promise<EnterpriseSettings>
+  const change = async (enterpriseId: string, patch: Partial<EnterpriseSettings>) => {
+    const settings = await updateSettings(sql, enterpriseId, patch)
+    caches.settings.set(enterpriseId, settings)
+    return settings
+  }
 
   route(
     app,
@@ -93,8 +105,13 @@ export function enterpriseRoutes({ sql }: AppDeps) {
   // Each setting is a GET and a PATCH of one field; PATCH answers the value now in force.
   route(
     app,
-    { method: 'get', path: '/concurrency', summary: 'The enterprise concurrent-run limit', response: Concurrency },
-    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'concurrentRunLimit'),
+    {
+      method: 'get',
+      path: '/concurrency',
+      summary: 'The enterprise concurrent-run limit',
+      response: Concurrency,
+    },
+    async (c) => pick(await settingsOf(c.var.caller.enterpriseId), 'concurrentRunLimit'),
   )
   route(
     app,
@@ -106,7 +123,7 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       response: Concurrency,
     },
     async (c, { body }) =>
-      pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'concurrentRunLimit'),
+      pick(await change(c.var.caller.enterpriseId, body), 'concurrentRunLimit'),
   )
 
   route(
@@ -117,7 +134,7 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       summary: 'The model tier chats use',
       response: ChatModelTierSetting,
     },
-    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'chatModelTier'),
+    async (c) => pick(await settingsOf(c.var.caller.enterpriseId), 'chatModelTier'),
   )
   route(
     app,
@@ -128,8 +145,7 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       body: ChatModelTierSetting,
       response: ChatModelTierSetting,
     },
-    async (c, { body }) =>
-      pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'chatModelTier'),
+    async (c, { body }) => pick(await change(c.var.caller.enterpriseId, body), 'chatModelTier'),
   )
 
   route(
@@ -140,7 +156,7 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       summary: 'How much memory chats read, with the depths to choose from',
       response: ChatMemoryDepthSetting,
     },
-    async (c) => withDepths(await getSettings(sql, c.var.caller.enterpriseId)),
+    async (c) => withDepths(await settingsOf(c.var.caller.enterpriseId)),
   )
   route(
     app,
@@ -151,13 +167,13 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       body: ChatMemoryDepthInput,
       response: ChatMemoryDepthSetting,
     },
-    async (c, { body }) => withDepths(await updateSettings(sql, c.var.caller.enterpriseId, body)),
+    async (c, { body }) => withDepths(await change(c.var.caller.enterpriseId, body)),
   )
 
   route(
     app,
     { method: 'get', path: '/metrics', summary: "The enterprise's metrics", response: Metrics },
-    async (c) => pick(await getSettings(sql, c.var.caller.enterpriseId), 'metrics'),
+    async (c) => pick(await settingsOf(c.var.caller.enterpriseId), 'metrics'),
   )
   route(
     app,
@@ -168,7 +184,7 @@ export function enterpriseRoutes({ sql }: AppDeps) {
       body: Metrics,
       response: Metrics,
     },
-    async (c, { body }) => pick(await updateSettings(sql, c.var.caller.enterpriseId, body), 'metrics'),
+    async (c, { body }) => pick(await change(c.var.caller.enterpriseId, body), 'metrics'),
   )
 
   return app

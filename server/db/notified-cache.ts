@@ -1,0 +1,70 @@
+import type { Sql } from './sql.js'
+
+/**
+ * A per-process cache of values whose changes are announced with NOTIFY on `channel` (the payload
+ * names what changed), so a hot read need not pay a database round trip. Every osd process keeps its
+ * own: a change reaches all of them when it commits, the time-to-live bounds how long a lost
+ * notification could leave a stale value, and each (re)connect of the listener empties the cache,
+ * since notifications sent while it was away are gone. Never a record: the database is.
+ */
+export class NotifiedCache<V> {
+  private entries = new Map<string, { value: V; expires: number }>()
+  // Moves on every invalidation: a load that began before one must not store what it read.
+  private generation = 0
+
+  constructor(
+    readonly channel: string,
+    /** Which entries a notification with this payload makes stale. */
+    private readonly staleFor: (payload: string, key: string, value: V) => boolean,
+    private readonly ttlMs = 5_000,
+    private readonly maxEntries = 10_000,
+  ) {}
+
+  get(key: string, now = Date.now()): V | undefined {
+    const entry = this.entries.get(key)
+    if (!entry) return undefined
+    if (entry.expires <= now) {
+      this.entries.delete(key)
+      return undefined
+    }
+    return entry.value
+  }
+
+  set(key: string, value: V, now = Date.now()): void {
+    // Maps iterate in insertion order: when full, the oldest entry goes.
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!)
+    this.entries.set(key, { value, expires: now + this.ttlMs })
+  }
+
+  /** The cached value, or the one `load` reads (and keeps, when there is one). */
+  async through(key: string, load: () => Promise<V | undefined>): Promise<V | undefined> {
+    const cached = this.get(key)
+    if (cached !== undefined) return cached
+    const generation = this.generation
+    const value = await load()
+    if (value !== undefined && generation === this.generation) this.set(key, value)
+    return value
+  }
+
+  invalidate(payload: string): void {
+    this.generation++
+    for (const [key, entry] of this.entries) {
+      if (this.staleFor(payload, key, entry.value)) this.entries.delete(key)
+    }
+  }
+
+  clear(): void {
+    this.generation++
+    this.entries.clear()
+  }
+
+  follow(sql: Sql, onError: (err: unknown) => void): void {
+    sql
+      .listen(
+        this.channel,
+        (payload) => this.invalidate(payload),
+        () => this.clear(),
+      )
+      .catch(onError)
+  }
+}

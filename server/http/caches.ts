@@ -1,0 +1,35 @@
+import { NotifiedCache } from '../db/notified-cache.js'
+import type { Sql } from '../db/sql.js'
+import { settingsChangedChannel, type EnterpriseSettings } from '../domain/enterprises.js'
+import { tokenRevokedChannel } from '../domain/tokens.js'
+import type { Logger } from '../log.js'
+import type { Caller } from './context.js'
+
+/**
+ * What hot reads keep in memory, each dropped when its change is announced (db/notified-cache.ts):
+ * the callers of recently seen tokens (dropped by token id on revocation),
+ * and enterprise settings (keyed and dropped by enterprise id).
+ */
+export interface Caches {
+  callers: NotifiedCache<Caller>
+  settings: NotifiedCache<EnterpriseSettings>
+}
+
+export function createCaches(sql: Sql, log: Logger): Caches {
+  const caches: Caches = {
+    callers: new NotifiedCache<Caller>(
+      tokenRevokedChannel,
+      (tokenId, _, caller) => caller.tokenId === tokenId,
+    ),
+    settings: new NotifiedCache<EnterpriseSettings>(
+      settingsChangedChannel,
+      (id, key) => key === id,
+    ),
+  }
+  for (const cache of [caches.callers, caches.settings] as NotifiedCache<unknown>[]) {
+    cache.follow(sql, (err: unknown) =>
+      log.error({ err, channel: cache.channel }, 'cannot follow changes'),
+    )
+  }
+  return caches
+}
