@@ -54,7 +54,11 @@ export class ApiClient {
         dispatcher: this.dispatcher,
       })
       const bytes = Buffer.from(await res.body.arrayBuffer())
-      return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), body: bytes }
+      return {
+        status: res.statusCode,
+        contentType: String(res.headers['content-type'] ?? ''),
+        body: bytes,
+      }
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
       const reason = (err as { code?: string }).code ?? (err as Error).message
@@ -63,9 +67,15 @@ export class ApiClient {
   }
 
   /** Sends a request and decodes the JSON answer; an error status throws ApiRequestError. */
-  async request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+  async request<T = unknown>(
+    method: string,
+    path: string,
+    options: RequestOptions = {},
+  ): Promise<T> {
     if (!this.token) {
-      throw new AuthError('no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN')
+      throw new AuthError(
+        'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
+      )
     }
     const answer = await this.raw(method, path, options)
     const parsed = decode(answer)
@@ -117,11 +127,18 @@ export function apiError(status: number, body: unknown): ApiRequestError {
   const framework = typeof shaped.statusCode === 'number'
   // The framework shape carries a sentence in `message` ("Not Found"): its code is that, snake_cased.
   const code = framework
-    ? String(shaped.message).toLowerCase().replace(/[^a-z0-9]+/g, '_')
+    ? String(shaped.message)
+        .toLowerCase()
+        .replace(/[^a-z0-9]+/g, '_')
     : String(shaped.error ?? `http_${status}`)
   const message = framework ? String(shaped.message) : String(shaped.message ?? code)
   if (status === 401) {
-    return new ApiRequestError(status, code, 'the daemon refused the token (401): check `osctl auth status`', body)
+    return new ApiRequestError(
+      status,
+      code,
+      'the daemon refused the token (401): check `osctl auth status`',
+      body,
+    )
   }
   return new ApiRequestError(status, code, message, body)
 }

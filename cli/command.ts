@@ -29,8 +29,12 @@ export function examples(command: Command, ...lines: string[]): Command {
  * A request body from `-d JSON` or `-f FILE` (`-f -` reads stdin), the same on every verb that sends
  * one. Returns undefined when neither is given.
  */
-export async function readBody(deps: Deps, opts: { data?: string; file?: string }): Promise<unknown> {
-  if (opts.data !== undefined && opts.file !== undefined) throw new UsageError('give -d or -f, not both')
+export async function readBody(
+  deps: Deps,
+  opts: { data?: string; file?: string },
+): Promise<unknown> {
+  if (opts.data !== undefined && opts.file !== undefined)
+    throw new UsageError('give -d or -f, not both')
   const text =
     opts.data !== undefined
       ? opts.data === '-'
@@ -52,7 +56,11 @@ export async function readBody(deps: Deps, opts: { data?: string; file?: string 
 }
 
 /** Destructive verbs ask on a terminal and need --yes otherwise (STYLE: gh repo delete). */
-export async function confirmDestructive(deps: Deps, yes: boolean | undefined, what: string): Promise<void> {
+export async function confirmDestructive(
+  deps: Deps,
+  yes: boolean | undefined,
+  what: string,
+): Promise<void> {
   if (yes) return
   if (!(await deps.confirm(`${what}?`))) {
     throw new CliError(

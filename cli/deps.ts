@@ -50,7 +50,8 @@ export function makeDeps(globals: GlobalOptions): Deps {
       }
     },
     async stdin() {
-      if (process.stdin.isTTY) throw new UsageError('expected input on stdin (for "-"), but stdin is a terminal')
+      if (process.stdin.isTTY)
+        throw new UsageError('expected input on stdin (for "-"), but stdin is a terminal')
       const chunks: Buffer[] = []
       for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
       return Buffer.concat(chunks).toString('utf8')

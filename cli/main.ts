@@ -4,7 +4,6 @@ import { ApiRequestError, CliError, exitCodes } from './errors.js'
 import { buildProgram } from './program.js'
 
 const program = buildProgram(makeDeps)
-program.exitOverride()
 
 try {
   await program.parseAsync(process.argv)

@@ -91,7 +91,13 @@ export function formatTime(out: Pick<Output, 'isTTY'>, iso: string, now = Date.n
   const seconds = Math.round((Date.parse(iso) - now) / 1000)
   const abs = Math.abs(seconds)
   const [n, unit] =
-    abs < 60 ? [abs, 's'] : abs < 3600 ? [Math.floor(abs / 60), 'm'] : abs < 86400 ? [Math.floor(abs / 3600), 'h'] : [Math.floor(abs / 86400), 'd']
+    abs < 60
+      ? [abs, 's']
+      : abs < 3600
+        ? [Math.floor(abs / 60), 'm']
+        : abs < 86400
+          ? [Math.floor(abs / 3600), 'h']
+          : [Math.floor(abs / 86400), 'd']
   if (abs < 5) return 'just now'
   return seconds < 0 ? `${n}${unit} ago` : `in ${n}${unit}`
 }
@@ -100,7 +106,11 @@ export function bold(text: string): string {
   return `\x1b[1m${text}\x1b[22m`
 }
 
-export function colour(out: Output, name: 'red' | 'green' | 'yellow' | 'dim', text: string): string {
+export function colour(
+  out: Output,
+  name: 'red' | 'green' | 'yellow' | 'dim',
+  text: string,
+): string {
   if (!out.color) return text
   const codes = { red: [31, 39], green: [32, 39], yellow: [33, 39], dim: [2, 22] }[name]
   return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`

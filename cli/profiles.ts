@@ -90,6 +90,12 @@ export function resolveTarget(
     url: flags.url || env.OSCTL_URL || profile?.url || defaultUrl,
     token,
     profile: name,
-    tokenSource: flags.token ? 'flag' : env.OSCTL_TOKEN ? 'env' : profile?.token ? 'profile' : 'none',
+    tokenSource: flags.token
+      ? 'flag'
+      : env.OSCTL_TOKEN
+        ? 'env'
+        : profile?.token
+          ? 'profile'
+          : 'none',
   }
 }

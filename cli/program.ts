@@ -19,6 +19,9 @@ export function buildProgram(makeDeps: MakeDeps): Command {
     .option('--json', 'print the API JSON unchanged')
     .showHelpAfterError()
     .configureHelp({ sortSubcommands: false })
+    // Set before the subcommands exist: commander copies it to each as it is made. main.ts maps the
+    // thrown errors to exit codes (2 for usage).
+    .exitOverride()
 
   registerAuth(program, makeDeps)
   registerProfile(program, makeDeps)

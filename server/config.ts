@@ -30,7 +30,6 @@ export interface ConfigFlags {
 
 export class ConfigError extends Error {}
 
-
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'

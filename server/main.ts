@@ -18,7 +18,10 @@ program
   .description('serve the HTTP API and run the engine')
   .option('--port <n>', 'port to listen on; 0 picks a free one (env OSD_PORT, default 8080)')
   .option('--host <host>', 'address to listen on (env OSD_HOST, default 127.0.0.1)')
-  .option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR, default ~/.osd)')
+  .option(
+    '--data-dir <dir>',
+    'data dir of the embedded PostgreSQL (env OSD_DATA_DIR, default ~/.osd)',
+  )
   .addOption(new Option('--role <role>', 'what this process does (env OSD_ROLE)').choices(roles))
   .action(async (flags: ConfigFlags) => {
     const config = loadConfig(flags)
@@ -53,7 +56,9 @@ program
     const db = await openDatabase(config, log, { max: 1, applicationName: 'osd migrate' })
     try {
       const applied = await migrate(db.sql)
-      process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n')
+      process.stdout.write(
+        applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n',
+      )
     } finally {
       await db.close()
     }

@@ -26,7 +26,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
   }
 
   const server = config.role === 'engine' ? undefined : await listenHttp(config, db, log)
-  const url = server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
+  const url =
+    server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
   log.info({ url, role: config.role, version: config.version }, 'osd started')
 
   let stopping: Promise<void> | undefined

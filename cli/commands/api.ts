@@ -22,7 +22,9 @@ export async function callApi(
   const client = deps.client()
   const publicRoute = /^\/?(v1\/)?(health|openapi\.json)$/.test(path)
   if (!deps.target().token && !publicRoute) {
-    throw new AuthError('no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN')
+    throw new AuthError(
+      'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
+    )
   }
   const answer = await client.raw(verb, path, { body })
   const parsed = decode(answer)

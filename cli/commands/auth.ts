@@ -70,7 +70,12 @@ export async function status(deps: Deps): Promise<void> {
       ['url', view.url],
       ['profile', view.profile],
       ['token', `…${view.tokenLastChars} (from ${view.tokenSource})`],
-      ['enterprise', seen.enterprise ? `${seen.enterprise.slug} (${seen.enterprise.id})` : '(needs enterprise:read)'],
+      [
+        'enterprise',
+        seen.enterprise
+          ? `${seen.enterprise.slug} (${seen.enterprise.id})`
+          : '(needs enterprise:read)',
+      ],
       ['scopes', view.scopes.join(' ')],
     ]),
   )
@@ -81,7 +86,9 @@ export async function logout(deps: Deps): Promise<void> {
   const profile = deps.profiles().get(name)
   if (!profile) throw new UsageError(`no profile "${name}"`)
   deps.profiles().save(name, { url: profile.url }, false)
-  show(deps.out, { profile: name }, () => deps.out.write(`removed the token of profile "${name}"\n`))
+  show(deps.out, { profile: name }, () =>
+    deps.out.write(`removed the token of profile "${name}"\n`),
+  )
 }
 
 export function registerAuth(program: Command, makeDeps: MakeDeps): void {
@@ -89,7 +96,9 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
   examples(
     auth
       .command('login')
-      .description('save --url and --token as a profile (--profile, default "default") and make it current')
+      .description(
+        'save --url and --token as a profile (--profile, default "default") and make it current',
+      )
       .option('--no-verify', 'save without asking the daemon')
       .action(actionOf(makeDeps, login)),
     'osctl auth login --url http://127.0.0.1:8080/v1 --token osd_xxx',

@@ -19,9 +19,14 @@ function walk(command: Command, path: string[] = []): Node[] {
 
 export function completionScript(program: Command, shell: string): string {
   const nodes = walk(program)
-  const globals = program.options.map((o) => o.long).filter(Boolean).join(' ')
+  const globals = program.options
+    .map((o) => o.long)
+    .filter(Boolean)
+    .join(' ')
   if (shell === 'bash' || shell === 'zsh') {
-    const cases = nodes.map((n) => `    "${n.path.join(' ')}") words="${n.words.join(' ')}" ;;`).join('\n')
+    const cases = nodes
+      .map((n) => `    "${n.path.join(' ')}") words="${n.words.join(' ')}" ;;`)
+      .join('\n')
     const script = `# osctl completion for ${shell}: eval "$(osctl completion ${shell})"
 _osctl() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" path="" i words=""
@@ -43,12 +48,21 @@ complete -F _osctl osctl
         ? n.path.map((p) => `__fish_seen_subcommand_from ${p}`).join('; and ')
         : '__fish_use_subcommand'
       const subcommands = n.words.filter((w) => !w.startsWith('-'))
-      return subcommands.length ? [`complete -c osctl -f -n '${condition}' -a '${subcommands.join(' ')}'`] : []
+      return subcommands.length
+        ? [`complete -c osctl -f -n '${condition}' -a '${subcommands.join(' ')}'`]
+        : []
     })
     const flags = program.options
       .filter((o) => o.long)
-      .map((o) => `complete -c osctl -l ${o.long!.slice(2)} -d '${o.description.replace(/'/g, '')}'`)
-    return ['# osctl completion for fish: osctl completion fish | source', ...lines, ...flags, ''].join('\n')
+      .map(
+        (o) => `complete -c osctl -l ${o.long!.slice(2)} -d '${o.description.replace(/'/g, '')}'`,
+      )
+    return [
+      '# osctl completion for fish: osctl completion fish | source',
+      ...lines,
+      ...flags,
+      '',
+    ].join('\n')
   }
   throw new UsageError(`no completion for "${shell}": choose bash, zsh or fish`)
 }

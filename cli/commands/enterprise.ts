@@ -1,6 +1,10 @@
 import { readFile } from 'node:fs/promises'
 import type { Command } from 'commander'
-import type { EnterpriseOverview, WebhookSecretInfo, WebhookSecretRotated } from '../../shared/schemas/enterprise.js'
+import type {
+  EnterpriseOverview,
+  WebhookSecretInfo,
+  WebhookSecretRotated,
+} from '../../shared/schemas/enterprise.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
@@ -23,14 +27,23 @@ export async function showWebhookSecret(deps: Deps): Promise<void> {
     printFields(deps.out, [
       ['secret', `…${info.lastChars}`],
       ['since', info.since],
-      ['rotated', info.rotated ? 'yes' : 'no: the initial secret is never shown; rotate to use webhooks'],
+      [
+        'rotated',
+        info.rotated ? 'yes' : 'no: the initial secret is never shown; rotate to use webhooks',
+      ],
     ]),
   )
 }
 
 export async function rotateWebhookSecret(deps: Deps, opts: { yes?: boolean }): Promise<void> {
-  await confirmDestructive(deps, opts.yes, 'Rotate the webhook secret (the current one stops working at once)')
-  const rotated = await deps.client().post<WebhookSecretRotated>('/enterprise/webhook-secret/rotate')
+  await confirmDestructive(
+    deps,
+    opts.yes,
+    'Rotate the webhook secret (the current one stops working at once)',
+  )
+  const rotated = await deps
+    .client()
+    .post<WebhookSecretRotated>('/enterprise/webhook-secret/rotate')
   show(deps.out, rotated, () => {
     deps.out.error('new webhook secret (shown once; the old one no longer works):\n')
     deps.out.write(rotated.secret + '\n')
@@ -55,7 +68,9 @@ export async function imageDataUrl(file: string): Promise<string> {
 }
 
 export async function setAvatar(deps: Deps, file: string): Promise<void> {
-  const answer = await deps.client().put('/enterprise/avatar', { dataUrl: await imageDataUrl(file) })
+  const answer = await deps
+    .client()
+    .put('/enterprise/avatar', { dataUrl: await imageDataUrl(file) })
   show(deps.out, answer, () => deps.out.write('picture set\n'))
 }
 
@@ -129,7 +144,10 @@ async function setSetting(deps: Deps, setting: Setting, values: string[]): Promi
 function registerWebhookSecret(parent: Command, makeDeps: MakeDeps, prefix: string): void {
   const secret = parent.command('webhook-secret').description('the secret inbound webhooks carry')
   examples(
-    secret.command('show', { isDefault: true }).description('last characters and since when').action(actionOf(makeDeps, showWebhookSecret)),
+    secret
+      .command('show', { isDefault: true })
+      .description('last characters and since when')
+      .action(actionOf(makeDeps, showWebhookSecret)),
     `${prefix} webhook-secret show`,
   )
   examples(
@@ -143,27 +161,43 @@ function registerWebhookSecret(parent: Command, makeDeps: MakeDeps, prefix: stri
 }
 
 export function registerEnterprise(program: Command, makeDeps: MakeDeps): void {
-  const enterprise = program.command('enterprise').description('enterprise settings and the webhook secret')
+  const enterprise = program
+    .command('enterprise')
+    .description('enterprise settings and the webhook secret')
   examples(
-    enterprise.command('show').description('the enterprise this token acts for').action(actionOf(makeDeps, showEnterprise)),
+    enterprise
+      .command('show')
+      .description('the enterprise this token acts for')
+      .action(actionOf(makeDeps, showEnterprise)),
     'osctl enterprise show',
   )
   registerWebhookSecret(enterprise, makeDeps, 'osctl enterprise')
 
   const avatar = enterprise.command('avatar').description("the enterprise's picture")
   examples(
-    avatar.command('set').argument('<file>', 'png, jpeg, gif or webp').description('set the picture').action(actionOf(makeDeps, setAvatar)),
+    avatar
+      .command('set')
+      .argument('<file>', 'png, jpeg, gif or webp')
+      .description('set the picture')
+      .action(actionOf(makeDeps, setAvatar)),
     'osctl enterprise avatar set logo.png',
   )
   examples(
-    avatar.command('clear').option('-y, --yes', 'do not ask').description('remove the picture').action(actionOf(makeDeps, clearAvatar)),
+    avatar
+      .command('clear')
+      .option('-y, --yes', 'do not ask')
+      .description('remove the picture')
+      .action(actionOf(makeDeps, clearAvatar)),
     'osctl enterprise avatar clear --yes',
   )
 
   for (const setting of settings) {
     const group = enterprise.command(setting.name).description(setting.description)
     examples(
-      group.command('get', { isDefault: true }).description(`read ${setting.field}`).action(actionOf(makeDeps, (deps) => getSetting(deps, setting))),
+      group
+        .command('get', { isDefault: true })
+        .description(`read ${setting.field}`)
+        .action(actionOf(makeDeps, (deps) => getSetting(deps, setting))),
       `osctl enterprise ${setting.name} get`,
     )
     examples(

@@ -16,12 +16,16 @@ export async function health(deps: Deps): Promise<void> {
       `${colour(deps.out, body.status === 'ok' ? 'green' : 'red', body.status)}  osd ${body.version} at ${client.baseUrl}\n`,
     ),
   )
-  if (answer.status !== 200) throw new CliError(`the daemon is ${body.status ?? 'unhealthy'} (${answer.status})`)
+  if (answer.status !== 200)
+    throw new CliError(`the daemon is ${body.status ?? 'unhealthy'} (${answer.status})`)
 }
 
 export function registerHealth(program: Command, makeDeps: MakeDeps): void {
   examples(
-    program.command('health').description('whether the daemon is up, and its version').action(actionOf(makeDeps, health)),
+    program
+      .command('health')
+      .description('whether the daemon is up, and its version')
+      .action(actionOf(makeDeps, health)),
     'osctl health',
     'OSCTL_URL=http://osd:8080/v1 osctl health --json',
   )

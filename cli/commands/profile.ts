@@ -23,7 +23,8 @@ export async function listProfiles(deps: Deps): Promise<void> {
 }
 
 export async function useProfile(deps: Deps, name: string): Promise<void> {
-  if (!deps.profiles().use(name)) throw new UsageError(`no profile "${name}"; see \`osctl profile list\``)
+  if (!deps.profiles().use(name))
+    throw new UsageError(`no profile "${name}"; see \`osctl profile list\``)
   show(deps.out, { current: name }, () => deps.out.write(`now using profile "${name}"\n`))
 }
 
@@ -34,13 +35,24 @@ export async function removeProfile(deps: Deps, name: string): Promise<void> {
 
 export function registerProfile(program: Command, makeDeps: MakeDeps): void {
   const profile = program.command('profile').description('named profiles of URL and token')
-  examples(profile.command('list').description('list profiles').action(actionOf(makeDeps, listProfiles)), 'osctl profile list')
   examples(
-    profile.command('use').argument('<name>').description('make a profile current').action(actionOf(makeDeps, useProfile)),
+    profile.command('list').description('list profiles').action(actionOf(makeDeps, listProfiles)),
+    'osctl profile list',
+  )
+  examples(
+    profile
+      .command('use')
+      .argument('<name>')
+      .description('make a profile current')
+      .action(actionOf(makeDeps, useProfile)),
     'osctl profile use prod',
   )
   examples(
-    profile.command('remove').argument('<name>').description('delete a profile').action(actionOf(makeDeps, removeProfile)),
+    profile
+      .command('remove')
+      .argument('<name>')
+      .description('delete a profile')
+      .action(actionOf(makeDeps, removeProfile)),
     'osctl profile remove staging',
   )
 }

@@ -16,7 +16,10 @@ interface DbFlags {
   dataDir?: string
 }
 
-async function withDatabase<T>(flags: DbFlags, fn: (sql: Sql, config: Config) => Promise<T>): Promise<T> {
+async function withDatabase<T>(
+  flags: DbFlags,
+  fn: (sql: Sql, config: Config) => Promise<T>,
+): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
   const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', process.stderr as never)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
@@ -30,7 +33,8 @@ async function withDatabase<T>(flags: DbFlags, fn: (sql: Sql, config: Config) =>
 
 async function enterpriseId(sql: Sql, slug: string): Promise<string> {
   const enterprise = await findEnterpriseBySlug(sql, slug)
-  if (!enterprise) throw new ApiError('enterprise_not_found', `No enterprise with the slug "${slug}".`)
+  if (!enterprise)
+    throw new ApiError('enterprise_not_found', `No enterprise with the slug "${slug}".`)
   return enterprise.id
 }
 
@@ -68,7 +72,9 @@ export function registerAdmin(admin: Command): void {
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(dbFlags(), (sql) => listEnterprises(sql))
-      print(opts.json ?? false, rows, () => rows.map((e) => `${e.slug}\t${e.id}\t${e.name}`).join('\n'))
+      print(opts.json ?? false, rows, () =>
+        rows.map((e) => `${e.slug}\t${e.id}\t${e.name}`).join('\n'),
+      )
     })
 
   const token = admin.command('token').description('create, list and revoke API tokens')
@@ -76,7 +82,10 @@ export function registerAdmin(admin: Command): void {
     .command('create')
     .description('create an API token (shown once)')
     .requiredOption('--enterprise <slug>', 'enterprise slug')
-    .requiredOption('--scopes <list>', 'comma-separated scopes, e.g. tasks:read,runs:write; * for all')
+    .requiredOption(
+      '--scopes <list>',
+      'comma-separated scopes, e.g. tasks:read,runs:write; * for all',
+    )
     .option('--name <name>', 'name to recognise it by', 'api')
     .option('--json', 'print JSON')
     .action(async (opts: { enterprise: string; scopes: string; name: string; json?: boolean }) => {
@@ -107,7 +116,13 @@ export function registerAdmin(admin: Command): void {
       print(opts.json ?? false, rows, () =>
         rows
           .map((t) =>
-            [t.id, t.name, `…${t.lastChars}`, t.revokedAt ? 'revoked' : 'active', t.scopes.join(',')].join('\t'),
+            [
+              t.id,
+              t.name,
+              `…${t.lastChars}`,
+              t.revokedAt ? 'revoked' : 'active',
+              t.scopes.join(','),
+            ].join('\t'),
           )
           .join('\n'),
       )

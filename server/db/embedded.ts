@@ -46,7 +46,10 @@ interface Binaries {
 
 const database = 'osd'
 
-export async function useEmbeddedServer(dataDir: string, log: EmbeddedLog): Promise<EmbeddedServer> {
+export async function useEmbeddedServer(
+  dataDir: string,
+  log: EmbeddedLog,
+): Promise<EmbeddedServer> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const pgDir = join(dataDir, 'pg')
   const logFile = join(dataDir, 'postgres.log')
@@ -103,7 +106,9 @@ async function binaries(): Promise<Binaries> {
   try {
     return (await import(name)) as Binaries
   } catch {
-    throw new Error(`no embedded PostgreSQL for ${process.platform}-${process.arch} (${name}); set DATABASE_URL`)
+    throw new Error(
+      `no embedded PostgreSQL for ${process.platform}-${process.arch} (${name}); set DATABASE_URL`,
+    )
   }
 }
 
@@ -136,7 +141,10 @@ async function runningServer(pgDir: string, log: EmbeddedLog): Promise<number | 
   if (pid > 0 && isPostgres(pid)) return port
   // The process named by the file is gone, or its pid now belongs to something else (common after a
   // container restart): PostgreSQL would refuse to start, so the stale file goes.
-  log.warn({ pid, pidFile }, 'removing stale postmaster.pid of an embedded PostgreSQL that is not running')
+  log.warn(
+    { pid, pidFile },
+    'removing stale postmaster.pid of an embedded PostgreSQL that is not running',
+  )
   await unlink(pidFile).catch(() => undefined)
   return undefined
 }
@@ -209,11 +217,25 @@ async function start(
       '-c max_connections=300',
     ].join(' ')
     try {
-      await pgCtl(bin, owner, ['start', '-D', pgDir, '-w', '-t', '60', '-l', logFile, '-o', options])
+      await pgCtl(bin, owner, [
+        'start',
+        '-D',
+        pgDir,
+        '-w',
+        '-t',
+        '60',
+        '-l',
+        logFile,
+        '-o',
+        options,
+      ])
       return credentials.port
     } catch (err) {
       if (attempt >= 2) {
-        const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-15).join('\n')
+        const tail = (await readFile(logFile, 'utf8').catch(() => ''))
+          .split('\n')
+          .slice(-15)
+          .join('\n')
         throw new Error(`embedded PostgreSQL did not start: ${(err as Error).message}\n${tail}`)
       }
     }
@@ -227,7 +249,9 @@ async function pgCtl(bin: Binaries, owner: Owner | undefined, args: string[]): P
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
     child.on('error', reject)
     child.on('close', (code) =>
-      code === 0 ? resolve() : reject(new Error(`pg_ctl ${args[0]} exited ${code}: ${stderr.trim()}`)),
+      code === 0
+        ? resolve()
+        : reject(new Error(`pg_ctl ${args[0]} exited ${code}: ${stderr.trim()}`)),
     )
   })
 }
@@ -271,7 +295,14 @@ async function postgresUser(log: EmbeddedLog): Promise<Owner> {
       () => ['-g', 'postgres'],
       () => ['--user-group'],
     )
-    await run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', ...group, 'postgres'])
+    await run('useradd', [
+      '--system',
+      '--no-create-home',
+      '--shell',
+      '/usr/sbin/nologin',
+      ...group,
+      'postgres',
+    ])
     return lookup()
   }
 }
@@ -301,7 +332,10 @@ async function prepareForUser(
         (s.uid === owner.uid && s.mode & 0o100) ||
         (s.gid === owner.gid && s.mode & 0o010)
       if (!searchable) {
-        log.warn({ dir: d }, 'granting the postgres user search permission (o+x) to reach its files')
+        log.warn(
+          { dir: d },
+          'granting the postgres user search permission (o+x) to reach its files',
+        )
         await chmod(d, (s.mode & 0o7777) | 0o001)
       }
       if (d === parse(d).root) break
@@ -349,7 +383,8 @@ async function withFileLock<T>(file: string, fn: () => Promise<T>): Promise<T> {
         await unlink(file).catch(() => undefined)
         continue
       }
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${file} (held by pid ${holder})`)
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${file} (held by pid ${holder})`)
       await new Promise((r) => setTimeout(r, 100))
     }
   }

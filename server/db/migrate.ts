@@ -16,7 +16,11 @@ export interface Migration {
 
 export async function listMigrations(dir = migrationsDir): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort()
-  return files.map((file) => ({ id: Number(file.slice(0, 4)), name: file.slice(5, -4), file: join(dir, file) }))
+  return files.map((file) => ({
+    id: Number(file.slice(0, 4)),
+    name: file.slice(5, -4),
+    file: join(dir, file),
+  }))
 }
 
 /**

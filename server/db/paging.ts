@@ -30,7 +30,13 @@ export function readPage<S extends string>(
     ? Math.min(maxPageSize, Math.max(1, limitNumber))
     : defaultPageSize
   const sort = sorts.includes(query.sort as S) ? (query.sort as S) : sorts[0]
-  return { page, limit, offset: (page - 1) * limit, order: query.order === 'asc' ? 'asc' : 'desc', sort }
+  return {
+    page,
+    limit,
+    offset: (page - 1) * limit,
+    order: query.order === 'asc' ? 'asc' : 'desc',
+    sort,
+  }
 }
 
 /**

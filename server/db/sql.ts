@@ -32,9 +32,7 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
 /** Runs fn in a transaction, or inside the caller's transaction when db already is one. */
 export function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const pool = db as Partial<Sql>
-  return typeof pool.begin === 'function'
-    ? (pool.begin(fn) as Promise<T>)
-    : fn(db as Tx)
+  return typeof pool.begin === 'function' ? (pool.begin(fn) as Promise<T>) : fn(db as Tx)
 }
 
 /** PostgreSQL's unique_violation, optionally on one named constraint. */

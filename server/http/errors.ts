@@ -5,7 +5,11 @@ import type { Logger } from '../log.js'
 import type { AppEnv } from './context.js'
 
 /** Second error shape (spec: Errors): framework-level refusals, the code in `message`. */
-export function frameworkError(c: Context, status: 401 | 404 | 500 | 503, message: string): Response {
+export function frameworkError(
+  c: Context,
+  status: 401 | 404 | 500 | 503,
+  message: string,
+): Response {
   return c.json({ message, error: statusName[status], statusCode: status }, status)
 }
 
@@ -16,7 +20,10 @@ export function errorWriter(log: Logger) {
       return c.json(err.toBody(), err.status as 400)
     }
     if (err instanceof HTTPException && err.status === 413) {
-      return c.json(new ApiError('body_too_large', 'The request body is over 100 KB.').toBody(), 413)
+      return c.json(
+        new ApiError('body_too_large', 'The request body is over 100 KB.').toBody(),
+        413,
+      )
     }
     if (err instanceof HTTPException && err.status === 401) {
       return frameworkError(c, 401, 'Unauthorized')

@@ -2,10 +2,14 @@ import { z } from 'zod'
 
 // Wire types shared by the daemon (validation, OpenAPI) and osctl (decoding answers).
 
-export const Uuid = z.uuid().meta({ description: 'UUID', example: '0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10' })
+export const Uuid = z
+  .uuid()
+  .meta({ description: 'UUID', example: '0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10' })
 
 /** ISO 8601 in UTC with milliseconds (spec: Common conventions). */
-export const IsoTime = z.iso.datetime({ precision: 3 }).meta({ example: '2026-11-22T09:30:00.000Z' })
+export const IsoTime = z.iso
+  .datetime({ precision: 3 })
+  .meta({ example: '2026-11-22T09:30:00.000Z' })
 
 export const IdParam = z.object({ id: Uuid.meta({ param: { name: 'id', in: 'path' } }) })
 
@@ -29,7 +33,10 @@ export const PageQuery = z.object({
   page: z.string().optional().meta({ description: 'page number from 1 (default 1)' }),
   limit: z.string().optional().meta({ description: 'page size, 1..200 (default 25; clamped)' }),
   order: z.string().optional().meta({ description: 'asc, or desc (default; anything but asc)' }),
-  sort: z.string().optional().meta({ description: 'sort field; unknown values sort by the default' }),
+  sort: z
+    .string()
+    .optional()
+    .meta({ description: 'sort field; unknown values sort by the default' }),
 })
 
 export function pagedEnvelope<T extends z.ZodType>(item: T) {

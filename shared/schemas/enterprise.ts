@@ -26,7 +26,9 @@ export const WebhookSecretInfo = z
   .object({
     lastChars: z.string().meta({ description: 'last four characters of the secret in use' }),
     since: IsoTime,
-    rotated: z.boolean().meta({ description: 'false while the initial, never revealed, secret is in use' }),
+    rotated: z
+      .boolean()
+      .meta({ description: 'false while the initial, never revealed, secret is in use' }),
   })
   .meta({ id: 'WebhookSecretInfo' })
 export type WebhookSecretInfo = z.infer<typeof WebhookSecretInfo>

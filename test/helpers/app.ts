@@ -63,7 +63,11 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
   const acme = await makeEnterprise('Acme')
   const other = await makeEnterprise('Other Corp')
 
-  async function call<T>(method: string, path: string, options: CallOptions = {}): Promise<Answer<T>> {
+  async function call<T>(
+    method: string,
+    path: string,
+    options: CallOptions = {},
+  ): Promise<Answer<T>> {
     const headers: Record<string, string> = { ...options.headers }
     const token = options.token === undefined ? acme.token : options.token
     if (token) headers.authorization = `Bearer ${token}`
@@ -72,7 +76,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
       body = JSON.stringify(options.body)
       headers['content-type'] ??= 'application/json'
     }
-    const res = await app.request(path, { method, headers, body: body as BodyInit | undefined })
+    const res = await app.request(path, { method, headers, body: body as RequestInit['body'] })
     const text = await res.text()
     let parsed: unknown = text
     try {

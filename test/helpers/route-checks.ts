@@ -56,7 +56,8 @@ export function commonRouteChecks(t: () => TestApp, route: RouteCase): void {
       const res = await t().call(route.method, foreign.path, { body: foreign.body })
       expect(res.status).toBe(404)
       if (route.notFoundCode) expect(res.body.error).toBe(route.notFoundCode)
-      const uuids = foreign.path.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? []
+      const uuids =
+        foreign.path.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? []
       const missing = uuids.reduce((p, id) => p.replace(id, randomUUID()), foreign.path)
       const absent = await t().call(route.method, missing, { body: foreign.body })
       expect(absent.status).toBe(404)

@@ -30,7 +30,10 @@ describe('scopes (spec: Authentication 3)', () => {
     expect(parseScopes('tasks:read, runs:write').scopes).toEqual(['tasks:read', 'runs:write'])
     expect(parseScopes('tasks:*').scopes).toEqual(['tasks:read', 'tasks:write'])
     expect(parseScopes('*').scopes).toEqual(allScopes)
-    expect(parseScopes('tasks:read,bogus:write,tasks:admin').unknown).toEqual(['bogus:write', 'tasks:admin'])
+    expect(parseScopes('tasks:read,bogus:write,tasks:admin').unknown).toEqual([
+      'bogus:write',
+      'tasks:admin',
+    ])
   })
 
   it('takes the resource from the first segment after /v1', () => {

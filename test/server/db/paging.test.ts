@@ -5,7 +5,13 @@ const sorts = ['createdAt', 'status', 'finishedAt'] as const
 
 describe('readPage (spec: Limits)', () => {
   it('defaults to page 1, limit 25, desc, the first sort', () => {
-    expect(readPage({}, sorts)).toEqual({ page: 1, limit: 25, offset: 0, order: 'desc', sort: 'createdAt' })
+    expect(readPage({}, sorts)).toEqual({
+      page: 1,
+      limit: 25,
+      offset: 0,
+      order: 'desc',
+      sort: 'createdAt',
+    })
   })
 
   it.each([
@@ -46,7 +52,13 @@ describe('readPage (spec: Limits)', () => {
 
 describe('envelope (spec: Paged envelope)', () => {
   it('has at least one page even when empty', () => {
-    expect(envelope([], 0, readPage({}, sorts))).toEqual({ data: [], total: 0, page: 1, limit: 25, pages: 1 })
+    expect(envelope([], 0, readPage({}, sorts))).toEqual({
+      data: [],
+      total: 0,
+      page: 1,
+      limit: 25,
+      pages: 1,
+    })
   })
 
   it('counts pages from the total', () => {

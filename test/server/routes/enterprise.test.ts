@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { verifyWebhookSecret } from '../../../server/domain/enterprises.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { eventually } from '../../helpers/wait.js'
 
 let t: TestApp
 beforeAll(async () => {
@@ -35,7 +36,9 @@ describe('webhook secret (spec: Authentication 8)', () => {
     expect(first.status).toBe(200)
     expect(first.body.secret).toMatch(/^whsec_/)
     expect(first.body.lastChars).toBe(first.body.secret.slice(-4))
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, first.body.secret)).toMatchObject({ id: t.acme.id })
+    expect(await verifyWebhookSecret(t.sql, t.acme.slug, first.body.secret)).toMatchObject({
+      id: t.acme.id,
+    })
 
     const second = await t.call('POST', '/v1/enterprise/webhook-secret/rotate')
     expect(second.body.secret).not.toBe(first.body.secret)
@@ -67,19 +70,26 @@ describe('avatar', () => {
   commonRouteChecks(() => t, { method: 'DELETE', path: () => '/v1/enterprise/avatar' })
 
   it('stores a png or gif data URL and removes it', async () => {
-    const res = await t.call('PUT', '/v1/enterprise/avatar', { body: { dataUrl: dataUrl('image/png', png) } })
+    const res = await t.call('PUT', '/v1/enterprise/avatar', {
+      body: { dataUrl: dataUrl('image/png', png) },
+    })
     expect(res.status).toBe(200)
     expect(res.body).toEqual({ contentType: 'image/png', bytes: png.length })
-    const again = await t.call('PUT', '/v1/enterprise/avatar', { body: { dataUrl: dataUrl('image/gif', gif) } })
+    const again = await t.call('PUT', '/v1/enterprise/avatar', {
+      body: { dataUrl: dataUrl('image/gif', gif) },
+    })
     expect(again.body.contentType).toBe('image/gif')
-    const [row] = await t.sql`select content_type, data from enterprise_avatars where enterprise_id = ${t.acme.id}`
+    const [row] =
+      await t.sql`select content_type, data from enterprise_avatars where enterprise_id = ${t.acme.id}`
     expect(row!.contentType).toBe('image/gif')
     expect(Buffer.from(row!.data).equals(gif)).toBe(true)
 
     const removed = await t.call('DELETE', '/v1/enterprise/avatar')
     expect(removed.status).toBe(204)
     expect(removed.text).toBe('')
-    expect(await t.sql`select 1 from enterprise_avatars where enterprise_id = ${t.acme.id}`).toHaveLength(0)
+    expect(
+      await t.sql`select 1 from enterprise_avatars where enterprise_id = ${t.acme.id}`,
+    ).toHaveLength(0)
     expect((await t.call('DELETE', '/v1/enterprise/avatar')).status).toBe(204)
   })
 
@@ -105,10 +115,34 @@ describe('avatar', () => {
 
 describe('settings (spec: Enterprise settings)', () => {
   const cases = [
-    { path: 'concurrency', field: 'concurrentRunLimit', value: 3, initial: 10, bad: [0, -1, 2.5, '4', null] },
-    { path: 'chat-model-tier', field: 'chatModelTier', value: 'frontier', initial: 'mid', bad: ['huge', 3, null] },
-    { path: 'chat-memory-depth', field: 'chatMemoryDepth', value: 'large', initial: 'medium', bad: ['deep', 1] },
-    { path: 'metrics', field: 'metrics', value: ['revenue', 'tickets closed'], initial: [], bad: ['x', [''], [3]] },
+    {
+      path: 'concurrency',
+      field: 'concurrentRunLimit',
+      value: 3,
+      initial: 10,
+      bad: [0, -1, 2.5, '4', null],
+    },
+    {
+      path: 'chat-model-tier',
+      field: 'chatModelTier',
+      value: 'frontier',
+      initial: 'mid',
+      bad: ['huge', 3, null],
+    },
+    {
+      path: 'chat-memory-depth',
+      field: 'chatMemoryDepth',
+      value: 'large',
+      initial: 'medium',
+      bad: ['deep', 1],
+    },
+    {
+      path: 'metrics',
+      field: 'metrics',
+      value: ['revenue', 'tickets closed'],
+      initial: [],
+      bad: ['x', [''], [3]],
+    },
   ] as const
 
   for (const c of cases) {
@@ -137,14 +171,40 @@ describe('settings (spec: Enterprise settings)', () => {
         expect(after.body[c.field]).toEqual(c.value)
       })
 
-      it.each(c.bad.map((v) => [JSON.stringify(v), v]))('refuses %s with a 400 naming the field', async (_, bad) => {
-        const res = await t.call('PATCH', `/v1/enterprise/${c.path}`, { body: { [c.field]: bad } })
-        expect(res.status).toBe(400)
-        expect(res.body.error).toBe('invalid_request')
-        expect(res.body.message).toContain(c.field)
-      })
+      it.each(c.bad.map((v) => [JSON.stringify(v), v]))(
+        'refuses %s with a 400 naming the field',
+        async (_, bad) => {
+          const res = await t.call('PATCH', `/v1/enterprise/${c.path}`, {
+            body: { [c.field]: bad },
+          })
+          expect(res.status).toBe(400)
+          expect(res.body.error).toBe('invalid_request')
+          expect(res.body.message).toContain(c.field)
+        },
+      )
     })
   }
+
+  it('shows a change made through another osd process once it is announced', async () => {
+    const { createApp } = await import('../../../server/http/app.js')
+    const second = createApp({ sql: t.sql, config: t.config, log: t.log })
+    const read = async () =>
+      (
+        (await (
+          await second.request('/v1/enterprise/concurrency', {
+            headers: { authorization: `Bearer ${t.acme.token}` },
+          })
+        ).json()) as {
+          concurrentRunLimit: number
+        }
+      ).concurrentRunLimit
+    await t.call('PATCH', '/v1/enterprise/concurrency', { body: { concurrentRunLimit: 21 } })
+    await eventually(async () => (await read()) === 21, 1000) // now cached in the second app
+    await t.call('PATCH', '/v1/enterprise/concurrency', { body: { concurrentRunLimit: 22 } })
+    // The writer reads its own write at once; the other process as soon as the NOTIFY arrives.
+    expect((await t.call('GET', '/v1/enterprise/concurrency')).body.concurrentRunLimit).toBe(22)
+    await eventually(async () => (await read()) === 22, 1000)
+  })
 
   it('lists the depths to choose from with the chat memory depth', async () => {
     const res = await t.call('GET', '/v1/enterprise/chat-memory-depth')
@@ -160,7 +220,11 @@ describe('GET /v1/enterprise', () => {
     const res = await t.call('GET', '/v1/enterprise', { token })
     expect(res.status).toBe(200)
     expect(res.body.enterprise).toEqual({ id: t.acme.id, slug: t.acme.slug, name: 'Acme' })
-    expect(res.body.token).toMatchObject({ name: 'scoped', scopes: ['enterprise:read', 'tasks:write'], lastChars: token.slice(-4) })
+    expect(res.body.token).toMatchObject({
+      name: 'scoped',
+      scopes: ['enterprise:read', 'tasks:write'],
+      lastChars: token.slice(-4),
+    })
     expect(res.text).not.toContain(token)
   })
 })

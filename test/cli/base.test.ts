@@ -1,0 +1,252 @@
+import { mkdtemp, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { execa } from 'execa'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createEnterprise } from '../../server/domain/enterprises.js'
+import { createToken } from '../../server/domain/tokens.js'
+import { allScopes } from '../../shared/scopes.js'
+import { createTestDatabase } from '../helpers/db.js'
+import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+
+let daemon: OsdProcess
+let token: string
+let env: Record<string, string>
+
+beforeAll(async () => {
+  const db = await createTestDatabase()
+  const enterprise = await createEnterprise(db.sql, { name: 'Cli Co' })
+  token = (await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })).token
+  daemon = await startOsd({ DATABASE_URL: db.url })
+  env = {
+    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
+    OSCTL_URL: daemon.url,
+    OSCTL_TOKEN: token,
+  }
+})
+
+afterAll(async () => {
+  await daemon?.stop()
+})
+
+describe('osctl health and api', () => {
+  it('prints health, and JSON with --json', async () => {
+    const human = await osctl(['health'], env)
+    expect(human.exitCode).toBe(0)
+    expect(human.stdout).toMatch(/^ok\s+osd \d+\.\d+\.\d+ at http/)
+    const json = await osctl(['health', '--json'], env)
+    expect(JSON.parse(json.stdout)).toMatchObject({ status: 'ok' })
+  })
+
+  it('exits 1 naming the address when no daemon answers', async () => {
+    const res = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
+    expect(res.exitCode).toBe(1)
+    expect(res.stderr).toContain('cannot reach osd at http://127.0.0.1:1/v1')
+  })
+
+  it('reaches any route with osctl api, with or without the /v1 prefix', async () => {
+    const set = await osctl(
+      ['api', 'PATCH', '/enterprise/concurrency', '-d', '{"concurrentRunLimit": 6}'],
+      env,
+    )
+    expect(set.exitCode).toBe(0)
+    expect(JSON.parse(set.stdout)).toEqual({ concurrentRunLimit: 6 })
+    const got = await osctl(['api', 'GET', '/v1/enterprise/concurrency'], env)
+    expect(JSON.parse(got.stdout)).toEqual({ concurrentRunLimit: 6 })
+  })
+
+  it('sends a body from stdin and from -F fields', async () => {
+    const stdin = await osctl(
+      ['api', 'PATCH', '/enterprise/metrics', '-d', '-'],
+      env,
+      '{"metrics":["a"]}',
+    )
+    expect(JSON.parse(stdin.stdout)).toEqual({ metrics: ['a'] })
+    const fields = await osctl(
+      ['api', 'PATCH', '/enterprise/concurrency', '-F', 'concurrentRunLimit=9'],
+      env,
+    )
+    expect(JSON.parse(fields.stdout)).toEqual({ concurrentRunLimit: 9 })
+  })
+
+  it('exits 1 on a refusal, printing error: code: message (status) on stderr', async () => {
+    const res = await osctl(
+      ['api', 'PATCH', '/enterprise/concurrency', '-d', '{"concurrentRunLimit": 0}'],
+      env,
+    )
+    expect(res.exitCode).toBe(1)
+    expect(res.stderr).toMatch(/^error: invalid_request: concurrentRunLimit: .* \(400\)$/m)
+    expect(JSON.parse(res.stdout).error).toBe('invalid_request')
+  })
+
+  it('keeps stdout pure JSON with --json, even on failure', async () => {
+    const res = await osctl(['--json', 'enterprise', 'chat-model-tier', 'set', 'huge'], env)
+    expect(res.exitCode).toBe(1)
+    expect(JSON.parse(res.stdout).error).toBe('invalid_request')
+    expect(res.stderr).toContain('error: invalid_request')
+  })
+
+  it('refuses a body that is not JSON as a usage error', async () => {
+    const res = await osctl(
+      ['api', 'POST', '/enterprise/webhook-secret/rotate', '-d', '{nope'],
+      env,
+    )
+    expect(res.exitCode).toBe(2)
+  })
+})
+
+describe('osctl credentials and profiles', () => {
+  it('exits 4 with a clear message when no token is configured', async () => {
+    const res = await osctl(['enterprise', 'show'], { ...env, OSCTL_TOKEN: '' })
+    expect(res.exitCode).toBe(4)
+    expect(res.stderr).toContain('osctl auth login')
+  })
+
+  it('exits 4 when the daemon answers 401', async () => {
+    const res = await osctl(['enterprise', 'show'], { ...env, OSCTL_TOKEN: 'osd_wrong' })
+    expect(res.exitCode).toBe(4)
+    expect(res.stderr).toContain('401')
+  })
+
+  it('logs in to a profile file readable by its owner only, and reports status', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
+    const own = { OSCTL_CONFIG_DIR: dir }
+    const login = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    expect(login.exitCode, login.stderr).toBe(0)
+    const file = join(dir, 'config.json')
+    expect((await stat(file)).mode & 0o777).toBe(0o600)
+
+    const status = await osctl(['auth', 'status', '--json'], own)
+    const view = JSON.parse(status.stdout)
+    expect(view).toMatchObject({
+      url: daemon.url,
+      profile: 'default',
+      tokenSource: 'profile',
+      tokenLastChars: token.slice(-4),
+    })
+    expect(view.scopes).toHaveLength(38)
+    expect(status.stdout).not.toContain(token)
+  })
+
+  it('refuses to save a profile whose token the daemon refuses', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
+    const res = await osctl(['auth', 'login', '--url', daemon.url, '--token', 'osd_bad'], {
+      OSCTL_CONFIG_DIR: dir,
+    })
+    expect(res.exitCode).toBe(4)
+    const list = await osctl(['profile', 'list', '--json'], { OSCTL_CONFIG_DIR: dir })
+    expect(JSON.parse(list.stdout)).toEqual([])
+  })
+
+  it('follows flag > env > profile, and switches and removes profiles', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
+    const own = { OSCTL_CONFIG_DIR: dir }
+    await osctl(['auth', 'login', '--profile', 'good', '--url', daemon.url, '--token', token], own)
+    await osctl(
+      [
+        'auth',
+        'login',
+        '--profile',
+        'broken',
+        '--url',
+        'http://127.0.0.1:1/v1',
+        '--token',
+        'x',
+        '--no-verify',
+      ],
+      own,
+    )
+
+    expect((await osctl(['health'], own)).exitCode).toBe(1) // broken is current
+    expect((await osctl(['health'], { ...own, OSCTL_PROFILE: 'good' })).exitCode).toBe(0)
+    expect(
+      (await osctl(['--profile', 'broken', 'health'], { ...own, OSCTL_PROFILE: 'good' })).exitCode,
+    ).toBe(1)
+    expect((await osctl(['health'], { ...own, OSCTL_URL: daemon.url })).exitCode).toBe(0)
+    expect(
+      (await osctl(['--url', 'http://127.0.0.1:1/v1', 'health'], { ...own, OSCTL_URL: daemon.url }))
+        .exitCode,
+    ).toBe(1)
+
+    expect((await osctl(['profile', 'use', 'good'], own)).exitCode).toBe(0)
+    expect((await osctl(['health'], own)).exitCode).toBe(0)
+    const list = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout)
+    expect(list).toEqual([
+      { name: 'good', url: daemon.url, current: true, token: `…${token.slice(-4)}` },
+      { name: 'broken', url: 'http://127.0.0.1:1/v1', current: false, token: '…x' },
+    ])
+    expect((await osctl(['profile', 'remove', 'broken'], own)).exitCode).toBe(0)
+    expect((await osctl(['profile', 'use', 'broken'], own)).exitCode).toBe(2)
+  })
+})
+
+describe('osctl enterprise', () => {
+  it('sets and reads settings', async () => {
+    expect((await osctl(['enterprise', 'concurrency', 'set', '3'], env)).exitCode).toBe(0)
+    const got = await osctl(['--json', 'enterprise', 'concurrency'], env)
+    expect(JSON.parse(got.stdout)).toEqual({ concurrentRunLimit: 3 })
+    const metrics = await osctl(['--json', 'enterprise', 'metrics', 'set', 'revenue', 'nps'], env)
+    expect(JSON.parse(metrics.stdout)).toEqual({ metrics: ['revenue', 'nps'] })
+    const depth = await osctl(['enterprise', 'chat-memory-depth', 'get'], env)
+    expect(depth.stdout).toMatch(/chatMemoryDepth\s+medium/)
+  })
+
+  it('asks before rotating the webhook secret, and needs --yes without a terminal', async () => {
+    const refused = await osctl(['webhook-secret', 'rotate'], env)
+    expect(refused.exitCode).toBe(2)
+    expect(refused.stderr).toContain('--yes')
+    const rotated = await osctl(['webhook-secret', 'rotate', '--yes'], env)
+    expect(rotated.exitCode).toBe(0)
+    expect(rotated.stdout.trim()).toMatch(/^whsec_/)
+    const shown = await osctl(['--json', 'enterprise', 'webhook-secret'], env)
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      lastChars: rotated.stdout.trim().slice(-4),
+      rotated: true,
+    })
+  })
+
+  it('sets the picture from an image file and refuses other files', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-img-'))
+    const png = join(dir, 'logo.png')
+    await writeFile(
+      png,
+      Buffer.from(
+        'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+        'base64',
+      ),
+    )
+    expect((await osctl(['enterprise', 'avatar', 'set', png], env)).exitCode).toBe(0)
+    const text = join(dir, 'notes.txt')
+    await writeFile(text, 'hello')
+    expect((await osctl(['enterprise', 'avatar', 'set', text], env)).exitCode).toBe(2)
+    expect((await osctl(['enterprise', 'avatar', 'clear', '--yes'], env)).exitCode).toBe(0)
+  })
+})
+
+describe('osctl usage', () => {
+  it('exits 2 on an unknown command or a missing argument, 0 on --help', async () => {
+    expect((await osctl(['no-such-command'], env)).exitCode).toBe(2)
+    expect((await osctl(['profile', 'use'], env)).exitCode).toBe(2)
+    const help = await osctl(['enterprise', 'concurrency', 'set', '--help'], env)
+    expect(help.exitCode).toBe(0)
+    expect(help.stdout).toContain('Examples:')
+  })
+
+  it.each(['bash', 'zsh', 'fish'])(
+    'prints a %s completion script naming the commands',
+    async (shell) => {
+      const res = await osctl(['completion', shell], env)
+      expect(res.exitCode).toBe(0)
+      expect(res.stdout).toContain('enterprise')
+      expect(res.stdout).toContain('webhook-secret')
+    },
+  )
+
+  it('prints a bash completion script that bash accepts and that completes', async () => {
+    const script = (await osctl(['completion', 'bash'], env)).stdout
+    const probe = `${script}\nCOMP_WORDS=(osctl enterprise con); COMP_CWORD=2; _osctl; echo "\${COMPREPLY[@]}"`
+    const res = await execa('bash', ['-c', probe], { reject: false })
+    expect(res.exitCode).toBe(0)
+    expect(res.stdout.trim()).toBe('concurrency')
+  })
+})

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
+import { osd, startOsd } from '../helpers/processes.js'
+import { eventually } from '../helpers/wait.js'
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await createTestDatabase()
+})
+
+describe('osd admin (DESIGN 8)', () => {
+  it('creates an enterprise with a token holding every scope', async () => {
+    const res = await osd(['admin', 'enterprise', 'create', '--name', 'Admin Made', '--json'], {
+      DATABASE_URL: db.url,
+    })
+    expect(res.exitCode, res.stderr).toBe(0)
+    const out = JSON.parse(res.stdout)
+    expect(out.enterprise).toMatchObject({ slug: 'admin-made', name: 'Admin Made' })
+    expect(Object.keys(out).sort()).toEqual(['enterprise', 'token'])
+    const [row] =
+      await db.sql`select scopes from api_tokens where enterprise_id = ${out.enterprise.id}`
+    expect(row!.scopes).toHaveLength(38)
+  })
+
+  it('refuses a taken slug with exit 1 and the code', async () => {
+    await osd(['admin', 'enterprise', 'create', '--name', 'Twice', '--json'], {
+      DATABASE_URL: db.url,
+    })
+    const res = await osd(['admin', 'enterprise', 'create', '--name', 'Twice', '--json'], {
+      DATABASE_URL: db.url,
+    })
+    expect(res.exitCode).toBe(1)
+    expect(res.stderr).toContain('enterprise_slug_taken')
+  })
+
+  it('creates, lists and revokes tokens; the secret is shown once and stored hashed', async () => {
+    await osd(['admin', 'enterprise', 'create', '--name', 'Tok', '--slug', 'tok'], {
+      DATABASE_URL: db.url,
+    })
+    const created = await osd(
+      [
+        'admin',
+        'token',
+        'create',
+        '--enterprise',
+        'tok',
+        '--scopes',
+        'tasks:read,runs:write',
+        '--name',
+        'ci',
+        '--json',
+      ],
+      { DATABASE_URL: db.url },
+    )
+    expect(created.exitCode, created.stderr).toBe(0)
+    const token = JSON.parse(created.stdout)
+    expect(token).toMatchObject({ name: 'ci', scopes: ['tasks:read', 'runs:write'] })
+    expect(token.token).toMatch(/^osd_/)
+    const stored = await db.sql`select token_hash from api_tokens where id = ${token.id}`
+    expect(Buffer.from(stored[0]!.tokenHash).toString('utf8')).not.toContain(token.token)
+
+    const list = await osd(['admin', 'token', 'list', '--enterprise', 'tok', '--json'], {
+      DATABASE_URL: db.url,
+    })
+    const tokens = JSON.parse(list.stdout)
+    expect(tokens.map((t: { name: string }) => t.name)).toContain('ci')
+    expect(list.stdout).not.toContain(token.token)
+
+    const revoked = await osd(
+      ['admin', 'token', 'revoke', token.id, '--enterprise', 'tok', '--json'],
+      {
+        DATABASE_URL: db.url,
+      },
+    )
+    expect(JSON.parse(revoked.stdout).revokedAt).toBeTruthy()
+  })
+
+  it('refuses unknown scopes and an unknown enterprise', async () => {
+    const scopes = await osd(
+      ['admin', 'token', 'create', '--enterprise', 'tok', '--scopes', 'tasks:admin'],
+      {
+        DATABASE_URL: db.url,
+      },
+    )
+    expect(scopes.exitCode).toBe(2)
+    expect(scopes.stderr).toContain('tasks:admin')
+    const missing = await osd(['admin', 'token', 'list', '--enterprise', 'nobody'], {
+      DATABASE_URL: db.url,
+    })
+    expect(missing.exitCode).toBe(1)
+    expect(missing.stderr).toContain('enterprise_not_found')
+  })
+})
+
+describe('osd migrate', () => {
+  it('has nothing to apply on a migrated database', async () => {
+    const res = await osd(['migrate'], { DATABASE_URL: db.url })
+    expect(res.exitCode, res.stderr).toBe(0)
+    expect(res.stdout.trim()).toBe('nothing to apply')
+  })
+})
+
+describe('osd serve', () => {
+  let daemons: { stop(): Promise<number | undefined> }[] = []
+  afterAll(async () => {
+    await Promise.all(daemons.map((d) => d.stop()))
+  })
+
+  it('logs JSON lines with a request id per request', async () => {
+    const daemon = await startOsd({ DATABASE_URL: db.url })
+    daemons.push(daemon)
+    const res = await fetch(`${daemon.url}/health`)
+    const requestId = res.headers.get('x-request-id')
+    // Log lines are written in batches, at least every half second.
+    await eventually(() => daemon.logs.some((l) => l.requestId === requestId), 2000)
+    expect(daemon.logs.find((l) => l.msg === 'request' && l.requestId === requestId)).toMatchObject(
+      {
+        method: 'GET',
+        path: '/v1/health',
+        status: 200,
+      },
+    )
+  })
+
+  it('stops taking a token revoked by osd admin in another process', async () => {
+    const made = await osd(
+      ['admin', 'enterprise', 'create', '--name', 'Revoked Elsewhere', '--json'],
+      { DATABASE_URL: db.url },
+    )
+    const slug = JSON.parse(made.stdout).enterprise.slug
+    const created = await osd(
+      ['admin', 'token', 'create', '--enterprise', slug, '--scopes', 'enterprise:read', '--json'],
+      {
+        DATABASE_URL: db.url,
+      },
+    )
+    const { id, token } = JSON.parse(created.stdout)
+    const daemon = await startOsd({ DATABASE_URL: db.url })
+    daemons.push(daemon)
+    const call = () =>
+      fetch(`${daemon.url}/enterprise/concurrency`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    expect((await call()).status).toBe(200)
+    await osd(['admin', 'token', 'revoke', id, '--enterprise', slug], { DATABASE_URL: db.url })
+    await eventually(async () => (await call()).status === 401, 1000, 'revocation')
+  })
+
+  it('refuses a bad --role with exit 2', async () => {
+    const res = await osd(['serve', '--role', 'everything'], { DATABASE_URL: db.url })
+    expect(res.exitCode).not.toBe(0)
+    expect(res.stderr).toContain('everything')
+  })
+
+  it('on SIGTERM stops taking requests, finishes the one in flight, then exits 0', async () => {
+    const res = await osd(['admin', 'enterprise', 'create', '--name', 'Drain', '--json'], {
+      DATABASE_URL: db.url,
+    })
+    const { token } = JSON.parse(res.stdout)
+    const daemon = await startOsd({ DATABASE_URL: db.url })
+
+    // Hold a lock the request needs, so it is truly in flight when the signal arrives.
+    let release!: () => void
+    const held = new Promise<void>((r) => (release = r))
+    const locking = db.sql.begin(async (tx) => {
+      await tx`lock table enterprises in access exclusive mode`
+      await held
+    })
+    await new Promise((r) => setTimeout(r, 100))
+    const inFlight = fetch(`${daemon.url}/enterprise/concurrency`, {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    await new Promise((r) => setTimeout(r, 300))
+    const exited = daemon.stop()
+    await new Promise((r) => setTimeout(r, 300))
+
+    await expect(fetch(`${daemon.url}/health`)).rejects.toThrow() // no longer taking requests
+    release()
+    await locking
+    const answer = await inFlight
+    expect(answer.status).toBe(200)
+    expect(await answer.json()).toEqual({ concurrentRunLimit: 10 })
+    expect(await exited).toBe(0)
+  })
+})
