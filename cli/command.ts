@@ -69,3 +69,35 @@ export async function confirmDestructive(
     )
   }
 }
+
+/**
+ * A request body from -d/-f with the given flag values laid over it (flags left unset are not sent).
+ * `null` is sent as null, for fields a verb lets the user clear (`--lead none`).
+ */
+export async function bodyWith(
+  deps: Deps,
+  opts: { data?: string; file?: string },
+  fields: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const base = (await readBody(deps, opts)) ?? {}
+  if (typeof base !== 'object' || Array.isArray(base))
+    throw new UsageError('the body must be a JSON object')
+  const set = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined))
+  return { ...(base as Record<string, unknown>), ...set }
+}
+
+/** Adds -d and -f to a command that sends a body. */
+export function withBodyOptions(command: Command): Command {
+  return command
+    .option('-d, --data <json>', 'request body as JSON ("-" reads stdin)')
+    .option('-f, --file <file>', 'request body from a JSON file ("-" reads stdin)')
+}
+
+/** A whole number from a flag, or null for "none". */
+export function intOrNone(value: string): number | null {
+  if (value === 'none') return null
+  const n = Number(value)
+  if (!Number.isInteger(n))
+    throw new UsageError(`expected a whole number or "none"; got "${value}"`)
+  return n
+}

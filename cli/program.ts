@@ -6,6 +6,10 @@ import { registerAuth } from './commands/auth.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
 import { registerHealth } from './commands/health.js'
+import { registerMembers } from './commands/members.js'
+import { registerOrg } from './commands/org.js'
+import { registerRoles } from './commands/roles.js'
+import { registerTeams } from './commands/teams.js'
 import { registerProfile } from './commands/profile.js'
 
 /** The whole command tree; `makeDeps` is swapped in tests. */
@@ -27,6 +31,10 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerProfile(program, makeDeps)
   registerHealth(program, makeDeps)
   registerEnterprise(program, makeDeps)
+  registerTeams(program, makeDeps)
+  registerMembers(program, makeDeps)
+  registerRoles(program, makeDeps)
+  registerOrg(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

@@ -46,6 +46,10 @@ export const errorStatus = {
   os_task_immutable: 409,
   illegal_transition: 409,
   chat_replying: 409,
+  team_last: 409,
+  team_has_tasks: 409,
+  role_builtin: 409,
+  role_team_mismatch: 409,
   replay_idempotency_key_reused: 409,
   // 413: body over 100 KB
   body_too_large: 413,

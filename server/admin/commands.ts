@@ -54,8 +54,8 @@ export function registerAdmin(admin: Command): void {
     .option('--slug <slug>', 'URL name (made from the name when omitted)')
     .option('--json', 'print JSON')
     .action(async (opts: { name: string; slug?: string; json?: boolean }) => {
-      const result = await withDatabase(dbFlags(), async (sql) => {
-        const created = await createEnterprise(sql, { name: opts.name, slug: opts.slug })
+      const result = await withDatabase(dbFlags(), async (sql, config) => {
+        const created = await createEnterprise(sql, { name: opts.name, slug: opts.slug }, config)
         const { token } = await createToken(sql, created.id, { name: 'owner', scopes: allScopes })
         return { enterprise: created, token }
       })

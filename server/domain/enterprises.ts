@@ -9,6 +9,7 @@ import type { ModelTier } from '../../shared/schemas/models.js'
 import { cleanSlug, maxSlugLength } from '../../shared/slug.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { parseImageDataUrl } from './images.js'
+import { setupOrganisation } from './roles.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from './secrets.js'
 
 /** A cleaned slug, or 400 invalid_slug when nothing is left or it is too long (spec: Limits). */
@@ -31,16 +32,14 @@ export function validName(raw: string): string {
   return name
 }
 
-/** Hooks run inside the transaction that creates an enterprise (its built-in roles, its first team). */
-export type EnterpriseSetup = (tx: Db, enterprise: Enterprise) => Promise<void>
-const setups: EnterpriseSetup[] = []
-export function onEnterpriseCreated(setup: EnterpriseSetup): void {
-  setups.push(setup)
-}
-
+/**
+ * Creates an enterprise with its own organisation (a team, the built-in roles ceo and coo and a member
+ * holding each), in one transaction.
+ */
 export async function createEnterprise(
   db: Db,
   input: { name: string; slug?: string },
+  options: { mailDomain: string },
 ): Promise<Enterprise> {
   const name = validName(input.name)
   const slug = validSlug(input.slug ?? name)
@@ -52,7 +51,7 @@ export async function createEnterprise(
         insert into enterprises (slug, name, webhook_secret_hash, webhook_secret_last_chars)
         values (${slug}, ${name}, ${hashSecret(secret)}, ${lastChars(secret)})
         returning id, slug, name`
-      for (const setup of setups) await setup(tx, enterprise!)
+      await setupOrganisation(tx, enterprise!, options.mailDomain)
       return enterprise!
     })
   } catch (err) {

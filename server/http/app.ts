@@ -1,5 +1,9 @@
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { healthRoutes } from '../routes/health.js'
+import { memberRoutes } from '../routes/members.js'
+import { orgRoutes } from '../routes/orgs.js'
+import { roleRoutes } from '../routes/roles.js'
+import { teamRoutes } from '../routes/teams.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
 import { readBody } from './body.js'
@@ -28,6 +32,10 @@ export function createApp(deps: AppDeps): Router {
 
   app.route('/v1', healthRoutes(routeDeps))
   app.route('/v1/enterprise', enterpriseRoutes(routeDeps))
+  app.route('/v1/teams', teamRoutes(routeDeps))
+  app.route('/v1/members', memberRoutes(routeDeps))
+  app.route('/v1/roles', roleRoutes(routeDeps))
+  app.route('/v1/orgs', orgRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',

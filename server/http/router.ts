@@ -96,6 +96,21 @@ export function route<
   })
 }
 
+// A malformed id names nothing that exists: it answers its resource's not-found code, never 400.
+const paramNotFound: Record<string, ErrorCode> = {
+  memberId: 'member_not_found',
+  roleId: 'role_not_found',
+  taskId: 'task_not_found',
+  teamId: 'team_not_found',
+  versionId: 'version_not_found',
+}
+
+function notFoundFor(error: z.ZodError, fallback: ErrorCode): ApiError {
+  const param = error.issues[0]?.path[0]
+  const code = (typeof param === 'string' && paramNotFound[param]) || fallback
+  return new ApiError(code, `No ${String(param ?? 'resource')} of that value in this enterprise.`)
+}
+
 function parse(schema: Schema, value: unknown, fail: (e: z.ZodError) => ApiError) {
   const result = schema.safeParse(value)
   if (!result.success) throw fail(result.error)

@@ -15,7 +15,7 @@ let env: Record<string, string>
 
 beforeAll(async () => {
   const db = await createTestDatabase()
-  const enterprise = await createEnterprise(db.sql, { name: 'Cli Co' })
+  const enterprise = await createEnterprise(db.sql, { name: 'Cli Co' }, { mailDomain: 'osd.local' })
   token = (await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })).token
   daemon = await startOsd({ DATABASE_URL: db.url })
   env = {

@@ -56,7 +56,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
   const app = createApp({ sql: db.sql, config, log: silentLog })
 
   async function makeEnterprise(name: string): Promise<TestEnterprise> {
-    const enterprise = await createEnterprise(db.sql, { name })
+    const enterprise = await createEnterprise(db.sql, { name }, config)
     const { token } = await createToken(db.sql, enterprise.id, { name: 'all', scopes: allScopes })
     return { id: enterprise.id, slug: enterprise.slug, token }
   }

@@ -1,0 +1,50 @@
+import type { Command } from 'commander'
+import type { OrgTree } from '../../shared/schemas/organisation.js'
+import { actionOf, examples, type MakeDeps } from '../command.js'
+import type { Deps } from '../deps.js'
+import { bold, colour, show } from '../output.js'
+import { drawTree, type TreeNode } from '../tree.js'
+
+type OrgMember = OrgTree['unassigned'][number]
+
+function memberNode(deps: Deps, member: OrgMember): TreeNode {
+  return {
+    label: `${member.name} ${colour(deps.out, 'dim', `<${member.email}>`)}`,
+    children: member.roles.map((role) => ({
+      label: `${role.slug}${role.teamId ? '' : colour(deps.out, 'dim', ' (enterprise-wide)')}`,
+      children: role.tasks.map((task) => ({
+        label: `${task.slug} ${colour(deps.out, 'dim', task.name)}`,
+      })),
+    })),
+  }
+}
+
+/** The organisation drawn as a tree on a terminal; the API's JSON with --json. */
+export async function showOrg(deps: Deps): Promise<void> {
+  const tree = await deps.client().get<OrgTree>('/orgs')
+  show(deps.out, tree, () => {
+    const heading = (text: string) => (deps.out.color ? bold(text) : text)
+    const roots: TreeNode[] = tree.teams.map((team) => ({
+      label: `${heading(team.name)} (${team.slug})${team.concurrentRunLimit ? `  run limit ${team.concurrentRunLimit}` : ''}`,
+      children: team.members.map((m) => memberNode(deps, m)),
+    }))
+    if (tree.unassigned.length) {
+      roots.push({
+        label: heading('On no team'),
+        children: tree.unassigned.map((m) => memberNode(deps, m)),
+      })
+    }
+    deps.out.write(drawTree(roots).join('\n') + '\n')
+  })
+}
+
+export function registerOrg(program: Command, makeDeps: MakeDeps): void {
+  examples(
+    program
+      .command('org')
+      .description('the organisation: teams, members, their roles and the tasks of each')
+      .action(actionOf(makeDeps, showOrg)),
+    'osctl org',
+    'osctl org --json',
+  )
+}
