@@ -68,3 +68,13 @@ create table schedule_fires (
   primary key (task_id, fire_at),
   foreign key (enterprise_id, task_id) references tasks (enterprise_id, id) on delete cascade
 );
+
+-- A version is immutable once saved (spec: Task read answer): no code path updates one, and the
+-- database refuses it too.
+create function task_versions_immutable() returns trigger language plpgsql as $$
+begin
+  raise exception 'task versions are immutable';
+end
+$$;
+create trigger task_versions_immutable before update on task_versions
+  for each row execute function task_versions_immutable();

@@ -2,14 +2,18 @@ import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import type { Config } from './config.js'
-import { openDatabase, type Database } from './db/index.js'
+import { createSealer, secretKey } from './crypto.js'
+import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
+import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
+import type { AppDeps } from './http/context.js'
 import type { Logger } from './log.js'
 
 export interface Running {
   /** Base URL of the API (ends in /v1), when this process serves HTTP. */
   url: string | undefined
+  engine: Engine | undefined
   /** Stops taking requests, lets in-flight ones finish, stops background work, closes the database. */
   stop(): Promise<void>
 }
@@ -25,7 +29,16 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
     throw err
   }
 
-  const server = config.role === 'engine' ? undefined : await listenHttp(config, db, log)
+  const shutdown = new AbortController()
+  const deps: AppDeps = {
+    sql: db.sql,
+    config,
+    log,
+    sealer: createSealer(secretKey(config.dataDir)),
+    shutdown: shutdown.signal,
+  }
+  const engine = config.role === 'api' ? undefined : await startEngine({ sql: db.sql, log })
+  const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
   log.info({ url, role: config.role, version: config.version }, 'osd started')
@@ -33,19 +46,26 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
   let stopping: Promise<void> | undefined
   return {
     url,
+    engine,
     stop: () =>
       (stopping ??= (async () => {
+        shutdown.abort() // long-polls answer now rather than hold the shutdown
         if (server) await closeHttp(server, log)
+        await engine?.stop()
         await db.close()
         log.info({}, 'osd stopped')
       })()),
   }
 }
 
-async function listenHttp(config: Config, db: Database, log: Logger): Promise<Server> {
-  const app = createApp({ sql: db.sql, config, log })
+async function listenHttp(deps: AppDeps): Promise<Server> {
+  const app = createApp(deps)
   return new Promise((resolve, reject) => {
-    const server = listen({ fetch: app.fetch, port: config.port, hostname: config.host }) as Server
+    const server = listen({
+      fetch: app.fetch,
+      port: deps.config.port,
+      hostname: deps.config.host,
+    }) as Server
     server.once('error', reject)
     server.once('listening', () => resolve(server))
   })

@@ -32,6 +32,9 @@ export const errorStatus = {
   avatar_not_found: 404,
   task_not_runnable: 404,
   log_not_found: 404,
+  delivery_not_found: 404,
+  execution_not_found: 404,
+  gate_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -46,11 +49,13 @@ export const errorStatus = {
   os_task_immutable: 409,
   illegal_transition: 409,
   chat_replying: 409,
+  task_busy: 409,
   team_last: 409,
   team_has_tasks: 409,
   role_builtin: 409,
   role_team_mismatch: 409,
   replay_idempotency_key_reused: 409,
+  delivery_not_replayable: 409,
   // 413: body over 100 KB
   body_too_large: 413,
 } as const

@@ -1,11 +1,16 @@
 import { enterpriseRoutes } from '../routes/enterprise.js'
+import { blockerRoutes } from '../routes/blockers.js'
 import { healthRoutes } from '../routes/health.js'
+import { runRoutes } from '../routes/runs.js'
+import { webhookRoutes } from '../routes/webhooks.js'
 import { memberRoutes } from '../routes/members.js'
 import { orgRoutes } from '../routes/orgs.js'
 import { roleRoutes } from '../routes/roles.js'
+import { taskRoutes } from '../routes/tasks.js'
 import { teamRoutes } from '../routes/teams.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
+import { RunWatch } from './run-watch.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
@@ -19,7 +24,9 @@ import { createRouter, type Router } from './router.js'
 export function createApp(deps: AppDeps): Router {
   const app = createRouter()
   const publicRoutes = new PublicRoutes()
-  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log) }
+  const runWatch = new RunWatch()
+  runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
+  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log), runWatch }
 
   // DESIGN 4: request id (and its log line) -> body limit and JSON body -> authentication and scope
   // -> route -> errors. Each is one middleware: every level of Hono's dispatch costs on a hot read.
@@ -36,6 +43,10 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/members', memberRoutes(routeDeps))
   app.route('/v1/roles', roleRoutes(routeDeps))
   app.route('/v1/orgs', orgRoutes(routeDeps))
+  app.route('/v1/tasks', taskRoutes(routeDeps))
+  app.route('/v1/runs', runRoutes(routeDeps))
+  app.route('/v1/blockers', blockerRoutes(routeDeps))
+  app.route('/v1/webhooks', webhookRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',

@@ -2,7 +2,9 @@ import type { Context } from 'hono'
 import type { Config } from '../config.js'
 import type { Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
+import type { Sealer } from '../crypto.js'
 import type { Caches } from './caches.js'
+import type { RunWatch } from './run-watch.js'
 
 /** What a request learns about its caller from the bearer token (spec: Authentication). */
 export interface Caller {
@@ -27,9 +29,14 @@ export interface AppDeps {
   sql: Sql
   config: Config
   log: Logger
+  /** Encrypts what the service must use again (webhook bodies for replays, model keys, tool tokens). */
+  sealer: Sealer
+  /** Aborted when the daemon stops: long-polls answer at once instead of holding the shutdown. */
+  shutdown?: AbortSignal
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */
 export interface RouteDeps extends AppDeps {
   caches: Caches
+  runWatch: RunWatch
 }

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto'
 import pino from 'pino'
+import { createSealer, type Sealer } from '../../server/crypto.js'
 import { allScopes, type Scope } from '../../shared/scopes.js'
 import { loadConfig, type Config } from '../../server/config.js'
 import type { Sql } from '../../server/db/sql.js'
@@ -36,6 +38,7 @@ export interface TestApp {
   dbUrl: string
   config: Config
   log: Logger
+  sealer: Sealer
   app: ReturnType<typeof createApp>
   /** The enterprise the tests act as. */
   acme: TestEnterprise
@@ -53,7 +56,8 @@ export const silentLog: Logger = pino({ level: 'silent' })
 export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
   const db = await createTestDatabase()
   const config = { ...loadConfig({}, { DATABASE_URL: db.url }), ...overrides }
-  const app = createApp({ sql: db.sql, config, log: silentLog })
+  const sealer = createSealer(randomBytes(32))
+  const app = createApp({ sql: db.sql, config, log: silentLog, sealer })
 
   async function makeEnterprise(name: string): Promise<TestEnterprise> {
     const enterprise = await createEnterprise(db.sql, { name }, config)
@@ -92,6 +96,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     dbUrl: db.url,
     config,
     log: silentLog,
+    sealer,
     app,
     acme,
     other,

@@ -22,7 +22,7 @@ describe('GET /v1/health', () => {
 
   it('answers 503 degraded when the database does not answer', async () => {
     const dead = createSql('postgres://osd:x@127.0.0.1:1/none', { max: 1 })
-    const app = createApp({ sql: dead, config: t.config, log: silentLog })
+    const app = createApp({ sql: dead, config: t.config, log: silentLog, sealer: t.sealer })
     const res = await app.request('/v1/health')
     expect(res.status).toBe(503)
     expect(await res.json()).toEqual({ status: 'degraded', version: t.config.version })
@@ -199,7 +199,7 @@ describe('errors', () => {
   it('answers an unexpected failure 500 without stack, SQL or names of the schema', async () => {
     const broken = await createTestDatabase()
     await broken.sql`alter table enterprises rename column concurrent_run_limit to run_limit_gone`
-    const app = createApp({ sql: broken.sql, config: t.config, log: silentLog })
+    const app = createApp({ sql: broken.sql, config: t.config, log: silentLog, sealer: t.sealer })
     const [ent] = await broken.sql`
       insert into enterprises (slug, name, webhook_secret_hash, webhook_secret_last_chars)
       values ('b', 'B', '\\x00', 'xxxx') returning id`

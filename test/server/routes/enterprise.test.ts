@@ -187,7 +187,7 @@ describe('settings (spec: Enterprise settings)', () => {
 
   it('shows a change made through another osd process once it is announced', async () => {
     const { createApp } = await import('../../../server/http/app.js')
-    const second = createApp({ sql: t.sql, config: t.config, log: t.log })
+    const second = createApp({ sql: t.sql, config: t.config, log: t.log, sealer: t.sealer })
     const read = async () =>
       (
         (await (

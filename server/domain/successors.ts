@@ -1,0 +1,138 @@
+import type { RunResult } from '../../shared/schemas/runs.js'
+import type { Successor } from '../../shared/schemas/tasks.js'
+import type { Db } from '../db/sql.js'
+import { appendEvent, insertRun, notRunnable, type RunRow } from './runs.js'
+import type { TaskRow } from './tasks.js'
+
+// Successors (spec: Task definition, successors; DESIGN 5): when a run ends, each successor of the
+// version it ran is considered, and every decision is an event of the ended run.
+
+/** A bound on any execution, so a loop the definition checks could not see still ends. */
+export const maxRunsPerExecution = Number(process.env.OSD_MAX_EXECUTION_RUNS ?? 500)
+
+/** `on` matches the outcome (default succeeded); terminal matches any end. */
+export function outcomeMatches(successor: Pick<Successor, 'on'>, outcome: string): boolean {
+  const on = successor.on ?? 'succeeded'
+  return on === 'terminal' || on === outcome
+}
+
+const present = (value: unknown) =>
+  value !== undefined && value !== null && value !== '' && value !== false
+
+/** `when` looks at the result: has_issue, has_pr, no_pr. */
+export function whenMatches(successor: Pick<Successor, 'when'>, result: RunResult | null): boolean {
+  switch (successor.when) {
+    case undefined:
+      return true
+    case 'has_issue':
+      return present(result?.issue)
+    case 'has_pr':
+      return present(result?.pr)
+    case 'no_pr':
+      return !present(result?.pr)
+    default:
+      return false
+  }
+}
+
+/** The issue a result names, as a key: its id, number or URL if it is an object, else itself. */
+export function issueKey(issue: unknown): string | null {
+  if (!present(issue)) return null
+  if (typeof issue === 'object') {
+    const o = issue as Record<string, unknown>
+    return String(o.id ?? o.number ?? o.url ?? JSON.stringify(issue))
+  }
+  return String(issue)
+}
+
+/**
+ * Follows the successors of a run that just ended, in its transaction: each match starts a pending run
+ * in the same execution (delayed by delayMinutes, a timer in the database), whose input is the
+ * predecessor's with result.successorInput merged over it. Successors never refuse for overlap.
+ */
+export async function followSuccessors(
+  tx: Db,
+  run: RunRow,
+  options: { stopping?: boolean } = {},
+): Promise<void> {
+  if (options.stopping) return
+  const [version] = await tx<{ successors: Successor[] | null }[]>`
+    select definition -> 'successors' as successors from task_versions where id = ${run.taskVersionId}`
+  const successors = version?.successors ?? []
+  if (successors.length === 0) return
+  const outcome = run.result?.outcome ?? run.status
+  const decide = (type: string, successor: Successor, extra: Record<string, unknown> = {}) =>
+    appendEvent(tx, run, `successor.${type}`, {
+      slug: successor.slug,
+      on: successor.on ?? 'succeeded',
+      ...extra,
+    })
+
+  let started = 0
+  const stopped: string[] = []
+  for (const successor of successors) {
+    if (!outcomeMatches(successor, outcome)) {
+      await decide('skipped', successor, { because: `outcome ${outcome}` })
+      if (run.status === 'failed' && outcomeMatches(successor, 'succeeded'))
+        stopped.push(successor.slug)
+      continue
+    }
+    if (!whenMatches(successor, run.result)) {
+      await decide('skipped', successor, { because: `when ${String(successor.when)}` })
+      continue
+    }
+    const [task] = await tx<
+      TaskRow[]
+    >`select * from tasks where enterprise_id = ${run.enterpriseId} and slug = ${successor.slug}`
+    if (!task) {
+      await decide('unknown_slug', successor, {
+        message: `No task has the slug ${successor.slug}; nothing starts.`,
+      })
+      continue
+    }
+    const verdict = await notRunnable(tx, task)
+    if ('message' in verdict) {
+      await decide('not_runnable', successor, { message: verdict.message })
+      continue
+    }
+    const edge = `${run.taskId}->${successor.slug}`
+    const issue = issueKey(run.result?.issue)
+    if (typeof successor.maxRunsPerIssue === 'number' && issue !== null) {
+      const [count] = await tx<{ n: number }[]>`
+        select count(*)::int as n from runs
+         where enterprise_id = ${run.enterpriseId} and successor_edge = ${edge} and issue_key = ${issue}`
+      if (count!.n >= successor.maxRunsPerIssue) {
+        await decide('capped', successor, { issue, maxRunsPerIssue: successor.maxRunsPerIssue })
+        continue
+      }
+    }
+    const [size] = await tx<
+      { n: number }[]
+    >`select count(*)::int as n from runs where execution_id = ${run.executionId}`
+    if (size!.n >= maxRunsPerExecution) {
+      await decide('execution_limit', successor, { maxRunsPerExecution })
+      continue
+    }
+    const delay = typeof successor.delayMinutes === 'number' ? successor.delayMinutes : undefined
+    const next = await insertRun(tx, {
+      task,
+      input: { ...run.input, ...(run.result?.successorInput ?? {}) },
+      origin: 'successor',
+      status: 'pending',
+      executionId: run.executionId,
+      previousRunId: run.id,
+      notBefore: delay ? new Date(Date.now() + delay * 60_000) : undefined,
+      successorEdge: edge,
+      issueKey: issue ?? undefined,
+      resumeFromRunId: successor.resumeConversation ? run.id : undefined,
+    })
+    started++
+    await decide('started', successor, {
+      runId: next.id,
+      ...(delay ? { delayMinutes: delay } : {}),
+    })
+  }
+  if (run.status === 'failed' && started === 0 && stopped.length > 0) {
+    await tx`update runs set stopped_successors = ${tx.json(stopped)} where id = ${run.id}`
+  }
+}

@@ -1,0 +1,336 @@
+import { ApiError } from '../../shared/errors.js'
+import type { Paged } from '../../shared/schemas/common.js'
+import type { WebhookDelivery, webhookSorts } from '../../shared/schemas/webhooks.js'
+import type { Sealer } from '../crypto.js'
+import { envelope, orderBy, type PageRequest } from '../db/paging.js'
+import { isUniqueViolation, type Db } from '../db/sql.js'
+import { verifyWebhookSecret } from './enterprises.js'
+import { enqueueRun } from './runs.js'
+
+// Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
+
+export const secretHeader = 'x-os-webhook-secret'
+
+// Headers that carry credentials are left out of a stored delivery; fields whose names say they are
+// sensitive are redacted, wherever they are in the body.
+const credentialHeaders = new Set([
+  secretHeader,
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-api-key',
+])
+const sensitive =
+  /secret|token|password|passwd|api[-_]?key|authori[sz]ation|credential|private[-_]?key|session/i
+const redacted = '[redacted]'
+
+export function redactHeaders(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(headers)
+      .filter(([name]) => !credentialHeaders.has(name.toLowerCase()))
+      .map(([name, value]) => [name, sensitive.test(name) ? redacted : value]),
+  )
+}
+
+/** The body with sensitive fields, and any occurrence of `secret`, replaced by [redacted]. */
+export function redactBody(value: unknown, secret?: string): unknown {
+  if (typeof value === 'string') {
+    return secret && secret.length >= 8 && value.includes(secret)
+      ? value.split(secret).join(redacted)
+      : value
+  }
+  if (Array.isArray(value)) return value.map((v) => redactBody(v, secret))
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, v]) => [
+        key,
+        sensitive.test(key) ? redacted : redactBody(v, secret),
+      ]),
+    )
+  }
+  return value
+}
+
+export interface Inbound {
+  enterpriseSlug: string
+  target: string
+  secret: string | undefined
+  method: string
+  path: string
+  headers: Record<string, string>
+  body: unknown
+}
+
+export interface Outcome {
+  status: number
+  body: Record<string, unknown>
+  runId?: string
+  executionId?: string
+  gateId?: string
+}
+
+export type DeliveryHandler = (
+  db: Db,
+  enterpriseId: string,
+  target: string,
+  body: Record<string, unknown>,
+) => Promise<Outcome>
+
+interface DeliveryRow {
+  id: string
+  enterpriseId: string
+  kind: 'task' | 'gate'
+  target: string
+  status: WebhookDelivery['status']
+  authenticated: boolean
+  request: WebhookDelivery['request']
+  sealedBody: Buffer | null
+  containedSecret: boolean
+  responseStatus: number | null
+  responseBody: Record<string, unknown> | null
+  durationMs: number | null
+  runId: string | null
+  executionId: string | null
+  gateId: string | null
+  replayOf: string | null
+  idempotencyKey: string | null
+  receivedAt: Date
+  finishedAt: Date | null
+}
+
+function toDelivery(row: DeliveryRow): WebhookDelivery {
+  return {
+    id: row.id,
+    kind: row.kind,
+    target: row.target,
+    status: row.status,
+    authenticated: row.authenticated,
+    request: row.request,
+    response:
+      row.responseStatus === null ? null : { status: row.responseStatus, body: row.responseBody },
+    durationMs: row.durationMs,
+    runId: row.runId,
+    executionId: row.executionId,
+    gateId: row.gateId,
+    replayOf: row.replayOf,
+    replayable: replayRefusal(row) === undefined,
+    receivedAt: row.receivedAt.toISOString(),
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+  }
+}
+
+/** Starts a task the way a schedule does: a pending run that waits if the task is running. */
+export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body) => {
+  const [task] = await db<
+    { id: string }[]
+  >`select id from tasks where enterprise_id = ${enterpriseId} and slug = ${slug}`
+  if (!task) throw new ApiError('task_not_found', `No task has the slug ${slug}.`)
+  const run = await enqueueRun(db, enterpriseId, task.id, body, { origin: 'webhook' })
+  return {
+    status: 202,
+    body: { runId: run.id, executionId: run.executionId, status: run.status },
+    runId: run.id,
+    executionId: run.executionId,
+  }
+}
+
+const handlers: Record<DeliveryRow['kind'], DeliveryHandler | undefined> = {
+  task: startTaskHandler,
+  gate: undefined,
+}
+
+export function setDeliveryHandler(kind: DeliveryRow['kind'], handler: DeliveryHandler): void {
+  handlers[kind] = handler
+}
+
+/**
+ * Handles an inbound webhook call and stores it as a delivery. A wrong secret and an unknown enterprise
+ * answer the same 401; an unknown enterprise has nobody to store the call for.
+ */
+export async function receiveWebhook(
+  db: Db,
+  sealer: Sealer,
+  kind: DeliveryRow['kind'],
+  inbound: Inbound,
+): Promise<Outcome & { deliveryId?: string }> {
+  const started = performance.now()
+  const enterprise = await verifyWebhookSecret(db, inbound.enterpriseSlug, inbound.secret)
+  const [known] = enterprise
+    ? [enterprise]
+    : await db<{ id: string }[]>`select id from enterprises where slug = ${inbound.enterpriseSlug}`
+  const unauthorized: Outcome = {
+    status: 401,
+    body: { message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 },
+  }
+  if (!known) return unauthorized
+
+  const containedSecret = Boolean(
+    inbound.secret &&
+    inbound.secret.length >= 8 &&
+    JSON.stringify(inbound.body ?? null).includes(inbound.secret),
+  )
+  const request = {
+    method: inbound.method,
+    path: inbound.path,
+    headers: redactHeaders(inbound.headers),
+    body: redactBody(inbound.body, inbound.secret),
+  }
+  const [delivery] = await db<{ id: string }[]>`
+    insert into webhook_deliveries (enterprise_id, kind, target, authenticated, request, sealed_body, contained_secret)
+    values (${known.id}, ${kind}, ${inbound.target}, ${Boolean(enterprise)}, ${db.json(request as never)},
+            ${enterprise && !containedSecret && inbound.body !== undefined ? sealer.seal(JSON.stringify(inbound.body)) : null},
+            ${containedSecret})
+    returning id`
+  const outcome = enterprise
+    ? await handle(db, kind, known.id, inbound.target, inbound.body)
+    : unauthorized
+  await record(db, delivery!.id, outcome, started)
+  return { ...outcome, deliveryId: delivery!.id }
+}
+
+async function handle(
+  db: Db,
+  kind: DeliveryRow['kind'],
+  enterpriseId: string,
+  target: string,
+  body: unknown,
+): Promise<Outcome> {
+  try {
+    if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
+      throw new ApiError('invalid_request', 'body: the webhook body must be a JSON object.')
+    }
+    const handler = handlers[kind]
+    if (!handler) throw new ApiError('not_found', `Webhooks of kind ${kind} are not handled here.`)
+    return await handler(db, enterpriseId, target, (body ?? {}) as Record<string, unknown>)
+  } catch (err) {
+    if (err instanceof ApiError)
+      return { status: err.status, body: err.toBody() as Record<string, unknown> }
+    throw err
+  }
+}
+
+async function record(db: Db, id: string, outcome: Outcome, started: number): Promise<void> {
+  const status = outcome.status < 300 ? 'accepted' : outcome.status < 500 ? 'refused' : 'failed'
+  await db`
+    update webhook_deliveries
+       set status = ${status}, response_status = ${outcome.status}, response_body = ${db.json(outcome.body as never)},
+           duration_ms = ${Math.round(performance.now() - started)}, run_id = ${outcome.runId ?? null},
+           execution_id = ${outcome.executionId ?? null}, gate_id = ${outcome.gateId ?? null}, finished_at = now()
+     where id = ${id}`
+}
+
+// --- history and replay -----------------------------------------------------------------------------
+
+type DeliverySort = (typeof webhookSorts)[number]
+const sortColumns: Record<DeliverySort, string> = {
+  receivedAt: 'received_at',
+  status: 'status',
+  target: 'target',
+  responseStatus: 'response_status',
+  durationMs: 'duration_ms',
+}
+
+export async function listDeliveries(
+  db: Db,
+  enterpriseId: string,
+  filters: { status?: string; kind?: string },
+  page: PageRequest<DeliverySort>,
+): Promise<Paged<WebhookDelivery>> {
+  const where = db`
+    enterprise_id = ${enterpriseId}
+    ${filters.status ? db`and status = ${filters.status}` : db``}
+    ${filters.kind ? db`and kind = ${filters.kind}` : db``}`
+  const [rows, [count]] = await Promise.all([
+    db<DeliveryRow[]>`
+      select * from webhook_deliveries where ${where}
+      ${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
+    db<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where ${where}`,
+  ])
+  return envelope(rows.map(toDelivery), count!.n, page)
+}
+
+async function loadDelivery(db: Db, enterpriseId: string, id: string): Promise<DeliveryRow> {
+  const [row] = await db<DeliveryRow[]>`
+    select * from webhook_deliveries where enterprise_id = ${enterpriseId} and id = ${id}`
+  if (!row)
+    throw new ApiError('delivery_not_found', `No webhook delivery ${id} in this enterprise.`)
+  return row
+}
+
+export async function getDelivery(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<WebhookDelivery> {
+  return toDelivery(await loadDelivery(db, enterpriseId, id))
+}
+
+/** Why a delivery cannot be replayed (spec: Webhook history), or undefined. */
+function replayRefusal(row: DeliveryRow): string | undefined {
+  if (!row.authenticated) return 'it never authenticated'
+  if (row.status === 'in_progress') return 'it is still in progress'
+  if (row.containedSecret) return 'its body contained the webhook secret'
+  return undefined
+}
+
+/**
+ * Applies a delivery's request again through the current rules, as a new delivery linked to the
+ * original (spec: Webhook history). The same key on the same delivery answers the same replay; the same
+ * key on another delivery is 409 replay_idempotency_key_reused.
+ */
+export async function replayDelivery(
+  db: Db,
+  sealer: Sealer,
+  enterpriseId: string,
+  id: string,
+  idempotencyKey: string,
+): Promise<{ delivery: WebhookDelivery; created: boolean }> {
+  const original = await loadDelivery(db, enterpriseId, id)
+  const previous = await replayByKey(db, enterpriseId, id, idempotencyKey)
+  if (previous) return { delivery: previous, created: false }
+  const refusal = replayRefusal(original)
+  if (refusal) {
+    throw new ApiError('delivery_not_replayable', `Delivery ${id} cannot be replayed: ${refusal}.`)
+  }
+  const started = performance.now()
+  let replayId: string
+  try {
+    const [row] = await db<{ id: string }[]>`
+      insert into webhook_deliveries (enterprise_id, kind, target, authenticated, request, sealed_body,
+                                      contained_secret, replay_of, idempotency_key)
+      values (${enterpriseId}, ${original.kind}, ${original.target}, true, ${db.json(original.request as never)},
+              ${original.sealedBody}, false, ${id}, ${idempotencyKey})
+      returning id`
+    replayId = row!.id
+  } catch (err) {
+    // A concurrent replay with this key landed first: answer it, or refuse a different delivery's.
+    if (!isUniqueViolation(err)) throw err
+    const raced = await replayByKey(db, enterpriseId, id, idempotencyKey)
+    if (!raced) throw err
+    return { delivery: raced, created: false }
+  }
+  const body = original.sealedBody
+    ? (JSON.parse(sealer.open(original.sealedBody)) as unknown)
+    : undefined
+  const outcome = await handle(db, original.kind, enterpriseId, original.target, body)
+  await record(db, replayId, outcome, started)
+  return { delivery: await getDelivery(db, enterpriseId, replayId), created: true }
+}
+
+async function replayByKey(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  key: string,
+): Promise<WebhookDelivery | undefined> {
+  const [row] = await db<DeliveryRow[]>`
+    select * from webhook_deliveries where enterprise_id = ${enterpriseId} and idempotency_key = ${key}`
+  if (!row) return undefined
+  if (row.replayOf !== id) {
+    throw new ApiError(
+      'replay_idempotency_key_reused',
+      `The idempotency key was used to replay another delivery (${row.replayOf}).`,
+    )
+  }
+  return toDelivery(row)
+}

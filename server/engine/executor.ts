@@ -1,0 +1,31 @@
+import type { Db, Sql } from '../db/sql.js'
+import { finishRun, type RunRow } from '../domain/runs.js'
+import type { Logger } from '../log.js'
+
+/**
+ * What executes a run of one kind (DESIGN 5, 6). The engine hands it a run this engine holds the lease
+ * of, in status running: first started, or running again after a gate, a hold, a restart or a
+ * takeover (`resumed`). The executor moves the run on (to an end, a gate, a hold) through the domain's
+ * transitions, and must resume from what it journaled: no model call paid twice, no tool call acted
+ * on twice. `signal` aborts when the run is cancelled or the engine stops.
+ */
+export interface Executor {
+  execute(run: RunRow, context: ExecutionContext): Promise<void>
+}
+
+export interface ExecutionContext {
+  sql: Sql
+  log: Logger
+  engineId: string
+  signal: AbortSignal
+  resumed: boolean
+}
+
+/**
+ * A deterministic task runs no model (spec: Task definition, kind): its run succeeds with
+ * result.output = its input, then follows its successors. It acts on nothing outside the database, so
+ * it completes in the transaction that dispatched it (runs.dispatchQueued).
+ */
+export async function completeDeterministic(tx: Db, run: RunRow): Promise<void> {
+  await finishRun(tx, run, 'succeeded', { result: { outcome: 'succeeded', output: run.input } })
+}

@@ -1,0 +1,164 @@
+import type { Sql } from '../db/sql.js'
+import {
+  admitPending,
+  dispatchQueued,
+  renewLeases,
+  runChannel,
+  takeOverLapsed,
+  type RunRow,
+} from '../domain/runs.js'
+import type { Logger } from '../log.js'
+import { completeDeterministic, type Executor } from './executor.js'
+
+export interface RunLoopOptions {
+  sql: Sql
+  log: Logger
+  engineId: string
+  /** Executors by task kind, for runs that outlive their dispatch (kind llm). */
+  executors: Partial<Record<RunRow['kind'], Executor>>
+  /** The safety net: a pass this often even if no notification arrives. */
+  sweepMs?: number
+  /** How often leases of runs being executed are renewed (they last 30 s). */
+  renewMs?: number
+}
+
+/**
+ * The engine's work on runs (DESIGN 5): admission (pending -> queued), dispatch (queued -> running) and
+ * execution, woken by NOTIFY of run events, with a slow sweep as the safety net and a timer for the
+ * next delayed run. Correctness never depends on a notification: every decision is a locking query.
+ */
+export class RunLoop {
+  private readonly executing = new Map<string, AbortController>()
+  private passing = false
+  private again = false
+  private stopped = false
+  private timers: NodeJS.Timeout[] = []
+  private dueTimer: NodeJS.Timeout | undefined
+  private listener: { unlisten(): Promise<void> } | undefined
+
+  constructor(private readonly options: RunLoopOptions) {}
+
+  async start(): Promise<void> {
+    const { sql, sweepMs = 5_000, renewMs = 10_000 } = this.options
+    this.listener = await sql.listen(
+      runChannel,
+      (runId) => {
+        if (this.executing.has(runId)) void this.checkStillHeld(runId)
+        this.wake()
+      },
+      () => this.wake(),
+    )
+    this.timers.push(setInterval(() => this.wake(), sweepMs))
+    this.timers.push(setInterval(() => void this.renew(), renewMs))
+    this.wake()
+  }
+
+  /** Runs a pass soon; a wake during a pass makes another one follow it. */
+  wake(): void {
+    if (this.stopped) return
+    if (this.passing) {
+      this.again = true
+      return
+    }
+    this.passing = true
+    setImmediate(() => void this.pass())
+  }
+
+  private async pass(): Promise<void> {
+    const { sql, log, engineId } = this.options
+    try {
+      do {
+        this.again = false
+        let progress = true
+        while (progress && !this.stopped) {
+          const admitted = await admitPending(sql)
+          const dispatched = await dispatchQueued(sql, engineId, completeDeterministic)
+          for (const run of dispatched.started) this.execute(run, false)
+          for (const run of await takeOverLapsed(sql, engineId)) this.execute(run, true)
+          progress = admitted > 0 || dispatched.completed > 0 || dispatched.started.length > 0
+        }
+      } while (this.again && !this.stopped)
+      await this.armDueTimer()
+    } catch (err) {
+      log.error({ err }, 'engine pass failed; the sweep will try again')
+    } finally {
+      this.passing = false
+    }
+  }
+
+  /** Wakes when the next delayed pending run becomes due (a successor's delay, a hold's back-off). */
+  private async armDueTimer(): Promise<void> {
+    const [next] = await this.options.sql<{ at: Date | null }[]>`
+      select min(not_before) as at from runs where status = 'pending' and not_before > now()`
+    clearTimeout(this.dueTimer)
+    if (next?.at && !this.stopped) {
+      const wait = Math.max(0, Math.min(next.at.getTime() - Date.now() + 5, 60_000))
+      this.dueTimer = setTimeout(() => this.wake(), wait)
+    }
+  }
+
+  private execute(run: RunRow, resumed: boolean): void {
+    const { sql, log, engineId, executors } = this.options
+    const executor = executors[run.kind]
+    if (!executor || this.executing.has(run.id)) return
+    const controller = new AbortController()
+    this.executing.set(run.id, controller)
+    executor
+      .execute(run, { sql, log, engineId, signal: controller.signal, resumed })
+      .catch((err: unknown) =>
+        log.error(
+          { err, runId: run.id },
+          'executor failed; the lease will lapse and the run be taken over',
+        ),
+      )
+      .finally(() => {
+        this.executing.delete(run.id)
+        this.wake()
+      })
+  }
+
+  /** Keeps the leases of runs being executed; a run no longer held (cancelled) is aborted. */
+  private async renew(): Promise<void> {
+    const ids = [...this.executing.keys()]
+    if (ids.length === 0) return
+    try {
+      const held = await renewLeases(this.options.sql, this.options.engineId, ids)
+      for (const id of ids)
+        if (!held.has(id)) this.executing.get(id)?.abort(new Error('run no longer held'))
+    } catch (err) {
+      this.options.log.warn({ err }, 'could not renew leases')
+    }
+  }
+
+  /**
+   * A run being executed here moved: if it is no longer running under this engine's lease (it was
+   * cancelled), its executor is aborted at once, an in-flight model call included.
+   */
+  private async checkStillHeld(runId: string): Promise<void> {
+    const [row] = await this.options.sql<{ status: string; leaseOwner: string | null }[]>`
+      select status, lease_owner from runs where id = ${runId}`.catch(() => [])
+    if (row && (row.status !== 'running' || row.leaseOwner !== this.options.engineId)) {
+      this.executing.get(runId)?.abort(new Error(`run ${row.status}`))
+    }
+  }
+
+  /**
+   * Stops taking work, aborts executions in progress and lets their leases lapse at once, so another
+   * engine resumes them from their journal (DESIGN 5).
+   */
+  async stop(): Promise<void> {
+    this.stopped = true
+    for (const timer of this.timers) clearInterval(timer)
+    clearTimeout(this.dueTimer)
+    await this.listener?.unlisten().catch(() => undefined)
+    const ids = [...this.executing.keys()]
+    for (const controller of this.executing.values()) controller.abort(new Error('engine stopping'))
+    while (this.passing) await new Promise((r) => setTimeout(r, 10))
+    if (ids.length) {
+      await this.options.sql`
+        update runs set lease_expires_at = now()
+         where id = any(${this.options.sql.array(ids)}::uuid[]) and lease_owner = ${this.options.engineId}
+           and status = 'running'`.catch(() => undefined)
+    }
+  }
+}

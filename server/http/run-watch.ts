@@ -1,0 +1,56 @@
+import type { Sql } from '../db/sql.js'
+import { runChannel } from '../domain/runs.js'
+
+/**
+ * Readers waiting for a run's next event (GET /v1/runs/{id}?waitSeconds, DESIGN 5), woken by the NOTIFY
+ * every run event sends. One LISTEN per process, however many wait.
+ */
+export class RunWatch {
+  private waiters = new Map<string, Set<() => void>>()
+
+  follow(sql: Sql, onError: (err: unknown) => void): void {
+    sql
+      .listen(
+        runChannel,
+        (runId) => this.wake(runId),
+        () => this.wakeAll(),
+      )
+      .catch(onError)
+  }
+
+  /**
+   * Starts waiting for the run before the caller reads its events, so an event that lands in between is
+   * not missed. `ready` resolves on the next event, after `ms`, or when `signal` aborts.
+   */
+  subscribe(
+    runId: string,
+    ms: number,
+    signal?: AbortSignal,
+  ): { ready: Promise<void>; cancel(): void } {
+    let wake!: () => void
+    const ready = new Promise<void>((resolve) => (wake = resolve))
+    const set = this.waiters.get(runId) ?? new Set()
+    this.waiters.set(runId, set)
+    set.add(wake)
+    const timer = setTimeout(wake, ms)
+    const onAbort = () => wake()
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const cancel = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      set.delete(wake)
+      if (set.size === 0) this.waiters.delete(runId)
+      wake()
+    }
+    void ready.then(cancel)
+    return { ready, cancel }
+  }
+
+  private wake(runId: string): void {
+    for (const wake of this.waiters.get(runId) ?? []) wake()
+  }
+
+  private wakeAll(): void {
+    for (const set of this.waiters.values()) for (const wake of set) wake()
+  }
+}

@@ -1,0 +1,153 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  OsToolView,
+  Run,
+  RunDetail,
+  RunDetailQuery,
+  RunListQuery,
+  RunLog,
+  RunPage,
+  runSorts,
+} from '../../shared/schemas/runs.js'
+import { readPage } from '../db/paging.js'
+import {
+  cancelRun,
+  clearRun,
+  getOsToolView,
+  getRunDetail,
+  getRunLog,
+  listRuns,
+  retryRun,
+  toRun,
+} from '../domain/runs.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+const RunParams = z.object({ id: Uuid })
+
+/** Runs (spec: Endpoints Runs). */
+export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
+  const app = createRouter()
+  const common = { notFound: 'run_not_found', params: RunParams } as const
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary:
+        'Runs, paged, newest first; sort createdAt, status, finishedAt; live=true for unfinished',
+      query: RunListQuery,
+      response: RunPage,
+    },
+    async (c, { query }) =>
+      listRuns(sql, c.var.caller.enterpriseId, query, readPage(query, runSorts)),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}',
+      summary: 'The run, its events, gates, task, version, neighbours, execution and cost',
+      description:
+        'afterEventId returns only later events. With waitSeconds (up to 30, beyond the spec) the answer is held until such an event exists, so callers follow a run without polling.',
+      query: RunDetailQuery,
+      response: RunDetail,
+    },
+    async (c, { params, query }) => {
+      const enterpriseId = c.var.caller.enterpriseId
+      const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
+      const deadline = Date.now() + waitMs
+      for (;;) {
+        const remaining = deadline - Date.now()
+        const watch =
+          remaining > 0 && query.afterEventId
+            ? runWatch.subscribe(params.id, remaining, shutdown)
+            : undefined
+        const detail = await getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
+        if (!watch || detail.events.length > 0 || shutdown?.aborted) {
+          watch?.cancel()
+          return detail
+        }
+        await watch.ready
+        if (Date.now() >= deadline || shutdown?.aborted)
+          return getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
+      }
+    },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/log',
+      summary: 'The full log, once stored',
+      response: RunLog,
+      errors: ['log_not_found'],
+    },
+    async (c, { params }) => getRunLog(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/os-tool',
+      summary: 'Status, task, input and the last eight events',
+      response: OsToolView,
+    },
+    async (c, { params }) => getOsToolView(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/cancel',
+      summary: 'Cancel a run that has not ended; an ended one is 409 illegal_transition',
+      response: Run,
+      errors: ['illegal_transition'],
+    },
+    async (c, { params }) => toRun(await cancelRun(sql, c.var.caller.enterpriseId, params.id)),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/retry',
+      summary:
+        "A new pending run on the task's current version, its input carrying priorRunId; repeated while it is pending, the same run",
+      status: 201,
+      response: Run,
+      errors: ['task_not_found', 'task_not_runnable'],
+    },
+    async (c, { params }) => {
+      const { run, created } = await retryRun(sql, c.var.caller.enterpriseId, params.id)
+      return created ? toRun(run) : c.json(toRun(run), 200)
+    },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/clear',
+      summary:
+        'Take a failed run or a stopped pipeline off Blockers; a second call changes nothing',
+      response: Run,
+      errors: ['illegal_transition'],
+    },
+    async (c, { params }) => toRun(await clearRun(sql, c.var.caller.enterpriseId, params.id)),
+  )
+
+  return app
+}

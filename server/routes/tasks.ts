@@ -1,0 +1,244 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  Schedule,
+  ScheduleInput,
+  TaskCopy,
+  TaskDefinition,
+  TaskListQuery,
+  TaskPage,
+  TaskRead,
+  TaskVersionRead,
+  TaskWorkflow,
+  VersionPublish,
+  VersionPublished,
+  taskSorts,
+} from '../../shared/schemas/tasks.js'
+import { Run, RunInput } from '../../shared/schemas/runs.js'
+import { readPage } from '../db/paging.js'
+import { startApiRun, toRun } from '../domain/runs.js'
+import { deleteSchedule, getSchedule, setSchedule } from '../domain/schedules.js'
+import {
+  copyTask,
+  createTask,
+  deleteTask,
+  getVersion,
+  getWorkflow,
+  listTasks,
+  listVersions,
+  loadTask,
+  publishVersion,
+  readTask,
+} from '../domain/tasks.js'
+import type { AppContext, RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+const TaskParams = z.object({ id: Uuid })
+
+/** Tasks, their versions and schedules (spec: Endpoints Tasks). */
+export function taskRoutes({ sql, config }: RouteDeps) {
+  const app = createRouter()
+  const common = { notFound: 'task_not_found', params: TaskParams } as const
+  // The address callers reach the API at, for the webhook URL of the read answer.
+  const apiBase = (c: AppContext) => config.publicUrl ?? `${new URL(c.req.url).origin}/v1`
+  const read = (c: AppContext, id: string) =>
+    readTask(sql, c.var.caller.enterpriseId, id, apiBase(c))
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary: 'Tasks, paged; sort slug (default), name, kind, status, createdAt, updatedAt',
+      query: TaskListQuery,
+      response: TaskPage,
+    },
+    async (c, { query }) =>
+      listTasks(sql, c.var.caller.enterpriseId, query, readPage(query, taskSorts)),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/',
+      summary: 'Create a task and its first version; only name is required',
+      body: TaskDefinition,
+      status: 201,
+      response: TaskRead,
+      errors: [
+        'invalid_name',
+        'invalid_slug',
+        'task_slug_taken',
+        'team_not_found',
+        'assignee_member_removed',
+        'serialize_on_invalid',
+        'skillMd_required',
+        'invalid_task_definition',
+        'gate_required_for_tool',
+      ],
+    },
+    async (c, { body }) => read(c, await createTask(sql, c.var.caller.enterpriseId, body)),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}',
+      summary: 'The task read answer',
+      response: TaskRead,
+    },
+    async (c, { params }) => read(c, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'delete',
+      path: '/{id}',
+      summary:
+        'Delete the task and all its versions; its runs are kept; refused while a run is under way',
+      status: 204,
+      errors: ['task_busy', 'os_task_immutable'],
+    },
+    async (c, { params }) => deleteTask(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/copy',
+      summary: "An independent copy on a team; assigneeRole defaults to the original's",
+      body: TaskCopy,
+      status: 201,
+      response: TaskRead,
+      errors: ['team_not_found', 'task_slug_taken', 'invalid_slug', 'assignee_member_removed'],
+    },
+    async (c, { params, body }) =>
+      read(c, await copyTask(sql, c.var.caller.enterpriseId, params.id, body)),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/versions',
+      summary: 'Every version, newest first',
+      response: z.array(TaskVersionRead),
+    },
+    async (c, { params }) => listVersions(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/versions/{versionId}',
+      summary: 'One version as saved, with its skill, run count and whether it is current',
+      params: z.object({ id: Uuid, versionId: Uuid }),
+      response: TaskVersionRead,
+      errors: ['version_not_found'],
+    },
+    async (c, { params }) =>
+      getVersion(sql, c.var.caller.enterpriseId, params.id, params.versionId),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/versions',
+      summary:
+        'Publish a version: send only changed fields (null clears inputs, workspace, successors); baseVersionId guards',
+      body: VersionPublish,
+      status: 201,
+      response: VersionPublished,
+      errors: [
+        'task_version_conflict',
+        'task_slug_taken',
+        'team_not_found',
+        'skillMd_required',
+        'invalid_task_definition',
+        'gate_required_for_tool',
+        'task_definition_read_only',
+        'os_task_immutable',
+      ],
+    },
+    async (c, { params, body }) => publishVersion(sql, c.var.caller.enterpriseId, params.id, body),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/workflow',
+      summary: 'The current version and skill only',
+      response: TaskWorkflow,
+    },
+    async (c, { params }) => getWorkflow(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'put',
+      path: '/{id}/schedule',
+      summary: "Set the schedule: a 5-field cron, an IANA time zone (default UTC), the runs' input",
+      body: ScheduleInput,
+      response: Schedule,
+    },
+    async (c, { params, body }) => {
+      const task = await loadTask(sql, c.var.caller.enterpriseId, params.id)
+      await setSchedule(sql, c.var.caller.enterpriseId, task.id, body)
+      return (await getSchedule(sql, c.var.caller.enterpriseId, task.id, task.status))!
+    },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'delete',
+      path: '/{id}/schedule',
+      summary: 'Remove the schedule',
+      status: 204,
+    },
+    async (c, { params }) => {
+      const task = await loadTask(sql, c.var.caller.enterpriseId, params.id)
+      await deleteSchedule(sql, c.var.caller.enterpriseId, task.id)
+    },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/runs',
+      summary: "Start a run: the body is the run's input, stored as sent; 201 queued",
+      description:
+        'Refused 409 overlap when the lane has a run under way (a run waiting at a gate does not count) and 409 member_busy when every holder of the role is busy; both refusals are recorded as skipped_overlap runs.',
+      body: RunInput,
+      status: 201,
+      response: Run,
+      errors: ['task_not_runnable', 'overlap', 'member_busy'],
+    },
+    async (c, { params, body }) => {
+      const { run, refusal } = await startApiRun(sql, c.var.caller.enterpriseId, params.id, body)
+      if (refusal) throw refusal
+      return toRun(run)
+    },
+  )
+
+  return app
+}

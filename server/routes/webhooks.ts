@@ -1,0 +1,120 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  DeliveryListQuery,
+  DeliveryPage,
+  ReplayInput,
+  WebhookAccepted,
+  WebhookDelivery,
+  webhookSorts,
+} from '../../shared/schemas/webhooks.js'
+import { readPage } from '../db/paging.js'
+import {
+  getDelivery,
+  listDeliveries,
+  receiveWebhook,
+  replayDelivery,
+  secretHeader,
+} from '../domain/webhooks.js'
+import type { AppContext, RouteDeps } from '../http/context.js'
+import { requestHeader } from '../http/headers.js'
+import { createRouter, route } from '../http/router.js'
+
+/** Inbound webhooks and their history (spec: Routes without a token; Webhook history). */
+export function webhookRoutes({ sql, sealer }: RouteDeps) {
+  const app = createRouter()
+
+  const receive = async (
+    c: AppContext,
+    kind: 'task' | 'gate',
+    enterprise: string,
+    target: string,
+  ) => {
+    const outcome = await receiveWebhook(sql, sealer, kind, {
+      enterpriseSlug: enterprise,
+      target,
+      secret: requestHeader(c, secretHeader),
+      method: c.req.method,
+      path: c.req.path,
+      headers: c.req.header(),
+      body: c.get('body'),
+    })
+    const body =
+      outcome.status < 300 ? { ...outcome.body, deliveryId: outcome.deliveryId } : outcome.body
+    return c.json(body, outcome.status as 202)
+  }
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/{enterprise}/tasks/{task}',
+      summary:
+        "Start a task by webhook: {enterprise} and {task} are slugs, the body is the run's input; header x-os-webhook-secret",
+      description:
+        'Starts a run the way a schedule does: if the task is running, the new run waits. 202 means consumed, not finished.',
+      params: z.object({ enterprise: z.string(), task: z.string() }),
+      status: 202,
+      response: WebhookAccepted,
+      errors: ['task_not_found', 'task_not_runnable'],
+      public: true,
+    },
+    async (c, { params }) => receive(c, 'task', params.enterprise, params.task),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary:
+        'Webhook deliveries, paged; sort receivedAt, status, target, responseStatus, durationMs',
+      query: DeliveryListQuery,
+      response: DeliveryPage,
+    },
+    async (c, { query }) =>
+      listDeliveries(sql, c.var.caller.enterpriseId, query, readPage(query, webhookSorts)),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/{id}',
+      summary: 'One delivery: request, response, what followed',
+      params: z.object({ id: Uuid }),
+      notFound: 'delivery_not_found',
+      response: WebhookDelivery,
+    },
+    async (c, { params }) => getDelivery(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/{id}/replay',
+      summary: 'Apply a delivery again through the current rules, as a new delivery linked to it',
+      description:
+        'The same idempotencyKey on the same delivery answers the same replay; on another delivery it is 409 replay_idempotency_key_reused.',
+      params: z.object({ id: Uuid }),
+      notFound: 'delivery_not_found',
+      body: ReplayInput,
+      status: 201,
+      response: WebhookDelivery,
+      errors: ['replay_idempotency_key_reused', 'delivery_not_replayable'],
+    },
+    async (c, { params, body }) => {
+      const { delivery, created } = await replayDelivery(
+        sql,
+        sealer,
+        c.var.caller.enterpriseId,
+        params.id,
+        body.idempotencyKey,
+      )
+      return created ? delivery : c.json(delivery, 200)
+    },
+  )
+
+  return app
+}

@@ -1,0 +1,180 @@
+import { z } from 'zod'
+import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+
+// Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).
+
+export const runStatuses = [
+  'pending',
+  'queued',
+  'running',
+  'waiting_on_gate',
+  'blocked',
+  'paused_spend',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'skipped_overlap',
+] as const
+export type RunStatus = (typeof runStatuses)[number]
+
+/** Ended statuses (spec: States and transitions); a refused start is recorded already ended. */
+export const finishedStatuses: readonly RunStatus[] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'skipped_overlap',
+]
+/** Under way (DESIGN 5): what an API start counts; a run waiting at a gate is not. */
+export const underWayStatuses: readonly RunStatus[] = [
+  'pending',
+  'queued',
+  'running',
+  'blocked',
+  'paused_spend',
+]
+
+export const runOrigins = ['api', 'schedule', 'webhook', 'successor', 'retry'] as const
+
+/** How a run ended (spec: DESIGN 5, Result); successors match on outcome and look at issue and pr. */
+export const RunResult = z
+  .looseObject({
+    outcome: z.string(),
+    summary: z.string().optional(),
+    issue: z.unknown().optional(),
+    pr: z.unknown().optional(),
+    output: z.unknown().optional(),
+    successorInput: z.record(z.string(), z.unknown()).optional(),
+  })
+  .meta({ id: 'RunResult' })
+export type RunResult = z.infer<typeof RunResult>
+
+export const Run = z
+  .object({
+    id: Uuid,
+    status: z.enum(runStatuses),
+    input: z.record(z.string(), z.unknown()),
+    costUsdCents: z.number(),
+    startedAt: IsoTime.nullable(),
+    finishedAt: IsoTime.nullable(),
+    blockedReason: z.string().optional().meta({ description: 'present when status is blocked' }),
+    taskId: Uuid,
+    taskVersionId: Uuid,
+    taskSlug: z.string(),
+    memberId: Uuid.nullable(),
+    executionId: Uuid,
+    previousRunId: Uuid.nullable(),
+    origin: z.enum(runOrigins),
+    result: RunResult.nullable(),
+    /** Why it failed, was skipped or cancelled, in a sentence. */
+    reason: z.string().nullable(),
+    createdAt: IsoTime,
+    updatedAt: IsoTime,
+  })
+  .meta({ id: 'Run' })
+export type Run = z.infer<typeof Run>
+
+export const RunEvent = z
+  .object({
+    id: Uuid,
+    type: z.string(),
+    payload: z.record(z.string(), z.unknown()),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'RunEvent' })
+export type RunEvent = z.infer<typeof RunEvent>
+
+export const RunRef = z
+  .object({
+    id: Uuid,
+    status: z.enum(runStatuses),
+    taskId: Uuid,
+    taskSlug: z.string(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'RunRef' })
+export type RunRef = z.infer<typeof RunRef>
+
+/** GET /v1/runs/{id} (spec: Run): the run, its events and gates, what it ran, its neighbours, its cost. */
+export const RunDetail = z
+  .object({
+    run: Run,
+    events: z.array(RunEvent),
+    gates: z.array(z.record(z.string(), z.unknown())),
+    /** null once the task is deleted (its runs are kept). */
+    task: z.object({ id: Uuid, slug: z.string(), name: z.string(), status: z.string() }).nullable(),
+    version: z.object({ id: Uuid, number: z.number().int() }).nullable(),
+    previous: RunRef.nullable(),
+    next: z.array(RunRef),
+    execution: z.object({ id: Uuid, runCount: z.number().int() }),
+    cost: z.object({ usdCents: z.number(), modelCalls: z.number().int() }),
+  })
+  .meta({ id: 'RunDetail' })
+export type RunDetail = z.infer<typeof RunDetail>
+
+export const RunDetailQuery = z.object({
+  afterEventId: z.string().optional().meta({ description: 'only events after this one' }),
+  waitSeconds: z
+    .string()
+    .optional()
+    .meta({
+      description:
+        'up to 30: hold the answer until an event after afterEventId exists (beyond the spec)',
+    }),
+})
+
+export const runSorts = ['createdAt', 'status', 'finishedAt'] as const
+
+export const RunListQuery = PageQuery.extend({
+  taskId: z.string().optional(),
+  taskVersionId: z.string().optional(),
+  status: z.string().optional(),
+  live: z
+    .string()
+    .optional()
+    .meta({ description: 'true: unfinished runs, blocked and paused left out' }),
+})
+
+export const RunPage = pagedEnvelope(Run).meta({ id: 'RunPage' })
+
+export const RunLog = z.object({ runId: Uuid, body: z.string() }).meta({ id: 'RunLog' })
+
+export const OsToolView = z
+  .object({
+    status: z.enum(runStatuses),
+    task: z.object({ id: Uuid, slug: z.string(), name: z.string() }),
+    input: z.record(z.string(), z.unknown()),
+    events: z.array(RunEvent).max(8),
+  })
+  .meta({ id: 'OsToolView' })
+
+/** The body of POST /v1/tasks/{id}/runs: any JSON object, stored as sent. */
+export const RunInput = z.record(z.string(), z.unknown()).meta({ id: 'RunInput' })
+
+export const BlockersQuery = z.object({
+  failedPage: z.string().optional(),
+  pageSize: z.string().optional(),
+})
+
+export const Blockers = z
+  .object({
+    failed: pagedEnvelope(Run),
+    stoppedPipelines: z.array(
+      z.object({ executionId: Uuid, run: Run, successorsNotStarted: z.array(z.string()) }),
+    ),
+    blocked: z.array(Run),
+    paused: z.array(Run),
+    taskProblems: z.array(
+      z.object({
+        taskId: Uuid,
+        slug: z.string(),
+        name: z.string(),
+        issues: z.array(z.object({ severity: z.string(), code: z.string(), message: z.string() })),
+      }),
+    ),
+  })
+  .meta({ id: 'Blockers' })
+export type Blockers = z.infer<typeof Blockers>
+
+export const BlockersClear = z
+  .object({ section: z.literal('failed') })
+  .meta({ id: 'BlockersClear' })

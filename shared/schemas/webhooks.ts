@@ -1,0 +1,69 @@
+import { z } from 'zod'
+import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+
+// Inbound webhook deliveries (spec: Webhook history; Routes without a token).
+
+export const deliveryStatuses = ['in_progress', 'accepted', 'refused', 'failed'] as const
+export const deliveryKinds = ['task', 'gate'] as const
+
+export const WebhookDelivery = z
+  .object({
+    id: Uuid,
+    kind: z.enum(deliveryKinds),
+    /** The task slug or the gate id the call named. */
+    target: z.string(),
+    status: z.enum(deliveryStatuses),
+    authenticated: z.boolean(),
+    /** As received, credentials left out and sensitive fields redacted. */
+    request: z.object({
+      method: z.string(),
+      path: z.string(),
+      headers: z.record(z.string(), z.string()),
+      body: z.unknown(),
+    }),
+    response: z.object({ status: z.number().int(), body: z.unknown() }).nullable(),
+    durationMs: z.number().int().nullable(),
+    runId: Uuid.nullable(),
+    executionId: Uuid.nullable(),
+    gateId: Uuid.nullable(),
+    /** The original, when this delivery is a replay. */
+    replayOf: Uuid.nullable(),
+    replayable: z.boolean(),
+    receivedAt: IsoTime,
+    finishedAt: IsoTime.nullable(),
+  })
+  .meta({ id: 'WebhookDelivery' })
+export type WebhookDelivery = z.infer<typeof WebhookDelivery>
+
+export const webhookSorts = [
+  'receivedAt',
+  'status',
+  'target',
+  'responseStatus',
+  'durationMs',
+] as const
+
+export const DeliveryListQuery = PageQuery.extend({
+  status: z
+    .string()
+    .optional()
+    .meta({ description: deliveryStatuses.join(', ') }),
+  kind: z
+    .string()
+    .optional()
+    .meta({ description: deliveryKinds.join(', ') }),
+})
+
+export const DeliveryPage = pagedEnvelope(WebhookDelivery).meta({ id: 'WebhookDeliveryPage' })
+
+export const ReplayInput = z
+  .object({
+    idempotencyKey: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{16,64}$/, '16 to 64 letters, digits, hyphens or underscores'),
+  })
+  .meta({ id: 'ReplayInput' })
+
+export const WebhookAccepted = z
+  .object({ runId: Uuid, executionId: Uuid, status: z.string(), deliveryId: Uuid })
+  .meta({ id: 'WebhookAccepted' })
