@@ -8,7 +8,9 @@ import type { TaskRow } from './tasks.js'
 // version it ran is considered, and every decision is an event of the ended run.
 
 /** A bound on any execution, so a loop the definition checks could not see still ends. */
-export const maxRunsPerExecution = Number(process.env.OSD_MAX_EXECUTION_RUNS ?? 500)
+export function maxRunsPerExecution(): number {
+  return Number(process.env.OSD_MAX_EXECUTION_RUNS ?? 500)
+}
 
 /** `on` matches the outcome (default succeeded); terminal matches any end. */
 export function outcomeMatches(successor: Pick<Successor, 'on'>, outcome: string): boolean {
@@ -109,8 +111,8 @@ export async function followSuccessors(
     const [size] = await tx<
       { n: number }[]
     >`select count(*)::int as n from runs where execution_id = ${run.executionId}`
-    if (size!.n >= maxRunsPerExecution) {
-      await decide('execution_limit', successor, { maxRunsPerExecution })
+    if (size!.n >= maxRunsPerExecution()) {
+      await decide('execution_limit', successor, { maxRunsPerExecution: maxRunsPerExecution() })
       continue
     }
     const delay = typeof successor.delayMinutes === 'number' ? successor.delayMinutes : undefined

@@ -23,9 +23,18 @@ export interface ExecutionContext {
 
 /**
  * A deterministic task runs no model (spec: Task definition, kind): its run succeeds with
- * result.output = its input, then follows its successors. It acts on nothing outside the database, so
- * it completes in the transaction that dispatched it (runs.dispatchQueued).
+ * result.output = its input, then follows its successors. The issue and pull request its input names
+ * are passed on in the result, so that successors' `when` can route on them (DESIGN 5: routing and
+ * pipeline steps). It acts on nothing outside the database, so it completes in the transaction that
+ * dispatched it (runs.dispatchQueued).
  */
 export async function completeDeterministic(tx: Db, run: RunRow): Promise<void> {
-  await finishRun(tx, run, 'succeeded', { result: { outcome: 'succeeded', output: run.input } })
+  const { issue, pr } = run.input
+  const result = {
+    outcome: 'succeeded',
+    output: run.input,
+    ...(issue !== undefined ? { issue } : {}),
+    ...(pr !== undefined ? { pr } : {}),
+  }
+  await finishRun(tx, run, 'succeeded', { result })
 }

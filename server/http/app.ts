@@ -1,5 +1,6 @@
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
+import { executionRoutes } from '../routes/executions.js'
 import { healthRoutes } from '../routes/health.js'
 import { runRoutes } from '../routes/runs.js'
 import { webhookRoutes } from '../routes/webhooks.js'
@@ -46,6 +47,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/tasks', taskRoutes(routeDeps))
   app.route('/v1/runs', runRoutes(routeDeps))
   app.route('/v1/blockers', blockerRoutes(routeDeps))
+  app.route('/v1/executions', executionRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {

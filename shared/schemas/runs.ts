@@ -113,13 +113,10 @@ export type RunDetail = z.infer<typeof RunDetail>
 
 export const RunDetailQuery = z.object({
   afterEventId: z.string().optional().meta({ description: 'only events after this one' }),
-  waitSeconds: z
-    .string()
-    .optional()
-    .meta({
-      description:
-        'up to 30: hold the answer until an event after afterEventId exists (beyond the spec)',
-    }),
+  waitSeconds: z.string().optional().meta({
+    description:
+      'up to 30: hold the answer until an event after afterEventId exists (beyond the spec)',
+  }),
 })
 
 export const runSorts = ['createdAt', 'status', 'finishedAt'] as const

@@ -211,12 +211,10 @@ export type Schedule = z.infer<typeof Schedule>
 
 export const ScheduleInput = z
   .object({
-    cron: z
-      .string()
-      .meta({
-        description: 'five fields: minute hour day-of-month month day-of-week',
-        example: '0 9 * * 1-5',
-      }),
+    cron: z.string().meta({
+      description: 'five fields: minute hour day-of-month month day-of-week',
+      example: '0 9 * * 1-5',
+    }),
     timezone: z
       .string()
       .optional()

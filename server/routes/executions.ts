@@ -1,0 +1,135 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  Board,
+  CloseCompleted,
+  Execution,
+  ExecutionCounts,
+  ExecutionDetail,
+  ExecutionFilters,
+  ExecutionListQuery,
+  ExecutionPage,
+  executionSorts,
+} from '../../shared/schemas/executions.js'
+import { readPage } from '../db/paging.js'
+import {
+  cancelExecution,
+  closeCompleted,
+  closeExecution,
+  getBoard,
+  getCounts,
+  getExecutionDetail,
+  listExecutions,
+  reopenExecution,
+} from '../domain/executions.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+const ExecutionParams = z.object({ id: Uuid })
+
+/** Executions (spec: Endpoints Executions). Any of an execution's run ids works as its id. */
+export function executionRoutes({ sql }: RouteDeps) {
+  const app = createRouter()
+  const common = { notFound: 'execution_not_found', params: ExecutionParams } as const
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary:
+        'Executions, paged; sort updatedAt, startedAt, runCount, costUsdCents, status; closed=true for closed ones',
+      query: ExecutionListQuery,
+      response: ExecutionPage,
+    },
+    async (c, { query }) =>
+      listExecutions(sql, c.var.caller.enterpriseId, query, readPage(query, executionSorts)),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/board',
+      summary: 'Every lane of the board with its open executions',
+      query: ExecutionFilters,
+      response: Board,
+    },
+    async (c, { query }) => getBoard(sql, c.var.caller.enterpriseId, query),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/counts',
+      summary: 'Executions and runs running, queued and waiting',
+      response: ExecutionCounts,
+    },
+    async (c) => getCounts(sql, c.var.caller.enterpriseId),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/close-completed',
+      summary:
+        'Close every execution in the Complete lane under the given filters; answers how many',
+      body: CloseCompleted,
+      response: z.object({ closed: z.number().int() }),
+    },
+    async (c, { body }) => ({ closed: await closeCompleted(sql, c.var.caller.enterpriseId, body) }),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}',
+      summary: 'The execution, its runs, their links and the task graph',
+      response: ExecutionDetail,
+    },
+    async (c, { params }) => getExecutionDetail(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/cancel',
+      summary: 'Stop every open run, pending delayed successors too',
+      response: Execution,
+    },
+    async (c, { params }) => cancelExecution(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/close',
+      summary: 'Take a finished execution off the board; repeating changes nothing',
+      response: Execution,
+      errors: ['illegal_transition'],
+    },
+    async (c, { params }) => closeExecution(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'post',
+      path: '/{id}/reopen',
+      summary: 'Put a closed execution back; repeating changes nothing',
+      response: Execution,
+    },
+    async (c, { params }) => reopenExecution(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  return app
+}

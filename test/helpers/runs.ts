@@ -1,0 +1,55 @@
+import { expect } from 'vitest'
+import { startEngine, type Engine } from '../../server/engine/index.js'
+import type { TestApp } from './app.js'
+
+/** A real engine in this process, on the test file's database (the same code `osd serve` runs). */
+export async function startTestEngine(
+  t: TestApp,
+  options: Parameters<typeof startEngine>[0]['executors'] = {},
+): Promise<Engine> {
+  return startEngine({ sql: t.sql, log: t.log, executors: options })
+}
+
+/** Follows a run with the long-poll until its status is one of `statuses`; answers the run detail. */
+export async function waitForRun(
+  t: TestApp,
+  runId: string,
+  statuses: string[],
+  timeoutMs = 10_000,
+  token?: string,
+) {
+  const deadline = Date.now() + timeoutMs
+  let after: string | undefined
+  for (;;) {
+    const query = after ? `?afterEventId=${after}&waitSeconds=2` : ''
+    const res = await t.call('GET', `/v1/runs/${runId}${query}`, token ? { token } : {})
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    if (statuses.includes(res.body.run.status)) {
+      return after
+        ? (await t.call('GET', `/v1/runs/${runId}`, token ? { token } : {})).body
+        : res.body
+    }
+    after = res.body.events.at(-1)?.id ?? after
+    if (Date.now() > deadline)
+      throw new Error(`run ${runId} is ${res.body.run.status}, not ${statuses.join('|')}`)
+  }
+}
+
+/**
+ * A deterministic task assigned to the built-in ceo role, ready to run. It runs beside its holder's other
+ * work (overlapPolicy os) unless `extra` says otherwise, so tests sharing the one ceo are not refused
+ * member_busy by each other.
+ */
+export async function deterministicTask(
+  t: TestApp,
+  extra: Record<string, unknown> = {},
+  token?: string,
+) {
+  const name = `Det ${Math.random().toString(36).slice(2, 10)}`
+  const res = await t.call('POST', '/v1/tasks', {
+    body: { name, kind: 'deterministic', assigneeRole: 'ceo', overlapPolicy: 'os', ...extra },
+    ...(token ? { token } : {}),
+  })
+  expect(res.status, JSON.stringify(res.body)).toBe(201)
+  return res.body as { id: string; slug: string; currentVersionId: string }
+}

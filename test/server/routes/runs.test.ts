@@ -1,0 +1,496 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
+
+// Runs without an engine stay where the API put them; tests that need one start it.
+let t: TestApp
+let foreignRun: string
+let foreignTask: string
+
+beforeAll(async () => {
+  t = await createTestApp()
+  const theirs = await deterministicTask(t, {}, t.other.token)
+  foreignTask = theirs.id
+  foreignRun = (
+    await t.call('POST', `/v1/tasks/${theirs.id}/runs`, { token: t.other.token, body: {} })
+  ).body.id
+})
+
+const start = (taskId: string, input: unknown = {}, token?: string) =>
+  t.call('POST', `/v1/tasks/${taskId}/runs`, { body: input, ...(token ? { token } : {}) })
+
+async function memberWithRole(role: string, name = `M ${randomUUID().slice(0, 6)}`) {
+  const member = (await t.call('POST', '/v1/members', { body: { name } })).body
+  const roles = (await t.call('GET', '/v1/roles')).body as { id: string; slug: string }[]
+  const existing = roles.find((r) => r.slug === role && true)
+  const roleId =
+    existing?.id ?? (await t.call('POST', '/v1/roles', { body: { name: role } })).body.id
+  await t.call('POST', `/v1/roles/${roleId}/members`, { body: { memberId: member.id } })
+  return member as { id: string }
+}
+
+describe('route checks', () => {
+  commonRouteChecks(() => t, {
+    method: 'POST',
+    path: () => `/v1/tasks/${foreignTask}/runs`,
+    body: () => ({}),
+    foreign: () => ({ path: `/v1/tasks/${foreignTask}/runs`, body: {} }),
+    notFoundCode: 'task_not_found',
+  })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/runs' })
+  for (const [method, suffix] of [
+    ['GET', ''],
+    ['GET', '/log'],
+    ['GET', '/os-tool'],
+    ['POST', '/cancel'],
+    ['POST', '/retry'],
+    ['POST', '/clear'],
+  ] as const) {
+    commonRouteChecks(() => t, {
+      method,
+      path: () => `/v1/runs/${foreignRun}${suffix}`,
+      foreign: () => ({ path: `/v1/runs/${foreignRun}${suffix}` }),
+      notFoundCode: 'run_not_found',
+    })
+  }
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/blockers' })
+  commonRouteChecks(() => t, {
+    method: 'POST',
+    path: () => '/v1/blockers/clear',
+    body: () => ({ section: 'failed' }),
+  })
+})
+
+describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
+  it('answers 201 queued, with the input stored as sent and a holder of the role assigned', async () => {
+    const task = await deterministicTask(t, {
+      inputs: [{ key: 'n', label: 'N', type: 'number', default: 3, required: true }],
+    })
+    const input = { anything: ['goes', 1, { deep: true }], n: 'not a number' }
+    const res = await start(task.id, input)
+    expect(res.status).toBe(201)
+    expect(res.body).toMatchObject({
+      status: 'queued',
+      input,
+      taskId: task.id,
+      taskVersionId: task.currentVersionId,
+      origin: 'api',
+      costUsdCents: 0,
+      startedAt: null,
+      finishedAt: null,
+      result: null,
+    })
+    expect(res.body.executionId).toBe(res.body.id)
+    const [ceo] = await t.sql`
+      select m.id from members m join role_members rm on rm.member_id = m.id join roles r on r.id = rm.role_id
+       where r.enterprise_id = ${t.acme.id} and r.slug = 'ceo'`
+    expect(res.body.memberId).toBe(ceo!.id)
+    const detail = (await t.call('GET', `/v1/runs/${res.body.id}`)).body
+    expect(detail.events.map((e: { type: string }) => e.type)).toEqual(['run.queued'])
+    await t.call('POST', `/v1/runs/${res.body.id}/cancel`)
+  })
+
+  it('answers 404 task_not_runnable: deprecated (even with a run under way), no role, nobody holding it', async () => {
+    const task = await deterministicTask(t)
+    expect((await start(task.id)).status).toBe(201)
+    await t.call('POST', `/v1/tasks/${task.id}/versions`, { body: { status: 'deprecated' } })
+    const deprecated = await start(task.id)
+    expect(deprecated.status).toBe(404)
+    expect(deprecated.body.error).toBe('task_not_runnable')
+
+    const noRole = await deterministicTask(t, { assigneeRole: null })
+    expect((await start(noRole.id)).body.error).toBe('task_not_runnable')
+    const unknownRole = await deterministicTask(t, { assigneeRole: 'nobody-has-this' })
+    expect((await start(unknownRole.id)).body.error).toBe('task_not_runnable')
+    const empty = (await t.call('POST', '/v1/roles', { body: { name: 'Empty Role' } })).body
+    const unheld = await deterministicTask(t, { assigneeRole: empty.slug })
+    const res = await start(unheld.id)
+    expect(res.status).toBe(404)
+    expect(res.body).toMatchObject({
+      error: 'task_not_runnable',
+      message: expect.stringContaining('holds'),
+    })
+    // A refusal for not being runnable is not recorded as a run.
+    expect((await t.call('GET', `/v1/runs?taskId=${unheld.id}`)).body.total).toBe(0)
+  })
+
+  it('answers 409 overlap while the lane has a run under way, recording a skipped_overlap run', async () => {
+    const task = await deterministicTask(t)
+    const first = await start(task.id, { n: 1 })
+    expect(first.status).toBe(201)
+    const second = await start(task.id, { n: 2 })
+    expect(second.status).toBe(409)
+    expect(second.body.error).toBe('overlap')
+    const skipped = (await t.call('GET', `/v1/runs/${second.body.runId}`)).body
+    expect(skipped.run).toMatchObject({
+      status: 'skipped_overlap',
+      input: { n: 2 },
+      reason: expect.stringContaining('lane'),
+    })
+    expect(skipped.run.finishedAt).not.toBeNull()
+    expect(skipped.events.map((e: { type: string }) => e.type)).toEqual(['run.skipped'])
+    const listed = (await t.call('GET', `/v1/runs?taskId=${task.id}&status=skipped_overlap`)).body
+    expect(listed.total).toBe(1)
+  })
+
+  it('does not count a run waiting at a gate: a repeat start begins a second run', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os' })
+    const first = (await start(task.id)).body
+    await t.sql`update runs set status = 'waiting_on_gate' where id = ${first.id}`
+    const second = await start(task.id)
+    expect(second.status).toBe(201)
+    await t.sql`update runs set status = 'cancelled' where id = any(${t.sql.array([first.id, second.body.id])}::uuid[])`
+  })
+
+  it('keeps lanes by serializeOn: other values run beside, the same value is refused', async () => {
+    const task = await deterministicTask(t, { serializeOn: ['repo'], overlapPolicy: 'os' })
+    expect((await start(task.id, { repo: 'a' })).status).toBe(201)
+    expect((await start(task.id, { repo: 'b' })).status).toBe(201)
+    expect((await start(task.id, { repo: 'a' })).body.error).toBe('overlap')
+    expect((await start(task.id, {})).status).toBe(201) // a missing key is its own lane
+  })
+
+  it('answers 409 member_busy when every holder is busy, unless the task runs beside other work', async () => {
+    const role = `solo-${randomUUID().slice(0, 6)}`
+    await memberWithRole(role)
+    const a = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    const b = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    const c = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'os' })
+    expect((await start(a.id)).status).toBe(201)
+    const busy = await start(b.id)
+    expect(busy.status).toBe(409)
+    expect(busy.body.error).toBe('member_busy')
+    expect((await t.call('GET', `/v1/runs/${busy.body.runId}`)).body.run.status).toBe(
+      'skipped_overlap',
+    )
+    expect((await start(c.id)).status).toBe(201)
+  })
+
+  it('gives each run to the free holder who waited longest, never-assigned first', async () => {
+    const role = `trio-${randomUUID().slice(0, 6)}`
+    const members = [
+      await memberWithRole(role, 'Holder A'),
+      await memberWithRole(role, 'Holder B'),
+      await memberWithRole(role, 'Holder C'),
+    ]
+    await t.sql`update members set last_assigned_at = now() - interval '1 hour' where id = ${members[0]!.id}`
+    await t.sql`update members set last_assigned_at = now() - interval '2 hours' where id = ${members[1]!.id}`
+    // Holder C was never assigned: it goes first, then B (oldest), then A.
+    const order: string[] = []
+    for (let i = 0; i < 3; i++) {
+      const task = await deterministicTask(t, { assigneeRole: role })
+      order.push((await start(task.id)).body.memberId)
+    }
+    expect(order).toEqual([members[2]!.id, members[1]!.id, members[0]!.id])
+    expect(
+      (await t.call('GET', `/v1/members/${members[2]!.id}`)).body.lastAssignedAt,
+    ).not.toBeNull()
+  })
+
+  it('prefers the role of the task team over the enterprise-wide role of the same slug', async () => {
+    const team = (
+      await t.call('POST', '/v1/teams', { body: { name: `Scoped ${randomUUID().slice(0, 6)}` } })
+    ).body
+    const slug = `scoped-${randomUUID().slice(0, 6)}`
+    const wide = await memberWithRole(slug)
+    const teamRole = (await t.call('POST', '/v1/roles', { body: { name: slug, teamId: team.id } }))
+      .body
+    const onTeam = (
+      await t.call('POST', '/v1/members', { body: { name: `On team ${randomUUID().slice(0, 6)}` } })
+    ).body
+    await t.call('POST', `/v1/roles/${teamRole.id}/members`, { body: { memberId: onTeam.id } })
+    const teamTask = await deterministicTask(t, { assigneeRole: slug, teamId: team.id })
+    expect((await start(teamTask.id)).body.memberId).toBe(onTeam.id)
+    const plain = await deterministicTask(t, { assigneeRole: slug })
+    expect((await start(plain.id)).body.memberId).toBe(wide.id)
+  })
+
+  it('lets exactly one of 50 parallel starts of one task in', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os' })
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => start(task.id, { i })))
+    expect(answers.filter((a) => a.status === 201)).toHaveLength(1)
+    expect(answers.filter((a) => a.status === 409 && a.body.error === 'overlap')).toHaveLength(49)
+    const runs =
+      await t.sql`select status, count(*)::int as n from runs where task_id = ${task.id} group by status order by status`
+    expect(runs).toEqual([
+      { status: 'queued', n: 1 },
+      { status: 'skipped_overlap', n: 49 },
+    ])
+  })
+})
+
+describe('cancel, retry, clear', () => {
+  it('cancels any unfinished run, and refuses a finished one with 409 illegal_transition', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id)).body
+    const cancelled = await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    expect(cancelled.status).toBe(200)
+    expect(cancelled.body).toMatchObject({ status: 'cancelled', reason: 'Cancelled.' })
+    expect(cancelled.body.finishedAt).not.toBeNull()
+    const again = await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    expect(again.status).toBe(409)
+    expect(again.body).toMatchObject({ error: 'illegal_transition', status: 'cancelled' })
+    for (const status of ['pending', 'waiting_on_gate', 'blocked', 'paused_spend']) {
+      const other = (await start((await deterministicTask(t)).id)).body
+      await t.sql`update runs set status = ${status} where id = ${other.id}`
+      expect((await t.call('POST', `/v1/runs/${other.id}/cancel`)).body.status).toBe('cancelled')
+    }
+    const events = (await t.call('GET', `/v1/runs/${run.id}`)).body.events.map(
+      (e: { type: string }) => e.type,
+    )
+    expect(events).toEqual(['run.queued', 'run.cancelled'])
+  })
+
+  it('retries on the current version with priorRunId; repeated while pending, the same run', async () => {
+    const task = await deterministicTask(t)
+    const original = (await start(task.id, { x: 1 })).body
+    await t.call('POST', `/v1/runs/${original.id}/cancel`)
+    const published = (
+      await t.call('POST', `/v1/tasks/${task.id}/versions`, { body: { goal: 'v2' } })
+    ).body
+    const retry = await t.call('POST', `/v1/runs/${original.id}/retry`)
+    expect(retry.status).toBe(201)
+    expect(retry.body).toMatchObject({
+      status: 'pending',
+      origin: 'retry',
+      input: { x: 1, priorRunId: original.id },
+      taskVersionId: published.id,
+      executionId: original.executionId,
+      previousRunId: original.id,
+    })
+    const repeat = await t.call('POST', `/v1/runs/${original.id}/retry`)
+    expect(repeat.status).toBe(200)
+    expect(repeat.body.id).toBe(retry.body.id)
+    await t.call('POST', `/v1/runs/${retry.body.id}/cancel`)
+    const another = await t.call('POST', `/v1/runs/${original.id}/retry`)
+    expect(another.status).toBe(201)
+    expect(another.body.id).not.toBe(retry.body.id)
+  })
+
+  it('takes a failed run off Blockers; a second call changes nothing; other runs are refused', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id)).body
+    await t.sql`update runs set status = 'failed', reason = 'boom', finished_at = now() where id = ${run.id}`
+    const onBlockers = (await t.call('GET', '/v1/blockers')).body
+    expect(onBlockers.failed.data.map((r: { id: string }) => r.id)).toContain(run.id)
+    expect((await t.call('POST', `/v1/runs/${run.id}/clear`)).status).toBe(200)
+    expect((await t.call('POST', `/v1/runs/${run.id}/clear`)).status).toBe(200)
+    expect(
+      (await t.call('GET', '/v1/blockers')).body.failed.data.map((r: { id: string }) => r.id),
+    ).not.toContain(run.id)
+    const queued = (await start((await deterministicTask(t)).id)).body
+    expect((await t.call('POST', `/v1/runs/${queued.id}/clear`)).body.error).toBe(
+      'illegal_transition',
+    )
+  })
+})
+
+describe('reading runs', () => {
+  it('lists runs newest first, paged, with filters and live', async () => {
+    const fresh = await t.createEnterprise(`Runs list ${randomUUID().slice(0, 6)}`)
+    const as = fresh.token
+    const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] }, as)
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++) ids.push((await start(task.id, { i }, as)).body.id)
+    await t.sql`update runs set status = 'blocked' where id = ${ids[0]}`
+    await t.sql`update runs set status = 'succeeded', finished_at = now() where id = ${ids[1]}`
+    const list = async (q: string) => (await t.call('GET', `/v1/runs${q}`, { token: as })).body
+    expect((await list('')).data.map((r: { id: string }) => r.id)).toEqual([...ids].reverse())
+    expect(await list('?limit=2&page=3')).toMatchObject({
+      total: 5,
+      pages: 3,
+      data: [{ id: ids[0] }],
+    })
+    expect((await list('?live=true')).total).toBe(3) // blocked and finished left out
+    expect((await list('?status=succeeded')).data.map((r: { id: string }) => r.id)).toEqual([
+      ids[1],
+    ])
+    expect((await list(`?taskId=${task.id}`)).total).toBe(5)
+    expect((await list(`?taskVersionId=${task.currentVersionId}`)).total).toBe(5)
+    expect((await list('?taskId=nope')).total).toBe(0)
+    const byFinished = await list('?sort=finishedAt&order=desc')
+    expect(byFinished.data[0].id).toBe(ids[1])
+    expect((await list('?sort=status&order=asc')).data[0].status).toBe('blocked')
+  })
+
+  it('reads a run with its task, version, neighbours, execution and cost, and events after one', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id)).body
+    await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    const detail = (await t.call('GET', `/v1/runs/${run.id}`)).body
+    expect(detail).toMatchObject({
+      run: { id: run.id, status: 'cancelled' },
+      gates: [],
+      task: { id: task.id, slug: task.slug },
+      version: { id: task.currentVersionId, number: 1 },
+      previous: null,
+      next: [],
+      execution: { id: run.executionId, runCount: 1 },
+      cost: { usdCents: 0, modelCalls: 0 },
+    })
+    const [first] = detail.events
+    const after = (await t.call('GET', `/v1/runs/${run.id}?afterEventId=${first.id}`)).body
+    expect(after.events.map((e: { type: string }) => e.type)).toEqual(['run.cancelled'])
+    expect(Object.keys(after.events[0]).sort()).toEqual(['createdAt', 'id', 'payload', 'type'])
+  })
+
+  it('answers 404 log_not_found before a log is stored, and the last eight events for os-tool', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id, { a: 1 })).body
+    expect((await t.call('GET', `/v1/runs/${run.id}/log`)).body.error).toBe('log_not_found')
+    for (let i = 0; i < 10; i++) {
+      await t.sql`insert into run_events (enterprise_id, run_id, type, payload) values (${t.acme.id}, ${run.id}, ${`step.${i}`}, '{}')`
+    }
+    const view = (await t.call('GET', `/v1/runs/${run.id}/os-tool`)).body
+    expect(view).toMatchObject({
+      status: 'queued',
+      task: { id: task.id, slug: task.slug },
+      input: { a: 1 },
+    })
+    expect(view.events.map((e: { type: string }) => e.type)).toEqual([
+      'step.2',
+      'step.3',
+      'step.4',
+      'step.5',
+      'step.6',
+      'step.7',
+      'step.8',
+      'step.9',
+    ])
+    await t.sql`insert into run_logs (run_id, enterprise_id, body) values (${run.id}, ${t.acme.id}, 'the transcript')`
+    expect((await t.call('GET', `/v1/runs/${run.id}/log`)).body).toEqual({
+      runId: run.id,
+      body: 'the transcript',
+    })
+  })
+
+  it('holds a long-poll until the next event, and answers empty when waitSeconds runs out', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id)).body
+    const [queued] = (await t.call('GET', `/v1/runs/${run.id}`)).body.events
+    const began = Date.now()
+    const empty = await t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=1`)
+    expect(empty.body.events).toEqual([])
+    expect(Date.now() - began).toBeGreaterThanOrEqual(900)
+
+    const polling = t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=10`)
+    await new Promise((r) => setTimeout(r, 300))
+    const cancelAt = Date.now()
+    await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    const woken = await polling
+    expect(woken.body.events.map((e: { type: string }) => e.type)).toEqual(['run.cancelled'])
+    expect(Date.now() - cancelAt).toBeLessThan(2000)
+    // waitSeconds is capped at 30 and ignored without afterEventId.
+    expect((await t.call('GET', `/v1/runs/${run.id}?waitSeconds=999`)).body.events.length).toBe(2)
+  })
+})
+
+describe('with an engine', () => {
+  let engine: Engine
+  beforeAll(async () => {
+    engine = await startTestEngine(t)
+  })
+  afterAll(async () => {
+    await engine?.stop()
+  })
+
+  it('runs a deterministic task: succeeded with result.output = its input, the result in run.succeeded', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id, { hello: 'world' })).body
+    const detail = await waitForRun(t, run.id, ['succeeded'])
+    expect(detail.run.result).toEqual({ outcome: 'succeeded', output: { hello: 'world' } })
+    expect(detail.run.startedAt).not.toBeNull()
+    expect(detail.run.finishedAt).not.toBeNull()
+    expect(detail.events.map((e: { type: string }) => e.type)).toEqual([
+      'run.queued',
+      'run.running',
+      'run.succeeded',
+    ])
+    expect(detail.events.at(-1).payload.result).toEqual(detail.run.result)
+  })
+
+  it('admits waiting runs of one lane one at a time, in order', async () => {
+    const task = await deterministicTask(t)
+    const res = await t.call('POST', `/v1/enterprise/webhook-secret/rotate`)
+    const secret = res.body.secret
+    const hook = (n: number) =>
+      t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, {
+        token: null,
+        body: { n },
+        headers: { 'x-os-webhook-secret': secret },
+      })
+    const ids: string[] = []
+    for (let i = 0; i < 4; i++) ids.push((await hook(i)).body.runId)
+    for (const id of ids) await waitForRun(t, id, ['succeeded'])
+    const runs = await t.sql<{ id: string; startedAt: Date; finishedAt: Date }[]>`
+      select id, started_at, finished_at from runs where id = any(${t.sql.array(ids)}::uuid[]) order by started_at`
+    expect(runs.map((r) => r.id)).toEqual(ids)
+    for (let i = 1; i < runs.length; i++)
+      expect(runs[i]!.startedAt >= runs[i - 1]!.finishedAt).toBe(true)
+  })
+
+  it('keeps a waiting run waiting while its holder is busy, then admits it', async () => {
+    const role = `busy-${randomUUID().slice(0, 6)}`
+    await memberWithRole(role)
+    const slow = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    const other = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    // The holder is made busy with a run the engine cannot dispatch (kind llm, no executor here).
+    await t.sql`update tasks set kind = 'llm' where id = ${slow.id}`
+    await engine.stop()
+    const busy = (await start(slow.id)).body
+    const retry = (await t.call('POST', `/v1/runs/${busy.id}/retry`)).body // pending, same holder's role
+    await t.sql`update runs set task_id = ${other.id}, lane = ${other.id}, kind = 'deterministic' where id = ${retry.id}`
+    engine = await startTestEngine(t)
+    await new Promise((r) => setTimeout(r, 500))
+    expect((await t.call('GET', `/v1/runs/${retry.id}`)).body.run.status).toBe('pending')
+    await t.call('POST', `/v1/runs/${busy.id}/cancel`)
+    await waitForRun(t, retry.id, ['succeeded'])
+  })
+})
+
+describe('Blockers', () => {
+  it('lists failed runs (paged), blocked, paused and task problems; clears the failed section', async () => {
+    const fresh = await t.createEnterprise(`Blockers ${randomUUID().slice(0, 6)}`)
+    const as = { token: fresh.token }
+    const task = await deterministicTask(
+      t,
+      { overlapPolicy: 'os', serializeOn: ['i'], successors: [{ slug: 'ghost' }] },
+      fresh.token,
+    )
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++) ids.push((await start(task.id, { i }, fresh.token)).body.id)
+    await t.sql`update runs set status = 'failed', finished_at = now() where id = any(${t.sql.array(ids.slice(0, 3))}::uuid[])`
+    await t.sql`update runs set status = 'blocked', blocked_reason = 'no key' where id = ${ids[3]}`
+    await t.sql`update runs set status = 'paused_spend' where id = ${ids[4]}`
+    const blockers = (await t.call('GET', '/v1/blockers?pageSize=2&failedPage=2', as)).body
+    expect(blockers.failed).toMatchObject({ total: 3, page: 2, limit: 2, pages: 2 })
+    expect(blockers.failed.data).toHaveLength(1)
+    expect(
+      blockers.blocked.map((r: { id: string; blockedReason: string }) => [r.id, r.blockedReason]),
+    ).toEqual([[ids[3], 'no key']])
+    expect(blockers.paused.map((r: { id: string }) => r.id)).toEqual([ids[4]])
+    expect(blockers.taskProblems).toEqual([
+      {
+        taskId: task.id,
+        slug: task.slug,
+        name: expect.any(String),
+        issues: [expect.objectContaining({ code: 'successor_unknown_slug' })],
+      },
+    ])
+    const bad = await t.call('POST', '/v1/blockers/clear', { ...as, body: { section: 'blocked' } })
+    expect(bad.status).toBe(400)
+    const cleared = await t.call('POST', '/v1/blockers/clear', {
+      ...as,
+      body: { section: 'failed' },
+    })
+    expect(cleared.body).toEqual({ section: 'failed', cleared: 3 })
+    expect((await t.call('GET', '/v1/blockers', as)).body.failed.total).toBe(0)
+    expect(
+      (await t.call('POST', '/v1/blockers/clear', { ...as, body: { section: 'failed' } })).body
+        .cleared,
+    ).toBe(0)
+  })
+})

@@ -1,0 +1,315 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
+
+let t: TestApp
+let secret: string
+let foreignDelivery: string
+let task: { id: string; slug: string }
+
+const key = () => randomUUID().replace(/-/g, '')
+
+const hook = (
+  slug: string,
+  body: unknown,
+  headers: Record<string, string> = { 'x-os-webhook-secret': secret },
+  enterprise = 'acme',
+) => t.call('POST', `/v1/webhooks/${enterprise}/tasks/${slug}`, { token: null, body, headers })
+
+beforeAll(async () => {
+  t = await createTestApp()
+  secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+  task = await deterministicTask(t)
+  const theirSecret = (
+    await t.call('POST', '/v1/enterprise/webhook-secret/rotate', { token: t.other.token })
+  ).body.secret
+  const theirTask = await deterministicTask(t, {}, t.other.token)
+  foreignDelivery = (
+    await t.call('POST', `/v1/webhooks/${t.other.slug}/tasks/${theirTask.slug}`, {
+      token: null,
+      body: {},
+      headers: { 'x-os-webhook-secret': theirSecret },
+    })
+  ).body.deliveryId
+})
+
+describe('route checks', () => {
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/webhooks' })
+  commonRouteChecks(() => t, {
+    method: 'GET',
+    path: () => `/v1/webhooks/${foreignDelivery}`,
+    foreign: () => ({ path: `/v1/webhooks/${foreignDelivery}` }),
+    notFoundCode: 'delivery_not_found',
+  })
+  commonRouteChecks(() => t, {
+    method: 'POST',
+    path: () => `/v1/webhooks/${foreignDelivery}/replay`,
+    body: () => ({ idempotencyKey: key() }),
+    foreign: () => ({
+      path: `/v1/webhooks/${foreignDelivery}/replay`,
+      body: { idempotencyKey: key() },
+    }),
+    notFoundCode: 'delivery_not_found',
+  })
+})
+
+describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a token)', () => {
+  it('starts a pending run and answers 202 with its id, without a token', async () => {
+    const res = await hook(task.slug, { from: 'ci' })
+    expect(res.status).toBe(202)
+    expect(res.body).toMatchObject({
+      runId: expect.any(String),
+      executionId: res.body.runId,
+      status: 'pending',
+      deliveryId: expect.any(String),
+    })
+    const run = (await t.call('GET', `/v1/runs/${res.body.runId}`)).body.run
+    expect(run).toMatchObject({ status: 'pending', origin: 'webhook', input: { from: 'ci' } })
+  })
+
+  it('answers the same 401 to a wrong secret, no secret, an old secret and an unknown enterprise', async () => {
+    const old = secret
+    const rotated = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const answers = [
+      await hook(task.slug, {}, { 'x-os-webhook-secret': 'whsec_wrong' }),
+      await hook(task.slug, {}, {}),
+      await hook(task.slug, {}, { 'x-os-webhook-secret': old }),
+      await hook(task.slug, {}, { 'x-os-webhook-secret': rotated }, 'no-such-enterprise'),
+    ]
+    for (const res of answers) {
+      expect(res.status).toBe(401)
+      expect(res.body).toEqual({ message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 })
+    }
+    // A token is no key to a webhook.
+    expect(
+      (await t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, { body: {} })).status,
+    ).toBe(401)
+    secret = rotated
+  })
+
+  it('answers 404 for an unknown task and task_not_runnable for a deprecated one', async () => {
+    const unknown = await hook('no-such-task', {})
+    expect(unknown.status).toBe(404)
+    expect(unknown.body.error).toBe('task_not_found')
+    const old = await deterministicTask(t)
+    await t.call('POST', `/v1/tasks/${old.id}/versions`, { body: { status: 'deprecated' } })
+    const deprecated = await hook(old.slug, {})
+    expect(deprecated.status).toBe(404)
+    expect(deprecated.body.error).toBe('task_not_runnable')
+  })
+
+  it('lets a start wait while the task runs, instead of refusing it', async () => {
+    const busy = await deterministicTask(t)
+    expect((await t.call('POST', `/v1/tasks/${busy.id}/runs`, { body: {} })).status).toBe(201)
+    const res = await hook(busy.slug, { second: true })
+    expect(res.status).toBe(202)
+    expect(res.body.status).toBe('pending')
+  })
+
+  it('refuses a body that is not a JSON object', async () => {
+    const res = await t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, {
+      token: null,
+      raw: '[1,2]',
+      headers: { 'content-type': 'application/json', 'x-os-webhook-secret': secret },
+    })
+    expect(res.status).toBe(400)
+  })
+})
+
+describe('stored deliveries (spec: Webhook history)', () => {
+  it('keeps the request without credentials, sensitive fields redacted, the answer and what followed', async () => {
+    const res = await hook(
+      task.slug,
+      { repo: 'acme/site', apiKey: 'sk-live-123', nested: { password: 'hunter2', note: 'fine' } },
+      {
+        'x-os-webhook-secret': secret,
+        authorization: 'Bearer abc',
+        'x-github-event': 'push',
+        'x-auth-token': 'zzz',
+      },
+    )
+    const delivery = (await t.call('GET', `/v1/webhooks/${res.body.deliveryId}`)).body
+    expect(delivery).toMatchObject({
+      kind: 'task',
+      target: task.slug,
+      status: 'accepted',
+      authenticated: true,
+      response: { status: 202, body: expect.objectContaining({ runId: res.body.runId }) },
+      runId: res.body.runId,
+      executionId: res.body.runId,
+      replayOf: null,
+      replayable: true,
+    })
+    expect(delivery.durationMs).toBeGreaterThanOrEqual(0)
+    expect(delivery.request.body).toEqual({
+      repo: 'acme/site',
+      apiKey: '[redacted]',
+      nested: { password: '[redacted]', note: 'fine' },
+    })
+    expect(delivery.request.headers['x-github-event']).toBe('push')
+    expect(delivery.request.headers['x-auth-token']).toBe('[redacted]')
+    const text = JSON.stringify(delivery)
+    for (const leaked of [secret, 'sk-live-123', 'hunter2', 'Bearer abc'])
+      expect(text).not.toContain(leaked)
+    const [row] =
+      await t.sql`select request::text as request from webhook_deliveries where id = ${res.body.deliveryId}`
+    expect(row!.request).not.toContain(secret)
+    expect(row!.request).not.toContain('hunter2')
+  })
+
+  it('keeps calls that never authenticated, not replayable', async () => {
+    const res = await hook(task.slug, { x: 1 }, { 'x-os-webhook-secret': 'whsec_wrong' })
+    expect(res.status).toBe(401)
+    const list = (await t.call('GET', '/v1/webhooks?status=refused')).body
+    const stored = list.data.find(
+      (d: { authenticated: boolean; response: { status: number } }) => !d.authenticated,
+    )
+    expect(stored).toMatchObject({
+      authenticated: false,
+      replayable: false,
+      response: { status: 401 },
+      runId: null,
+    })
+    const replay = await t.call('POST', `/v1/webhooks/${stored.id}/replay`, {
+      body: { idempotencyKey: key() },
+    })
+    expect(replay.status).toBe(409)
+    expect(replay.body.error).toBe('delivery_not_replayable')
+  })
+
+  it('never keeps a body that contained the secret, and refuses to replay it', async () => {
+    const res = await hook(task.slug, { leaked: `the secret is ${secret}` })
+    const delivery = (await t.call('GET', `/v1/webhooks/${res.body.deliveryId}`)).body
+    expect(delivery.request.body).toEqual({ leaked: 'the secret is [redacted]' })
+    expect(delivery.replayable).toBe(false)
+    const [row] =
+      await t.sql`select sealed_body, request::text as request from webhook_deliveries where id = ${res.body.deliveryId}`
+    expect(row!.sealedBody).toBeNull()
+    expect(row!.request).not.toContain(secret)
+    expect(
+      (
+        await t.call('POST', `/v1/webhooks/${res.body.deliveryId}/replay`, {
+          body: { idempotencyKey: key() },
+        })
+      ).body.error,
+    ).toBe('delivery_not_replayable')
+  })
+
+  it('lists deliveries paged, sorted and filtered by status and kind', async () => {
+    const all = (await t.call('GET', '/v1/webhooks?limit=200')).body
+    expect(all.total).toBeGreaterThan(3)
+    const received = all.data.map((d: { receivedAt: string }) => d.receivedAt)
+    expect(received).toEqual([...received].sort().reverse())
+    expect((await t.call('GET', '/v1/webhooks?kind=task')).body.total).toBe(all.total)
+    expect((await t.call('GET', '/v1/webhooks?kind=gate')).body.total).toBe(0)
+    const refused = (await t.call('GET', '/v1/webhooks?status=refused&limit=200')).body
+    expect(refused.data.every((d: { status: string }) => d.status === 'refused')).toBe(true)
+    const byStatus = (await t.call('GET', '/v1/webhooks?sort=responseStatus&order=asc&limit=200'))
+      .body.data
+    const statuses = byStatus.map(
+      (d: { response: { status: number } | null }) => d.response?.status ?? Infinity,
+    )
+    expect(statuses).toEqual([...statuses].sort((a: number, b: number) => a - b))
+    for (const sort of ['status', 'target', 'durationMs']) {
+      expect((await t.call('GET', `/v1/webhooks?sort=${sort}`)).status).toBe(200)
+    }
+  })
+})
+
+describe('POST /v1/webhooks/{id}/replay', () => {
+  let engine: Engine
+  beforeAll(async () => {
+    engine = await startTestEngine(t)
+  })
+  afterAll(async () => {
+    await engine?.stop()
+  })
+
+  it('applies the original again through the current rules as a new delivery: a new run', async () => {
+    const first = await hook(task.slug, { token: 'kept-for-replay', n: 1 })
+    await waitForRun(t, first.body.runId, ['succeeded'])
+    const idempotencyKey = key()
+    const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey },
+    })
+    expect(replay.status).toBe(201)
+    expect(replay.body).toMatchObject({
+      replayOf: first.body.deliveryId,
+      status: 'accepted',
+      kind: 'task',
+      authenticated: true,
+    })
+    expect(replay.body.runId).not.toBe(first.body.runId)
+    const run = await waitForRun(t, replay.body.runId, ['succeeded'])
+    // The redacted field reaches the replayed run as it was sent: the original body was kept sealed.
+    expect(run.run.input).toEqual({ token: 'kept-for-replay', n: 1 })
+    expect(replay.body.request.body).toEqual({ token: '[redacted]', n: 1 })
+
+    const again = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey },
+    })
+    expect(again.status).toBe(200)
+    expect(again.body.id).toBe(replay.body.id)
+    const other = await hook(task.slug, {})
+    const reused = await t.call('POST', `/v1/webhooks/${other.body.deliveryId}/replay`, {
+      body: { idempotencyKey },
+    })
+    expect(reused.status).toBe(409)
+    expect(reused.body.error).toBe('replay_idempotency_key_reused')
+  })
+
+  it('answers one replay to concurrent calls with one key', async () => {
+    const first = await hook(task.slug, { n: 2 })
+    const idempotencyKey = key()
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+          body: { idempotencyKey },
+        }),
+      ),
+    )
+    expect(new Set(answers.map((a) => a.body.id)).size).toBe(1)
+    expect(answers.filter((a) => a.status === 201)).toHaveLength(1)
+    const rows =
+      await t.sql`select 1 from webhook_deliveries where replay_of = ${first.body.deliveryId}`
+    expect(rows).toHaveLength(1)
+  })
+
+  it('goes through the current rules: a task deprecated since is refused', async () => {
+    const later = await deterministicTask(t)
+    const first = await hook(later.slug, {})
+    await t.call('POST', `/v1/tasks/${later.id}/versions`, { body: { status: 'deprecated' } })
+    const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey: key() },
+    })
+    expect(replay.status).toBe(201)
+    expect(replay.body).toMatchObject({
+      status: 'refused',
+      response: { status: 404, body: { error: 'task_not_runnable' } },
+    })
+  })
+
+  it('refuses a delivery still in progress', async () => {
+    const first = await hook(task.slug, {})
+    await t.sql`update webhook_deliveries set status = 'in_progress' where id = ${first.body.deliveryId}`
+    const res = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey: key() },
+    })
+    expect(res.body.error).toBe('delivery_not_replayable')
+  })
+
+  it.each([
+    {},
+    { idempotencyKey: 'short' },
+    { idempotencyKey: 'x'.repeat(65) },
+    { idempotencyKey: 'has spaces in it here!' },
+  ])('needs an idempotencyKey of 16 to 64 letters, digits, - or _: %j', async (body) => {
+    const first = await hook(task.slug, {})
+    const res = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, { body })
+    expect(res.status).toBe(400)
+    expect(res.body.message).toContain('idempotencyKey')
+  })
+})
