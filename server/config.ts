@@ -18,6 +18,16 @@ export interface Config {
   /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
   publicUrl: string | undefined
   mailDomain: string
+  /** Base URLs of the model providers (DESIGN 6): any compatible server can stand in. */
+  providerBaseUrls: { provider_a: string; provider_b: string }
+  /** provider_b subscription sign-in (OAuth authorization code with PKCE). */
+  providerBOAuth: {
+    authorizeUrl: string
+    tokenUrl: string
+    clientId: string | undefined
+    redirectUri: string
+    scope: string
+  }
   version: string
 }
 
@@ -45,6 +55,21 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     logLevel: env.OSD_LOG_LEVEL ?? 'info',
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
+    providerBaseUrls: {
+      provider_a: (env.OSD_PROVIDER_A_BASE_URL || 'https://api.anthropic.com').replace(/\/+$/, ''),
+      provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
+    },
+    providerBOAuth: {
+      authorizeUrl:
+        env.OSD_PROVIDER_B_OAUTH_AUTHORIZE_URL || 'https://auth.openai.com/oauth/authorize',
+      tokenUrl: env.OSD_PROVIDER_B_OAUTH_TOKEN_URL || 'https://auth.openai.com/oauth/token',
+      clientId: env.OSD_PROVIDER_B_OAUTH_CLIENT_ID || undefined,
+      // Where the provider sends the person back: the portal's page that calls .../oauth/complete.
+      redirectUri:
+        env.OSD_PROVIDER_B_OAUTH_REDIRECT_URI ||
+        `${env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || `http://127.0.0.1:${port}/v1`}/llm/provider_b/oauth/callback`,
+      scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
+    },
     version: packageVersion,
   }
 }

@@ -37,7 +37,10 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
     sealer: createSealer(secretKey(config.dataDir)),
     shutdown: shutdown.signal,
   }
-  const engine = config.role === 'api' ? undefined : await startEngine({ sql: db.sql, log })
+  const engine =
+    config.role === 'api'
+      ? undefined
+      : await startEngine({ sql: db.sql, log, config, sealer: deps.sealer })
   const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`

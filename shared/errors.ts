@@ -35,6 +35,10 @@ export const errorStatus = {
   delivery_not_found: 404,
   execution_not_found: 404,
   gate_not_found: 404,
+  connection_not_found: 404,
+  tool_connection_not_found: 404,
+  email_not_found: 404,
+  plan_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,

@@ -15,6 +15,7 @@ import {
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
 import { randomUUID } from 'node:crypto'
 import { transaction, type Db } from '../db/sql.js'
+import { closeGatesOf, listRunGates } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { loadTask, type TaskRow } from './tasks.js'
 
@@ -212,6 +213,7 @@ export async function transition(
      where id = ${run.id}
      returning *`
   const moved = row!
+  if (run.status === 'waiting_on_gate' && finishing) await closeGatesOf(tx, run.id, `run ${to}`)
   if (run.status === 'running' || to === 'running') {
     const change = to === 'running' ? 1 : -1
     await tx`update enterprises set running_count = running_count + ${change} where id = ${run.enterpriseId}`
@@ -274,7 +276,7 @@ interface Holder {
  * The role a task's runs go to (spec: Task definition, assigneeRole): the team role of that slug on the
  * task's team, else the enterprise-wide role of that slug.
  */
-async function assigneeRoleId(
+export async function assigneeRoleId(
   db: Db,
   task: Pick<TaskRow, 'enterpriseId' | 'teamId' | 'assigneeRole'>,
 ) {
@@ -492,6 +494,7 @@ export async function enqueueRun(
  * a run coming back from a gate). One transaction per lane, under the lane's lock. Answers how many.
  */
 export async function admitPending(db: Db, limit = 200): Promise<number> {
+  await resumeDueHolds(db)
   const candidates = await db<{ id: string; lane: string; enterpriseId: string }[]>`
     select distinct on (lane) id, lane, enterprise_id
       from runs
@@ -549,6 +552,31 @@ async function admitOne(
     await assign(tx, memberId)
     await transition(tx, run, 'queued', { memberId })
     return true
+  })
+}
+
+/**
+ * Blocked runs whose back-off is over go back to pending (DESIGN 6: they retry by themselves); with an
+ * enterprise named, all of its blocked runs go at once (a key was bound).
+ */
+export async function resumeDueHolds(db: Db, enterpriseId?: string): Promise<number> {
+  return transaction(db, async (tx) => {
+    const held = await tx<RunRow[]>`
+      select * from runs
+       where status = 'blocked'
+         and ${enterpriseId ? tx`enterprise_id = ${enterpriseId}` : tx`(not_before is null or not_before <= now())`}
+       order by not_before nulls first limit 200
+       for update skip locked`
+    for (const run of held) {
+      await transition(
+        tx,
+        run,
+        'pending',
+        { notBefore: null },
+        { because: enterpriseId ? 'a model key was bound' : 'retrying after a hold' },
+      )
+    }
+    return held.length
   })
 }
 
@@ -779,17 +807,6 @@ export async function getRunDetail(
     execution: { id: run.executionId, runCount: execution[0]!.n },
     cost: { usdCents: run.costUsdMicros / 10_000, modelCalls: calls[0]!.n },
   }
-}
-
-/** The gates a run opened, newest first. */
-async function listRunGates(
-  db: Db,
-  enterpriseId: string,
-  runId: string,
-): Promise<Record<string, unknown>[]> {
-  return db<Record<string, unknown>[]>`
-    select id, kind, tool, status, decision, created_at from gates
-     where enterprise_id = ${enterpriseId} and run_id = ${runId} order by created_at desc`
 }
 
 type RunSort = (typeof runSorts)[number]

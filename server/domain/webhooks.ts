@@ -5,6 +5,9 @@ import type { Sealer } from '../crypto.js'
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
 import { isUniqueViolation, type Db } from '../db/sql.js'
 import { verifyWebhookSecret } from './enterprises.js'
+import { WebhookGateDecision } from '../../shared/schemas/gates.js'
+import { validationError } from '../../shared/validation.js'
+import { decideGate } from './gates.js'
 import { enqueueRun } from './runs.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
@@ -134,13 +137,28 @@ export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, 
   }
 }
 
-const handlers: Record<DeliveryRow['kind'], DeliveryHandler | undefined> = {
-  task: startTaskHandler,
-  gate: undefined,
+/** Decides a gate by webhook, under the same rules as a decision by token (spec: Routes without a token). */
+export const decideGateHandler: DeliveryHandler = async (db, enterpriseId, gateId, body) => {
+  if (!/^[0-9a-f-]{36}$/i.test(gateId))
+    throw new ApiError('gate_not_found', `No gate ${gateId} in this enterprise.`)
+  const parsed = WebhookGateDecision.safeParse(body)
+  if (!parsed.success) throw validationError(parsed.error, 'body')
+  const gate = await decideGate(db, enterpriseId, gateId, parsed.data, 'webhook')
+  const [run] = gate.runId
+    ? await db<{ executionId: string }[]>`select execution_id from runs where id = ${gate.runId}`
+    : []
+  return {
+    status: 201,
+    body: gate as unknown as Record<string, unknown>,
+    gateId: gate.id,
+    runId: gate.runId ?? undefined,
+    executionId: run?.executionId,
+  }
 }
 
-export function setDeliveryHandler(kind: DeliveryRow['kind'], handler: DeliveryHandler): void {
-  handlers[kind] = handler
+const handlers: Record<DeliveryRow['kind'], DeliveryHandler> = {
+  task: startTaskHandler,
+  gate: decideGateHandler,
 }
 
 /**
@@ -199,9 +217,7 @@ async function handle(
     if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
       throw new ApiError('invalid_request', 'body: the webhook body must be a JSON object.')
     }
-    const handler = handlers[kind]
-    if (!handler) throw new ApiError('not_found', `Webhooks of kind ${kind} are not handled here.`)
-    return await handler(db, enterpriseId, target, (body ?? {}) as Record<string, unknown>)
+    return await handlers[kind](db, enterpriseId, target, (body ?? {}) as Record<string, unknown>)
   } catch (err) {
     if (err instanceof ApiError)
       return { status: err.status, body: err.toBody() as Record<string, unknown> }

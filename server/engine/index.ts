@@ -1,7 +1,13 @@
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
+import type { Config } from '../config.js'
+import type { Sealer } from '../crypto.js'
 import type { Sql } from '../db/sql.js'
+import { keyBoundChannel } from '../domain/llm.js'
+import { resumeDueHolds } from '../domain/runs.js'
 import type { Logger } from '../log.js'
+import { AgentExecutor } from './agent/loop.js'
+import { createProviders, type ModelProvider } from './agent/providers.js'
 import type { Executor } from './executor.js'
 import { RunLoop } from './run-loop.js'
 import { Scheduler } from './scheduler.js'
@@ -15,22 +21,41 @@ export interface Engine {
 export interface EngineOptions {
   sql: Sql
   log: Logger
+  config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth'>
+  sealer: Sealer
+  /** Providers to use instead of the configured ones (none in production). */
+  providers?: Record<'provider_a' | 'provider_b', ModelProvider>
+  /** Executors to use instead of the agent loop for kind llm (none in production). */
   executors?: Partial<Record<'llm' | 'deterministic', Executor>>
 }
 
-/** Everything osd does in the background (DESIGN 1, 5, 7): runs, schedules, timers. */
-export async function startEngine({ sql, log, executors = {} }: EngineOptions): Promise<Engine> {
+/** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
+export async function startEngine(options: EngineOptions): Promise<Engine> {
+  const { sql, log, config, sealer } = options
   // Names this process in leases and events, so a takeover says whose run it took.
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
+  const providers = options.providers ?? createProviders({ baseUrls: config.providerBaseUrls })
+  const executors = {
+    llm: new AgentExecutor({ sql, sealer, providers, log, oauth: config.providerBOAuth }),
+    ...options.executors,
+  }
   const runs = new RunLoop({ sql, log, engineId: id, executors })
   const scheduler = new Scheduler(sql, log)
   await runs.start()
   await scheduler.start()
+  // A bound key lets the enterprise's blocked runs try again at once (DESIGN 6).
+  const keys = await sql.listen(keyBoundChannel, (enterpriseId) => {
+    resumeDueHolds(sql, enterpriseId).then(
+      () => runs.wake(),
+      (err: unknown) => log.warn({ err }, 'could not retry blocked runs'),
+    )
+  })
   log.info({ engine: id }, 'engine started')
   return {
     id,
     runs,
     async stop() {
+      await keys.unlisten().catch(() => undefined)
       await scheduler.stop()
       await runs.stop()
     },

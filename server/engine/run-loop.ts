@@ -89,7 +89,7 @@ export class RunLoop {
   /** Wakes when the next delayed pending run becomes due (a successor's delay, a hold's back-off). */
   private async armDueTimer(): Promise<void> {
     const [next] = await this.options.sql<{ at: Date | null }[]>`
-      select min(not_before) as at from runs where status = 'pending' and not_before > now()`
+      select min(not_before) as at from runs where status in ('pending', 'blocked') and not_before > now()`
     clearTimeout(this.dueTimer)
     if (next?.at && !this.stopped) {
       const wait = Math.max(0, Math.min(next.at.getTime() - Date.now() + 5, 60_000))

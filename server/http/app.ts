@@ -1,7 +1,13 @@
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { executionRoutes } from '../routes/executions.js'
+import { gateRoutes } from '../routes/gates.js'
 import { healthRoutes } from '../routes/health.js'
+import { llmRoutes } from '../routes/llm.js'
+import { planRoutes } from '../routes/plans.js'
+import { spendRoutes } from '../routes/spend.js'
+import { toolRoutes } from '../routes/tools.js'
+import { createProviders } from '../engine/agent/providers.js'
 import { runRoutes } from '../routes/runs.js'
 import { webhookRoutes } from '../routes/webhooks.js'
 import { memberRoutes } from '../routes/members.js'
@@ -27,7 +33,8 @@ export function createApp(deps: AppDeps): Router {
   const publicRoutes = new PublicRoutes()
   const runWatch = new RunWatch()
   runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
-  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log), runWatch }
+  const providers = deps.providers ?? createProviders({ baseUrls: deps.config.providerBaseUrls })
+  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log), runWatch, providers }
 
   // DESIGN 4: request id (and its log line) -> body limit and JSON body -> authentication and scope
   // -> route -> errors. Each is one middleware: every level of Hono's dispatch costs on a hot read.
@@ -48,6 +55,11 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/runs', runRoutes(routeDeps))
   app.route('/v1/blockers', blockerRoutes(routeDeps))
   app.route('/v1/executions', executionRoutes(routeDeps))
+  app.route('/v1/gates', gateRoutes(routeDeps))
+  app.route('/v1/llm', llmRoutes(routeDeps))
+  app.route('/v1/spend', spendRoutes(routeDeps))
+  app.route('/v1/tools', toolRoutes(routeDeps))
+  app.route('/v1/plans', planRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {

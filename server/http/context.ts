@@ -3,6 +3,7 @@ import type { Config } from '../config.js'
 import type { Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
 import type { Sealer } from '../crypto.js'
+import type { ModelProvider } from '../engine/agent/providers.js'
 import type { Caches } from './caches.js'
 import type { RunWatch } from './run-watch.js'
 
@@ -33,10 +34,13 @@ export interface AppDeps {
   sealer: Sealer
   /** Aborted when the daemon stops: long-polls answer at once instead of holding the shutdown. */
   shutdown?: AbortSignal
+  /** Model providers (to list their models); by default those of config.providerBaseUrls. */
+  providers?: Record<'provider_a' | 'provider_b', ModelProvider>
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */
 export interface RouteDeps extends AppDeps {
   caches: Caches
   runWatch: RunWatch
+  providers: Record<'provider_a' | 'provider_b', ModelProvider>
 }

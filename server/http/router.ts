@@ -3,7 +3,7 @@ import type { z } from 'zod'
 import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
 import { ErrorBody } from '../../shared/schemas/common.js'
 import type { AppContext, AppEnv } from './context.js'
-import { validationError } from './validation.js'
+import { validationError } from '../../shared/validation.js'
 
 export type Router = OpenAPIHono<AppEnv>
 
@@ -25,6 +25,11 @@ export interface RouteDef<P, Q, B, R> {
   params?: P
   query?: Q
   body?: B
+  /**
+   * A body documented but not validated here: for routes that must first authenticate and store the call
+   * (inbound webhooks), and judge the body after.
+   */
+  bodyDoc?: Schema
   /** Status of success; 200 unless given. 204 answers an empty body. */
   status?: 200 | 201 | 202 | 204
   /** Schema of the success answer, for the OpenAPI document and the handler's return type. */
@@ -72,9 +77,13 @@ export function route<
     request: {
       params: def.params as never,
       query: def.query as never,
-      body: def.body
-        ? { required: true, content: { 'application/json': { schema: def.body as Schema } } }
-        : undefined,
+      body:
+        def.body || def.bodyDoc
+          ? {
+              required: true,
+              content: { 'application/json': { schema: (def.body ?? def.bodyDoc) as Schema } },
+            }
+          : undefined,
     },
     responses: documentResponses(def, status) as never,
   })
@@ -103,6 +112,10 @@ const paramNotFound: Record<string, ErrorCode> = {
   taskId: 'task_not_found',
   teamId: 'team_not_found',
   versionId: 'version_not_found',
+  gateId: 'gate_not_found',
+  emailId: 'email_not_found',
+  attachmentId: 'email_not_found',
+  chatId: 'gate_not_found',
 }
 
 function notFoundFor(error: z.ZodError, fallback: ErrorCode): ApiError {

@@ -1,5 +1,7 @@
 import { z } from 'zod'
-import { Uuid } from '../../shared/schemas/common.js'
+import { PageQuery, Uuid, pagedEnvelope } from '../../shared/schemas/common.js'
+import { readPage } from '../db/paging.js'
+import { getAttachment, listEmails, openEmail } from '../domain/mail.js'
 import { Avatar, AvatarInput } from '../../shared/schemas/enterprise.js'
 import { Member, MemberCreate, MemberPatch, RoleGrant } from '../../shared/schemas/organisation.js'
 import {
@@ -170,6 +172,86 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     async (c, { params }) => {
       await requireMember(sql, c.var.caller.enterpriseId, params.id) // the path's member first
       await revokeRole(sql, c.var.caller.enterpriseId, params.roleId, params.id)
+    },
+  )
+
+  const Email = z
+    .object({
+      id: Uuid,
+      from: z.string(),
+      to: z.string(),
+      subject: z.string(),
+      body: z.string(),
+      runId: Uuid.nullable(),
+      read: z.boolean(),
+      receivedAt: z.string(),
+      attachments: z.array(
+        z.object({
+          id: Uuid,
+          filename: z.string(),
+          contentType: z.string(),
+          bytes: z.number().int(),
+        }),
+      ),
+    })
+    .meta({ id: 'Email' })
+
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/emails',
+      summary: "The member's inbox, paged, by arrival; unreadOnly=true narrows",
+      params: MemberParams,
+      query: PageQuery.extend({ unreadOnly: z.string().optional() }),
+      response: pagedEnvelope(Email).meta({ id: 'EmailPage' }),
+    },
+    async (c, { params, query }) =>
+      listEmails(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        query.unreadOnly === 'true',
+        readPage(query, ['receivedAt']),
+      ),
+  )
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/emails/{emailId}',
+      summary: 'One email; opening it marks it read',
+      params: z.object({ id: Uuid, emailId: Uuid }),
+      response: Email,
+      errors: ['email_not_found'],
+    },
+    async (c, { params }) => openEmail(sql, c.var.caller.enterpriseId, params.id, params.emailId),
+  )
+  route(
+    app,
+    {
+      ...common,
+      method: 'get',
+      path: '/{id}/emails/{emailId}/attachments/{attachmentId}',
+      summary: 'An attachment, as the file',
+      params: z.object({ id: Uuid, emailId: Uuid, attachmentId: Uuid }),
+      rawResponse: 'application/octet-stream',
+      errors: ['email_not_found'],
+    },
+    async (c, { params }) => {
+      const file = await getAttachment(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        params.emailId,
+        params.attachmentId,
+      )
+      return c.body(new Uint8Array(file.data), 200, {
+        'content-type': file.contentType,
+        'content-disposition': `attachment; filename="${file.filename.replace(/["\\\r\n]/g, '_')}"`,
+      })
     },
   )
 

@@ -17,6 +17,7 @@ import {
 import { Run, RunInput } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import { startApiRun, toRun } from '../domain/runs.js'
+import { requireOfferedModel } from '../domain/llm.js'
 import { deleteSchedule, getSchedule, setSchedule } from '../domain/schedules.js'
 import {
   copyTask,
@@ -36,13 +37,18 @@ import { createRouter, route } from '../http/router.js'
 const TaskParams = z.object({ id: Uuid })
 
 /** Tasks, their versions and schedules (spec: Endpoints Tasks). */
-export function taskRoutes({ sql, config }: RouteDeps) {
+export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'task_not_found', params: TaskParams } as const
   // The address callers reach the API at, for the webhook URL of the read answer.
   const apiBase = (c: AppContext) => config.publicUrl ?? `${new URL(c.req.url).origin}/v1`
   const read = (c: AppContext, id: string) =>
     readTask(sql, c.var.caller.enterpriseId, id, apiBase(c))
+  // An exact spend.model must be one a connected provider offers (spec: llm_model_not_in_catalogue).
+  const checkModel = async (c: AppContext, spend: { model?: string } | null | undefined) => {
+    if (spend?.model)
+      await requireOfferedModel(sql, sealer, c.var.caller.enterpriseId, providers, spend.model)
+  }
 
   route(
     app,
@@ -76,9 +82,13 @@ export function taskRoutes({ sql, config }: RouteDeps) {
         'skillMd_required',
         'invalid_task_definition',
         'gate_required_for_tool',
+        'llm_model_not_in_catalogue',
       ],
     },
-    async (c, { body }) => read(c, await createTask(sql, c.var.caller.enterpriseId, body)),
+    async (c, { body }) => {
+      await checkModel(c, body.spend)
+      return read(c, await createTask(sql, c.var.caller.enterpriseId, body))
+    },
   )
 
   route(
@@ -172,7 +182,10 @@ export function taskRoutes({ sql, config }: RouteDeps) {
         'os_task_immutable',
       ],
     },
-    async (c, { params, body }) => publishVersion(sql, c.var.caller.enterpriseId, params.id, body),
+    async (c, { params, body }) => {
+      await checkModel(c, body.spend)
+      return publishVersion(sql, c.var.caller.enterpriseId, params.id, body)
+    },
   )
 
   route(

@@ -8,6 +8,8 @@ import {
   WebhookDelivery,
   webhookSorts,
 } from '../../shared/schemas/webhooks.js'
+import { Gate, WebhookGateDecision } from '../../shared/schemas/gates.js'
+import { RunInput } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import {
   getDelivery,
@@ -54,12 +56,32 @@ export function webhookRoutes({ sql, sealer }: RouteDeps) {
       description:
         'Starts a run the way a schedule does: if the task is running, the new run waits. 202 means consumed, not finished.',
       params: z.object({ enterprise: z.string(), task: z.string() }),
+      bodyDoc: RunInput,
       status: 202,
       response: WebhookAccepted,
       errors: ['task_not_found', 'task_not_runnable'],
       public: true,
     },
     async (c, { params }) => receive(c, 'task', params.enterprise, params.task),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/{enterprise}/gates/{gateId}',
+      summary:
+        'Decide a gate by webhook: body decision (approve, reject, request_changes) and an optional note; header x-os-webhook-secret',
+      description:
+        'The same rules as POST /v1/gates/{id}/decision; stored as a delivery and replayable (a replay of a decided gate is refused).',
+      params: z.object({ enterprise: z.string(), gateId: z.string() }),
+      bodyDoc: WebhookGateDecision,
+      status: 201,
+      response: Gate,
+      errors: ['gate_not_found', 'gate_not_waiting'],
+      public: true,
+    },
+    async (c, { params }) => receive(c, 'gate', params.enterprise, params.gateId),
   )
 
   route(

@@ -1,6 +1,173 @@
 import { z } from 'zod'
+import { IsoTime, Uuid } from './common.js'
+
+// Models (spec: Endpoints Models; Task definition spend; DESIGN 6).
 
 /** Model tiers (spec: Task definition spend.maxModelTier; Enterprise settings chatModelTier). */
 export const modelTiers = ['economical', 'mid', 'frontier'] as const
 export const ModelTier = z.enum(modelTiers).meta({ id: 'ModelTier' })
 export type ModelTier = z.infer<typeof ModelTier>
+
+/** provider_a speaks the Anthropic Messages API, provider_b the OpenAI Chat Completions API. */
+export const providers = ['provider_a', 'provider_b'] as const
+export const Provider = z.enum(providers).meta({ id: 'Provider' })
+export type Provider = z.infer<typeof Provider>
+
+export const llmLayers = ['enterprise', 'team', 'member'] as const
+export const LlmLayer = z.enum(llmLayers)
+export type LlmLayer = z.infer<typeof LlmLayer>
+
+/** The shipped model per tier and provider; an enterprise may override (POST /v1/llm/tiers/override). */
+export const defaultTiers: Record<Provider, Record<ModelTier, string>> = {
+  provider_a: {
+    economical: 'claude-haiku-5-5',
+    mid: 'claude-sonnet-5-5',
+    frontier: 'claude-opus-5-5',
+  },
+  provider_b: { economical: 'gpt-5.4-mini', mid: 'gpt-5.4', frontier: 'gpt-5.6-sol' },
+}
+
+/**
+ * The shipped catalogue: models each provider offers when its own list cannot be read, with prices in
+ * US dollars per million tokens (input, output). A model a provider lists that is not here is priced
+ * as its provider's frontier model, so spend is never under-counted.
+ */
+export const catalogue: Record<Provider, Record<string, { input: number; output: number }>> = {
+  provider_a: {
+    'claude-haiku-5-5': { input: 1, output: 5 },
+    'claude-sonnet-5-5': { input: 3, output: 15 },
+    'claude-opus-5-5': { input: 5, output: 25 },
+    'claude-haiku-4-5': { input: 1, output: 5 },
+    'claude-sonnet-4-6': { input: 3, output: 15 },
+    'claude-opus-4-6': { input: 5, output: 25 },
+  },
+  provider_b: {
+    'gpt-5.4-nano': { input: 0.1, output: 0.4 },
+    'gpt-5.4-mini': { input: 0.4, output: 1.6 },
+    'gpt-5.4': { input: 1.25, output: 10 },
+    'gpt-5.6-sol': { input: 15, output: 120 },
+    'gpt-5': { input: 1.25, output: 10 },
+    'gpt-5-mini': { input: 0.25, output: 2 },
+  },
+}
+
+export function priceOf(provider: Provider, model: string): { input: number; output: number } {
+  return catalogue[provider][model] ?? catalogue[provider][defaultTiers[provider].frontier]!
+}
+
+/** The provider whose catalogue holds a model, if any. */
+export function providerOfModel(model: string): Provider | undefined {
+  return providers.find((p) => model in catalogue[p])
+}
+
+export const LlmConnection = z
+  .object({
+    id: Uuid,
+    provider: Provider,
+    kind: z.enum(['api_key', 'subscription']),
+    layer: LlmLayer,
+    layerId: Uuid.nullable(),
+    name: z.string(),
+    description: z.string(),
+    plan: z.string().nullable(),
+    /** The last characters of the key: enough to tell keys apart, never the key. */
+    keyHint: z.string(),
+    createdAt: IsoTime,
+    updatedAt: IsoTime,
+  })
+  .meta({ id: 'LlmConnection' })
+export type LlmConnection = z.infer<typeof LlmConnection>
+
+export const LlmConnectionPatch = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    description: z.string().max(2000).optional(),
+    plan: z
+      .string()
+      .trim()
+      .min(1)
+      .max(100)
+      .optional()
+      .meta({ description: 'subscription-login connections only' }),
+  })
+  .meta({ id: 'LlmConnectionPatch' })
+
+export const LlmUsage = z
+  .object({
+    connectionId: Uuid,
+    days: z.array(
+      z.object({
+        day: z.string(),
+        model: z.string(),
+        calls: z.number().int(),
+        inputTokens: z.number().int(),
+        outputTokens: z.number().int(),
+        costUsdCents: z.number(),
+      }),
+    ),
+  })
+  .meta({ id: 'LlmUsage' })
+
+export const LlmBinding = z
+  .object({
+    id: Uuid,
+    provider: Provider,
+    layer: LlmLayer,
+    layerId: Uuid.nullable(),
+    connected: z.literal(true),
+    keyHint: z.string(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'LlmBinding' })
+export type LlmBinding = z.infer<typeof LlmBinding>
+
+export const LlmBindingCreate = z
+  .object({
+    apiKey: z.string().min(8).max(500),
+    provider: Provider.default('provider_a'),
+    layer: LlmLayer.default('enterprise'),
+    layerId: Uuid.optional(),
+  })
+  .meta({ id: 'LlmBindingCreate' })
+
+export const LlmBindingQuery = z.object({
+  provider: z.string().optional(),
+  layer: z.string().optional(),
+  layerId: z.string().optional(),
+})
+
+export const OAuthStart = z
+  .object({ layer: LlmLayer.default('enterprise'), layerId: Uuid.optional() })
+  .meta({ id: 'OAuthStart' })
+export const OAuthStarted = z
+  .object({ url: z.string(), state: z.string() })
+  .meta({ id: 'OAuthStarted' })
+export const OAuthComplete = z
+  .object({ code: z.string().min(1), state: z.string().min(1) })
+  .meta({ id: 'OAuthComplete' })
+
+export const Tiers = z
+  .object({
+    tiers: z.record(
+      Provider,
+      z.record(ModelTier, z.object({ model: z.string(), overridden: z.boolean() })),
+    ),
+  })
+  .meta({ id: 'LlmTiers' })
+
+export const TierOverride = z
+  .object({ provider: Provider, tier: ModelTier, model: z.string().trim().min(1).max(200) })
+  .meta({ id: 'LlmTierOverride' })
+
+export const LlmModels = z
+  .object({
+    models: z.array(
+      z.object({
+        provider: Provider,
+        id: z.string(),
+        /** provider: the provider listed it; catalogue: the provider could not be asked, the shipped list stands in. */
+        source: z.enum(['provider', 'catalogue']),
+      }),
+    ),
+  })
+  .meta({ id: 'LlmModels' })

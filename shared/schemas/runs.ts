@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { Gate } from './gates.js'
 
 // Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).
 
@@ -99,7 +100,7 @@ export const RunDetail = z
   .object({
     run: Run,
     events: z.array(RunEvent),
-    gates: z.array(z.record(z.string(), z.unknown())),
+    gates: z.array(Gate),
     /** null once the task is deleted (its runs are kept). */
     task: z.object({ id: Uuid, slug: z.string(), name: z.string(), status: z.string() }).nullable(),
     version: z.object({ id: Uuid, number: z.number().int() }).nullable(),

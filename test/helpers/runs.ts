@@ -5,9 +5,9 @@ import type { TestApp } from './app.js'
 /** A real engine in this process, on the test file's database (the same code `osd serve` runs). */
 export async function startTestEngine(
   t: TestApp,
-  options: Parameters<typeof startEngine>[0]['executors'] = {},
+  options: Partial<Parameters<typeof startEngine>[0]> = {},
 ): Promise<Engine> {
-  return startEngine({ sql: t.sql, log: t.log, executors: options })
+  return startEngine({ sql: t.sql, log: t.log, config: t.config, sealer: t.sealer, ...options })
 }
 
 /** Follows a run with the long-poll until its status is one of `statuses`; answers the run detail. */

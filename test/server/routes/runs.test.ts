@@ -435,19 +435,27 @@ describe('with an engine', () => {
   it('keeps a waiting run waiting while its holder is busy, then admits it', async () => {
     const role = `busy-${randomUUID().slice(0, 6)}`
     await memberWithRole(role)
-    const slow = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
-    const other = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
-    // The holder is made busy with a run the engine cannot dispatch (kind llm, no executor here).
-    await t.sql`update tasks set kind = 'llm' where id = ${slow.id}`
+    const busyTask = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    const waitingTask = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
     await engine.stop()
-    const busy = (await start(slow.id)).body
-    const retry = (await t.call('POST', `/v1/runs/${busy.id}/retry`)).body // pending, same holder's role
-    await t.sql`update runs set task_id = ${other.id}, lane = ${other.id}, kind = 'deterministic' where id = ${retry.id}`
+    // The holder is busy with a run some other engine holds for a long while.
+    const busy = (await start(busyTask.id)).body
+    await t.sql`
+      update runs set status = 'running', lease_owner = 'elsewhere', lease_expires_at = now() + interval '1 hour'
+       where id = ${busy.id}`
+    const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const waiting = (
+      await t.call('POST', `/v1/webhooks/acme/tasks/${waitingTask.slug}`, {
+        token: null,
+        body: {},
+        headers: { 'x-os-webhook-secret': secret },
+      })
+    ).body
     engine = await startTestEngine(t)
     await new Promise((r) => setTimeout(r, 500))
-    expect((await t.call('GET', `/v1/runs/${retry.id}`)).body.run.status).toBe('pending')
+    expect((await t.call('GET', `/v1/runs/${waiting.runId}`)).body.run.status).toBe('pending')
     await t.call('POST', `/v1/runs/${busy.id}/cancel`)
-    await waitForRun(t, retry.id, ['succeeded'])
+    await waitForRun(t, waiting.runId, ['succeeded'])
   })
 })
 

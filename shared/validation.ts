@@ -1,5 +1,5 @@
 import type { z } from 'zod'
-import { ApiError, type ErrorCode } from '../../shared/errors.js'
+import { ApiError, type ErrorCode } from './errors.js'
 
 // Fields whose refusal has its own code in the spec (Errors, Codes); every other field answers
 // invalid_request with a message naming it.

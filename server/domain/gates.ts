@@ -1,0 +1,194 @@
+import { ApiError } from '../../shared/errors.js'
+import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
+import { transaction, type Db } from '../db/sql.js'
+import { appendEvent, transition, type RunRow } from './runs.js'
+
+// Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
+// (waiting_on_gate, not under way). The one decision that lands moves the run back in line.
+
+interface GateRow {
+  id: string
+  enterpriseId: string
+  runId: string | null
+  taskId: string | null
+  chatId: string | null
+  kind: 'tool' | 'question'
+  tool: string | null
+  arguments: Record<string, unknown> | null
+  owner: string | null
+  approval: string | null
+  summary: string | null
+  choices: { key: string; label: string }[] | null
+  questions: string[] | null
+  journalStep: number | null
+  status: 'waiting' | 'decided'
+  decision: Gate['decision']
+  note: string | null
+  answers: unknown
+  choice: string | null
+  decidedBy: string | null
+  decidedAt: Date | null
+  createdAt: Date
+  taskSlug?: string | null
+}
+
+export function toGate(row: GateRow): Gate {
+  return {
+    id: row.id,
+    kind: row.kind,
+    status: row.status,
+    tool: row.tool,
+    arguments: row.arguments,
+    owner: row.owner,
+    approval: row.approval,
+    summary: row.summary,
+    choices: row.choices,
+    questions: row.questions,
+    runId: row.runId,
+    taskId: row.taskId,
+    taskSlug: row.taskSlug ?? null,
+    decision: row.decision,
+    note: row.note,
+    answers: row.answers ?? null,
+    choice: row.choice,
+    decidedBy: row.decidedBy,
+    decidedAt: row.decidedAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+const gateColumns = (db: Db) =>
+  db`g.*, (select task_slug from runs r where r.id = g.run_id) as task_slug`
+
+export interface OpenGate {
+  kind: 'tool' | 'question'
+  tool?: string
+  arguments?: Record<string, unknown>
+  owner?: string
+  approval?: string
+  summary?: string | null
+  choices?: { key: string; label: string }[] | null
+  questions?: string[] | null
+  journalStep: number
+}
+
+/** Opens a gate for a running run, which waits on it (DESIGN 6); both in the caller's transaction. */
+export async function openGate(tx: Db, run: RunRow, gate: OpenGate): Promise<Gate> {
+  const [row] = await tx<GateRow[]>`
+    insert into gates (enterprise_id, run_id, task_id, kind, tool, arguments, owner, approval, summary, choices,
+                       questions, journal_step)
+    values (${run.enterpriseId}, ${run.id}, ${run.taskId}, ${gate.kind}, ${gate.tool ?? null},
+            ${gate.arguments ? tx.json(gate.arguments as never) : null}, ${gate.owner ?? null}, ${gate.approval ?? null},
+            ${gate.summary ?? null}, ${gate.choices ? tx.json(gate.choices) : null},
+            ${gate.questions ? tx.json(gate.questions) : null}, ${gate.journalStep})
+    returning *`
+  await transition(
+    tx,
+    run,
+    'waiting_on_gate',
+    {},
+    { gateId: row!.id, kind: gate.kind, tool: gate.tool ?? null },
+  )
+  return toGate({ ...row!, taskSlug: run.taskSlug })
+}
+
+export async function listWaitingGates(
+  db: Db,
+  enterpriseId: string,
+  filters: { taskId?: string; runId?: string; kind?: string },
+): Promise<Gate[]> {
+  const uuid = /^[0-9a-f-]{36}$/i
+  const id = (value: string | undefined, column: string) =>
+    value ? (uuid.test(value) ? db`and ${db(column)} = ${value}` : db`and false`) : db``
+  const rows = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g
+     where g.enterprise_id = ${enterpriseId} and g.status = 'waiting'
+       ${id(filters.taskId, 'g.task_id')} ${id(filters.runId, 'g.run_id')}
+       ${filters.kind ? db`and g.kind = ${filters.kind}` : db``}
+     order by g.created_at desc, g.id desc`
+  return rows.map(toGate)
+}
+
+export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
+  const rows = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.run_id = ${runId}
+     order by g.created_at desc, g.id desc`
+  return rows.map(toGate)
+}
+
+export async function getGate(db: Db, enterpriseId: string, id: string): Promise<Gate> {
+  const [row] = await db<
+    GateRow[]
+  >`select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.id = ${id}`
+  if (!row) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
+  return toGate(row)
+}
+
+/** The gate opened for a journal step of a run (the loop reads its decision when the run resumes). */
+export async function gateOfStep(db: Db, runId: string, step: number): Promise<Gate | undefined> {
+  const [row] = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g where g.run_id = ${runId} and g.journal_step = ${step}
+     order by g.created_at desc limit 1`
+  return row && toGate(row)
+}
+
+/**
+ * Decides a waiting gate (spec: Gate decision): exactly one of any number of concurrent decisions lands
+ * (the gate's row lock); a decided gate is 409 gate_not_waiting. A choice must be a key of the gate's
+ * own choices. The run goes back in line and its executor carries the decision out once.
+ */
+export async function decideGate(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  input: GateDecision,
+  decidedBy: string,
+): Promise<Gate> {
+  return transaction(db, async (tx) => {
+    const [gate] = await tx<
+      GateRow[]
+    >`select * from gates where enterprise_id = ${enterpriseId} and id = ${id} for update`
+    if (!gate) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
+    if (gate.status !== 'waiting') {
+      throw new ApiError(
+        'gate_not_waiting',
+        `Gate ${id} was already decided (${gate.decision ?? 'closed'}).`,
+        {
+          decision: gate.decision,
+        },
+      )
+    }
+    if (input.choice !== undefined && !(gate.choices ?? []).some((c) => c.key === input.choice)) {
+      const keys = (gate.choices ?? []).map((c) => c.key)
+      throw new ApiError(
+        'invalid_request',
+        `choice: ${keys.length ? `one of ${keys.join(', ')}` : 'this gate offers no choices'}; got "${input.choice}".`,
+      )
+    }
+    const [decided] = await tx<GateRow[]>`
+      update gates
+         set status = 'decided', decision = ${input.decision}, note = ${input.note ?? null},
+             answers = ${input.answers === undefined ? null : tx.json(input.answers as never)},
+             choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
+       where id = ${id} returning *`
+    if (gate.runId) {
+      const [run] = await tx<RunRow[]>`select * from runs where id = ${gate.runId} for update`
+      if (run?.status === 'waiting_on_gate') {
+        await appendEvent(tx, run, 'gate.decided', {
+          gateId: id,
+          decision: input.decision,
+          decidedBy,
+        })
+        await transition(tx, run, 'pending', {}, { gateId: id, because: `gate ${input.decision}` })
+      }
+    }
+    return toGate({ ...decided!, taskSlug: null })
+  })
+}
+
+/** A run that ends while waiting closes its waiting gates: nothing is left to decide. */
+export async function closeGatesOf(tx: Db, runId: string, why: string): Promise<void> {
+  await tx`
+    update gates set status = 'decided', decided_by = ${why}, decided_at = now()
+     where run_id = ${runId} and status = 'waiting'`
+}

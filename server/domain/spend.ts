@@ -1,0 +1,201 @@
+import { ApiError } from '../../shared/errors.js'
+import type { SpendCapInput, SpendLayer, SpendView } from '../../shared/schemas/spend.js'
+import { transaction, type Db } from '../db/sql.js'
+import { requireMember } from './members.js'
+import { transition, type RunRow } from './runs.js'
+import { loadTask } from './tasks.js'
+import { requireTeam } from './teams.js'
+
+// Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what
+// each layer spent today, in millionths of a dollar. Every model call first reserves its worst case on
+// every layer under the layers' row locks, so concurrent runs cannot overshoot a cap; the call's real
+// cost replaces the reservation when it answers.
+
+const microsPerCent = 10_000
+
+export function today(): string {
+  return new Date().toISOString().slice(0, 10)
+}
+
+/** The four layers a run spends on; the enterprise's layer id is the enterprise's own. */
+export interface RunLayers {
+  enterpriseId: string
+  teamId: string | null
+  taskId: string
+  memberId: string | null
+}
+
+function layersOf(run: RunLayers): { layer: SpendLayer; layerId: string }[] {
+  const layers: { layer: SpendLayer; layerId: string }[] = [
+    { layer: 'enterprise', layerId: run.enterpriseId },
+    { layer: 'task', layerId: run.taskId },
+  ]
+  if (run.teamId) layers.push({ layer: 'team', layerId: run.teamId })
+  if (run.memberId) layers.push({ layer: 'member', layerId: run.memberId })
+  // A fixed order of locking, so two reservations never wait on each other in a circle.
+  return layers.sort((a, b) => (a.layer + a.layerId).localeCompare(b.layer + b.layerId))
+}
+
+export type Reservation =
+  { ok: true; day: string } | { ok: false; layer: SpendLayer; layerId: string; capCents: number }
+
+/**
+ * Reserves `worstMicros` on every layer of the run for today, unless a capped layer would go over its
+ * cap. Must run in a transaction: the counters stay locked until it ends.
+ */
+export async function reserve(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
+  const day = today()
+  const layers = layersOf(run)
+  for (const { layer, layerId } of layers) {
+    await tx`
+      insert into spend_days (enterprise_id, day, layer, layer_id) values (${run.enterpriseId}, ${day}, ${layer}, ${layerId})
+      on conflict do nothing`
+  }
+  const counters = await tx<
+    { layer: SpendLayer; layerId: string; spentUsdMicros: number; reservedUsdMicros: number }[]
+  >`
+    select layer, layer_id, spent_usd_micros, reserved_usd_micros from spend_days
+     where enterprise_id = ${run.enterpriseId} and day = ${day}
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))
+     order by layer || layer_id::text
+     for update`
+  const [enterprise] = await tx<
+    { spendEnabled: boolean }[]
+  >`select spend_enabled from enterprises where id = ${run.enterpriseId}`
+  if (enterprise?.spendEnabled) {
+    const caps = await tx<{ layer: SpendLayer; layerId: string; moneyCentsDay: number }[]>`
+      select layer, layer_id, money_cents_day from spend_caps
+       where enterprise_id = ${run.enterpriseId} and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+    for (const cap of caps) {
+      const counter = counters.find((c) => c.layer === cap.layer && c.layerId === cap.layerId)!
+      if (
+        counter.spentUsdMicros + counter.reservedUsdMicros + worstMicros >
+        cap.moneyCentsDay * microsPerCent
+      ) {
+        return { ok: false, layer: cap.layer, layerId: cap.layerId, capCents: cap.moneyCentsDay }
+      }
+    }
+  }
+  await tx`
+    update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
+     where enterprise_id = ${run.enterpriseId} and day = ${day}
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+  return { ok: true, day }
+}
+
+/** Replaces a reservation by what the call cost; the run's first call also counts it as a run of the day. */
+export async function settle(
+  tx: Db,
+  run: RunLayers,
+  day: string,
+  reservedMicros: number,
+  costMicros: number,
+  firstCall: boolean,
+): Promise<void> {
+  const layers = layersOf(run)
+  await tx`
+    update spend_days
+       set reserved_usd_micros = greatest(0, reserved_usd_micros - ${reservedMicros}),
+           spent_usd_micros = spent_usd_micros + ${costMicros},
+           runs = runs + ${firstCall ? 1 : 0}
+     where enterprise_id = ${run.enterpriseId} and day = ${day}
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+}
+
+// --- the routes' side -------------------------------------------------------------------------------
+
+export async function getSpend(db: Db, enterpriseId: string): Promise<SpendView> {
+  const day = today()
+  const [[enterprise], rows, caps] = await Promise.all([
+    db<
+      { spendEnabled: boolean }[]
+    >`select spend_enabled from enterprises where id = ${enterpriseId}`,
+    db<{ layer: SpendLayer; layerId: string; spentUsdMicros: number; runs: number }[]>`
+      select layer, layer_id, spent_usd_micros, runs from spend_days
+       where enterprise_id = ${enterpriseId} and day = ${day} and (spent_usd_micros > 0 or runs > 0)
+       order by layer, layer_id`,
+    db<{ layer: SpendLayer; layerId: string; moneyCentsDay: number }[]>`
+      select layer, layer_id, money_cents_day from spend_caps where enterprise_id = ${enterpriseId} order by layer, layer_id`,
+  ])
+  return {
+    day,
+    enabled: enterprise?.spendEnabled ?? true,
+    today: rows.map((r) => ({
+      layer: r.layer,
+      layerId: r.layerId,
+      usdCents: r.spentUsdMicros / microsPerCent,
+      runs: r.runs,
+    })),
+    caps,
+  }
+}
+
+/**
+ * Sets (or with null removes) a layer's daily cap. Raising or removing a cap puts paused runs back in
+ * line (spec: States and transitions, paused_spend); they pause again if there is still no room.
+ */
+export async function setCap(
+  db: Db,
+  enterpriseId: string,
+  input: SpendCapInput,
+): Promise<SpendView> {
+  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId)
+  await transaction(db, async (tx) => {
+    const [before] = await tx<{ moneyCentsDay: number }[]>`
+      select money_cents_day from spend_caps where enterprise_id = ${enterpriseId} and layer = ${input.layer}
+         and layer_id = ${layerId} for update`
+    if (input.moneyCentsDay === null) {
+      await tx`delete from spend_caps where enterprise_id = ${enterpriseId} and layer = ${input.layer} and layer_id = ${layerId}`
+    } else {
+      await tx`
+        insert into spend_caps (enterprise_id, layer, layer_id, money_cents_day)
+        values (${enterpriseId}, ${input.layer}, ${layerId}, ${input.moneyCentsDay})
+        on conflict (enterprise_id, layer, layer_id) do update set money_cents_day = excluded.money_cents_day, updated_at = now()`
+    }
+    const raised =
+      before && (input.moneyCentsDay === null || input.moneyCentsDay > before.moneyCentsDay)
+    if (raised) await requeuePaused(tx, enterpriseId, 'the spend cap was raised')
+  })
+  return getSpend(db, enterpriseId)
+}
+
+/** Turns spend limits on or off; turning them off puts paused runs back in line. */
+export async function setEnabled(
+  db: Db,
+  enterpriseId: string,
+  enabled: boolean,
+): Promise<SpendView> {
+  await transaction(db, async (tx) => {
+    await tx`update enterprises set spend_enabled = ${enabled} where id = ${enterpriseId}`
+    if (!enabled) await requeuePaused(tx, enterpriseId, 'spend limits were turned off')
+  })
+  return getSpend(db, enterpriseId)
+}
+
+/** paused_spend -> pending for the enterprise's paused runs: admission queues them again. */
+export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
+  const paused = await tx<RunRow[]>`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for update`
+  for (const run of paused)
+    await transition(tx, run, 'pending', { notBefore: null }, { because: why })
+  return paused.length
+}
+
+async function checkLayer(
+  db: Db,
+  enterpriseId: string,
+  layer: SpendLayer,
+  layerId: string | undefined,
+): Promise<string> {
+  if (layer === 'enterprise') {
+    if (layerId && layerId !== enterpriseId)
+      throw new ApiError('invalid_request', 'layerId: the enterprise layer takes no layerId.')
+    return enterpriseId
+  }
+  if (!layerId)
+    throw new ApiError('invalid_request', `layerId: the ${layer} layer needs the ${layer}'s id.`)
+  if (layer === 'team') await requireTeam(db, enterpriseId, layerId)
+  else if (layer === 'member') await requireMember(db, enterpriseId, layerId)
+  else await loadTask(db, enterpriseId, layerId)
+  return layerId
+}

@@ -1,0 +1,756 @@
+import { priceOf, type Provider } from '../../../shared/schemas/models.js'
+import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
+import type { Sealer } from '../../crypto.js'
+import { transaction, type Db, type Sql } from '../../db/sql.js'
+import { gateOfStep, openGate } from '../../domain/gates.js'
+import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
+import {
+  appendEvent,
+  assigneeRoleId,
+  finishRun,
+  transition,
+  type RunRow,
+} from '../../domain/runs.js'
+import { reserve, settle } from '../../domain/spend.js'
+import { reaches } from '../../domain/task-checks.js'
+import { mustGateTools } from '../../domain/tasks.js'
+import { connectionsForRun } from '../../domain/tool-connections.js'
+import type { Logger } from '../../log.js'
+import type { ExecutionContext, Executor } from '../executor.js'
+import { McpTools, type ToolOutcome } from './mcp.js'
+import { actOsTool, isOsTool, osTools } from './os-tools.js'
+import {
+  ProviderError,
+  type Message,
+  type ModelProvider,
+  type ModelReply,
+  type ToolCall,
+  type ToolSpec,
+} from './providers.js'
+
+// The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
+// Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
+// gate, a hold, a restart, a takeover) continues from its journal: a model call that answered is never
+// made again, and a tool call that may have acted is never made again.
+
+interface JournalEntry {
+  step: number
+  kind: 'model' | 'tool'
+  state: 'started' | 'done' | 'failed'
+  request: Record<string, any>
+  response: Record<string, any> | null
+  costUsdMicros: number
+  reservedUsdMicros: number
+  spendDay: string | null
+  connectionId: string | null
+}
+
+export interface AgentOptions {
+  sql: Sql
+  sealer: Sealer
+  providers: Record<Provider, ModelProvider>
+  log: Logger
+  /** The provider_b sign-in, for refreshing a subscription's access token. */
+  oauth?: OAuthSettings
+  /** Model calls a run may make before it is stopped. */
+  maxModelCalls?: number
+  /** The most tokens a model call may answer with (what a call's worst case is priced at). */
+  maxTokens?: number
+}
+
+type Step = 'continue' | 'stop'
+
+/** Journal steps and their outcomes, for one run. */
+async function loadJournal(db: Db, runId: string): Promise<JournalEntry[]> {
+  return db<JournalEntry[]>`
+    select step, kind, state, request, response, cost_usd_micros, reserved_usd_micros,
+           to_char(spend_day, 'YYYY-MM-DD') as spend_day, connection_id
+      from run_journal where run_id = ${runId} order by step`
+}
+
+/** Backs off a held run: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
+export function backoffMs(holds: number): number {
+  return Math.min(10 * 60_000, 30_000 * 2 ** Math.min(holds, 5))
+}
+
+export class AgentExecutor implements Executor {
+  constructor(private readonly options: AgentOptions) {}
+
+  async execute(row: RunRow, context: ExecutionContext): Promise<void> {
+    const run = new RunExecution(this.options, row, context)
+    try {
+      await run.go()
+    } finally {
+      await run.close()
+    }
+  }
+}
+
+class RunExecution {
+  private readonly sql: Sql
+  private readonly log: Logger
+  private journal: JournalEntry[] = []
+  private definition!: VersionDefinition
+  private system = ''
+  private tools: ToolSpec[] = []
+  private mcp: McpTools | undefined
+  private mustGate = new Set<string>()
+  private member: { name: string; email: string; persona: string } | undefined
+  private readonly maxModelCalls: number
+  private readonly maxTokens: number
+
+  constructor(
+    private readonly options: AgentOptions,
+    private run: RunRow,
+    private readonly context: ExecutionContext,
+  ) {
+    this.sql = options.sql
+    this.log = options.log.child({ runId: run.id })
+    this.maxModelCalls = options.maxModelCalls ?? 40
+    this.maxTokens = options.maxTokens ?? 4096
+  }
+
+  async go(): Promise<void> {
+    await this.prepare()
+    await this.settleInterrupted()
+    for (;;) {
+      if (this.context.signal.aborted || !(await this.stillMine())) return
+      const pending = this.pendingCalls()
+      const next = pending.length ? await this.toolCalls(pending) : await this.modelCall()
+      if (next === 'stop') return
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.mcp?.close()
+  }
+
+  // --- what the run works with --------------------------------------------------------------------
+
+  private async prepare(): Promise<void> {
+    const { sql, run } = this
+    const [[version], [member], [enterprise]] = await Promise.all([
+      sql<
+        { definition: VersionDefinition }[]
+      >`select definition from task_versions where id = ${run.taskVersionId}`,
+      sql<
+        { name: string; email: string; persona: string }[]
+      >`select name, email, persona from members where id = ${run.memberId}`,
+      sql<{ name: string }[]>`select name from enterprises where id = ${run.enterpriseId}`,
+    ])
+    this.definition = version!.definition
+    this.member = member
+    this.journal = await loadJournal(sql, run.id)
+    this.mustGate = new Set([fixedTools.merge, ...(await mustGateTools(sql, run.enterpriseId))])
+
+    const allowed = this.definition.tools
+    const roleId = await assigneeRoleIdOfRun(sql, run)
+    const connections = await connectionsForRun(sql, this.options.sealer, run, roleId)
+    // A task may only call the tools its version lists (by name, or a connection as conn or conn.*).
+    const wanted = connections.filter((c) =>
+      allowed.some((t) => t === c.name || t.startsWith(`${c.name}.`)),
+    )
+    this.mcp = new McpTools(wanted, this.log)
+    const connected = wanted.length ? await this.mcp.connect() : []
+    this.tools = [
+      osTools['os.finish']!,
+      ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && allowed.includes(t.name)),
+      ...connected.filter((t) => reaches(allowed, t.name)),
+    ]
+
+    const lines = [
+      `You are ${member?.name ?? 'a team member'}${member?.persona ? `. ${member.persona}` : ''}.`,
+      `You carry out the task "${run.taskName}" for ${enterprise?.name ?? 'the enterprise'}.`,
+      '',
+      '# Skill',
+      this.definition.skillMd,
+    ]
+    if (this.definition.goal) lines.push('', '# Goal', this.definition.goal)
+    if (this.definition.metric?.text) lines.push('', '# Metric', this.definition.metric.text)
+    if (this.definition.guardrails.length)
+      lines.push('', '# Guardrails', ...this.definition.guardrails.map((g) => `- ${g}`))
+    lines.push(
+      '',
+      '# Finishing',
+      'Work with the tools you have. When you are done, call os.finish with an outcome and a summary.',
+    )
+    this.system = lines.join('\n')
+  }
+
+  /** The conversation so far, rebuilt from the journal (and the predecessor's, for resumeConversation). */
+  private async messages(): Promise<Message[]> {
+    const prefix: Message[] = []
+    if (this.run.resumeFromRunId) {
+      const earlier = await loadJournal(this.sql, this.run.resumeFromRunId)
+      const [previous] = await this.sql<
+        { input: Record<string, unknown> }[]
+      >`select input from runs where id = ${this.run.resumeFromRunId}`
+      if (previous) prefix.push(...conversation(previous.input, earlier))
+    }
+    return [...prefix, ...conversation(this.run.input, this.journal)]
+  }
+
+  /** Calls of the last model reply that have no answer yet. */
+  private pendingCalls(): ToolCall[] {
+    const lastModel = [...this.journal]
+      .reverse()
+      .find((e) => e.kind === 'model' && e.state === 'done')
+    if (!lastModel) return []
+    const calls = (lastModel.response?.toolCalls ?? []) as ToolCall[]
+    return calls.filter((call) => {
+      const entry = this.toolEntry(call.id)
+      return !entry || entry.state === 'started'
+    })
+  }
+
+  private toolEntry(callId: string): JournalEntry | undefined {
+    return this.journal.find((e) => e.kind === 'tool' && e.request.callId === callId)
+  }
+
+  private nextStep(): number {
+    return (this.journal.at(-1)?.step ?? -1) + 1
+  }
+
+  /** Whether the run is still running under this engine's lease (it may have been cancelled). */
+  private async stillMine(): Promise<boolean> {
+    const [row] = await this.sql<{ status: string; leaseOwner: string | null }[]>`
+      select status, lease_owner from runs where id = ${this.run.id}`
+    return row?.status === 'running' && row.leaseOwner === this.context.engineId
+  }
+
+  /** Re-reads and locks the run inside `tx`; undefined if it is no longer this engine's to move. */
+  private async lockRun(tx: Db): Promise<RunRow | undefined> {
+    const [row] = await tx<RunRow[]>`select * from runs where id = ${this.run.id} for update`
+    if (!row || row.status !== 'running' || row.leaseOwner !== this.context.engineId)
+      return undefined
+    this.run = row
+    return row
+  }
+
+  // --- what a crash left behind --------------------------------------------------------------------
+
+  /**
+   * A model call started but never answered (the process died or was stopped during it): its
+   * reservation is released and it is made again. A tool call started and not marked done may have
+   * acted: it is answered to the model as of unknown outcome, never made again.
+   */
+  private async settleInterrupted(): Promise<void> {
+    for (const entry of this.journal.filter((e) => e.state === 'started')) {
+      if (entry.kind === 'model') {
+        await transaction(this.sql, async (tx) => {
+          if (entry.spendDay)
+            await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
+          await tx`update run_journal set state = 'failed', response = ${tx.json({ interrupted: true })}, finished_at = now()
+                    where run_id = ${this.run.id} and step = ${entry.step}`
+        })
+        entry.state = 'failed'
+      } else if (!entry.request.gateId || entry.request.executing) {
+        await this.answer(entry.step, {
+          content:
+            'This call was interrupted: whether it happened is unknown. Check before trying it again.',
+          isError: true,
+        })
+      }
+    }
+  }
+
+  // --- model calls ---------------------------------------------------------------------------------
+
+  private async modelCall(): Promise<Step> {
+    const { run } = this
+    const calls = this.journal.filter((e) => e.kind === 'model' && e.state === 'done').length
+    if (calls >= this.maxModelCalls)
+      return this.fail(`The run stopped after ${calls} model calls without finishing.`)
+
+    const choice = await chooseModel(
+      this.sql,
+      this.options.sealer,
+      run.enterpriseId,
+      run,
+      this.definition.spend,
+      this.options.oauth,
+    )
+    if ('blocked' in choice) return this.hold('blocked', choice.blocked)
+    const { key, model } = choice
+    const messages = await this.messages()
+    const request = {
+      model,
+      system: this.system,
+      messages,
+      tools: this.tools,
+      maxTokens: this.maxTokens,
+    }
+    const price = priceOf(key.provider, model)
+    // The worst case: the prompt (about a token per 3 characters) and every token it may answer with.
+    const promptTokens = Math.ceil(
+      (this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length) /
+        3,
+    )
+    const worst = Math.ceil(promptTokens * price.input + this.maxTokens * price.output)
+
+    const perRun = this.definition.spend?.moneyUsdPerRun
+    if (perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000) {
+      return this.fail(
+        `The next model call could cost up to $${(worst / 1e6).toFixed(4)}; with $${(run.costUsdMicros / 1e6).toFixed(4)} spent it would exceed spend.moneyUsdPerRun ($${perRun}).`,
+      )
+    }
+
+    const step = this.nextStep()
+    const reserved = await transaction(this.sql, async (tx) => {
+      const current = await this.lockRun(tx)
+      if (!current) return 'gone' as const
+      const reservation = await reserve(tx, current, worst)
+      if (!reservation.ok) {
+        await transition(
+          tx,
+          current,
+          'paused_spend',
+          { reason: undefined },
+          {
+            because: `the ${reservation.layer} daily cap of ${reservation.capCents} cents has no room for the next model call`,
+            layer: reservation.layer,
+            layerId: reservation.layerId,
+          },
+        )
+        return 'paused' as const
+      }
+      await tx`
+        insert into run_journal (enterprise_id, run_id, step, kind, state, request, reserved_usd_micros, spend_day, connection_id)
+        values (${run.enterpriseId}, ${run.id}, ${step}, 'model', 'started',
+                ${tx.json({ provider: key.provider, model } as never)}, ${worst}, ${reservation.day}, ${key.connectionId})`
+      return reservation.day
+    })
+    if (reserved === 'gone' || reserved === 'paused') {
+      await this.writeLog()
+      return 'stop'
+    }
+
+    let reply: ModelReply
+    try {
+      reply = await this.options.providers[key.provider].call(
+        request,
+        { key: key.key },
+        this.context.signal,
+      )
+    } catch (err) {
+      const failure =
+        err instanceof ProviderError
+          ? err
+          : new ProviderError('bad_request', (err as Error).message)
+      if (failure.kind === 'aborted') return 'stop' // cancelled or stopping: the journal entry is settled on resume
+      await transaction(this.sql, async (tx) => {
+        await settle(tx, run, reserved, worst, 0, false)
+        await tx`update run_journal set state = 'failed', response = ${tx.json({ error: failure.message })}, finished_at = now()
+                  where run_id = ${run.id} and step = ${step}`
+      })
+      this.journal.push({
+        step,
+        kind: 'model',
+        state: 'failed',
+        request: { model },
+        response: null,
+        costUsdMicros: 0,
+        reservedUsdMicros: 0,
+        spendDay: null,
+        connectionId: null,
+      })
+      if (failure.kind === 'bad_request') return this.fail(failure.message)
+      return this.hold('blocked', failure.message)
+    }
+
+    const cost = Math.ceil(reply.usage.input * price.input + reply.usage.output * price.output)
+    const firstCall = !this.journal.some((e) => e.kind === 'model' && e.state === 'done')
+    const response = {
+      text: reply.text,
+      toolCalls: reply.toolCalls,
+      usage: reply.usage,
+      model: reply.model,
+    }
+    await transaction(this.sql, async (tx) => {
+      await settle(tx, run, reserved, worst, cost, firstCall)
+      await tx`update run_journal set state = 'done', response = ${tx.json(response as never)}, cost_usd_micros = ${cost},
+                                      finished_at = now()
+                where run_id = ${run.id} and step = ${step}`
+      await tx`update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}`
+      await tx`
+        insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
+        values (${key.connectionId}, ${run.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
+        on conflict (connection_id, day, model) do update
+           set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+               output_tokens = llm_usage.output_tokens + excluded.output_tokens,
+               cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      await appendEvent(tx, run, 'model.called', {
+        model,
+        provider: key.provider,
+        inputTokens: reply.usage.input,
+        outputTokens: reply.usage.output,
+        costUsdCents: cost / 10_000,
+        toolCalls: reply.toolCalls.map((c) => c.name),
+      })
+    })
+    run.costUsdMicros += cost
+    this.journal.push({
+      step,
+      kind: 'model',
+      state: 'done',
+      request: { model },
+      response,
+      costUsdMicros: cost,
+      reservedUsdMicros: worst,
+      spendDay: reserved,
+      connectionId: key.connectionId,
+    })
+
+    // An answer without tool calls is the final answer.
+    if (reply.toolCalls.length === 0) {
+      return this.finish({ outcome: 'succeeded', summary: reply.text ?? '' })
+    }
+    return 'continue'
+  }
+
+  // --- tool calls ----------------------------------------------------------------------------------
+
+  private async toolCalls(calls: ToolCall[]): Promise<Step> {
+    for (const call of calls) {
+      const next = await this.toolCall(call)
+      if (next === 'stop') return 'stop'
+    }
+    return 'continue'
+  }
+
+  private async toolCall(call: ToolCall): Promise<Step> {
+    const entry = this.toolEntry(call.id)
+    if (call.name === 'os.finish') {
+      const a = call.arguments
+      await this.answerNew(call, { content: 'Finished.', isError: false })
+      return this.finish({
+        outcome: typeof a.outcome === 'string' && a.outcome ? a.outcome : 'succeeded',
+        summary: typeof a.summary === 'string' ? a.summary : '',
+        ...(a.issue !== undefined ? { issue: a.issue } : {}),
+        ...(a.pr !== undefined ? { pr: a.pr } : {}),
+        ...(a.output !== undefined ? { output: a.output } : {}),
+        ...(a.successorInput && typeof a.successorInput === 'object'
+          ? { successorInput: a.successorInput as Record<string, unknown> }
+          : {}),
+      })
+    }
+    if (!this.tools.some((t) => t.name === call.name)) {
+      return this.answerNew(call, {
+        content: `${call.name} is not one of this task's tools.`,
+        isError: true,
+      })
+    }
+    // The merge rule at run time (spec: Definition checks): a must-gate tool without a gate naming it
+    // ends the run at this call, and nothing is done.
+    if (this.mustGate.has(call.name) && !this.definition.gates.some((g) => g.tool === call.name)) {
+      await this.answerNew(call, {
+        content: 'Refused: this tool must be gated and the task has no gate naming it.',
+        isError: true,
+      })
+      return this.fail(
+        `gate_required_for_tool: ${call.name} must be gated and this version has no gate naming it; nothing was done.`,
+      )
+    }
+    const gate = this.gateFor(call.name)
+    if (gate || call.name === fixedTools.askCeo) {
+      if (!entry) return this.openGateFor(call, gate)
+      return this.afterGate(call, entry)
+    }
+    return this.act(call)
+  }
+
+  /** The version's gate on a tool: by its exact name, or on its connection as `conn` or `conn.*`. */
+  private gateFor(name: string) {
+    const connection = name.split('.')[0]
+    return this.definition.gates.find(
+      (g) => g.tool === name || g.tool === connection || g.tool === `${connection}.*`,
+    )
+  }
+
+  /** Opens a gate on the call; the run waits on it, the call journaled as started with the gate's id. */
+  private async openGateFor(
+    call: ToolCall,
+    gate: { owner: string; approval: string } | undefined,
+  ): Promise<Step> {
+    const step = this.nextStep()
+    const asking = call.name === fixedTools.askCeo
+    const done = await transaction(this.sql, async (tx) => {
+      const run = await this.lockRun(tx)
+      if (!run) return false
+      const opened = await openGate(tx, run, {
+        kind: asking ? 'question' : 'tool',
+        tool: call.name,
+        arguments: call.arguments,
+        owner: gate?.owner ?? 'ceo',
+        approval: gate?.approval ?? 'specific',
+        summary: asking ? null : this.gateSummary(),
+        choices:
+          asking && Array.isArray(call.arguments.choices)
+            ? (call.arguments.choices as { key: string; label: string }[])
+            : null,
+        questions:
+          asking && Array.isArray(call.arguments.questions)
+            ? (call.arguments.questions as string[])
+            : null,
+        journalStep: step,
+      })
+      await tx`
+        insert into run_journal (enterprise_id, run_id, step, kind, state, request)
+        values (${run.enterpriseId}, ${run.id}, ${step}, 'tool', 'started',
+                ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments, gateId: opened.id } as never)})`
+      return true
+    })
+    if (done) await this.writeLog()
+    return 'stop'
+  }
+
+  /** The summary the run last set with os.set_gate_summary, for the gate it opens next. */
+  private gateSummary(): string | null {
+    const set = [...this.journal]
+      .reverse()
+      .find((e) => e.kind === 'tool' && e.request.name === fixedTools.gateSummary)
+    return typeof set?.request.arguments?.summary === 'string'
+      ? set.request.arguments.summary
+      : null
+  }
+
+  /** Carries out a decided gate: approve runs the call once; reject and request_changes tell the model. */
+  private async afterGate(call: ToolCall, entry: JournalEntry): Promise<Step> {
+    const gate = await gateOfStep(this.sql, this.run.id, entry.step)
+    if (!gate || gate.status === 'waiting') return 'stop'
+    if (gate.kind === 'question') {
+      const answer = {
+        decision: gate.decision,
+        answers: gate.answers,
+        choice: gate.choice,
+        note: gate.note,
+      }
+      return this.answer(entry.step, {
+        content: JSON.stringify(answer),
+        isError: gate.decision !== 'approve' && gate.decision !== null && !gate.answers,
+      })
+    }
+    if (gate.decision === 'reject') {
+      return this.answer(entry.step, {
+        content: `A person refused this call${gate.note ? `: ${gate.note}` : '.'}`,
+        isError: true,
+      })
+    }
+    if (gate.decision === 'request_changes') {
+      return this.answer(entry.step, {
+        content: `A person asked for changes before this call${gate.note ? `: ${gate.note}` : '.'} You may propose it again.`,
+        isError: true,
+      })
+    }
+    if (gate.decision !== 'approve')
+      return this.answer(entry.step, { content: 'The gate was closed undecided.', isError: true })
+    // Approved: marked as executing before the call, so a crash during it never makes it twice.
+    await this
+      .sql`update run_journal set request = request || '{"executing": true}' where run_id = ${this.run.id} and step = ${entry.step}`
+    entry.request.executing = true
+    const outcome = await this.perform(call)
+    return this.answer(entry.step, outcome)
+  }
+
+  /** A call that needs no gate: os tools act in the journal's transaction, tool servers between two writes. */
+  private async act(call: ToolCall): Promise<Step> {
+    if (call.name === fixedTools.gateSummary)
+      return this.answerNew(call, { content: 'Noted.', isError: false })
+    if (isOsTool(call.name)) {
+      const step = this.nextStep()
+      await transaction(this.sql, async (tx) => {
+        const run = await this.lockRun(tx)
+        if (!run) return
+        const outcome = await actOsTool(
+          tx,
+          run,
+          call.name,
+          call.arguments,
+          this.member?.email ?? 'osd@localhost',
+        )
+        await this.insertDone(tx, step, call, outcome)
+      })
+      this.journal = await loadJournal(this.sql, this.run.id)
+      return 'continue'
+    }
+    const step = this.nextStep()
+    await this.sql`
+      insert into run_journal (enterprise_id, run_id, step, kind, state, request)
+      values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'started',
+              ${this.sql.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)})`
+    this.journal.push({
+      step,
+      kind: 'tool',
+      state: 'started',
+      request: { callId: call.id, name: call.name, arguments: call.arguments },
+      response: null,
+      costUsdMicros: 0,
+      reservedUsdMicros: 0,
+      spendDay: null,
+      connectionId: null,
+    })
+    const outcome = await this.perform(call)
+    if (this.context.signal.aborted) return 'stop'
+    return this.answer(step, outcome)
+  }
+
+  /** Runs a tool: an os tool in its own transaction, else the tool server's tool. */
+  private async perform(call: ToolCall): Promise<ToolOutcome> {
+    if (isOsTool(call.name)) {
+      return transaction(this.sql, (tx) =>
+        actOsTool(tx, this.run, call.name, call.arguments, this.member?.email ?? 'osd@localhost'),
+      )
+    }
+    try {
+      return await this.mcp!.call(call.name, call.arguments, this.context.signal)
+    } catch (err) {
+      return { content: `The tool failed: ${(err as Error).message}`, isError: true }
+    }
+  }
+
+  /** Records the answer of a journaled call and says so in the run's events. */
+  private async answer(step: number, outcome: ToolOutcome): Promise<Step> {
+    await transaction(this.sql, async (tx) => {
+      await tx`update run_journal set state = 'done', response = ${tx.json(outcome as never)}, finished_at = now()
+                where run_id = ${this.run.id} and step = ${step}`
+      const entry = this.journal.find((e) => e.step === step)
+      await appendEvent(tx, this.run, 'tool.called', {
+        name: entry?.request.name,
+        isError: outcome.isError,
+      })
+    })
+    this.journal = await loadJournal(this.sql, this.run.id)
+    return 'continue'
+  }
+
+  /** Journals a call that acted on nothing outside (or was refused) together with its answer. */
+  private async answerNew(call: ToolCall, outcome: ToolOutcome): Promise<Step> {
+    const step = this.nextStep()
+    await transaction(this.sql, (tx) => this.insertDone(tx, step, call, outcome))
+    this.journal = await loadJournal(this.sql, this.run.id)
+    return 'continue'
+  }
+
+  private async insertDone(
+    tx: Db,
+    step: number,
+    call: ToolCall,
+    outcome: ToolOutcome,
+  ): Promise<void> {
+    await tx`
+      insert into run_journal (enterprise_id, run_id, step, kind, state, request, response, finished_at)
+      values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'done',
+              ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)},
+              ${tx.json(outcome as never)}, now())`
+    await appendEvent(tx, this.run, 'tool.called', { name: call.name, isError: outcome.isError })
+  }
+
+  // --- how the run moves on --------------------------------------------------------------------------
+
+  private async finish(
+    result: { outcome: string; summary: string } & Record<string, unknown>,
+  ): Promise<Step> {
+    await transaction(this.sql, async (tx) => {
+      const run = await this.lockRun(tx)
+      if (!run) return
+      const to = result.outcome === 'failed' ? 'failed' : 'succeeded'
+      await finishRun(tx, run, to, {
+        result,
+        ...(to === 'failed' ? { reason: result.summary || 'The run reported it failed.' } : {}),
+      })
+    })
+    await this.writeLog()
+    return 'stop'
+  }
+
+  private async fail(reason: string): Promise<Step> {
+    await transaction(this.sql, async (tx) => {
+      const run = await this.lockRun(tx)
+      if (run)
+        await finishRun(tx, run, 'failed', {
+          reason,
+          result: { outcome: 'failed', summary: reason },
+        })
+    })
+    await this.writeLog()
+    return 'stop'
+  }
+
+  /**
+   * Holds the run (blocked: a refused key, no key, an outage): it leaves its concurrency slot and comes
+   * back by itself after a back-off, or at once when a key is bound.
+   */
+  private async hold(status: 'blocked', reason: string): Promise<Step> {
+    const holds = this.journal.filter((e) => e.kind === 'model' && e.state === 'failed').length
+    await transaction(this.sql, async (tx) => {
+      const run = await this.lockRun(tx)
+      if (run)
+        await transition(tx, run, status, {
+          blockedReason: reason,
+          notBefore: new Date(Date.now() + backoffMs(holds)),
+        })
+    })
+    await this.writeLog()
+    return 'stop'
+  }
+
+  /** The transcript as the run's log (GET /v1/runs/{id}/log): prompt, messages, calls and answers. */
+  private async writeLog(): Promise<void> {
+    const journal = await loadJournal(this.sql, this.run.id)
+    const lines = ['# System', this.system, '', '# Input', JSON.stringify(this.run.input, null, 2)]
+    for (const entry of journal) {
+      if (entry.kind === 'model') {
+        lines.push('', `# Model call ${entry.step} (${entry.request.model ?? ''}): ${entry.state}`)
+        if (entry.response?.text) lines.push(entry.response.text)
+        for (const call of (entry.response?.toolCalls ?? []) as ToolCall[])
+          lines.push(`-> ${call.name} ${JSON.stringify(call.arguments)}`)
+        if (entry.response?.error) lines.push(`error: ${entry.response.error}`)
+      } else {
+        lines.push(
+          '',
+          `# Tool ${entry.request.name} (step ${entry.step}): ${entry.state}${entry.request.gateId ? ` (gate ${entry.request.gateId})` : ''}`,
+        )
+        if (entry.response)
+          lines.push(`${entry.response.isError ? 'error: ' : ''}${entry.response.content}`)
+      }
+    }
+    await this.sql`
+      insert into run_logs (run_id, enterprise_id, body) values (${this.run.id}, ${this.run.enterpriseId}, ${lines.join('\n')})
+      on conflict (run_id) do update set body = excluded.body, updated_at = now()`
+  }
+}
+
+/** The messages a journal stands for: the input, then each answered model call and its calls' answers. */
+function conversation(input: Record<string, unknown>, journal: JournalEntry[]): Message[] {
+  const messages: Message[] = [{ role: 'user', text: `Input:\n${JSON.stringify(input, null, 2)}` }]
+  for (const entry of journal) {
+    if (entry.kind !== 'model' || entry.state !== 'done') continue
+    const calls = (entry.response?.toolCalls ?? []) as ToolCall[]
+    messages.push({ role: 'assistant', text: entry.response?.text ?? null, toolCalls: calls })
+    const results = calls
+      .map((call) => {
+        const answer = journal.find(
+          (e) => e.kind === 'tool' && e.request.callId === call.id && e.state === 'done',
+        )
+        return (
+          answer && {
+            callId: call.id,
+            content: String(answer.response?.content ?? ''),
+            isError: Boolean(answer.response?.isError),
+          }
+        )
+      })
+      .filter((r): r is { callId: string; content: string; isError: boolean } => Boolean(r))
+    if (results.length === calls.length && calls.length > 0)
+      messages.push({ role: 'tool', results })
+  }
+  return messages
+}
+
+async function assigneeRoleIdOfRun(sql: Sql, run: RunRow): Promise<string | undefined> {
+  const [task] = await sql<
+    { enterpriseId: string; teamId: string | null; assigneeRole: string | null }[]
+  >`
+    select enterprise_id, team_id, assignee_role from tasks where id = ${run.taskId}`
+  return task ? assigneeRoleId(sql, task) : undefined
+}

@@ -1,0 +1,323 @@
+import Anthropic from '@anthropic-ai/sdk'
+import OpenAI from 'openai'
+import type { Provider } from '../../../shared/schemas/models.js'
+
+// Model providers behind one interface (DESIGN 6): provider_a speaks the Anthropic Messages API,
+// provider_b the OpenAI Chat Completions API, through their official SDKs. Base URLs are configurable so
+// a local compatible server, or the tests' fake provider, can stand in.
+
+export interface ToolSpec {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
+
+export interface ToolCall {
+  id: string
+  name: string
+  arguments: Record<string, unknown>
+}
+
+export type Message =
+  | { role: 'user'; text: string }
+  | { role: 'assistant'; text: string | null; toolCalls: ToolCall[] }
+  | { role: 'tool'; results: { callId: string; content: string; isError?: boolean }[] }
+
+export interface ModelRequest {
+  model: string
+  system: string
+  messages: Message[]
+  tools: ToolSpec[]
+  maxTokens: number
+}
+
+export interface ModelReply {
+  text: string | null
+  toolCalls: ToolCall[]
+  usage: { input: number; output: number }
+  model: string
+}
+
+export interface Credentials {
+  /** An API key, or a subscription's access token (provider_b, sent as a bearer token). */
+  key: string
+}
+
+export interface ModelProvider {
+  call(request: ModelRequest, credentials: Credentials, signal: AbortSignal): Promise<ModelReply>
+  listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
+}
+
+/** Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). */
+export class ProviderError extends Error {
+  constructor(
+    readonly kind: 'refused_key' | 'outage' | 'bad_request' | 'aborted',
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message)
+  }
+}
+
+export interface ProviderOptions {
+  baseUrls: Record<Provider, string>
+  /** Milliseconds before a call gives up (each attempt). */
+  timeoutMs?: number
+  /** Retries with backoff on 429 and 5xx, by the SDKs. */
+  maxRetries?: number
+}
+
+export function createProviders(options: ProviderOptions): Record<Provider, ModelProvider> {
+  return { provider_a: anthropicProvider(options), provider_b: openAiProvider(options) }
+}
+
+// --- tool names: providers accept [a-zA-Z0-9_-]{1,64}; ours have dots ---------------------------------
+
+/** Maps tool names both ways for one request: `os.finish` <-> `os__finish`. */
+export class ToolNames {
+  private toWire = new Map<string, string>()
+  private fromWire = new Map<string, string>()
+
+  constructor(names: string[]) {
+    for (const name of names) {
+      let wire = name
+        .replace(/\./g, '__')
+        .replace(/[^a-zA-Z0-9_-]/g, '_')
+        .slice(0, 60)
+      for (let n = 2; this.fromWire.has(wire); n++) wire = `${wire.slice(0, 57)}_${n}`
+      this.toWire.set(name, wire)
+      this.fromWire.set(wire, name)
+    }
+  }
+
+  wire(name: string): string {
+    return this.toWire.get(name) ?? name
+  }
+
+  original(wire: string): string {
+    return this.fromWire.get(wire) ?? wire
+  }
+}
+
+function classify(err: unknown): ProviderError {
+  if (err instanceof ProviderError) return err
+  const e = err as { name?: string; status?: number; message?: string }
+  if (e?.name === 'APIUserAbortError' || e?.name === 'AbortError')
+    return new ProviderError('aborted', 'aborted')
+  const status = typeof e?.status === 'number' ? e.status : undefined
+  const detail = (e?.message ?? String(err)).slice(0, 300)
+  if (status === 401 || status === 403)
+    return new ProviderError(
+      'refused_key',
+      `the provider refused the key (${status}): ${detail}`,
+      status,
+    )
+  if (status === undefined || status === 408 || status === 409 || status === 429 || status >= 500) {
+    return new ProviderError(
+      'outage',
+      `the provider did not answer${status ? ` (${status})` : ''}: ${detail}`,
+      status,
+    )
+  }
+  return new ProviderError(
+    'bad_request',
+    `the provider refused the request (${status}): ${detail}`,
+    status,
+  )
+}
+
+// --- provider_a: the Anthropic Messages API -----------------------------------------------------------
+
+function anthropicProvider({
+  baseUrls,
+  timeoutMs = 120_000,
+  maxRetries = 2,
+}: ProviderOptions): ModelProvider {
+  // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
+  // it sends no Authorization header and reads no key from the environment.
+  const client = (key: string) =>
+    new Anthropic({
+      apiKey: null,
+      authToken: null,
+      defaultHeaders: { 'x-api-key': key },
+      baseURL: baseUrls.provider_a,
+      timeout: timeoutMs,
+      maxRetries,
+    })
+  return {
+    async call(request, credentials, signal) {
+      const names = new ToolNames(request.tools.map((t) => t.name))
+      const messages: Anthropic.MessageParam[] = request.messages.map((m) => {
+        if (m.role === 'user') return { role: 'user', content: m.text }
+        if (m.role === 'tool') {
+          return {
+            role: 'user',
+            content: m.results.map((r) => ({
+              type: 'tool_result' as const,
+              tool_use_id: r.callId,
+              content: r.content,
+              is_error: r.isError,
+            })),
+          }
+        }
+        const content: Anthropic.ContentBlockParam[] = []
+        if (m.text) content.push({ type: 'text', text: m.text })
+        for (const call of m.toolCalls) {
+          content.push({
+            type: 'tool_use',
+            id: call.id,
+            name: names.wire(call.name),
+            input: call.arguments,
+          })
+        }
+        return { role: 'assistant', content }
+      })
+      try {
+        const reply = await client(credentials.key).messages.create(
+          {
+            model: request.model,
+            max_tokens: request.maxTokens,
+            system: request.system,
+            messages,
+            tools: request.tools.map((t) => ({
+              name: names.wire(t.name),
+              description: t.description,
+              input_schema: t.parameters as Anthropic.Tool.InputSchema,
+            })),
+          },
+          { signal },
+        )
+        const text = reply.content
+          .filter((b) => b.type === 'text')
+          .map((b) => (b as Anthropic.TextBlock).text)
+          .join('\n')
+        return {
+          text: text || null,
+          toolCalls: reply.content
+            .filter((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')
+            .map((b) => ({
+              id: b.id,
+              name: names.original(b.name),
+              arguments: (b.input ?? {}) as Record<string, unknown>,
+            })),
+          usage: { input: reply.usage.input_tokens, output: reply.usage.output_tokens },
+          model: reply.model,
+        }
+      } catch (err) {
+        throw classify(err)
+      }
+    },
+    async listModels(credentials, signal) {
+      try {
+        const page = await client(credentials.key).models.list({ limit: 100 }, { signal })
+        return page.data.map((m) => m.id)
+      } catch (err) {
+        throw classify(err)
+      }
+    },
+  }
+}
+
+// --- provider_b: the OpenAI Chat Completions API -------------------------------------------------------
+
+function openAiProvider({
+  baseUrls,
+  timeoutMs = 120_000,
+  maxRetries = 2,
+}: ProviderOptions): ModelProvider {
+  const client = (key: string) =>
+    new OpenAI({
+      apiKey: key,
+      baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
+      timeout: timeoutMs,
+      maxRetries,
+    })
+  return {
+    async call(request, credentials, signal) {
+      const names = new ToolNames(request.tools.map((t) => t.name))
+      const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+        { role: 'system', content: request.system },
+      ]
+      for (const m of request.messages) {
+        if (m.role === 'user') messages.push({ role: 'user', content: m.text })
+        else if (m.role === 'tool') {
+          for (const r of m.results)
+            messages.push({ role: 'tool', tool_call_id: r.callId, content: r.content })
+        } else {
+          messages.push({
+            role: 'assistant',
+            content: m.text,
+            ...(m.toolCalls.length
+              ? {
+                  tool_calls: m.toolCalls.map((c) => ({
+                    id: c.id,
+                    type: 'function' as const,
+                    function: { name: names.wire(c.name), arguments: JSON.stringify(c.arguments) },
+                  })),
+                }
+              : {}),
+          })
+        }
+      }
+      try {
+        const reply = await client(credentials.key).chat.completions.create(
+          {
+            model: request.model,
+            max_completion_tokens: request.maxTokens,
+            messages,
+            ...(request.tools.length
+              ? {
+                  tools: request.tools.map((t) => ({
+                    type: 'function' as const,
+                    function: {
+                      name: names.wire(t.name),
+                      description: t.description,
+                      parameters: t.parameters,
+                    },
+                  })),
+                }
+              : {}),
+          },
+          { signal },
+        )
+        const message = reply.choices[0]?.message
+        return {
+          text: message?.content ?? null,
+          toolCalls: (message?.tool_calls ?? [])
+            .filter((c) => c.type === 'function')
+            .map((c) => ({
+              id: c.id,
+              name: names.original(c.function.name),
+              arguments: parseArguments(c.function.arguments),
+            })),
+          usage: {
+            input: reply.usage?.prompt_tokens ?? 0,
+            output: reply.usage?.completion_tokens ?? 0,
+          },
+          model: reply.model,
+        }
+      } catch (err) {
+        throw classify(err)
+      }
+    },
+    async listModels(credentials, signal) {
+      try {
+        const page = await client(credentials.key).models.list({ signal })
+        return page.data.map((m) => m.id)
+      } catch (err) {
+        throw classify(err)
+      }
+    },
+  }
+}
+
+function parseArguments(text: string): Record<string, unknown> {
+  try {
+    const value = JSON.parse(text || '{}') as unknown
+    return value && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : { value }
+  } catch {
+    return { unparsed: text }
+  }
+}

@@ -1,0 +1,79 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import { ChatGateDecision, Gate, GateDecision, GateListQuery } from '../../shared/schemas/gates.js'
+import { decideGate, getGate, listWaitingGates } from '../domain/gates.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+import { ApiError } from '../../shared/errors.js'
+
+/** Gates (spec: Endpoints Gates). gates:write can decide merges that go live. */
+export function gateRoutes({ sql }: RouteDeps) {
+  const app = createRouter()
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary: 'Gates waiting, newest first; filters taskId, runId, kind',
+      query: GateListQuery,
+      response: z.array(Gate),
+    },
+    async (c, { query }) => listWaitingGates(sql, c.var.caller.enterpriseId, query),
+  )
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/{id}',
+      summary: 'One gate',
+      params: z.object({ id: Uuid }),
+      notFound: 'gate_not_found',
+      response: Gate,
+    },
+    async (c, { params }) => getGate(sql, c.var.caller.enterpriseId, params.id),
+  )
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/{id}/decision',
+      summary:
+        'Decide a waiting gate: approve, reject or request_changes, with a note, answers or a choice',
+      params: z.object({ id: Uuid }),
+      notFound: 'gate_not_found',
+      body: GateDecision,
+      status: 201,
+      response: Gate,
+      errors: ['gate_not_waiting'],
+    },
+    async (c, { params, body }) =>
+      decideGate(sql, c.var.caller.enterpriseId, params.id, body, `token:${c.var.caller.tokenId}`),
+  )
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/chat/{chatId}/decision',
+      summary: 'Answer the question a chat waits on (gateId names it, else the newest)',
+      params: z.object({ chatId: Uuid }),
+      notFound: 'gate_not_found',
+      body: ChatGateDecision,
+      status: 201,
+      response: Gate,
+      errors: ['gate_not_waiting'],
+    },
+    async (c, { params, body }) => {
+      const enterpriseId = c.var.caller.enterpriseId
+      const [gate] = await sql<{ id: string }[]>`
+        select id from gates
+         where enterprise_id = ${enterpriseId} and chat_id = ${params.chatId}
+           and ${body.gateId ? sql`id = ${body.gateId}` : sql`status = 'waiting'`}
+         order by created_at desc limit 1`
+      if (!gate) throw new ApiError('gate_not_found', `Chat ${params.chatId} waits on no question.`)
+      const { gateId: _, ...decision } = body
+      return decideGate(sql, enterpriseId, gate.id, decision, `token:${c.var.caller.tokenId}`)
+    },
+  )
+  return app
+}

@@ -1,0 +1,168 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  LlmBinding,
+  LlmBindingCreate,
+  LlmBindingQuery,
+  LlmConnection,
+  LlmConnectionPatch,
+  LlmModels,
+  LlmUsage,
+  OAuthComplete,
+  OAuthStart,
+  OAuthStarted,
+  TierOverride,
+  Tiers,
+} from '../../shared/schemas/models.js'
+import {
+  bindKey,
+  completeOAuth,
+  connectionUsage,
+  getTiers,
+  listBindings,
+  listConnections,
+  offeredModels,
+  overrideTier,
+  startOAuth,
+  unbindKey,
+  updateConnection,
+} from '../domain/llm.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+/** Model connections, keys, tiers and models (spec: Endpoints Models). Keys are never answered. */
+export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
+  const app = createRouter()
+  const byId = { params: z.object({ id: Uuid }), notFound: 'connection_not_found' } as const
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/connections',
+      summary: 'Model connections, without keys',
+      response: z.array(LlmConnection),
+    },
+    async (c) => listConnections(sql, c.var.caller.enterpriseId),
+  )
+  route(
+    app,
+    {
+      ...byId,
+      method: 'patch',
+      path: '/connections/{id}',
+      summary: 'Rename or describe a connection, or set the plan of a subscription-login one',
+      body: LlmConnectionPatch,
+      response: LlmConnection,
+    },
+    async (c, { params, body }) =>
+      updateConnection(sql, c.var.caller.enterpriseId, params.id, body),
+  )
+  route(
+    app,
+    {
+      ...byId,
+      method: 'get',
+      path: '/connections/{id}/usage',
+      summary: 'Tokens and cents by day and model',
+      response: LlmUsage,
+    },
+    async (c, { params }) => connectionUsage(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/bindings',
+      summary: 'Which keys are connected; layer=member and layerId narrow to one member',
+      query: LlmBindingQuery,
+      response: z.array(LlmBinding),
+    },
+    async (c, { query }) => listBindings(sql, c.var.caller.enterpriseId, query),
+  )
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/bindings',
+      summary:
+        'Bind an API key (provider_a by default) on the enterprise, a team or a member; the nearest layer wins',
+      body: LlmBindingCreate,
+      status: 201,
+      response: LlmBinding,
+      errors: ['team_not_found', 'member_not_found'],
+    },
+    async (c, { body }) => bindKey(sql, sealer, c.var.caller.enterpriseId, body),
+  )
+  route(
+    app,
+    {
+      method: 'delete',
+      path: '/bindings',
+      summary: 'Remove the key of a provider on a layer (query provider, layer, layerId)',
+      query: LlmBindingQuery,
+      status: 204,
+    },
+    async (c, { query }) => unbindKey(sql, c.var.caller.enterpriseId, query),
+  )
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/provider_b/oauth/start',
+      summary: 'Start a provider_b subscription sign-in: answers the address to sign in at',
+      body: OAuthStart,
+      response: OAuthStarted,
+    },
+    async (c, { body }) =>
+      startOAuth(sql, sealer, config.providerBOAuth, c.var.caller.enterpriseId, body),
+  )
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/provider_b/oauth/complete',
+      summary: 'Complete the sign-in with the code and state it returned',
+      body: OAuthComplete,
+      status: 201,
+      response: LlmConnection,
+    },
+    async (c, { body }) =>
+      completeOAuth(sql, sealer, config.providerBOAuth, c.var.caller.enterpriseId, body),
+  )
+
+  route(
+    app,
+    { method: 'get', path: '/tiers', summary: 'The model per tier per provider', response: Tiers },
+    async (c) => getTiers(sql, c.var.caller.enterpriseId),
+  )
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/tiers/override',
+      summary: "Choose the enterprise's model for a tier of a provider",
+      body: TierOverride,
+      response: Tiers,
+    },
+    async (c, { body }) => {
+      await overrideTier(sql, c.var.caller.enterpriseId, body)
+      return getTiers(sql, c.var.caller.enterpriseId)
+    },
+  )
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/models',
+      summary: "The models the connections offer (the provider's list, else the shipped catalogue)",
+      response: LlmModels,
+    },
+    async (c) => ({
+      models: await offeredModels(sql, sealer, c.var.caller.enterpriseId, providers),
+    }),
+  )
+  return app
+}

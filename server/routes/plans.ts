@@ -1,0 +1,52 @@
+import { z } from 'zod'
+import { IsoTime, Uuid } from '../../shared/schemas/common.js'
+import { getPlan, listPlans } from '../domain/plans.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+const Plan = z
+  .object({
+    id: Uuid,
+    kind: z.string(),
+    status: z.string(),
+    title: z.string(),
+    items: z.array(z.object({ title: z.string(), detail: z.string().optional() })),
+    producedByRunId: Uuid.nullable(),
+    chatSessionId: Uuid.nullable(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'Plan' })
+
+/** Plans (spec: Plans (planned)): what runs wrote with os.write_plan. */
+export function planRoutes({ sql }: RouteDeps) {
+  const app = createRouter()
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/',
+      summary: 'Plans, newest first; filters status, kind, chatSessionId, producedByRunId',
+      query: z.object({
+        status: z.string().optional(),
+        kind: z.string().optional(),
+        chatSessionId: z.string().optional(),
+        producedByRunId: z.string().optional(),
+      }),
+      response: z.array(Plan),
+    },
+    async (c, { query }) => listPlans(sql, c.var.caller.enterpriseId, query),
+  )
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/{id}',
+      summary: 'One plan, its items, the run and the gates behind it',
+      params: z.object({ id: Uuid }),
+      notFound: 'plan_not_found',
+      response: Plan.extend({ gates: z.array(z.record(z.string(), z.unknown())) }),
+    },
+    async (c, { params }) => getPlan(sql, c.var.caller.enterpriseId, params.id) as never,
+  )
+  return app
+}

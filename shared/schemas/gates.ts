@@ -1,0 +1,67 @@
+import { z } from 'zod'
+import { IsoTime, Uuid } from './common.js'
+
+// Gates (spec: Gate; Endpoints Gates; DESIGN 6): a decision waiting for a person.
+
+export const gateDecisions = ['approve', 'reject', 'request_changes'] as const
+
+export const GateChoice = z
+  .object({ key: z.string().min(1), label: z.string() })
+  .meta({ id: 'GateChoice' })
+
+export const Gate = z
+  .object({
+    id: Uuid,
+    /** tool: a call a task must gate; question: os.ask_ceo (or a chat) waiting for answers. */
+    kind: z.enum(['tool', 'question']),
+    status: z.enum(['waiting', 'decided']),
+    tool: z.string().nullable(),
+    arguments: z.record(z.string(), z.unknown()).nullable(),
+    owner: z.string().nullable(),
+    approval: z.string().nullable(),
+    /** What the run said it asks for (os.set_gate_summary). */
+    summary: z.string().nullable(),
+    choices: z.array(GateChoice).nullable(),
+    questions: z.array(z.string()).nullable(),
+    runId: Uuid.nullable(),
+    taskId: Uuid.nullable(),
+    taskSlug: z.string().nullable(),
+    decision: z.enum(gateDecisions).nullable(),
+    note: z.string().nullable(),
+    answers: z.unknown().nullable(),
+    choice: z.string().nullable(),
+    /** Who decided: token:<id>, webhook, or the run ending. */
+    decidedBy: z.string().nullable(),
+    decidedAt: IsoTime.nullable(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'Gate' })
+export type Gate = z.infer<typeof Gate>
+
+export const GateDecision = z
+  .object({
+    decision: z.enum(gateDecisions),
+    note: z.string().max(10_000).optional(),
+    answers: z
+      .union([z.array(z.string()), z.record(z.string(), z.unknown()), z.string()])
+      .optional(),
+    choice: z.string().optional().meta({ description: "the key of one of the gate's own choices" }),
+  })
+  .meta({ id: 'GateDecision' })
+export type GateDecision = z.infer<typeof GateDecision>
+
+export const GateListQuery = z.object({
+  taskId: z.string().optional(),
+  runId: z.string().optional(),
+  kind: z.string().optional(),
+})
+
+export const ChatGateDecision = GateDecision.extend({
+  gateId: Uuid.optional().meta({
+    description: 'the gate to answer; the newest waiting one if omitted',
+  }),
+}).meta({ id: 'ChatGateDecision' })
+
+export const WebhookGateDecision = z
+  .object({ decision: z.enum(gateDecisions), note: z.string().max(10_000).optional() })
+  .meta({ id: 'WebhookGateDecision' })

@@ -1,0 +1,47 @@
+import { z } from 'zod'
+import { Uuid } from './common.js'
+
+// Spend (spec: Endpoints Spend; DESIGN 6): daily caps per layer, in US cents.
+
+export const spendLayers = ['enterprise', 'team', 'task', 'member'] as const
+export const SpendLayer = z.enum(spendLayers)
+export type SpendLayer = z.infer<typeof SpendLayer>
+
+const LayerSpend = z.object({
+  layer: SpendLayer,
+  layerId: Uuid,
+  usdCents: z.number(),
+  runs: z.number().int(),
+})
+
+export const SpendView = z
+  .object({
+    day: z.string().meta({ description: 'today, in UTC' }),
+    enabled: z.boolean(),
+    /** Today's spend and runs per layer that spent anything. */
+    today: z.array(LayerSpend),
+    caps: z.array(z.object({ layer: SpendLayer, layerId: Uuid, moneyCentsDay: z.number().int() })),
+  })
+  .meta({ id: 'Spend' })
+export type SpendView = z.infer<typeof SpendView>
+
+export const SpendCapInput = z
+  .object({
+    layer: SpendLayer,
+    layerId: Uuid.optional().meta({
+      description: 'the team, task or member; omitted for the enterprise',
+    }),
+    moneyCentsDay: z
+      .number()
+      .int()
+      .min(0)
+      .max(100_000_000)
+      .nullable()
+      .meta({ description: 'null removes the cap' }),
+  })
+  .meta({ id: 'SpendCapInput' })
+export type SpendCapInput = z.infer<typeof SpendCapInput>
+
+export const SpendEnabledInput = z
+  .object({ enabled: z.boolean() })
+  .meta({ id: 'SpendEnabledInput' })

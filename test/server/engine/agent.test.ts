@@ -1,0 +1,701 @@
+import { randomUUID } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ToolNames } from '../../../server/engine/agent/providers.js'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+
+// The agent loop of kind llm runs, end to end through the real SDKs against a fake provider speaking
+// both wire formats (spec: Models, Spend; DESIGN 6).
+
+let t: TestApp
+let fake: FakeModelProvider
+let engine: Engine
+
+beforeAll(async () => {
+  fake = await startFakeModelProvider()
+  t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await fake?.close()
+})
+
+/** An enterprise of its own, with a key of its own, so tests keep to their own scripts and caps. */
+async function tenant(provider: 'provider_a' | 'provider_b' = 'provider_a') {
+  const e = await t.createEnterprise(`Agent ${randomUUID().slice(0, 8)}`)
+  const key = `key-${randomUUID()}`
+  const bound = await t.call('POST', '/v1/llm/bindings', {
+    token: e.token,
+    body: { apiKey: key, provider },
+  })
+  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const as = { token: e.token }
+  const task = async (body: Record<string, unknown> = {}) => {
+    const res = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Llm ${randomUUID().slice(0, 8)}`,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        ...body,
+      },
+    })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    return res.body as { id: string; slug: string }
+  }
+  const start = async (taskId: string, input: Record<string, unknown> = {}) => {
+    const res = await t.call('POST', `/v1/tasks/${taskId}/runs`, { ...as, body: input })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    return res.body as { id: string }
+  }
+  const wait = (runId: string, statuses: string[], ms = 15_000) =>
+    waitForRun(t, runId, statuses, ms, e.token)
+  return { e, key, as, task, start, wait }
+}
+
+const finish = (outcome = 'succeeded', summary = 'done', extra: Record<string, unknown> = {}) => ({
+  toolCalls: [{ name: 'os.finish', arguments: { outcome, summary, ...extra } }],
+})
+
+describe('tool names', () => {
+  it('are mapped both ways for providers that refuse dots', () => {
+    const names = new ToolNames(['os.finish', 'vcs.merge_pull_request', 'os__finish'])
+    expect(names.wire('os.finish')).toBe('os__finish')
+    expect(names.wire('vcs.merge_pull_request')).toBe('vcs__merge_pull_request')
+    expect(names.wire('os__finish')).not.toBe('os__finish') // no two names on one wire name
+    for (const name of ['os.finish', 'vcs.merge_pull_request', 'os__finish']) {
+      expect(names.original(names.wire(name))).toBe(name)
+      expect(names.wire(name)).toMatch(/^[a-zA-Z0-9_-]{1,64}$/)
+    }
+  })
+})
+
+describe('runs through both wire formats', () => {
+  it('provider_a: the Messages API with x-api-key; os.finish sets the result', async () => {
+    const { key, task, start, wait } = await tenant('provider_a')
+    fake.script(
+      key,
+      finish('succeeded', 'Summarised the inbox', { issue: 'ENG-7', output: { count: 3 } }),
+    )
+    const run = await start(
+      (await task({ skillMd: '# Summarise', goal: 'Summarise.', guardrails: ['Be brief'] })).id,
+      { box: 'inbox' },
+    )
+    const detail = await wait(run.id, ['succeeded'])
+    expect(detail.run.result).toEqual({
+      outcome: 'succeeded',
+      summary: 'Summarised the inbox',
+      issue: 'ENG-7',
+      output: { count: 3 },
+    })
+    expect(detail.run.costUsdCents).toBeGreaterThan(0)
+    expect(detail.cost.modelCalls).toBe(1)
+    const types = detail.events.map((e: { type: string }) => e.type)
+    expect(types).toEqual([
+      'run.queued',
+      'run.running',
+      'model.called',
+      'tool.called',
+      'run.succeeded',
+    ])
+    const [request] = fake.callsWith(key)
+    expect(request!.format).toBe('a')
+    expect(request!.headers['x-api-key']).toBe(key)
+    expect(request!.headers.authorization).toBeUndefined()
+    expect(request!.model).toBe('claude-sonnet-5-5') // the mid tier by default
+    expect(request!.body.system).toContain('# Summarise')
+    expect(request!.body.system).toContain('Be brief')
+    expect(JSON.stringify(request!.body.messages)).toContain('inbox')
+    expect(request!.body.tools.map((x: { name: string }) => x.name)).toEqual(['os__finish'])
+  })
+
+  it('provider_b: Chat Completions with a bearer key; a tool loop, then a final answer', async () => {
+    const { e, key, task, start, wait } = await tenant('provider_b')
+    fake.script(
+      key,
+      {
+        toolCalls: [
+          {
+            name: 'os.write_plan',
+            arguments: { title: 'Launch', items: [{ title: 'Write' }, { title: 'Ship' }] },
+          },
+        ],
+      },
+      { text: 'All planned.' },
+    )
+    const planner = await task({
+      tools: ['os.write_plan', 'os.ask_ceo'],
+      gates: [{ tool: 'os.ask_ceo' }],
+      spend: { maxModelTier: 'economical' },
+    })
+    const run = await start(planner.id)
+    const detail = await wait(run.id, ['succeeded'])
+    expect(detail.run.result).toEqual({ outcome: 'succeeded', summary: 'All planned.' })
+    const calls = fake.callsWith(key)
+    expect(calls.map((c) => c.format)).toEqual(['b', 'b'])
+    expect(calls[0]!.headers.authorization).toBe(`Bearer ${key}`)
+    expect(calls[0]!.model).toBe('gpt-5.4-mini')
+    expect(
+      calls[0]!.body.tools.map((x: { function: { name: string } }) => x.function.name).sort(),
+    ).toEqual(['os__ask_ceo', 'os__finish', 'os__write_plan'])
+    const second = calls[1]!.body.messages
+    expect(second.at(-1)).toMatchObject({
+      role: 'tool',
+      content: expect.stringContaining('2 item'),
+    })
+    const plans = (await t.call('GET', `/v1/plans?producedByRunId=${run.id}`, { token: e.token }))
+      .body
+    expect(plans).toEqual([
+      expect.objectContaining({ title: 'Launch', items: [{ title: 'Write' }, { title: 'Ship' }] }),
+    ])
+    const log = (await t.call('GET', `/v1/runs/${run.id}/log`, { token: e.token })).body
+    expect(log.body).toContain('os.write_plan')
+    expect(log.body).toContain('All planned.')
+  })
+
+  it('ends failed on os.finish with outcome failed, and keeps another outcome name', async () => {
+    const { key, task, start, wait } = await tenant()
+    const t1 = await task()
+    fake.script(key, finish('failed', 'Could not reach the repo'))
+    const failed = await wait((await start(t1.id)).id, ['failed'])
+    expect(failed.run).toMatchObject({
+      reason: 'Could not reach the repo',
+      result: { outcome: 'failed' },
+    })
+    fake.script(key, finish('needs_review', 'Over to a person'))
+    const reviewed = await wait((await start(t1.id, { n: 2 })).id, ['succeeded'])
+    expect(reviewed.run.result.outcome).toBe('needs_review')
+  })
+
+  it('answers a call of a tool the task does not list with an error, and goes on', async () => {
+    const { key, task, start, wait } = await tenant()
+    fake.script(
+      key,
+      {
+        toolCalls: [{ name: 'os.mail_send', arguments: { to: 'x@y.z', subject: 's', body: 'b' } }],
+      },
+      finish(),
+    )
+    const detail = await wait((await start((await task()).id)).id, ['succeeded'])
+    expect(detail.run.status).toBe('succeeded')
+    const [, second] = fake.callsWith(key)
+    expect(JSON.stringify(second!.body.messages)).toContain("not one of this task's tools")
+  })
+
+  it('continues the predecessor conversation for a successor with resumeConversation', async () => {
+    const { key, task, start, wait, as } = await tenant()
+    const next = await task({ slug: `next-${randomUUID().slice(0, 6)}` })
+    const first = await task({ successors: [{ slug: next.slug, resumeConversation: true }] })
+    fake.script(
+      key,
+      finish('succeeded', 'first part', { successorInput: { stage: 2 } }),
+      finish('succeeded', 'second part'),
+    )
+    const run = await start(first.id, { stage: 1, topic: 'x' })
+    await wait(run.id, ['succeeded'])
+    const execution = await eventually(
+      async () => (await t.call('GET', `/v1/executions/${run.id}`, as)).body.runs.length === 2,
+      10_000,
+    ).then(() => t.call('GET', `/v1/executions/${run.id}`, as))
+    const successor = execution.body.runs[1]
+    expect(successor.input).toEqual({ stage: 2, topic: 'x' })
+    await wait(successor.id, ['succeeded'])
+    const secondCall = fake.callsWith(key)[1]!
+    expect(JSON.stringify(secondCall.body.messages)).toContain('first part')
+  })
+})
+
+describe('blocked runs (DESIGN 6)', () => {
+  it('blocks with a reason when no key is bound, and runs at once when one is', async () => {
+    const e = await t.createEnterprise(`No key ${randomUUID().slice(0, 6)}`)
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        token: e.token,
+        body: { name: 'Needs a key', assigneeRole: 'ceo' },
+      })
+    ).body
+    const run = (await t.call('POST', `/v1/tasks/${task.id}/runs`, { token: e.token, body: {} }))
+      .body
+    const blocked = await waitForRun(t, run.id, ['blocked'], 10_000, e.token)
+    expect(blocked.run.blockedReason).toContain('No model key')
+    const counts = (await t.call('GET', '/v1/executions/counts', { token: e.token })).body
+    expect(counts.runs.running).toBe(0) // a blocked run holds no slot
+    const key = `key-${randomUUID()}`
+    fake.script(key, finish())
+    await t.call('POST', '/v1/llm/bindings', { token: e.token, body: { apiKey: key } })
+    const done = await waitForRun(t, run.id, ['succeeded'], 10_000, e.token)
+    expect(done.events.map((x: { type: string }) => x.type)).toContain('run.blocked')
+  })
+
+  it('blocks on a refused key and on an outage after retries, and retries by itself', async () => {
+    const { key, task, start, wait } = await tenant()
+    const worker = await task({ serializeOn: ['n'] }) // a held run keeps its lane: each run in its own
+    fake.script(key, { status: 401, message: 'invalid x-api-key' })
+    const refused = await wait((await start(worker.id)).id, ['blocked'])
+    expect(refused.run.blockedReason).toMatch(/refused the key \(401\)/)
+
+    fake.script(
+      key,
+      { status: 503, retryAfter: 0 },
+      { status: 503, retryAfter: 0 },
+      { status: 503, retryAfter: 0 },
+      finish(),
+    )
+    const run = await start(worker.id, { n: 2 })
+    const held = await wait(run.id, ['blocked'])
+    expect(held.run.blockedReason).toMatch(/did not answer \(503\)/)
+    // One call for the refused key (a 401 is not retried), three for the outage (the SDK retried twice).
+    expect(fake.callsWith(key)).toHaveLength(4)
+    await t.sql`update runs set not_before = now() where id = ${run.id}` // the back-off is over
+    engine.runs.wake()
+    await wait(run.id, ['succeeded'])
+  })
+
+  it('fails the run when the provider refuses the request itself', async () => {
+    const { key, task, start, wait } = await tenant()
+    fake.script(key, { status: 400, message: 'max_tokens is too large' })
+    const failed = await wait((await start((await task()).id)).id, ['failed'])
+    expect(failed.run.reason).toMatch(/refused the request \(400\)/)
+  })
+})
+
+describe('spend (spec: Spend; DESIGN 6)', () => {
+  it('pauses a run when a cap has no room, and queues it again when the cap is raised', async () => {
+    const { e, key, task, start, wait, as } = await tenant()
+    expect(
+      (
+        await t.call('PATCH', '/v1/spend/caps', {
+          ...as,
+          body: { layer: 'enterprise', moneyCentsDay: 0 },
+        })
+      ).status,
+    ).toBe(200)
+    fake.script(key, finish())
+    const run = await start((await task()).id)
+    const paused = await wait(run.id, ['paused_spend'])
+    expect(paused.events.at(-1)).toMatchObject({
+      type: 'run.paused_spend',
+      payload: { layer: 'enterprise' },
+    })
+    expect(
+      (await t.call('GET', '/v1/blockers', as)).body.paused.map((r: { id: string }) => r.id),
+    ).toEqual([run.id])
+    await t.call('PATCH', '/v1/spend/caps', {
+      ...as,
+      body: { layer: 'enterprise', moneyCentsDay: 100_000 },
+    })
+    await wait(run.id, ['succeeded'])
+    const spend = (await t.call('GET', '/v1/spend', { token: e.token })).body
+    expect(spend.enabled).toBe(true)
+    expect(spend.caps).toEqual([{ layer: 'enterprise', layerId: e.id, moneyCentsDay: 100_000 }])
+    const enterpriseSpend = spend.today.find((s: { layer: string }) => s.layer === 'enterprise')
+    expect(enterpriseSpend).toMatchObject({ layerId: e.id, runs: 1 })
+    expect(enterpriseSpend.usdCents).toBeGreaterThan(0)
+    for (const layer of ['task', 'member'])
+      expect(spend.today.some((s: { layer: string }) => s.layer === layer)).toBe(true)
+  })
+
+  it('queues paused runs again when spend limits are turned off', async () => {
+    const { key, task, start, wait, as } = await tenant()
+    const worker = await task()
+    await t.call('PATCH', '/v1/spend/caps', {
+      ...as,
+      body: { layer: 'task', layerId: worker.id, moneyCentsDay: 0 },
+    })
+    fake.script(key, finish())
+    const run = await start(worker.id)
+    await wait(run.id, ['paused_spend'])
+    expect(
+      (await t.call('PATCH', '/v1/spend/enabled', { ...as, body: { enabled: false } })).body
+        .enabled,
+    ).toBe(false)
+    await wait(run.id, ['succeeded'])
+  })
+
+  it('never overshoots a cap with 20 runs at once: calls that could are not made', async () => {
+    const { key, task, start, wait, as, e } = await tenant()
+    // Every call answers with its full token budget, so its real cost is its worst case.
+    fake.onRequest((request) =>
+      request.key === key
+        ? { ...finish(), usage: { input: 50, output: 4096 }, delayMs: 100 }
+        : undefined,
+    )
+    const worker = await task({ serializeOn: ['i'] })
+    const worst = 4096 * 15 + 2000 * 3 // about: output at $15/MTok plus a prompt of ~2000 tokens at $3/MTok (micros)
+    const capCents = Math.floor((3.5 * worst) / 10_000)
+    await t.call('PATCH', '/v1/spend/caps', {
+      ...as,
+      body: { layer: 'enterprise', moneyCentsDay: capCents },
+    })
+    await t.call('PATCH', '/v1/enterprise/concurrency', { ...as, body: { concurrentRunLimit: 25 } })
+    const runs = await Promise.all(Array.from({ length: 20 }, (_, i) => start(worker.id, { i })))
+    const ends = await Promise.all(
+      runs.map((r) => wait(r.id, ['succeeded', 'paused_spend'], 30_000)),
+    )
+    const succeeded = ends.filter((d) => d.run.status === 'succeeded').length
+    expect(succeeded).toBeGreaterThan(0)
+    expect(succeeded).toBeLessThan(20)
+    const [day] = await t.sql<{ spent: number; reserved: number }[]>`
+      select spent_usd_micros as spent, reserved_usd_micros as reserved from spend_days
+       where enterprise_id = ${e.id} and layer = 'enterprise'`
+    expect(day!.spent).toBeLessThanOrEqual(capCents * 10_000)
+    expect(day!.reserved).toBe(0)
+    expect(fake.callsWith(key).length).toBe(succeeded) // no call was made that could not be paid
+    fake.onRequest(() => undefined)
+  })
+
+  it('fails a run whose next call could exceed spend.moneyUsdPerRun', async () => {
+    const { key, task, start, wait } = await tenant()
+    fake.script(key, finish())
+    const failed = await wait(
+      (await start((await task({ spend: { moneyUsdPerRun: 0.001 } })).id)).id,
+      ['failed'],
+    )
+    expect(failed.run.reason).toContain('spend.moneyUsdPerRun')
+    expect(fake.callsWith(key)).toHaveLength(0)
+  })
+
+  it('refuses caps on layers of another enterprise and bad values', async () => {
+    const { as } = await tenant()
+    expect(
+      (
+        await t.call('PATCH', '/v1/spend/caps', {
+          ...as,
+          body: { layer: 'team', layerId: randomUUID(), moneyCentsDay: 5 },
+        })
+      ).body.error,
+    ).toBe('team_not_found')
+    expect(
+      (
+        await t.call('PATCH', '/v1/spend/caps', {
+          ...as,
+          body: { layer: 'team', moneyCentsDay: 5 },
+        })
+      ).status,
+    ).toBe(400)
+    expect(
+      (
+        await t.call('PATCH', '/v1/spend/caps', {
+          ...as,
+          body: { layer: 'planet', moneyCentsDay: 5 },
+        })
+      ).status,
+    ).toBe(400)
+    expect(
+      (
+        await t.call('PATCH', '/v1/spend/caps', {
+          ...as,
+          body: { layer: 'enterprise', moneyCentsDay: -1 },
+        })
+      ).status,
+    ).toBe(400)
+    expect(
+      (await t.call('PATCH', '/v1/spend/enabled', { ...as, body: { enabled: 'yes' } })).status,
+    ).toBe(400)
+  })
+})
+
+describe('durable execution (DESIGN 5)', () => {
+  it('resumes from the journal after a restart without a second model call, and acts once', async () => {
+    const { e, key, task, start, wait } = await tenant()
+    const planner = await task({
+      tools: ['os.write_plan', 'os.ask_ceo'],
+      gates: [{ tool: 'os.ask_ceo' }],
+    })
+    fake.script(
+      key,
+      { toolCalls: [{ name: 'os.write_plan', arguments: { title: 'Once', items: [] } }] },
+      { ...finish(), delayMs: 4000 },
+    )
+    const run = await start(planner.id)
+    await eventually(() => fake.callsWith(key).length === 2, 10_000) // the second call is in flight
+    await engine.stop() // aborts it; the lease is released at once
+    engine = await startTestEngine(t)
+    await wait(run.id, ['succeeded'])
+    const calls = fake.callsWith(key)
+    const firstCalls = calls.filter((c) => c.body.messages.length === 1)
+    expect(firstCalls).toHaveLength(1) // the answered call was not made again
+    expect(calls.filter((c) => c.aborted)).toHaveLength(1)
+    const plans = (await t.call('GET', `/v1/plans?producedByRunId=${run.id}`, { token: e.token }))
+      .body
+    expect(plans).toHaveLength(1) // the tool acted once
+  })
+
+  it('aborts the in-flight call when its run is cancelled', async () => {
+    const { key, task, start, wait, as } = await tenant()
+    fake.script(key, { ...finish(), delayMs: 10_000 })
+    const run = await start((await task()).id)
+    await eventually(() => fake.callsWith(key).length === 1, 10_000)
+    await t.call('POST', `/v1/runs/${run.id}/cancel`, as)
+    await eventually(() => fake.callsWith(key)[0]!.aborted, 3000, 'the model call to be aborted')
+    expect((await wait(run.id, ['cancelled'])).run.status).toBe('cancelled')
+  })
+})
+
+describe('model routes (spec: Endpoints Models)', () => {
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/llm/connections' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/llm/bindings' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/llm/tiers' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/llm/models' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/spend' })
+
+  it('never answers a key: connections, bindings, runs, logs and deliveries', async () => {
+    const { e, key, task, start, wait } = await tenant()
+    fake.script(key, finish('succeeded', 'ok'))
+    const run = await start((await task()).id)
+    await wait(run.id, ['succeeded'])
+    const as = { token: e.token }
+    const answers = await Promise.all([
+      t.call('GET', '/v1/llm/connections', as),
+      t.call('GET', '/v1/llm/bindings', as),
+      t.call('GET', `/v1/runs/${run.id}`, as),
+      t.call('GET', `/v1/runs/${run.id}/log`, as),
+      t.call('GET', '/v1/webhooks', as),
+      t.call('GET', '/v1/spend', as),
+    ])
+    for (const answer of answers) expect(answer.text).not.toContain(key)
+    const connection = answers[0].body[0]
+    expect(connection).toMatchObject({
+      provider: 'provider_a',
+      kind: 'api_key',
+      layer: 'enterprise',
+      keyHint: `…${key.slice(-4)}`,
+    })
+    const [stored] =
+      await t.sql`select secret_ciphertext from llm_connections where id = ${connection.id}`
+    expect(Buffer.from(stored!.secretCiphertext).toString('latin1')).not.toContain(key)
+  })
+
+  it('uses the nearest layer: the member key over the enterprise key', async () => {
+    const { e, key, task, start, wait } = await tenant()
+    const ceo = (await t.call('GET', '/v1/members', { token: e.token })).body.find(
+      (m: { email: string }) => m.email.startsWith('chief-executive'),
+    )
+    const memberKey = `member-${randomUUID()}`
+    await t.call('POST', '/v1/llm/bindings', {
+      token: e.token,
+      body: { apiKey: memberKey, layer: 'member', layerId: ceo.id },
+    })
+    fake.script(memberKey, finish())
+    await wait((await start((await task()).id)).id, ['succeeded'])
+    expect(fake.callsWith(memberKey)).toHaveLength(1)
+    expect(fake.callsWith(key)).toHaveLength(0)
+    const mine = (
+      await t.call('GET', `/v1/llm/bindings?layer=member&layerId=${ceo.id}`, { token: e.token })
+    ).body
+    expect(mine).toEqual([
+      expect.objectContaining({ layer: 'member', layerId: ceo.id, connected: true }),
+    ])
+    expect(
+      (
+        await t.call(
+          'DELETE',
+          `/v1/llm/bindings?provider=provider_a&layer=member&layerId=${ceo.id}`,
+          { token: e.token },
+        )
+      ).status,
+    ).toBe(204)
+    expect(
+      (await t.call('GET', `/v1/llm/bindings?layer=member&layerId=${ceo.id}`, { token: e.token }))
+        .body,
+    ).toEqual([])
+  })
+
+  it('renames and describes connections; plan only for subscription logins; usage by day and model', async () => {
+    const { e, key, task, start, wait } = await tenant()
+    fake.script(key, { ...finish(), usage: { input: 100, output: 20 } })
+    await wait((await start((await task()).id)).id, ['succeeded'])
+    const [connection] = (await t.call('GET', '/v1/llm/connections', { token: e.token })).body
+    const renamed = await t.call('PATCH', `/v1/llm/connections/${connection.id}`, {
+      token: e.token,
+      body: { name: 'Main key', description: 'billing: ops' },
+    })
+    expect(renamed.body).toMatchObject({ name: 'Main key', description: 'billing: ops' })
+    const plan = await t.call('PATCH', `/v1/llm/connections/${connection.id}`, {
+      token: e.token,
+      body: { plan: 'pro' },
+    })
+    expect(plan.status).toBe(400)
+    const usage = (
+      await t.call('GET', `/v1/llm/connections/${connection.id}/usage`, { token: e.token })
+    ).body
+    expect(usage.days).toEqual([
+      {
+        day: new Date().toISOString().slice(0, 10),
+        model: 'claude-sonnet-5-5',
+        calls: 1,
+        inputTokens: 100,
+        outputTokens: 20,
+        costUsdCents: (100 * 3 + 20 * 15) / 10_000,
+      },
+    ])
+    expect(
+      (await t.call('GET', `/v1/llm/connections/${randomUUID()}/usage`, { token: e.token })).body
+        .error,
+    ).toBe('connection_not_found')
+  })
+
+  it('answers the tiers with their defaults, and an override', async () => {
+    const { as } = await tenant()
+    const tiers = (await t.call('GET', '/v1/llm/tiers', as)).body.tiers
+    expect(tiers.provider_a.mid).toEqual({ model: 'claude-sonnet-5-5', overridden: false })
+    expect(tiers.provider_b.frontier).toEqual({ model: 'gpt-5.6-sol', overridden: false })
+    const after = (
+      await t.call('POST', '/v1/llm/tiers/override', {
+        ...as,
+        body: { provider: 'provider_a', tier: 'mid', model: 'claude-opus-5-5' },
+      })
+    ).body
+    expect(after.tiers.provider_a.mid).toEqual({ model: 'claude-opus-5-5', overridden: true })
+    expect(
+      (
+        await t.call('POST', '/v1/llm/tiers/override', {
+          ...as,
+          body: { provider: 'provider_c', tier: 'mid', model: 'x' },
+        })
+      ).status,
+    ).toBe(400)
+  })
+
+  it('lists the models the connections offer, and refuses a task model nobody offers', async () => {
+    const { as } = await tenant('provider_b')
+    fake.setModels('b', ['gpt-5.4', 'gpt-5.4-mini', 'special-model'])
+    const models = (await t.call('GET', '/v1/llm/models', as)).body.models
+    expect(models).toEqual(
+      expect.arrayContaining([{ provider: 'provider_b', id: 'special-model', source: 'provider' }]),
+    )
+    const offered = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: { name: 'Special', spend: { model: 'special-model' } },
+    })
+    expect(offered.status).toBe(201)
+    const refused = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: { name: 'Unknown model', spend: { model: 'no-such-model' } },
+    })
+    expect(refused.status).toBe(400)
+    expect(refused.body.error).toBe('llm_model_not_in_catalogue')
+    const publish = await t.call('POST', `/v1/tasks/${offered.body.id}/versions`, {
+      ...as,
+      body: { spend: { model: 'no-such-model' } },
+    })
+    expect(publish.body.error).toBe('llm_model_not_in_catalogue')
+  })
+
+  it('falls back to the shipped catalogue when a provider cannot be asked', async () => {
+    const e = await t.createEnterprise(`Offline ${randomUUID().slice(0, 6)}`)
+    const offline = await createTestApp({
+      providerBaseUrls: { provider_a: 'http://127.0.0.1:1', provider_b: 'http://127.0.0.1:1' },
+    })
+    await offline.call('POST', '/v1/llm/bindings', { body: { apiKey: 'sk-offline-key' } })
+    const models = (await offline.call('GET', '/v1/llm/models')).body.models
+    expect(models.every((m: { source: string }) => m.source === 'catalogue')).toBe(true)
+    expect(models.map((m: { id: string }) => m.id)).toContain('claude-sonnet-5-5')
+    expect(e.id).toBeDefined()
+  })
+
+  it('refuses bindings on layers it cannot find and bad providers', async () => {
+    const { as } = await tenant()
+    expect(
+      (
+        await t.call('POST', '/v1/llm/bindings', {
+          ...as,
+          body: { apiKey: 'sk-12345678', layer: 'team', layerId: randomUUID() },
+        })
+      ).body.error,
+    ).toBe('team_not_found')
+    expect(
+      (
+        await t.call('POST', '/v1/llm/bindings', {
+          ...as,
+          body: { apiKey: 'sk-12345678', layer: 'member' },
+        })
+      ).status,
+    ).toBe(400)
+    expect(
+      (
+        await t.call('POST', '/v1/llm/bindings', {
+          ...as,
+          body: { apiKey: 'sk-12345678', provider: 'provider_z' },
+        })
+      ).status,
+    ).toBe(400)
+  })
+})
+
+describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
+  it('starts with a PKCE challenge and state, completes by exchanging the code', async () => {
+    let exchanged: URLSearchParams | undefined
+    const tokens = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        exchanged = new URLSearchParams(body)
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(
+          JSON.stringify({
+            access_token: 'sub-access-token-1',
+            refresh_token: 'sub-refresh',
+            expires_in: 3600,
+          }),
+        )
+      })
+    })
+    await new Promise<void>((r) => tokens.listen(0, '127.0.0.1', r))
+    const port = (tokens.address() as AddressInfo).port
+    const app = await createTestApp({
+      providerBOAuth: {
+        authorizeUrl: 'https://signin.example/authorize',
+        tokenUrl: `http://127.0.0.1:${port}/token`,
+        clientId: 'osd-client',
+        redirectUri: 'https://osd.example/v1/llm/provider_b/oauth/callback',
+        scope: 'openid offline_access',
+      },
+    })
+    const started = (await app.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })).body
+    const url = new URL(started.url)
+    expect(url.origin + url.pathname).toBe('https://signin.example/authorize')
+    expect(url.searchParams.get('code_challenge_method')).toBe('S256')
+    expect(url.searchParams.get('state')).toBe(started.state)
+    expect(url.searchParams.get('client_id')).toBe('osd-client')
+    const bad = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+      body: { code: 'c', state: 'forged-state' },
+    })
+    expect(bad.status).toBe(400)
+    const done = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+      body: { code: 'the-code', state: started.state },
+    })
+    expect(done.status).toBe(201)
+    expect(done.body).toMatchObject({
+      provider: 'provider_b',
+      kind: 'subscription',
+      layer: 'enterprise',
+    })
+    expect(exchanged?.get('grant_type')).toBe('authorization_code')
+    expect(exchanged?.get('code')).toBe('the-code')
+    expect(exchanged?.get('code_verifier')).toMatch(/^[A-Za-z0-9_-]{43,128}$/)
+    expect(done.text).not.toContain('sub-access-token-1')
+    const plan = await app.call('PATCH', `/v1/llm/connections/${done.body.id}`, {
+      body: { plan: 'team plan' },
+    })
+    expect(plan.body.plan).toBe('team plan')
+    const again = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+      body: { code: 'the-code', state: started.state },
+    })
+    expect(again.status).toBe(400) // a state is used once
+    tokens.close()
+  })
+
+  it('says clearly when sign-in is not configured', async () => {
+    const res = await t.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })
+    expect(res.status).toBe(400)
+    expect(res.body.message).toContain('OSD_PROVIDER_B_OAUTH_CLIENT_ID')
+  })
+})
