@@ -1,0 +1,398 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+
+// Gates and tool connections (spec: Gate; Endpoints Gates and Tools; Authentication 9-10; DESIGN 6),
+// with a fake model provider and a fake MCP tool server.
+
+let t: TestApp
+let model: FakeModelProvider
+let mcp: FakeMcpServer
+let engine: Engine
+const mcpToken = `mcp-token-${randomUUID()}`
+
+beforeAll(async () => {
+  model = await startFakeModelProvider()
+  mcp = await startFakeMcpServer({ token: mcpToken })
+  t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await mcp?.close()
+  await model?.close()
+})
+
+const merge = 'vcs.merge_pull_request'
+
+/** An enterprise with a model key, a vcs connection on its team, and a merging task. */
+async function setup(taskExtra: Record<string, unknown> = {}) {
+  const e = await t.createEnterprise(`Gates ${randomUUID().slice(0, 8)}`)
+  const as = { token: e.token }
+  const key = `key-${randomUUID()}`
+  await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key } })
+  const [team] = (await t.call('GET', '/v1/teams', as)).body
+  const connection = await t.call('POST', '/v1/tools/bindings', {
+    ...as,
+    body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+  })
+  expect(connection.status, JSON.stringify(connection.body)).toBe(201)
+  const task = await t.call('POST', '/v1/tasks', {
+    ...as,
+    body: {
+      name: `Merger ${randomUUID().slice(0, 6)}`,
+      teamId: team.id,
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+      serializeOn: ['n'],
+      tools: [merge, 'os.set_gate_summary', 'vcs.echo'],
+      gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
+      ...taskExtra,
+    },
+  })
+  expect(task.status, JSON.stringify(task.body)).toBe(201)
+  const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate', as)).body.secret
+  const start = async (input: Record<string, unknown> = {}) =>
+    (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: { n: randomUUID(), ...input } })).body as { id: string }
+  const wait = (runId: string, statuses: string[]) => waitForRun(t, runId, statuses, 15_000, e.token)
+  const waitingGate = async (runId: string) => {
+    await wait(runId, ['waiting_on_gate'])
+    const gates = (await t.call('GET', `/v1/gates?runId=${runId}`, as)).body
+    expect(gates).toHaveLength(1)
+    return gates[0]
+  }
+  return { e, as, key, team, task: task.body, connection: connection.body, secret, start, wait, waitingGate }
+}
+
+const mergeCalls = (repo: string) => mcp.callsOf('merge_pull_request').filter((c) => c.arguments.repo === repo)
+
+/** The model proposes the merge (after saying what it is), then finishes once the call is answered. */
+function scriptMerge(key: string, repo: string) {
+  model.script(
+    key,
+    { toolCalls: [{ name: 'os.set_gate_summary', arguments: { summary: `Merge ${repo}#7: tests pass` } }] },
+    { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
+    { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged' } }] },
+  )
+}
+
+describe('a gated call (spec: Gate; States and transitions)', () => {
+  it('opens a gate, waits for a decision, and after approval calls the tool exactly once', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    scriptMerge(s.key, repo)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    expect(gate).toMatchObject({
+      kind: 'tool',
+      status: 'waiting',
+      tool: merge,
+      arguments: { repo, number: 7 },
+      owner: 'ceo',
+      approval: 'specific',
+      summary: `Merge ${repo}#7: tests pass`,
+      runId: run.id,
+      taskId: s.task.id,
+      taskSlug: s.task.slug,
+      decision: null,
+    })
+    expect(mergeCalls(repo)).toHaveLength(0)
+    // A run waiting at a gate is not under way: a new start of its lane begins beside it.
+    expect((await t.call('GET', '/v1/executions/counts', s.as)).body.runs.waiting).toBe(1)
+
+    const decided = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve', note: 'ship it' } })
+    expect(decided.status).toBe(201)
+    expect(decided.body).toMatchObject({ status: 'decided', decision: 'approve', note: 'ship it', decidedBy: expect.stringMatching(/^token:/) })
+    const done = await s.wait(run.id, ['succeeded'])
+    expect(mergeCalls(repo)).toHaveLength(1)
+    expect(mergeCalls(repo)[0]!.token).toBe(mcpToken)
+    const types = done.events.map((e: { type: string }) => e.type)
+    expect(types).toEqual(expect.arrayContaining(['run.waiting_on_gate', 'gate.decided', 'run.pending', 'tool.called', 'run.succeeded']))
+    expect(done.gates[0]).toMatchObject({ id: gate.id, decision: 'approve' })
+    expect((await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body).toEqual([]) // decided: off the list
+  })
+
+  it('lets one approval land across the API, the webhook and a replay; the tool runs once', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    scriptMerge(s.key, repo)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
+      token: null,
+      body: { decision: 'approve', note: 'by webhook' },
+      headers: { 'x-os-webhook-secret': s.secret },
+    })
+    expect(hook.status).toBe(201)
+    expect(hook.body).toMatchObject({ decision: 'approve', decidedBy: 'webhook' })
+    const api = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    expect(api.status).toBe(409)
+    expect(api.body.error).toBe('gate_not_waiting')
+    const deliveries = (await t.call('GET', '/v1/webhooks?kind=gate', s.as)).body.data
+    expect(deliveries[0]).toMatchObject({ kind: 'gate', target: gate.id, gateId: gate.id, status: 'accepted', runId: run.id })
+    const replay = await t.call('POST', `/v1/webhooks/${deliveries[0].id}/replay`, {
+      ...s.as,
+      body: { idempotencyKey: randomUUID().replace(/-/g, '') },
+    })
+    expect(replay.body).toMatchObject({ status: 'refused', response: { status: 409, body: { error: 'gate_not_waiting' } } })
+    await s.wait(run.id, ['succeeded'])
+    expect(mergeCalls(repo)).toHaveLength(1)
+  })
+
+  it('approves by replay when the first webhook was refused for a reason that has passed', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    scriptMerge(s.key, repo)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    // The gate's run is moved off the gate for a moment (as if it were being resumed): the webhook is
+    // stored, authenticated and replayable, and its replay then decides the gate.
+    await t.sql`update gates set status = 'decided' where id = ${gate.id}`
+    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
+      token: null,
+      body: { decision: 'approve' },
+      headers: { 'x-os-webhook-secret': s.secret },
+    })
+    expect(hook.status).toBe(409)
+    await t.sql`update gates set status = 'waiting' where id = ${gate.id}`
+    const [delivery] = (await t.call('GET', '/v1/webhooks?kind=gate', s.as)).body.data
+    expect(delivery.replayable).toBe(true)
+    const replay = await t.call('POST', `/v1/webhooks/${delivery.id}/replay`, { ...s.as, body: { idempotencyKey: randomUUID().replace(/-/g, '') } })
+    expect(replay.body).toMatchObject({ status: 'accepted', replayOf: delivery.id, gateId: gate.id })
+    await s.wait(run.id, ['succeeded'])
+    expect(mergeCalls(repo)).toHaveLength(1)
+  })
+
+  it('on reject tells the model it was refused, with the note; nothing is merged', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    model.script(
+      s.key,
+      { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'failed', summary: 'refused' } }] },
+    )
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'reject', note: 'not on a Friday' } })
+    await s.wait(run.id, ['failed'])
+    expect(mergeCalls(repo)).toHaveLength(0)
+    const last = model.callsWith(s.key).at(-1)!
+    expect(JSON.stringify(last.body.messages)).toContain('A person refused this call: not on a Friday')
+  })
+
+  it('on request_changes gives the model the note; it proposes again, a new gate, approved, merged once', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    model.script(
+      s.key,
+      { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
+      { toolCalls: [{ name: merge, arguments: { repo, number: 8 } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged 8' } }] },
+    )
+    const run = await s.start()
+    const first = await s.waitingGate(run.id)
+    await t.call('POST', `/v1/gates/${first.id}/decision`, { ...s.as, body: { decision: 'request_changes', note: 'merge #8 instead' } })
+    await eventually(async () => (await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body.length === 1, 10_000)
+    const second = (await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body[0]
+    expect(second.id).not.toBe(first.id)
+    expect(second.arguments).toEqual({ repo, number: 8 })
+    expect(JSON.stringify(model.callsWith(s.key)[1]!.body.messages)).toContain('merge #8 instead')
+    await t.call('POST', `/v1/gates/${second.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    await s.wait(run.id, ['succeeded'])
+    expect(mergeCalls(repo).map((c) => c.arguments.number)).toEqual([8])
+  })
+
+  it('lets exactly one of 20 concurrent decisions land', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    scriptMerge(s.key, repo)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: i % 2 ? 'approve' : 'reject' } }),
+      ),
+    )
+    expect(answers.filter((a) => a.status === 201)).toHaveLength(1)
+    expect(answers.filter((a) => a.status === 409 && a.body.error === 'gate_not_waiting')).toHaveLength(19)
+    await s.wait(run.id, ['succeeded', 'failed'])
+    expect(mergeCalls(repo).length).toBeLessThanOrEqual(1)
+  })
+
+  it('gates every tool of a connection under a gate on its namespace', async () => {
+    const s = await setup({ tools: [merge, 'os.set_gate_summary', 'vcs.echo'], gates: [{ tool: merge }, { tool: 'vcs.*' }] })
+    const text = `hello ${randomUUID()}`
+    model.script(
+      s.key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'echoed' } }] },
+    )
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    expect(gate.tool).toBe('vcs.echo')
+    await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    await s.wait(run.id, ['succeeded'])
+    expect(mcp.callsOf('echo').filter((c) => c.arguments.text === text)).toHaveLength(1)
+  })
+
+  it('closes the gate of a run cancelled while it waits', async () => {
+    const s = await setup()
+    scriptMerge(s.key, `acme/${randomUUID().slice(0, 6)}`)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    await t.call('POST', `/v1/runs/${run.id}/cancel`, s.as)
+    expect((await t.call('GET', `/v1/gates/${gate.id}`, s.as)).body).toMatchObject({ status: 'decided', decision: null, decidedBy: 'run cancelled' })
+    expect((await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })).body.error).toBe('gate_not_waiting')
+  })
+})
+
+describe('question gates (os.ask_ceo)', () => {
+  it('asks, offers choices, refuses a choice it does not offer, and answers the model', async () => {
+    const s = await setup({ tools: ['os.ask_ceo', 'os.write_plan'], gates: [{ tool: 'os.ask_ceo' }] })
+    model.script(
+      s.key,
+      {
+        toolCalls: [
+          {
+            name: 'os.ask_ceo',
+            arguments: { questions: ['Which market first?'], choices: [{ key: 'eu', label: 'Europe' }, { key: 'us', label: 'United States' }] },
+          },
+        ],
+      },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'going with the answer' } }] },
+    )
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    expect(gate).toMatchObject({
+      kind: 'question',
+      questions: ['Which market first?'],
+      choices: [{ key: 'eu', label: 'Europe' }, { key: 'us', label: 'United States' }],
+    })
+    expect((await t.call('GET', '/v1/gates?kind=question', s.as)).body.map((g: { id: string }) => g.id)).toEqual([gate.id])
+    expect((await t.call('GET', '/v1/gates?kind=tool', s.as)).body).toEqual([])
+    const bad = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve', choice: 'asia' } })
+    expect(bad.status).toBe(400)
+    expect(bad.body.message).toContain('eu, us')
+    const ok = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', choice: 'eu', answers: ['Europe, because of the pilots'] },
+    })
+    expect(ok.status).toBe(201)
+    await s.wait(run.id, ['succeeded'])
+    const last = model.callsWith(s.key).at(-1)!
+    expect(JSON.stringify(last.body.messages)).toContain('Europe, because of the pilots')
+    expect(JSON.stringify(last.body.messages)).toContain('\\"choice\\":\\"eu\\"')
+  })
+})
+
+describe('the merge rule at run time (spec: Definition checks)', () => {
+  it('ends a run at a must-gate call that no gate names, and nothing is done', async () => {
+    const s = await setup()
+    mcp.addTool(`release_${s.e.slug.replace(/-/g, '_')}`, 'Release to production', () => 'released')
+    const release = `release_${s.e.slug.replace(/-/g, '_')}`
+    const task = await t.call('POST', '/v1/tasks', {
+      ...s.as,
+      body: { name: 'Releaser', teamId: s.team.id, assigneeRole: 'ceo', overlapPolicy: 'os', tools: ['vcs.*', 'os.set_gate_summary'], gates: [{ tool: merge }] },
+    })
+    expect(task.status).toBe(201)
+    // The chief executive adds the release tool to the connection's mustGate after the task was saved.
+    await t.sql`update tool_connections set must_gate = must_gate || ${t.sql.json([`vcs.${release}`])} where id = ${s.connection.id}`
+    model.script(s.key, { toolCalls: [{ name: `vcs.${release}`, arguments: {} }] })
+    const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...s.as, body: {} })).body
+    const failed = await s.wait(run.id, ['failed'])
+    expect(failed.run.reason).toMatch(/^gate_required_for_tool: vcs\./)
+    expect(mcp.callsOf(release)).toHaveLength(0)
+  })
+})
+
+describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/tools/bindings' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/tools/oauth/redirect-uri' })
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/gates' })
+
+  it('connects on a team with an encrypted token, never answered; vcs starts with its merge tool on mustGate', async () => {
+    const s = await setup()
+    expect(s.connection).toMatchObject({ name: 'vcs', kind: 'mcp', url: mcp.url, hasToken: true, layer: 'team', layerId: s.team.id, mustGate: [merge] })
+    expect(JSON.stringify(s.connection)).not.toContain(mcpToken)
+    const listed = await t.call('GET', '/v1/tools/bindings', s.as)
+    expect(listed.text).not.toContain(mcpToken)
+    const [row] = await t.sql`select token_ciphertext from tool_connections where id = ${s.connection.id}`
+    expect(Buffer.from(row!.tokenCiphertext).toString('latin1')).not.toContain(mcpToken)
+    const other = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'docs', url: mcp.url, layer: 'task', layerId: s.task.id } })
+    expect(other.body.mustGate).toEqual([])
+    expect((await t.call('GET', `/v1/tools/bindings?layer=task&layerId=${s.task.id}`, s.as)).body.map((c: { id: string }) => c.id)).toEqual([other.body.id])
+  })
+
+  it('refuses a token the enterprise layer, a mustGate, and changes to an enterprise-level connection: ceo_bind_only', async () => {
+    const s = await setup()
+    const onEnterprise = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'crm', url: mcp.url, layer: 'enterprise' } })
+    expect(onEnterprise.status).toBe(403)
+    expect(onEnterprise.body.error).toBe('ceo_bind_only')
+    const withMustGate = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'crm', url: mcp.url, layer: 'team', layerId: s.team.id, mustGate: ['crm.delete'] },
+    })
+    expect(withMustGate.body.error).toBe('ceo_bind_only')
+    const patched = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, { ...s.as, body: { mustGate: [] } })
+    expect(patched.body.error).toBe('ceo_bind_only')
+    const moved = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, { ...s.as, body: { layer: 'enterprise' } })
+    expect(moved.body.error).toBe('ceo_bind_only')
+    // One the chief executive made on the enterprise (in the portal) cannot be changed or removed by token.
+    const [ceoMade] = await t.sql<{ id: string }[]>`
+      insert into tool_connections (enterprise_id, name, kind, url, layer, must_gate)
+      values (${s.e.id}, 'billing', 'mcp', ${mcp.url}, 'enterprise', '["billing.refund"]') returning id`
+    expect((await t.call('PATCH', `/v1/tools/bindings/${ceoMade!.id}`, { ...s.as, body: { description: 'x' } })).body.error).toBe('ceo_bind_only')
+    expect((await t.call('DELETE', `/v1/tools/bindings/${ceoMade!.id}`, s.as)).body.error).toBe('ceo_bind_only')
+  })
+
+  it('changes and moves a connection, and removes it', async () => {
+    const s = await setup()
+    const member = (await t.call('GET', '/v1/members', s.as)).body[0]
+    const moved = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...s.as,
+      body: { layer: 'member', layerId: member.id, description: 'mine now', token: 'new-token' },
+    })
+    expect(moved.body).toMatchObject({ layer: 'member', layerId: member.id, description: 'mine now', hasToken: true, mustGate: [merge] })
+    expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).status).toBe(204)
+    expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).body.error).toBe('tool_connection_not_found')
+  })
+
+  it('keeps browser connections, their sign-ins, and forgets one member on one site or all', async () => {
+    const s = await setup()
+    const browser = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'erp', sites: ['erp.example.com', 'sso.example.com'], startPage: 'https://erp.example.com', layer: 'team', layerId: s.team.id },
+    })
+    expect(browser.body).toMatchObject({ kind: 'browser', sites: ['erp.example.com', 'sso.example.com'], url: null, hasToken: false })
+    const [member] = (await t.call('GET', '/v1/members', s.as)).body
+    await t.sql`
+      insert into browser_sign_ins (connection_id, enterprise_id, member_id, site)
+      values (${browser.body.id}, ${s.e.id}, ${member.id}, 'erp.example.com'), (${browser.body.id}, ${s.e.id}, ${member.id}, 'sso.example.com')`
+    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body).toHaveLength(2)
+    await t.call('DELETE', `/v1/tools/bindings/${browser.body.id}/sign-ins/${member.id}?site=sso.example.com`, s.as)
+    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body.map((x: { site: string }) => x.site)).toEqual(['erp.example.com'])
+    await t.call('DELETE', `/v1/tools/bindings/${browser.body.id}/sign-ins/${member.id}`, s.as)
+    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body).toEqual([])
+    const neither = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'nothing', layer: 'team', layerId: s.team.id } })
+    expect(neither.status).toBe(400)
+  })
+
+  it('answers the OAuth redirect address and starts an OAuth for a connection', async () => {
+    const s = await setup()
+    const redirect = (await t.call('GET', '/v1/tools/oauth/redirect-uri', s.as)).body.redirectUri
+    expect(redirect).toMatch(/\/v1\/tools\/oauth\/callback$/)
+    const started = await t.call('POST', '/v1/tools/oauth/start', {
+      ...s.as,
+      body: { connectionId: s.connection.id, authorizeUrl: 'https://git.example/oauth/authorize', clientId: 'osd' },
+    })
+    const url = new URL(started.body.url)
+    expect(url.searchParams.get('redirect_uri')).toBe(redirect)
+    expect(url.searchParams.get('state')).toBe(started.body.state)
+  })
+})
