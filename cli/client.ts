@@ -99,11 +99,14 @@ export class ApiClient {
     return this.request<T>('DELETE', path, { query })
   }
 
-  /** Every record of a paged list, page after page (osctl ... list --all). */
+  /**
+   * Every record of a paged list, page after page (osctl ... list --all). Pages are of the largest
+   * size unless `query.limit` asks for another.
+   */
   async all<T>(path: string, query: Query = {}): Promise<T[]> {
     const rows: T[] = []
     for (let page = 1; ; page++) {
-      const answer = await this.get<Paged<T>>(path, { ...query, page, limit: 200 })
+      const answer = await this.get<Paged<T>>(path, { ...query, page, limit: query.limit ?? 200 })
       rows.push(...answer.data)
       if (page >= answer.pages || answer.data.length === 0) return rows
     }

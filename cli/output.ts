@@ -4,6 +4,8 @@
 export interface Output {
   json: boolean
   isTTY: boolean
+  /** Whether stderr is a terminal: progress lines (a spinner) go there only then. */
+  errorIsTTY: boolean
   color: boolean
   columns: number
   write(text: string): void
@@ -15,6 +17,7 @@ export function terminalOutput(json: boolean): Output {
   return {
     json,
     isTTY,
+    errorIsTTY: Boolean(process.stderr.isTTY),
     color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
     columns: process.stdout.columns || 100,
     write: (text) => void process.stdout.write(text),
@@ -44,7 +47,9 @@ export function printTable<T>(out: Output, rows: T[], columns: Column<T>[]): voi
     return
   }
   const cells = rows.map((row) => columns.map((c) => cellText(out, c.value(row))))
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)))
+  const widths = columns.map((c, i) =>
+    Math.max(c.header.length, ...cells.map((r) => visible(r[i]!).length)),
+  )
   const gap = 2
   const budget = out.isTTY ? out.columns : Infinity
   while (widths.reduce((a, b) => a + b + gap, -gap) > budget) {
@@ -77,10 +82,15 @@ function cellText(out: Output, value: unknown): string {
   return String(value)
 }
 
+/** Text without its colour codes: what takes room on the screen. */
+function visible(text: string): string {
+  return text.replace(/\x1b\[[0-9;]*m/g, '')
+}
+
 function fit(text: string, width: number): string {
-  const visible = text.replace(/\x1b\[[0-9;]*m/g, '')
-  if (visible.length <= width) return text + ' '.repeat(width - visible.length)
-  return visible.slice(0, Math.max(0, width - 1)) + '…'
+  const shown = visible(text)
+  if (shown.length <= width) return text + ' '.repeat(width - shown.length)
+  return shown.slice(0, Math.max(0, width - 1)) + '…'
 }
 
 const isoTime = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/

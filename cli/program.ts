@@ -3,14 +3,19 @@ import { packageVersion } from '../shared/paths.js'
 import type { MakeDeps } from './command.js'
 import { registerApi } from './commands/api.js'
 import { registerAuth } from './commands/auth.js'
+import { registerBlockers } from './commands/blockers.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
+import { registerExecutions } from './commands/executions.js'
 import { registerHealth } from './commands/health.js'
 import { registerMembers } from './commands/members.js'
 import { registerOrg } from './commands/org.js'
 import { registerRoles } from './commands/roles.js'
+import { registerRuns } from './commands/runs.js'
+import { registerTasks } from './commands/tasks.js'
 import { registerTeams } from './commands/teams.js'
 import { registerProfile } from './commands/profile.js'
+import { registerWebhooks } from './commands/webhooks.js'
 
 /** The whole command tree; `makeDeps` is swapped in tests. */
 export function buildProgram(makeDeps: MakeDeps): Command {
@@ -35,6 +40,11 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerMembers(program, makeDeps)
   registerRoles(program, makeDeps)
   registerOrg(program, makeDeps)
+  registerTasks(program, makeDeps)
+  registerRuns(program, makeDeps)
+  registerBlockers(program, makeDeps)
+  registerExecutions(program, makeDeps)
+  registerWebhooks(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

@@ -1,0 +1,277 @@
+import { Option, type Command } from 'commander'
+import {
+  runSorts,
+  runStatuses,
+  type Run,
+  type RunDetail,
+  type RunStatus,
+} from '../../shared/schemas/runs.js'
+import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
+import type { Deps } from '../deps.js'
+import { CliError, UsageError, exitCodes } from '../errors.js'
+import { formatEvent } from '../events.js'
+import { followRun, waitExitCode, type FollowResult } from '../follow.js'
+import { collect, readInput } from '../inputs.js'
+import { colour, printFields, printJson, printTable, show, type Output } from '../output.js'
+import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { isUuid, taskId } from '../resolve.js'
+import { startSpinner } from '../spinner.js'
+
+export function statusText(out: Output, status: RunStatus): string {
+  if (status === 'succeeded') return colour(out, 'green', status)
+  if (status === 'failed') return colour(out, 'red', status)
+  if (status === 'cancelled' || status === 'skipped_overlap') return colour(out, 'dim', status)
+  return colour(out, 'yellow', status)
+}
+
+function columns(out: Output) {
+  return [
+    { header: 'ID', value: (r: Run) => r.id },
+    { header: 'TASK', value: (r: Run) => r.taskSlug },
+    { header: 'STATUS', value: (r: Run) => statusText(out, r.status) },
+    { header: 'ORIGIN', value: (r: Run) => r.origin },
+    { header: 'CREATED', value: (r: Run) => r.createdAt },
+    { header: 'FINISHED', value: (r: Run) => r.finishedAt },
+  ]
+}
+
+function runFields(out: Output, run: Run): [string, unknown][] {
+  return [
+    ['id', run.id],
+    ['task', run.taskSlug],
+    ['status', statusText(out, run.status)],
+    ['origin', run.origin],
+    ['input', run.input],
+    ['result', run.result],
+    ['reason', run.reason ?? run.blockedReason],
+    ['member', run.memberId],
+    ['execution', run.executionId],
+    ['created', run.createdAt],
+    ['started', run.startedAt],
+    ['finished', run.finishedAt],
+    ['cost', `${run.costUsdCents} US cents`],
+  ]
+}
+
+function showRun(deps: Deps, run: Run): void {
+  show(deps.out, run, () => printFields(deps.out, runFields(deps.out, run)))
+}
+
+/** Seconds from --timeout: a number of at least 0. */
+function timeoutSeconds(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!Number.isFinite(n) || n < 0)
+    throw new UsageError(`--timeout takes a number of seconds; got "${value}"`)
+  return n
+}
+
+function runRef(ref: string): string {
+  if (!isUuid(ref)) throw new UsageError(`a run is named by its id; got "${ref}"`)
+  return ref
+}
+
+/**
+ * The one follower of `runs start --wait`, `runs wait` and `runs watch`: each event as a line on
+ * stderr, and on a terminal a spinner with the run's status and the time spent waiting.
+ */
+async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowResult> {
+  const spinner = startSpinner(deps.out, `run ${id.slice(0, 8)}`)
+  try {
+    return await followRun(deps.client(), id, {
+      timeoutSeconds: timeout,
+      onEvent: (event) => spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY })),
+      onRun: (run) => spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`),
+    })
+  } finally {
+    spinner.stop()
+  }
+}
+
+/**
+ * The end of a wait: the run's JSON on stdout, and the exit code of waitExitCode (0 succeeded, 1 ended
+ * otherwise, 8 timeout) with the reason on stderr.
+ */
+function endWait(deps: Deps, result: FollowResult, timeout: number | undefined): void {
+  printJson(deps.out, result.run)
+  const code = waitExitCode(result)
+  const { id, status, reason } = result.run
+  if (code === exitCodes.pending)
+    throw new CliError(`run ${id} is still ${status} after ${timeout}s`, code)
+  if (code !== exitCodes.ok)
+    throw new CliError(`run ${id} ${status}${reason ? `: ${reason}` : ''}`, code)
+}
+
+export async function listRuns(
+  deps: Deps,
+  opts: PageFlags & { task?: string; taskVersion?: string; status?: string; live?: boolean },
+): Promise<void> {
+  const filters = {
+    taskId: opts.task ? await taskId(deps.client(), opts.task) : undefined,
+    taskVersionId: opts.taskVersion,
+    status: opts.status,
+    live: opts.live ? 'true' : undefined,
+  }
+  await printPaged(deps, '/runs', filters, opts, columns(deps.out), 'runs')
+}
+
+export async function getRun(deps: Deps, ref: string, opts: { after?: string }): Promise<void> {
+  const detail = await deps
+    .client()
+    .get<RunDetail>(`/runs/${runRef(ref)}`, { afterEventId: opts.after })
+  show(deps.out, detail, () => {
+    printFields(deps.out, [
+      ...runFields(deps.out, detail.run),
+      ['version', detail.version?.number],
+      ['previous', detail.previous && `${detail.previous.id} (${detail.previous.taskSlug})`],
+      ['next', detail.next.length ? detail.next.map((r) => `${r.id} (${r.taskSlug})`) : null],
+      ['gates', detail.gates.length],
+    ])
+    deps.out.write(`\nevents${opts.after ? ` after ${opts.after}` : ''}:\n`)
+    if (detail.events.length === 0) deps.out.write('  (none)\n')
+    for (const event of detail.events) {
+      deps.out.write(`  ${formatEvent(event, { isTTY: deps.out.isTTY })}\n`)
+    }
+  })
+}
+
+export async function runLog(deps: Deps, ref: string): Promise<void> {
+  const log = await deps.client().get<{ runId: string; body: string }>(`/runs/${runRef(ref)}/log`)
+  show(deps.out, log, () => deps.out.write(log.body.endsWith('\n') ? log.body : `${log.body}\n`))
+}
+
+export async function cancelRun(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
+  const id = runRef(ref)
+  await confirmDestructive(deps, opts.yes, `Cancel run ${id}`)
+  showRun(deps, await deps.client().post<Run>(`/runs/${id}/cancel`))
+}
+
+export async function retryRun(deps: Deps, ref: string): Promise<void> {
+  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref)}/retry`))
+}
+
+export async function clearRun(deps: Deps, ref: string): Promise<void> {
+  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref)}/clear`))
+}
+
+export async function startRun(
+  deps: Deps,
+  ref: string,
+  opts: { input?: string[]; data?: string; file?: string; wait?: boolean; timeout?: string },
+): Promise<void> {
+  if (opts.timeout !== undefined && !opts.wait) throw new UsageError('--timeout goes with --wait')
+  const timeout = timeoutSeconds(opts.timeout)
+  const input = await readInput(deps, opts)
+  const client = deps.client()
+  const run = await client.post<Run>(`/tasks/${await taskId(client, ref)}/runs`, input)
+  if (!opts.wait) return showRun(deps, run)
+  deps.out.error(`started run ${run.id} of ${run.taskSlug}\n`)
+  endWait(deps, await follow(deps, run.id, timeout), timeout)
+}
+
+export async function waitRun(deps: Deps, ref: string, opts: { timeout?: string }): Promise<void> {
+  const timeout = timeoutSeconds(opts.timeout)
+  endWait(deps, await follow(deps, runRef(ref), timeout), timeout)
+}
+
+/** Prints the run's events as they arrive; exits 0 once it has ended, however it ended. */
+export async function watchRun(deps: Deps, ref: string): Promise<void> {
+  const { run } = await follow(deps, runRef(ref))
+  show(deps.out, run, () =>
+    deps.out.write(
+      `${run.id}  ${statusText(deps.out, run.status)}${run.reason ? `  ${run.reason}` : ''}\n`,
+    ),
+  )
+}
+
+export function registerRuns(program: Command, makeDeps: MakeDeps): void {
+  const runs = program.command('runs').description('runs: start, follow, cancel, retry')
+  examples(
+    withPageOptions(
+      runs
+        .command('list')
+        .description('runs, newest first, a page at a time (--all for every one)')
+        .option('--task <task>', 'task id or slug')
+        // Not --version: osctl's own --version (anywhere on the line) would answer first.
+        .option('--task-version <versionId>', 'task version id')
+        .addOption(new Option('--status <status>').choices(runStatuses))
+        .option('--live', 'unfinished runs only, blocked and paused left out'),
+      runSorts,
+    ).action(actionOf(makeDeps, listRuns)),
+    'osctl runs list --task nightly-report --status failed',
+    'osctl runs list --live --all --json',
+  )
+  examples(
+    runs
+      .command('get')
+      .argument('<run>', 'run id')
+      .option('--after <eventId>', 'only the events after this one')
+      .description('the run, its events and gates')
+      .action(actionOf(makeDeps, getRun)),
+    'osctl runs get 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('log')
+      .argument('<run>', 'run id')
+      .description("the run's full log, once stored")
+      .action(actionOf(makeDeps, runLog)),
+    'osctl runs log 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 > run.log',
+  )
+  examples(
+    runs
+      .command('cancel')
+      .argument('<run>', 'run id')
+      .option('-y, --yes', 'do not ask')
+      .description('cancel a run that has not ended')
+      .action(actionOf(makeDeps, cancelRun)),
+    'osctl runs cancel 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --yes',
+  )
+  examples(
+    runs
+      .command('retry')
+      .argument('<run>', 'run id')
+      .description("a new run on the task's current version; repeated while pending, the same one")
+      .action(actionOf(makeDeps, retryRun)),
+    'osctl runs retry 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('clear')
+      .argument('<run>', 'run id')
+      .description('take a failed run or a stopped pipeline off Blockers')
+      .action(actionOf(makeDeps, clearRun)),
+    'osctl runs clear 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('start')
+      .argument('<task>', 'id or slug')
+      .option('--input <key=value>', 'input field, the value read as JSON when it parses', collect)
+      .option('-d, --data <json>', 'input as a JSON object ("-" reads stdin)')
+      .option('-f, --file <file>', 'input from a JSON file ("-" reads stdin)')
+      .option('--wait', 'follow the run to its end; exit 0 only if it succeeded')
+      .option('--timeout <seconds>', 'with --wait: give up after this long (exit 8)')
+      .description('start a run of a task; --input pairs are laid over -d/-f')
+      .action(actionOf(makeDeps, startRun)),
+    'osctl runs start nightly-report --input region=eu --input days=7',
+    'osctl runs start nightly-report -f input.json --wait --timeout 600',
+  )
+  examples(
+    runs
+      .command('watch')
+      .argument('<run>', 'run id')
+      .description("print the run's events as they arrive, until it ends")
+      .action(actionOf(makeDeps, watchRun)),
+    'osctl runs watch 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('wait')
+      .argument('<run>', 'run id')
+      .option('--timeout <seconds>', 'give up after this long (exit 8)')
+      .description('wait for the run to end: exit 0 succeeded, 1 failed or cancelled, 8 timeout')
+      .action(actionOf(makeDeps, waitRun)),
+    'osctl runs wait 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --timeout 300 && echo done',
+  )
+}

@@ -1,0 +1,95 @@
+import {
+  finishedStatuses,
+  type Run,
+  type RunDetail,
+  type RunEvent,
+  type RunStatus,
+} from '../shared/schemas/runs.js'
+import type { ApiClient } from './client.js'
+import { exitCodes } from './errors.js'
+
+/** How long one read holds for a new event (the daemon allows up to 30 s; DESIGN 5). */
+export const longPollSeconds = 25
+
+/** Events that mean the run has ended: the next read need not hold. */
+const endEvents = new Set([
+  'run.succeeded',
+  'run.failed',
+  'run.cancelled',
+  'run.skipped',
+  'run.skipped_overlap',
+])
+
+export function isEnded(status: RunStatus): boolean {
+  return finishedStatuses.includes(status)
+}
+
+export interface FollowOptions {
+  /** Give up after this many seconds; follow until the run ends when undefined. */
+  timeoutSeconds?: number
+  /** Each event once, in order, as it arrives. */
+  onEvent?: (event: RunEvent) => void
+  /** The run as each read answers it (its current status). */
+  onRun?: (run: Run) => void
+  now?: () => number
+}
+
+export interface FollowResult {
+  /** The run as last read. */
+  run: Run
+  /** false when the timeout ran out first. */
+  ended: boolean
+}
+
+/**
+ * Follows a run until it ends or the timeout runs out, with the daemon's long-poll
+ * (`GET /v1/runs/{id}?afterEventId=<last seen>&waitSeconds=N`, DESIGN 5): each read is held until an
+ * event after the last one seen exists, so nothing sleeps and nothing polls busily. Events read twice
+ * (the spec allows a few from the same second to repeat) are passed on once.
+ */
+export async function followRun(
+  client: Pick<ApiClient, 'get'>,
+  runId: string,
+  options: FollowOptions = {},
+): Promise<FollowResult> {
+  const now = options.now ?? Date.now
+  const deadline =
+    options.timeoutSeconds === undefined ? Infinity : now() + options.timeoutSeconds * 1000
+  const seen = new Set<string>()
+  let after: string | undefined
+  // The first read answers at once (every event so far); so does the read after an end event, since
+  // the run's status may have been read a moment before that event was written.
+  let hold = false
+  for (;;) {
+    const remainingSeconds = Math.ceil((deadline - now()) / 1000)
+    const waitSeconds =
+      hold && after ? Math.max(1, Math.min(longPollSeconds, remainingSeconds)) : undefined
+    const detail = await client.get<RunDetail>(`/runs/${runId}`, {
+      afterEventId: after,
+      waitSeconds,
+    })
+    hold = true
+    for (const event of detail.events) {
+      after = event.id
+      if (seen.has(event.id)) continue
+      seen.add(event.id)
+      options.onEvent?.(event)
+      if (endEvents.has(event.type)) hold = false
+    }
+    options.onRun?.(detail.run)
+    if (isEnded(detail.run.status)) return { run: detail.run, ended: true }
+    if (now() >= deadline) return { run: detail.run, ended: false }
+    // A run without a single event cannot be long-polled (the hold needs an event to read after); it
+    // has none only for the instant before its creation event commits.
+    if (!after) await new Promise((resolve) => setTimeout(resolve, 500))
+  }
+}
+
+/**
+ * The exit code of `runs wait` and `runs start --wait` (DESIGN 9): 0 only if the run succeeded, 1 if
+ * it ended otherwise (failed, cancelled, skipped), 8 if the timeout ran out first.
+ */
+export function waitExitCode(result: { ended: boolean; run: { status: RunStatus } }): number {
+  if (!result.ended) return exitCodes.pending
+  return result.run.status === 'succeeded' ? exitCodes.ok : exitCodes.failed
+}

@@ -1,0 +1,42 @@
+import { readBody } from './command.js'
+import type { Deps } from './deps.js'
+import { UsageError } from './errors.js'
+
+/** Commander's collector for a repeatable option (`--input a=1 --input b=2`). */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value]
+}
+
+/** A flag value read as JSON when it parses (`1`, `true`, `{"x":1}`), else kept as the string. */
+export function jsonOrString(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** `key=value` pairs as one object; a later pair of the same key wins. */
+export function parseInputs(pairs: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const at = pair.indexOf('=')
+      if (at < 1) throw new UsageError(`--input takes key=value; got "${pair}"`)
+      return [pair.slice(0, at), jsonOrString(pair.slice(at + 1))]
+    }),
+  )
+}
+
+/**
+ * A run's input (or a schedule's): the JSON object of -d or -f, with the --input pairs laid over it.
+ * Nothing given is an empty object.
+ */
+export async function readInput(
+  deps: Deps,
+  opts: { data?: string; file?: string; input?: string[] },
+): Promise<Record<string, unknown>> {
+  const base = (await readBody(deps, opts)) ?? {}
+  if (typeof base !== 'object' || base === null || Array.isArray(base))
+    throw new UsageError('the input must be a JSON object')
+  return { ...(base as Record<string, unknown>), ...parseInputs(opts.input ?? []) }
+}

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest'
+import type { Run, RunDetail, RunEvent, RunStatus } from '../../shared/schemas/runs.js'
+import type { Query } from '../../cli/client.js'
+import { followRun, longPollSeconds, waitExitCode } from '../../cli/follow.js'
+
+const event = (type: string, payload: Record<string, unknown> = {}, id = 'e1'): RunEvent => ({
+  id,
+  type,
+  payload,
+  createdAt: '2026-11-22T09:30:00.000Z',
+})
+
+describe('waitExitCode', () => {
+  const of = (status: RunStatus, ended = true) => waitExitCode({ ended, run: { status } })
+
+  it('is 0 only for a run that succeeded', () => {
+    expect(of('succeeded')).toBe(0)
+  })
+
+  it('is 1 for a run that ended otherwise', () => {
+    expect(of('failed')).toBe(1)
+    expect(of('cancelled')).toBe(1)
+    expect(of('skipped_overlap')).toBe(1)
+  })
+
+  it('is 8 when the timeout ran out first', () => {
+    expect(of('running', false)).toBe(8)
+    expect(of('waiting_on_gate', false)).toBe(8)
+  })
+})
+
+/** A client whose GET /runs/{id} answers the given details in turn, recording each query. */
+function scripted(answers: { status: RunStatus; events: RunEvent[] }[]) {
+  const queries: Query[] = []
+  const client = {
+    async get<T>(path: string, query?: Query): Promise<T> {
+      expect(path).toBe('/runs/r1')
+      queries.push(query ?? {})
+      const next = answers.shift()
+      if (!next) throw new Error('read past the script')
+      const detail = { run: { id: 'r1', status: next.status } as Run, events: next.events }
+      return detail as unknown as T & RunDetail
+    },
+  }
+  return { client, queries }
+}
+
+describe('followRun', () => {
+  it('long-polls after the last event seen, passes each event on once, and stops at the end', async () => {
+    const { client, queries } = scripted([
+      { status: 'queued', events: [event('run.queued', {}, 'e1')] },
+      {
+        status: 'running',
+        events: [event('run.queued', {}, 'e1'), event('run.running', {}, 'e2')],
+      },
+      { status: 'succeeded', events: [event('run.succeeded', {}, 'e3')] },
+    ])
+    const seen: string[] = []
+    const result = await followRun(client, 'r1', { onEvent: (e) => seen.push(e.id) })
+    expect(result).toMatchObject({ ended: true, run: { status: 'succeeded' } })
+    expect(seen).toEqual(['e1', 'e2', 'e3'])
+    expect(queries).toEqual([
+      { afterEventId: undefined, waitSeconds: undefined },
+      { afterEventId: 'e1', waitSeconds: longPollSeconds },
+      { afterEventId: 'e2', waitSeconds: longPollSeconds },
+    ])
+  })
+
+  it('reads again without holding once an end event arrives before the status shows it', async () => {
+    const { client, queries } = scripted([
+      { status: 'running', events: [event('run.failed', { reason: 'x' }, 'e9')] },
+      { status: 'failed', events: [] },
+    ])
+    const result = await followRun(client, 'r1')
+    expect(result.run.status).toBe('failed')
+    expect(queries[1]).toEqual({ afterEventId: 'e9', waitSeconds: undefined })
+  })
+
+  it('gives up when the timeout runs out, holding no longer than what is left', async () => {
+    let clock = 0
+    const { client, queries } = scripted([
+      { status: 'queued', events: [event('run.queued', {}, 'e1')] },
+      { status: 'queued', events: [] },
+    ])
+    const result = await followRun(client, 'r1', {
+      timeoutSeconds: 3,
+      now: () => clock,
+      onRun: () => (clock += 2000),
+    })
+    expect(result).toMatchObject({ ended: false, run: { status: 'queued' } })
+    expect(queries[1]).toEqual({ afterEventId: 'e1', waitSeconds: 1 })
+  })
+})
