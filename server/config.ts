@@ -15,6 +15,8 @@ export interface Config {
   databaseUrl: string | undefined
   role: Role
   logLevel: string
+  /** How long an engine's claim on a running run lasts before another engine may take it over. */
+  leaseSeconds: number
   /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
   publicUrl: string | undefined
   mailDomain: string
@@ -53,6 +55,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     databaseUrl: env.DATABASE_URL || undefined,
     role: role as Role,
     logLevel: env.OSD_LOG_LEVEL ?? 'info',
+    leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || 30),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
     providerBaseUrls: {

@@ -176,6 +176,8 @@ export interface TransitionFields {
   memberId?: string
   notBefore?: Date | null
   leaseOwner?: string | null
+  /** How long the lease of a run going to running lasts (DESIGN 5; the engine renews it). */
+  leaseSeconds?: number
 }
 
 /**
@@ -205,7 +207,7 @@ export async function transition(
            member_id = ${fields.memberId ?? tx`member_id`},
            not_before = ${fields.notBefore === undefined ? (to === 'pending' ? tx`not_before` : null) : fields.notBefore},
            lease_owner = ${to === 'running' ? (fields.leaseOwner ?? null) : null},
-           lease_expires_at = ${to === 'running' ? tx`now() + interval '30 seconds'` : null},
+           lease_expires_at = ${to === 'running' ? tx`now() + make_interval(secs => ${fields.leaseSeconds ?? 30})` : null},
            queued_at = ${to === 'queued' ? tx`now()` : tx`queued_at`},
            started_at = ${to === 'running' ? tx`coalesce(started_at, now())` : tx`started_at`},
            finished_at = ${finishing ? tx`now()` : null},
@@ -597,8 +599,9 @@ export async function dispatchQueued(
   db: Db,
   engineId: string,
   complete: (tx: Db, run: RunRow) => Promise<void>,
-  limit = 50,
+  options: { limit?: number; leaseSeconds?: number } = {},
 ): Promise<Dispatched> {
+  const { limit = 50, leaseSeconds = 30 } = options
   return transaction(db, async (tx) => {
     const claimed = await tx<RunRow[]>`
       select * from runs where status = 'queued' order by queued_at, id limit ${limit} for update skip locked`
@@ -629,7 +632,7 @@ export async function dispatchQueued(
     for (const run of claimed) {
       if ((room.get(run.enterpriseId) ?? 0) <= 0) continue
       if (run.teamId && (room.get(run.teamId) ?? Infinity) <= 0) continue
-      const running = await transition(tx, run, 'running', { leaseOwner: engineId })
+      const running = await transition(tx, run, 'running', { leaseOwner: engineId, leaseSeconds })
       if (run.kind === 'deterministic') {
         await complete(tx, running)
         result.completed++
@@ -650,17 +653,18 @@ export async function renewLeases(
   db: Db,
   engineId: string,
   runIds: string[],
+  leaseSeconds = 30,
 ): Promise<Set<string>> {
   if (runIds.length === 0) return new Set()
   const rows = await db<{ id: string }[]>`
-    update runs set lease_expires_at = now() + interval '30 seconds'
+    update runs set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
      where id = any(${db.array(runIds)}::uuid[]) and status = 'running' and lease_owner = ${engineId}
      returning id`
   return new Set(rows.map((r) => r.id))
 }
 
 /** Takes over running runs whose lease lapsed (their worker died), and says so in their events. */
-export async function takeOverLapsed(db: Db, engineId: string, limit = 20): Promise<RunRow[]> {
+export async function takeOverLapsed(db: Db, engineId: string, leaseSeconds = 30, limit = 20): Promise<RunRow[]> {
   return transaction(db, async (tx) => {
     const lapsed = await tx<RunRow[]>`
       select * from runs
@@ -670,7 +674,7 @@ export async function takeOverLapsed(db: Db, engineId: string, limit = 20): Prom
     const taken: RunRow[] = []
     for (const run of lapsed) {
       const [row] = await tx<RunRow[]>`
-        update runs set lease_owner = ${engineId}, lease_expires_at = now() + interval '30 seconds',
+        update runs set lease_owner = ${engineId}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
                         attempts = attempts + 1, updated_at = now()
          where id = ${run.id} returning *`
       await appendEvent(tx, row!, 'run.lease_taken_over', {

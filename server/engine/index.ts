@@ -21,7 +21,7 @@ export interface Engine {
 export interface EngineOptions {
   sql: Sql
   log: Logger
-  config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth'>
+  config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'>
   sealer: Sealer
   /** Providers to use instead of the configured ones (none in production). */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
@@ -39,7 +39,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     llm: new AgentExecutor({ sql, sealer, providers, log, oauth: config.providerBOAuth }),
     ...options.executors,
   }
-  const runs = new RunLoop({ sql, log, engineId: id, executors })
+  const runs = new RunLoop({ sql, log, engineId: id, executors, leaseSeconds: config.leaseSeconds })
   const scheduler = new Scheduler(sql, log)
   await runs.start()
   await scheduler.start()

@@ -18,8 +18,8 @@ export interface RunLoopOptions {
   executors: Partial<Record<RunRow['kind'], Executor>>
   /** The safety net: a pass this often even if no notification arrives. */
   sweepMs?: number
-  /** How often leases of runs being executed are renewed (they last 30 s). */
-  renewMs?: number
+  /** How long a lease lasts; runs being executed renew theirs every third of it (DESIGN 5). */
+  leaseSeconds?: number
 }
 
 /**
@@ -38,8 +38,13 @@ export class RunLoop {
 
   constructor(private readonly options: RunLoopOptions) {}
 
+  private get leaseSeconds(): number {
+    return this.options.leaseSeconds ?? 30
+  }
+
   async start(): Promise<void> {
-    const { sql, sweepMs = 5_000, renewMs = 10_000 } = this.options
+    const { sql, sweepMs = 5_000 } = this.options
+    const renewMs = (this.leaseSeconds * 1000) / 3
     this.listener = await sql.listen(
       runChannel,
       (runId) => {
@@ -72,9 +77,9 @@ export class RunLoop {
         let progress = true
         while (progress && !this.stopped) {
           const admitted = await admitPending(sql)
-          const dispatched = await dispatchQueued(sql, engineId, completeDeterministic)
+          const dispatched = await dispatchQueued(sql, engineId, completeDeterministic, { leaseSeconds: this.leaseSeconds })
           for (const run of dispatched.started) this.execute(run, false)
-          for (const run of await takeOverLapsed(sql, engineId)) this.execute(run, true)
+          for (const run of await takeOverLapsed(sql, engineId, this.leaseSeconds)) this.execute(run, true)
           progress = admitted > 0 || dispatched.completed > 0 || dispatched.started.length > 0
         }
       } while (this.again && !this.stopped)
@@ -122,7 +127,7 @@ export class RunLoop {
     const ids = [...this.executing.keys()]
     if (ids.length === 0) return
     try {
-      const held = await renewLeases(this.options.sql, this.options.engineId, ids)
+      const held = await renewLeases(this.options.sql, this.options.engineId, ids, this.leaseSeconds)
       for (const id of ids)
         if (!held.has(id)) this.executing.get(id)?.abort(new Error('run no longer held'))
     } catch (err) {
