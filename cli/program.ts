@@ -7,7 +7,12 @@ import { registerBlockers } from './commands/blockers.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
 import { registerExecutions } from './commands/executions.js'
+import { registerGates } from './commands/gates.js'
 import { registerHealth } from './commands/health.js'
+import { registerLlm } from './commands/llm.js'
+import { registerPlans } from './commands/plans.js'
+import { registerSpend } from './commands/spend.js'
+import { registerTools } from './commands/tools.js'
 import { registerMembers } from './commands/members.js'
 import { registerOrg } from './commands/org.js'
 import { registerRoles } from './commands/roles.js'
@@ -45,6 +50,11 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerBlockers(program, makeDeps)
   registerExecutions(program, makeDeps)
   registerWebhooks(program, makeDeps)
+  registerGates(program, makeDeps)
+  registerTools(program, makeDeps)
+  registerLlm(program, makeDeps)
+  registerSpend(program, makeDeps)
+  registerPlans(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

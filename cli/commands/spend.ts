@@ -1,0 +1,8 @@
+import type { Command } from 'commander'
+import type { MakeDeps } from '../command.js'
+
+/** Registers the `osctl spend` verbs. (Filled in next; wired in program.ts already.) */
+export function registerSpend(program: Command, makeDeps: MakeDeps): void {
+  void program
+  void makeDeps
+}
