@@ -7,8 +7,6 @@ create table members (
   name text not null,
   email text not null,
   persona text not null default '',
-  -- The engine's "waited longest" order (DESIGN 5): null means never assigned, the longest wait.
-  last_assigned_at timestamptz,
   -- A removed member stays, so runs that name it keep their history; it is listed nowhere.
   removed_at timestamptz,
   created_at timestamptz not null default now(),

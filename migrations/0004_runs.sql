@@ -58,6 +58,9 @@ create index runs_lane_busy on runs (lane)
 create index runs_pending on runs (created_at) where status = 'pending';
 create index runs_queued on runs (queued_at) where status = 'queued';
 create index runs_member_busy on runs (member_id) where status in ('queued', 'running');
+-- A member's last assignment, for the "waited longest" order (DESIGN 5), is its latest queued_at: derived
+-- from the runs, so assigning a run writes no hot row of the member.
+create index runs_member_queued on runs (member_id, queued_at desc);
 create index runs_leases on runs (lease_expires_at) where status = 'running';
 create index runs_successor_edge on runs (enterprise_id, successor_edge, issue_key) where successor_edge is not null;
 

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js'
 import { useEmbeddedServer, type EmbeddedLog } from './embedded.js'
-import { createSql, type Sql } from './sql.js'
+import { readySql, type Sql } from './sql.js'
 
 export interface Database {
   sql: Sql
@@ -16,11 +16,11 @@ export async function openDatabase(
   options: { max?: number; applicationName?: string } = {},
 ): Promise<Database> {
   if (config.databaseUrl) {
-    const sql = createSql(config.databaseUrl, options)
+    const sql = await readySql(config.databaseUrl, options)
     return { sql, location: redact(config.databaseUrl), close: () => sql.end({ timeout: 5 }) }
   }
   const server = await useEmbeddedServer(config.dataDir, log)
-  const sql = createSql(server.url, options)
+  const sql = await readySql(server.url, options)
   return {
     sql,
     location: `embedded PostgreSQL in ${config.dataDir}`,

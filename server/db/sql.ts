@@ -29,6 +29,17 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
   }) as unknown as Sql
 }
 
+/**
+ * A pool that has answered one query. postgres.js learns the server's array types while its first
+ * connection starts; an array parameter of the very first query is sent before that and arrives as a bare
+ * `a,b` string (22P02 malformed array literal). One query first, and arrays are right from then on.
+ */
+export async function readySql(url: string, options: SqlOptions = {}): Promise<Sql> {
+  const sql = createSql(url, options)
+  await sql`select 1`
+  return sql
+}
+
 /** Runs fn in a transaction, or inside the caller's transaction when db already is one. */
 export function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const pool = db as Partial<Sql>

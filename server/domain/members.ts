@@ -31,7 +31,8 @@ interface MemberRow {
  */
 export async function loadMembers(db: Db, enterpriseId: string, ids?: string[]): Promise<Member[]> {
   const rows = await db<MemberRow[]>`
-    select m.id, m.name, m.email, m.persona, m.last_assigned_at, m.created_at, m.updated_at,
+    select m.id, m.name, m.email, m.persona, m.created_at, m.updated_at,
+           (select max(r.queued_at) from runs r where r.member_id = m.id) as last_assigned_at,
            exists (select 1 from member_avatars a where a.member_id = m.id) as has_avatar
       from members m
      where m.enterprise_id = ${enterpriseId}

@@ -293,26 +293,26 @@ export async function assigneeRoleId(
 }
 
 /**
- * The role's holders, the one who waited longest first (never assigned counts as longest), locked so
- * that no other start gives one of them a second run meanwhile. Busy: holds a queued or running run.
+ * The role's holders, the one who waited longest first: a member's last assignment is the latest
+ * queued_at of its runs (never assigned counts as longest). Busy: holds a queued or running run. For a
+ * task that waits while its member is busy (overlapPolicy skip) the holders are locked, so no other start
+ * gives one of them a second run meanwhile; one that runs beside other work needs no lock, and so no
+ * start waits on another for a shared holder.
  */
-async function lockHolders(tx: Db, enterpriseId: string, roleId: string): Promise<Holder[]> {
+async function holdersOf(tx: Db, enterpriseId: string, roleId: string, overlapPolicy: string): Promise<Holder[]> {
+  const lock = overlapPolicy !== 'os'
   return tx<Holder[]>`
     select m.id,
            exists (select 1 from runs r where r.member_id = m.id and r.status in ('queued', 'running')) as busy
       from members m join role_members rm on rm.member_id = m.id
      where rm.role_id = ${roleId} and m.enterprise_id = ${enterpriseId} and m.removed_at is null
-     order by m.last_assigned_at asc nulls first, m.id
-     for update of m`
+     order by (select max(r.queued_at) from runs r where r.member_id = m.id) asc nulls first, m.id
+     ${lock ? tx`for update of m` : tx``}`
 }
 
 /** The free holder who waited longest, or anyone longest-waiting when the task runs beside other work. */
 function pick(holders: Holder[], overlapPolicy: string): Holder | undefined {
   return overlapPolicy === 'os' ? holders[0] : holders.find((h) => !h.busy)
-}
-
-async function assign(tx: Db, memberId: string): Promise<void> {
-  await tx`update members set last_assigned_at = clock_timestamp() where id = ${memberId}`
 }
 
 /** Why a task cannot start a run now, or undefined (spec: Codes, task_not_runnable). */
@@ -421,10 +421,8 @@ export async function startApiRun(
       })
       return { run, refusal: new ApiError('overlap', message, { runId: run.id }) }
     }
-    const holder = pick(
-      await lockHolders(tx, enterpriseId, roleId),
-      await overlapPolicyOf(tx, task),
-    )
+    const overlapPolicy = await overlapPolicyOf(tx, task)
+    const holder = pick(await holdersOf(tx, enterpriseId, roleId, overlapPolicy), overlapPolicy)
     if (!holder) {
       const message = `Every holder of the role ${task.assigneeRole} is busy.`
       const run = await insertRun(tx, {
@@ -436,7 +434,6 @@ export async function startApiRun(
       })
       return { run, refusal: new ApiError('member_busy', message, { runId: run.id }) }
     }
-    await assign(tx, holder.id)
     return {
       run: await insertRun(tx, {
         task,
@@ -547,11 +544,10 @@ async function admitOne(
         })
         return true
       }
-      const holder = pick(await lockHolders(tx, enterpriseId, roleId), run.overlapPolicy)
+      const holder = pick(await holdersOf(tx, enterpriseId, roleId, run.overlapPolicy), run.overlapPolicy)
       if (!holder) return false
       memberId = holder.id
     }
-    await assign(tx, memberId)
     await transition(tx, run, 'queued', { memberId })
     return true
   })

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, inject } from 'vitest'
-import { createSql, type Sql } from '../../server/db/sql.js'
+import { readySql, type Sql } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
 
 export interface TestDatabase {
@@ -20,7 +20,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const admin = postgres(adminUrl, { max: 1, onnotice: () => undefined })
   await admin.unsafe(`create database "${name}" template "${inject('templateDb')}"`)
   const url = withDatabase(adminUrl, name)
-  const sql = createSql(url, { max: 10 })
+  const sql = await readySql(url, { max: 10 })
   afterAll(async () => {
     await sql.end({ timeout: 5 })
     await admin.unsafe(`drop database if exists "${name}" with (force)`)

@@ -176,8 +176,16 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
       await memberWithRole(role, 'Holder B'),
       await memberWithRole(role, 'Holder C'),
     ]
-    await t.sql`update members set last_assigned_at = now() - interval '1 hour' where id = ${members[0]!.id}`
-    await t.sql`update members set last_assigned_at = now() - interval '2 hours' where id = ${members[1]!.id}`
+    // A member's last assignment is its latest queued run: A an hour ago, B two hours ago.
+    const earlier = (await deterministicTask(t, { assigneeRole: `other-${role}` })).id
+    for (const [member, ago] of [[members[0]!.id, '1 hour'], [members[1]!.id, '2 hours']] as const) {
+      await t.sql`
+        insert into runs (enterprise_id, task_id, task_version_id, task_slug, task_name, kind, overlap_policy, lane,
+                          member_id, status, origin, input, execution_id, queued_at, finished_at)
+        select ${t.acme.id}, id, current_version_id, slug, name, 'deterministic', 'os', id, ${member}, 'succeeded', 'api',
+               '{}', gen_random_uuid(), now() - ${ago}::interval, now() - ${ago}::interval
+          from tasks where id = ${earlier}`
+    }
     // Holder C was never assigned: it goes first, then B (oldest), then A.
     const order: string[] = []
     for (let i = 0; i < 3; i++) {
