@@ -42,11 +42,13 @@ create table runs (
   attempts integer not null default 0,
   -- Taken off Blockers (POST /v1/runs/{id}/clear).
   cleared_at timestamptz,
-  created_at timestamptz not null default now(),
+  -- Times are the statement's, not the transaction's: one engine transaction may carry a pipeline of
+  -- deterministic runs several steps, and each step's times must follow the one before.
+  created_at timestamptz not null default statement_timestamp(),
   queued_at timestamptz,
   started_at timestamptz,
   finished_at timestamptz,
-  updated_at timestamptz not null default now(),
+  updated_at timestamptz not null default statement_timestamp(),
   unique (enterprise_id, id)
 );
 create index runs_enterprise_created on runs (enterprise_id, created_at desc, id desc);
@@ -79,7 +81,7 @@ create table run_events (
   run_id uuid not null,
   type text not null,
   payload jsonb not null default '{}',
-  created_at timestamptz not null default now()
+  created_at timestamptz not null default statement_timestamp()
 );
 create index run_events_run on run_events (run_id, seq);
 

@@ -40,10 +40,60 @@ export async function readySql(url: string, options: SqlOptions = {}): Promise<S
   return sql
 }
 
-/** Runs fn in a transaction, or inside the caller's transaction when db already is one. */
-export function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+/** The pool each open transaction of transaction() belongs to, and what waits for its commit. */
+const open = new WeakMap<object, { pool: Sql; committed: (() => void)[] }>()
+
+/**
+ * Runs fn in a transaction, or inside the caller's transaction when db already is one. What onCommit
+ * was given inside runs once the transaction committed, and never if it rolled back.
+ */
+export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const pool = db as Partial<Sql>
-  return typeof pool.begin === 'function' ? (pool.begin(fn) as Promise<T>) : fn(db as Tx)
+  if (typeof pool.begin !== 'function') return fn(db as Tx)
+  const committed: (() => void)[] = []
+  const result = (await pool.begin((tx) => {
+    open.set(tx, { pool: db as Sql, committed })
+    return fn(tx)
+  })) as T
+  for (const hook of committed) hook()
+  return result
+}
+
+/** Runs `hook` once what `db` wrote is committed: after its transaction, or now when it has none. */
+export function onCommit(db: Db, hook: (pool: Sql) => void): void {
+  const tx = open.get(db)
+  if (tx) tx.committed.push(() => hook(tx.pool))
+  else hook(db as Sql)
+}
+
+const unsent = new WeakMap<Sql, Map<string, Set<string>>>()
+
+/**
+ * NOTIFY once what `db` wrote is committed, gathered per pool and sent in one statement a tick later.
+ * For hot channels (run events): a transaction that notifies holds PostgreSQL's single notify lock from
+ * its commit until its commit record is flushed, so notifying inside every start would let only one
+ * start commit at a time. Listeners re-read the database, so a notification lost with a crashed process
+ * only waits for their sweep.
+ */
+export function notifyAfterCommit(db: Db, channel: string, payloads: Iterable<string>): void {
+  onCommit(db, (pool) => {
+    let channels = unsent.get(pool)
+    if (!channels) {
+      channels = new Map()
+      unsent.set(pool, channels)
+      setImmediate(() => {
+        unsent.delete(pool)
+        for (const [name, values] of channels!) {
+          pool`select pg_notify(${name}, value) from unnest(${pool.array([...values])}::text[]) as value`.catch(
+            () => undefined,
+          )
+        }
+      })
+    }
+    let values = channels.get(channel)
+    if (!values) channels.set(channel, (values = new Set()))
+    for (const payload of payloads) values.add(payload)
+  })
 }
 
 /** PostgreSQL's unique_violation, optionally on one named constraint. */

@@ -12,7 +12,7 @@ import type { RunStatus } from '../../shared/schemas/runs.js'
 import type { Successor } from '../../shared/schemas/tasks.js'
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
 import { transaction, type Db, type Fragment } from '../db/sql.js'
-import { finishRun, isFinished, toRun, type RunRow } from './runs.js'
+import { finishAll, isFinished, toRun, type RunRow } from './runs.js'
 
 // Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and
 // retries. An execution's id is its first run's id; its status, cost and updatedAt derive from its runs.
@@ -257,16 +257,15 @@ export async function cancelExecution(
   const executionId = await executionIdOf(db, enterpriseId, id)
   await transaction(db, async (tx) => {
     const open = await tx<RunRow[]>`
-      select * from runs where execution_id = ${executionId} order by created_at for update`
-    for (const run of open.filter((r) => !isFinished(r.status))) {
-      await finishRun(
-        tx,
-        run,
-        'cancelled',
-        { reason: 'The execution was cancelled.' },
-        { stopping: true },
-      )
-    }
+      select * from runs where execution_id = ${executionId} order by created_at for no key update`
+    await finishAll(
+      tx,
+      'cancelled',
+      open
+        .filter((run) => !isFinished(run.status))
+        .map((run) => ({ run, fields: { reason: 'The execution was cancelled.' } })),
+      { stopping: true },
+    )
   })
   return getExecution(db, enterpriseId, executionId)
 }

@@ -147,7 +147,7 @@ export async function decideGate(
   return transaction(db, async (tx) => {
     const [gate] = await tx<
       GateRow[]
-    >`select * from gates where enterprise_id = ${enterpriseId} and id = ${id} for update`
+    >`select * from gates where enterprise_id = ${enterpriseId} and id = ${id} for no key update`
     if (!gate) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
     if (gate.status !== 'waiting') {
       throw new ApiError(
@@ -172,7 +172,7 @@ export async function decideGate(
              choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
        where id = ${id} returning *`
     if (gate.runId) {
-      const [run] = await tx<RunRow[]>`select * from runs where id = ${gate.runId} for update`
+      const [run] = await tx<RunRow[]>`select * from runs where id = ${gate.runId} for no key update`
       if (run?.status === 'waiting_on_gate') {
         await appendEvent(tx, run, 'gate.decided', {
           gateId: id,
@@ -186,9 +186,9 @@ export async function decideGate(
   })
 }
 
-/** A run that ends while waiting closes its waiting gates: nothing is left to decide. */
-export async function closeGatesOf(tx: Db, runId: string, why: string): Promise<void> {
+/** Runs that end while waiting close their waiting gates: nothing is left to decide. */
+export async function closeGatesOf(tx: Db, runIds: string[], why: string): Promise<void> {
   await tx`
     update gates set status = 'decided', decided_by = ${why}, decided_at = now()
-     where run_id = ${runId} and status = 'waiting'`
+     where run_id = any(${tx.array(runIds)}::uuid[]) and status = 'waiting'`
 }

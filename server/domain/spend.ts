@@ -175,7 +175,7 @@ export async function setEnabled(
 /** paused_spend -> pending for the enterprise's paused runs: admission queues them again. */
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
   const paused = await tx<RunRow[]>`
-    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for update`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
   for (const run of paused)
     await transition(tx, run, 'pending', { notBefore: null }, { because: why })
   return paused.length

@@ -1,8 +1,7 @@
 import type { RunResult } from '../../shared/schemas/runs.js'
 import type { Successor } from '../../shared/schemas/tasks.js'
 import type { Db } from '../db/sql.js'
-import { appendEvent, insertRun, notRunnable, type RunRow } from './runs.js'
-import type { TaskRow } from './tasks.js'
+import { appendEvent, insertRun, notRunnable, startTarget, type RunRow } from './runs.js'
 
 // Successors (spec: Task definition, successors; DESIGN 5): when a run ends, each successor of the
 // version it ran is considered, and every decision is an event of the ended run.
@@ -48,20 +47,25 @@ export function issueKey(issue: unknown): string | null {
 }
 
 /**
- * Follows the successors of a run that just ended, in its transaction: each match starts a pending run
+ * Follows the successors of runs that just ended, in their transaction: each match starts a pending run
  * in the same execution (delayed by delayMinutes, a timer in the database), whose input is the
- * predecessor's with result.successorInput merged over it. Successors never refuse for overlap.
+ * predecessor's with result.successorInput merged over it. Successors never refuse for overlap. One
+ * query finds which of the runs' versions have successors at all.
  */
-export async function followSuccessors(
-  tx: Db,
-  run: RunRow,
-  options: { stopping?: boolean } = {},
-): Promise<void> {
-  if (options.stopping) return
-  const [version] = await tx<{ successors: Successor[] | null }[]>`
-    select definition -> 'successors' as successors from task_versions where id = ${run.taskVersionId}`
-  const successors = version?.successors ?? []
-  if (successors.length === 0) return
+export async function followSuccessors(tx: Db, ended: readonly RunRow[]): Promise<void> {
+  if (ended.length === 0) return
+  const versions = await tx<{ id: string; successors: Successor[] }[]>`
+    select id, definition -> 'successors' as successors from task_versions
+     where id = any(${tx.array([...new Set(ended.map((r) => r.taskVersionId))])}::uuid[])
+       and definition @? 'strict $.successors[0]'`
+  const successorsOf = new Map(versions.map((v) => [v.id, v.successors]))
+  for (const run of ended) {
+    const successors = successorsOf.get(run.taskVersionId)
+    if (successors) await follow(tx, run, successors)
+  }
+}
+
+async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<void> {
   const outcome = run.result?.outcome ?? run.status
   const decide = (type: string, successor: Successor, extra: Record<string, unknown> = {}) =>
     appendEvent(tx, run, `successor.${type}`, {
@@ -83,18 +87,16 @@ export async function followSuccessors(
       await decide('skipped', successor, { because: `when ${String(successor.when)}` })
       continue
     }
-    const [task] = await tx<
-      TaskRow[]
-    >`select * from tasks where enterprise_id = ${run.enterpriseId} and slug = ${successor.slug}`
+    const task = await startTarget(tx, run.enterpriseId, { slug: successor.slug })
     if (!task) {
       await decide('unknown_slug', successor, {
         message: `No task has the slug ${successor.slug}; nothing starts.`,
       })
       continue
     }
-    const verdict = await notRunnable(tx, task)
-    if ('message' in verdict) {
-      await decide('not_runnable', successor, { message: verdict.message })
+    const why = notRunnable(task)
+    if (why) {
+      await decide('not_runnable', successor, { message: why })
       continue
     }
     const edge = `${run.taskId}->${successor.slug}`

@@ -52,7 +52,7 @@ interface VersionRow {
   createdAt: Date
 }
 
-const taskColumns = (db: Db) => db`
+export const taskColumns = (db: Db) => db`
   t.id, t.enterprise_id, t.slug, t.name, t.team_id, t.assignee_role, t.kind, t.status, t.serialize_on,
   t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.created_at, t.updated_at`
 

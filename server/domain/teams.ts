@@ -127,7 +127,7 @@ export async function updateTeam(
 export async function deleteTeam(db: Db, enterpriseId: string, id: string): Promise<void> {
   await transaction(db, async (tx) => {
     // Serialises deletions of one enterprise's teams, so two of them cannot both be "not the last".
-    await tx`select 1 from enterprises where id = ${enterpriseId} for update`
+    await tx`select 1 from enterprises where id = ${enterpriseId} for no key update`
     const [team] = await tx<{ others: number }[]>`
       select (select count(*)::int from teams where enterprise_id = ${enterpriseId} and id <> ${id}) as others
         from teams where enterprise_id = ${enterpriseId} and id = ${id}`

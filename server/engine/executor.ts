@@ -1,5 +1,5 @@
 import type { Db, Sql } from '../db/sql.js'
-import { finishRun, type RunRow } from '../domain/runs.js'
+import { finishAll, type RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 
 /**
@@ -25,16 +25,22 @@ export interface ExecutionContext {
  * A deterministic task runs no model (spec: Task definition, kind): its run succeeds with
  * result.output = its input, then follows its successors. The issue and pull request its input names
  * are passed on in the result, so that successors' `when` can route on them (DESIGN 5: routing and
- * pipeline steps). It acts on nothing outside the database, so it completes in the transaction that
- * dispatched it (runs.dispatchQueued).
+ * pipeline steps). It acts on nothing outside the database, so its runs complete in the transaction
+ * that dispatched them (admission.dispatchQueued).
  */
-export async function completeDeterministic(tx: Db, run: RunRow): Promise<void> {
-  const { issue, pr } = run.input
-  const result = {
-    outcome: 'succeeded',
-    output: run.input,
-    ...(issue !== undefined ? { issue } : {}),
-    ...(pr !== undefined ? { pr } : {}),
-  }
-  await finishRun(tx, run, 'succeeded', { result })
+export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<void> {
+  await finishAll(
+    tx,
+    'succeeded',
+    runs.map((run) => {
+      const { issue, pr } = run.input
+      const result = {
+        outcome: 'succeeded',
+        output: run.input,
+        ...(issue !== undefined ? { issue } : {}),
+        ...(pr !== undefined ? { pr } : {}),
+      }
+      return { run, fields: { result } }
+    }),
+  )
 }

@@ -1,12 +1,6 @@
 import type { Sql } from '../db/sql.js'
-import {
-  admitPending,
-  dispatchQueued,
-  renewLeases,
-  runChannel,
-  takeOverLapsed,
-  type RunRow,
-} from '../domain/runs.js'
+import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
+import { runChannel, type RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
 
@@ -34,6 +28,7 @@ export class RunLoop {
   private stopped = false
   private timers: NodeJS.Timeout[] = []
   private dueTimer: NodeJS.Timeout | undefined
+  private retryTimer: NodeJS.Timeout | undefined
   private listener: { unlisten(): Promise<void> } | undefined
 
   constructor(private readonly options: RunLoopOptions) {}
@@ -76,16 +71,21 @@ export class RunLoop {
         this.again = false
         let progress = true
         while (progress && !this.stopped) {
-          const admitted = await admitPending(sql)
-          const dispatched = await dispatchQueued(sql, engineId, completeDeterministic, { leaseSeconds: this.leaseSeconds })
-          for (const run of dispatched.started) this.execute(run, false)
-          for (const run of await takeOverLapsed(sql, engineId, this.leaseSeconds)) this.execute(run, true)
-          progress = admitted > 0 || dispatched.completed > 0 || dispatched.started.length > 0
+          const step = await advance(sql, engineId, completeDeterministic, {
+            leaseSeconds: this.leaseSeconds,
+          })
+          for (const run of step.started) this.execute(run, false)
+          for (const run of await takeOverLapsed(sql, engineId, this.leaseSeconds))
+            this.execute(run, true)
+          progress = step.moved > 0
         }
+        // Inside the loop: a wake while the timer is armed is a wake during this pass, not a lost one.
+        await this.armDueTimer()
       } while (this.again && !this.stopped)
-      await this.armDueTimer()
     } catch (err) {
-      log.error({ err }, 'engine pass failed; the sweep will try again')
+      log.error({ err }, 'engine pass failed; trying again in a second')
+      clearTimeout(this.retryTimer)
+      this.retryTimer = setTimeout(() => this.wake(), 1_000)
     } finally {
       this.passing = false
     }
@@ -155,6 +155,7 @@ export class RunLoop {
     this.stopped = true
     for (const timer of this.timers) clearInterval(timer)
     clearTimeout(this.dueTimer)
+    clearTimeout(this.retryTimer)
     await this.listener?.unlisten().catch(() => undefined)
     const ids = [...this.executing.keys()]
     for (const controller of this.executing.values()) controller.abort(new Error('engine stopping'))

@@ -11,16 +11,8 @@ import {
   runSorts,
 } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
-import {
-  cancelRun,
-  clearRun,
-  getOsToolView,
-  getRunDetail,
-  getRunLog,
-  listRuns,
-  retryRun,
-  toRun,
-} from '../domain/runs.js'
+import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/run-views.js'
+import { cancelRun, clearRun, retryRun, toRun } from '../domain/runs.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

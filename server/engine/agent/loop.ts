@@ -144,7 +144,7 @@ class RunExecution {
     this.mustGate = new Set([fixedTools.merge, ...(await mustGateTools(sql, run.enterpriseId))])
 
     const allowed = this.definition.tools
-    const roleId = await assigneeRoleIdOfRun(sql, run)
+    const roleId = await assigneeRoleId(sql, { id: run.taskId })
     const connections = await connectionsForRun(sql, this.options.sealer, run, roleId)
     // A task may only call the tools its version lists (by name, or a connection as conn or conn.*).
     const wanted = connections.filter((c) =>
@@ -220,7 +220,7 @@ class RunExecution {
 
   /** Re-reads and locks the run inside `tx`; undefined if it is no longer this engine's to move. */
   private async lockRun(tx: Db): Promise<RunRow | undefined> {
-    const [row] = await tx<RunRow[]>`select * from runs where id = ${this.run.id} for update`
+    const [row] = await tx<RunRow[]>`select * from runs where id = ${this.run.id} for no key update`
     if (!row || row.status !== 'running' || row.leaseOwner !== this.context.engineId)
       return undefined
     this.run = row
@@ -745,12 +745,4 @@ function conversation(input: Record<string, unknown>, journal: JournalEntry[]): 
       messages.push({ role: 'tool', results })
   }
   return messages
-}
-
-async function assigneeRoleIdOfRun(sql: Sql, run: RunRow): Promise<string | undefined> {
-  const [task] = await sql<
-    { enterpriseId: string; teamId: string | null; assigneeRole: string | null }[]
-  >`
-    select enterprise_id, team_id, assignee_role from tasks where id = ${run.taskId}`
-  return task ? assigneeRoleId(sql, task) : undefined
 }

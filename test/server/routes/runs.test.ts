@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { admitPending } from '../../../server/domain/admission.js'
+import { enqueueRun, startApiRun } from '../../../server/domain/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -227,6 +229,67 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
       { status: 'queued', n: 1 },
       { status: 'skipped_overlap', n: 49 },
     ])
+  })
+})
+
+describe('a holder of a task that waits for its member gets one run at a time', () => {
+  it('lets exactly one of 40 parallel starts in different lanes have the lone holder', async () => {
+    const role = `lone-${randomUUID().slice(0, 6)}`
+    const holder = await memberWithRole(role)
+    const task = await deterministicTask(t, {
+      assigneeRole: role,
+      overlapPolicy: 'skip',
+      serializeOn: ['i'],
+    })
+    // Straight to the domain, so the starts overlap as tightly as a busy daemon's would.
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => startApiRun(t.sql, t.acme.id, task.id, { i })),
+    )
+    expect(answers.filter((a) => !a.refusal).map((a) => a.run.memberId)).toEqual([holder.id])
+    expect(answers.filter((a) => a.refusal?.code === 'member_busy')).toHaveLength(39)
+  })
+
+  it('admits one of many waiting runs in different lanes for the lone holder, oldest first', async () => {
+    const role = `queue-${randomUUID().slice(0, 6)}`
+    const holder = await memberWithRole(role)
+    const task = await deterministicTask(t, {
+      assigneeRole: role,
+      overlapPolicy: 'skip',
+      serializeOn: ['i'],
+    })
+    const runs = []
+    for (let i = 0; i < 12; i++)
+      runs.push(await enqueueRun(t.sql, t.acme.id, task.id, { i }, { origin: 'webhook' }))
+    // Two admissions at once, as two engines would run them, and API starts in other lanes.
+    await Promise.all([
+      admitPending(t.sql),
+      admitPending(t.sql),
+      ...Array.from({ length: 20 }, (_, i) => startApiRun(t.sql, t.acme.id, task.id, { i: 100 + i })),
+    ])
+    const queued = await t.sql<{ id: string; memberId: string }[]>`
+      select id, member_id from runs where task_id = ${task.id} and status = 'queued'`
+    expect(queued).toHaveLength(1)
+    expect(queued[0]!.memberId).toBe(holder.id)
+    await t.sql`update runs set status = 'cancelled' where id = ${queued[0]!.id}`
+    await admitPending(t.sql)
+    const next = await t.sql<{ id: string }[]>`
+      select id from runs where task_id = ${task.id} and status = 'queued'`
+    expect(next).toEqual([{ id: runs.find((r) => r.id !== queued[0]!.id)!.id }])
+  })
+
+  it('spreads runs of a task that runs beside other work over the holders, longest waiting first', async () => {
+    const role = `spread-${randomUUID().slice(0, 6)}`
+    const holders = [await memberWithRole(role), await memberWithRole(role)]
+    const task = await deterministicTask(t, { assigneeRole: role, serializeOn: ['i'] })
+    for (let i = 0; i < 4; i++)
+      await enqueueRun(t.sql, t.acme.id, task.id, { i }, { origin: 'webhook' })
+    await admitPending(t.sql)
+    const given = await t.sql<{ memberId: string; n: number }[]>`
+      select member_id, count(*)::int as n from runs where task_id = ${task.id} and status = 'queued'
+       group by member_id order by member_id`
+    expect(given).toEqual(
+      holders.map((h) => ({ memberId: h.id, n: 2 })).sort((a, b) => a.memberId.localeCompare(b.memberId)),
+    )
   })
 })
 

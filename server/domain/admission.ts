@@ -1,0 +1,264 @@
+import { transaction, type Db } from '../db/sql.js'
+import {
+  appendEvents,
+  assigneeRoleJoin,
+  finishAll,
+  lockMembers,
+  membersFor,
+  transitionAll,
+  type Move,
+  type RunRow,
+} from './runs.js'
+
+// Admission (pending -> queued), dispatch (queued -> running) and leases (DESIGN 5). Each step works on
+// many runs in one transaction and a fixed number of statements, so the engine keeps up with starts
+// however many arrive: a start costs one transaction, and so does every batch of runs the engine moves.
+
+/** What one engine step did: how many runs it moved, and the runs it started for an executor. */
+export interface Advanced {
+  moved: number
+  started: RunRow[]
+}
+
+/**
+ * One engine step, in one transaction: holds whose back-off is over go back to pending, pending runs
+ * are admitted and queued runs dispatched. While deterministic runs complete (and may have started
+ * successors) it goes round again, within `rounds` and `budgetMs`, so a pipeline of deterministic steps
+ * moves on without a commit and a wake-up per step. Runs started for an executor are answered after the
+ * commit, so an executor never sees a run its dispatch has not made visible.
+ */
+export async function advance(
+  db: Db,
+  engineId: string,
+  complete: (tx: Db, runs: RunRow[]) => Promise<void>,
+  options: { leaseSeconds?: number; rounds?: number; budgetMs?: number } = {},
+): Promise<Advanced> {
+  const { rounds = 20, budgetMs = 25 } = options
+  return transaction(db, async (tx) => {
+    const until = performance.now() + budgetMs
+    const step: Advanced = { moved: await resumeDueHolds(tx), started: [] }
+    for (let round = 0; round < rounds; round++) {
+      const admitted = await admitPending(tx)
+      const dispatched = await dispatchQueued(tx, engineId, complete, options)
+      step.moved += admitted + dispatched.completed + dispatched.started.length
+      step.started.push(...dispatched.started)
+      if (dispatched.completed === 0 || performance.now() > until) break
+    }
+    return step
+  })
+}
+
+/**
+ * Admits pending runs: the oldest due run of each lane becomes queued when no run of its lane is
+ * queued, running, blocked or paused, and a holder of the role is free (the holder it already had, for
+ * a run coming back from a gate). Lanes are taken with try-locks, so engines and starts working on a
+ * lane are skipped, never waited for; the lanes are read by a later statement, whose snapshot sees
+ * every change made under those locks. Answers how many runs moved (admitted or failed).
+ */
+export async function admitPending(db: Db, limit = 200): Promise<number> {
+  return transaction(db, async (tx) => {
+    const lanes = await tx<{ id: string }[]>`
+      with candidates as materialized (
+        select * from (
+          select distinct on (lane) id, lane, created_at
+            from runs
+           where status = 'pending' and (not_before is null or not_before <= now())
+           order by lane, created_at, id) oldest
+         order by created_at, id
+         limit ${limit})
+      select id from candidates where pg_try_advisory_xact_lock(hashtextextended(lane, 0))`
+    if (lanes.length === 0) return 0
+    const candidates = await tx<(RunRow & { roleId: string | null; assigneeRole: string | null })[]>`
+      select r.*, assignee_role.id as role_id, t.assignee_role
+        from runs r
+        left join tasks t on t.id = r.task_id
+        ${assigneeRoleJoin(tx)}
+       where r.id = any(${tx.array(lanes.map((l) => l.id))}::uuid[])
+         and r.status = 'pending' and (r.not_before is null or r.not_before <= now())
+         and not exists (
+           select 1 from runs o
+            where o.lane = r.lane and o.id <> r.id
+              and (o.status in ('queued', 'running', 'blocked', 'paused_spend')
+                   or (o.status = 'pending' and (o.created_at, o.id) < (r.created_at, r.id)
+                       and (o.not_before is null or o.not_before <= now()))))
+       order by r.created_at, r.id
+       for no key update of r skip locked`
+
+    const lost = candidates.filter((run) => !run.memberId && !run.roleId)
+    const assignable = candidates.filter((run) => run.memberId || run.roleId)
+    const roleIds = [...new Set(assignable.map((run) => run.roleId).filter((id) => id !== null))]
+    const memberIds = [...new Set(assignable.map((run) => run.memberId).filter((id) => id !== null))]
+    const waiting = assignable.filter((run) => run.overlapPolicy !== 'os')
+    await lockMembers(tx, {
+      roleIds: [...new Set(waiting.map((run) => run.roleId).filter((id) => id !== null))],
+      memberIds: [...new Set(waiting.map((run) => run.memberId).filter((id) => id !== null))],
+    })
+    const members = await membersFor(tx, { roleIds, memberIds })
+
+    const admitted: Move[] = []
+    for (const run of assignable) {
+      if (run.memberId) {
+        if (members.retake(run.memberId, run.overlapPolicy)) admitted.push({ run })
+        continue
+      }
+      const memberId = members.take(run.roleId!, run.overlapPolicy)
+      if (memberId) admitted.push({ run, fields: { memberId } })
+    }
+    await transitionAll(tx, 'queued', admitted)
+    await finishAll(
+      tx,
+      'failed',
+      lost.map((run) => ({
+        run,
+        fields: {
+          reason: run.assigneeRole
+            ? `Nobody can take the role ${run.assigneeRole} any more.`
+            : 'The task was deleted or has no assigneeRole.',
+        },
+      })),
+    )
+    return admitted.length + lost.length
+  })
+}
+
+/**
+ * Blocked runs whose back-off is over go back to pending (DESIGN 6: they retry by themselves); with an
+ * enterprise named, all of its blocked runs go at once (a key was bound).
+ */
+export async function resumeDueHolds(db: Db, enterpriseId?: string): Promise<number> {
+  return transaction(db, async (tx) => {
+    const held = await tx<RunRow[]>`
+      select * from runs
+       where status = 'blocked'
+         and ${enterpriseId ? tx`enterprise_id = ${enterpriseId}` : tx`(not_before is null or not_before <= now())`}
+       order by not_before nulls first limit 200
+       for no key update skip locked`
+    const because = enterpriseId ? 'a model key was bound' : 'retrying after a hold'
+    await transitionAll(
+      tx,
+      'pending',
+      held.map((run) => ({ run, fields: { notBefore: null }, event: { because } })),
+    )
+    return held.length
+  })
+}
+
+/** What a dispatch pass did: runs it completed itself, and runs it started for an executor. */
+export interface Dispatched {
+  completed: number
+  started: RunRow[]
+}
+
+/**
+ * Moves queued runs to running, oldest first, within the enterprise's and each team's
+ * concurrentRunLimit (DESIGN 5). Runs are claimed with `skip locked`, so engines share the queue; the
+ * enterprises' and teams' rows are locked before their counts are read, so no two engines exceed a
+ * limit. Rows are locked `for no key update` here and everywhere a row others point at is locked: that
+ * does not conflict with the key-share lock an insert of a run (or an event) takes on the rows its
+ * foreign keys name, so starts never wait for the engine. A deterministic run runs no model and acts on
+ * nothing: it goes queued -> running -> succeeded in this same transaction, `complete` giving its end.
+ */
+export async function dispatchQueued(
+  db: Db,
+  engineId: string,
+  complete: (tx: Db, runs: RunRow[]) => Promise<void>,
+  options: { limit?: number; leaseSeconds?: number } = {},
+): Promise<Dispatched> {
+  const { limit = 200, leaseSeconds = 30 } = options
+  return transaction(db, async (tx) => {
+    const claimed = await tx<RunRow[]>`
+      select * from runs where status = 'queued' order by queued_at, id limit ${limit} for no key update skip locked`
+    if (claimed.length === 0) return { completed: 0, started: [] }
+    const enterpriseIds = [...new Set(claimed.map((r) => r.enterpriseId))]
+    const teamIds = [...new Set(claimed.map((r) => r.teamId).filter((id) => id !== null))]
+    const [enterprises, teams] = await Promise.all([
+      tx<{ id: string; runningCount: number; concurrentRunLimit: number }[]>`
+        select id, running_count, concurrent_run_limit from enterprises
+         where id = any(${tx.array(enterpriseIds)}::uuid[]) order by id for no key update`,
+      teamIds.length
+        ? tx<{ id: string; runningCount: number; concurrentRunLimit: number | null }[]>`
+            select id, running_count, concurrent_run_limit from teams
+             where id = any(${tx.array(teamIds)}::uuid[]) order by id for no key update`
+        : [],
+    ])
+    const room = new Map<string, number>()
+    for (const e of enterprises) room.set(e.id, e.concurrentRunLimit - e.runningCount)
+    for (const t of teams)
+      room.set(t.id, t.concurrentRunLimit === null ? Infinity : t.concurrentRunLimit - t.runningCount)
+
+    // A deterministic run ends in this transaction, so it leaves the room as it found it.
+    const going = claimed.filter((run) => {
+      if ((room.get(run.enterpriseId) ?? 0) <= 0) return false
+      if (run.teamId && (room.get(run.teamId) ?? Infinity) <= 0) return false
+      if (run.kind !== 'deterministic') {
+        room.set(run.enterpriseId, room.get(run.enterpriseId)! - 1)
+        if (run.teamId) room.set(run.teamId, room.get(run.teamId)! - 1)
+      }
+      return true
+    })
+    const running = await transitionAll(
+      tx,
+      'running',
+      going.map((run) => ({ run, fields: { leaseOwner: engineId, leaseSeconds } })),
+    )
+    const deterministic = running.filter((run) => run.kind === 'deterministic')
+    await complete(tx, deterministic)
+    return {
+      completed: deterministic.length,
+      started: running.filter((run) => run.kind !== 'deterministic'),
+    }
+  })
+}
+
+// --- leases (DESIGN 5: a run whose worker died is taken over) ----------------------------------------
+
+/** Extends this engine's leases; answers the ids it still holds (a cancelled run is no longer held). */
+export async function renewLeases(
+  db: Db,
+  engineId: string,
+  runIds: string[],
+  leaseSeconds = 30,
+): Promise<Set<string>> {
+  if (runIds.length === 0) return new Set()
+  const rows = await db<{ id: string }[]>`
+    update runs set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+     where id = any(${db.array(runIds)}::uuid[]) and status = 'running' and lease_owner = ${engineId}
+     returning id`
+  return new Set(rows.map((r) => r.id))
+}
+
+/** Takes over running runs whose lease lapsed (their worker died), and says so in their events. */
+export async function takeOverLapsed(
+  db: Db,
+  engineId: string,
+  leaseSeconds = 30,
+  limit = 20,
+): Promise<RunRow[]> {
+  // Most passes find nothing: one indexed read decides whether a transaction is needed at all.
+  const [any] = await db`
+    select 1 from runs where status = 'running' and lease_expires_at < now() limit 1`
+  if (!any) return []
+  return transaction(db, async (tx) => {
+    const taken = await tx<(RunRow & { previousOwner: string | null })[]>`
+      with lapsed as (
+        select id, lease_owner from runs
+         where status = 'running' and lease_expires_at < now()
+         order by lease_expires_at limit ${limit}
+         for no key update skip locked)
+      update runs r
+         set lease_owner = ${engineId}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
+             attempts = attempts + 1, updated_at = now()
+        from lapsed
+       where r.id = lapsed.id
+      returning r.*, lapsed.lease_owner as previous_owner`
+    await appendEvents(
+      tx,
+      taken.map((run) => ({
+        run,
+        type: 'run.lease_taken_over',
+        payload: { previousOwner: run.previousOwner, engine: engineId },
+      })),
+    )
+    return taken.map(({ previousOwner, ...run }) => run)
+  })
+}
