@@ -1,63 +1,86 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { execa, type ResultPromise } from 'execa'
+import { readySql, type Sql } from '../server/db/sql.js'
 import { projectRoot } from '../shared/paths.js'
 
-// Shared by the bench:* scripts: a daemon of their own on a throwaway embedded PostgreSQL (or
-// DATABASE_URL when set), an enterprise with an all-scope token, and medians.
+// Shared by the bench:* scripts: osd processes of their own on a throwaway embedded PostgreSQL (or
+// DATABASE_URL when set), an enterprise with an all-scope token, a direct connection for reading
+// timings, and medians. Benchmarks report; they assert nothing.
 
 export interface BenchDaemon {
+  /** The API of the first process (role all). */
   url: string
-  env: Record<string, string>
   token: string
-  start(
-    extraEnv?: Record<string, string>,
-    args?: string[],
-  ): Promise<{ url: string; stop(): Promise<void> }>
+  enterpriseSlug: string
+  /** A connection to the database the daemon uses, for reading run timestamps. */
+  sql: Sql
+  /** Another `osd serve` process on the same database (e.g. --role engine). */
+  start(args?: string[], extraEnv?: Record<string, string>): Promise<{ stop(): Promise<void> }>
   close(): Promise<void>
 }
 
-export async function benchDaemon(): Promise<BenchDaemon> {
+const osd = join(projectRoot, 'bin', 'osd')
+
+export async function benchDaemon(extraEnv: Record<string, string> = {}): Promise<BenchDaemon> {
   const dataDir = await mkdtemp(join(tmpdir(), 'osd-bench-'))
   const env: Record<string, string> = {
     OSD_DATA_DIR: dataDir,
     DATABASE_URL: process.env.DATABASE_URL ?? '',
     OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'info',
+    ...extraEnv,
   }
-  const osd = join(projectRoot, 'bin', 'osd')
   const made = await execa(
     'node',
     [osd, 'admin', 'enterprise', 'create', '--name', `Bench ${Date.now()}`, '--json'],
-    {
-      env,
-    },
+    { env },
   )
-  const token = JSON.parse(made.stdout).token as string
+  const { token, enterprise } = JSON.parse(made.stdout) as {
+    token: string
+    enterprise: { slug: string }
+  }
   const running: ResultPromise[] = []
 
-  async function start(extraEnv: Record<string, string> = {}, args: string[] = []) {
-    const port = await freePort()
-    const child = execa('node', [osd, 'serve', '--port', String(port), ...args], {
-      env: { ...env, ...extraEnv },
-      stdout: 'ignore',
+  /**
+   * Starts a process and waits until it is ready: one serving HTTP when its health answers, an engine
+   * when it logs that it started (or after 5 s, should its log level hide that line).
+   */
+  async function start(args: string[] = [], more: Record<string, string> = {}) {
+    // BENCH_PROFILE_DIR: each osd process writes a CPU profile there when it stops (node --cpu-prof).
+    const profile = process.env.BENCH_PROFILE_DIR
+      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
+      : []
+    const child = execa('node', [...profile, osd, 'serve', ...args], {
+      env: { ...env, ...more },
+      buffer: false,
+      stderr: 'inherit',
       reject: false,
     })
     running.push(child)
-    const url = `http://127.0.0.1:${port}/v1`
-    for (let i = 0; ; i++) {
-      if (child.exitCode !== null) throw new Error(`osd exited ${child.exitCode}`)
-      const up = await fetch(`${url}/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-      if (up) break
-      if (i > 600) throw new Error('osd did not start in 60 s')
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    const portAt = args.indexOf('--port')
+    const health = portAt >= 0 ? `http://127.0.0.1:${args[portAt + 1]}/v1/health` : undefined
+    await new Promise<void>((resolve, reject) => {
+      let pending = ''
+      child.stdout!.on('data', (chunk: Buffer) => {
+        pending += chunk.toString()
+        if (!health && pending.includes('"osd started"')) resolve()
+        pending = pending.slice(-200)
+      })
+      child.once('exit', (code) => reject(new Error(`osd exited ${code}`)))
+      if (!health) setTimeout(resolve, 5000)
+      else {
+        const poll = () =>
+          fetch(health).then(
+            (r) => (r.ok ? resolve() : setTimeout(poll, 100)),
+            () => setTimeout(poll, 100),
+          )
+        poll()
+      }
+    })
+    child.stdout!.resume()
     return {
-      url,
       async stop() {
         child.kill('SIGTERM')
         await child
@@ -65,17 +88,71 @@ export async function benchDaemon(): Promise<BenchDaemon> {
     }
   }
 
-  const first = await start()
+  const port = await freePort()
+  await start(['--port', String(port)])
+  const url = `http://127.0.0.1:${port}/v1`
+  let databaseUrl = process.env.DATABASE_URL
+  if (!databaseUrl) {
+    const credentials = JSON.parse(await readFile(join(dataDir, 'embedded.json'), 'utf8')) as {
+      user: string
+      password: string
+    }
+    const pid = (await readFile(join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')
+    databaseUrl = `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${pid[3]}/osd`
+  }
+  const sql = await readySql(databaseUrl, { max: 4, applicationName: 'osd bench' })
   return {
-    url: first.url,
-    env,
+    url,
     token,
+    enterpriseSlug: enterprise.slug,
+    sql,
     start,
     async close() {
+      await sql.end()
       for (const child of running) child.kill('SIGTERM')
       await Promise.all(running)
       await rm(dataDir, { recursive: true, force: true })
     },
+  }
+}
+
+/**
+ * When each run was last seen to move (performance.now()): the time its last notification (DESIGN 5:
+ * one per run once a transaction that wrote its events commits) reached this process. A run's end is
+ * the commit of the transaction that ended it, which its timestamps (the transaction's start) do not show.
+ */
+export async function watchRuns(sql: Sql) {
+  const lastMoved = new Map<string, number>()
+  const waiting = new Map<string, () => void>()
+  const listener = await sql.listen('osd_run', (runId) => {
+    lastMoved.set(runId, performance.now())
+    waiting.get(runId)?.()
+  })
+  return {
+    lastMoved,
+    /** Resolves at the run's next notification. */
+    next: (runId: string) =>
+      new Promise<void>((resolve) =>
+        waiting.set(runId, () => {
+          waiting.delete(runId)
+          resolve()
+        }),
+      ),
+    stop: () => listener.unlisten(),
+  }
+}
+
+/** A small JSON client for the bench's own calls (setup), not the load. */
+export function api(daemon: Pick<BenchDaemon, 'url' | 'token'>) {
+  return async <T = any>(method: string, path: string, body?: unknown): Promise<T> => {
+    const res = await fetch(`${daemon.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    const text = await res.text()
+    if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`)
+    return (text ? JSON.parse(text) : undefined) as T
   }
 }
 
