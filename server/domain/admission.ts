@@ -68,7 +68,9 @@ export async function admitPending(db: Db, limit = 200): Promise<number> {
          limit ${limit})
       select id from candidates where pg_try_advisory_xact_lock(hashtextextended(lane, 0))`
     if (lanes.length === 0) return 0
-    const candidates = await tx<(RunRow & { roleId: string | null; assigneeRole: string | null })[]>`
+    const candidates = await tx<
+      (RunRow & { roleId: string | null; assigneeRole: string | null })[]
+    >`
       select r.*, assignee_role.id as role_id, t.assignee_role
         from runs r
         left join tasks t on t.id = r.task_id
@@ -87,7 +89,9 @@ export async function admitPending(db: Db, limit = 200): Promise<number> {
     const lost = candidates.filter((run) => !run.memberId && !run.roleId)
     const assignable = candidates.filter((run) => run.memberId || run.roleId)
     const roleIds = [...new Set(assignable.map((run) => run.roleId).filter((id) => id !== null))]
-    const memberIds = [...new Set(assignable.map((run) => run.memberId).filter((id) => id !== null))]
+    const memberIds = [
+      ...new Set(assignable.map((run) => run.memberId).filter((id) => id !== null)),
+    ]
     const waiting = assignable.filter((run) => run.overlapPolicy !== 'os')
     await lockMembers(tx, {
       roleIds: [...new Set(waiting.map((run) => run.roleId).filter((id) => id !== null))],
@@ -184,7 +188,10 @@ export async function dispatchQueued(
     const room = new Map<string, number>()
     for (const e of enterprises) room.set(e.id, e.concurrentRunLimit - e.runningCount)
     for (const t of teams)
-      room.set(t.id, t.concurrentRunLimit === null ? Infinity : t.concurrentRunLimit - t.runningCount)
+      room.set(
+        t.id,
+        t.concurrentRunLimit === null ? Infinity : t.concurrentRunLimit - t.runningCount,
+      )
 
     // A deterministic run ends in this transaction, so it leaves the room as it found it.
     const going = claimed.filter((run) => {

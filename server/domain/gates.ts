@@ -172,7 +172,9 @@ export async function decideGate(
              choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
        where id = ${id} returning *`
     if (gate.runId) {
-      const [run] = await tx<RunRow[]>`select * from runs where id = ${gate.runId} for no key update`
+      const [run] = await tx<
+        RunRow[]
+      >`select * from runs where id = ${gate.runId} for no key update`
       if (run?.status === 'waiting_on_gate') {
         await appendEvent(tx, run, 'gate.decided', {
           gateId: id,

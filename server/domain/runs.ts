@@ -265,7 +265,10 @@ export async function transitionAll(
   }
   await keepRunningCounts(
     tx,
-    moves.map(({ run }) => ({ run, change: to === 'running' ? 1 : run.status === 'running' ? -1 : 0 })),
+    moves.map(({ run }) => ({
+      run,
+      change: to === 'running' ? 1 : run.status === 'running' ? -1 : 0,
+    })),
   )
   await appendEvents(
     tx,
@@ -341,7 +344,9 @@ export async function finishAll(
         ...m.fields,
         result:
           m.fields?.result ??
-          (to === 'succeeded' ? { outcome: 'succeeded' } : { outcome: to, summary: m.fields?.reason }),
+          (to === 'succeeded'
+            ? { outcome: 'succeeded' }
+            : { outcome: to, summary: m.fields?.reason }),
       },
     })),
   )
@@ -530,12 +535,20 @@ export async function startApiRun(
       membersFor(tx, { roleIds: [task.roleId] }),
     ])
     const refuse = async (code: 'overlap' | 'member_busy', message: string) => {
-      const run = await insertRun(tx, { task, input, origin: 'api', status: 'skipped_overlap', reason: message })
+      const run = await insertRun(tx, {
+        task,
+        input,
+        origin: 'api',
+        status: 'skipped_overlap',
+        reason: message,
+      })
       return { run, refusal: new ApiError(code, message, { runId: run.id }) }
     }
-    if (laneBusy) return refuse('overlap', `Task ${task.slug} already has a run under way in this lane.`)
+    if (laneBusy)
+      return refuse('overlap', `Task ${task.slug} already has a run under way in this lane.`)
     const memberId = holders.take(task.roleId, task.overlapPolicy)
-    if (!memberId) return refuse('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
+    if (!memberId)
+      return refuse('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
     return { run: await insertRun(tx, { task, input, origin: 'api', status: 'queued', memberId }) }
   })
 }
@@ -709,4 +722,3 @@ export async function clearRun(db: Db, enterpriseId: string, id: string): Promis
     update runs set cleared_at = coalesce(cleared_at, now()) where id = ${id} returning *`
   return row!
 }
-

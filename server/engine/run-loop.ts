@@ -127,7 +127,12 @@ export class RunLoop {
     const ids = [...this.executing.keys()]
     if (ids.length === 0) return
     try {
-      const held = await renewLeases(this.options.sql, this.options.engineId, ids, this.leaseSeconds)
+      const held = await renewLeases(
+        this.options.sql,
+        this.options.engineId,
+        ids,
+        this.leaseSeconds,
+      )
       for (const id of ids)
         if (!held.has(id)) this.executing.get(id)?.abort(new Error('run no longer held'))
     } catch (err) {

@@ -20,7 +20,9 @@ export async function engineHarness(db: TestDatabase, providerUrl?: string) {
     OSD_SECRET_KEY: key.toString('hex'),
     OSD_DATA_DIR: dataDir,
     OSD_LEASE_SECONDS: '3',
-    ...(providerUrl ? { OSD_PROVIDER_A_BASE_URL: providerUrl, OSD_PROVIDER_B_BASE_URL: providerUrl } : {}),
+    ...(providerUrl
+      ? { OSD_PROVIDER_A_BASE_URL: providerUrl, OSD_PROVIDER_B_BASE_URL: providerUrl }
+      : {}),
   }
   const running: OsdProcess[] = []
   return {

@@ -59,24 +59,46 @@ async function setup(taskExtra: Record<string, unknown> = {}) {
   expect(task.status, JSON.stringify(task.body)).toBe(201)
   const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate', as)).body.secret
   const start = async (input: Record<string, unknown> = {}) =>
-    (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: { n: randomUUID(), ...input } })).body as { id: string }
-  const wait = (runId: string, statuses: string[]) => waitForRun(t, runId, statuses, 15_000, e.token)
+    (
+      await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+        ...as,
+        body: { n: randomUUID(), ...input },
+      })
+    ).body as { id: string }
+  const wait = (runId: string, statuses: string[]) =>
+    waitForRun(t, runId, statuses, 15_000, e.token)
   const waitingGate = async (runId: string) => {
     await wait(runId, ['waiting_on_gate'])
     const gates = (await t.call('GET', `/v1/gates?runId=${runId}`, as)).body
     expect(gates).toHaveLength(1)
     return gates[0]
   }
-  return { e, as, key, team, task: task.body, connection: connection.body, secret, start, wait, waitingGate }
+  return {
+    e,
+    as,
+    key,
+    team,
+    task: task.body,
+    connection: connection.body,
+    secret,
+    start,
+    wait,
+    waitingGate,
+  }
 }
 
-const mergeCalls = (repo: string) => mcp.callsOf('merge_pull_request').filter((c) => c.arguments.repo === repo)
+const mergeCalls = (repo: string) =>
+  mcp.callsOf('merge_pull_request').filter((c) => c.arguments.repo === repo)
 
 /** The model proposes the merge (after saying what it is), then finishes once the call is answered. */
 function scriptMerge(key: string, repo: string) {
   model.script(
     key,
-    { toolCalls: [{ name: 'os.set_gate_summary', arguments: { summary: `Merge ${repo}#7: tests pass` } }] },
+    {
+      toolCalls: [
+        { name: 'os.set_gate_summary', arguments: { summary: `Merge ${repo}#7: tests pass` } },
+      ],
+    },
     { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
     { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged' } }] },
   )
@@ -106,14 +128,30 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     // A run waiting at a gate is not under way: a new start of its lane begins beside it.
     expect((await t.call('GET', '/v1/executions/counts', s.as)).body.runs.waiting).toBe(1)
 
-    const decided = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve', note: 'ship it' } })
+    const decided = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', note: 'ship it' },
+    })
     expect(decided.status).toBe(201)
-    expect(decided.body).toMatchObject({ status: 'decided', decision: 'approve', note: 'ship it', decidedBy: expect.stringMatching(/^token:/) })
+    expect(decided.body).toMatchObject({
+      status: 'decided',
+      decision: 'approve',
+      note: 'ship it',
+      decidedBy: expect.stringMatching(/^token:/),
+    })
     const done = await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo)).toHaveLength(1)
     expect(mergeCalls(repo)[0]!.token).toBe(mcpToken)
     const types = done.events.map((e: { type: string }) => e.type)
-    expect(types).toEqual(expect.arrayContaining(['run.waiting_on_gate', 'gate.decided', 'run.pending', 'tool.called', 'run.succeeded']))
+    expect(types).toEqual(
+      expect.arrayContaining([
+        'run.waiting_on_gate',
+        'gate.decided',
+        'run.pending',
+        'tool.called',
+        'run.succeeded',
+      ]),
+    )
     expect(done.gates[0]).toMatchObject({ id: gate.id, decision: 'approve' })
     expect((await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body).toEqual([]) // decided: off the list
   })
@@ -131,16 +169,28 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     })
     expect(hook.status).toBe(201)
     expect(hook.body).toMatchObject({ decision: 'approve', decidedBy: 'webhook' })
-    const api = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    const api = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve' },
+    })
     expect(api.status).toBe(409)
     expect(api.body.error).toBe('gate_not_waiting')
     const deliveries = (await t.call('GET', '/v1/webhooks?kind=gate', s.as)).body.data
-    expect(deliveries[0]).toMatchObject({ kind: 'gate', target: gate.id, gateId: gate.id, status: 'accepted', runId: run.id })
+    expect(deliveries[0]).toMatchObject({
+      kind: 'gate',
+      target: gate.id,
+      gateId: gate.id,
+      status: 'accepted',
+      runId: run.id,
+    })
     const replay = await t.call('POST', `/v1/webhooks/${deliveries[0].id}/replay`, {
       ...s.as,
       body: { idempotencyKey: randomUUID().replace(/-/g, '') },
     })
-    expect(replay.body).toMatchObject({ status: 'refused', response: { status: 409, body: { error: 'gate_not_waiting' } } })
+    expect(replay.body).toMatchObject({
+      status: 'refused',
+      response: { status: 409, body: { error: 'gate_not_waiting' } },
+    })
     await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo)).toHaveLength(1)
   })
@@ -163,8 +213,15 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     await t.sql`update gates set status = 'waiting' where id = ${gate.id}`
     const [delivery] = (await t.call('GET', '/v1/webhooks?kind=gate', s.as)).body.data
     expect(delivery.replayable).toBe(true)
-    const replay = await t.call('POST', `/v1/webhooks/${delivery.id}/replay`, { ...s.as, body: { idempotencyKey: randomUUID().replace(/-/g, '') } })
-    expect(replay.body).toMatchObject({ status: 'accepted', replayOf: delivery.id, gateId: gate.id })
+    const replay = await t.call('POST', `/v1/webhooks/${delivery.id}/replay`, {
+      ...s.as,
+      body: { idempotencyKey: randomUUID().replace(/-/g, '') },
+    })
+    expect(replay.body).toMatchObject({
+      status: 'accepted',
+      replayOf: delivery.id,
+      gateId: gate.id,
+    })
     await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo)).toHaveLength(1)
   })
@@ -179,11 +236,16 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     )
     const run = await s.start()
     const gate = await s.waitingGate(run.id)
-    await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'reject', note: 'not on a Friday' } })
+    await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'reject', note: 'not on a Friday' },
+    })
     await s.wait(run.id, ['failed'])
     expect(mergeCalls(repo)).toHaveLength(0)
     const last = model.callsWith(s.key).at(-1)!
-    expect(JSON.stringify(last.body.messages)).toContain('A person refused this call: not on a Friday')
+    expect(JSON.stringify(last.body.messages)).toContain(
+      'A person refused this call: not on a Friday',
+    )
   })
 
   it('on request_changes gives the model the note; it proposes again, a new gate, approved, merged once', async () => {
@@ -193,17 +255,30 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
       s.key,
       { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
       { toolCalls: [{ name: merge, arguments: { repo, number: 8 } }] },
-      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged 8' } }] },
+      {
+        toolCalls: [
+          { name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged 8' } },
+        ],
+      },
     )
     const run = await s.start()
     const first = await s.waitingGate(run.id)
-    await t.call('POST', `/v1/gates/${first.id}/decision`, { ...s.as, body: { decision: 'request_changes', note: 'merge #8 instead' } })
-    await eventually(async () => (await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body.length === 1, 10_000)
+    await t.call('POST', `/v1/gates/${first.id}/decision`, {
+      ...s.as,
+      body: { decision: 'request_changes', note: 'merge #8 instead' },
+    })
+    await eventually(
+      async () => (await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body.length === 1,
+      10_000,
+    )
     const second = (await t.call('GET', `/v1/gates?runId=${run.id}`, s.as)).body[0]
     expect(second.id).not.toBe(first.id)
     expect(second.arguments).toEqual({ repo, number: 8 })
     expect(JSON.stringify(model.callsWith(s.key)[1]!.body.messages)).toContain('merge #8 instead')
-    await t.call('POST', `/v1/gates/${second.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    await t.call('POST', `/v1/gates/${second.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve' },
+    })
     await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo).map((c) => c.arguments.number)).toEqual([8])
   })
@@ -216,27 +291,40 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     const gate = await s.waitingGate(run.id)
     const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: i % 2 ? 'approve' : 'reject' } }),
+        t.call('POST', `/v1/gates/${gate.id}/decision`, {
+          ...s.as,
+          body: { decision: i % 2 ? 'approve' : 'reject' },
+        }),
       ),
     )
     expect(answers.filter((a) => a.status === 201)).toHaveLength(1)
-    expect(answers.filter((a) => a.status === 409 && a.body.error === 'gate_not_waiting')).toHaveLength(19)
+    expect(
+      answers.filter((a) => a.status === 409 && a.body.error === 'gate_not_waiting'),
+    ).toHaveLength(19)
     await s.wait(run.id, ['succeeded', 'failed'])
     expect(mergeCalls(repo).length).toBeLessThanOrEqual(1)
   })
 
   it('gates every tool of a connection under a gate on its namespace', async () => {
-    const s = await setup({ tools: [merge, 'os.set_gate_summary', 'vcs.echo'], gates: [{ tool: merge }, { tool: 'vcs.*' }] })
+    const s = await setup({
+      tools: [merge, 'os.set_gate_summary', 'vcs.echo'],
+      gates: [{ tool: merge }, { tool: 'vcs.*' }],
+    })
     const text = `hello ${randomUUID()}`
     model.script(
       s.key,
       { toolCalls: [{ name: 'vcs.echo', arguments: { text } }] },
-      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'echoed' } }] },
+      {
+        toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'echoed' } }],
+      },
     )
     const run = await s.start()
     const gate = await s.waitingGate(run.id)
     expect(gate.tool).toBe('vcs.echo')
-    await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })
+    await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve' },
+    })
     await s.wait(run.id, ['succeeded'])
     expect(mcp.callsOf('echo').filter((c) => c.arguments.text === text)).toHaveLength(1)
   })
@@ -247,36 +335,71 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     const run = await s.start()
     const gate = await s.waitingGate(run.id)
     await t.call('POST', `/v1/runs/${run.id}/cancel`, s.as)
-    expect((await t.call('GET', `/v1/gates/${gate.id}`, s.as)).body).toMatchObject({ status: 'decided', decision: null, decidedBy: 'run cancelled' })
-    expect((await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve' } })).body.error).toBe('gate_not_waiting')
+    expect((await t.call('GET', `/v1/gates/${gate.id}`, s.as)).body).toMatchObject({
+      status: 'decided',
+      decision: null,
+      decidedBy: 'run cancelled',
+    })
+    expect(
+      (
+        await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+          ...s.as,
+          body: { decision: 'approve' },
+        })
+      ).body.error,
+    ).toBe('gate_not_waiting')
   })
 })
 
 describe('question gates (os.ask_ceo)', () => {
   it('asks, offers choices, refuses a choice it does not offer, and answers the model', async () => {
-    const s = await setup({ tools: ['os.ask_ceo', 'os.write_plan'], gates: [{ tool: 'os.ask_ceo' }] })
+    const s = await setup({
+      tools: ['os.ask_ceo', 'os.write_plan'],
+      gates: [{ tool: 'os.ask_ceo' }],
+    })
     model.script(
       s.key,
       {
         toolCalls: [
           {
             name: 'os.ask_ceo',
-            arguments: { questions: ['Which market first?'], choices: [{ key: 'eu', label: 'Europe' }, { key: 'us', label: 'United States' }] },
+            arguments: {
+              questions: ['Which market first?'],
+              choices: [
+                { key: 'eu', label: 'Europe' },
+                { key: 'us', label: 'United States' },
+              ],
+            },
           },
         ],
       },
-      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'going with the answer' } }] },
+      {
+        toolCalls: [
+          {
+            name: 'os.finish',
+            arguments: { outcome: 'succeeded', summary: 'going with the answer' },
+          },
+        ],
+      },
     )
     const run = await s.start()
     const gate = await s.waitingGate(run.id)
     expect(gate).toMatchObject({
       kind: 'question',
       questions: ['Which market first?'],
-      choices: [{ key: 'eu', label: 'Europe' }, { key: 'us', label: 'United States' }],
+      choices: [
+        { key: 'eu', label: 'Europe' },
+        { key: 'us', label: 'United States' },
+      ],
     })
-    expect((await t.call('GET', '/v1/gates?kind=question', s.as)).body.map((g: { id: string }) => g.id)).toEqual([gate.id])
+    expect(
+      (await t.call('GET', '/v1/gates?kind=question', s.as)).body.map((g: { id: string }) => g.id),
+    ).toEqual([gate.id])
     expect((await t.call('GET', '/v1/gates?kind=tool', s.as)).body).toEqual([])
-    const bad = await t.call('POST', `/v1/gates/${gate.id}/decision`, { ...s.as, body: { decision: 'approve', choice: 'asia' } })
+    const bad = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', choice: 'asia' },
+    })
     expect(bad.status).toBe(400)
     expect(bad.body.message).toContain('eu, us')
     const ok = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
@@ -298,7 +421,14 @@ describe('the merge rule at run time (spec: Definition checks)', () => {
     const release = `release_${s.e.slug.replace(/-/g, '_')}`
     const task = await t.call('POST', '/v1/tasks', {
       ...s.as,
-      body: { name: 'Releaser', teamId: s.team.id, assigneeRole: 'ceo', overlapPolicy: 'os', tools: ['vcs.*', 'os.set_gate_summary'], gates: [{ tool: merge }] },
+      body: {
+        name: 'Releaser',
+        teamId: s.team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: ['vcs.*', 'os.set_gate_summary'],
+        gates: [{ tool: merge }],
+      },
     })
     expect(task.status).toBe(201)
     // The chief executive adds the release tool to the connection's mustGate after the task was saved.
@@ -318,37 +448,77 @@ describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
 
   it('connects on a team with an encrypted token, never answered; vcs starts with its merge tool on mustGate', async () => {
     const s = await setup()
-    expect(s.connection).toMatchObject({ name: 'vcs', kind: 'mcp', url: mcp.url, hasToken: true, layer: 'team', layerId: s.team.id, mustGate: [merge] })
+    expect(s.connection).toMatchObject({
+      name: 'vcs',
+      kind: 'mcp',
+      url: mcp.url,
+      hasToken: true,
+      layer: 'team',
+      layerId: s.team.id,
+      mustGate: [merge],
+    })
     expect(JSON.stringify(s.connection)).not.toContain(mcpToken)
     const listed = await t.call('GET', '/v1/tools/bindings', s.as)
     expect(listed.text).not.toContain(mcpToken)
-    const [row] = await t.sql`select token_ciphertext from tool_connections where id = ${s.connection.id}`
+    const [row] =
+      await t.sql`select token_ciphertext from tool_connections where id = ${s.connection.id}`
     expect(Buffer.from(row!.tokenCiphertext).toString('latin1')).not.toContain(mcpToken)
-    const other = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'docs', url: mcp.url, layer: 'task', layerId: s.task.id } })
+    const other = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'docs', url: mcp.url, layer: 'task', layerId: s.task.id },
+    })
     expect(other.body.mustGate).toEqual([])
-    expect((await t.call('GET', `/v1/tools/bindings?layer=task&layerId=${s.task.id}`, s.as)).body.map((c: { id: string }) => c.id)).toEqual([other.body.id])
+    expect(
+      (await t.call('GET', `/v1/tools/bindings?layer=task&layerId=${s.task.id}`, s.as)).body.map(
+        (c: { id: string }) => c.id,
+      ),
+    ).toEqual([other.body.id])
   })
 
   it('refuses a token the enterprise layer, a mustGate, and changes to an enterprise-level connection: ceo_bind_only', async () => {
     const s = await setup()
-    const onEnterprise = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'crm', url: mcp.url, layer: 'enterprise' } })
+    const onEnterprise = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'crm', url: mcp.url, layer: 'enterprise' },
+    })
     expect(onEnterprise.status).toBe(403)
     expect(onEnterprise.body.error).toBe('ceo_bind_only')
     const withMustGate = await t.call('POST', '/v1/tools/bindings', {
       ...s.as,
-      body: { name: 'crm', url: mcp.url, layer: 'team', layerId: s.team.id, mustGate: ['crm.delete'] },
+      body: {
+        name: 'crm',
+        url: mcp.url,
+        layer: 'team',
+        layerId: s.team.id,
+        mustGate: ['crm.delete'],
+      },
     })
     expect(withMustGate.body.error).toBe('ceo_bind_only')
-    const patched = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, { ...s.as, body: { mustGate: [] } })
+    const patched = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...s.as,
+      body: { mustGate: [] },
+    })
     expect(patched.body.error).toBe('ceo_bind_only')
-    const moved = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, { ...s.as, body: { layer: 'enterprise' } })
+    const moved = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...s.as,
+      body: { layer: 'enterprise' },
+    })
     expect(moved.body.error).toBe('ceo_bind_only')
     // One the chief executive made on the enterprise (in the portal) cannot be changed or removed by token.
     const [ceoMade] = await t.sql<{ id: string }[]>`
       insert into tool_connections (enterprise_id, name, kind, url, layer, must_gate)
       values (${s.e.id}, 'billing', 'mcp', ${mcp.url}, 'enterprise', '["billing.refund"]') returning id`
-    expect((await t.call('PATCH', `/v1/tools/bindings/${ceoMade!.id}`, { ...s.as, body: { description: 'x' } })).body.error).toBe('ceo_bind_only')
-    expect((await t.call('DELETE', `/v1/tools/bindings/${ceoMade!.id}`, s.as)).body.error).toBe('ceo_bind_only')
+    expect(
+      (
+        await t.call('PATCH', `/v1/tools/bindings/${ceoMade!.id}`, {
+          ...s.as,
+          body: { description: 'x' },
+        })
+      ).body.error,
+    ).toBe('ceo_bind_only')
+    expect((await t.call('DELETE', `/v1/tools/bindings/${ceoMade!.id}`, s.as)).body.error).toBe(
+      'ceo_bind_only',
+    )
   })
 
   it('changes and moves a connection, and removes it', async () => {
@@ -358,28 +528,62 @@ describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
       ...s.as,
       body: { layer: 'member', layerId: member.id, description: 'mine now', token: 'new-token' },
     })
-    expect(moved.body).toMatchObject({ layer: 'member', layerId: member.id, description: 'mine now', hasToken: true, mustGate: [merge] })
+    expect(moved.body).toMatchObject({
+      layer: 'member',
+      layerId: member.id,
+      description: 'mine now',
+      hasToken: true,
+      mustGate: [merge],
+    })
     expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).status).toBe(204)
-    expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).body.error).toBe('tool_connection_not_found')
+    expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).body.error).toBe(
+      'tool_connection_not_found',
+    )
   })
 
   it('keeps browser connections, their sign-ins, and forgets one member on one site or all', async () => {
     const s = await setup()
     const browser = await t.call('POST', '/v1/tools/bindings', {
       ...s.as,
-      body: { name: 'erp', sites: ['erp.example.com', 'sso.example.com'], startPage: 'https://erp.example.com', layer: 'team', layerId: s.team.id },
+      body: {
+        name: 'erp',
+        sites: ['erp.example.com', 'sso.example.com'],
+        startPage: 'https://erp.example.com',
+        layer: 'team',
+        layerId: s.team.id,
+      },
     })
-    expect(browser.body).toMatchObject({ kind: 'browser', sites: ['erp.example.com', 'sso.example.com'], url: null, hasToken: false })
+    expect(browser.body).toMatchObject({
+      kind: 'browser',
+      sites: ['erp.example.com', 'sso.example.com'],
+      url: null,
+      hasToken: false,
+    })
     const [member] = (await t.call('GET', '/v1/members', s.as)).body
     await t.sql`
       insert into browser_sign_ins (connection_id, enterprise_id, member_id, site)
       values (${browser.body.id}, ${s.e.id}, ${member.id}, 'erp.example.com'), (${browser.body.id}, ${s.e.id}, ${member.id}, 'sso.example.com')`
-    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body).toHaveLength(2)
-    await t.call('DELETE', `/v1/tools/bindings/${browser.body.id}/sign-ins/${member.id}?site=sso.example.com`, s.as)
-    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body.map((x: { site: string }) => x.site)).toEqual(['erp.example.com'])
+    expect(
+      (await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body,
+    ).toHaveLength(2)
+    await t.call(
+      'DELETE',
+      `/v1/tools/bindings/${browser.body.id}/sign-ins/${member.id}?site=sso.example.com`,
+      s.as,
+    )
+    expect(
+      (await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body.map(
+        (x: { site: string }) => x.site,
+      ),
+    ).toEqual(['erp.example.com'])
     await t.call('DELETE', `/v1/tools/bindings/${browser.body.id}/sign-ins/${member.id}`, s.as)
-    expect((await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body).toEqual([])
-    const neither = await t.call('POST', '/v1/tools/bindings', { ...s.as, body: { name: 'nothing', layer: 'team', layerId: s.team.id } })
+    expect(
+      (await t.call('GET', `/v1/tools/bindings/${browser.body.id}/sign-ins`, s.as)).body,
+    ).toEqual([])
+    const neither = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'nothing', layer: 'team', layerId: s.team.id },
+    })
     expect(neither.status).toBe(400)
   })
 
@@ -389,7 +593,11 @@ describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
     expect(redirect).toMatch(/\/v1\/tools\/oauth\/callback$/)
     const started = await t.call('POST', '/v1/tools/oauth/start', {
       ...s.as,
-      body: { connectionId: s.connection.id, authorizeUrl: 'https://git.example/oauth/authorize', clientId: 'osd' },
+      body: {
+        connectionId: s.connection.id,
+        authorizeUrl: 'https://git.example/oauth/authorize',
+        clientId: 'osd',
+      },
     })
     const url = new URL(started.body.url)
     expect(url.searchParams.get('redirect_uri')).toBe(redirect)

@@ -31,7 +31,9 @@ afterAll(async () => {
   await model?.close()
 })
 
-const finish = { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }] }
+const finish = {
+  toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }],
+}
 
 async function statusOf(runId: string): Promise<string> {
   const [row] = await db.sql<{ status: string }[]>`select status from runs where id = ${runId}`
@@ -39,13 +41,21 @@ async function statusOf(runId: string): Promise<string> {
 }
 
 async function until(runId: string, status: string, ms = 30_000): Promise<void> {
-  await eventually(async () => (await statusOf(runId)) === status, ms, `run ${runId} to be ${status}`)
+  await eventually(
+    async () => (await statusOf(runId)) === status,
+    ms,
+    `run ${runId} to be ${status}`,
+  )
 }
 
 async function llmEnterprise(name: string) {
   const enterprise = await harness.enterprise(`${name} ${randomUUID().slice(0, 6)}`)
   const key = `key-${randomUUID()}`
-  await bindKey(db.sql, harness.sealer, enterprise.id, { apiKey: key, provider: 'provider_a', layer: 'enterprise' })
+  await bindKey(db.sql, harness.sealer, enterprise.id, {
+    apiKey: key,
+    provider: 'provider_a',
+    layer: 'enterprise',
+  })
   await db.sql`update enterprises set concurrent_run_limit = 100 where id = ${enterprise.id}`
   return { enterprise, key }
 }
@@ -54,7 +64,10 @@ describe('two engine processes', () => {
   it('never run more than a team limit of 2 at once', async () => {
     const { enterprise, key } = await llmEnterprise('Limited')
     model.onRequest((r) => (r.key === key ? { ...finish, delayMs: 800 } : undefined))
-    const team = await createTeam(db.sql, enterprise.id, { name: 'Two At Once', concurrentRunLimit: 2 })
+    const team = await createTeam(db.sql, enterprise.id, {
+      name: 'Two At Once',
+      concurrentRunLimit: 2,
+    })
     const taskId = await createTask(db.sql, enterprise.id, {
       name: 'Slow',
       teamId: team.id,
@@ -64,11 +77,18 @@ describe('two engine processes', () => {
     })
     await Promise.all([harness.engine(), harness.engine()])
     const runs = []
-    for (let i = 0; i < 8; i++) runs.push(await enqueueRun(db.sql, enterprise.id, taskId, { i }, { origin: 'webhook' }))
+    for (let i = 0; i < 8; i++)
+      runs.push(await enqueueRun(db.sql, enterprise.id, taskId, { i }, { origin: 'webhook' }))
     let most = 0
     const sampling = (async () => {
-      while ((await db.sql`select 1 from runs where team_id = ${team.id} and status not in ('succeeded', 'failed')`).length > 0) {
-        const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from runs where team_id = ${team.id} and status = 'running'`
+      while (
+        (
+          await db.sql`select 1 from runs where team_id = ${team.id} and status not in ('succeeded', 'failed')`
+        ).length > 0
+      ) {
+        const [row] = await db.sql<
+          { n: number }[]
+        >`select count(*)::int as n from runs where team_id = ${team.id} and status = 'running'`
         most = Math.max(most, row!.n)
         await new Promise((r) => setTimeout(r, 25))
       }
@@ -76,7 +96,9 @@ describe('two engine processes', () => {
     for (const run of runs) await until(run.id, 'succeeded')
     await sampling
     expect(most).toBe(2)
-    const [count] = await db.sql<{ runningCount: number }[]>`select running_count from teams where id = ${team.id}`
+    const [count] = await db.sql<
+      { runningCount: number }[]
+    >`select running_count from teams where id = ${team.id}`
     expect(count!.runningCount).toBe(0)
     model.onRequest(() => undefined)
   }, 90_000)
@@ -86,7 +108,10 @@ describe('a worker that dies', () => {
   it('has its running run taken over after the lease lapses, and the events say so', async () => {
     const { enterprise, key } = await llmEnterprise('Takeover')
     model.script(key, { ...finish, delayMs: 60_000 }, finish)
-    const taskId = await createTask(db.sql, enterprise.id, { name: 'Long call', assigneeRole: 'ceo' })
+    const taskId = await createTask(db.sql, enterprise.id, {
+      name: 'Long call',
+      assigneeRole: 'ceo',
+    })
     const first = await harness.engine()
     const { run } = await startApiRun(db.sql, enterprise.id, taskId, {})
     await until(run.id, 'running')
@@ -97,7 +122,10 @@ describe('a worker that dies', () => {
     const events = await db.sql<{ type: string; payload: Record<string, string> }[]>`
       select type, payload from run_events where run_id = ${run.id} order by seq`
     const takeover = events.find((e) => e.type === 'run.lease_taken_over')
-    expect(takeover?.payload).toMatchObject({ previousOwner: engineIdOf(first), engine: engineIdOf(second) })
+    expect(takeover?.payload).toMatchObject({
+      previousOwner: engineIdOf(first),
+      engine: engineIdOf(second),
+    })
     expect(events.filter((e) => e.type === 'run.succeeded')).toHaveLength(1)
     expect(model.callsWith(key)).toHaveLength(2) // the interrupted call again, no more
   }, 90_000)
@@ -118,13 +146,34 @@ describe('kill -9 of an engine with runs in every state', () => {
           : { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Go ahead?'] } }] }
       }
       // The first call about the slow run stalls; the one after the crash answers.
-      const earlier = model.callsWith(key).filter((c) => JSON.stringify(c.body.messages).includes('slow'))
+      const earlier = model
+        .callsWith(key)
+        .filter((c) => JSON.stringify(c.body.messages).includes('slow'))
       return text.includes('slow') && earlier.length === 1 ? slow : finish
     })
-    const team = await createTeam(db.sql, enterprise.id, { name: 'Single Slot', concurrentRunLimit: 1 })
-    const llm = await createTask(db.sql, enterprise.id, { name: 'Slow Llm', teamId: team.id, assigneeRole: 'ceo', overlapPolicy: 'os' })
-    const det = await createTask(db.sql, enterprise.id, { name: 'Same Team Det', kind: 'deterministic', teamId: team.id, assigneeRole: 'ceo', overlapPolicy: 'os' })
-    const later = await createTask(db.sql, enterprise.id, { name: 'Later', kind: 'deterministic', assigneeRole: 'ceo', overlapPolicy: 'os' })
+    const team = await createTeam(db.sql, enterprise.id, {
+      name: 'Single Slot',
+      concurrentRunLimit: 1,
+    })
+    const llm = await createTask(db.sql, enterprise.id, {
+      name: 'Slow Llm',
+      teamId: team.id,
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+    })
+    const det = await createTask(db.sql, enterprise.id, {
+      name: 'Same Team Det',
+      kind: 'deterministic',
+      teamId: team.id,
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+    })
+    const later = await createTask(db.sql, enterprise.id, {
+      name: 'Later',
+      kind: 'deterministic',
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+    })
     const chain = await createTask(db.sql, enterprise.id, {
       name: 'Chain',
       kind: 'deterministic',
@@ -139,23 +188,43 @@ describe('kill -9 of an engine with runs in every state', () => {
       tools: ['os.ask_ceo', 'os.write_plan'],
       gates: [{ tool: 'os.ask_ceo', owner: 'ceo', approval: 'specific' }],
     })
-    const capped = await createTask(db.sql, enterprise.id, { name: 'Capped', assigneeRole: 'ceo', overlapPolicy: 'os' })
+    const capped = await createTask(db.sql, enterprise.id, {
+      name: 'Capped',
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+    })
     await setCap(db.sql, enterprise.id, { layer: 'task', layerId: capped, moneyCentsDay: 0 })
-    const keyless = await createTask(db.sql, blockedEnterprise.id, { name: 'Keyless', assigneeRole: 'ceo' })
+    const keyless = await createTask(db.sql, blockedEnterprise.id, {
+      name: 'Keyless',
+      assigneeRole: 'ceo',
+    })
 
     const engine = await harness.engine()
     const done = (await startApiRun(db.sql, enterprise.id, det, { warmup: true })).run
     await until(done.id, 'succeeded')
     const running = (await startApiRun(db.sql, enterprise.id, llm, { word: 'slow' })).run
     await until(running.id, 'running')
-    const pendingInLane = await enqueueRun(db.sql, enterprise.id, llm, { word: 'second' }, { origin: 'webhook' })
+    const pendingInLane = await enqueueRun(
+      db.sql,
+      enterprise.id,
+      llm,
+      { word: 'second' },
+      { origin: 'webhook' },
+    )
     const queued = (await startApiRun(db.sql, enterprise.id, det, { n: 2 })).run // the team's one slot is taken
     const gated = (await startApiRun(db.sql, enterprise.id, asker, { word: 'ask-me' })).run
     const paused = (await startApiRun(db.sql, enterprise.id, capped, {})).run
     const blocked = (await startApiRun(db.sql, blockedEnterprise.id, keyless, {})).run
     const head = (await startApiRun(db.sql, enterprise.id, chain, {})).run
-    await Promise.all([until(gated.id, 'waiting_on_gate'), until(paused.id, 'paused_spend'), until(blocked.id, 'blocked'), until(head.id, 'succeeded')])
-    const [delayed] = await db.sql<{ id: string }[]>`select id from runs where previous_run_id = ${head.id}`
+    await Promise.all([
+      until(gated.id, 'waiting_on_gate'),
+      until(paused.id, 'paused_spend'),
+      until(blocked.id, 'blocked'),
+      until(head.id, 'succeeded'),
+    ])
+    const [delayed] = await db.sql<
+      { id: string }[]
+    >`select id from runs where previous_run_id = ${head.id}`
     expect(await statusOf(delayed!.id)).toBe('pending')
     expect(await statusOf(queued.id)).toBe('queued')
     expect(await statusOf(pendingInLane.id)).toBe('pending')
@@ -173,12 +242,22 @@ describe('kill -9 of an engine with runs in every state', () => {
     expect(await statusOf(delayed!.id)).toBe('pending')
     // ... and moves on when it comes.
     const [gate] = await db.sql<{ id: string }[]>`select id from gates where run_id = ${gated.id}`
-    await decideGate(db.sql, enterprise.id, gate!.id, { decision: 'approve', answers: ['yes'] }, 'test')
+    await decideGate(
+      db.sql,
+      enterprise.id,
+      gate!.id,
+      { decision: 'approve', answers: ['yes'] },
+      'test',
+    )
     await setCap(db.sql, enterprise.id, { layer: 'task', layerId: capped, moneyCentsDay: null })
     await db.sql`update runs set not_before = now() where id = ${delayed!.id}`
     const lateKey = `key-${randomUUID()}`
     model.script(lateKey, finish)
-    await bindKey(db.sql, harness.sealer, blockedEnterprise.id, { apiKey: lateKey, provider: 'provider_a', layer: 'enterprise' })
+    await bindKey(db.sql, harness.sealer, blockedEnterprise.id, {
+      apiKey: lateKey,
+      provider: 'provider_a',
+      layer: 'enterprise',
+    })
     for (const run of [gated, paused, delayed!, blocked]) await until(run.id, 'succeeded', 40_000)
 
     // Nothing finished twice, and no answered model call was made again.
@@ -186,7 +265,8 @@ describe('kill -9 of an engine with runs in every state', () => {
       select run_id, count(*)::int as n from run_events
        where type in ('run.succeeded', 'run.failed', 'run.cancelled') group by run_id having count(*) > 1`
     expect(ends).toEqual([])
-    const callsAbout = (word: string) => model.callsWith(key).filter((c) => JSON.stringify(c.body.messages).includes(word))
+    const callsAbout = (word: string) =>
+      model.callsWith(key).filter((c) => JSON.stringify(c.body.messages).includes(word))
     expect(callsAbout('ask-me')).toHaveLength(2) // the question before the crash, the finish after the answer
     expect(callsAbout('slow')).toHaveLength(2) // the call the crash interrupted, made once more
     const [journal] = await db.sql<{ n: number }[]>`
@@ -196,4 +276,3 @@ describe('kill -9 of an engine with runs in every state', () => {
     model.onRequest(() => undefined)
   }, 150_000)
 })
-

@@ -16,11 +16,19 @@ it('starts exactly one run per fire with two engine processes on one database', 
   const harness = await engineHarness(db)
   stop = harness.stopAll
   const enterprise = await harness.enterprise('Cron Co')
-  const taskId = await createTask(db.sql, enterprise.id, { name: 'Every minute', kind: 'deterministic', assigneeRole: 'ceo' })
+  const taskId = await createTask(db.sql, enterprise.id, {
+    name: 'Every minute',
+    kind: 'deterministic',
+    assigneeRole: 'ceo',
+  })
   const [a, b] = await Promise.all([harness.engine(), harness.engine()])
   await setSchedule(db.sql, enterprise.id, taskId, { cron: '* * * * *', input: { from: 'cron' } })
 
-  await eventually(async () => (await db.sql`select 1 from schedule_fires where task_id = ${taskId}`).length > 0, 75_000, 'a fire')
+  await eventually(
+    async () => (await db.sql`select 1 from schedule_fires where task_id = ${taskId}`).length > 0,
+    75_000,
+    'a fire',
+  )
   const [fire] = await db.sql<{ fireAt: Date; runId: string; outcome: string }[]>`
     select fire_at, run_id, outcome from schedule_fires where task_id = ${taskId} order by fire_at limit 1`
   expect(fire!.outcome).toBe('started')
@@ -32,7 +40,13 @@ it('starts exactly one run per fire with two engine processes on one database', 
   expect(runs).toHaveLength(1)
   expect(runs[0]!.id).toBe(fire!.runId)
   expect(runs[0]!.input).toEqual({ from: 'cron' })
-  const fired = [...a.logs, ...b.logs].filter((l) => l.msg === 'schedule fired' && l.runId === fire!.runId)
+  const fired = [...a.logs, ...b.logs].filter(
+    (l) => l.msg === 'schedule fired' && l.runId === fire!.runId,
+  )
   expect(fired).toHaveLength(1)
-  await eventually(async () => (await db.sql`select status from runs where id = ${fire!.runId}`)[0]!.status === 'succeeded', 10_000)
+  await eventually(
+    async () =>
+      (await db.sql`select status from runs where id = ${fire!.runId}`)[0]!.status === 'succeeded',
+    10_000,
+  )
 }, 120_000)

@@ -180,7 +180,10 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
     ]
     // A member's last assignment is its latest queued run: A an hour ago, B two hours ago.
     const earlier = (await deterministicTask(t, { assigneeRole: `other-${role}` })).id
-    for (const [member, ago] of [[members[0]!.id, '1 hour'], [members[1]!.id, '2 hours']] as const) {
+    for (const [member, ago] of [
+      [members[0]!.id, '1 hour'],
+      [members[1]!.id, '2 hours'],
+    ] as const) {
       await t.sql`
         insert into runs (enterprise_id, task_id, task_version_id, task_slug, task_name, kind, overlap_policy, lane,
                           member_id, status, origin, input, execution_id, queued_at, finished_at)
@@ -264,7 +267,9 @@ describe('a holder of a task that waits for its member gets one run at a time', 
     await Promise.all([
       admitPending(t.sql),
       admitPending(t.sql),
-      ...Array.from({ length: 20 }, (_, i) => startApiRun(t.sql, t.acme.id, task.id, { i: 100 + i })),
+      ...Array.from({ length: 20 }, (_, i) =>
+        startApiRun(t.sql, t.acme.id, task.id, { i: 100 + i }),
+      ),
     ])
     const queued = await t.sql<{ id: string; memberId: string }[]>`
       select id, member_id from runs where task_id = ${task.id} and status = 'queued'`
@@ -288,7 +293,9 @@ describe('a holder of a task that waits for its member gets one run at a time', 
       select member_id, count(*)::int as n from runs where task_id = ${task.id} and status = 'queued'
        group by member_id order by member_id`
     expect(given).toEqual(
-      holders.map((h) => ({ memberId: h.id, n: 2 })).sort((a, b) => a.memberId.localeCompare(b.memberId)),
+      holders
+        .map((h) => ({ memberId: h.id, n: 2 }))
+        .sort((a, b) => a.memberId.localeCompare(b.memberId)),
     )
   })
 })
