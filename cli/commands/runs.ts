@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander'
 import {
   runSorts,
   runStatuses,
+  type OsToolView,
   type Run,
   type RunDetail,
   type RunStatus,
@@ -140,6 +141,23 @@ export async function runLog(deps: Deps, ref: string): Promise<void> {
   show(deps.out, log, () => deps.out.write(log.body.endsWith('\n') ? log.body : `${log.body}\n`))
 }
 
+/** GET /v1/runs/{id}/os-tool: the short view an agent's os tool reads (status, task, input, last events). */
+export async function osToolView(deps: Deps, ref: string): Promise<void> {
+  const view = await deps.client().get<OsToolView>(`/runs/${runRef(ref)}/os-tool`)
+  show(deps.out, view, () => {
+    printFields(deps.out, [
+      ['status', statusText(deps.out, view.status)],
+      ['task', `${view.task.slug} (${view.task.id})`],
+      ['input', JSON.stringify(view.input)],
+    ])
+    deps.out.write('\nlast events:\n')
+    if (view.events.length === 0) deps.out.write('  (none)\n')
+    for (const event of view.events) {
+      deps.out.write(`  ${formatEvent(event, { isTTY: deps.out.isTTY })}\n`)
+    }
+  })
+}
+
 export async function cancelRun(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
   const id = runRef(ref)
   await confirmDestructive(deps, opts.yes, `Cancel run ${id}`)
@@ -217,6 +235,16 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
       .description("the run's full log, once stored")
       .action(actionOf(makeDeps, runLog)),
     'osctl runs log 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 > run.log',
+  )
+  examples(
+    runs
+      .command('os-tool')
+      .argument('<run>', 'run id')
+      .description(
+        "the short view of a run an agent's os tool reads: status, task, input, last 8 events",
+      )
+      .action(actionOf(makeDeps, osToolView)),
+    'osctl runs os-tool 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --json',
   )
   examples(
     runs

@@ -144,6 +144,7 @@ export const OsToolView = z
     events: z.array(RunEvent).max(8),
   })
   .meta({ id: 'OsToolView' })
+export type OsToolView = z.infer<typeof OsToolView>
 
 /** The body of POST /v1/tasks/{id}/runs: any JSON object, stored as sent. */
 export const RunInput = z.record(z.string(), z.unknown()).meta({ id: 'RunInput' })

@@ -193,7 +193,7 @@ describe('osctl runs', () => {
     expect(res.stderr).not.toMatch(/\x1b/) // no spinner when stderr is not a terminal
   })
 
-  it('lays --input over -d, and reads a run, its events after one, and its log', async () => {
+  it('lays --input over -d, and reads a run, its events after one, its os-tool view and its log', async () => {
     const res = await osctl(
       ['runs', 'start', 'echo', '-d', '{"a":0,"b":[1]}', '--input', 'a=x', '--wait', '--json'],
       env,
@@ -211,6 +211,17 @@ describe('osctl runs', () => {
     const human = await osctl(['runs', 'get', run.id], env)
     expect(human.stdout).toMatch(/^status\s+succeeded$/m)
     expect(human.stdout).toMatch(/^ {2}\S+\s+run\.succeeded\s+outcome=succeeded/m)
+
+    const view = await json(['runs', 'os-tool', run.id])
+    expect(view).toMatchObject({
+      status: 'succeeded',
+      task: { slug: 'echo' },
+      input: { a: 'x', b: [1] },
+    })
+    expect(view.events.at(-1).type).toBe('run.succeeded')
+    const short = await osctl(['runs', 'os-tool', run.id], env)
+    expect(short.stdout).toMatch(/^task\s+echo \(/m)
+    expect(short.stdout).toMatch(/^ {2}\S+\s+run\.succeeded/m)
 
     const missing = await osctl(['runs', 'log', run.id], env)
     expect(missing.exitCode).toBe(1)
