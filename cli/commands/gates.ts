@@ -1,8 +1,358 @@
-import type { Command } from 'commander'
-import type { MakeDeps } from '../command.js'
+import { InvalidArgumentError, Option, type Command } from 'commander'
+import { gateDecisions, type Gate, type GateDecision } from '../../shared/schemas/gates.js'
+import { actionOf, examples, readBody, withBodyOptions, type MakeDeps } from '../command.js'
+import type { Deps } from '../deps.js'
+import { AuthError, UsageError } from '../errors.js'
+import { collect } from '../inputs.js'
+import { colour, printFields, printTable, show, type Output } from '../output.js'
+import { isUuid, taskId } from '../resolve.js'
+import { gateReviewInstead, requireTerminal } from '../tui/terminal.js'
 
-/** Registers the `osctl gates` verbs. (Filled in next; wired in program.ts already.) */
+// `osctl gates` (spec: Gate; Endpoints Gates; DESIGN 9): the gates waiting for a person, and their
+// decisions. `gates review` is the ink screen (cli/tui), loaded only when it runs.
+
+type Decision = GateDecision['decision']
+
+const gateKinds = ['tool', 'question'] as const
+
+function columns(out: Output) {
+  return [
+    { header: 'ID', value: (g: Gate) => g.id },
+    { header: 'TASK', value: (g: Gate) => g.taskSlug },
+    {
+      header: 'KIND',
+      value: (g: Gate) => (g.kind === 'question' ? colour(out, 'yellow', g.kind) : g.kind),
+    },
+    { header: 'TOOL', value: (g: Gate) => g.tool },
+    { header: 'ASKS', value: (g: Gate) => g.summary ?? g.questions?.join(' / ') ?? null },
+    { header: 'CREATED', value: (g: Gate) => g.createdAt },
+  ]
+}
+
+function showGate(deps: Deps, gate: Gate): void {
+  const out = deps.out
+  show(out, gate, () => {
+    printFields(out, [
+      ['id', gate.id],
+      ['kind', gate.kind],
+      ['status', gate.status === 'waiting' ? colour(out, 'yellow', gate.status) : gate.status],
+      ['tool', gate.tool],
+      ['task', gate.taskSlug ?? gate.taskId],
+      ['run', gate.runId],
+      ['owner', gate.owner],
+      ['approval', gate.approval],
+      ['summary', gate.summary],
+      ['questions', gate.questions?.length ? gate.questions : null],
+      ['choices', gate.choices?.length ? gate.choices.map((c) => `${c.key} (${c.label})`) : null],
+      ['decision', gate.decision],
+      ['note', gate.note],
+      ['answers', gate.answers],
+      ['choice', gate.choice],
+      ['decided by', gate.decidedBy],
+      ['decided at', gate.decidedAt],
+      ['created', gate.createdAt],
+    ])
+    if (gate.arguments) {
+      const json = JSON.stringify(gate.arguments, null, 2)
+      out.write(`\narguments:\n${json.replace(/^/gm, '  ')}\n`)
+    }
+  })
+}
+
+function gateRef(ref: string, what = 'a gate'): string {
+  if (!isUuid(ref)) throw new UsageError(`${what} is named by its id; got "${ref}"`)
+  return ref
+}
+
+/** `--decision request-changes` reads as request_changes. */
+function parseDecision(value: string): Decision {
+  const decision = value.replace(/-/g, '_') as Decision
+  if (!gateDecisions.includes(decision)) {
+    throw new InvalidArgumentError(`Allowed choices are ${gateDecisions.join(', ')}.`)
+  }
+  return decision
+}
+
+interface DecisionFlags {
+  decision?: Decision
+  approve?: boolean
+  reject?: boolean
+  requestChanges?: boolean
+  note?: string
+  choice?: string
+  answer?: string[]
+  data?: string
+  file?: string
+}
+
+/**
+ * The body of a decision: -d/-f with the flags laid over it. A reject or request_changes needs a note:
+ * a person refusing should say why (osctl's rule; the API lets it be left out).
+ */
+async function decisionBody(deps: Deps, opts: DecisionFlags): Promise<GateDecision> {
+  const shorthand = (
+    [
+      ['approve', opts.approve],
+      ['reject', opts.reject],
+      ['request_changes', opts.requestChanges],
+    ] as const
+  )
+    .filter(([, set]) => set)
+    .map(([decision]) => decision)
+  if (shorthand.length + (opts.decision ? 1 : 0) > 1) {
+    throw new UsageError(
+      'give one decision: --decision D, --approve, --reject or --request-changes',
+    )
+  }
+  const base = (await readBody(deps, opts)) ?? {}
+  if (typeof base !== 'object' || Array.isArray(base)) {
+    throw new UsageError('the body must be a JSON object')
+  }
+  const fields = {
+    decision: opts.decision ?? shorthand[0],
+    note: opts.note,
+    choice: opts.choice,
+    answers: opts.answer?.length ? opts.answer : undefined,
+  }
+  const body = {
+    ...(base as Record<string, unknown>),
+    ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
+  } as GateDecision
+  if (body.decision === undefined) {
+    throw new UsageError('say what to decide: --decision approve|reject|request_changes')
+  }
+  const decision = parseDecisionOrUsage(body.decision)
+  if (decision !== 'approve' && !(typeof body.note === 'string' && body.note.trim())) {
+    throw new UsageError(`a ${decision} needs --note TEXT: say why`)
+  }
+  return { ...body, decision }
+}
+
+function parseDecisionOrUsage(value: unknown): Decision {
+  try {
+    return parseDecision(String(value))
+  } catch (err) {
+    throw new UsageError(`decision: ${(err as Error).message}`)
+  }
+}
+
+async function gateFilters(
+  deps: Deps,
+  opts: { task?: string; run?: string; kind?: string },
+): Promise<{ taskId?: string; runId?: string; kind?: string }> {
+  return {
+    taskId: opts.task ? await taskId(deps.client(), opts.task) : undefined,
+    runId: opts.run ? gateRef(opts.run, 'a run') : undefined,
+    kind: opts.kind,
+  }
+}
+
+export async function listGates(
+  deps: Deps,
+  opts: { task?: string; run?: string; kind?: string },
+): Promise<void> {
+  const gates = await deps.client().get<Gate[]>('/gates', await gateFilters(deps, opts))
+  show(deps.out, gates, () => printTable(deps.out, gates, columns(deps.out)))
+}
+
+export async function getGate(deps: Deps, ref: string): Promise<void> {
+  showGate(deps, await deps.client().get<Gate>(`/gates/${gateRef(ref)}`))
+}
+
+export async function decideGate(deps: Deps, ref: string, opts: DecisionFlags): Promise<void> {
+  const id = gateRef(ref)
+  const body = await decisionBody(deps, opts)
+  showGate(deps, await deps.client().post<Gate>(`/gates/${id}/decision`, body))
+}
+
+export async function approveGate(deps: Deps, ref: string, opts: { note?: string }): Promise<void> {
+  await decideGate(deps, ref, { decision: 'approve', note: opts.note })
+}
+
+export async function rejectGate(deps: Deps, ref: string, opts: { note?: string }): Promise<void> {
+  await decideGate(deps, ref, { decision: 'reject', note: opts.note })
+}
+
+export async function requestChanges(
+  deps: Deps,
+  ref: string,
+  opts: { note?: string },
+): Promise<void> {
+  await decideGate(deps, ref, { decision: 'request_changes', note: opts.note })
+}
+
+/**
+ * Answers a question gate: approve with the answers and/or a choice. It reads the gate first, so an
+ * answer never approves a tool call by mistake.
+ */
+export async function answerGate(
+  deps: Deps,
+  ref: string,
+  opts: { choice?: string; answer?: string[]; note?: string },
+): Promise<void> {
+  if (opts.choice === undefined && !opts.answer?.length) {
+    throw new UsageError('give --choice KEY and/or --answer TEXT')
+  }
+  const gate = await deps.client().get<Gate>(`/gates/${gateRef(ref)}`)
+  if (gate.kind !== 'question') {
+    throw new UsageError(
+      `gate ${gate.id} is a tool gate (${gate.tool ?? 'a tool call'}), not a question: ` +
+        `use osctl gates approve ${gate.id}`,
+    )
+  }
+  await decideGate(deps, ref, { ...opts, decision: 'approve' })
+}
+
+export async function decideChat(
+  deps: Deps,
+  chat: string,
+  opts: DecisionFlags & { gate?: string },
+): Promise<void> {
+  const chatId = gateRef(chat, 'a chat')
+  const body = {
+    ...(await decisionBody(deps, opts)),
+    ...(opts.gate ? { gateId: gateRef(opts.gate) } : {}),
+  }
+  showGate(deps, await deps.client().post<Gate>(`/gates/chat/${chatId}/decision`, body))
+}
+
+/** The ink screen; off a terminal it refuses (exit 2) and names the verbs above. */
+export async function reviewGates(
+  deps: Deps,
+  opts: { task?: string; run?: string; kind?: string },
+): Promise<void> {
+  requireTerminal('gates review', gateReviewInstead)
+  if (deps.globals.json) {
+    throw new UsageError('gates review is interactive: --json goes with gates list and gates get')
+  }
+  if (!deps.target().token) {
+    throw new AuthError(
+      'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
+    )
+  }
+  const filters = await gateFilters(deps, opts)
+  // Loaded here, not at the top: ink and React take longer to load than the rest of osctl.
+  const { renderGateReview } = await import('../tui/gate-review.js')
+  await renderGateReview(deps.client(), { filters })
+}
+
+function withFilters(command: Command): Command {
+  return command
+    .option('--task <task>', 'task id or slug')
+    .option('--run <run>', 'run id')
+    .addOption(new Option('--kind <kind>', 'tool or question').choices(gateKinds))
+}
+
+const decisionOption = () =>
+  new Option('--decision <decision>', gateDecisions.join(', ')).argParser(parseDecision)
+
+function withAnswerOptions(command: Command): Command {
+  return command
+    .option('--choice <key>', "the key of one of the gate's choices")
+    .option('--answer <text>', 'an answer, one per question (repeat for several)', collect)
+}
+
 export function registerGates(program: Command, makeDeps: MakeDeps): void {
-  void program
-  void makeDeps
+  const gates = program
+    .command('gates')
+    .description('gates: tool calls and questions waiting for a person to decide')
+  examples(
+    withFilters(gates.command('list').description('the gates waiting, newest first')).action(
+      actionOf(makeDeps, listGates),
+    ),
+    'osctl gates list',
+    'osctl gates list --task nightly-report --kind question --json',
+  )
+  examples(
+    gates
+      .command('get')
+      .argument('<gate>', 'gate id')
+      .description('one gate, waiting or decided, with its arguments')
+      .action(actionOf(makeDeps, getGate)),
+    'osctl gates get 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60',
+  )
+  examples(
+    gates
+      .command('approve')
+      .argument('<gate>', 'gate id')
+      .option('--note <text>', 'why (optional)')
+      .description('approve: the gated call goes ahead')
+      .action(actionOf(makeDeps, approveGate)),
+    'osctl gates approve 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --note "tests pass"',
+  )
+  examples(
+    gates
+      .command('reject')
+      .argument('<gate>', 'gate id')
+      .requiredOption('--note <text>', 'why (needed)')
+      .description('reject: the run is told the call was refused, with the note')
+      .action(actionOf(makeDeps, rejectGate)),
+    'osctl gates reject 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --note "not on a Friday"',
+  )
+  examples(
+    gates
+      .command('request-changes')
+      .argument('<gate>', 'gate id')
+      .requiredOption('--note <text>', 'what to change (needed)')
+      .description('request changes: the run gets the note and may propose again')
+      .action(actionOf(makeDeps, requestChanges)),
+    'osctl gates request-changes 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --note "merge #8 instead"',
+  )
+  examples(
+    withAnswerOptions(
+      gates
+        .command('answer')
+        .argument('<gate>', 'gate id of a question')
+        .option('--note <text>', 'a note for the run'),
+    )
+      .description('answer a question gate: a choice and/or answers (the decision is approve)')
+      .action(actionOf(makeDeps, answerGate)),
+    'osctl gates answer 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --choice yes',
+    'osctl gates answer 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --answer "Next week" --answer "Ada"',
+  )
+  examples(
+    withBodyOptions(
+      withAnswerOptions(
+        gates
+          .command('decide')
+          .argument('<gate>', 'gate id')
+          .addOption(decisionOption())
+          .option('--approve', 'same as --decision approve')
+          .option('--reject', 'same as --decision reject')
+          .option('--request-changes', 'same as --decision request_changes')
+          .option('--note <text>', 'why (needed to reject or request changes)'),
+      ),
+    )
+      .description('decide a gate: the general form, flags laid over a -d/-f body')
+      .action(actionOf(makeDeps, decideGate)),
+    'osctl gates decide 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --approve',
+    'osctl gates decide 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 --decision reject --note "too risky"',
+    `osctl gates decide 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60 -d '{"decision":"approve","choice":"yes"}'`,
+  )
+  examples(
+    withBodyOptions(
+      withAnswerOptions(
+        gates
+          .command('chat')
+          .argument('<chat>', 'chat id')
+          .addOption(decisionOption())
+          .option('--gate <gate>', 'the gate to answer (the newest waiting one if left out)')
+          .option('--note <text>', 'why (needed to reject or request changes)'),
+      ),
+    )
+      .description('answer the question a chat waits on')
+      .action(actionOf(makeDeps, decideChat)),
+    'osctl gates chat 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f --decision approve --answer "Yes, go"',
+  )
+  examples(
+    withFilters(
+      gates
+        .command('review')
+        .description(
+          'review waiting gates on an interactive screen and decide them with a key (needs a terminal)',
+        ),
+    ).action(actionOf(makeDeps, reviewGates)),
+    'osctl gates review',
+    'osctl gates review --kind question',
+  )
 }

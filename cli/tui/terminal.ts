@@ -1,0 +1,37 @@
+import { CliError, exitCodes } from '../errors.js'
+
+// A screen refuses to start without a terminal and names the verbs that do its job without one (STYLE,
+// The CLI). Kept apart from the screens so a command checks this before it loads ink.
+
+export interface Streams {
+  stdin: { isTTY?: boolean }
+  stdout: { isTTY?: boolean }
+}
+
+/** The verbs that do what `gates review` does, one per line, for the refusal. */
+export const gateReviewInstead = [
+  'osctl gates list [--task TASK] [--run RUN] [--kind tool|question]',
+  'osctl gates get ID',
+  'osctl gates approve ID [--note TEXT]',
+  'osctl gates reject ID --note TEXT',
+  'osctl gates request-changes ID --note TEXT',
+  'osctl gates answer ID [--choice KEY] [--answer TEXT ...]',
+]
+
+/** Throws a usage error (exit 2) unless both stdin and stdout are terminals. */
+export function requireTerminal(
+  screen: string,
+  instead: readonly string[],
+  streams: Streams = { stdin: process.stdin, stdout: process.stdout },
+): void {
+  if (streams.stdin.isTTY && streams.stdout.isTTY) return
+  const missing = [!streams.stdin.isTTY && 'stdin', !streams.stdout.isTTY && 'stdout'].filter(
+    (name): name is string => Boolean(name),
+  )
+  throw new CliError(
+    `${screen} is interactive and needs a terminal, but ${missing.join(' and ')} ` +
+      `${missing.length > 1 ? 'are not terminals' : 'is not a terminal'}. ` +
+      `These verbs do the same job without one:\n${instead.map((v) => `  ${v}`).join('\n')}`,
+    exitCodes.usage,
+  )
+}

@@ -1,0 +1,558 @@
+import { EventEmitter } from 'node:events'
+import { render } from 'ink-testing-library'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
+import { apiError } from '../../../cli/client.js'
+import { ApiRequestError, CliError } from '../../../cli/errors.js'
+import { GateReviewController, type GateReviewClient } from '../../../cli/tui/gate-controller.js'
+import { browse } from '../../../cli/tui/gate-keys.js'
+import { GateReview, renderGateReview } from '../../../cli/tui/gate-review.js'
+import { ReviewScreen, jsonLines } from '../../../cli/tui/gate-view.js'
+
+// The gate review screen with a fake client (the methods of ApiClient it uses, answering canned
+// gates): what a person sees and what each key sends. The daemon's side is test/cli/gates.test.ts.
+
+const now = Date.parse('2026-03-02T12:00:00.000Z')
+
+function gate(fields: Partial<Gate>): Gate {
+  return {
+    id: '00000000-0000-4000-8000-000000000000',
+    kind: 'tool',
+    status: 'waiting',
+    tool: null,
+    arguments: null,
+    owner: 'ceo',
+    approval: 'specific',
+    summary: null,
+    choices: null,
+    questions: null,
+    runId: '7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+    taskId: '5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b',
+    taskSlug: null,
+    decision: null,
+    note: null,
+    answers: null,
+    choice: null,
+    decidedBy: null,
+    decidedAt: null,
+    createdAt: '2026-03-02T11:57:00.000Z',
+    ...fields,
+  }
+}
+
+const merge = gate({
+  id: '3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60',
+  tool: 'vcs.merge_pull_request',
+  arguments: { repo: 'acme/web', number: 7, labels: ['safe', 'tested'] },
+  summary: 'Merge acme/web#7: tests pass, one reviewer approved',
+  taskSlug: 'merger',
+})
+const question = gate({
+  id: '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d',
+  kind: 'question',
+  tool: 'os.ask_ceo',
+  arguments: {
+    questions: ['Ship on Friday?', 'Who signs off?'],
+    choices: [
+      { key: 'yes', label: 'Yes' },
+      { key: 'no', label: 'No' },
+    ],
+  },
+  questions: ['Ship on Friday?', 'Who signs off?'],
+  choices: [
+    { key: 'yes', label: 'Yes' },
+    { key: 'no', label: 'No' },
+  ],
+  taskSlug: 'release-plan',
+  createdAt: '2026-03-02T11:59:30.000Z',
+})
+const mail = gate({
+  id: '1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e',
+  tool: 'os.mail_send',
+  arguments: { to: 'ada@acme.osd.local', subject: 'Weekly numbers' },
+  taskSlug: 'weekly-mail',
+  createdAt: '2026-03-01T09:00:00.000Z',
+})
+
+/** A client answering GET /gates with whatever `gates` holds now, and POSTs as told. */
+function fakeClient(initial: Gate[]) {
+  const fake = {
+    gates: initial,
+    failure: null as unknown,
+    decide: async (id: string, body: GateDecision): Promise<Gate> => ({
+      ...fake.gates.find((g) => g.id === id)!,
+      status: 'decided',
+      decision: body.decision,
+      note: body.note ?? null,
+    }),
+    get: vi.fn(async (path: string) => {
+      expect(path).toBe('/gates')
+      if (fake.failure) throw fake.failure
+      return fake.gates
+    }),
+    post: vi.fn(async (path: string, body?: unknown) => {
+      const id = /^\/gates\/([^/]+)\/decision$/.exec(path)![1]!
+      const decided = await fake.decide(id, body as GateDecision)
+      fake.gates = fake.gates.filter((g) => g.id !== id)
+      return decided
+    }),
+  }
+  return fake
+}
+
+type Fake = ReturnType<typeof fakeClient>
+
+const screens: { stop(): void; unmount(): void }[] = []
+afterEach(() => {
+  for (const s of screens.splice(0)) {
+    s.stop()
+    s.unmount()
+  }
+})
+
+/** The screen on a fake client, once its first read has been drawn. */
+async function open(client: Fake, intervalMs = 60_000) {
+  const controller = new GateReviewController(client as GateReviewClient, { intervalMs })
+  const ui = render(<GateReview controller={controller} now={() => now} />)
+  screens.push({ stop: () => controller.stop(), unmount: ui.unmount })
+  controller.start()
+  const frame = () => ui.lastFrame() ?? ''
+  await vi.waitFor(() => expect(frame()).not.toContain('Reading the waiting gates'))
+  /** Types keys, one write each (as a person does), and lets the screen draw. */
+  const press = async (...keys: string[]) => {
+    for (const key of keys) {
+      ui.stdin.write(key)
+      await new Promise((r) => setTimeout(r, 15))
+    }
+  }
+  return { controller, ui, frame, press }
+}
+
+const enter = '\r'
+const escape = '\x1b'
+const down = '\x1b[B'
+const up = '\x1b[A'
+
+describe('the gate review screen', () => {
+  it('lists the waiting gates and shows the selected one in full, keys in the footer', async () => {
+    const { frame } = await open(fakeClient([merge, question, mail]))
+    expect(frame()).toMatchSnapshot()
+    expect(frame()).toMatch(/^› merger\s+vcs\.merge_pull_request\s+3m ago$/m)
+    expect(frame()).toMatch(/^ {2}release-plan\s+question\s+30s ago$/m)
+    expect(frame()).toMatch(/^Summary {4}Merge acme\/web#7: tests pass, one reviewer approved$/m)
+    expect(frame()).toContain(
+      [
+        'Arguments',
+        '  {',
+        '    "repo": "acme/web",',
+        '    "number": 7,',
+        '    "labels": [',
+        '      "safe",',
+        '      "tested"',
+        '    ]',
+        '  }',
+      ].join('\n'),
+    )
+    expect(frame().trimEnd().split('\n').at(-1)).toBe(
+      '↑↓/j k select · a approve · r reject · c request changes · q quit',
+    )
+  })
+
+  it('moves the selection with j k and the arrows; a question shows its questions and choices', async () => {
+    const { frame, press } = await open(fakeClient([merge, question, mail]))
+    await press('j')
+    expect(frame()).toMatch(/^› release-plan/m)
+    expect(frame()).toContain(
+      [
+        'Kind       question (os.ask_ceo)',
+        'Task       release-plan  5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b',
+        'Run        7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+        'Owner      ceo, approval specific',
+        'Opened     30s ago  2026-03-02T11:59:30.000Z',
+        'Questions  1. Ship on Friday?',
+        '           2. Who signs off?',
+        'Choices    yes  Yes',
+        '           no   No',
+      ].join('\n'),
+    )
+    expect(frame()).not.toContain('Arguments') // a question's arguments are its questions and choices
+    expect(frame()).toContain('a answer · r reject')
+    await press(down, down) // stops at the last
+    expect(frame()).toMatch(/^› weekly-mail\s+os\.mail_send\s+1d ago$/m)
+    expect(frame()).toMatch(/^Summary {4}\(the run set none\)$/m)
+    await press('k', up, up)
+    expect(frame()).toMatch(/^› merger/m)
+  })
+
+  it('says when no gate is waiting, with the keys', async () => {
+    const { frame } = await open(fakeClient([]))
+    expect(frame()).toMatchInlineSnapshot(`
+      "osctl gates review  0 waiting
+
+      No gates are waiting.
+      New gates show up here as runs open them (the list is read every 60s).
+
+      ↑↓/j k select · a approve · r reject · c request changes · q quit"
+    `)
+  })
+
+  it('shows an unreachable daemon or a refused token inline, and recovers', async () => {
+    const client = fakeClient([merge])
+    client.failure = new CliError('cannot reach osd at http://127.0.0.1:9/v1: ECONNREFUSED')
+    const { frame, controller } = await open(client)
+    expect(frame()).toContain(
+      '✗ cannot reach osd at http://127.0.0.1:9/v1: ECONNREFUSED\n  Trying again every 60s.',
+    )
+    expect(frame()).not.toContain('No gates are waiting')
+    expect(frame()).toContain('osctl gates review  not read yet')
+
+    client.failure = null
+    await controller.refresh()
+    await vi.waitFor(() => expect(frame()).toMatch(/^› merger/m))
+    expect(frame()).not.toContain('✗')
+
+    client.failure = apiError(401, { error: 'unauthorized', message: 'Bad token.' })
+    await controller.refresh()
+    await vi.waitFor(() =>
+      expect(frame()).toContain(
+        '✗ the daemon refused the token (401): check `osctl auth status`\n' +
+          '  The list is from the last read that worked; trying again every 60s.',
+      ),
+    )
+    expect(frame()).toMatch(/^› merger/m) // the last list stays
+  })
+
+  it('approves with a then Enter, and the gate leaves the list', async () => {
+    const client = fakeClient([merge, mail])
+    const { frame, press } = await open(client)
+    await press('a')
+    expect(frame()).toContain('Approve merger vcs.merge_pull_request: a note (optional)')
+    expect(frame().trimEnd().split('\n').at(-1)).toBe('Enter send · Esc cancel')
+    await press(enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Approved merger vcs.merge_pull_request'))
+    expect(client.post).toHaveBeenCalledTimes(1)
+    expect(client.post).toHaveBeenCalledWith(`/gates/${merge.id}/decision`, {
+      decision: 'approve',
+    })
+    expect(frame()).toContain('osctl gates review  1 waiting')
+    expect(frame()).not.toMatch(/^. merger/m)
+    expect(frame()).toMatch(/^› weekly-mail/m) // the selection moves to the row that took its place
+    await vi.waitFor(() => expect(client.get).toHaveBeenCalledTimes(2)) // read again at once
+  })
+
+  it('approves with a note when one is typed', async () => {
+    const client = fakeClient([merge])
+    const { frame, press } = await open(client)
+    await press('a', 'ship', ' it')
+    expect(frame()).toContain('› ship it')
+    await press(enter)
+    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    expect(client.post.mock.calls[0]![1]).toEqual({ decision: 'approve', note: 'ship it' })
+  })
+
+  it('asks for a note on r, will not send without one, and sends it', async () => {
+    const client = fakeClient([merge])
+    const { frame, press } = await open(client)
+    await press('r')
+    expect(frame()).toContain('Reject merger vcs.merge_pull_request: why? (a note is needed)')
+    await press(enter)
+    expect(frame()).toContain('A note is needed: say why (Esc cancels).')
+    expect(client.post).not.toHaveBeenCalled()
+    await press('not on a Fridayy', '\x7f')
+    expect(frame()).toContain('› not on a Friday')
+    expect(frame()).not.toContain('A note is needed')
+    await press(enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected merger vcs.merge_pull_request'))
+    expect(client.post).toHaveBeenCalledWith(`/gates/${merge.id}/decision`, {
+      decision: 'reject',
+      note: 'not on a Friday',
+    })
+    expect(frame()).toContain('No gates are waiting.')
+  })
+
+  it('takes keys typed ahead in one go (a paste, fast typing) one at a time', async () => {
+    const client = fakeClient([merge, question, mail])
+    const { frame, press } = await open(client)
+    await press('jj')
+    expect(frame()).toMatch(/^› weekly-mail/m)
+    await press('rnot today\r')
+    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    expect(client.post.mock.calls[0]).toEqual([
+      `/gates/${mail.id}/decision`,
+      { decision: 'reject', note: 'not today' },
+    ])
+  })
+
+  it('requests changes on c, and Esc cancels a note without sending', async () => {
+    const client = fakeClient([merge])
+    const { frame, press } = await open(client)
+    await press('c', 'merge #8')
+    expect(frame()).toContain('Request changes on merger vcs.merge_pull_request: why?')
+    await press(escape)
+    await vi.waitFor(() => expect(frame()).not.toContain('Request changes on'))
+    expect(frame()).toContain('a approve · r reject')
+    expect(client.post).not.toHaveBeenCalled()
+    await press('c', 'merge #8 instead', enter)
+    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    expect(client.post.mock.calls[0]![1]).toEqual({
+      decision: 'request_changes',
+      note: 'merge #8 instead',
+    })
+    await vi.waitFor(() => expect(frame()).toContain('✓ Asked for changes on merger'))
+  })
+
+  it('answers a question with a choice and answers typed per question', async () => {
+    const client = fakeClient([question])
+    const { frame, press } = await open(client)
+    await press('a')
+    expect(frame()).toContain('Answer release-plan question: a choice and/or an answer')
+    expect(frame()).toMatch(/◉ no choice +│\n│ {3}○ Yes \(yes\) +│\n│ {3}○ No \(no\)/)
+    await press(enter)
+    expect(frame()).toContain('Pick a choice or type an answer (Esc cancels).')
+    expect(client.post).not.toHaveBeenCalled()
+    await press(down, down, up) // to No, back to Yes
+    expect(frame()).toContain('◉ Yes (yes)')
+    await press('After the freeze', '\t', 'Ada')
+    expect(frame()).toMatchSnapshot()
+    await press(enter)
+    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    expect(client.post.mock.calls[0]).toEqual([
+      `/gates/${question.id}/decision`,
+      { decision: 'approve', choice: 'yes', answers: ['After the freeze', 'Ada'] },
+    ])
+    await vi.waitFor(() => expect(frame()).toContain('✓ Approved release-plan question'))
+  })
+
+  it('tells a gate decided meanwhile (409) inline, and it leaves the list', async () => {
+    const client = fakeClient([merge, mail])
+    client.decide = async (id) => {
+      client.gates = client.gates.filter((g) => g.id !== id)
+      throw new ApiRequestError(
+        409,
+        'gate_not_waiting',
+        `Gate ${id} was already decided (approve).`,
+        {
+          error: 'gate_not_waiting',
+          message: `Gate ${id} was already decided (approve).`,
+          decision: 'approve',
+        },
+      )
+    }
+    const { frame, press } = await open(client)
+    await press('r', 'too late', enter)
+    await vi.waitFor(() =>
+      expect(frame()).toContain(
+        '✗ merger vcs.merge_pull_request was already decided (approve) elsewhere; it has left the list',
+      ),
+    )
+    expect(frame()).toMatch(/^› weekly-mail/m)
+    expect(frame()).toContain('1 waiting')
+    // Still working: the next gate can be decided.
+    client.decide = fakeClient([mail]).decide
+    await press('a', enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Approved weekly-mail os.mail_send'))
+  })
+
+  it('keeps a gate the daemon refused to decide for another reason, and says why', async () => {
+    const client = fakeClient([question])
+    client.decide = async () => {
+      throw apiError(400, { error: 'invalid_request', message: 'choice: one of yes, no; got "x".' })
+    }
+    const { frame, press } = await open(client)
+    await press('a', 'x', enter)
+    await vi.waitFor(() =>
+      expect(frame()).toContain(
+        '✗ Could not decide release-plan question: invalid_request: choice: one of yes, no; got "x".',
+      ),
+    )
+    expect(frame()).toMatch(/^› release-plan/m)
+  })
+
+  it('refreshes as gates arrive and leave, the selection staying on its gate', async () => {
+    const client = fakeClient([merge])
+    const { frame, press } = await open(client, 25)
+    expect(frame()).toContain('1 waiting')
+    client.gates = [question, merge]
+    await vi.waitFor(() => expect(frame()).toContain('2 waiting'))
+    expect(frame()).toMatch(/^ {2}release-plan/m)
+    expect(frame()).toMatch(/^› merger/m) // still on the gate it was on, now the second row
+    client.gates = [question] // decided elsewhere
+    await vi.waitFor(() => expect(frame()).toContain('1 waiting'))
+    expect(frame()).toMatch(/^› release-plan/m)
+    expect(frame()).not.toContain('merger')
+    await press('q')
+    expect(frame()).toBe('gates review: nothing decided.')
+  })
+
+  it('quits on q, leaving what it decided', async () => {
+    const client = fakeClient([merge, question, mail])
+    const { frame, press } = await open(client)
+    await press('a', enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Approved merger'))
+    await press('j', 'r', 'no', enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected weekly-mail'))
+    await press('q')
+    expect(frame()).toBe('gates review: decided 2 gates (1 approved, 1 rejected).')
+  })
+
+  it('lays out again when the terminal is resized', async () => {
+    const client = fakeClient([
+      gate({ ...merge, arguments: { repo: 'acme/web', body: 'word '.repeat(40).trim() } }),
+    ])
+    const { ui, frame } = await open(client)
+    const widest = () =>
+      Math.max(
+        ...frame()
+          .split('\n')
+          .map((l) => l.length),
+      )
+    expect(widest()).toBeGreaterThan(60)
+    Object.defineProperty(ui.stdout, 'columns', { value: 60, configurable: true })
+    Object.defineProperty(ui.stdout, 'rows', { value: 26, configurable: true })
+    ui.stdout.emit('resize')
+    await vi.waitFor(() => expect(widest()).toBeLessThanOrEqual(60))
+    expect(frame()).toMatchSnapshot()
+  })
+})
+
+describe('the screen, drawn from props alone', () => {
+  const state = {
+    gates: [merge],
+    selectedId: merge.id,
+    loaded: true,
+    listed: true,
+    error: null,
+    sending: false,
+    notice: null,
+    decided: [],
+  }
+
+  it('clips long arguments to the rows left and says how to see them all', () => {
+    const long = gate({
+      ...merge,
+      arguments: Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`key${i}`, i])),
+    })
+    const { lastFrame } = render(
+      <ReviewScreen
+        state={{ ...state, gates: [long] }}
+        mode={browse}
+        now={now}
+        width={80}
+        height={30}
+        intervalMs={3000}
+      />,
+    )
+    const lines = lastFrame()!.split('\n')
+    expect(lines.length).toBeLessThanOrEqual(30)
+    expect(lastFrame()).toMatch(
+      new RegExp(`^ {2}… \\d+ more lines: osctl gates get ${merge.id}$`, 'm'),
+    )
+  })
+
+  it('wraps a long JSON line under its own indentation', () => {
+    expect(jsonLines({ text: 'abcdefghij'.repeat(3) }, 24)).toEqual([
+      '{',
+      '  "text": "abcdefghijabc',
+      '    defghijabcdefghij"',
+      '}',
+    ])
+  })
+})
+
+describe('renderGateReview', () => {
+  it('refuses without a terminal and names the verbs that do the same job', async () => {
+    const client = fakeClient([])
+    const stream = (isTTY: boolean) =>
+      ({ isTTY }) as unknown as NodeJS.ReadStream & NodeJS.WriteStream
+    const refused = renderGateReview(client as GateReviewClient, {
+      stdin: stream(false),
+      stdout: stream(true),
+    })
+    await expect(refused).rejects.toThrow(
+      /^gates review is interactive and needs a terminal, but stdin is not a terminal\./,
+    )
+    await expect(refused).rejects.toMatchObject({ exitCode: 2 })
+    await expect(refused).rejects.toThrow('osctl gates request-changes ID --note TEXT')
+    expect(client.get).not.toHaveBeenCalled()
+  })
+
+  it('runs on a terminal until q, and stops reading the list', async () => {
+    const client = fakeClient([merge])
+    const stdout = Object.assign(new EventEmitter(), {
+      isTTY: true,
+      columns: 100,
+      rows: 40,
+      output: '',
+      write(chunk: string) {
+        stdout.output += chunk
+        return true
+      },
+    })
+    const stdin = Object.assign(new EventEmitter(), {
+      isTTY: true,
+      queued: null as string | null,
+      setEncoding() {},
+      setRawMode() {},
+      ref() {},
+      unref() {},
+      resume() {},
+      pause() {},
+      read: () => {
+        const chunk = stdin.queued
+        stdin.queued = null
+        return chunk
+      },
+    })
+    const done = renderGateReview(client as GateReviewClient, {
+      stdin: stdin as unknown as NodeJS.ReadStream,
+      stdout: stdout as unknown as NodeJS.WriteStream,
+      intervalMs: 20,
+    })
+    await vi.waitFor(() => expect(stdout.output).toContain('merger'))
+    stdin.queued = 'q'
+    stdin.emit('readable')
+    await done
+    expect(stdout.output).toContain('gates review: nothing decided.')
+    const reads = client.get.mock.calls.length
+    await new Promise((r) => setTimeout(r, 60))
+    expect(client.get.mock.calls.length).toBe(reads)
+  })
+})
+
+describe('the controller', () => {
+  it('drops a read that started before a decision (it may still list the decided gate)', async () => {
+    let answer!: (gates: Gate[]) => void
+    const client = {
+      get: vi.fn(() => new Promise<Gate[]>((resolve) => (answer = resolve))),
+      post: vi.fn(async () => ({ ...merge, status: 'decided' })),
+    }
+    const controller = new GateReviewController(client as unknown as GateReviewClient)
+    const first = controller.refresh()
+    answer([merge, mail])
+    await first
+    const slow = controller.refresh()
+    const release = answer
+    await controller.decide(merge, { decision: 'approve' })
+    release([merge, mail]) // the slow read answers after the decision landed
+    await slow
+    expect(controller.getState().gates.map((g) => g.id)).toEqual([mail.id])
+    answer([mail]) // the read the decision started
+  })
+
+  it('never sends two decisions at once', async () => {
+    let land!: () => void
+    const client = {
+      get: vi.fn(async () => [merge]),
+      post: vi.fn(() => new Promise((resolve) => (land = () => resolve({ ...merge })))),
+    }
+    const controller = new GateReviewController(client as unknown as GateReviewClient)
+    await controller.refresh()
+    const first = controller.decide(merge, { decision: 'approve' })
+    expect(await controller.decide(merge, { decision: 'reject', note: 'x' })).toMatchObject({
+      ok: false,
+    })
+    land()
+    expect(await first).toMatchObject({ ok: true })
+    expect(client.post).toHaveBeenCalledTimes(1)
+  })
+})
