@@ -1,5 +1,5 @@
 import { writeFile } from 'node:fs/promises'
-import type { Command } from 'commander'
+import { Option, type Command } from 'commander'
 import type { Member } from '../../shared/schemas/organisation.js'
 import {
   actionOf,
@@ -11,8 +11,10 @@ import {
 } from '../command.js'
 import type { Deps } from '../deps.js'
 import { apiError, decode } from '../client.js'
+import { UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
-import { memberId, roleId } from '../resolve.js'
+import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { isUuid, memberId, roleId } from '../resolve.js'
 import { imageDataUrl } from './enterprise.js'
 
 const columns = [
@@ -134,6 +136,93 @@ export async function revoke(deps: Deps, member: string, role: string): Promise<
   )
 }
 
+/** An email of a member's inbox (the answer of server/routes/members.ts). */
+interface Email {
+  id: string
+  from: string
+  to: string
+  subject: string
+  body: string
+  runId: string | null
+  read: boolean
+  receivedAt: string
+  attachments: { id: string; filename: string; contentType: string; bytes: number }[]
+}
+
+function idOf(what: string, ref: string): string {
+  if (!isUuid(ref)) throw new UsageError(`an ${what} is named by its id; got "${ref}"`)
+  return ref
+}
+
+const emailColumns = [
+  { header: 'RECEIVED', value: (e: Email) => e.receivedAt },
+  { header: 'FROM', value: (e: Email) => e.from },
+  { header: 'SUBJECT', value: (e: Email) => e.subject },
+  { header: 'READ', value: (e: Email) => (e.read ? 'yes' : 'no') },
+  { header: 'ID', value: (e: Email) => e.id },
+]
+
+/** A member's inbox, newest first, a page at a time (spec: GET /v1/members/{id}/emails). */
+export async function listEmails(
+  deps: Deps,
+  ref: string,
+  opts: PageFlags & { unread?: boolean },
+): Promise<void> {
+  const id = await memberId(deps.client(), ref)
+  const filters = { unreadOnly: opts.unread ? 'true' : undefined }
+  await printPaged(deps, `/members/${id}/emails`, filters, opts, emailColumns, 'emails')
+}
+
+/** One email, in full; opening it marks it read (spec: Retry safety of writes). */
+export async function getEmail(deps: Deps, ref: string, emailRef: string): Promise<void> {
+  const client = deps.client()
+  const id = await memberId(client, ref)
+  const email = await client.get<Email>(`/members/${id}/emails/${idOf('email', emailRef)}`)
+  show(deps.out, email, () => {
+    printFields(deps.out, [
+      ['from', email.from],
+      ['to', email.to],
+      ['subject', email.subject],
+      ['received', email.receivedAt],
+      ['run', email.runId],
+      ['id', email.id],
+      [
+        'attachments',
+        email.attachments.length
+          ? email.attachments.map(
+              (a) => `${a.filename} (${a.contentType}, ${a.bytes} bytes, ${a.id})`,
+            )
+          : null,
+      ],
+    ])
+    deps.out.write(`\n${email.body.trimEnd()}\n`)
+  })
+}
+
+/** Saves an attachment to a file (it is the file itself, not JSON). */
+export async function saveAttachment(
+  deps: Deps,
+  ref: string,
+  emailRef: string,
+  attachmentRef: string,
+  opts: { output: string },
+): Promise<void> {
+  const client = deps.client()
+  const id = await memberId(client, ref)
+  const path = `/members/${id}/emails/${idOf('email', emailRef)}/attachments/${idOf('attachment', attachmentRef)}`
+  const answer = await client.raw('GET', path)
+  if (answer.status !== 200) throw apiError(answer.status, decode(answer))
+  await writeFile(opts.output, answer.body)
+  show(
+    deps.out,
+    { file: opts.output, contentType: answer.contentType, bytes: answer.body.length },
+    () =>
+      deps.out.write(
+        `saved ${answer.contentType} (${answer.body.length} bytes) to ${opts.output}\n`,
+      ),
+  )
+}
+
 export function registerMembers(program: Command, makeDeps: MakeDeps): void {
   const members = program
     .command('members')
@@ -226,5 +315,44 @@ export function registerMembers(program: Command, makeDeps: MakeDeps): void {
       .description('take a role away')
       .action(actionOf(makeDeps, revoke)),
     'osctl members revoke ada@acme.osd.local reviewer',
+  )
+
+  const emails = members.command('emails').description("a member's inbox")
+  examples(
+    withPageOptions(
+      emails
+        .command('list')
+        .argument('<member>', 'id, email or name')
+        .description('the inbox, newest first, a page at a time (--all for every one)')
+        .option('--unread', 'unread emails only')
+        .addOption(
+          new Option('--order <order>', 'desc (default, newest first) or asc').choices([
+            'asc',
+            'desc',
+          ]),
+        ),
+    ).action(actionOf(makeDeps, listEmails)),
+    'osctl members emails list ada@acme.osd.local --unread',
+    'osctl members emails list ada@acme.osd.local --all --json',
+  )
+  examples(
+    emails
+      .command('get')
+      .argument('<member>', 'id, email or name')
+      .argument('<email>', 'email id')
+      .description('one email in full; opening it marks it read')
+      .action(actionOf(makeDeps, getEmail)),
+    'osctl members emails get ada@acme.osd.local 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    emails
+      .command('attachment')
+      .argument('<member>', 'id, email or name')
+      .argument('<email>', 'email id')
+      .argument('<attachment>', 'attachment id (see osctl members emails get)')
+      .requiredOption('-o, --output <file>', 'where to save it')
+      .description('save an attachment of an email')
+      .action(actionOf(makeDeps, saveAttachment)),
+    'osctl members emails attachment ada@acme.osd.local 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 5d1c2b3a-8e7f-4a6b-9c0d-1e2f3a4b5c6d -o invoice.pdf',
   )
 }
