@@ -38,6 +38,7 @@ export const errorStatus = {
   connection_not_found: 404,
   tool_connection_not_found: 404,
   email_not_found: 404,
+  attachment_not_found: 404,
   plan_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,

@@ -119,9 +119,15 @@ export async function getAttachment(
   attachmentId: string,
 ) {
   await requireMember(db, enterpriseId, memberId)
+  const [email] = await db<{ id: string }[]>`
+    select id from member_emails where enterprise_id = ${enterpriseId} and member_id = ${memberId} and id = ${emailId}`
+  if (!email) throw new ApiError('email_not_found', `Member ${memberId} has no email ${emailId}.`)
   const [row] = await db<{ filename: string; contentType: string; data: Buffer }[]>`
-    select a.filename, a.content_type, a.data from email_attachments a join member_emails e on e.id = a.email_id
-     where e.enterprise_id = ${enterpriseId} and e.member_id = ${memberId} and e.id = ${emailId} and a.id = ${attachmentId}`
-  if (!row) throw new ApiError('email_not_found', `No attachment ${attachmentId} on that email.`)
+    select filename, content_type, data from email_attachments where email_id = ${emailId} and id = ${attachmentId}`
+  if (!row)
+    throw new ApiError(
+      'attachment_not_found',
+      `Email ${emailId} has no attachment ${attachmentId}.`,
+    )
   return row
 }

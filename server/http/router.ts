@@ -93,7 +93,7 @@ export function route<
     // Params and query are only read when declared: each read builds an object per request.
     const input = {
       params: def.params
-        ? parse(def.params, c.req.param(), () => new ApiError(def.notFound ?? 'not_found'))
+        ? parse(def.params, c.req.param(), (e) => notFoundFor(e, def.notFound ?? 'not_found'))
         : {},
       query: def.query ? parse(def.query, c.req.query(), (e) => validationError(e, 'query')) : {},
       body: def.body ? parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')) : {},
@@ -114,7 +114,7 @@ const paramNotFound: Record<string, ErrorCode> = {
   versionId: 'version_not_found',
   gateId: 'gate_not_found',
   emailId: 'email_not_found',
-  attachmentId: 'email_not_found',
+  attachmentId: 'attachment_not_found',
   chatId: 'gate_not_found',
 }
 
@@ -151,7 +151,12 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
   }
   const codes = new Set<ErrorCode>(def.errors ?? [])
   if (def.body || def.query) codes.add('invalid_request')
-  if (def.params) codes.add(def.notFound ?? 'not_found')
+  if (def.params) {
+    codes.add(def.notFound ?? 'not_found')
+    const shape = (def.params as Partial<z.ZodObject<z.ZodRawShape>>).shape ?? {}
+    for (const param of Object.keys(shape))
+      if (paramNotFound[param]) codes.add(paramNotFound[param])
+  }
   if (!def.public) codes.add('api_token_scope')
   const byStatus = new Map<number, string[]>()
   for (const code of codes)

@@ -238,7 +238,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
       summary: 'An attachment, as the file',
       params: z.object({ id: Uuid, emailId: Uuid, attachmentId: Uuid }),
       rawResponse: 'application/octet-stream',
-      errors: ['email_not_found'],
+      errors: ['email_not_found', 'attachment_not_found'],
     },
     async (c, { params }) => {
       const file = await getAttachment(

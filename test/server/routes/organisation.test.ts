@@ -222,6 +222,9 @@ describe('teams', () => {
         .sort(),
     ).toEqual([teamRole.id, wide.id].sort())
 
+    const malformed = await t.call('DELETE', `/v1/teams/${created.id}/members/not-a-uuid`)
+    expect(malformed.status).toBe(404)
+    expect(malformed.body.error).toBe('member_not_found') // the id that names nothing, not the team
     const removed = await t.call('DELETE', `/v1/teams/${created.id}/members/${m.id}`)
     expect(removed.status).toBe(204)
     const after = (await t.call('GET', `/v1/members/${m.id}`)).body
