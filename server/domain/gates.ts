@@ -165,12 +165,12 @@ export async function decideGate(
         `choice: ${keys.length ? `one of ${keys.join(', ')}` : 'this gate offers no choices'}; got "${input.choice}".`,
       )
     }
-    const [decided] = await tx<GateRow[]>`
+    await tx`
       update gates
          set status = 'decided', decision = ${input.decision}, note = ${input.note ?? null},
              answers = ${input.answers === undefined ? null : tx.json(input.answers as never)},
              choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
-       where id = ${id} returning *`
+       where id = ${id}`
     if (gate.runId) {
       const [run] = await tx<
         RunRow[]
@@ -184,7 +184,7 @@ export async function decideGate(
         await transition(tx, run, 'pending', {}, { gateId: id, because: `gate ${input.decision}` })
       }
     }
-    return toGate({ ...decided!, taskSlug: null })
+    return getGate(tx, enterpriseId, id)
   })
 }
 

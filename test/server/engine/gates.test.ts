@@ -138,6 +138,7 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
       decision: 'approve',
       note: 'ship it',
       decidedBy: expect.stringMatching(/^token:/),
+      taskSlug: s.task.slug,
     })
     const done = await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo)).toHaveLength(1)
