@@ -6,7 +6,7 @@ import { AuthError, UsageError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { isUuid, taskId } from '../resolve.js'
-import { gateReviewInstead, requireTerminal } from '../tui/terminal.js'
+import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
 
 // `osctl gates` (spec: Gate; Endpoints Gates; DESIGN 9): the gates waiting for a person, and their
 // decisions. `gates review` is the ink screen (cli/tui), loaded only when it runs.
@@ -232,6 +232,7 @@ export async function reviewGates(
   }
   const filters = await gateFilters(deps, opts)
   // Loaded here, not at the top: ink and React take longer to load than the rest of osctl.
+  drawEveryFrame()
   const { renderGateReview } = await import('../tui/gate-review.js')
   await renderGateReview(deps.client(), { filters })
 }

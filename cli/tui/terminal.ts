@@ -35,3 +35,12 @@ export function requireTerminal(
     exitCodes.usage,
   )
 }
+
+/**
+ * Ink draws only the last frame when the environment names a CI (is-in-ci, read once as ink loads), so
+ * a screen would stay blank until it quits. A screen runs only on a terminal, where every frame must be
+ * drawn whatever CI says; call this before ink is imported.
+ */
+export function drawEveryFrame(env: NodeJS.ProcessEnv = process.env): void {
+  for (const name of ['CI', 'CONTINUOUS_INTEGRATION']) if (name in env) env[name] = 'false'
+}

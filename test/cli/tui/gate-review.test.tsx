@@ -8,6 +8,7 @@ import { GateReviewController, type GateReviewClient } from '../../../cli/tui/ga
 import { browse } from '../../../cli/tui/gate-keys.js'
 import { GateReview, renderGateReview } from '../../../cli/tui/gate-review.js'
 import { ReviewScreen, jsonLines } from '../../../cli/tui/gate-view.js'
+import { drawEveryFrame } from '../../../cli/tui/terminal.js'
 
 // The gate review screen with a fake client (the methods of ApiClient it uses, answering canned
 // gates): what a person sees and what each key sends. The daemon's side is test/cli/gates.test.ts.
@@ -474,6 +475,15 @@ describe('renderGateReview', () => {
     await expect(refused).rejects.toMatchObject({ exitCode: 2 })
     await expect(refused).rejects.toThrow('osctl gates request-changes ID --note TEXT')
     expect(client.get).not.toHaveBeenCalled()
+  })
+
+  it('tells ink to draw every frame even where CI is set, before it loads', () => {
+    const env: NodeJS.ProcessEnv = { CI: 'true', CONTINUOUS_INTEGRATION: '1', HOME: '/h' }
+    drawEveryFrame(env)
+    expect(env).toEqual({ CI: 'false', CONTINUOUS_INTEGRATION: 'false', HOME: '/h' })
+    const none: NodeJS.ProcessEnv = { HOME: '/h' }
+    drawEveryFrame(none)
+    expect(none).toEqual({ HOME: '/h' })
   })
 
   it('runs on a terminal until q, and stops reading the list', async () => {
