@@ -129,7 +129,7 @@ export async function listBindings(
   return rows.map(toBinding)
 }
 
-/** Removes the key of a provider at a layer (again: no change). */
+/** Removes the key of a provider at a layer (again: no change); a subscription sign-in stays. */
 export async function unbindKey(
   db: Db,
   enterpriseId: string,
@@ -142,8 +142,8 @@ export async function unbindKey(
   const layerId = await checkLayer(db, enterpriseId, layer, query.layerId)
   await db`
     delete from llm_connections
-     where enterprise_id = ${enterpriseId} and provider = ${provider} and layer = ${layer}
-       and layer_id is not distinct from ${layerId}::uuid`
+     where enterprise_id = ${enterpriseId} and kind = 'api_key' and provider = ${provider}
+       and layer = ${layer} and layer_id is not distinct from ${layerId}::uuid`
 }
 
 export async function listConnections(db: Db, enterpriseId: string): Promise<LlmConnection[]> {

@@ -686,6 +686,13 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
       body: { plan: 'team plan' },
     })
     expect(plan.body.plan).toBe('team plan')
+    // Removing the key binding of provider_b leaves the sign-in alone: it is not a key.
+    const unbound = await app.call('DELETE', '/v1/llm/bindings?provider=provider_b')
+    expect(unbound.status).toBe(204)
+    const connections = (await app.call('GET', '/v1/llm/connections')).body
+    expect(connections).toContainEqual(
+      expect.objectContaining({ id: done.body.id, kind: 'subscription' }),
+    )
     const again = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
       body: { code: 'the-code', state: started.state },
     })
