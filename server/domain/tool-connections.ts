@@ -156,7 +156,7 @@ export async function updateToolConnection(
     update tool_connections
        set name = ${patch.name ?? row.name}, kind = ${kind}, url = ${url}, sites = ${sites ? db.json(sites) : null},
            start_page = ${patch.startPage === undefined ? row.startPage : patch.startPage},
-           token_ciphertext = ${patch.token === undefined ? row.tokenCiphertext : sealer.seal(patch.token)},
+           token_ciphertext = ${patch.token === undefined ? row.tokenCiphertext : patch.token && sealer.seal(patch.token)},
            layer = ${layer}, layer_id = ${layerId}, description = ${patch.description ?? row.description},
            updated_at = now()
      where id = ${id} returning *`

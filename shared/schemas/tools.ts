@@ -56,9 +56,15 @@ export const ToolConnectionCreate = z
   .meta({ id: 'ToolConnectionCreate' })
 export type ToolConnectionCreate = z.infer<typeof ToolConnectionCreate>
 
-export const ToolConnectionPatch = ToolConnectionCreate.partial().meta({
-  id: 'ToolConnectionPatch',
-})
+/** A change: null clears a field, so a connection can drop its token or turn from server to browser. */
+export const ToolConnectionPatch = ToolConnectionCreate.partial()
+  .extend({
+    url: z.url().nullable().optional(),
+    token: z.string().min(1).max(4000).nullable().optional(),
+    sites: z.array(z.string().min(1)).max(50).nullable().optional(),
+    startPage: z.string().nullable().optional(),
+  })
+  .meta({ id: 'ToolConnectionPatch' })
 export type ToolConnectionPatch = z.infer<typeof ToolConnectionPatch>
 
 export const ToolConnectionQuery = z.object({

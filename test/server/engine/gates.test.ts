@@ -536,6 +536,24 @@ describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
       hasToken: true,
       mustGate: [merge],
     })
+    // null clears: the token goes, and the server turns into a browser system.
+    const cleared = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...s.as,
+      body: { token: null, url: null, sites: ['https://crm.example'], startPage: null },
+    })
+    expect(cleared.body).toMatchObject({
+      kind: 'browser',
+      url: null,
+      hasToken: false,
+      sites: ['https://crm.example'],
+      startPage: null,
+    })
+    const neither = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...s.as,
+      body: { sites: null },
+    })
+    expect(neither.status).toBe(400)
+    expect(neither.body.message).toMatch(/^url or sites/)
     expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).status).toBe(204)
     expect((await t.call('DELETE', `/v1/tools/bindings/${s.connection.id}`, s.as)).body.error).toBe(
       'tool_connection_not_found',
