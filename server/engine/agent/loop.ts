@@ -527,7 +527,8 @@ class RunExecution {
       }
       return this.answer(entry.step, {
         content: JSON.stringify(answer),
-        isError: gate.decision !== 'approve' && gate.decision !== null && !gate.answers,
+        // Answers given with a refusal still go to the model, but as a refusal.
+        isError: gate.decision !== 'approve',
       })
     }
     if (gate.decision === 'reject') {

@@ -413,6 +413,35 @@ describe('question gates (os.ask_ceo)', () => {
     expect(JSON.stringify(last.body.messages)).toContain('Europe, because of the pilots')
     expect(JSON.stringify(last.body.messages)).toContain('\\"choice\\":\\"eu\\"')
   })
+
+  it('tells the model a refusal is a refusal, even with answers', async () => {
+    const s = await setup({ tools: ['os.ask_ceo'], gates: [{ tool: 'os.ask_ceo' }] })
+    model.script(
+      s.key,
+      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Ship on Friday?'] } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'failed', summary: 'refused' } }] },
+    )
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    const no = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...s.as,
+      body: { decision: 'reject', note: 'not this week', answers: ['No'] },
+    })
+    expect(no.status).toBe(201)
+    await s.wait(run.id, ['failed'])
+    const messages = model.callsWith(s.key).at(-1)!.body.messages as {
+      content: unknown
+    }[]
+    const results = messages
+      .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+      .filter((b: { type?: string }) => b.type === 'tool_result')
+    expect(results).toEqual([
+      expect.objectContaining({
+        is_error: true,
+        content: expect.stringContaining('not this week'),
+      }),
+    ])
+  })
 })
 
 describe('the merge rule at run time (spec: Definition checks)', () => {
