@@ -10,10 +10,9 @@ import {
 } from '../../shared/schemas/executions.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { UsageError } from '../errors.js'
 import { bold, colour, printFields, printTable, show, type Column } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
-import { isUuid, memberId, teamId } from '../resolve.js'
+import { idRef, memberId, teamId } from '../resolve.js'
 import { drawTree, type TreeNode } from '../tree.js'
 import { statusText } from './runs.js'
 
@@ -29,11 +28,7 @@ const columns: Column<Execution>[] = [
   { header: 'UPDATED', value: (e) => e.updatedAt },
 ]
 
-function executionRef(ref: string): string {
-  if (!isUuid(ref))
-    throw new UsageError(`an execution is named by its id (or a run's); got "${ref}"`)
-  return ref
-}
+const executionRef = (ref: string) => idRef(ref, 'an execution', "its id (or a run's)")
 
 function showExecution(deps: Deps, execution: Execution): void {
   show(deps.out, execution, () =>

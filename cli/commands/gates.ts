@@ -5,7 +5,7 @@ import type { Deps } from '../deps.js'
 import { AuthError, UsageError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
-import { isUuid, taskId } from '../resolve.js'
+import { idRef, taskId } from '../resolve.js'
 import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
 
 // `osctl gates` (spec: Gate; Endpoints Gates; DESIGN 9): the gates waiting for a person, and their
@@ -59,10 +59,7 @@ function showGate(deps: Deps, gate: Gate): void {
   })
 }
 
-function gateRef(ref: string, what = 'a gate'): string {
-  if (!isUuid(ref)) throw new UsageError(`${what} is named by its id; got "${ref}"`)
-  return ref
-}
+const gateRef = (ref: string, what = 'a gate') => idRef(ref, what)
 
 /** `--decision request-changes` reads as request_changes. */
 function parseDecision(value: string): Decision {

@@ -26,7 +26,7 @@ import { UsageError } from '../errors.js'
 import { layerIdOf, layerText, teamOrMember } from '../layers.js'
 import { usd } from '../money.js'
 import { printFields, printTable, show } from '../output.js'
-import { isUuid } from '../resolve.js'
+import { idRef } from '../resolve.js'
 import { readSecret } from '../secrets.js'
 
 // Model connections, keys, tiers and models (spec: Endpoints Models). The API never answers a key, only
@@ -37,10 +37,7 @@ type TierTable = z.infer<typeof Tiers>
 type Models = z.infer<typeof LlmModels>
 type Started = z.infer<typeof OAuthStarted>
 
-function connectionRef(ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`a model connection is named by its id; got "${ref}"`)
-  return ref
-}
+const connectionRef = (ref: string) => idRef(ref, 'a model connection')
 
 const connectionColumns = [
   { header: 'NAME', value: (c: LlmConnection) => c.name },

@@ -11,10 +11,9 @@ import {
 } from '../command.js'
 import type { Deps } from '../deps.js'
 import { apiError, decode } from '../client.js'
-import { UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
-import { isUuid, memberId, roleId } from '../resolve.js'
+import { idRef, memberId, roleId } from '../resolve.js'
 import { imageDataUrl } from './enterprise.js'
 
 const columns = [
@@ -149,10 +148,7 @@ interface Email {
   attachments: { id: string; filename: string; contentType: string; bytes: number }[]
 }
 
-function idOf(what: string, ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`an ${what} is named by its id; got "${ref}"`)
-  return ref
-}
+const idOf = (what: string, ref: string) => idRef(ref, `an ${what}`)
 
 const emailColumns = [
   { header: 'RECEIVED', value: (e: Email) => e.receivedAt },

@@ -1,9 +1,8 @@
 import type { Command } from 'commander'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
-import { isUuid } from '../resolve.js'
+import { idRef } from '../resolve.js'
 
 // Plans (spec: Plans (planned)): what runs wrote with os.write_plan, newest first. The answer's shape is
 // the daemon's (server/routes/plans.ts).
@@ -23,10 +22,7 @@ interface PlanDetail extends Plan {
   gates: { id?: string; kind?: string; tool?: string | null; status?: string; decision?: unknown }[]
 }
 
-function idOf(what: string, ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`a ${what} is named by its id; got "${ref}"`)
-  return ref
-}
+const idOf = (what: string, ref: string) => idRef(ref, `a ${what}`)
 
 export async function listPlans(
   deps: Deps,

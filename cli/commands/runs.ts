@@ -15,7 +15,7 @@ import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show, type Output } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
-import { isUuid, taskId } from '../resolve.js'
+import { idRef, taskId } from '../resolve.js'
 import { startSpinner } from '../spinner.js'
 
 export function statusText(out: Output, status: RunStatus): string {
@@ -67,10 +67,7 @@ function timeoutSeconds(value: string | undefined): number | undefined {
   return n
 }
 
-function runRef(ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`a run is named by its id; got "${ref}"`)
-  return ref
-}
+const runRef = (ref: string) => idRef(ref, 'a run')
 
 /**
  * The one follower of `runs start --wait`, `runs wait` and `runs watch`: each event as a line on

@@ -19,7 +19,7 @@ import { UsageError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { layerIdOf, layerRefHelp, layerText } from '../layers.js'
 import { printFields, printTable, show } from '../output.js'
-import { isUuid, memberId } from '../resolve.js'
+import { idRef, isUuid, memberId } from '../resolve.js'
 import { readSecret } from '../secrets.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): a tool server (MCP) with its token, or a
@@ -32,10 +32,7 @@ import { readSecret } from '../secrets.js'
 
 type SignInRow = z.infer<typeof SignIn>
 
-function connectionRef(ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`a tool connection is named by its id; got "${ref}"`)
-  return ref
-}
+const connectionRef = (ref: string) => idRef(ref, 'a tool connection')
 
 const columns = [
   { header: 'NAME', value: (c: ToolConnection) => c.name },
