@@ -15,6 +15,7 @@ import { printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, memberId, roleId } from '../resolve.js'
 import { imageDataUrl } from './enterprise.js'
+import type { Email } from '../../shared/schemas/mail.js'
 
 const columns = [
   { header: 'NAME', value: (m: Member) => m.name },
@@ -133,19 +134,6 @@ export async function revoke(deps: Deps, member: string, role: string): Promise<
   show(deps.out, { member: mid, revoked: rid }, () =>
     deps.out.write(`took ${role} from ${member}\n`),
   )
-}
-
-/** An email of a member's inbox (the answer of server/routes/members.ts). */
-interface Email {
-  id: string
-  from: string
-  to: string
-  subject: string
-  body: string
-  runId: string | null
-  read: boolean
-  receivedAt: string
-  attachments: { id: string; filename: string; contentType: string; bytes: number }[]
 }
 
 const idOf = (what: string, ref: string) => idRef(ref, `an ${what}`)

@@ -3,24 +3,10 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
+import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
 
 // Plans (spec: Plans (planned)): what runs wrote with os.write_plan, newest first. The answer's shape is
-// the daemon's (server/routes/plans.ts).
-
-interface Plan {
-  id: string
-  kind: string
-  status: string
-  title: string
-  items: { title: string; detail?: string }[]
-  producedByRunId: string | null
-  chatSessionId: string | null
-  createdAt: string
-}
-
-interface PlanDetail extends Plan {
-  gates: { id?: string; kind?: string; tool?: string | null; status?: string; decision?: unknown }[]
-}
+// shared/schemas/plans.ts.
 
 const idOf = (what: string, ref: string) => idRef(ref, `a ${what}`)
 

@@ -1,3 +1,4 @@
+import type { Email } from '../../shared/schemas/mail.js'
 import { ApiError } from '../../shared/errors.js'
 import type { Paged } from '../../shared/schemas/common.js'
 import { envelope, type PageRequest } from '../db/paging.js'
@@ -5,18 +6,6 @@ import type { Db } from '../db/sql.js'
 import { requireMember } from './members.js'
 
 // Members' inboxes (spec: Endpoints Members, emails) and mail that runs send (os.mail_send).
-
-export interface Email {
-  id: string
-  from: string
-  to: string
-  subject: string
-  body: string
-  runId: string | null
-  read: boolean
-  receivedAt: string
-  attachments: { id: string; filename: string; contentType: string; bytes: number }[]
-}
 
 interface EmailRow {
   id: string

@@ -1,19 +1,8 @@
+import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
 import { ApiError } from '../../shared/errors.js'
 import type { Db } from '../db/sql.js'
 
 // Plans a run wrote with os.write_plan (spec: Plans (planned)).
-
-export interface Plan {
-  id: string
-  kind: string
-  status: string
-  title: string
-  items: { title: string; detail?: string }[]
-  producedByRunId: string | null
-  chatSessionId: string | null
-  createdAt: string
-  gates?: unknown[]
-}
 
 interface PlanRow {
   id: string
@@ -68,13 +57,15 @@ export async function listPlans(
 }
 
 /** One plan, its items, the run and the gates behind it. */
-export async function getPlan(db: Db, enterpriseId: string, id: string) {
+export async function getPlan(db: Db, enterpriseId: string, id: string): Promise<PlanDetail> {
   const [row] = await db<
     PlanRow[]
   >`select * from plans where enterprise_id = ${enterpriseId} and id = ${id}`
   if (!row) throw new ApiError('plan_not_found', `No plan ${id} in this enterprise.`)
   const gates = row.producedByRunId
-    ? await db`select id, kind, tool, status, decision from gates where run_id = ${row.producedByRunId} order by created_at`
+    ? await db<
+        PlanDetail['gates']
+      >`select id, kind, tool, status, decision from gates where run_id = ${row.producedByRunId} order by created_at`
     : []
   return { ...toPlan(row), gates }
 }

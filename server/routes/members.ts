@@ -3,6 +3,7 @@ import { PageQuery, Uuid, pagedEnvelope } from '../../shared/schemas/common.js'
 import { readPage } from '../db/paging.js'
 import { getAttachment, listEmails, openEmail } from '../domain/mail.js'
 import { Avatar, AvatarInput } from '../../shared/schemas/enterprise.js'
+import { Email } from '../../shared/schemas/mail.js'
 import { Member, MemberCreate, MemberPatch, RoleGrant } from '../../shared/schemas/organisation.js'
 import {
   createMember,
@@ -174,27 +175,6 @@ export function memberRoutes({ sql, config }: RouteDeps) {
       await revokeRole(sql, c.var.caller.enterpriseId, params.roleId, params.id)
     },
   )
-
-  const Email = z
-    .object({
-      id: Uuid,
-      from: z.string(),
-      to: z.string(),
-      subject: z.string(),
-      body: z.string(),
-      runId: Uuid.nullable(),
-      read: z.boolean(),
-      receivedAt: z.string(),
-      attachments: z.array(
-        z.object({
-          id: Uuid,
-          filename: z.string(),
-          contentType: z.string(),
-          bytes: z.number().int(),
-        }),
-      ),
-    })
-    .meta({ id: 'Email' })
 
   route(
     app,

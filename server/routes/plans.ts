@@ -1,21 +1,9 @@
 import { z } from 'zod'
-import { IsoTime, Uuid } from '../../shared/schemas/common.js'
+import { Uuid } from '../../shared/schemas/common.js'
+import { Plan, PlanDetail } from '../../shared/schemas/plans.js'
 import { getPlan, listPlans } from '../domain/plans.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
-
-const Plan = z
-  .object({
-    id: Uuid,
-    kind: z.string(),
-    status: z.string(),
-    title: z.string(),
-    items: z.array(z.object({ title: z.string(), detail: z.string().optional() })),
-    producedByRunId: Uuid.nullable(),
-    chatSessionId: Uuid.nullable(),
-    createdAt: IsoTime,
-  })
-  .meta({ id: 'Plan' })
 
 /** Plans (spec: Plans (planned)): what runs wrote with os.write_plan. */
 export function planRoutes({ sql }: RouteDeps) {
@@ -44,9 +32,9 @@ export function planRoutes({ sql }: RouteDeps) {
       summary: 'One plan, its items, the run and the gates behind it',
       params: z.object({ id: Uuid }),
       notFound: 'plan_not_found',
-      response: Plan.extend({ gates: z.array(z.record(z.string(), z.unknown())) }),
+      response: PlanDetail,
     },
-    async (c, { params }) => getPlan(sql, c.var.caller.enterpriseId, params.id) as never,
+    async (c, { params }) => getPlan(sql, c.var.caller.enterpriseId, params.id),
   )
   return app
 }
