@@ -94,20 +94,20 @@ export async function setAvatar(deps: Deps, ref: string, file: string): Promise<
   show(deps.out, answer, () => deps.out.write(`picture of ${ref} set\n`))
 }
 
+/** Saves what a GET answers (bytes, not JSON) to a file, and says what it saved. */
+async function download(deps: Deps, path: string, file: string): Promise<void> {
+  const answer = await deps.client().raw('GET', path)
+  if (answer.status !== 200) throw apiError(answer.status, decode(answer))
+  await writeFile(file, answer.body)
+  show(deps.out, { file, contentType: answer.contentType, bytes: answer.body.length }, () =>
+    deps.out.write(`saved ${answer.contentType} (${answer.body.length} bytes) to ${file}\n`),
+  )
+}
+
 /** Saves the picture to a file (it is the image itself, not JSON). */
 export async function getAvatar(deps: Deps, ref: string, opts: { output: string }): Promise<void> {
   const client = deps.client()
-  const answer = await client.raw('GET', `/members/${await memberId(client, ref)}/avatar`)
-  if (answer.status !== 200) throw apiError(answer.status, decode(answer))
-  await writeFile(opts.output, answer.body)
-  show(
-    deps.out,
-    { file: opts.output, contentType: answer.contentType, bytes: answer.body.length },
-    () =>
-      deps.out.write(
-        `saved ${answer.contentType} (${answer.body.length} bytes) to ${opts.output}\n`,
-      ),
-  )
+  await download(deps, `/members/${await memberId(client, ref)}/avatar`, opts.output)
 }
 
 export async function clearAvatar(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
@@ -194,17 +194,7 @@ export async function saveAttachment(
   const client = deps.client()
   const id = await memberId(client, ref)
   const path = `/members/${id}/emails/${idOf('email', emailRef)}/attachments/${idOf('attachment', attachmentRef)}`
-  const answer = await client.raw('GET', path)
-  if (answer.status !== 200) throw apiError(answer.status, decode(answer))
-  await writeFile(opts.output, answer.body)
-  show(
-    deps.out,
-    { file: opts.output, contentType: answer.contentType, bytes: answer.body.length },
-    () =>
-      deps.out.write(
-        `saved ${answer.contentType} (${answer.body.length} bytes) to ${opts.output}\n`,
-      ),
-  )
+  await download(deps, path, opts.output)
 }
 
 export function registerMembers(program: Command, makeDeps: MakeDeps): void {
