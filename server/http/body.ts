@@ -32,12 +32,28 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
   if (c.req.raw.body && jsonType.test(requestHeader(c, 'content-type') ?? '')) {
     const text = await c.req.text()
     if (text.trim() !== '') {
+      let body: unknown
       try {
-        c.set('body', JSON.parse(text))
+        body = JSON.parse(text)
       } catch {
         throw new ApiError('invalid_json', 'The request body is not valid JSON.')
       }
+      // PostgreSQL's text and jsonb cannot hold U+0000, so such a body could never be stored.
+      if (text.includes('\\u0000') && holdsNul(body))
+        throw new ApiError(
+          'invalid_json',
+          'The request body holds \\u0000, which cannot be stored.',
+        )
+      c.set('body', body)
     }
   }
   await next()
+}
+
+function holdsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0')
+  if (Array.isArray(value)) return value.some(holdsNul)
+  if (value && typeof value === 'object')
+    return Object.entries(value).some(([key, v]) => key.includes('\0') || holdsNul(v))
+  return false
 }

@@ -167,6 +167,29 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     expect(res.body.error).toBe('invalid_json')
   })
 
+  it('answers 400 invalid_json for a body holding \\u0000, which PostgreSQL cannot store', async () => {
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        body: { name: `Nul ${Date.now()}`, kind: 'deterministic', assigneeRole: 'ceo' },
+      })
+    ).body
+    for (const raw of ['{"s": "a\\u0000b"}', '{"a\\u0000": 1}', '{"deep": [{"x": ["\\u0000"]}]}']) {
+      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+        raw,
+        headers: { 'content-type': 'application/json' },
+      })
+      expect(res.status, raw).toBe(400)
+      expect(res.body.error).toBe('invalid_json')
+    }
+    // A backslash followed by u0000 is plain text, and is stored.
+    const text = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw: '{"s": "a\\\\u0000b"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(text.status).toBe(201)
+    expect(text.body.input).toEqual({ s: 'a\\u0000b' })
+  })
+
   it('does not read a body as JSON without content-type application/json', async () => {
     const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
       raw: '{"concurrentRunLimit": 5}',
