@@ -8,7 +8,7 @@ import {
   type RunResult,
   type RunStatus,
 } from '../../shared/schemas/runs.js'
-import { notifyAfterCommit, transaction, type Db } from '../db/sql.js'
+import { notifyAfterCommit, transaction, type Db, type Sql } from '../db/sql.js'
 import { closeGatesOf } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
@@ -377,9 +377,15 @@ export function laneOf(
   return `${task.id}:${JSON.stringify(task.serializeOn.map((key) => input[key] ?? null))}`
 }
 
-/** Serialises what happens in one lane across every osd process, until the transaction ends. */
-export async function lockLane(tx: Db, lane: string): Promise<void> {
-  await tx`select pg_advisory_xact_lock(hashtextextended(${lane}, 0))`
+/**
+ * Serialises what happens in lanes across every osd process, until the transaction ends. Locked in the
+ * order of their keys, so two transactions locking several never deadlock.
+ */
+export async function lockLanes(tx: Db, lanes: string[]): Promise<void> {
+  await tx`
+    select pg_advisory_xact_lock(key)
+      from (select distinct hashtextextended(lane, 0) as key
+              from unnest(${tx.array(lanes)}::text[]) as lane order by key) as keys`
 }
 
 /**
@@ -424,6 +430,30 @@ export async function startTarget(
   lock = false,
 ): Promise<StartTarget | undefined> {
   const [row] = await db<StartTarget[]>`
+    ${targetSelect(db)}
+     where t.enterprise_id = ${enterpriseId}
+       and ${'id' in by ? db`t.id = ${by.id}` : db`t.slug = ${by.slug}`}
+     ${lock ? db`for share of t` : db``}`
+  return row
+}
+
+/** The start targets of several (enterprise, task id) pairs, locked against changes until commit. */
+async function lockedTargets(
+  db: Db,
+  tasks: { enterpriseId: string; taskId: string }[],
+): Promise<Map<string, StartTarget>> {
+  const rows = await db<StartTarget[]>`
+    ${targetSelect(db)}
+     where (t.enterprise_id, t.id) in (
+       select * from unnest(${db.array(tasks.map((t) => t.enterpriseId))}::uuid[],
+                            ${db.array(tasks.map((t) => t.taskId))}::uuid[]))
+     order by t.id
+     for share of t`
+  return new Map(rows.map((row) => [`${row.enterpriseId}:${row.id}`, row]))
+}
+
+function targetSelect(db: Db) {
+  return db`
     select ${taskColumns(db)},
            coalesce(v.definition ->> 'overlapPolicy', 'skip') as overlap_policy,
            assignee_role.id as role_id,
@@ -431,11 +461,7 @@ export async function startTarget(
                     where rm.role_id = assignee_role.id and m.removed_at is null) as role_held
       from tasks t
       join task_versions v on v.id = t.current_version_id
-      ${assigneeRoleJoin(db)}
-     where t.enterprise_id = ${enterpriseId}
-       and ${'id' in by ? db`t.id = ${by.id}` : db`t.slug = ${by.slug}`}
-     ${lock ? db`for share of t` : db``}`
-  return row
+      ${assigneeRoleJoin(db)}`
 }
 
 /** Why a task cannot start a run now, or undefined (spec: Codes, task_not_runnable). */
@@ -508,49 +534,145 @@ export async function insertRun(tx: Db, fields: NewRun): Promise<RunRow> {
 
 export type ApiStart = { run: RunRow; refusal?: ApiError }
 
+export interface ApiStartRequest {
+  enterpriseId: string
+  taskId: string
+  input: Record<string, unknown>
+}
+
 /**
  * POST /v1/tasks/{id}/runs (spec: States and transitions; DESIGN 5): queued at once with a free holder
  * of the role, or refused 409 overlap (the lane has a run under way) or 409 member_busy, the refusal
- * recorded as a skipped_overlap run. The input is stored as sent. The lane lock and, for a task that
- * waits for a free member, the holders' locks come first; the lane and the holders are read by later
- * statements, whose snapshots therefore see every start that held those locks before.
+ * recorded as a skipped_overlap run. The input is stored as sent.
+ *
+ * Starts that arrive in the same turn of the event loop share one transaction (startApiRunsIn), each
+ * decided as if it came after the ones before it; a start that one of them makes fail goes again on its
+ * own. Given a transaction, the start happens in it.
  */
-export async function startApiRun(
+export function startApiRun(
   db: Db,
   enterpriseId: string,
   taskId: string,
   input: Record<string, unknown>,
 ): Promise<ApiStart> {
-  return transaction(db, async (tx) => {
-    const task = await runnableTarget(tx, enterpriseId, taskId)
-    const lane = laneOf(task, input)
-    const skip = task.overlapPolicy !== 'os'
-    // Pipelined: the server runs them in this order, each after the one before has its locks.
-    const [, , [laneBusy], holders] = await Promise.all([
-      lockLane(tx, lane),
-      skip ? lockMembers(tx, { roleIds: [task.roleId] }) : undefined,
-      tx`
-        select 1 from runs
-         where lane = ${lane} and status = any(${tx.array([...underWayStatuses])}::text[]) limit 1`,
-      membersFor(tx, { roleIds: [task.roleId] }),
-    ])
-    const refuse = async (code: 'overlap' | 'member_busy', message: string) => {
-      const run = await insertRun(tx, {
-        task,
-        input,
-        origin: 'api',
-        status: 'skipped_overlap',
-        reason: message,
+  const start = { enterpriseId, taskId, input }
+  if (typeof (db as Partial<Sql>).begin !== 'function')
+    return startApiRunsIn(db, [start]).then(([outcome]) => answer(outcome!))
+  return new Promise((resolve, reject) => {
+    let batch = gathering.get(db as Sql)
+    if (!batch) {
+      gathering.set(db as Sql, (batch = []))
+      setImmediate(() => {
+        gathering.delete(db as Sql)
+        for (let i = 0; i < batch!.length; i += maxStartsPerBatch)
+          void startBatch(db as Sql, batch!.slice(i, i + maxStartsPerBatch))
       })
-      return { run, refusal: new ApiError(code, message, { runId: run.id }) }
     }
-    if (laneBusy)
-      return refuse('overlap', `Task ${task.slug} already has a run under way in this lane.`)
-    const memberId = holders.take(task.roleId, task.overlapPolicy)
-    if (!memberId)
-      return refuse('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
-    return { run: await insertRun(tx, { task, input, origin: 'api', status: 'queued', memberId }) }
+    batch.push({ start, resolve, reject })
   })
+}
+
+interface Waiting {
+  start: ApiStartRequest
+  resolve: (started: ApiStart) => void
+  reject: (err: unknown) => void
+}
+
+const maxStartsPerBatch = 64
+const gathering = new WeakMap<Sql, Waiting[]>()
+
+async function startBatch(pool: Sql, batch: Waiting[]): Promise<void> {
+  let outcomes: (ApiStart | ApiError)[]
+  try {
+    outcomes = await transaction(pool, (tx) =>
+      startApiRunsIn(
+        tx,
+        batch.map((w) => w.start),
+      ),
+    )
+  } catch (err) {
+    if (batch.length === 1) return batch[0]!.reject(err)
+    for (const waiting of batch) void startBatch(pool, [waiting])
+    return
+  }
+  outcomes.forEach((outcome, i) => {
+    if (outcome instanceof ApiError) batch[i]!.reject(outcome)
+    else batch[i]!.resolve(outcome)
+  })
+}
+
+function answer(outcome: ApiStart | ApiError): ApiStart {
+  if (outcome instanceof ApiError) throw outcome
+  return outcome
+}
+
+/**
+ * Decides starts in order in the caller's transaction: a start the task refuses (task_not_found,
+ * task_not_runnable) answers its error and writes nothing. The tasks are locked against change first,
+ * then the lanes (in one order, so two batches never deadlock) and, for tasks that wait for a free
+ * member, the holders; the lanes and holders are read by later statements, whose snapshots therefore
+ * see every start that held those locks before.
+ */
+export async function startApiRunsIn(
+  tx: Db,
+  starts: ApiStartRequest[],
+): Promise<(ApiStart | ApiError)[]> {
+  const targets = await lockedTargets(tx, starts)
+  const outcomes: (ApiStart | ApiError | undefined)[] = []
+  const runnable: { i: number; task: StartTarget & { roleId: string }; lane: string }[] = []
+  starts.forEach((start, i) => {
+    const task = targets.get(`${start.enterpriseId}:${start.taskId}`)
+    const why = task && notRunnable(task)
+    if (!task) outcomes[i] = taskNotFound(start.taskId)
+    else if (why) outcomes[i] = new ApiError('task_not_runnable', why)
+    else
+      runnable.push({
+        i,
+        task: task as StartTarget & { roleId: string },
+        lane: laneOf(task, start.input),
+      })
+  })
+  if (runnable.length > 0) {
+    const lanes = [...new Set(runnable.map((r) => r.lane))]
+    const waiting = runnable.filter((r) => r.task.overlapPolicy !== 'os')
+    // Pipelined: the server runs them in this order, each after the one before has its locks.
+    const [, , busyLanes, holders] = await Promise.all([
+      lockLanes(tx, lanes),
+      lockMembers(tx, { roleIds: [...new Set(waiting.map((r) => r.task.roleId))] }),
+      tx<{ lane: string }[]>`
+        select distinct lane from runs
+         where lane = any(${tx.array(lanes)}::text[])
+           and status = any(${tx.array([...underWayStatuses])}::text[])`,
+      membersFor(tx, { roleIds: [...new Set(runnable.map((r) => r.task.roleId))] }),
+    ])
+    const busy = new Set(busyLanes.map((row) => row.lane))
+    const inserts = runnable.map(async ({ i, task, lane }) => {
+      const input = starts[i]!.input
+      const refuse = async (code: 'overlap' | 'member_busy', message: string) => {
+        const run = await insertRun(tx, {
+          task,
+          input,
+          origin: 'api',
+          status: 'skipped_overlap',
+          reason: message,
+        })
+        return { run, refusal: new ApiError(code, message, { runId: run.id }) }
+      }
+      if (busy.has(lane))
+        return refuse('overlap', `Task ${task.slug} already has a run under way in this lane.`)
+      const memberId = holders.take(task.roleId, task.overlapPolicy)
+      if (!memberId)
+        return refuse('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
+      busy.add(lane)
+      return {
+        run: await insertRun(tx, { task, input, origin: 'api', status: 'queued', memberId }),
+      }
+    })
+    // Decided above in order, synchronously; only the inserts run together.
+    const started = await Promise.all(inserts)
+    runnable.forEach(({ i }, k) => (outcomes[i] = started[k]))
+  }
+  return outcomes as (ApiStart | ApiError)[]
 }
 
 export interface EnqueueOptions {

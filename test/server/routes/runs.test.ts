@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { admitPending } from '../../../server/domain/admission.js'
+import { transaction } from '../../../server/db/sql.js'
 import { enqueueRun, startApiRun } from '../../../server/domain/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
@@ -244,9 +245,12 @@ describe('a holder of a task that waits for its member gets one run at a time', 
       overlapPolicy: 'skip',
       serializeOn: ['i'],
     })
-    // Straight to the domain, so the starts overlap as tightly as a busy daemon's would.
+    // Straight to the domain, each in a transaction of its own (as two daemons' starts are), so the
+    // starts overlap as tightly as busy daemons' would and only the locks keep them apart.
     const answers = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => startApiRun(t.sql, t.acme.id, task.id, { i })),
+      Array.from({ length: 40 }, (_, i) =>
+        transaction(t.sql, (tx) => startApiRun(tx, t.acme.id, task.id, { i })),
+      ),
     )
     expect(answers.filter((a) => !a.refusal).map((a) => a.run.memberId)).toEqual([holder.id])
     expect(answers.filter((a) => a.refusal?.code === 'member_busy')).toHaveLength(39)
@@ -297,6 +301,70 @@ describe('a holder of a task that waits for its member gets one run at a time', 
         .map((h) => ({ memberId: h.id, n: 2 }))
         .sort((a, b) => a.memberId.localeCompare(b.memberId)),
     )
+  })
+})
+
+describe('starts that arrive together (one transaction, decided in order)', () => {
+  const xminOf = async (ids: string[]) =>
+    (
+      await t.sql<{ xmin: string }[]>`
+        select distinct xmin::text from runs where id = any(${t.sql.array(ids)}::uuid[])`
+    ).map((r) => r.xmin)
+
+  it('answers each start its own outcome, as if each came after the ones before', async () => {
+    const lane = await deterministicTask(t, { overlapPolicy: 'os' })
+    const deprecated = await deterministicTask(t)
+    await t.call('POST', `/v1/tasks/${deprecated.id}/versions`, { body: { status: 'deprecated' } })
+    const role = `pair-${randomUUID().slice(0, 6)}`
+    const holder = await memberWithRole(role)
+    const solo = await deterministicTask(t, {
+      assigneeRole: role,
+      overlapPolicy: 'skip',
+      serializeOn: ['i'],
+    })
+    const settled = await Promise.allSettled([
+      startApiRun(t.sql, t.acme.id, randomUUID(), {}),
+      startApiRun(t.sql, t.acme.id, deprecated.id, {}),
+      startApiRun(t.sql, t.acme.id, lane.id, { n: 1 }),
+      startApiRun(t.sql, t.acme.id, lane.id, { n: 2 }),
+      startApiRun(t.sql, t.acme.id, solo.id, { i: 1 }),
+      startApiRun(t.sql, t.acme.id, solo.id, { i: 2 }),
+      startApiRun(t.sql, t.other.id, lane.id, {}), // another enterprise's id: not found
+    ])
+    const [unknown, notRunnable, first, second, got, busy, foreign] = settled
+    expect(unknown).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
+    expect(notRunnable).toMatchObject({ status: 'rejected', reason: { code: 'task_not_runnable' } })
+    expect(foreign).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
+    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof startApiRun>>>) => {
+      if (r.status !== 'fulfilled') throw r.reason
+      return r.value
+    }
+    expect(value(first).refusal).toBeUndefined()
+    expect(value(first).run).toMatchObject({ status: 'queued', input: { n: 1 } })
+    expect(value(second).refusal?.code).toBe('overlap')
+    expect(value(second).run).toMatchObject({ status: 'skipped_overlap', input: { n: 2 } })
+    expect(value(got).run).toMatchObject({ status: 'queued', memberId: holder.id })
+    expect(value(busy).refusal?.code).toBe('member_busy')
+    // Written together: one transaction, and nothing for the starts that were refused outright.
+    const ids = [first, second, got, busy].map((r) => value(r).run.id)
+    expect(await xminOf(ids)).toHaveLength(1)
+    expect((await t.call('GET', `/v1/runs?taskId=${deprecated.id}`)).body.total).toBe(0)
+  })
+
+  it('starts the others when one start fails the transaction, which fails alone', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
+    const settled = await Promise.allSettled([
+      startApiRun(t.sql, t.acme.id, task.id, { i: 1 }),
+      startApiRun(t.sql, t.acme.id, task.id, { i: 2, text: 'cannot be stored: \0' }),
+      startApiRun(t.sql, t.acme.id, task.id, { i: 3 }),
+    ])
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    const runs = await t.sql<{ input: { i: number }; status: string }[]>`
+      select input, status from runs where task_id = ${task.id} order by input ->> 'i'`
+    expect(runs).toEqual([
+      { input: { i: 1 }, status: 'queued' },
+      { input: { i: 3 }, status: 'queued' },
+    ])
   })
 })
 
