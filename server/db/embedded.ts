@@ -345,7 +345,8 @@ async function prepareForUser(
 
 // --- helpers ---------------------------------------------------------------------------------------
 
-async function freePort(): Promise<number> {
+/** A port nothing listens on now, on the loopback address. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.once('error', reject)
