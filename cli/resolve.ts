@@ -1,11 +1,8 @@
+import { isUuid } from '../shared/ids.js'
 import type { ApiClient } from './client.js'
 import { CliError, UsageError } from './errors.js'
 
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
-export function isUuid(value: string): boolean {
-  return uuid.test(value)
-}
+export { isUuid }
 
 /** An id the user typed where the API has no slugs: refused at once (exit 2) when it is not one. */
 export function idRef(ref: string, what: string, by = 'its id'): string {
