@@ -1,5 +1,6 @@
 import type { Paged } from '../../shared/schemas/common.js'
 import type { Db, Fragment } from './sql.js'
+import { isUuid } from '../../shared/ids.js'
 
 // The one paged-list helper (spec: Paged envelope, Limits; DESIGN 4) for the six paged lists.
 
@@ -62,4 +63,13 @@ export function envelope<T>(data: T[], total: number, page: PageRequest): Paged<
     limit: page.limit,
     pages: Math.max(1, Math.ceil(total / page.limit)),
   }
+}
+
+/**
+ * `and <column> = <value>` for a list's id filter. A value that is not an id matches nothing (an unknown
+ * filter value is answered, not refused, and PostgreSQL would refuse it as a uuid); none filters nothing.
+ */
+export function idFilter(db: Db, column: string, value: string | undefined): Fragment {
+  if (!value) return db``
+  return isUuid(value) ? db`and ${db(column)} = ${value}` : db`and false`
 }

@@ -13,6 +13,7 @@ import type { Successor } from '../../shared/schemas/tasks.js'
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
 import { transaction, type Db, type Fragment } from '../db/sql.js'
 import { finishAll, isFinished, toRun, type RunRow } from './runs.js'
+import { isUuid } from '../../shared/ids.js'
 
 // Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and
 // retries. An execution's id is its first run's id; its status, cost and updatedAt derive from its runs.
@@ -119,9 +120,8 @@ export interface ExecutionFilters {
 }
 
 function filterFragment(db: Db, filters: ExecutionFilters): Fragment {
-  const uuid = /^[0-9a-f-]{36}$/i
   const idIn = (value: string | undefined, column: string) =>
-    value ? (uuid.test(value) ? db`and ${value}::uuid = any(${db(column)})` : db`and false`) : db``
+    value ? (isUuid(value) ? db`and ${value}::uuid = any(${db(column)})` : db`and false`) : db``
   return db`
     ${filters.closed === 'true' ? db`closed_at is not null` : db`closed_at is null`}
     ${idIn(filters.teamId, 'team_ids')}

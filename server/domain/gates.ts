@@ -2,6 +2,7 @@ import { ApiError } from '../../shared/errors.js'
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import { transaction, type Db } from '../db/sql.js'
 import { appendEvent, transition, type RunRow } from './runs.js'
+import { idFilter } from '../db/paging.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
 // (waiting_on_gate, not under way). The one decision that lands moves the run back in line.
@@ -97,13 +98,10 @@ export async function listWaitingGates(
   enterpriseId: string,
   filters: { taskId?: string; runId?: string; kind?: string },
 ): Promise<Gate[]> {
-  const uuid = /^[0-9a-f-]{36}$/i
-  const id = (value: string | undefined, column: string) =>
-    value ? (uuid.test(value) ? db`and ${db(column)} = ${value}` : db`and false`) : db``
   const rows = await db<GateRow[]>`
     select ${gateColumns(db)} from gates g
      where g.enterprise_id = ${enterpriseId} and g.status = 'waiting'
-       ${id(filters.taskId, 'g.task_id')} ${id(filters.runId, 'g.run_id')}
+       ${idFilter(db, 'g.task_id', filters.taskId)} ${idFilter(db, 'g.run_id', filters.runId)}
        ${filters.kind ? db`and g.kind = ${filters.kind}` : db``}
      order by g.created_at desc, g.id desc`
   return rows.map(toGate)

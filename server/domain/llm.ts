@@ -17,6 +17,7 @@ import { transaction, type Db } from '../db/sql.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
 import { requireMember } from './members.js'
 import { requireTeam } from './teams.js'
+import { idFilter } from '../db/paging.js'
 
 // Model connections, bindings, tiers and models (spec: Endpoints Models; DESIGN 6).
 
@@ -124,7 +125,7 @@ export async function listBindings(
      where enterprise_id = ${enterpriseId} and kind = 'api_key'
        ${query.provider ? db`and provider = ${query.provider}` : db``}
        ${query.layer ? db`and layer = ${query.layer}` : db``}
-       ${query.layerId ? (/^[0-9a-f-]{36}$/i.test(query.layerId) ? db`and layer_id = ${query.layerId}` : db`and false`) : db``}
+       ${idFilter(db, 'layer_id', query.layerId)}
      order by layer, provider, created_at`
   return rows.map(toBinding)
 }

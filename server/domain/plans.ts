@@ -1,6 +1,7 @@
 import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
 import { ApiError } from '../../shared/errors.js'
 import type { Db } from '../db/sql.js'
+import { idFilter } from '../db/paging.js'
 
 // Plans a run wrote with os.write_plan (spec: Plans (planned)).
 
@@ -44,14 +45,12 @@ export async function listPlans(
   enterpriseId: string,
   filters: { status?: string; kind?: string; chatSessionId?: string; producedByRunId?: string },
 ): Promise<Plan[]> {
-  const uuid = /^[0-9a-f-]{36}$/i
-  const id = (value: string | undefined, column: string) =>
-    value ? (uuid.test(value) ? db`and ${db(column)} = ${value}` : db`and false`) : db``
   const rows = await db<PlanRow[]>`
     select * from plans where enterprise_id = ${enterpriseId}
       ${filters.status ? db`and status = ${filters.status}` : db``}
       ${filters.kind ? db`and kind = ${filters.kind}` : db``}
-      ${id(filters.chatSessionId, 'chat_session_id')} ${id(filters.producedByRunId, 'produced_by_run_id')}
+      ${idFilter(db, 'chat_session_id', filters.chatSessionId)}
+      ${idFilter(db, 'produced_by_run_id', filters.producedByRunId)}
      order by created_at desc, id desc limit 200`
   return rows.map(toPlan)
 }

@@ -1,7 +1,7 @@
 import type { Paged } from '../../shared/schemas/common.js'
 import { ApiError } from '../../shared/errors.js'
 import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../shared/schemas/runs.js'
-import { envelope, orderBy, type PageRequest } from '../db/paging.js'
+import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import type { Db } from '../db/sql.js'
 import { listRunGates } from './gates.js'
 import { listEvents, loadRun, toRun, type RunRow } from './runs.js'
@@ -85,13 +85,10 @@ export async function listRuns(
   filters: RunFilters,
   page: PageRequest<RunSort>,
 ): Promise<Paged<Run>> {
-  const uuid = /^[0-9a-f-]{36}$/i
-  const id = (value: string | undefined, column: string) =>
-    value ? (uuid.test(value) ? db`and ${db(column)} = ${value}` : db`and false`) : db``
   const where = db`
     enterprise_id = ${enterpriseId}
-    ${id(filters.taskId, 'task_id')}
-    ${id(filters.taskVersionId, 'task_version_id')}
+    ${idFilter(db, 'task_id', filters.taskId)}
+    ${idFilter(db, 'task_version_id', filters.taskVersionId)}
     ${filters.status ? db`and status = ${filters.status}` : db``}
     ${filters.live === 'true' ? db`and status in ('pending', 'queued', 'running', 'waiting_on_gate')` : db``}`
   const [rows, [count]] = await Promise.all([

@@ -14,7 +14,7 @@ import type {
   taskSorts,
 } from '../../shared/schemas/tasks.js'
 import { cleanSlug, slugFromName } from '../../shared/slug.js'
-import { envelope, orderBy, type PageRequest } from '../db/paging.js'
+import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { validName, validSlug } from './enterprises.js'
 import { getSchedule } from './schedules.js'
@@ -320,10 +320,9 @@ export async function listTasks(
   filters: TaskFilters,
   page: PageRequest<TaskSort>,
 ): Promise<Paged<TaskSummary>> {
-  const uuid = /^[0-9a-f-]{36}$/i
   const where = db`
     t.enterprise_id = ${enterpriseId}
-    ${filters.teamId ? (uuid.test(filters.teamId) ? db`and t.team_id = ${filters.teamId}` : db`and false`) : db``}
+    ${idFilter(db, 't.team_id', filters.teamId)}
     ${filters.status ? db`and t.status = ${filters.status}` : db``}
     ${filters.kind ? db`and t.kind = ${filters.kind}` : db``}
     ${filters.assigneeRole ? db`and t.assignee_role = ${filters.assigneeRole}` : db``}

@@ -13,6 +13,7 @@ import { requireMember } from './members.js'
 import { requireRole } from './roles.js'
 import { loadTask } from './tasks.js'
 import { requireTeam } from './teams.js'
+import { idFilter } from '../db/paging.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
 // system, on a layer. A token may connect tools on a team, member, role or task, never on the enterprise,
@@ -128,7 +129,7 @@ export async function listToolConnections(
   const rows = await db<ConnectionRow[]>`
     select * from tool_connections where enterprise_id = ${enterpriseId}
       ${query.layer ? db`and layer = ${query.layer}` : db``}
-      ${query.layerId ? (/^[0-9a-f-]{36}$/i.test(query.layerId) ? db`and layer_id = ${query.layerId}` : db`and false`) : db``}
+      ${idFilter(db, 'layer_id', query.layerId)}
      order by created_at, id`
   return rows.map(toConnection)
 }

@@ -9,6 +9,7 @@ import { WebhookGateDecision } from '../../shared/schemas/gates.js'
 import { validationError } from '../../shared/validation.js'
 import { decideGate } from './gates.js'
 import { enqueueRun } from './runs.js'
+import { isUuid } from '../../shared/ids.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
 
@@ -139,8 +140,7 @@ export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, 
 
 /** Decides a gate by webhook, under the same rules as a decision by token (spec: Routes without a token). */
 export const decideGateHandler: DeliveryHandler = async (db, enterpriseId, gateId, body) => {
-  if (!/^[0-9a-f-]{36}$/i.test(gateId))
-    throw new ApiError('gate_not_found', `No gate ${gateId} in this enterprise.`)
+  if (!isUuid(gateId)) throw new ApiError('gate_not_found', `No gate ${gateId} in this enterprise.`)
   const parsed = WebhookGateDecision.safeParse(body)
   if (!parsed.success) throw validationError(parsed.error, 'body')
   const gate = await decideGate(db, enterpriseId, gateId, parsed.data, 'webhook')

@@ -190,6 +190,25 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     expect(text.body.input).toEqual({ s: 'a\\u0000b' })
   })
 
+  it('answers a list filtered by a malformed id with nothing, not an error', async () => {
+    for (const bad of ['not-an-id', '-'.repeat(36)]) {
+      for (const path of [
+        `/v1/tasks?teamId=${bad}`,
+        `/v1/runs?taskId=${bad}`,
+        `/v1/runs?taskVersionId=${bad}`,
+        `/v1/executions?teamId=${bad}`,
+        `/v1/gates?runId=${bad}`,
+        `/v1/plans?producedByRunId=${bad}`,
+        `/v1/llm/bindings?layer=team&layerId=${bad}`,
+        `/v1/tools/bindings?layer=team&layerId=${bad}`,
+      ]) {
+        const res = await t.call('GET', path)
+        expect(res.status, path).toBe(200)
+        expect(Array.isArray(res.body) ? res.body : res.body.data, path).toEqual([])
+      }
+    }
+  })
+
   it('does not read a body as JSON without content-type application/json', async () => {
     const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
       raw: '{"concurrentRunLimit": 5}',
