@@ -135,14 +135,16 @@ export async function listExecutions(
   filters: ExecutionFilters,
   page: PageRequest<ExecutionSort>,
 ): Promise<Paged<Execution>> {
-  const rows = await executions(
-    db,
-    enterpriseId,
-    filterFragment(db, filters),
-    db`${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
-  )
-  const [count] = await db<{ n: number }[]>`
-    select count(*)::int as n from (${executions(db, enterpriseId, filterFragment(db, filters))}) e`
+  const [rows, [count]] = await Promise.all([
+    executions(
+      db,
+      enterpriseId,
+      filterFragment(db, filters),
+      db`${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
+    ),
+    db<{ n: number }[]>`
+      select count(*)::int as n from (${executions(db, enterpriseId, filterFragment(db, filters))}) e`,
+  ])
   return envelope(rows.map(toExecution), count!.n, page)
 }
 
@@ -186,17 +188,28 @@ export async function getCounts(db: Db, enterpriseId: string) {
   return { executions: execs!, runs: runs! }
 }
 
-/** The execution a run belongs to; any of its run ids (and its own id) finds it. */
+/**
+ * The execution a run belongs to; any of its run ids and its own id find it. Its own id is its first
+ * run's, which may be a refused start that a retry carried on from, so it is matched as an execution id
+ * too.
+ */
 async function executionIdOf(db: Db, enterpriseId: string, id: string): Promise<string> {
   const [row] = await db<{ executionId: string }[]>`
-    select execution_id from runs where enterprise_id = ${enterpriseId} and id = ${id} and status <> 'skipped_overlap'`
+    select execution_id from runs
+     where enterprise_id = ${enterpriseId} and (id = ${id} or execution_id = ${id})
+       and status <> 'skipped_overlap'
+     limit 1`
   if (!row)
     throw new ApiError('execution_not_found', `No execution with the run ${id} in this enterprise.`)
   return row.executionId
 }
 
 export async function getExecution(db: Db, enterpriseId: string, id: string): Promise<Execution> {
-  const executionId = await executionIdOf(db, enterpriseId, id)
+  return executionById(db, enterpriseId, await executionIdOf(db, enterpriseId, id))
+}
+
+/** An execution by its own id, once executionIdOf found it. */
+async function executionById(db: Db, enterpriseId: string, executionId: string) {
   const [row] = await executions(db, enterpriseId, db`id = ${executionId}`)
   return toExecution(row!)
 }
@@ -267,7 +280,7 @@ export async function cancelExecution(
       { stopping: true },
     )
   })
-  return getExecution(db, enterpriseId, executionId)
+  return executionById(db, enterpriseId, executionId)
 }
 
 const finishedExecution: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
@@ -287,7 +300,7 @@ export async function closeExecution(db: Db, enterpriseId: string, id: string): 
   await db`
     insert into execution_closures (execution_id, enterprise_id) values (${execution.id}, ${enterpriseId})
     on conflict do nothing`
-  return getExecution(db, enterpriseId, execution.id)
+  return executionById(db, enterpriseId, execution.id)
 }
 
 /** Puts a closed execution back on the board; repeating changes nothing. */
@@ -298,7 +311,7 @@ export async function reopenExecution(
 ): Promise<Execution> {
   const executionId = await executionIdOf(db, enterpriseId, id)
   await db`delete from execution_closures where enterprise_id = ${enterpriseId} and execution_id = ${executionId}`
-  return getExecution(db, enterpriseId, executionId)
+  return executionById(db, enterpriseId, executionId)
 }
 
 /** Closes every execution of the Complete lane under the filters; answers how many. */

@@ -399,6 +399,30 @@ describe('executions: board, counts, close and reopen', () => {
     await settled(open.id)
   })
 
+  it('is found, cancelled, closed and reopened by its id when its first run was a refused start', async () => {
+    await engine!.stop()
+    const task = await deterministicTask(t)
+    const first = await start(task.id)
+    const refused = await t.call('POST', `/v1/tasks/${task.id}/runs`, { body: {} })
+    expect(refused.body.error).toBe('overlap')
+    const skippedId: string = refused.body.runId
+    // A retry of the refused start carries on its execution, whose id is the refused run's.
+    const retry = (await t.call('POST', `/v1/runs/${skippedId}/retry`)).body
+    expect(retry).toMatchObject({ status: 'pending', executionId: skippedId })
+    const found = await t.call('GET', `/v1/executions/${skippedId}`)
+    expect(found.status).toBe(200)
+    expect(found.body.runs.map((r: { id: string }) => r.id)).toEqual([retry.id])
+    const cancelled = await t.call('POST', `/v1/executions/${skippedId}/cancel`)
+    expect(cancelled.status).toBe(200)
+    expect(cancelled.body).toMatchObject({ id: skippedId, status: 'cancelled' })
+    const closed = await t.call('POST', `/v1/executions/${skippedId}/close`)
+    expect(closed.body).toMatchObject({ id: skippedId, closed: true })
+    const reopened = await t.call('POST', `/v1/executions/${skippedId}/reopen`)
+    expect(reopened.body).toMatchObject({ id: skippedId, closed: false })
+    await t.call('POST', `/v1/runs/${first.id}/cancel`)
+    engine = await startTestEngine(t)
+  })
+
   it('closes every execution of the Complete lane under the filters, answering how many', async () => {
     const fresh = await t.createEnterprise(`Close all ${randomUUID().slice(0, 6)}`)
     const as = { token: fresh.token }
