@@ -76,6 +76,8 @@ const unsent = new WeakMap<Sql, Map<string, Set<string>>>()
  * only waits for their sweep.
  */
 export function notifyAfterCommit(db: Db, channel: string, payloads: Iterable<string>): void {
+  const sending = [...payloads]
+  if (sending.length === 0) return
   onCommit(db, (pool) => {
     let channels = unsent.get(pool)
     if (!channels) {
@@ -83,16 +85,19 @@ export function notifyAfterCommit(db: Db, channel: string, payloads: Iterable<st
       unsent.set(pool, channels)
       setImmediate(() => {
         unsent.delete(pool)
-        for (const [name, values] of channels!) {
-          pool`select pg_notify(${name}, value) from unnest(${pool.array([...values])}::text[]) as value`.catch(
-            () => undefined,
-          )
-        }
+        // One statement for every channel: a notification each, of every payload gathered.
+        const sent = [...channels!].flatMap(([name, values]) => [...values].map((v) => [name, v]))
+        pool`
+          select pg_notify(n, v)
+            from unnest(${pool.array(sent.map(([n]) => n!))}::text[],
+                        ${pool.array(sent.map(([, v]) => v!))}::text[]) as x(n, v)`.catch(
+          () => undefined,
+        )
       })
     }
     let values = channels.get(channel)
     if (!values) channels.set(channel, (values = new Set()))
-    for (const payload of payloads) values.add(payload)
+    for (const payload of sending) values.add(payload)
   })
 }
 

@@ -1,7 +1,8 @@
-import { transaction, type Db } from '../db/sql.js'
+import { notifyAfterCommit, transaction, type Db } from '../db/sql.js'
 import {
   appendEvents,
   assigneeRoleJoin,
+  engineChannel,
   finishAll,
   lockMembers,
   membersFor,
@@ -265,6 +266,12 @@ export async function takeOverLapsed(
         type: 'run.lease_taken_over',
         payload: { previousOwner: run.previousOwner, engine: engineId },
       })),
+    )
+    // The engine that lost a lease may still be at work on the run: it stops when it hears.
+    notifyAfterCommit(
+      tx,
+      engineChannel,
+      taken.map((run) => run.id),
     )
     return taken.map(({ previousOwner, ...run }) => run)
   })

@@ -18,8 +18,14 @@ import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 // which checks it, writes the runs, keeps the running counts, and appends the events, in the caller's
 // transaction. Admission and dispatch are in admission.ts; what is read about runs in run-views.ts.
 
-/** NOTIFY channel of run events; the payload is the run id. Wakes engines and long-polling readers. */
+/** NOTIFY channel of run events; the payload is the run id. Wakes long-polling readers. */
 export const runChannel = 'osd_run'
+
+/**
+ * NOTIFY channel of what gives an engine work (a run made, moved or taken over); the payload is the run
+ * id. Apart from runChannel so that a run's progress events (each model and tool call) wake no engine.
+ */
+export const engineChannel = 'osd_engine'
 
 export interface RunRow {
   id: string
@@ -281,6 +287,11 @@ export async function transitionAll(
       return { run: moved[i]!, type: `run.${to}`, payload }
     }),
   )
+  notifyAfterCommit(
+    tx,
+    engineChannel,
+    moved.map((run) => run.id),
+  )
   return moved
 }
 
@@ -529,6 +540,7 @@ export async function insertRun(tx: Db, fields: NewRun): Promise<RunRow> {
     )
     select * from run`
   notifyAfterCommit(tx, runChannel, [id])
+  notifyAfterCommit(tx, engineChannel, [id])
   return run!
 }
 

@@ -1,6 +1,6 @@
 import type { Sql } from '../db/sql.js'
 import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
-import { runChannel, type RunRow } from '../domain/runs.js'
+import { engineChannel, type RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
 
@@ -41,7 +41,7 @@ export class RunLoop {
     const { sql, sweepMs = 5_000 } = this.options
     const renewMs = (this.leaseSeconds * 1000) / 3
     this.listener = await sql.listen(
-      runChannel,
+      engineChannel,
       (runId) => {
         if (this.executing.has(runId)) void this.checkStillHeld(runId)
         this.wake()
