@@ -1,7 +1,14 @@
 import type { RunResult } from '../../shared/schemas/runs.js'
 import type { Successor } from '../../shared/schemas/tasks.js'
 import type { Db } from '../db/sql.js'
-import { appendEvent, insertRun, notRunnable, startTarget, type RunRow } from './runs.js'
+import {
+  appendEvents,
+  insertRun,
+  notRunnable,
+  startTarget,
+  type NewEvent,
+  type RunRow,
+} from './runs.js'
 
 // Successors (spec: Task definition, successors; DESIGN 5): when a run ends, each successor of the
 // version it ran is considered, and every decision is an event of the ended run.
@@ -67,36 +74,42 @@ export async function followSuccessors(tx: Db, ended: readonly RunRow[]): Promis
 
 async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<void> {
   const outcome = run.result?.outcome ?? run.status
+  // Every decision is an event of the ended run, written together once all are made.
+  const decisions: NewEvent[] = []
   const decide = (type: string, successor: Successor, extra: Record<string, unknown> = {}) =>
-    appendEvent(tx, run, `successor.${type}`, {
-      slug: successor.slug,
-      on: successor.on ?? 'succeeded',
-      ...extra,
+    decisions.push({
+      run,
+      type: `successor.${type}`,
+      payload: { slug: successor.slug, on: successor.on ?? 'succeeded', ...extra },
     })
 
+  const limit = maxRunsPerExecution()
+  const [execution] = await tx<
+    { n: number }[]
+  >`select count(*)::int as n from runs where execution_id = ${run.executionId}`
   let started = 0
   const stopped: string[] = []
   for (const successor of successors) {
     if (!outcomeMatches(successor, outcome)) {
-      await decide('skipped', successor, { because: `outcome ${outcome}` })
+      decide('skipped', successor, { because: `outcome ${outcome}` })
       if (run.status === 'failed' && outcomeMatches(successor, 'succeeded'))
         stopped.push(successor.slug)
       continue
     }
     if (!whenMatches(successor, run.result)) {
-      await decide('skipped', successor, { because: `when ${String(successor.when)}` })
+      decide('skipped', successor, { because: `when ${String(successor.when)}` })
       continue
     }
     const task = await startTarget(tx, run.enterpriseId, { slug: successor.slug })
     if (!task) {
-      await decide('unknown_slug', successor, {
+      decide('unknown_slug', successor, {
         message: `No task has the slug ${successor.slug}; nothing starts.`,
       })
       continue
     }
     const why = notRunnable(task)
     if (why) {
-      await decide('not_runnable', successor, { message: why })
+      decide('not_runnable', successor, { message: why })
       continue
     }
     const edge = `${run.taskId}->${successor.slug}`
@@ -106,15 +119,12 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<voi
         select count(*)::int as n from runs
          where enterprise_id = ${run.enterpriseId} and successor_edge = ${edge} and issue_key = ${issue}`
       if (count!.n >= successor.maxRunsPerIssue) {
-        await decide('capped', successor, { issue, maxRunsPerIssue: successor.maxRunsPerIssue })
+        decide('capped', successor, { issue, maxRunsPerIssue: successor.maxRunsPerIssue })
         continue
       }
     }
-    const [size] = await tx<
-      { n: number }[]
-    >`select count(*)::int as n from runs where execution_id = ${run.executionId}`
-    if (size!.n >= maxRunsPerExecution()) {
-      await decide('execution_limit', successor, { maxRunsPerExecution: maxRunsPerExecution() })
+    if (execution!.n + started >= limit) {
+      decide('execution_limit', successor, { maxRunsPerExecution: limit })
       continue
     }
     const delay = typeof successor.delayMinutes === 'number' ? successor.delayMinutes : undefined
@@ -131,11 +141,12 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<voi
       resumeFromRunId: successor.resumeConversation ? run.id : undefined,
     })
     started++
-    await decide('started', successor, {
+    decide('started', successor, {
       runId: next.id,
       ...(delay ? { delayMinutes: delay } : {}),
     })
   }
+  await appendEvents(tx, decisions)
   if (run.status === 'failed' && started === 0 && stopped.length > 0) {
     await tx`update runs set stopped_successors = ${tx.json(stopped)} where id = ${run.id}`
   }
