@@ -12,7 +12,7 @@ import {
 } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/run-views.js'
-import { cancelRun, clearRun, retryRun, toRun } from '../domain/runs.js'
+import { cancelRun, clearRun, listEvents, retryRun, toRun } from '../domain/runs.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -53,20 +53,24 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       const enterpriseId = c.var.caller.enterpriseId
       const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
       const deadline = Date.now() + waitMs
+      const detail = () => getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
+      // Each wait starts before the read it guards, so an event landing in between is not missed.
+      const watchFor = () => runWatch.subscribe(params.id, deadline - Date.now(), shutdown)
+      let watch = waitMs > 0 && query.afterEventId ? watchFor() : undefined
+      const first = await detail()
+      if (!watch || first.events.length > 0 || shutdown?.aborted) {
+        watch?.cancel()
+        return first
+      }
+      // The run is the caller's (the detail found it); until its next event only its events are read.
       for (;;) {
-        const remaining = deadline - Date.now()
-        const watch =
-          remaining > 0 && query.afterEventId
-            ? runWatch.subscribe(params.id, remaining, shutdown)
-            : undefined
-        const detail = await getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
-        if (!watch || detail.events.length > 0 || shutdown?.aborted) {
-          watch?.cancel()
-          return detail
-        }
         await watch.ready
-        if (Date.now() >= deadline || shutdown?.aborted)
-          return getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
+        if (Date.now() >= deadline || shutdown?.aborted) return detail()
+        watch = watchFor()
+        if ((await listEvents(sql, params.id, query.afterEventId)).length > 0) {
+          watch.cancel()
+          return detail()
+        }
       }
     },
   )
