@@ -366,12 +366,14 @@ class RunExecution {
       usage: reply.usage,
       model: reply.model,
     }
-    await transaction(this.sql, async (tx) => {
+    const spent = await transaction(this.sql, async (tx) => {
       await settle(tx, run, reserved, worst, cost, firstCall)
       await tx`update run_journal set state = 'done', response = ${tx.json(response as never)}, cost_usd_micros = ${cost},
                                       finished_at = now()
                 where run_id = ${run.id} and step = ${step}`
-      await tx`update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}`
+      const [updated] = await tx<{ costUsdMicros: number }[]>`
+        update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}
+        returning cost_usd_micros`
       await tx`
         insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
         values (${key.connectionId}, ${run.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
@@ -387,8 +389,11 @@ class RunExecution {
         costUsdCents: cost / 10_000,
         toolCalls: reply.toolCalls.map((c) => c.name),
       })
+      return updated!.costUsdMicros
     })
-    run.costUsdMicros += cost
+    // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
+    // before this call's cost: it takes the total the update answered.
+    this.run.costUsdMicros = spent
     this.journal.push({
       step,
       kind: 'model',

@@ -362,6 +362,26 @@ describe('spend (spec: Spend; DESIGN 6)', () => {
     expect(fake.callsWith(key)).toHaveLength(0)
   })
 
+  it('counts every earlier call against spend.moneyUsdPerRun, the last one too', async () => {
+    const { key, task, start, wait } = await tenant()
+    // Each call costs $0.09 (10,000 input tokens at $3/MTok, 4,000 output at $15/MTok) and asks for a
+    // tool the task does not list: the refusal goes back to the model without re-reading the run, so
+    // only the model calls keep its cost. A call's worst case is about $0.063: $0.20 has room for a
+    // second call ($0.09 + $0.063) but not a third ($0.18 + $0.063).
+    const call = {
+      toolCalls: [{ name: 'os.mail_send', arguments: { to: 'x@y.z', subject: 's', body: 'b' } }],
+      usage: { input: 10_000, output: 4_000 },
+    }
+    fake.script(key, call, call, call, call)
+    const failed = await wait(
+      (await start((await task({ spend: { moneyUsdPerRun: 0.2 } })).id)).id,
+      ['failed'],
+    )
+    expect(failed.run.reason).toContain('with $0.1800 spent it would exceed spend.moneyUsdPerRun')
+    expect(failed.run.costUsdCents).toBe(18)
+    expect(fake.callsWith(key)).toHaveLength(2)
+  })
+
   it('refuses caps on layers of another enterprise and bad values', async () => {
     const { as } = await tenant()
     expect(
