@@ -19,7 +19,7 @@ export interface CheckedDefinition extends VersionDefinition {
 export interface CheckContext {
   /** Successors of the enterprise's other tasks, by slug (the graph the loop check walks). */
   tasks: Map<string, { successors: Successor[] | null }>
-  /** Tool names that a task must gate by name: every connection's mustGate list. */
+  /** Tool names that a task must gate by name: the merge tool and every connection's mustGate list. */
   mustGate: string[]
 }
 
@@ -46,7 +46,7 @@ export function checkDefinition(
 
   // The gate rule: the merge tool (and any tool on a connection's mustGate list), os.mail_send, and
   // os.write_plan (whose plans are asked of the chief executive) may run only behind a gate.
-  for (const tool of new Set<string>([fixedTools.merge, ...context.mustGate])) {
+  for (const tool of context.mustGate) {
     if (reaches(tools, tool) && !gated(definition, tool)) {
       error(
         'gate_required_for_tool',

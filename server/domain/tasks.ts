@@ -13,6 +13,7 @@ import type {
   VersionPublish,
   taskSorts,
 } from '../../shared/schemas/tasks.js'
+import { fixedTools } from '../../shared/schemas/tasks.js'
 import { cleanSlug, slugFromName } from '../../shared/slug.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
@@ -145,12 +146,15 @@ export async function checkContext(
   }
 }
 
-/** Every tool connection's mustGate list (spec: Definition checks, merge gate rule). */
+/**
+ * The tools a task must gate by name (spec: Definition checks, merge gate rule): the merge tool, which
+ * is gated whether or not a connection lists it, and every tool connection's mustGate list.
+ */
 export async function mustGateTools(db: Db, enterpriseId: string): Promise<string[]> {
   const rows = await db<{ tool: string }[]>`
     select distinct jsonb_array_elements_text(must_gate) as tool
       from tool_connections where enterprise_id = ${enterpriseId}`
-  return rows.map((r) => r.tool)
+  return [...new Set([fixedTools.merge, ...rows.map((r) => r.tool)])]
 }
 
 /** Runs the checks; errors refuse the save, warnings are answered to be kept with the task. */

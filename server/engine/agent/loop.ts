@@ -95,7 +95,8 @@ class RunExecution {
   private tools: ToolSpec[] = []
   private mcp: McpTools | undefined
   private mustGate = new Set<string>()
-  private member: { name: string; email: string; persona: string } | undefined
+  /** Whom the run's mail is from: its member, or the daemon itself for a run without one. */
+  private sender!: string
   private readonly maxModelCalls: number
   private readonly maxTokens: number
 
@@ -139,9 +140,9 @@ class RunExecution {
       sql<{ name: string }[]>`select name from enterprises where id = ${run.enterpriseId}`,
     ])
     this.definition = version!.definition
-    this.member = member
+    this.sender = member?.email ?? 'osd@localhost'
     this.journal = await loadJournal(sql, run.id)
-    this.mustGate = new Set([fixedTools.merge, ...(await mustGateTools(sql, run.enterpriseId))])
+    this.mustGate = new Set(await mustGateTools(sql, run.enterpriseId))
 
     const allowed = this.definition.tools
     const roleId = await assigneeRoleId(sql, { id: run.taskId })
@@ -466,10 +467,7 @@ class RunExecution {
 
   /** The version's gate on a tool: by its exact name, or on its connection as `conn` or `conn.*`. */
   private gateFor(name: string) {
-    const connection = name.split('.')[0]
-    return this.definition.gates.find(
-      (g) => g.tool === name || g.tool === connection || g.tool === `${connection}.*`,
-    )
+    return this.definition.gates.find((g) => reaches([g.tool], name))
   }
 
   /** Opens a gate on the call; the run waits on it, the call journaled as started with the gate's id. */
@@ -567,13 +565,7 @@ class RunExecution {
       await transaction(this.sql, async (tx) => {
         const run = await this.lockRun(tx)
         if (!run) return
-        const outcome = await actOsTool(
-          tx,
-          run,
-          call.name,
-          call.arguments,
-          this.member?.email ?? 'osd@localhost',
-        )
+        const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
         await this.insertDone(tx, step, call, outcome)
       })
       this.journal = await loadJournal(this.sql, this.run.id)
@@ -604,7 +596,7 @@ class RunExecution {
   private async perform(call: ToolCall): Promise<ToolOutcome> {
     if (isOsTool(call.name)) {
       return transaction(this.sql, (tx) =>
-        actOsTool(tx, this.run, call.name, call.arguments, this.member?.email ?? 'osd@localhost'),
+        actOsTool(tx, this.run, call.name, call.arguments, this.sender),
       )
     }
     try {

@@ -62,10 +62,6 @@ export class McpTools {
     return specs
   }
 
-  has(name: string): boolean {
-    return this.open.some((o) => o.tools.has(name))
-  }
-
   async call(
     name: string,
     args: Record<string, unknown>,
