@@ -2,7 +2,7 @@ import { ApiError } from '../../shared/errors.js'
 import type { SpendCapInput, SpendLayer, SpendView } from '../../shared/schemas/spend.js'
 import { transaction, type Db } from '../db/sql.js'
 import { requireMember } from './members.js'
-import { transition, type RunRow } from './runs.js'
+import { transitionAll, type RunRow } from './runs.js'
 import { loadTask } from './tasks.js'
 import { requireTeam } from './teams.js'
 
@@ -176,8 +176,11 @@ export async function setEnabled(
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
   const paused = await tx<RunRow[]>`
     select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
-  for (const run of paused)
-    await transition(tx, run, 'pending', { notBefore: null }, { because: why })
+  await transitionAll(
+    tx,
+    'pending',
+    paused.map((run) => ({ run, fields: { notBefore: null }, event: { because: why } })),
+  )
   return paused.length
 }
 
