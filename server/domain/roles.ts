@@ -7,9 +7,11 @@ import type {
   RoleRef,
   TaskRef,
 } from '../../shared/schemas/organisation.js'
+import { slugFromName } from '../../shared/slug.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
+import { loadTask } from './tasks.js'
 import { joinTeam, requireTeam } from './teams.js'
 
 // Roles (spec: Endpoints Roles): team-scoped (teamId) or enterprise-wide (no team). A task names a role
@@ -206,7 +208,7 @@ export async function setupOrganisation(
     values (${enterprise.id}, 'General', 'general', 'Where everyone starts.')
     returning id`
   for (const builtin of builtinRoles) {
-    const local = builtin.member.toLowerCase().replace(/[^a-z0-9]+/g, '-')
+    const local = slugFromName(builtin.member) // as createMember derives it
     await tx`
       with role as (
         insert into roles (enterprise_id, name, slug, builtin)
@@ -240,9 +242,7 @@ export async function assignTaskToRole(
 ): Promise<void> {
   await transaction(db, async (tx) => {
     const role = await requireRole(tx, enterpriseId, roleId)
-    const [task] = await tx<{ teamId: string | null; origin: string; slug: string }[]>`
-      select team_id, origin, slug from tasks where enterprise_id = ${enterpriseId} and id = ${taskId} for update`
-    if (!task) throw new ApiError('task_not_found', `No task ${taskId} in this enterprise.`)
+    const task = await loadTask(tx, enterpriseId, taskId, true)
     if (task.origin === 'builtin')
       throw new ApiError('os_task_immutable', `${task.slug} is a built-in task.`)
     if (role.teamId && task.teamId && task.teamId !== role.teamId) {
@@ -266,9 +266,7 @@ export async function unassignTaskFromRole(
   taskId: string,
 ): Promise<void> {
   const role = await requireRole(db, enterpriseId, roleId)
-  const [task] =
-    await db`select id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId}`
-  if (!task) throw new ApiError('task_not_found', `No task ${taskId} in this enterprise.`)
+  await loadTask(db, enterpriseId, taskId)
   await db`
     update tasks set assignee_role = null, updated_at = now()
      where enterprise_id = ${enterpriseId} and id = ${taskId} and assignee_role = ${role.slug}

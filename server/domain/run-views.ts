@@ -4,7 +4,7 @@ import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../shared/sc
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import type { Db } from '../db/sql.js'
 import { listRunGates } from './gates.js'
-import { listEvents, loadRun, toRun, type RunRow } from './runs.js'
+import { listEvents, loadRun, toEvent, toRun, type EventRow, type RunRow } from './runs.js'
 
 // What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
 // Blockers (spec: Endpoints Runs, Blockers).
@@ -115,21 +115,14 @@ export async function getRunLog(
 /** GET /v1/runs/{id}/os-tool: status, task, input and the last eight events. */
 export async function getOsToolView(db: Db, enterpriseId: string, id: string) {
   const run = await loadRun(db, enterpriseId, id)
-  const events = await db<
-    { id: string; type: string; payload: Record<string, unknown>; createdAt: Date }[]
-  >`
+  const events = await db<EventRow[]>`
     select * from (select id, type, payload, created_at, seq from run_events where run_id = ${id} order by seq desc limit 8) e
      order by seq`
   return {
     status: run.status,
     task: { id: run.taskId, slug: run.taskSlug, name: run.taskName },
     input: run.input,
-    events: events.map((e) => ({
-      id: e.id,
-      type: e.type,
-      payload: e.payload,
-      createdAt: e.createdAt.toISOString(),
-    })),
+    events: events.map(toEvent),
   }
 }
 

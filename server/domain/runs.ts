@@ -151,20 +151,27 @@ export async function listEvents(
   runId: string,
   afterEventId?: string,
 ): Promise<RunEvent[]> {
-  const rows = await db<
-    { id: string; type: string; payload: Record<string, unknown>; createdAt: Date }[]
-  >`
+  const rows = await db<EventRow[]>`
     select id, type, payload, created_at from run_events
      where run_id = ${runId}
        ${afterEventId ? db`and seq > coalesce((select seq from run_events where id = ${afterEventId} and run_id = ${runId}), 0)` : db``}
      order by seq`
-  return rows.map((e) => ({
-    id: e.id,
-    type: e.type,
-    payload: e.payload,
-    createdAt: e.createdAt.toISOString(),
-  }))
+  return rows.map(toEvent)
 }
+
+export interface EventRow {
+  id: string
+  type: string
+  payload: Record<string, unknown>
+  createdAt: Date
+}
+
+export const toEvent = (e: EventRow): RunEvent => ({
+  id: e.id,
+  type: e.type,
+  payload: e.payload,
+  createdAt: e.createdAt.toISOString(),
+})
 
 // --- transitions ------------------------------------------------------------------------------------
 
@@ -230,7 +237,7 @@ export async function transitionAll(
       })
     }
   }
-  const finishing = finishedStatuses.includes(to)
+  const finishing = isFinished(to)
   // Every value is decided here from the locked row, so one statement writes every run.
   const rows = moves.map(({ run, fields = {} }) => ({
     id: run.id,

@@ -14,6 +14,7 @@ import type {
   taskSorts,
 } from '../../shared/schemas/tasks.js'
 import { fixedTools } from '../../shared/schemas/tasks.js'
+import { underWayStatuses } from '../../shared/schemas/runs.js'
 import { cleanSlug, slugFromName } from '../../shared/slug.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
@@ -24,8 +25,6 @@ import { requireTeam } from './teams.js'
 
 // Tasks and their immutable versions (spec: Task definition, Task read answer, Endpoints Tasks,
 // Versioning; DESIGN 3).
-
-export const underWayStatuses = ['pending', 'queued', 'running', 'blocked', 'paused_spend'] as const
 
 export interface TaskRow {
   id: string
