@@ -1,5 +1,4 @@
 import type { Context } from 'hono'
-import { HTTPException } from 'hono/http-exception'
 import { ApiError, statusName } from '../../shared/errors.js'
 import type { Logger } from '../log.js'
 import type { AppEnv } from './context.js'
@@ -18,15 +17,6 @@ export function errorWriter(log: Logger) {
   return (err: Error, c: Context<AppEnv>): Response => {
     if (err instanceof ApiError) {
       return c.json(err.toBody(), err.status as 400)
-    }
-    if (err instanceof HTTPException && err.status === 413) {
-      return c.json(
-        new ApiError('body_too_large', 'The request body is over 100 KB.').toBody(),
-        413,
-      )
-    }
-    if (err instanceof HTTPException && err.status === 401) {
-      return frameworkError(c, 401, 'Unauthorized')
     }
     log.error(
       { err, requestId: c.get('requestId'), method: c.req.method, path: c.req.path },
