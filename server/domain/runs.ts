@@ -493,9 +493,13 @@ export function notRunnable(task: StartTarget): string | undefined {
   return undefined
 }
 
-async function runnableTarget(tx: Db, enterpriseId: string, taskId: string) {
-  const task = await startTarget(tx, enterpriseId, { id: taskId }, true)
-  if (!task) throw taskNotFound(taskId)
+async function runnableTarget(tx: Db, enterpriseId: string, by: { id: string } | { slug: string }) {
+  const task = await startTarget(tx, enterpriseId, by, true)
+  if (!task) {
+    throw 'id' in by
+      ? taskNotFound(by.id)
+      : new ApiError('task_not_found', `No task has the slug ${by.slug}.`)
+  }
   const why = notRunnable(task)
   if (why) throw new ApiError('task_not_runnable', why)
   return task as StartTarget & { roleId: string }
@@ -709,13 +713,17 @@ export interface EnqueueOptions {
 export async function enqueueRun(
   db: Db,
   enterpriseId: string,
-  taskId: string,
+  task: string | { slug: string },
   input: Record<string, unknown>,
   options: EnqueueOptions,
 ): Promise<RunRow> {
   return transaction(db, async (tx) => {
-    const task = await runnableTarget(tx, enterpriseId, taskId)
-    return insertRun(tx, { task, input, status: 'pending', ...options })
+    const target = await runnableTarget(
+      tx,
+      enterpriseId,
+      typeof task === 'string' ? { id: task } : task,
+    )
+    return insertRun(tx, { task: target, input, status: 'pending', ...options })
   })
 }
 

@@ -125,11 +125,7 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
 
 /** Starts a task the way a schedule does: a pending run that waits if the task is running. */
 export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body) => {
-  const [task] = await db<
-    { id: string }[]
-  >`select id from tasks where enterprise_id = ${enterpriseId} and slug = ${slug}`
-  if (!task) throw new ApiError('task_not_found', `No task has the slug ${slug}.`)
-  const run = await enqueueRun(db, enterpriseId, task.id, body, { origin: 'webhook' })
+  const run = await enqueueRun(db, enterpriseId, { slug }, body, { origin: 'webhook' })
   return {
     status: 202,
     body: { runId: run.id, executionId: run.executionId, status: run.status },
