@@ -1,6 +1,6 @@
 import { request, type Dispatcher } from 'undici'
 import type { Paged } from '../shared/schemas/common.js'
-import { ApiRequestError, AuthError, CliError } from './errors.js'
+import { ApiRequestError, CliError, noTokenError } from './errors.js'
 
 export type Query = Record<string, string | number | boolean | undefined>
 
@@ -73,9 +73,7 @@ export class ApiClient {
     options: RequestOptions = {},
   ): Promise<T> {
     if (!this.token) {
-      throw new AuthError(
-        'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
-      )
+      throw noTokenError()
     }
     const answer = await this.raw(method, path, options)
     const parsed = decode(answer)

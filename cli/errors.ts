@@ -23,6 +23,13 @@ export class AuthError extends CliError {
   }
 }
 
+/** No token from a flag, the environment or the profile: the same words wherever osctl needs one. */
+export function noTokenError(): AuthError {
+  return new AuthError(
+    'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
+  )
+}
+
 /** The API answered with an error status; `code` is the error code of either body shape. */
 export class ApiRequestError extends CliError {
   constructor(

@@ -16,12 +16,12 @@ export function jsonOrString(text: string): unknown {
   }
 }
 
-/** `key=value` pairs as one object; a later pair of the same key wins. */
-export function parseInputs(pairs: readonly string[]): Record<string, unknown> {
+/** `key=value` pairs as one object; a later pair of the same key wins. `flag` names them in errors. */
+export function parseInputs(pairs: readonly string[], flag = '--input'): Record<string, unknown> {
   return Object.fromEntries(
     pairs.map((pair) => {
       const at = pair.indexOf('=')
-      if (at < 1) throw new UsageError(`--input takes key=value; got "${pair}"`)
+      if (at < 1) throw new UsageError(`${flag} takes key=value; got "${pair}"`)
       return [pair.slice(0, at), jsonOrString(pair.slice(at + 1))]
     }),
   )

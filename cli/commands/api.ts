@@ -2,7 +2,8 @@ import type { Command } from 'commander'
 import { apiError, decode } from '../client.js'
 import { actionOf, examples, readBody, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { AuthError, UsageError } from '../errors.js'
+import { UsageError, noTokenError } from '../errors.js'
+import { parseInputs } from '../inputs.js'
 
 const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
 
@@ -17,14 +18,12 @@ export async function callApi(
   if (!methods.includes(verb)) throw new UsageError(`METHOD must be one of ${methods.join(', ')}`)
   let body = await readBody(deps, opts)
   if (opts.field?.length) {
-    body = { ...(body as object), ...Object.fromEntries(opts.field.map(splitField)) }
+    body = { ...(body as object), ...parseInputs(opts.field, '-F') }
   }
   const client = deps.client()
   const publicRoute = /^\/?(v1\/)?(health|openapi\.json)$/.test(path)
   if (!deps.target().token && !publicRoute) {
-    throw new AuthError(
-      'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
-    )
+    throw noTokenError()
   }
   const answer = await client.raw(verb, path, { body })
   const parsed = decode(answer)
@@ -32,19 +31,6 @@ export async function callApi(
     deps.out.write(typeof parsed === 'string' ? parsed : JSON.stringify(parsed, null, 2) + '\n')
   }
   if (answer.status >= 400) throw apiError(answer.status, parsed)
-}
-
-function splitField(pair: string): [string, unknown] {
-  const at = pair.indexOf('=')
-  if (at < 1) throw new UsageError(`-F takes key=value; got "${pair}"`)
-  const raw = pair.slice(at + 1)
-  let value: unknown = raw
-  try {
-    value = JSON.parse(raw)
-  } catch {
-    // a plain string
-  }
-  return [pair.slice(0, at), value]
 }
 
 export function registerApi(program: Command, makeDeps: MakeDeps): void {

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { gateDecisions, type Gate, type GateDecision } from '../../shared/schemas/gates.js'
-import { actionOf, examples, readBody, withBodyOptions, type MakeDeps } from '../command.js'
+import { actionOf, bodyWith, examples, withBodyOptions, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { AuthError, UsageError } from '../errors.js'
+import { UsageError, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
@@ -101,20 +101,12 @@ async function decisionBody(deps: Deps, opts: DecisionFlags): Promise<GateDecisi
       'give one decision: --decision D, --approve, --reject or --request-changes',
     )
   }
-  const base = (await readBody(deps, opts)) ?? {}
-  if (typeof base !== 'object' || Array.isArray(base)) {
-    throw new UsageError('the body must be a JSON object')
-  }
-  const fields = {
+  const body = (await bodyWith(deps, opts, {
     decision: opts.decision ?? shorthand[0],
     note: opts.note,
     choice: opts.choice,
     answers: opts.answer?.length ? opts.answer : undefined,
-  }
-  const body = {
-    ...(base as Record<string, unknown>),
-    ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
-  } as GateDecision
+  })) as GateDecision
   if (body.decision === undefined) {
     throw new UsageError('say what to decide: --decision approve|reject|request_changes')
   }
@@ -223,9 +215,7 @@ export async function reviewGates(
     throw new UsageError('gates review is interactive: --json goes with gates list and gates get')
   }
   if (!deps.target().token) {
-    throw new AuthError(
-      'no token configured: run `osctl auth login --url URL --token TOKEN` or set OSCTL_TOKEN',
-    )
+    throw noTokenError()
   }
   const filters = await gateFilters(deps, opts)
   // Loaded here, not at the top: ink and React take longer to load than the rest of osctl.

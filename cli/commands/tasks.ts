@@ -18,7 +18,6 @@ import {
   bodyWith,
   confirmDestructive,
   examples,
-  readBody,
   withBodyOptions,
   type MakeDeps,
 } from '../command.js'

@@ -11,7 +11,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printFields, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
-import { isUuid } from '../resolve.js'
+import { idRef } from '../resolve.js'
 
 /** A replay's idempotencyKey (spec: Limits): 16 to 64 letters, digits, hyphens or underscores. */
 const replayKey = /^[A-Za-z0-9_-]{16,64}$/
@@ -31,10 +31,7 @@ const columns = [
   { header: 'REPLAY OF', value: (d: WebhookDelivery) => d.replayOf },
 ]
 
-function deliveryRef(ref: string): string {
-  if (!isUuid(ref)) throw new UsageError(`a delivery is named by its id; got "${ref}"`)
-  return ref
-}
+const deliveryRef = (ref: string) => idRef(ref, 'a delivery')
 
 function showDelivery(deps: Deps, delivery: WebhookDelivery): void {
   show(deps.out, delivery, () =>
