@@ -2,31 +2,18 @@ import { mkdtemp, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEnterprise } from '../../server/domain/enterprises.js'
-import { createToken } from '../../server/domain/tokens.js'
-import { allScopes } from '../../shared/scopes.js'
-import { createTestDatabase } from '../helpers/db.js'
-import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { osctl, startCliDaemon, type OsdProcess } from '../helpers/processes.js'
 
 let daemon: OsdProcess
 let token: string
 let env: Record<string, string>
 
 beforeAll(async () => {
-  const db = await createTestDatabase()
-  const enterprise = await createEnterprise(db.sql, { name: 'Cli Co' }, { mailDomain: 'osd.local' })
-  token = (await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })).token
-  daemon = await startOsd({ DATABASE_URL: db.url })
-  env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: token,
-  }
-})
-
-afterAll(async () => {
-  await daemon?.stop()
+  const cli = await startCliDaemon('Cli Co')
+  daemon = cli.daemon
+  token = cli.enterprise.token
+  env = cli.env
 })
 
 describe('osctl health and api', () => {

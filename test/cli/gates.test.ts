@@ -1,36 +1,21 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEnterprise } from '../../server/domain/enterprises.js'
-import { createToken } from '../../server/domain/tokens.js'
-import { allScopes } from '../../shared/scopes.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
-import { osctl, osctlBin, startOsd, type OsdProcess } from '../helpers/processes.js'
+import { osctl, osctlBin, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 // osctl gates against a real daemon: real waiting gates, opened by runs whose model is the fake
 // provider (a question through os.ask_ceo, a tool call through a gated merge on the fake MCP server).
 
-let daemon: OsdProcess
-let db: TestDatabase
 let model: FakeModelProvider
 let mcp: FakeMcpServer
 let env: Record<string, string>
+let json: CliDaemon['json']
 const key = `key-${randomUUID()}`
 const mcpToken = `mcp-${randomUUID()}`
 const merge = 'vcs.merge_pull_request'
-
-/** osctl --json: exit 0 and stdout that is JSON and nothing else. */
-const json = async (args: string[]) => {
-  const res = await osctl(['--json', ...args], env)
-  expect(res.exitCode, res.stderr).toBe(0)
-  return JSON.parse(res.stdout)
-}
 
 const ask = {
   toolCalls: [
@@ -96,24 +81,13 @@ function onTerminal(args: string[]) {
 beforeAll(async () => {
   model = await startFakeModelProvider()
   mcp = await startFakeMcpServer({ token: mcpToken })
-  db = await createTestDatabase()
-  const enterprise = await createEnterprise(
-    db.sql,
-    { name: 'Gates Cli' },
-    { mailDomain: 'osd.local' },
-  )
-  const { token } = await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })
-  daemon = await startOsd({
-    DATABASE_URL: db.url,
+  const cli = await startCliDaemon('Gates Cli', {
     OSD_SECRET_KEY: randomBytes(32).toString('hex'),
     OSD_PROVIDER_A_BASE_URL: model.url,
     OSD_PROVIDER_B_BASE_URL: model.url,
   })
-  env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: token,
-  }
+  env = cli.env
+  json = cli.json
   await json(['api', 'POST', '/llm/bindings', '-d', JSON.stringify({ apiKey: key })])
   await json([
     'tasks',
@@ -149,7 +123,6 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await daemon?.stop()
   await mcp?.close()
   await model?.close()
 })

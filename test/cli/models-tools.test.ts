@@ -5,35 +5,25 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEnterprise } from '../../server/domain/enterprises.js'
-import { createToken } from '../../server/domain/tokens.js'
-import { allScopes } from '../../shared/scopes.js'
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
-import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+import type { TestDatabase } from '../helpers/db.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
 
 // osctl llm, spend, tools, plans and members emails against a real daemon, whose model providers are
 // the fake (test/fakes/model-provider.ts) and whose provider_b sign-in exchanges codes at a small token
 // endpoint of this file.
 
-let daemon: OsdProcess
 let db: TestDatabase
 let fake: FakeModelProvider
 let tokenEndpoint: http.Server
 let env: Record<string, string>
 let enterpriseId: string
+let json: CliDaemon['json']
 let generalId: string
 let ada: { id: string; email: string }
 
 /** The access token the sign-in hands out: it must never reach osctl's output. */
 const accessToken = `sub-access-${randomBytes(12).toString('hex')}`
-
-/** osctl --json: exit 0 and stdout that parses as JSON. */
-const json = async (args: string[], input?: string) => {
-  const res = await osctl(['--json', ...args], env, input)
-  expect(res.exitCode, res.stderr).toBe(0)
-  return JSON.parse(res.stdout)
-}
 
 /** osctl without --json: exit 0; its stdout. */
 const human = async (args: string[], input?: string) => {
@@ -45,14 +35,6 @@ const human = async (args: string[], input?: string) => {
 const exitOf = async (args: string[], input?: string) => (await osctl(args, env, input)).exitCode
 
 beforeAll(async () => {
-  db = await createTestDatabase()
-  const enterprise = await createEnterprise(
-    db.sql,
-    { name: 'Models Cli' },
-    { mailDomain: 'osd.local' },
-  )
-  enterpriseId = enterprise.id
-  const { token } = await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })
   fake = await startFakeModelProvider()
   tokenEndpoint = http.createServer((req, res) => {
     req.resume()
@@ -63,24 +45,21 @@ beforeAll(async () => {
   })
   await new Promise<void>((resolve) => tokenEndpoint.listen(0, '127.0.0.1', resolve))
   const tokenUrl = `http://127.0.0.1:${(tokenEndpoint.address() as AddressInfo).port}/token`
-  daemon = await startOsd({
-    DATABASE_URL: db.url,
+  const cli = await startCliDaemon('Models Cli', {
     OSD_PROVIDER_A_BASE_URL: fake.url,
     OSD_PROVIDER_B_BASE_URL: fake.url,
     OSD_PROVIDER_B_OAUTH_CLIENT_ID: 'osctl-test',
     OSD_PROVIDER_B_OAUTH_TOKEN_URL: tokenUrl,
   })
-  env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: token,
-  }
+  db = cli.db
+  env = cli.env
+  enterpriseId = cli.enterprise.id
+  json = cli.json
   generalId = (await json(['teams', 'get', 'general'])).id
   ada = await json(['members', 'create', '--name', 'Ada'])
 })
 
 afterAll(async () => {
-  await daemon?.stop()
   await fake?.close()
   await new Promise((resolve) => tokenEndpoint?.close(resolve))
 })

@@ -1,43 +1,22 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEnterprise } from '../../server/domain/enterprises.js'
-import { createToken } from '../../server/domain/tokens.js'
-import { allScopes } from '../../shared/scopes.js'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { drawTree } from '../../cli/tree.js'
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
-import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+import type { TestDatabase } from '../helpers/db.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 
-let daemon: OsdProcess
 let db: TestDatabase
 let env: Record<string, string>
 let enterpriseId: string
-const json = async (args: string[]) => {
-  const res = await osctl(['--json', ...args], env)
-  expect(res.exitCode, res.stderr).toBe(0)
-  return JSON.parse(res.stdout)
-}
+let json: CliDaemon['json']
 
 beforeAll(async () => {
-  db = await createTestDatabase()
-  const enterprise = await createEnterprise(
-    db.sql,
-    { name: 'Org Cli' },
-    { mailDomain: 'osd.local' },
-  )
-  enterpriseId = enterprise.id
-  const { token } = await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })
-  daemon = await startOsd({ DATABASE_URL: db.url })
-  env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: token,
-  }
-})
-
-afterAll(async () => {
-  await daemon?.stop()
+  const cli = await startCliDaemon('Org Cli')
+  db = cli.db
+  env = cli.env
+  enterpriseId = cli.enterprise.id
+  json = cli.json
 })
 
 describe('osctl teams, members, roles', () => {

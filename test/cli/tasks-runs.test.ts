@@ -1,12 +1,9 @@
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createEnterprise } from '../../server/domain/enterprises.js'
-import { createToken } from '../../server/domain/tokens.js'
-import { allScopes } from '../../shared/scopes.js'
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
-import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import type { TestDatabase } from '../helpers/db.js'
+import { osctl, startCliDaemon, type CliDaemon, type OsdProcess } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 let daemon: OsdProcess
@@ -14,36 +11,18 @@ let db: TestDatabase
 let env: Record<string, string>
 let enterpriseId: string
 let enterpriseSlug: string
-
-/** osctl --json: exit 0 and stdout that parses as JSON. */
-const json = async (args: string[]) => {
-  const res = await osctl(['--json', ...args], env)
-  expect(res.exitCode, res.stderr).toBe(0)
-  return JSON.parse(res.stdout)
-}
+let json: CliDaemon['json']
 
 beforeAll(async () => {
-  db = await createTestDatabase()
-  const enterprise = await createEnterprise(
-    db.sql,
-    { name: 'Runs Cli' },
-    { mailDomain: 'osd.local' },
-  )
-  enterpriseId = enterprise.id
-  enterpriseSlug = enterprise.slug
-  const { token } = await createToken(db.sql, enterprise.id, { name: 'cli', scopes: allScopes })
-  daemon = await startOsd({ DATABASE_URL: db.url })
-  env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: token,
-  }
+  const cli = await startCliDaemon('Runs Cli')
+  daemon = cli.daemon
+  db = cli.db
+  env = cli.env
+  enterpriseId = cli.enterprise.id
+  enterpriseSlug = cli.enterprise.slug
+  json = cli.json
   // A deterministic task on the built-in ceo role runs at once and succeeds with output = input.
   await json(['tasks', 'create', '--name', 'Echo', '--kind', 'deterministic', '--role', 'ceo'])
-})
-
-afterAll(async () => {
-  await daemon?.stop()
 })
 
 describe('osctl tasks', () => {

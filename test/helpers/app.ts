@@ -52,6 +52,17 @@ export interface TestApp {
 
 export const silentLog: Logger = pino({ level: 'silent' })
 
+/** A new enterprise and a token of it holding every scope. */
+export async function createTestEnterprise(
+  sql: Sql,
+  name: string,
+  config: Pick<Config, 'mailDomain'>,
+): Promise<TestEnterprise> {
+  const enterprise = await createEnterprise(sql, { name }, config)
+  const { token } = await createToken(sql, enterprise.id, { name: 'all', scopes: allScopes })
+  return { id: enterprise.id, slug: enterprise.slug, token }
+}
+
 /** The app that `osd serve` serves, on a database of this test file's own. */
 export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
   const db = await createTestDatabase()
@@ -59,11 +70,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
   const sealer = createSealer(randomBytes(32))
   const app = createApp({ sql: db.sql, config, log: silentLog, sealer })
 
-  async function makeEnterprise(name: string): Promise<TestEnterprise> {
-    const enterprise = await createEnterprise(db.sql, { name }, config)
-    const { token } = await createToken(db.sql, enterprise.id, { name: 'all', scopes: allScopes })
-    return { id: enterprise.id, slug: enterprise.slug, token }
-  }
+  const makeEnterprise = (name: string) => createTestEnterprise(db.sql, name, config)
   const acme = await makeEnterprise('Acme')
   const other = await makeEnterprise('Other Corp')
 
