@@ -18,6 +18,7 @@ import type { ModelProvider } from '../engine/agent/providers.js'
 import { requireMember } from './members.js'
 import { requireTeam } from './teams.js'
 import { idFilter } from '../db/paging.js'
+import { lastChars } from './secrets.js'
 
 // Model connections, bindings, tiers and models (spec: Endpoints Models; DESIGN 6).
 
@@ -66,7 +67,7 @@ function toBinding(row: ConnectionRow): LlmBinding {
   }
 }
 
-const hint = (secret: string) => `…${secret.slice(-4)}`
+const hint = (secret: string) => `…${lastChars(secret)}`
 
 /** The layer a binding names, checked: the enterprise has no id; a team or member must be the enterprise's. */
 async function checkLayer(
