@@ -84,6 +84,11 @@ export const statusName: Record<number, string> = {
   503: 'Service Unavailable',
 }
 
+/** The framework-level body: the code in `message` (spec: Errors, Two body shapes). */
+export function frameworkBody(status: 401 | 404 | 500 | 503, message: string) {
+  return { message, error: statusName[status]!, statusCode: status }
+}
+
 /**
  * The one error type (DESIGN 4): thrown by domain code and routes, written by the one error writer as
  * `{error: code, message, ...extra}` with the status the code answers.

@@ -93,6 +93,9 @@ export async function getWebhookSecretInfo(
   return { lastChars: row.lastChars, since: row.since.toISOString(), rotated: row.rotated }
 }
 
+/** NOTIFY channel of rotated webhook secrets; the payload is the enterprise id. */
+export const webhookSecretRotatedChannel = 'osd_webhook_secret_rotated'
+
 /** A new secret, shown in this answer only; the old one stops matching at once. */
 export async function rotateWebhookSecret(
   db: Db,
@@ -107,9 +110,23 @@ export async function rotateWebhookSecret(
            webhook_secret_rotated = true,
            updated_at = now()
      where id = ${enterpriseId}
-     returning webhook_secret_since as since`
+     returning webhook_secret_since as since, pg_notify(${webhookSecretRotatedChannel}, id::text)`
   if (!row) throw new ApiError('enterprise_not_found')
   return { secret, lastChars: lastChars(secret), since: row.since.toISOString(), rotated: true }
+}
+
+/** An enterprise and the hash of its webhook secret, which a webhook call is checked against. */
+export interface WebhookSecretHolder extends Enterprise {
+  hash: Buffer
+}
+
+export async function webhookSecretHolder(
+  db: Db,
+  enterpriseSlug: string,
+): Promise<WebhookSecretHolder | undefined> {
+  const [row] = await db<WebhookSecretHolder[]>`
+    select id, slug, name, webhook_secret_hash as hash from enterprises where slug = ${enterpriseSlug}`
+  return row
 }
 
 // A hash to compare against when the enterprise is unknown, so both failures take the same time.
@@ -117,17 +134,16 @@ const absentHash = hashSecret(newSecret('whsec'))
 
 /**
  * The enterprise whose webhook secret this is, or undefined: a wrong secret and an unknown enterprise
- * are indistinguishable to the caller (spec: Authentication 8).
+ * (no holder) are indistinguishable to the caller (spec: Authentication 8).
  */
-export async function verifyWebhookSecret(
-  db: Db,
-  enterpriseSlug: string,
+export function verifyWebhookSecret(
+  holder: WebhookSecretHolder | undefined,
   secret: string | undefined,
-): Promise<Enterprise | undefined> {
-  const [row] = await db<(Enterprise & { hash: Buffer })[]>`
-    select id, slug, name, webhook_secret_hash as hash from enterprises where slug = ${enterpriseSlug}`
-  const ok = matchesHash(secret ?? '', row?.hash ?? absentHash)
-  return row && secret && ok ? { id: row.id, slug: row.slug, name: row.name } : undefined
+): Enterprise | undefined {
+  const ok = matchesHash(secret ?? '', holder?.hash ?? absentHash)
+  return holder && secret && ok
+    ? { id: holder.id, slug: holder.slug, name: holder.name }
+    : undefined
 }
 
 // --- settings (spec: Enterprise settings) ---------------------------------------------------------

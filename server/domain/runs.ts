@@ -444,7 +444,7 @@ export interface StartTarget extends TaskRow {
 export async function startTarget(
   db: Db,
   enterpriseId: string,
-  by: { id: string } | { slug: string },
+  by: TaskRef,
   lock = false,
 ): Promise<StartTarget | undefined> {
   const [row] = await db<StartTarget[]>`
@@ -455,19 +455,42 @@ export async function startTarget(
   return row
 }
 
-/** The start targets of several (enterprise, task id) pairs, locked against changes until commit. */
+/** A start's task, by id or by slug, as `lockedTargets` keys it. */
+export type TaskRef = { id: string } | { slug: string }
+
+function targetKey(enterpriseId: string, task: TaskRef): string {
+  return 'id' in task ? `${enterpriseId}:id:${task.id}` : `${enterpriseId}:slug:${task.slug}`
+}
+
+/** The start targets of several (enterprise, task) pairs, locked against changes until commit. */
 async function lockedTargets(
   db: Db,
-  tasks: { enterpriseId: string; taskId: string }[],
+  tasks: { enterpriseId: string; task: TaskRef }[],
 ): Promise<Map<string, StartTarget>> {
+  const byId = tasks.filter((t) => 'id' in t.task) as {
+    enterpriseId: string
+    task: { id: string }
+  }[]
+  const bySlug = tasks.filter((t) => 'slug' in t.task) as {
+    enterpriseId: string
+    task: { slug: string }
+  }[]
   const rows = await db<StartTarget[]>`
     ${targetSelect(db)}
      where (t.enterprise_id, t.id) in (
-       select * from unnest(${db.array(tasks.map((t) => t.enterpriseId))}::uuid[],
-                            ${db.array(tasks.map((t) => t.taskId))}::uuid[]))
+             select * from unnest(${db.array(byId.map((t) => t.enterpriseId))}::uuid[],
+                                  ${db.array(byId.map((t) => t.task.id))}::uuid[]))
+        or (t.enterprise_id, t.slug) in (
+             select * from unnest(${db.array(bySlug.map((t) => t.enterpriseId))}::uuid[],
+                                  ${db.array(bySlug.map((t) => t.task.slug))}::text[]))
      order by t.id
      for share of t`
-  return new Map(rows.map((row) => [`${row.enterpriseId}:${row.id}`, row]))
+  return new Map(
+    rows.flatMap((row) => [
+      [targetKey(row.enterpriseId, { id: row.id }), row],
+      [targetKey(row.enterpriseId, { slug: row.slug }), row],
+    ]),
+  )
 }
 
 function targetSelect(db: Db) {
@@ -493,13 +516,9 @@ export function notRunnable(task: StartTarget): string | undefined {
   return undefined
 }
 
-async function runnableTarget(tx: Db, enterpriseId: string, by: { id: string } | { slug: string }) {
+async function runnableTarget(tx: Db, enterpriseId: string, by: TaskRef) {
   const task = await startTarget(tx, enterpriseId, by, true)
-  if (!task) {
-    throw 'id' in by
-      ? taskNotFound(by.id)
-      : new ApiError('task_not_found', `No task has the slug ${by.slug}.`)
-  }
+  if (!task) throw taskNotFoundBy(by)
   const why = notRunnable(task)
   if (why) throw new ApiError('task_not_runnable', why)
   return task as StartTarget & { roleId: string }
@@ -555,32 +574,39 @@ export async function insertRun(tx: Db, fields: NewRun): Promise<RunRow> {
   return run!
 }
 
-export type ApiStart = { run: RunRow; refusal?: ApiError }
+/** A start's outcome: its run, and for a refused API start the refusal its run records. */
+export type Started = { run: RunRow; refusal?: ApiError }
 
-export interface ApiStartRequest {
+export interface StartRequest {
   enterpriseId: string
-  taskId: string
+  task: TaskRef
   input: Record<string, unknown>
+  /**
+   * api: goes at once or is refused (409 overlap, member_busy); webhook: goes at once when its lane
+   * and a holder are free, else waits pending for admission, like a schedule's start (DESIGN 5).
+   */
+  origin: 'api' | 'webhook'
+  /**
+   * Writes what the caller keeps of the start (a webhook's delivery) in the start's transaction, so
+   * both commit or neither does. Called once per transaction the start is decided in, refusals too.
+   */
+  keep?: (tx: Db, outcome: Started | ApiError) => Promise<unknown>
 }
 
 /**
- * POST /v1/tasks/{id}/runs (spec: States and transitions; DESIGN 5): queued at once with a free holder
- * of the role, or refused 409 overlap (the lane has a run under way) or 409 member_busy, the refusal
- * recorded as a skipped_overlap run. The input is stored as sent.
+ * Starts a run by API (POST /v1/tasks/{id}/runs) or by webhook (spec: States and transitions; DESIGN 5).
+ * The input is stored as sent. An API start is queued at once with a free holder of the role, or
+ * refused 409 overlap (the lane has a run under way) or 409 member_busy, the refusal recorded as a
+ * skipped_overlap run. A webhook start never refuses for overlap: it is queued at once the same way
+ * when it can be, and otherwise waits pending.
  *
- * Starts that arrive in the same turn of the event loop share one transaction (startApiRunsIn), each
+ * Starts that arrive in the same turn of the event loop share one transaction (startRunsIn), each
  * decided as if it came after the ones before it; a start that one of them makes fail goes again on its
  * own. Given a transaction, the start happens in it.
  */
-export function startApiRun(
-  db: Db,
-  enterpriseId: string,
-  taskId: string,
-  input: Record<string, unknown>,
-): Promise<ApiStart> {
-  const start = { enterpriseId, taskId, input }
+export function startRun(db: Db, start: StartRequest): Promise<Started> {
   if (typeof (db as Partial<Sql>).begin !== 'function')
-    return startApiRunsIn(db, [start]).then(([outcome]) => answer(outcome!))
+    return startRunsIn(db, [start]).then(([outcome]) => answer(outcome!))
   return new Promise((resolve, reject) => {
     let batch = gathering.get(db as Sql)
     if (!batch) {
@@ -596,8 +622,8 @@ export function startApiRun(
 }
 
 interface Waiting {
-  start: ApiStartRequest
-  resolve: (started: ApiStart) => void
+  start: StartRequest
+  resolve: (started: Started) => void
   reject: (err: unknown) => void
 }
 
@@ -605,10 +631,10 @@ const maxStartsPerBatch = 64
 const gathering = new WeakMap<Sql, Waiting[]>()
 
 async function startBatch(pool: Sql, batch: Waiting[]): Promise<void> {
-  let outcomes: (ApiStart | ApiError)[]
+  let outcomes: (Started | ApiError)[]
   try {
     outcomes = await transaction(pool, (tx) =>
-      startApiRunsIn(
+      startRunsIn(
         tx,
         batch.map((w) => w.start),
       ),
@@ -624,29 +650,26 @@ async function startBatch(pool: Sql, batch: Waiting[]): Promise<void> {
   })
 }
 
-function answer(outcome: ApiStart | ApiError): ApiStart {
+function answer(outcome: Started | ApiError): Started {
   if (outcome instanceof ApiError) throw outcome
   return outcome
 }
 
 /**
  * Decides starts in order in the caller's transaction: a start the task refuses (task_not_found,
- * task_not_runnable) answers its error and writes nothing. The tasks are locked against change first,
+ * task_not_runnable) answers its error and writes no run. The tasks are locked against change first,
  * then the lanes (in one order, so two batches never deadlock) and, for tasks that wait for a free
  * member, the holders; the lanes and holders are read by later statements, whose snapshots therefore
  * see every start that held those locks before.
  */
-export async function startApiRunsIn(
-  tx: Db,
-  starts: ApiStartRequest[],
-): Promise<(ApiStart | ApiError)[]> {
+export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Started | ApiError)[]> {
   const targets = await lockedTargets(tx, starts)
-  const outcomes: (ApiStart | ApiError | undefined)[] = []
+  const outcomes: (Started | ApiError | undefined)[] = []
   const runnable: { i: number; task: StartTarget & { roleId: string }; lane: string }[] = []
   starts.forEach((start, i) => {
-    const task = targets.get(`${start.enterpriseId}:${start.taskId}`)
+    const task = targets.get(targetKey(start.enterpriseId, start.task))
     const why = task && notRunnable(task)
-    if (!task) outcomes[i] = taskNotFound(start.taskId)
+    if (!task) outcomes[i] = taskNotFoundBy(start.task)
     else if (why) outcomes[i] = new ApiError('task_not_runnable', why)
     else
       runnable.push({
@@ -669,33 +692,65 @@ export async function startApiRunsIn(
       membersFor(tx, { roleIds: [...new Set(runnable.map((r) => r.task.roleId))] }),
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
-    const inserts = runnable.map(async ({ i, task, lane }) => {
-      const input = starts[i]!.input
-      const refuse = async (code: 'overlap' | 'member_busy', message: string) => {
-        const run = await insertRun(tx, {
-          task,
-          input,
-          origin: 'api',
-          status: 'skipped_overlap',
-          reason: message,
-        })
-        return { run, refusal: new ApiError(code, message, { runId: run.id }) }
-      }
-      if (busy.has(lane))
-        return refuse('overlap', `Task ${task.slug} already has a run under way in this lane.`)
-      const memberId = holders.take(task.roleId, task.overlapPolicy)
-      if (!memberId)
-        return refuse('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
-      busy.add(lane)
-      return {
-        run: await insertRun(tx, { task, input, origin: 'api', status: 'queued', memberId }),
-      }
+    const inserts = runnable.map(({ i, task, lane }) => {
+      const { input, origin } = starts[i]!
+      const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
+      const refusal = busy.has(lane)
+        ? {
+            code: 'overlap' as const,
+            why: `Task ${task.slug} already has a run under way in this lane.`,
+          }
+        : memberId
+          ? undefined
+          : {
+              code: 'member_busy' as const,
+              why: `Every holder of the role ${task.assigneeRole} is busy.`,
+            }
+      // Queued, or waiting in the lane: either way the lane now has a run under way.
+      if (!refusal || origin !== 'api') busy.add(lane)
+      return insertStart(tx, { task, input, origin, memberId, refusal })
     })
     // Decided above in order, synchronously; only the inserts run together.
     const started = await Promise.all(inserts)
     runnable.forEach(({ i }, k) => (outcomes[i] = started[k]))
   }
-  return outcomes as (ApiStart | ApiError)[]
+  await Promise.all(starts.map((start, i) => start.keep?.(tx, outcomes[i]!)))
+  return outcomes as (Started | ApiError)[]
+}
+
+/**
+ * Writes a decided start: queued with its member; refused, an API start as a skipped_overlap run and
+ * any other as a pending run that waits for admission.
+ */
+async function insertStart(
+  tx: Db,
+  start: {
+    task: StartTarget
+    input: Record<string, unknown>
+    origin: StartRequest['origin']
+    memberId: string | undefined
+    refusal: { code: 'overlap' | 'member_busy'; why: string } | undefined
+  },
+): Promise<Started> {
+  const { task, input, origin, memberId, refusal } = start
+  if (!refusal)
+    return { run: await insertRun(tx, { task, input, origin, status: 'queued', memberId }) }
+  if (origin !== 'api')
+    return { run: await insertRun(tx, { task, input, origin, status: 'pending' }) }
+  const run = await insertRun(tx, {
+    task,
+    input,
+    origin,
+    status: 'skipped_overlap',
+    reason: refusal.why,
+  })
+  return { run, refusal: new ApiError(refusal.code, refusal.why, { runId: run.id }) }
+}
+
+function taskNotFoundBy(task: TaskRef): ApiError {
+  return 'id' in task
+    ? taskNotFound(task.id)
+    : new ApiError('task_not_found', `No task has the slug ${task.slug}.`)
 }
 
 export interface EnqueueOptions {
@@ -706,23 +761,19 @@ export interface EnqueueOptions {
 }
 
 /**
- * A run that waits instead of refusing (schedule, webhook, successor and retry starts; DESIGN 5):
+ * A run that waits instead of refusing (schedule, successor and retry starts; DESIGN 5):
  * pending until admission finds its lane and a holder free. Refused only when the task cannot run at
  * all (task_not_runnable).
  */
 export async function enqueueRun(
   db: Db,
   enterpriseId: string,
-  task: string | { slug: string },
+  taskId: string,
   input: Record<string, unknown>,
   options: EnqueueOptions,
 ): Promise<RunRow> {
   return transaction(db, async (tx) => {
-    const target = await runnableTarget(
-      tx,
-      enterpriseId,
-      typeof task === 'string' ? { id: task } : task,
-    )
+    const target = await runnableTarget(tx, enterpriseId, { id: taskId })
     return insertRun(tx, { task: target, input, status: 'pending', ...options })
   })
 }

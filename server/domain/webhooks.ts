@@ -1,14 +1,15 @@
-import { ApiError } from '../../shared/errors.js'
+import { randomUUID } from 'node:crypto'
+import { ApiError, frameworkBody } from '../../shared/errors.js'
 import type { Paged } from '../../shared/schemas/common.js'
 import type { WebhookDelivery, webhookSorts } from '../../shared/schemas/webhooks.js'
 import type { Sealer } from '../crypto.js'
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
-import { isUniqueViolation, type Db } from '../db/sql.js'
-import { verifyWebhookSecret } from './enterprises.js'
+import { isUniqueViolation, onCommit, transaction, type Db } from '../db/sql.js'
+import { verifyWebhookSecret, type WebhookSecretHolder } from './enterprises.js'
 import { WebhookGateDecision } from '../../shared/schemas/gates.js'
 import { validationError } from '../../shared/validation.js'
 import { decideGate } from './gates.js'
-import { enqueueRun } from './runs.js'
+import { startRun, type RunRow } from './runs.js'
 import { isUuid } from '../../shared/ids.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
@@ -73,12 +74,20 @@ export interface Outcome {
   gateId?: string
 }
 
+/**
+ * Applies a delivery's body to its target. What it decides it keeps with `keep` in its own transaction,
+ * so the delivery and what followed commit together; a refusal (ApiError) it throws is written after.
+ */
 export type DeliveryHandler = (
   db: Db,
   enterpriseId: string,
   target: string,
   body: Record<string, unknown>,
+  keep: Keep,
 ) => Promise<Outcome>
+
+/** Writes a delivery's answer in the transaction `tx`. */
+export type Keep = (tx: Db, outcome: Outcome) => Promise<void>
 
 interface DeliveryRow {
   id: string
@@ -123,9 +132,23 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
   }
 }
 
-/** Starts a task the way a schedule does: a pending run that waits if the task is running. */
-export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body) => {
-  const run = await enqueueRun(db, enterpriseId, { slug }, body, { origin: 'webhook' })
+/**
+ * Starts a task the way a schedule does (spec: Routes without a token): the run goes at once when its
+ * lane and a holder of the role are free, and otherwise waits pending.
+ */
+export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body, keep) => {
+  const { run } = await startRun(db, {
+    enterpriseId,
+    task: { slug },
+    input: body,
+    origin: 'webhook',
+    keep: (tx, started) =>
+      keep(tx, started instanceof ApiError ? refused(started) : accepted(started.run)),
+  })
+  return accepted(run)
+}
+
+function accepted(run: RunRow): Outcome {
   return {
     status: 202,
     body: { runId: run.id, executionId: run.executionId, status: run.status },
@@ -134,22 +157,30 @@ export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, 
   }
 }
 
+function refused(err: ApiError): Outcome {
+  return { status: err.status, body: err.toBody() as Record<string, unknown> }
+}
+
 /** Decides a gate by webhook, under the same rules as a decision by token (spec: Routes without a token). */
-export const decideGateHandler: DeliveryHandler = async (db, enterpriseId, gateId, body) => {
+export const decideGateHandler: DeliveryHandler = async (db, enterpriseId, gateId, body, keep) => {
   if (!isUuid(gateId)) throw new ApiError('gate_not_found', `No gate ${gateId} in this enterprise.`)
   const parsed = WebhookGateDecision.safeParse(body)
   if (!parsed.success) throw validationError(parsed.error, 'body')
-  const gate = await decideGate(db, enterpriseId, gateId, parsed.data, 'webhook')
-  const [run] = gate.runId
-    ? await db<{ executionId: string }[]>`select execution_id from runs where id = ${gate.runId}`
-    : []
-  return {
-    status: 201,
-    body: gate as unknown as Record<string, unknown>,
-    gateId: gate.id,
-    runId: gate.runId ?? undefined,
-    executionId: run?.executionId,
-  }
+  return transaction(db, async (tx) => {
+    const gate = await decideGate(tx, enterpriseId, gateId, parsed.data, 'webhook')
+    const [run] = gate.runId
+      ? await tx<{ executionId: string }[]>`select execution_id from runs where id = ${gate.runId}`
+      : []
+    const outcome: Outcome = {
+      status: 201,
+      body: gate as unknown as Record<string, unknown>,
+      gateId: gate.id,
+      runId: gate.runId ?? undefined,
+      executionId: run?.executionId,
+    }
+    await keep(tx, outcome)
+    return outcome
+  })
 }
 
 const handlers: Record<DeliveryRow['kind'], DeliveryHandler> = {
@@ -157,25 +188,37 @@ const handlers: Record<DeliveryRow['kind'], DeliveryHandler> = {
   gate: decideGateHandler,
 }
 
+const unauthorized: Outcome = { status: 401, body: frameworkBody(401, 'Unauthorized') }
+
+/** A delivery as it is first written: the request as stored, before its answer. */
+interface NewDelivery {
+  id: string
+  enterpriseId: string
+  kind: DeliveryRow['kind']
+  target: string
+  authenticated: boolean
+  request: WebhookDelivery['request']
+  sealedBody: Buffer | null
+  containedSecret: boolean
+  replayOf?: string
+  idempotencyKey?: string
+}
+
 /**
- * Handles an inbound webhook call and stores it as a delivery. A wrong secret and an unknown enterprise
- * answer the same 401; an unknown enterprise has nobody to store the call for.
+ * Handles an inbound webhook call and stores it as a delivery. `holderOf` finds the enterprise and its
+ * secret's hash by slug (osd keeps them in a cache). A wrong secret and an unknown enterprise answer the
+ * same 401; an unknown enterprise has nobody to store the call for.
  */
 export async function receiveWebhook(
   db: Db,
   sealer: Sealer,
+  holderOf: (enterpriseSlug: string) => Promise<WebhookSecretHolder | undefined>,
   kind: DeliveryRow['kind'],
   inbound: Inbound,
 ): Promise<Outcome & { deliveryId?: string }> {
   const started = performance.now()
-  const enterprise = await verifyWebhookSecret(db, inbound.enterpriseSlug, inbound.secret)
-  const [known] = enterprise
-    ? [enterprise]
-    : await db<{ id: string }[]>`select id from enterprises where slug = ${inbound.enterpriseSlug}`
-  const unauthorized: Outcome = {
-    status: 401,
-    body: { message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 },
-  }
+  const known = await holderOf(inbound.enterpriseSlug)
+  const enterprise = verifyWebhookSecret(known, inbound.secret)
   if (!known) return unauthorized
 
   const containedSecret = Boolean(
@@ -183,49 +226,111 @@ export async function receiveWebhook(
     inbound.secret.length >= 8 &&
     JSON.stringify(inbound.body ?? null).includes(inbound.secret),
   )
-  const request = {
-    method: inbound.method,
-    path: inbound.path,
-    headers: redactHeaders(inbound.headers),
-    body: redactBody(inbound.body, inbound.secret),
+  const delivery: NewDelivery = {
+    id: randomUUID(),
+    enterpriseId: known.id,
+    kind,
+    target: inbound.target,
+    authenticated: Boolean(enterprise),
+    request: {
+      method: inbound.method,
+      path: inbound.path,
+      headers: redactHeaders(inbound.headers),
+      body: redactBody(inbound.body, inbound.secret),
+    },
+    sealedBody:
+      enterprise && !containedSecret && inbound.body !== undefined
+        ? sealer.seal(JSON.stringify(inbound.body))
+        : null,
+    containedSecret,
   }
-  const [delivery] = await db<{ id: string }[]>`
-    insert into webhook_deliveries (enterprise_id, kind, target, authenticated, request, sealed_body, contained_secret)
-    values (${known.id}, ${kind}, ${inbound.target}, ${Boolean(enterprise)}, ${db.json(request as never)},
-            ${enterprise && !containedSecret && inbound.body !== undefined ? sealer.seal(JSON.stringify(inbound.body)) : null},
-            ${containedSecret})
-    returning id`
-  const outcome = enterprise
-    ? await handle(db, kind, known.id, inbound.target, inbound.body)
-    : unauthorized
-  await record(db, delivery!.id, outcome, started)
-  return { ...outcome, deliveryId: delivery!.id }
+  if (!enterprise) {
+    await insertDelivery(db, delivery, { outcome: unauthorized, started })
+    return { ...unauthorized, deliveryId: delivery.id }
+  }
+  const outcome = await handle(db, kind, known.id, inbound.target, inbound.body, (tx, outcome) =>
+    insertDelivery(tx, delivery, { outcome, started }),
+  )
+  return { ...outcome, deliveryId: delivery.id }
 }
 
+/**
+ * Runs the handler of a delivery, and writes the answer with `write` exactly once: in the handler's
+ * transaction when the handler kept it there, else after (a refusal, or a failure, written as such
+ * before it goes on up).
+ */
 async function handle(
   db: Db,
   kind: DeliveryRow['kind'],
   enterpriseId: string,
   target: string,
   body: unknown,
+  write: Keep,
 ): Promise<Outcome> {
+  let kept = false
+  const keep: Keep = async (tx, outcome) => {
+    await write(tx, outcome)
+    onCommit(tx, () => (kept = true))
+  }
+  let outcome: Outcome
   try {
     if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
       throw new ApiError('invalid_request', 'body: the webhook body must be a JSON object.')
     }
-    return await handlers[kind](db, enterpriseId, target, (body ?? {}) as Record<string, unknown>)
+    outcome = await handlers[kind](
+      db,
+      enterpriseId,
+      target,
+      (body ?? {}) as Record<string, unknown>,
+      keep,
+    )
   } catch (err) {
-    if (err instanceof ApiError)
-      return { status: err.status, body: err.toBody() as Record<string, unknown> }
-    throw err
+    if (!(err instanceof ApiError)) {
+      if (!kept) await write(db, failed).catch(() => undefined)
+      throw err
+    }
+    outcome = refused(err)
   }
+  if (!kept) await write(db, outcome)
+  return outcome
 }
 
+const failed: Outcome = { status: 500, body: frameworkBody(500, 'Internal server error') }
+
+function deliveryStatus(outcome: Outcome): WebhookDelivery['status'] {
+  return outcome.status < 300 ? 'accepted' : outcome.status < 500 ? 'refused' : 'failed'
+}
+
+/**
+ * Writes a new delivery: with its answer, or in progress (a replay claims its idempotency key before it
+ * is applied). A key another replay holds is a unique violation.
+ */
+async function insertDelivery(
+  db: Db,
+  delivery: NewDelivery,
+  answered?: { outcome: Outcome; started: number },
+): Promise<void> {
+  const outcome = answered?.outcome
+  await db`
+    insert into webhook_deliveries (id, enterprise_id, kind, target, authenticated, request, sealed_body,
+                                    contained_secret, replay_of, idempotency_key, status, response_status,
+                                    response_body, duration_ms, run_id, execution_id, gate_id, finished_at)
+    values (${delivery.id}, ${delivery.enterpriseId}, ${delivery.kind}, ${delivery.target}, ${delivery.authenticated},
+            ${db.json(delivery.request as never)}, ${delivery.sealedBody}, ${delivery.containedSecret},
+            ${delivery.replayOf ?? null}, ${delivery.idempotencyKey ?? null},
+            ${outcome ? deliveryStatus(outcome) : 'in_progress'}, ${outcome?.status ?? null},
+            ${outcome ? db.json(outcome.body as never) : null},
+            ${answered ? Math.round(performance.now() - answered.started) : null},
+            ${outcome?.runId ?? null}, ${outcome?.executionId ?? null}, ${outcome?.gateId ?? null},
+            ${outcome ? db`now()` : null})`
+}
+
+/** Writes the answer of a delivery that was stored in progress. */
 async function record(db: Db, id: string, outcome: Outcome, started: number): Promise<void> {
-  const status = outcome.status < 300 ? 'accepted' : outcome.status < 500 ? 'refused' : 'failed'
   await db`
     update webhook_deliveries
-       set status = ${status}, response_status = ${outcome.status}, response_body = ${db.json(outcome.body as never)},
+       set status = ${deliveryStatus(outcome)}, response_status = ${outcome.status},
+           response_body = ${db.json(outcome.body as never)},
            duration_ms = ${Math.round(performance.now() - started)}, run_id = ${outcome.runId ?? null},
            execution_id = ${outcome.executionId ?? null}, gate_id = ${outcome.gateId ?? null}, finished_at = now()
      where id = ${id}`
@@ -305,15 +410,20 @@ export async function replayDelivery(
     throw new ApiError('delivery_not_replayable', `Delivery ${id} cannot be replayed: ${refusal}.`)
   }
   const started = performance.now()
-  let replayId: string
+  const replay: NewDelivery = {
+    id: randomUUID(),
+    enterpriseId,
+    kind: original.kind,
+    target: original.target,
+    authenticated: true,
+    request: original.request,
+    sealedBody: original.sealedBody,
+    containedSecret: false,
+    replayOf: id,
+    idempotencyKey,
+  }
   try {
-    const [row] = await db<{ id: string }[]>`
-      insert into webhook_deliveries (enterprise_id, kind, target, authenticated, request, sealed_body,
-                                      contained_secret, replay_of, idempotency_key)
-      values (${enterpriseId}, ${original.kind}, ${original.target}, true, ${db.json(original.request as never)},
-              ${original.sealedBody}, false, ${id}, ${idempotencyKey})
-      returning id`
-    replayId = row!.id
+    await insertDelivery(db, replay)
   } catch (err) {
     // A concurrent replay with this key landed first: answer it, or refuse a different delivery's.
     if (!isUniqueViolation(err)) throw err
@@ -324,9 +434,10 @@ export async function replayDelivery(
   const body = original.sealedBody
     ? (JSON.parse(sealer.open(original.sealedBody)) as unknown)
     : undefined
-  const outcome = await handle(db, original.kind, enterpriseId, original.target, body)
-  await record(db, replayId, outcome, started)
-  return { delivery: await getDelivery(db, enterpriseId, replayId), created: true }
+  await handle(db, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
+    record(tx, replay.id, outcome, started),
+  )
+  return { delivery: await getDelivery(db, enterpriseId, replay.id), created: true }
 }
 
 async function replayByKey(

@@ -1,6 +1,11 @@
 import { NotifiedCache } from '../db/notified-cache.js'
 import type { Sql } from '../db/sql.js'
-import { settingsChangedChannel, type EnterpriseSettings } from '../domain/enterprises.js'
+import {
+  settingsChangedChannel,
+  webhookSecretRotatedChannel,
+  type EnterpriseSettings,
+  type WebhookSecretHolder,
+} from '../domain/enterprises.js'
 import { tokenRevokedChannel } from '../domain/tokens.js'
 import type { Logger } from '../log.js'
 import type { Caller } from './context.js'
@@ -8,11 +13,13 @@ import type { Caller } from './context.js'
 /**
  * What hot reads keep in memory, each dropped when its change is announced (db/notified-cache.ts):
  * the callers of recently seen tokens (dropped by token id on revocation),
- * and enterprise settings (keyed and dropped by enterprise id).
+ * enterprise settings (keyed and dropped by enterprise id), and the webhook secrets' hashes (keyed by
+ * enterprise slug, dropped by enterprise id on rotation).
  */
 export interface Caches {
   callers: NotifiedCache<Caller>
   settings: NotifiedCache<EnterpriseSettings>
+  webhookSecrets: NotifiedCache<WebhookSecretHolder>
 }
 
 export function createCaches(sql: Sql, log: Logger): Caches {
@@ -25,8 +32,12 @@ export function createCaches(sql: Sql, log: Logger): Caches {
       settingsChangedChannel,
       (id, key) => key === id,
     ),
+    webhookSecrets: new NotifiedCache<WebhookSecretHolder>(
+      webhookSecretRotatedChannel,
+      (id, _, holder) => holder.id === id,
+    ),
   }
-  for (const cache of [caches.callers, caches.settings] as NotifiedCache<unknown>[]) {
+  for (const cache of Object.values(caches) as NotifiedCache<unknown>[]) {
     cache.follow(sql, (err: unknown) =>
       log.error({ err, channel: cache.channel }, 'cannot follow changes'),
     )

@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import { ApiError, statusName } from '../../shared/errors.js'
+import { ApiError, frameworkBody } from '../../shared/errors.js'
 import type { Logger } from '../log.js'
 import type { AppEnv } from './context.js'
 
@@ -9,7 +9,7 @@ export function frameworkError(
   status: 401 | 404 | 500 | 503,
   message: string,
 ): Response {
-  return c.json({ message, error: statusName[status], statusCode: status }, status)
+  return c.json(frameworkBody(status, message), status)
 }
 
 /** The one error writer (DESIGN 4). Nothing of an unexpected failure (stack, SQL, secret) is answered. */

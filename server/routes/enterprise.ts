@@ -80,7 +80,12 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
       summary: 'A new webhook secret, returned in this answer only; the old one stops at once',
       response: WebhookSecretRotated,
     },
-    async (c) => rotateWebhookSecret(sql, c.var.caller.enterpriseId),
+    async (c) => {
+      const rotated = await rotateWebhookSecret(sql, c.var.caller.enterpriseId)
+      // Other processes drop the old hash when the notification reaches them; this one at once.
+      caches.webhookSecrets.invalidate(c.var.caller.enterpriseId)
+      return rotated
+    },
   )
 
   route(

@@ -16,7 +16,7 @@ import {
 } from '../../shared/schemas/tasks.js'
 import { Run, RunInput } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
-import { startApiRun, toRun } from '../domain/runs.js'
+import { startRun, toRun } from '../domain/runs.js'
 import { requireOfferedModel } from '../domain/llm.js'
 import { deleteSchedule, getSchedule, setSchedule } from '../domain/schedules.js'
 import {
@@ -247,7 +247,12 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       errors: ['task_not_runnable', 'overlap', 'member_busy'],
     },
     async (c, { params, body }) => {
-      const { run, refusal } = await startApiRun(sql, c.var.caller.enterpriseId, params.id, body)
+      const { run, refusal } = await startRun(sql, {
+        enterpriseId: c.var.caller.enterpriseId,
+        task: { id: params.id },
+        input: body,
+        origin: 'api',
+      })
       if (refusal) throw refusal
       return toRun(run)
     },

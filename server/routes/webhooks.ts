@@ -18,12 +18,13 @@ import {
   replayDelivery,
   secretHeader,
 } from '../domain/webhooks.js'
+import { webhookSecretHolder } from '../domain/enterprises.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
 
 /** Inbound webhooks and their history (spec: Routes without a token; Webhook history). */
-export function webhookRoutes({ sql, sealer }: RouteDeps) {
+export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   const app = createRouter()
 
   const receive = async (
@@ -32,7 +33,9 @@ export function webhookRoutes({ sql, sealer }: RouteDeps) {
     enterprise: string,
     target: string,
   ) => {
-    const outcome = await receiveWebhook(sql, sealer, kind, {
+    const holderOf = (slug: string) =>
+      caches.webhookSecrets.through(slug, () => webhookSecretHolder(sql, slug))
+    const outcome = await receiveWebhook(sql, sealer, holderOf, kind, {
       enterpriseSlug: enterprise,
       target,
       secret: requestHeader(c, secretHeader),
@@ -54,7 +57,7 @@ export function webhookRoutes({ sql, sealer }: RouteDeps) {
       summary:
         "Start a task by webhook: {enterprise} and {task} are slugs, the body is the run's input; header x-os-webhook-secret",
       description:
-        'Starts a run the way a schedule does: if the task is running, the new run waits. 202 means consumed, not finished.',
+        'Starts a run the way a schedule does: if its lane has a run under way or every holder of the role is busy, the new run waits (status pending); otherwise it is queued at once. 202 means consumed, not finished. The delivery is stored in the same transaction as the run.',
       params: z.object({ enterprise: z.string(), task: z.string() }),
       bodyDoc: RunInput,
       status: 202,

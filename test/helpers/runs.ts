@@ -1,6 +1,18 @@
 import { expect } from 'vitest'
 import { startEngine, type Engine } from '../../server/engine/index.js'
+import type { Db } from '../../server/db/sql.js'
+import { startRun } from '../../server/domain/runs.js'
 import type { TestApp } from './app.js'
+
+/** An API start through the domain, as POST /v1/tasks/{id}/runs makes it. */
+export function apiStart(
+  db: Db,
+  enterpriseId: string,
+  taskId: string,
+  input: Record<string, unknown>,
+) {
+  return startRun(db, { enterpriseId, task: { id: taskId }, input, origin: 'api' })
+}
 
 /** A real engine in this process, on the test file's database (the same code `osd serve` runs). */
 export async function startTestEngine(

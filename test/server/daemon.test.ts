@@ -146,6 +146,40 @@ describe('osd serve', () => {
     await eventually(async () => (await call()).status === 401, 1000, 'revocation')
   })
 
+  it('stops taking a webhook secret rotated through another process', async () => {
+    const made = await osd(
+      ['admin', 'enterprise', 'create', '--name', 'Rotated Elsewhere', '--json'],
+      { DATABASE_URL: db.url },
+    )
+    const { enterprise, token } = JSON.parse(made.stdout)
+    const [one, two] = await Promise.all([
+      startOsd({ DATABASE_URL: db.url }),
+      startOsd({ DATABASE_URL: db.url }),
+    ])
+    daemons.push(one!, two!)
+    const rotate = async () => {
+      const res = await fetch(`${one!.url}/enterprise/webhook-secret/rotate`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      })
+      return ((await res.json()) as { secret: string }).secret
+    }
+    // Unknown task: 404 once the secret is taken, 401 when it is not.
+    const hook = async (secret: string) =>
+      (
+        await fetch(`${two!.url}/webhooks/${enterprise.slug}/tasks/no-such-task`, {
+          method: 'POST',
+          headers: { 'x-os-webhook-secret': secret, 'content-type': 'application/json' },
+          body: '{}',
+        })
+      ).status
+    const old = await rotate()
+    expect(await hook(old)).toBe(404) // now in the second process's cache
+    const fresh = await rotate()
+    await eventually(async () => (await hook(old)) === 401, 1000, 'rotation')
+    expect(await hook(fresh)).toBe(404)
+  })
+
   it('refuses a bad --role with exit 2', async () => {
     const res = await osd(['serve', '--role', 'everything'], { DATABASE_URL: db.url })
     expect(res.exitCode).not.toBe(0)

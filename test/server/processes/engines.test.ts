@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { decideGate } from '../../../server/domain/gates.js'
 import { bindKey } from '../../../server/domain/llm.js'
-import { enqueueRun, startApiRun } from '../../../server/domain/runs.js'
+import { enqueueRun } from '../../../server/domain/runs.js'
+import { apiStart } from '../../helpers/runs.js'
 import { setCap } from '../../../server/domain/spend.js'
 import { createTask } from '../../../server/domain/tasks.js'
 import { createTeam } from '../../../server/domain/teams.js'
@@ -113,7 +114,7 @@ describe('a worker that dies', () => {
       assigneeRole: 'ceo',
     })
     const first = await harness.engine()
-    const { run } = await startApiRun(db.sql, enterprise.id, taskId, {})
+    const { run } = await apiStart(db.sql, enterprise.id, taskId, {})
     await until(run.id, 'running')
     await eventually(() => model.callsWith(key).length === 1, 10_000)
     await first.kill()
@@ -200,9 +201,9 @@ describe('kill -9 of an engine with runs in every state', () => {
     })
 
     const engine = await harness.engine()
-    const done = (await startApiRun(db.sql, enterprise.id, det, { warmup: true })).run
+    const done = (await apiStart(db.sql, enterprise.id, det, { warmup: true })).run
     await until(done.id, 'succeeded')
-    const running = (await startApiRun(db.sql, enterprise.id, llm, { word: 'slow' })).run
+    const running = (await apiStart(db.sql, enterprise.id, llm, { word: 'slow' })).run
     await until(running.id, 'running')
     const pendingInLane = await enqueueRun(
       db.sql,
@@ -211,11 +212,11 @@ describe('kill -9 of an engine with runs in every state', () => {
       { word: 'second' },
       { origin: 'webhook' },
     )
-    const queued = (await startApiRun(db.sql, enterprise.id, det, { n: 2 })).run // the team's one slot is taken
-    const gated = (await startApiRun(db.sql, enterprise.id, asker, { word: 'ask-me' })).run
-    const paused = (await startApiRun(db.sql, enterprise.id, capped, {})).run
-    const blocked = (await startApiRun(db.sql, blockedEnterprise.id, keyless, {})).run
-    const head = (await startApiRun(db.sql, enterprise.id, chain, {})).run
+    const queued = (await apiStart(db.sql, enterprise.id, det, { n: 2 })).run // the team's one slot is taken
+    const gated = (await apiStart(db.sql, enterprise.id, asker, { word: 'ask-me' })).run
+    const paused = (await apiStart(db.sql, enterprise.id, capped, {})).run
+    const blocked = (await apiStart(db.sql, blockedEnterprise.id, keyless, {})).run
+    const head = (await apiStart(db.sql, enterprise.id, chain, {})).run
     await Promise.all([
       until(gated.id, 'waiting_on_gate'),
       until(paused.id, 'paused_spend'),

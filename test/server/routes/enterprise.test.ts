@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest'
-import { verifyWebhookSecret } from '../../../server/domain/enterprises.js'
+import { verifyWebhookSecret, webhookSecretHolder } from '../../../server/domain/enterprises.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { eventually } from '../../helpers/wait.js'
@@ -36,14 +36,20 @@ describe('webhook secret (spec: Authentication 8)', () => {
     expect(first.status).toBe(200)
     expect(first.body.secret).toMatch(/^whsec_/)
     expect(first.body.lastChars).toBe(first.body.secret.slice(-4))
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, first.body.secret)).toMatchObject({
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.acme.slug), first.body.secret),
+    ).toMatchObject({
       id: t.acme.id,
     })
 
     const second = await t.call('POST', '/v1/enterprise/webhook-secret/rotate')
     expect(second.body.secret).not.toBe(first.body.secret)
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, first.body.secret)).toBeUndefined()
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, second.body.secret)).toBeDefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.acme.slug), first.body.secret),
+    ).toBeUndefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.acme.slug), second.body.secret),
+    ).toBeDefined()
 
     const info = await t.call('GET', '/v1/enterprise/webhook-secret')
     expect(info.body).toMatchObject({ lastChars: second.body.lastChars, rotated: true })
@@ -54,10 +60,18 @@ describe('webhook secret (spec: Authentication 8)', () => {
 
   it('treats a wrong secret and an unknown enterprise alike', async () => {
     const { body } = await t.call('POST', '/v1/enterprise/webhook-secret/rotate')
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, 'whsec_wrong')).toBeUndefined()
-    expect(await verifyWebhookSecret(t.sql, 'no-such-enterprise', body.secret)).toBeUndefined()
-    expect(await verifyWebhookSecret(t.sql, t.other.slug, body.secret)).toBeUndefined()
-    expect(await verifyWebhookSecret(t.sql, t.acme.slug, undefined)).toBeUndefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.acme.slug), 'whsec_wrong'),
+    ).toBeUndefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, 'no-such-enterprise'), body.secret),
+    ).toBeUndefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.other.slug), body.secret),
+    ).toBeUndefined()
+    expect(
+      verifyWebhookSecret(await webhookSecretHolder(t.sql, t.acme.slug), undefined),
+    ).toBeUndefined()
   })
 })
 

@@ -285,11 +285,15 @@ describe('successors (spec: Task definition, successors)', () => {
     })
     await engine!.stop()
     const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
-    const hooked = await t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, {
-      token: null,
-      body: {},
-      headers: { 'x-os-webhook-secret': secret },
-    })
+    const hook = () =>
+      t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, {
+        token: null,
+        body: {},
+        headers: { 'x-os-webhook-secret': secret },
+      })
+    expect((await hook()).body.status).toBe('queued') // holds the lane
+    const hooked = await hook()
+    expect(hooked.body.status).toBe('pending')
     await t.call('DELETE', `/v1/roles/${role.id}`) // nobody can take it any more: admission fails it
     engine = await startTestEngine(t)
     const failed = await waitForRun(t, hooked.body.runId, ['failed'])

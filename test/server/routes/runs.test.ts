@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { admitPending } from '../../../server/domain/admission.js'
 import { transaction } from '../../../server/db/sql.js'
-import { enqueueRun, startApiRun } from '../../../server/domain/runs.js'
+import { ApiError } from '../../../shared/errors.js'
+import { enqueueRun, startRun } from '../../../server/domain/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
-import { deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { apiStart, deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
 
 // Runs without an engine stay where the API put them; tests that need one start it.
 let t: TestApp
@@ -249,7 +250,7 @@ describe('a holder of a task that waits for its member gets one run at a time', 
     // starts overlap as tightly as busy daemons' would and only the locks keep them apart.
     const answers = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        transaction(t.sql, (tx) => startApiRun(tx, t.acme.id, task.id, { i })),
+        transaction(t.sql, (tx) => apiStart(tx, t.acme.id, task.id, { i })),
       ),
     )
     expect(answers.filter((a) => !a.refusal).map((a) => a.run.memberId)).toEqual([holder.id])
@@ -271,9 +272,7 @@ describe('a holder of a task that waits for its member gets one run at a time', 
     await Promise.all([
       admitPending(t.sql),
       admitPending(t.sql),
-      ...Array.from({ length: 20 }, (_, i) =>
-        startApiRun(t.sql, t.acme.id, task.id, { i: 100 + i }),
-      ),
+      ...Array.from({ length: 20 }, (_, i) => apiStart(t.sql, t.acme.id, task.id, { i: 100 + i })),
     ])
     const queued = await t.sql<{ id: string; memberId: string }[]>`
       select id, member_id from runs where task_id = ${task.id} and status = 'queued'`
@@ -323,19 +322,19 @@ describe('starts that arrive together (one transaction, decided in order)', () =
       serializeOn: ['i'],
     })
     const settled = await Promise.allSettled([
-      startApiRun(t.sql, t.acme.id, randomUUID(), {}),
-      startApiRun(t.sql, t.acme.id, deprecated.id, {}),
-      startApiRun(t.sql, t.acme.id, lane.id, { n: 1 }),
-      startApiRun(t.sql, t.acme.id, lane.id, { n: 2 }),
-      startApiRun(t.sql, t.acme.id, solo.id, { i: 1 }),
-      startApiRun(t.sql, t.acme.id, solo.id, { i: 2 }),
-      startApiRun(t.sql, t.other.id, lane.id, {}), // another enterprise's id: not found
+      apiStart(t.sql, t.acme.id, randomUUID(), {}),
+      apiStart(t.sql, t.acme.id, deprecated.id, {}),
+      apiStart(t.sql, t.acme.id, lane.id, { n: 1 }),
+      apiStart(t.sql, t.acme.id, lane.id, { n: 2 }),
+      apiStart(t.sql, t.acme.id, solo.id, { i: 1 }),
+      apiStart(t.sql, t.acme.id, solo.id, { i: 2 }),
+      apiStart(t.sql, t.other.id, lane.id, {}), // another enterprise's id: not found
     ])
     const [unknown, notRunnable, first, second, got, busy, foreign] = settled
     expect(unknown).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
     expect(notRunnable).toMatchObject({ status: 'rejected', reason: { code: 'task_not_runnable' } })
     expect(foreign).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
-    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof startApiRun>>>) => {
+    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof apiStart>>>) => {
       if (r.status !== 'fulfilled') throw r.reason
       return r.value
     }
@@ -351,12 +350,69 @@ describe('starts that arrive together (one transaction, decided in order)', () =
     expect((await t.call('GET', `/v1/runs?taskId=${deprecated.id}`)).body.total).toBe(0)
   })
 
+  it('lets webhook starts wait where API starts are refused, by slug, and keeps each in the transaction', async () => {
+    const lane = await deterministicTask(t, { overlapPolicy: 'os' })
+    const role = `hook-${randomUUID().slice(0, 6)}`
+    const holder = await memberWithRole(role)
+    const solo = await deterministicTask(t, {
+      assigneeRole: role,
+      overlapPolicy: 'skip',
+      serializeOn: ['i'],
+    })
+    const kept: { xid: string; outcome: string }[] = []
+    const hook = (slug: string, input: Record<string, unknown>) =>
+      startRun(t.sql, {
+        enterpriseId: t.acme.id,
+        task: { slug },
+        input,
+        origin: 'webhook',
+        keep: async (tx, outcome) => {
+          const [row] = await tx<{ xid: string }[]>`select pg_current_xact_id()::text as xid`
+          kept.push({
+            xid: row!.xid,
+            outcome: outcome instanceof ApiError ? outcome.code : outcome.run.status,
+          })
+        },
+      })
+    const settled = await Promise.allSettled([
+      hook('no-such-task', {}),
+      hook(lane.slug, { n: 1 }),
+      hook(lane.slug, { n: 2 }),
+      hook(solo.slug, { i: 1 }),
+      hook(solo.slug, { i: 2 }),
+    ])
+    const [unknown, first, second, got, waits] = settled
+    expect(unknown).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
+    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof startRun>>>) => {
+      if (r.status !== 'fulfilled') throw r.reason
+      return r.value
+    }
+    // The lane and the lone holder are free for the first of each, which go at once; the second of
+    // each waits (its lane has a run under way; the holder is busy) instead of being refused.
+    expect(value(first).run).toMatchObject({ status: 'queued', origin: 'webhook', input: { n: 1 } })
+    expect(value(second).run).toMatchObject({ status: 'pending', memberId: null, input: { n: 2 } })
+    expect(value(got).run).toMatchObject({ status: 'queued', memberId: holder.id })
+    expect(value(waits).run).toMatchObject({ status: 'pending', memberId: null })
+    for (const r of [first, second, got, waits]) expect(value(r).refusal).toBeUndefined()
+    const ids = [first, second, got, waits].map((r) => value(r).run.id)
+    // Each start kept once, refusal too, all in that one transaction.
+    expect(kept.map((k) => k.outcome)).toEqual([
+      'task_not_found',
+      'queued',
+      'pending',
+      'queued',
+      'pending',
+    ])
+    expect(new Set(kept.map((k) => k.xid)).size).toBe(1)
+    expect(await xminOf(ids)).toEqual([kept[0]!.xid])
+  })
+
   it('starts the others when one start fails the transaction, which fails alone', async () => {
     const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
     const settled = await Promise.allSettled([
-      startApiRun(t.sql, t.acme.id, task.id, { i: 1 }),
-      startApiRun(t.sql, t.acme.id, task.id, { i: 2, text: 'cannot be stored: \0' }),
-      startApiRun(t.sql, t.acme.id, task.id, { i: 3 }),
+      apiStart(t.sql, t.acme.id, task.id, { i: 1 }),
+      apiStart(t.sql, t.acme.id, task.id, { i: 2, text: 'cannot be stored: \0' }),
+      apiStart(t.sql, t.acme.id, task.id, { i: 3 }),
     ])
     expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
     const runs = await t.sql<{ input: { i: number }; status: string }[]>`

@@ -57,17 +57,71 @@ describe('route checks', () => {
 })
 
 describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a token)', () => {
-  it('starts a pending run and answers 202 with its id, without a token', async () => {
+  it('starts a run and answers 202 with its id, without a token: at once when its lane is free', async () => {
     const res = await hook(task.slug, { from: 'ci' })
     expect(res.status).toBe(202)
     expect(res.body).toMatchObject({
       runId: expect.any(String),
       executionId: res.body.runId,
-      status: 'pending',
+      status: 'queued',
       deliveryId: expect.any(String),
     })
-    const run = (await t.call('GET', `/v1/runs/${res.body.runId}`)).body.run
-    expect(run).toMatchObject({ status: 'pending', origin: 'webhook', input: { from: 'ci' } })
+    const detail = (await t.call('GET', `/v1/runs/${res.body.runId}`)).body
+    expect(detail.run).toMatchObject({
+      status: 'queued',
+      origin: 'webhook',
+      input: { from: 'ci' },
+      memberId: expect.any(String),
+    })
+    expect(detail.events.map((e: { type: string }) => e.type)).toEqual(['run.queued'])
+    // The run and its delivery were written by one transaction: neither exists without the other.
+    const xmins = await t.sql<{ xmin: string }[]>`
+      select xmin::text from runs where id = ${res.body.runId}
+      union select xmin::text from webhook_deliveries where id = ${res.body.deliveryId}`
+    expect(xmins).toHaveLength(1)
+  })
+
+  it('stores a start that failed as a failed delivery, answers 500, and the starts beside it go on', async () => {
+    // A run PostgreSQL refuses to write, as a broken database would.
+    await t.sql`
+      create or replace function refuse_exploding_run() returns trigger language plpgsql as $$
+      begin
+        if new.input ? 'explode' then raise exception 'the run cannot be written'; end if;
+        return new;
+      end $$`
+    await t.sql`create trigger refuse_exploding_run before insert on runs
+                for each row execute function refuse_exploding_run()`
+    try {
+      const many = await deterministicTask(t, { serializeOn: ['n'] })
+      const [ok, broken, alsoOk] = await Promise.all([
+        hook(many.slug, { n: 1 }),
+        hook(many.slug, { n: 2, explode: true }),
+        hook(many.slug, { n: 3 }),
+      ])
+      expect([ok.status, broken.status, alsoOk.status]).toEqual([202, 500, 202])
+      expect(broken.body).toEqual({
+        message: 'Internal server error',
+        error: 'Internal Server Error',
+        statusCode: 500,
+      })
+      const [failed] = await t.sql<{ id: string }[]>`
+        select id from webhook_deliveries where target = ${many.slug} and status = 'failed'`
+      const delivery = (await t.call('GET', `/v1/webhooks/${failed!.id}`)).body
+      expect(delivery).toMatchObject({
+        status: 'failed',
+        response: { status: 500 },
+        runId: null,
+        request: { body: { n: 2, explode: true } },
+        replayable: true,
+      })
+      expect(
+        (await t.call('GET', `/v1/webhooks?status=accepted&limit=200`)).body.data.filter(
+          (d: { target: string }) => d.target === many.slug,
+        ),
+      ).toHaveLength(2)
+    } finally {
+      await t.sql`drop trigger refuse_exploding_run on runs`
+    }
   })
 
   it('answers the same 401 to a wrong secret, no secret, an old secret and an unknown enterprise', async () => {
