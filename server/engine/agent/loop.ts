@@ -1,7 +1,7 @@
 import { priceOf, type Provider } from '../../../shared/schemas/models.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
-import { transaction, type Db, type Sql } from '../../db/sql.js'
+import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
 import { gateOfStep, openGate } from '../../domain/gates.js'
 import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
 import {
@@ -66,6 +66,11 @@ async function loadJournal(db: Db, runId: string): Promise<JournalEntry[]> {
     select step, kind, state, request, response, cost_usd_micros, reserved_usd_micros,
            to_char(spend_day, 'YYYY-MM-DD') as spend_day, connection_id
       from run_journal where run_id = ${runId} order by step`
+}
+
+/** A tool's answer as the journal gives it back once stored (JSON: no undefined fields). */
+function stored(outcome: ToolOutcome): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(outcome)) as Record<string, unknown>
 }
 
 /** Backs off a held run: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
@@ -568,7 +573,6 @@ class RunExecution {
         const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
         await this.insertDone(tx, step, call, outcome)
       })
-      this.journal = await loadJournal(this.sql, this.run.id)
       return 'continue'
     }
     const step = this.nextStep()
@@ -616,8 +620,10 @@ class RunExecution {
         name: entry?.request.name,
         isError: outcome.isError,
       })
+      onCommit(tx, () => {
+        if (entry) Object.assign(entry, { state: 'done', response: stored(outcome) })
+      })
     })
-    this.journal = await loadJournal(this.sql, this.run.id)
     return 'continue'
   }
 
@@ -625,7 +631,6 @@ class RunExecution {
   private async answerNew(call: ToolCall, outcome: ToolOutcome): Promise<Step> {
     const step = this.nextStep()
     await transaction(this.sql, (tx) => this.insertDone(tx, step, call, outcome))
-    this.journal = await loadJournal(this.sql, this.run.id)
     return 'continue'
   }
 
@@ -641,6 +646,20 @@ class RunExecution {
               ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)},
               ${tx.json(outcome as never)}, now())`
     await appendEvent(tx, this.run, 'tool.called', { name: call.name, isError: outcome.isError })
+    // The journal in memory follows the database's once this commits, instead of reading it again.
+    onCommit(tx, () =>
+      this.journal.push({
+        step,
+        kind: 'tool',
+        state: 'done',
+        request: { callId: call.id, name: call.name, arguments: call.arguments },
+        response: stored(outcome),
+        costUsdMicros: 0,
+        reservedUsdMicros: 0,
+        spendDay: null,
+        connectionId: null,
+      }),
+    )
   }
 
   // --- how the run moves on --------------------------------------------------------------------------
