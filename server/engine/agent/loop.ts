@@ -698,13 +698,15 @@ class RunExecution {
    * back by itself after a back-off, or at once when a key is bound.
    */
   private async hold(status: 'blocked', reason: string): Promise<Step> {
-    const holds = this.journal.filter((e) => e.kind === 'model' && e.state === 'failed').length
     await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
+      // Every hold counts, whatever its cause (no key, a refused key, an outage): each one is an event.
+      const [held] = await tx<{ times: number }[]>`
+        select count(*)::int as times from run_events where run_id = ${this.run.id} and type = 'run.blocked'`
       if (run)
         await transition(tx, run, status, {
           blockedReason: reason,
-          notBefore: new Date(Date.now() + backoffMs(holds)),
+          notBefore: new Date(Date.now() + backoffMs(held!.times)),
         })
     })
     await this.writeLog()

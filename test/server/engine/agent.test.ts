@@ -234,6 +234,36 @@ describe('blocked runs (DESIGN 6)', () => {
     expect(done.events.map((x: { type: string }) => x.type)).toContain('run.blocked')
   })
 
+  it('waits longer after each hold, a hold for want of a key too', async () => {
+    const e = await t.createEnterprise(`Still no key ${randomUUID().slice(0, 6)}`)
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        token: e.token,
+        body: { name: 'Waits for a key', assigneeRole: 'ceo' },
+      })
+    ).body
+    const run = (await t.call('POST', `/v1/tasks/${task.id}/runs`, { token: e.token, body: {} }))
+      .body
+    // How long the latest hold waits: from the run's last change to when it may go again.
+    const waitSeconds = async (holds: number) => {
+      await eventually(async () => {
+        const [row] = await t.sql<{ n: number }[]>`
+          select count(*)::int as n from run_events where run_id = ${run.id} and type = 'run.blocked'`
+        return row!.n === holds
+      }, 10_000)
+      const [row] = await t.sql<{ seconds: number }[]>`
+        select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${run.id}`
+      return row!.seconds
+    }
+    expect(await waitSeconds(1)).toBeCloseTo(30, 0)
+    await t.sql`update runs set not_before = now() where id = ${run.id}` // as if 30 s went by
+    engine.runs.wake()
+    expect(await waitSeconds(2)).toBeCloseTo(60, 0)
+    await t.sql`update runs set not_before = now() where id = ${run.id}`
+    engine.runs.wake()
+    expect(await waitSeconds(3)).toBeCloseTo(120, 0)
+  })
+
   it('blocks on a refused key and on an outage after retries, and retries by itself', async () => {
     const { key, task, start, wait } = await tenant()
     const worker = await task({ serializeOn: ['n'] }) // a held run keeps its lane: each run in its own
