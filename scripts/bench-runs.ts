@@ -17,6 +17,8 @@ const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32)
 const taskCount = Number(process.env.BENCH_TASKS ?? 40)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const latencyRuns = Number(process.env.BENCH_LATENCY_RUNS ?? 200)
+// BENCH_ONLY=webhook (or API, "1 engine", ...): only the scenarios whose name contains it.
+const wanted = (name: string) => !process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)
 
 type Request = { method?: string; path: string; headers: Record<string, string>; body?: string }
 
@@ -165,6 +167,7 @@ interface Scenario {
 const scenarios: Scenario[] = []
 const baseline: number[] = []
 async function scenario(name: string, start: (n: number) => Request) {
+  if (!wanted(name)) return
   const s: Scenario = { name, loads: [], latencies: [] }
   for (let round = 0; round < rounds; round++) s.loads.push(await underLoad(start))
   s.latencies = await oneAtATime(start)
@@ -177,10 +180,12 @@ for (let round = 0; round < rounds; round++) {
 }
 await scenario('API starts, 1 engine', viaApi)
 await scenario('webhook starts, 1 engine', viaWebhook)
-const second = await daemon.start(['--role', 'engine'])
-await scenario('API starts, 2 engines', viaApi)
-await scenario('webhook starts, 2 engines', viaWebhook)
-await second.stop()
+if (wanted('API starts, 2 engines') || wanted('webhook starts, 2 engines')) {
+  const second = await daemon.start(['--role', 'engine'])
+  await scenario('API starts, 2 engines', viaApi)
+  await scenario('webhook starts, 2 engines', viaWebhook)
+  await second.stop()
+}
 await watch.stop()
 await daemon.close()
 
