@@ -62,12 +62,12 @@ export async function confirmDestructive(
   what: string,
 ): Promise<void> {
   if (yes) return
-  if (!(await deps.confirm(`${what}?`))) {
-    throw new CliError(
-      process.stdin.isTTY ? 'cancelled' : `${what}: refusing without --yes when not on a terminal`,
-      exitCodes.usage,
-    )
-  }
+  const answer = await deps.confirm(`${what}?`)
+  if (answer) return
+  throw new CliError(
+    answer === undefined ? `${what}: refusing without --yes when not on a terminal` : 'cancelled',
+    exitCodes.usage,
+  )
 }
 
 /**

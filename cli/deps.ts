@@ -21,8 +21,11 @@ export interface Deps {
   target(): Target
   client(): ApiClient
   profiles(): ProfileStore
-  /** Asks on a terminal; never answers yes by itself. */
-  confirm(question: string): Promise<boolean>
+  /**
+   * Asks on a terminal (the answer typed on stdin, the question on stderr): true for yes, false for
+   * no, undefined when there is no terminal to ask on. Never answers yes by itself.
+   */
+  confirm(question: string): Promise<boolean | undefined>
   /** Reads all of standard input (for `-f -`). */
   stdin(): Promise<string>
 }
@@ -40,7 +43,7 @@ export function makeDeps(globals: GlobalOptions): Deps {
     client: () => (client ??= new ApiClient(resolve().url, resolve().token)),
     profiles,
     async confirm(question) {
-      if (!process.stdin.isTTY || !process.stderr.isTTY) return false
+      if (!process.stdin.isTTY || !process.stderr.isTTY) return undefined
       const rl = createInterface({ input: process.stdin, output: process.stderr })
       try {
         const answer = await rl.question(`${question} [y/N] `)

@@ -1,9 +1,15 @@
-import { mkdtemp, stat, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { osctl, startCliDaemon, type OsdProcess } from '../helpers/processes.js'
+import {
+  hasScript,
+  osctl,
+  osctlBin,
+  startCliDaemon,
+  type OsdProcess,
+} from '../helpers/processes.js'
 
 let daemon: OsdProcess
 let token: string
@@ -191,6 +197,28 @@ describe('osctl enterprise', () => {
       rotated: true,
     })
   })
+
+  it.runIf(hasScript)(
+    'asks on a terminal; with its errors sent elsewhere it cannot ask, and says so',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'osctl-ask-'))
+      const onTerminal = (line: string, typed = '') =>
+        execa('script', ['-qfec', line, '/dev/null'], { env, input: typed, reject: false })
+      const errors = join(dir, 'stderr')
+      const unasked = await onTerminal(
+        `node ${osctlBin} webhook-secret rotate 2>${errors}; echo "exit=$?"`,
+      )
+      expect(unasked.stdout).toContain('exit=2')
+      expect(await readFile(errors, 'utf8')).toContain('refusing without --yes')
+      const declined = await onTerminal(`node ${osctlBin} webhook-secret rotate`, 'n\n')
+      expect(declined.stdout).toContain('[y/N]')
+      expect(declined.stdout).toContain('cancelled')
+      expect(declined.exitCode).toBe(2)
+      const accepted = await onTerminal(`node ${osctlBin} webhook-secret rotate`, 'y\n')
+      expect(accepted.stdout).toMatch(/whsec_/)
+      expect(accepted.exitCode).toBe(0)
+    },
+  )
 
   it('sets the picture from an image file and refuses other files', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'osctl-img-'))

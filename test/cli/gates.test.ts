@@ -3,7 +3,7 @@ import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
-import { osctl, osctlBin, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { hasScript, osctl, osctlBin, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 // osctl gates against a real daemon: real waiting gates, opened by runs whose model is the fake
@@ -47,9 +47,6 @@ async function runToGate(task: string) {
   expect(gates).toHaveLength(1)
   return { run, gate: gates[0]! as Record<string, any> }
 }
-
-/** util-linux `script` gives osctl a terminal of its own (a pseudo-terminal), where none is at hand. */
-const hasScript = (await execa('script', ['--version'], { reject: false })).exitCode === 0
 
 /** osctl on a 100x40 pseudo-terminal: what it drew so far (colour left out), and keys to type. */
 function onTerminal(args: string[]) {

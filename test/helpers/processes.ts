@@ -79,6 +79,9 @@ export async function startOsd(
   }
 }
 
+/** util-linux `script` gives osctl a terminal of its own (a pseudo-terminal), where none is at hand. */
+export const hasScript = (await execa('script', ['--version'], { reject: false })).exitCode === 0
+
 /** Runs the built osctl with a config dir of its own; never throws on a non-zero exit. */
 export function osctl(
   args: string[],
