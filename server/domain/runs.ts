@@ -541,37 +541,80 @@ export interface NewRun {
 
 /** Inserts a run on its task's current version, with its first event, in one statement. */
 export async function insertRun(tx: Db, fields: NewRun): Promise<RunRow> {
-  const { task } = fields
-  // Ids are made here so that a new execution's id is its first run's id in one statement.
-  const id = randomUUID()
-  const payload: Record<string, unknown> = { origin: fields.origin }
-  if (fields.memberId) payload.memberId = fields.memberId
-  if (fields.reason) payload.reason = fields.reason
-  if (fields.previousRunId) payload.previousRunId = fields.previousRunId
-  if (fields.notBefore) payload.notBefore = fields.notBefore.toISOString()
-  const type = fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`
-  const [run] = await tx<RunRow[]>`
-    with run as (
+  const [run] = await insertRuns(tx, [fields])
+  return run!
+}
+
+/**
+ * Inserts runs, each on its task's current version and with its first event, in one statement however
+ * many (a batch of starts). Answers them in the order given.
+ */
+export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRow[]> {
+  if (runs.length === 0) return []
+  const rows = runs.map((fields) => {
+    const { task } = fields
+    // Ids are made here so that a new execution's id is its first run's id in one statement.
+    const id = randomUUID()
+    const payload: Record<string, unknown> = { origin: fields.origin }
+    if (fields.memberId) payload.memberId = fields.memberId
+    if (fields.reason) payload.reason = fields.reason
+    if (fields.previousRunId) payload.previousRunId = fields.previousRunId
+    if (fields.notBefore) payload.notBefore = fields.notBefore.toISOString()
+    return {
+      id,
+      enterprise_id: task.enterpriseId,
+      task_id: task.id,
+      version_id: task.currentVersionId,
+      task_slug: task.slug,
+      task_name: task.name,
+      team_id: task.teamId,
+      kind: task.kind,
+      lane: laneOf(task, fields.input),
+      member_id: fields.memberId ?? null,
+      status: fields.status,
+      origin: fields.origin,
+      input: fields.input,
+      reason: fields.reason ?? null,
+      execution_id: fields.executionId ?? id,
+      previous_run_id: fields.previousRunId ?? null,
+      not_before: fields.notBefore?.toISOString() ?? null,
+      successor_edge: fields.successorEdge ?? null,
+      issue_key: fields.issueKey ?? null,
+      resume_from_run_id: fields.resumeFromRunId ?? null,
+      event: fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`,
+      payload,
+    }
+  })
+  const written = await tx<RunRow[]>`
+    with d as (
+      select * from jsonb_to_recordset(${tx.json(rows as never)})
+        as d(id uuid, enterprise_id uuid, task_id uuid, version_id uuid, task_slug text, task_name text,
+             team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
+             reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
+             successor_edge text, issue_key text, resume_from_run_id uuid, event text, payload jsonb)
+    ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
                         queued_at, finished_at)
-      select ${id}, ${task.enterpriseId}, ${task.id}, v.id, ${task.slug}, ${task.name}, ${task.teamId}, ${task.kind},
-             coalesce(v.definition ->> 'overlapPolicy', 'skip'), ${laneOf(task, fields.input)}, ${fields.memberId ?? null},
-             ${fields.status}, ${fields.origin}, ${tx.json(fields.input as never)}, ${fields.reason ?? null},
-             ${fields.executionId ?? id}, ${fields.previousRunId ?? null}, ${fields.notBefore ?? null},
-             ${fields.successorEdge ?? null}, ${fields.issueKey ?? null}, ${fields.resumeFromRunId ?? null},
-             ${fields.status === 'queued' ? tx`statement_timestamp()` : null}, ${fields.status === 'skipped_overlap' ? tx`statement_timestamp()` : null}
-        from task_versions v where v.id = ${task.currentVersionId}
+      select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
+             coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
+             d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
+             d.issue_key, d.resume_from_run_id,
+             case when d.status = 'queued' then statement_timestamp() end,
+             case when d.status = 'skipped_overlap' then statement_timestamp() end
+        from d join task_versions v on v.id = d.version_id
       returning *
     ), event as (
       insert into run_events (enterprise_id, run_id, type, payload)
-      select enterprise_id, id, ${type}, ${tx.json(payload as never)} from run
+      select d.enterprise_id, d.id, d.event, d.payload from d join run on run.id = d.id
     )
     select * from run`
-  notifyAfterCommit(tx, runChannel, [id])
-  notifyAfterCommit(tx, engineChannel, [id])
-  return run!
+  const ids = rows.map((row) => row.id)
+  notifyAfterCommit(tx, runChannel, ids)
+  notifyAfterCommit(tx, engineChannel, ids)
+  const byId = new Map(written.map((run) => [run.id, run]))
+  return ids.map((id) => byId.get(id)!)
 }
 
 /** A start's outcome: its run, and for a refused API start the refusal its run records. */
@@ -692,26 +735,29 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
       membersFor(tx, { roleIds: [...new Set(runnable.map((r) => r.task.roleId))] }),
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
-    const inserts = runnable.map(({ i, task, lane }) => {
+    const decided = runnable.map(({ i, task, lane }) => {
       const { input, origin } = starts[i]!
       const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
       const refusal = busy.has(lane)
-        ? {
-            code: 'overlap' as const,
-            why: `Task ${task.slug} already has a run under way in this lane.`,
-          }
+        ? new ApiError('overlap', `Task ${task.slug} already has a run under way in this lane.`)
         : memberId
           ? undefined
-          : {
-              code: 'member_busy' as const,
-              why: `Every holder of the role ${task.assigneeRole} is busy.`,
-            }
+          : new ApiError('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
       // Queued, or waiting in the lane: either way the lane now has a run under way.
       if (!refusal || origin !== 'api') busy.add(lane)
-      return insertStart(tx, { task, input, origin, memberId, refusal })
+      return { refusal, run: startedRun({ task, input, origin, memberId }, refusal) }
     })
-    // Decided above in order, synchronously; only the inserts run together.
-    const started = await Promise.all(inserts)
+    // Decided above in order; written together.
+    const runs = await insertRuns(
+      tx,
+      decided.map((d) => d.run),
+    )
+    const started = decided.map(({ refusal }, k): Started => {
+      const run = runs[k]!
+      // A start that waits (pending) was not refused.
+      if (!refusal || run.status !== 'skipped_overlap') return { run }
+      return { run, refusal: new ApiError(refusal.code, refusal.message, { runId: run.id }) }
+    })
     runnable.forEach(({ i }, k) => (outcomes[i] = started[k]))
   }
   await Promise.all(starts.map((start, i) => start.keep?.(tx, outcomes[i]!)))
@@ -719,32 +765,16 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
 }
 
 /**
- * Writes a decided start: queued with its member; refused, an API start as a skipped_overlap run and
- * any other as a pending run that waits for admission.
+ * The run a decided start writes: queued with its member; refused, an API start's is a skipped_overlap
+ * run and any other's a pending run that waits for admission.
  */
-async function insertStart(
-  tx: Db,
-  start: {
-    task: StartTarget
-    input: Record<string, unknown>
-    origin: StartRequest['origin']
-    memberId: string | undefined
-    refusal: { code: 'overlap' | 'member_busy'; why: string } | undefined
-  },
-): Promise<Started> {
-  const { task, input, origin, memberId, refusal } = start
-  if (!refusal)
-    return { run: await insertRun(tx, { task, input, origin, status: 'queued', memberId }) }
-  if (origin !== 'api')
-    return { run: await insertRun(tx, { task, input, origin, status: 'pending' }) }
-  const run = await insertRun(tx, {
-    task,
-    input,
-    origin,
-    status: 'skipped_overlap',
-    reason: refusal.why,
-  })
-  return { run, refusal: new ApiError(refusal.code, refusal.why, { runId: run.id }) }
+function startedRun(
+  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId'>,
+  refusal: ApiError | undefined,
+): NewRun {
+  if (!refusal) return { ...start, status: 'queued' }
+  if (start.origin !== 'api') return { ...start, memberId: undefined, status: 'pending' }
+  return { ...start, memberId: undefined, status: 'skipped_overlap', reason: refusal.message }
 }
 
 function taskNotFoundBy(task: TaskRef): ApiError {
