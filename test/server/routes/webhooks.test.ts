@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { webhookSecretHolder } from '../../../server/domain/enterprises.js'
+import { receiveWebhook } from '../../../server/domain/webhooks.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -79,6 +81,58 @@ describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a to
       select xmin::text from runs where id = ${res.body.runId}
       union select xmin::text from webhook_deliveries where id = ${res.body.deliveryId}`
     expect(xmins).toHaveLength(1)
+  })
+
+  it('writes starts that arrive together, runs and deliveries, in one transaction', async () => {
+    const lane = await deterministicTask(t, { serializeOn: ['n'] })
+    const holder = await webhookSecretHolder(t.sql, 'acme')
+    const inbound = (target: string, body: Record<string, unknown>) => ({
+      enterpriseSlug: 'acme',
+      target,
+      secret,
+      method: 'POST',
+      path: `/v1/webhooks/acme/tasks/${target}`,
+      headers: { 'x-os-webhook-secret': secret, 'x-request': String(body.n) },
+      body,
+    })
+    // Straight to the domain, so that all of them reach the start in the same turn of the event loop.
+    const outcomes = await Promise.all(
+      [
+        inbound(lane.slug, { n: 1 }),
+        inbound(lane.slug, { n: 1, again: true }),
+        inbound('no-such-task', { n: 2 }),
+        inbound(lane.slug, { n: 3 }),
+      ].map((call) => receiveWebhook(t.sql, t.sealer, async () => holder, 'task', call)),
+    )
+    expect(outcomes.map((o) => [o.status, o.body.status ?? o.body.error])).toEqual([
+      [202, 'queued'],
+      [202, 'pending'],
+      [404, 'task_not_found'],
+      [202, 'queued'],
+    ])
+    const ids = outcomes.map((o) => o.deliveryId!)
+    const rows = await t.sql<
+      { xmin: string; runId: string | null; status: string; headers: unknown }[]
+    >`
+      select xmin::text, run_id, status, request -> 'headers' as headers
+        from webhook_deliveries where id = any(${t.sql.array(ids)}::uuid[])`
+    expect(new Set(rows.map((r) => r.xmin)).size).toBe(1)
+    expect(rows.map((r) => r.status).sort()).toEqual([
+      'accepted',
+      'accepted',
+      'accepted',
+      'refused',
+    ])
+    const runs = await t.sql<{ xmin: string }[]>`
+      select xmin::text from runs where id = any(${t.sql.array(outcomes.flatMap((o) => (o.runId ? [o.runId] : [])))}::uuid[])`
+    expect(runs).toHaveLength(3)
+    expect(new Set(runs.map((r) => r.xmin))).toEqual(new Set(rows.map((r) => r.xmin)))
+    // Each delivery is its own call's: its run and its request.
+    for (const [i, outcome] of outcomes.entries()) {
+      const delivery = (await t.call('GET', `/v1/webhooks/${ids[i]}`)).body
+      expect(delivery.runId).toBe(outcome.runId ?? null)
+      expect(delivery.request.headers['x-request']).toBe(String([1, 1, 2, 3][i]))
+    }
   })
 
   it('stores a start that failed as a failed delivery, answers 500, and the starts beside it go on', async () => {
