@@ -69,7 +69,7 @@ export async function getToken(db: Db, enterpriseId: string, id: string): Promis
 
 /**
  * Revokes a token at once; revoking it again changes nothing. The NOTIFY, delivered when the change
- * commits, tells every osd process to forget the token (server/http/caller-cache.ts).
+ * commits, tells every osd process to forget the token (server/http/caches.ts).
  */
 export async function revokeToken(db: Db, enterpriseId: string, id: string): Promise<ApiToken> {
   const [row] = await db<TokenRow[]>`
