@@ -318,6 +318,7 @@ export async function offeredModels(
   sealer: Sealer,
   enterpriseId: string,
   clients: Record<Provider, ModelProvider>,
+  oauth?: OAuthSettings,
 ): Promise<{ provider: Provider; id: string; source: 'provider' | 'catalogue' }[]> {
   const rows = await db<ConnectionRow[]>`
     select distinct on (provider) * from llm_connections where enterprise_id = ${enterpriseId}
@@ -328,7 +329,7 @@ export async function offeredModels(
   const lists = await Promise.all(
     connected.map(async (row) => {
       const fromProvider = row.secretCiphertext
-        ? await listOf(db, sealer, row, clients[row.provider])
+        ? await listOf(db, sealer, row, clients[row.provider], oauth)
         : undefined
       return fromProvider
         ? fromProvider.map((id) => ({ provider: row.provider, id, source: 'provider' as const }))
@@ -347,6 +348,7 @@ async function listOf(
   sealer: Sealer,
   row: ConnectionRow,
   client: ModelProvider,
+  oauth: OAuthSettings | undefined,
 ): Promise<string[] | undefined> {
   const cacheKey = createHash('sha256').update(row.secretCiphertext).digest('hex')
   const cached = listed.get(cacheKey)
@@ -354,7 +356,7 @@ async function listOf(
   let models: string[] | undefined
   try {
     models = await client.listModels(
-      { key: await credentialOf(db, sealer, row) },
+      { key: await credentialOf(db, sealer, row, oauth) },
       AbortSignal.timeout(3000),
     )
   } catch {
@@ -371,8 +373,9 @@ export async function requireOfferedModel(
   enterpriseId: string,
   clients: Record<Provider, ModelProvider>,
   model: string,
+  oauth?: OAuthSettings,
 ): Promise<void> {
-  const offered = await offeredModels(db, sealer, enterpriseId, clients)
+  const offered = await offeredModels(db, sealer, enterpriseId, clients, oauth)
   if (!offered.some((m) => m.id === model)) {
     throw new ApiError(
       'llm_model_not_in_catalogue',

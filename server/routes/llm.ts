@@ -161,7 +161,13 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       response: LlmModels,
     },
     async (c) => ({
-      models: await offeredModels(sql, sealer, c.var.caller.enterpriseId, providers),
+      models: await offeredModels(
+        sql,
+        sealer,
+        c.var.caller.enterpriseId,
+        providers,
+        config.providerBOAuth,
+      ),
     }),
   )
   return app

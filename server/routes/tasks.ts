@@ -47,7 +47,14 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
   // An exact spend.model must be one a connected provider offers (spec: llm_model_not_in_catalogue).
   const checkModel = async (c: AppContext, spend: { model?: string } | null | undefined) => {
     if (spend?.model)
-      await requireOfferedModel(sql, sealer, c.var.caller.enterpriseId, providers, spend.model)
+      await requireOfferedModel(
+        sql,
+        sealer,
+        c.var.caller.enterpriseId,
+        providers,
+        spend.model,
+        config.providerBOAuth,
+      )
   }
 
   route(

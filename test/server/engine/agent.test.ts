@@ -750,6 +750,57 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
     tokens.close()
   })
 
+  it("lists a signed-in provider's own models, refreshing an expired access token first", async () => {
+    const grants: URLSearchParams[] = []
+    const tokens = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        grants.push(new URLSearchParams(body))
+        res.writeHead(200, { 'content-type': 'application/json' })
+        // Expiring within the minute: the next use must refresh it.
+        res.end(
+          JSON.stringify({
+            access_token: `sub-access-${grants.length}`,
+            refresh_token: 'sub-refresh',
+            expires_in: grants.length === 1 ? 1 : 3600,
+          }),
+        )
+      })
+    })
+    await new Promise<void>((r) => tokens.listen(0, '127.0.0.1', r))
+    try {
+      const app = await createTestApp({
+        providerBaseUrls: { provider_a: fake.url, provider_b: fake.url },
+        providerBOAuth: {
+          authorizeUrl: 'https://signin.example/authorize',
+          tokenUrl: `http://127.0.0.1:${(tokens.address() as AddressInfo).port}/token`,
+          clientId: 'osd-client',
+          redirectUri: 'https://osd.example/v1/llm/provider_b/oauth/callback',
+          scope: 'openid offline_access',
+        },
+      })
+      const started = (await app.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })).body
+      const done = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+        body: { code: 'the-code', state: started.state },
+      })
+      expect(done.status).toBe(201)
+      fake.setModels('b', ['gpt-5.4', 'subscriber-model'])
+      const models = (await app.call('GET', '/v1/llm/models')).body.models
+      expect(models).toContainEqual({
+        provider: 'provider_b',
+        id: 'subscriber-model',
+        source: 'provider',
+      })
+      expect(grants.map((g) => g.get('grant_type'))).toEqual([
+        'authorization_code',
+        'refresh_token',
+      ])
+    } finally {
+      tokens.close()
+    }
+  })
+
   it('says clearly when sign-in is not configured', async () => {
     const res = await t.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })
     expect(res.status).toBe(400)
