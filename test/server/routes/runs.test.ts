@@ -235,6 +235,28 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
       { status: 'skipped_overlap', n: 49 },
     ])
   })
+
+  it('queues exactly one of 50 parallel webhook starts of one lane, each in its own transaction; the rest wait', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os' })
+    // Each in a transaction of its own, as two daemons' starts are: only the locks keep them apart.
+    const hook = (i: number) =>
+      transaction(t.sql, (tx) =>
+        startRun(tx, {
+          enterpriseId: t.acme.id,
+          task: { slug: task.slug },
+          input: { i },
+          origin: 'webhook',
+        }),
+      )
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => hook(i)))
+    expect(answers.every((a) => a.refusal === undefined)).toBe(true)
+    const runs =
+      await t.sql`select status, count(*)::int as n from runs where task_id = ${task.id} group by status order by status`
+    expect(runs).toEqual([
+      { status: 'pending', n: 49 },
+      { status: 'queued', n: 1 },
+    ])
+  })
 })
 
 describe('a holder of a task that waits for its member gets one run at a time', () => {
