@@ -15,8 +15,7 @@ import {
 import type { Sealer } from '../crypto.js'
 import { transaction, type Db } from '../db/sql.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
-import { requireMember } from './members.js'
-import { requireTeam } from './teams.js'
+import { requireLayerId } from './layers.js'
 import { idFilter } from '../db/paging.js'
 import { lastChars } from './secrets.js'
 
@@ -81,11 +80,7 @@ async function checkLayer(
       throw new ApiError('invalid_request', 'layerId: the enterprise layer takes no layerId.')
     return null
   }
-  if (!layerId)
-    throw new ApiError('invalid_request', `layerId: the ${layer} layer needs the ${layer}'s id.`)
-  if (layer === 'team') await requireTeam(db, enterpriseId, layerId)
-  else await requireMember(db, enterpriseId, layerId)
-  return layerId
+  return requireLayerId(db, enterpriseId, layer, layerId)
 }
 
 /** NOTIFY channel of bound keys: engines hear it and retry the enterprise's blocked runs at once. */

@@ -1,10 +1,8 @@
 import { ApiError } from '../../shared/errors.js'
 import type { SpendCapInput, SpendLayer, SpendView } from '../../shared/schemas/spend.js'
 import { transaction, type Db } from '../db/sql.js'
-import { requireMember } from './members.js'
+import { requireLayerId } from './layers.js'
 import { transitionAll, type RunRow } from './runs.js'
-import { loadTask } from './tasks.js'
-import { requireTeam } from './teams.js'
 
 // Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what
 // each layer spent today, in millionths of a dollar. Every model call first reserves its worst case on
@@ -195,10 +193,5 @@ async function checkLayer(
       throw new ApiError('invalid_request', 'layerId: the enterprise layer takes no layerId.')
     return enterpriseId
   }
-  if (!layerId)
-    throw new ApiError('invalid_request', `layerId: the ${layer} layer needs the ${layer}'s id.`)
-  if (layer === 'team') await requireTeam(db, enterpriseId, layerId)
-  else if (layer === 'member') await requireMember(db, enterpriseId, layerId)
-  else await loadTask(db, enterpriseId, layerId)
-  return layerId
+  return requireLayerId(db, enterpriseId, layer, layerId)
 }

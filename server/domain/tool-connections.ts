@@ -9,10 +9,7 @@ import type {
 } from '../../shared/schemas/tools.js'
 import type { Sealer } from '../crypto.js'
 import type { Db } from '../db/sql.js'
-import { requireMember } from './members.js'
-import { requireRole } from './roles.js'
-import { loadTask } from './tasks.js'
-import { requireTeam } from './teams.js'
+import { requireLayerId } from './layers.js'
 import { idFilter } from '../db/paging.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
@@ -67,13 +64,7 @@ async function checkLayer(
   layerId: string | undefined,
 ): Promise<string> {
   if (layer === 'enterprise') throw ceoOnly('A tool connection on the enterprise')
-  if (!layerId)
-    throw new ApiError('invalid_request', `layerId: the ${layer} layer needs the ${layer}'s id.`)
-  if (layer === 'team') await requireTeam(db, enterpriseId, layerId)
-  else if (layer === 'member') await requireMember(db, enterpriseId, layerId)
-  else if (layer === 'role') await requireRole(db, enterpriseId, layerId)
-  else await loadTask(db, enterpriseId, layerId)
-  return layerId
+  return requireLayerId(db, enterpriseId, layer, layerId)
 }
 
 function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' | 'browser' {
