@@ -154,12 +154,22 @@ export async function grantRole(
   await transaction(db, async (tx) => {
     const role = await requireRole(tx, enterpriseId, roleId)
     await requireMember(tx, enterpriseId, memberId)
-    if (role.teamId) await joinTeam(tx, enterpriseId, role.teamId, memberId)
-    await tx`
-      insert into role_members (enterprise_id, role_id, member_id)
-      values (${enterpriseId}, ${roleId}, ${memberId})
-      on conflict do nothing`
+    await holdRole(tx, enterpriseId, role, memberId)
   })
+}
+
+/** Gives a member, found already, a role found already; a team role puts the member on its team. */
+export async function holdRole(
+  tx: Db,
+  enterpriseId: string,
+  role: Pick<RoleRef, 'id' | 'teamId'>,
+  memberId: string,
+): Promise<void> {
+  if (role.teamId) await joinTeam(tx, enterpriseId, role.teamId, memberId)
+  await tx`
+    insert into role_members (enterprise_id, role_id, member_id)
+    values (${enterpriseId}, ${role.id}, ${memberId})
+    on conflict do nothing`
 }
 
 export async function revokeRole(

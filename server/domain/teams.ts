@@ -9,7 +9,7 @@ import type {
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
-import { grantRole, requireRole } from './roles.js'
+import { holdRole, requireRole } from './roles.js'
 
 // Teams (spec: Endpoints Teams): a charter, a lead, a concurrent-run limit, and members.
 
@@ -164,14 +164,12 @@ export async function addTeamMember(
   await transaction(db, async (tx) => {
     await requireTeam(tx, enterpriseId, teamId)
     await requireMember(tx, enterpriseId, input.memberId)
-    if (input.roleId) {
-      const role = await requireRole(tx, enterpriseId, input.roleId)
-      if (role.teamId && role.teamId !== teamId) {
-        throw new ApiError('role_team_mismatch', `Role ${role.slug} belongs to another team.`)
-      }
+    const role = input.roleId ? await requireRole(tx, enterpriseId, input.roleId) : undefined
+    if (role?.teamId && role.teamId !== teamId) {
+      throw new ApiError('role_team_mismatch', `Role ${role.slug} belongs to another team.`)
     }
     await joinTeam(tx, enterpriseId, teamId, input.memberId)
-    if (input.roleId) await grantRole(tx, enterpriseId, input.roleId, input.memberId)
+    if (role) await holdRole(tx, enterpriseId, role, input.memberId)
   })
   return getTeam(db, enterpriseId, teamId)
 }
