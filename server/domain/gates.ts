@@ -186,6 +186,27 @@ export async function decideGate(
   })
 }
 
+/**
+ * Answers the question a chat waits on: the gate named by gateId, else the chat's newest waiting one
+ * (spec: POST /v1/gates/chat/{chatId}/decision).
+ */
+export async function decideChatGate(
+  db: Db,
+  enterpriseId: string,
+  chatId: string,
+  input: GateDecision & { gateId?: string },
+  decidedBy: string,
+): Promise<Gate> {
+  const { gateId, ...decision } = input
+  const [gate] = await db<{ id: string }[]>`
+    select id from gates
+     where enterprise_id = ${enterpriseId} and chat_id = ${chatId}
+       and ${gateId ? db`id = ${gateId}` : db`status = 'waiting'`}
+     order by created_at desc limit 1`
+  if (!gate) throw new ApiError('gate_not_found', `Chat ${chatId} waits on no question.`)
+  return decideGate(db, enterpriseId, gate.id, decision, decidedBy)
+}
+
 /** Runs that end while waiting close their waiting gates: nothing is left to decide. */
 export async function closeGatesOf(tx: Db, runIds: string[], why: string): Promise<void> {
   await tx`

@@ -1,10 +1,9 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { ChatGateDecision, Gate, GateDecision, GateListQuery } from '../../shared/schemas/gates.js'
-import { decideGate, getGate, listWaitingGates } from '../domain/gates.js'
+import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
-import { ApiError } from '../../shared/errors.js'
 
 /** Gates (spec: Endpoints Gates). gates:write can decide merges that go live. */
 export function gateRoutes({ sql }: RouteDeps) {
@@ -63,17 +62,14 @@ export function gateRoutes({ sql }: RouteDeps) {
       response: Gate,
       errors: ['gate_not_waiting'],
     },
-    async (c, { params, body }) => {
-      const enterpriseId = c.var.caller.enterpriseId
-      const [gate] = await sql<{ id: string }[]>`
-        select id from gates
-         where enterprise_id = ${enterpriseId} and chat_id = ${params.chatId}
-           and ${body.gateId ? sql`id = ${body.gateId}` : sql`status = 'waiting'`}
-         order by created_at desc limit 1`
-      if (!gate) throw new ApiError('gate_not_found', `Chat ${params.chatId} waits on no question.`)
-      const { gateId: _, ...decision } = body
-      return decideGate(sql, enterpriseId, gate.id, decision, `token:${c.var.caller.tokenId}`)
-    },
+    async (c, { params, body }) =>
+      decideChatGate(
+        sql,
+        c.var.caller.enterpriseId,
+        params.chatId,
+        body,
+        `token:${c.var.caller.tokenId}`,
+      ),
   )
   return app
 }

@@ -444,6 +444,47 @@ describe('question gates (os.ask_ceo)', () => {
   })
 })
 
+describe('POST /v1/gates/chat/{chatId}/decision', () => {
+  // Chats are not built yet: their question gates are written here as a chat would open them.
+  const chatGate = async (chatId: string) =>
+    (
+      await t.sql<{ id: string }[]>`
+        insert into gates (enterprise_id, chat_id, kind, questions)
+        values (${t.acme.id}, ${chatId}, 'question', ${t.sql.json([{ key: 'q', text: 'Go?' }])})
+        returning id`
+    )[0]!.id
+
+  it("answers the chat's newest waiting question, or the one gateId names", async () => {
+    const chatId = randomUUID()
+    const older = await chatGate(chatId)
+    const newer = await chatGate(chatId)
+    const first = await t.call('POST', `/v1/gates/chat/${chatId}/decision`, {
+      body: { decision: 'approve', answers: { q: 'yes' } },
+    })
+    expect(first.status).toBe(201)
+    expect(first.body).toMatchObject({ id: newer, status: 'decided', decision: 'approve' })
+    const named = await t.call('POST', `/v1/gates/chat/${chatId}/decision`, {
+      body: { decision: 'reject', gateId: older, note: 'not now' },
+    })
+    expect(named.body).toMatchObject({ id: older, decision: 'reject' })
+    const none = await t.call('POST', `/v1/gates/chat/${chatId}/decision`, {
+      body: { decision: 'approve' },
+    })
+    expect(none.status).toBe(404)
+    expect(none.body.error).toBe('gate_not_found')
+    const again = await t.call('POST', `/v1/gates/chat/${chatId}/decision`, {
+      body: { decision: 'approve', gateId: older },
+    })
+    expect(again.status).toBe(409)
+    expect(again.body.error).toBe('gate_not_waiting')
+    const foreign = await t.call('POST', `/v1/gates/chat/${chatId}/decision`, {
+      token: t.other.token,
+      body: { decision: 'approve', gateId: newer },
+    })
+    expect(foreign.status).toBe(404)
+  })
+})
+
 describe('the merge rule at run time (spec: Definition checks)', () => {
   it('ends a run at a must-gate call that no gate names, and nothing is done', async () => {
     const s = await setup()
