@@ -1,10 +1,5 @@
-import {
-  finishedStatuses,
-  type Run,
-  type RunDetail,
-  type RunEvent,
-  type RunStatus,
-} from '../shared/schemas/runs.js'
+import { finishedStatuses } from '../shared/values.js'
+import type { Run, RunDetail, RunEvent, RunStatus } from '../shared/schemas/runs.js'
 import type { ApiClient } from './client.js'
 import { exitCodes } from './errors.js'
 

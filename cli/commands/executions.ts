@@ -1,12 +1,11 @@
 import { Option, type Command } from 'commander'
 import type { z } from 'zod'
-import {
-  executionSorts,
-  executionStatuses,
-  type Board,
-  type Execution,
-  type ExecutionCounts,
-  type ExecutionDetail,
+import { executionSorts, executionStatuses } from '../../shared/values.js'
+import type {
+  Board,
+  Execution,
+  ExecutionCounts,
+  ExecutionDetail,
 } from '../../shared/schemas/executions.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'

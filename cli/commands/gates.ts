@@ -1,5 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
-import { gateDecisions, type Gate, type GateDecision } from '../../shared/schemas/gates.js'
+import { gateDecisions } from '../../shared/values.js'
+import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import { actionOf, bodyWith, examples, withBodyOptions, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError, noTokenError } from '../errors.js'

@@ -1,16 +1,14 @@
 import { Option, type Command } from 'commander'
 import type { z } from 'zod'
-import {
-  llmLayers,
-  modelTiers,
-  providers,
-  type LlmBinding,
-  type LlmConnection,
-  type LlmLayer,
-  type LlmModels,
-  type LlmUsage,
-  type OAuthStarted,
-  type Tiers,
+import { llmLayers, modelTiers, providers } from '../../shared/values.js'
+import type {
+  LlmBinding,
+  LlmConnection,
+  LlmLayer,
+  LlmModels,
+  LlmUsage,
+  OAuthStarted,
+  Tiers,
 } from '../../shared/schemas/models.js'
 import {
   actionOf,

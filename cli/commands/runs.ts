@@ -1,12 +1,6 @@
 import { Option, type Command } from 'commander'
-import {
-  runSorts,
-  runStatuses,
-  type OsToolView,
-  type Run,
-  type RunDetail,
-  type RunStatus,
-} from '../../shared/schemas/runs.js'
+import { runSorts, runStatuses } from '../../shared/values.js'
+import type { OsToolView, Run, RunDetail, RunStatus } from '../../shared/schemas/runs.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes } from '../errors.js'

@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander'
-import { spendLayers, type SpendLayer, type SpendView } from '../../shared/schemas/spend.js'
+import { spendLayers } from '../../shared/values.js'
+import type { SpendLayer, SpendView } from '../../shared/schemas/spend.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'

@@ -1,17 +1,14 @@
 import { Option, type Command } from 'commander'
 import type { z } from 'zod'
-import {
-  taskKinds,
-  taskOrigins,
-  taskSorts,
-  taskStatuses,
-  type Schedule,
-  type TaskRead,
-  type TaskSummary,
-  type TaskVersion,
-  type TaskVersionRead,
-  type VersionDefinition,
-  type VersionPublished,
+import { taskKinds, taskOrigins, taskSorts, taskStatuses } from '../../shared/values.js'
+import type {
+  Schedule,
+  TaskRead,
+  TaskSummary,
+  TaskVersion,
+  TaskVersionRead,
+  VersionDefinition,
+  VersionPublished,
 } from '../../shared/schemas/tasks.js'
 import {
   actionOf,

@@ -1,11 +1,7 @@
 import { Option, type Command } from 'commander'
 import type { z } from 'zod'
-import {
-  toolLayers,
-  type SignIn,
-  type ToolConnection,
-  type ToolLayer,
-} from '../../shared/schemas/tools.js'
+import { toolLayers } from '../../shared/values.js'
+import type { SignIn, ToolConnection, ToolLayer } from '../../shared/schemas/tools.js'
 import {
   actionOf,
   bodyWith,

@@ -1,11 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Option, type Command } from 'commander'
-import {
-  deliveryKinds,
-  deliveryStatuses,
-  webhookSorts,
-  type WebhookDelivery,
-} from '../../shared/schemas/webhooks.js'
+import { deliveryKinds, deliveryStatuses, webhookSorts } from '../../shared/values.js'
+import type { WebhookDelivery } from '../../shared/schemas/webhooks.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'

@@ -1,19 +1,11 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Run, RunRef } from './runs.js'
+import { executionStatuses, executionSorts } from '../values.js'
+export { executionStatuses, executionSorts }
 
 // Executions: the runs linked by successors and retries (spec: Concepts; Endpoints Executions).
 
-/** Derived from the runs, in this order: any running, any at a gate, any held, any waiting to run, else how it ended. */
-export const executionStatuses = [
-  'running',
-  'waiting',
-  'blocked',
-  'queued',
-  'failed',
-  'cancelled',
-  'complete',
-] as const
 export type ExecutionStatus = (typeof executionStatuses)[number]
 
 /** The board's lanes (spec: Endpoints Executions, board): at least these. */
@@ -46,14 +38,6 @@ export const Execution = z
   })
   .meta({ id: 'Execution' })
 export type Execution = z.infer<typeof Execution>
-
-export const executionSorts = [
-  'updatedAt',
-  'startedAt',
-  'runCount',
-  'costUsdCents',
-  'status',
-] as const
 
 export const ExecutionFilters = z.object({
   teamId: z.string().optional(),

@@ -1,9 +1,9 @@
 import { z } from 'zod'
 import { IsoTime, Uuid } from './common.js'
+import { gateDecisions } from '../values.js'
+export { gateDecisions }
 
 // Gates (spec: Gate; Endpoints Gates; DESIGN 6): a decision waiting for a person.
-
-export const gateDecisions = ['approve', 'reject', 'request_changes'] as const
 
 export const GateChoice = z
   .object({ key: z.string().min(1), label: z.string() })

@@ -1,19 +1,16 @@
 import { z } from 'zod'
 import { IsoTime, Uuid } from './common.js'
+import { modelTiers, providers, llmLayers } from '../values.js'
+export { modelTiers, providers, llmLayers }
 
 // Models (spec: Endpoints Models; Task definition spend; DESIGN 6).
 
-/** Model tiers (spec: Task definition spend.maxModelTier; Enterprise settings chatModelTier). */
-export const modelTiers = ['economical', 'mid', 'frontier'] as const
 export const ModelTier = z.enum(modelTiers).meta({ id: 'ModelTier' })
 export type ModelTier = z.infer<typeof ModelTier>
 
-/** provider_a speaks the Anthropic Messages API, provider_b the OpenAI Chat Completions API. */
-export const providers = ['provider_a', 'provider_b'] as const
 export const Provider = z.enum(providers).meta({ id: 'Provider' })
 export type Provider = z.infer<typeof Provider>
 
-export const llmLayers = ['enterprise', 'team', 'member'] as const
 export const LlmLayer = z.enum(llmLayers)
 export type LlmLayer = z.infer<typeof LlmLayer>
 

@@ -1,38 +1,12 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Gate } from './gates.js'
+import { runStatuses, finishedStatuses, underWayStatuses, runSorts } from '../values.js'
+import type { RunStatus } from '../values.js'
+export { runStatuses, finishedStatuses, underWayStatuses, runSorts }
+export type { RunStatus }
 
 // Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).
-
-export const runStatuses = [
-  'pending',
-  'queued',
-  'running',
-  'waiting_on_gate',
-  'blocked',
-  'paused_spend',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'skipped_overlap',
-] as const
-export type RunStatus = (typeof runStatuses)[number]
-
-/** Ended statuses (spec: States and transitions); a refused start is recorded already ended. */
-export const finishedStatuses: readonly RunStatus[] = [
-  'succeeded',
-  'failed',
-  'cancelled',
-  'skipped_overlap',
-]
-/** Under way (DESIGN 5): what an API start counts; a run waiting at a gate is not. */
-export const underWayStatuses: readonly RunStatus[] = [
-  'pending',
-  'queued',
-  'running',
-  'blocked',
-  'paused_spend',
-]
 
 export const runOrigins = ['api', 'schedule', 'webhook', 'successor', 'retry'] as const
 
@@ -119,8 +93,6 @@ export const RunDetailQuery = z.object({
       'up to 30: hold the answer until an event after afterEventId exists (beyond the spec)',
   }),
 })
-
-export const runSorts = ['createdAt', 'status', 'finishedAt'] as const
 
 export const RunListQuery = PageQuery.extend({
   taskId: z.string().optional(),

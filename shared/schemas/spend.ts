@@ -1,9 +1,10 @@
 import { z } from 'zod'
 import { Uuid } from './common.js'
+import { spendLayers } from '../values.js'
+export { spendLayers }
 
 // Spend (spec: Endpoints Spend; DESIGN 6): daily caps per layer, in US cents.
 
-export const spendLayers = ['enterprise', 'team', 'task', 'member'] as const
 export const SpendLayer = z.enum(spendLayers)
 export type SpendLayer = z.infer<typeof SpendLayer>
 

@@ -2,13 +2,12 @@ import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { ModelTier } from './models.js'
 import { Name, SlugInput } from './organisation.js'
+import { taskKinds, taskStatuses, taskOrigins, taskSorts } from '../values.js'
+export { taskKinds, taskStatuses, taskOrigins, taskSorts }
 
 // The task definition and its versions (spec: Task definition; Task read answer; Endpoints Tasks).
 
-export const taskKinds = ['llm', 'deterministic'] as const
-export const taskStatuses = ['active', 'deprecated'] as const
 export const overlapPolicies = ['skip', 'os'] as const
-export const taskOrigins = ['custom', 'copy', 'clone', 'builtin'] as const
 export const successorWhens = ['has_issue', 'has_pr', 'no_pr'] as const
 /** Outcomes a run can end with that the service itself names; `terminal` matches any end. */
 export const knownOutcomes = ['succeeded', 'failed', 'cancelled', 'terminal'] as const
@@ -279,8 +278,6 @@ export type TaskCopy = z.infer<typeof TaskCopy>
 export const TaskWorkflow = z
   .object({ currentVersion: TaskVersion, skillMd: z.string() })
   .meta({ id: 'TaskWorkflow' })
-
-export const taskSorts = ['slug', 'name', 'kind', 'status', 'createdAt', 'updatedAt'] as const
 
 export const TaskListQuery = PageQuery.extend({
   teamId: z.string().optional(),

@@ -1,9 +1,10 @@
 import { z } from 'zod'
 import { IsoTime, Uuid } from './common.js'
+import { toolLayers } from '../values.js'
+export { toolLayers }
 
 // Tool connections (spec: Endpoints Tools; Authentication 10; DESIGN 6).
 
-export const toolLayers = ['enterprise', 'team', 'member', 'role', 'task'] as const
 export const ToolLayer = z.enum(toolLayers)
 export type ToolLayer = z.infer<typeof ToolLayer>
 

@@ -1,10 +1,9 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { deliveryStatuses, deliveryKinds, webhookSorts } from '../values.js'
+export { deliveryStatuses, deliveryKinds, webhookSorts }
 
 // Inbound webhook deliveries (spec: Webhook history; Routes without a token).
-
-export const deliveryStatuses = ['in_progress', 'accepted', 'refused', 'failed'] as const
-export const deliveryKinds = ['task', 'gate'] as const
 
 export const WebhookDelivery = z
   .object({
@@ -34,14 +33,6 @@ export const WebhookDelivery = z
   })
   .meta({ id: 'WebhookDelivery' })
 export type WebhookDelivery = z.infer<typeof WebhookDelivery>
-
-export const webhookSorts = [
-  'receivedAt',
-  'status',
-  'target',
-  'responseStatus',
-  'durationMs',
-] as const
 
 export const DeliveryListQuery = PageQuery.extend({
   status: z

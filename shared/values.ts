@@ -1,0 +1,85 @@
+// The closed sets of values the wire types use, apart from the zod schemas that are built on them
+// (shared/schemas re-exports each), so osctl can offer them as choices without loading zod.
+
+// runs
+export const runStatuses = [
+  'pending',
+  'queued',
+  'running',
+  'waiting_on_gate',
+  'blocked',
+  'paused_spend',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'skipped_overlap',
+] as const
+export type RunStatus = (typeof runStatuses)[number]
+/** Ended statuses (spec: States and transitions); a refused start is recorded already ended. */
+export const finishedStatuses: readonly RunStatus[] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'skipped_overlap',
+]
+/** Under way (DESIGN 5): what an API start counts; a run waiting at a gate is not. */
+export const underWayStatuses: readonly RunStatus[] = [
+  'pending',
+  'queued',
+  'running',
+  'blocked',
+  'paused_spend',
+]
+export const runSorts = ['createdAt', 'status', 'finishedAt'] as const
+
+// executions
+/** Derived from the runs, in this order: any running, any at a gate, any held, any waiting to run, else how it ended. */
+export const executionStatuses = [
+  'running',
+  'waiting',
+  'blocked',
+  'queued',
+  'failed',
+  'cancelled',
+  'complete',
+] as const
+export const executionSorts = [
+  'updatedAt',
+  'startedAt',
+  'runCount',
+  'costUsdCents',
+  'status',
+] as const
+
+// gates
+export const gateDecisions = ['approve', 'reject', 'request_changes'] as const
+
+// models
+/** Model tiers (spec: Task definition spend.maxModelTier; Enterprise settings chatModelTier). */
+export const modelTiers = ['economical', 'mid', 'frontier'] as const
+/** provider_a speaks the Anthropic Messages API, provider_b the OpenAI Chat Completions API. */
+export const providers = ['provider_a', 'provider_b'] as const
+export const llmLayers = ['enterprise', 'team', 'member'] as const
+
+// spend
+export const spendLayers = ['enterprise', 'team', 'task', 'member'] as const
+
+// tasks
+export const taskKinds = ['llm', 'deterministic'] as const
+export const taskStatuses = ['active', 'deprecated'] as const
+export const taskOrigins = ['custom', 'copy', 'clone', 'builtin'] as const
+export const taskSorts = ['slug', 'name', 'kind', 'status', 'createdAt', 'updatedAt'] as const
+
+// tools
+export const toolLayers = ['enterprise', 'team', 'member', 'role', 'task'] as const
+
+// webhooks
+export const deliveryStatuses = ['in_progress', 'accepted', 'refused', 'failed'] as const
+export const deliveryKinds = ['task', 'gate'] as const
+export const webhookSorts = [
+  'receivedAt',
+  'status',
+  'target',
+  'responseStatus',
+  'durationMs',
+] as const

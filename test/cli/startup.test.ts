@@ -1,0 +1,48 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { projectRoot } from '../../shared/paths.js'
+
+// osctl starts for every command a pipeline runs: what it loads before it acts is kept small. zod and
+// the wire schemas (a third of its start-up) are not among it; the choices commands offer come from
+// shared/values.ts. A screen (ink) is loaded only by the command that draws it.
+
+/** The modules `from` loads as it starts: static imports that are not type-only, followed. */
+function loadedAtStart(from: string, seen = new Set<string>()): Set<string> {
+  if (seen.has(from)) return seen
+  seen.add(from)
+  const source = readFileSync(from, 'utf8')
+  for (const [, clause, specifier] of source.matchAll(
+    /^(?:import|export)\s+(type\s+)?[^'"]*?from\s+'([^']+)'/gm,
+  )) {
+    if (clause) continue
+    if (!specifier!.startsWith('.')) {
+      seen.add(specifier!)
+      continue
+    }
+    const base = resolve(dirname(from), specifier!).replace(/\.js$/, '')
+    const file = ['.ts', '.tsx'].map((ext) => base + ext).find((f) => existsSync(f))
+    if (file) loadedAtStart(file, seen)
+  }
+  return seen
+}
+
+describe('osctl start-up', () => {
+  const loaded = [...loadedAtStart(join(projectRoot, 'cli', 'main.ts'))].map((m) =>
+    m.startsWith('/') ? relative(projectRoot, m) : m,
+  )
+
+  it('follows the imports (the walk itself works)', () => {
+    expect(loaded).toContain('cli/program.ts')
+    expect(loaded).toContain('cli/commands/runs.ts')
+    expect(loaded).toContain('shared/values.ts')
+    expect(loaded).toContain('commander')
+  })
+
+  it('loads neither zod nor the wire schemas, nor ink, before a command acts', () => {
+    expect(loaded.filter((m) => m === 'zod' || m.startsWith('shared/schemas/'))).toEqual([])
+    expect(loaded.filter((m) => ['ink', 'react', 'cli/tui/gate-review.tsx'].includes(m))).toEqual(
+      [],
+    )
+  })
+})
