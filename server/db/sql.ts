@@ -11,11 +11,15 @@ export interface SqlOptions {
   applicationName?: string
 }
 
-/** A pool whose rows come back camelCased and whose bigints (counts, sums) are numbers. */
+/**
+ * A pool whose column names come back camelCased and whose bigints (counts, sums) are numbers. Only
+ * column names: postgres.camel would also rename the keys inside every json value it reads, so a run's
+ * input `{"repo_name": 1}` would come back as `{"repoName": 1}`. What callers send is kept as sent.
+ */
 export function createSql(url: string, options: SqlOptions = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
-    transform: postgres.camel,
+    transform: { column: { from: postgres.toCamel, to: postgres.fromCamel } },
     onnotice: () => undefined,
     connection: { application_name: options.applicationName ?? 'osd' },
     types: {

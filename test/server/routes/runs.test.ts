@@ -69,6 +69,26 @@ describe('route checks', () => {
 })
 
 describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
+  it('keeps the keys of an input as sent, snake_case and all, through its run and its result', async () => {
+    const task = await deterministicTask(t)
+    const input = {
+      repo_name: 'acme/site',
+      nested: { pull_request: { head_sha: 'abc' } },
+      list: [{ a_b: 1 }],
+    }
+    const res = await start(task.id, input)
+    expect(res.body.input).toEqual(input)
+    const engine = await startTestEngine(t)
+    try {
+      const done = await waitForRun(t, res.body.id, ['succeeded'])
+      expect(done.run.input).toEqual(input)
+      expect(done.run.result.output).toEqual(input)
+      expect((await t.call('GET', `/v1/runs/${res.body.id}/os-tool`)).body.input).toEqual(input)
+    } finally {
+      await engine.stop()
+    }
+  })
+
   it('answers 201 queued, with the input stored as sent and a holder of the role assigned', async () => {
     const task = await deterministicTask(t, {
       inputs: [{ key: 'n', label: 'N', type: 'number', default: 3, required: true }],
