@@ -551,7 +551,7 @@ export async function insertRun(tx: Db, fields: NewRun): Promise<RunRow> {
  */
 export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRow[]> {
   if (runs.length === 0) return []
-  const rows = runs.map((fields) => {
+  const rows = runs.map((fields, ord) => {
     const { task } = fields
     // Ids are made here so that a new execution's id is its first run's id in one statement.
     const id = randomUUID()
@@ -562,6 +562,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
     if (fields.notBefore) payload.notBefore = fields.notBefore.toISOString()
     return {
       id,
+      ord,
       enterprise_id: task.enterpriseId,
       task_id: task.id,
       version_id: task.currentVersionId,
@@ -587,22 +588,25 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
   })
   const written = await tx<RunRow[]>`
     with d as (
-      select * from jsonb_to_recordset(${tx.json(rows as never)})
-        as d(id uuid, enterprise_id uuid, task_id uuid, version_id uuid, task_slug text, task_name text,
-             team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
-             reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
-             successor_edge text, issue_key text, resume_from_run_id uuid, event text, payload jsonb)
+      -- One statement has one timestamp: each run's times are a microsecond after the one before, so
+      -- that admission, dispatch and the member waited-longest order keep the order of the starts.
+      select d.*, statement_timestamp() + d.ord * interval '1 microsecond' as at
+        from jsonb_to_recordset(${tx.json(rows as never)})
+          as d(id uuid, ord int, enterprise_id uuid, task_id uuid, version_id uuid, task_slug text, task_name text,
+               team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
+               reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
+               successor_edge text, issue_key text, resume_from_run_id uuid, event text, payload jsonb)
     ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
-                        queued_at, finished_at)
+                        created_at, updated_at, queued_at, finished_at)
       select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
              coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
              d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
-             d.issue_key, d.resume_from_run_id,
-             case when d.status = 'queued' then statement_timestamp() end,
-             case when d.status = 'skipped_overlap' then statement_timestamp() end
+             d.issue_key, d.resume_from_run_id, d.at, d.at,
+             case when d.status = 'queued' then d.at end,
+             case when d.status = 'skipped_overlap' then d.at end
         from d join task_versions v on v.id = d.version_id
       returning *
     ), event as (
@@ -613,6 +617,9 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
   const ids = rows.map((row) => row.id)
   notifyAfterCommit(tx, runChannel, ids)
   notifyAfterCommit(tx, engineChannel, ids)
+  // A task version is never deleted while its task can start runs; a missing one is a broken invariant.
+  if (written.length !== rows.length)
+    throw new Error('a run was not written: its task version is gone')
   const byId = new Map(written.map((run) => [run.id, run]))
   return ids.map((id) => byId.get(id)!)
 }

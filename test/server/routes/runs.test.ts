@@ -449,6 +449,41 @@ describe('starts that arrive together (one transaction, decided in order)', () =
     expect(await xminOf(ids)).toEqual([kept[0]!.xid])
   })
 
+  it('keeps the order of waiting starts that arrived together: admission takes the first first', async () => {
+    const task = await deterministicTask(t, { serializeOn: ['lane'] })
+    const busy = await apiStart(t.sql, t.acme.id, task.id, { lane: 'one' })
+    expect(busy.run.status).toBe('queued')
+    const waiting = await Promise.all(
+      Array.from({ length: 8 }, (_, n) =>
+        startRun(t.sql, {
+          enterpriseId: t.acme.id,
+          task: { id: task.id },
+          input: { lane: 'one', n },
+          origin: 'webhook',
+        }),
+      ),
+    )
+    const ids = waiting.map((w) => w.run.id)
+    expect(waiting.map((w) => w.run.status)).toEqual(Array(8).fill('pending'))
+    expect(await xminOf(ids)).toHaveLength(1)
+    // Written by one statement, yet each is later than the one before, as if they had come one by one.
+    const byTime = await t.sql<{ id: string }[]>`
+      select id from runs where id = any(${t.sql.array(ids)}::uuid[])
+       order by created_at, id`
+    expect(byTime.map((r) => r.id)).toEqual(ids)
+    const times = await t.sql`
+      select distinct created_at from runs where id = any(${t.sql.array(ids)}::uuid[])`
+    expect(times).toHaveLength(8)
+    for (let round = 0; round < 3; round++) {
+      await t.sql`update runs set status = 'cancelled', finished_at = now()
+                   where task_id = ${task.id} and status = 'queued'`
+      await admitPending(t.sql)
+      const [admitted] = await t.sql<{ id: string }[]>`
+        select id from runs where task_id = ${task.id} and status = 'queued'`
+      expect(admitted?.id).toBe(ids[round])
+    }
+  })
+
   it('starts the others when one start fails the transaction, which fails alone', async () => {
     const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
     const settled = await Promise.allSettled([
