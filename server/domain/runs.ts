@@ -475,14 +475,19 @@ async function lockedTargets(
     enterpriseId: string
     task: { slug: string }
   }[]
+  // Each kind of key looked up through its own index (an `or` of the two would scan every task).
   const rows = await db<StartTarget[]>`
     ${targetSelect(db)}
-     where (t.enterprise_id, t.id) in (
-             select * from unnest(${db.array(byId.map((t) => t.enterpriseId))}::uuid[],
-                                  ${db.array(byId.map((t) => t.task.id))}::uuid[]))
-        or (t.enterprise_id, t.slug) in (
-             select * from unnest(${db.array(bySlug.map((t) => t.enterpriseId))}::uuid[],
-                                  ${db.array(bySlug.map((t) => t.task.slug))}::text[]))
+     where t.id in (
+             select k.id from tasks k
+               join unnest(${db.array(byId.map((t) => t.enterpriseId))}::uuid[],
+                           ${db.array(byId.map((t) => t.task.id))}::uuid[]) as want(enterprise_id, id)
+                 on k.id = want.id and k.enterprise_id = want.enterprise_id
+             union all
+             select k.id from tasks k
+               join unnest(${db.array(bySlug.map((t) => t.enterpriseId))}::uuid[],
+                           ${db.array(bySlug.map((t) => t.task.slug))}::text[]) as want(enterprise_id, slug)
+                 on k.enterprise_id = want.enterprise_id and k.slug = want.slug)
      order by t.id
      for share of t`
   return new Map(
