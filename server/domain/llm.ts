@@ -279,30 +279,76 @@ async function credentialOf(
   row: ConnectionRow,
   oauth?: OAuthSettings,
 ): Promise<string> {
-  const secret = sealer.open(row.secretCiphertext)
-  if (row.kind === 'api_key') return secret
-  const tokens = JSON.parse(secret) as { accessToken: string; refreshToken?: string }
-  if (
-    !row.accessExpiresAt ||
-    row.accessExpiresAt.getTime() > Date.now() + 60_000 ||
-    !tokens.refreshToken
-  ) {
-    return tokens.accessToken
+  if (row.kind === 'api_key') return sealer.open(row.secretCiphertext)
+  const tokens = subscriptionTokens(sealer, row)
+  if (!expiring(row, tokens)) return tokens.accessToken
+  // One refresh per connection at a time in this process; the row lock orders the other processes.
+  let flights = refreshing.get(db)
+  if (!flights) refreshing.set(db, (flights = new Map()))
+  let flight = flights.get(row.id)
+  if (!flight) {
+    flight = refreshAccessToken(db, sealer, row.id, oauth).finally(() => flights.delete(row.id))
+    flights.set(row.id, flight)
   }
-  const fresh = await exchangeToken(configured(oauth), {
-    grant_type: 'refresh_token',
-    refresh_token: tokens.refreshToken,
-  })
-  await db`
-    update llm_connections
-       set secret_ciphertext = ${sealer.seal(JSON.stringify({ accessToken: fresh.accessToken, refreshToken: fresh.refreshToken ?? tokens.refreshToken }))},
-           access_expires_at = ${fresh.expiresAt}, updated_at = now()
-     where id = ${row.id}`
-  return fresh.accessToken
+  return flight
 }
 
-// A provider's own model list, read at most every 10 minutes per key.
-const listed = new Map<string, { at: number; models: string[] | undefined }>()
+const refreshing = new WeakMap<Db, Map<string, Promise<string>>>()
+
+type SubscriptionTokens = { accessToken: string; refreshToken?: string }
+
+function subscriptionTokens(sealer: Sealer, row: ConnectionRow): SubscriptionTokens {
+  return JSON.parse(sealer.open(row.secretCiphertext)) as SubscriptionTokens
+}
+
+/** Due for a refresh: expiring within the minute, and refreshable. */
+function expiring(row: ConnectionRow, tokens: SubscriptionTokens): boolean {
+  return Boolean(
+    row.accessExpiresAt &&
+    row.accessExpiresAt.getTime() <= Date.now() + 60_000 &&
+    tokens.refreshToken,
+  )
+}
+
+/**
+ * Refreshes a subscription's access token holding its connection's row lock, so that of the processes
+ * sharing the database only the first refreshes: the sign-in service may rotate the refresh token, and a
+ * second exchange of the old one would be refused. Whoever waited on the lock finds the token fresh.
+ */
+function refreshAccessToken(
+  db: Db,
+  sealer: Sealer,
+  id: string,
+  oauth: OAuthSettings | undefined,
+): Promise<string> {
+  return transaction(db, async (tx) => {
+    const [row] = await tx<
+      ConnectionRow[]
+    >`select * from llm_connections where id = ${id} for update`
+    if (!row) throw new ApiError('invalid_request', 'the model connection was removed')
+    const tokens = subscriptionTokens(sealer, row)
+    if (!expiring(row, tokens)) return tokens.accessToken
+    const fresh = await exchangeToken(configured(oauth), {
+      grant_type: 'refresh_token',
+      refresh_token: tokens.refreshToken!,
+    })
+    const sealed = sealer.seal(
+      JSON.stringify({
+        accessToken: fresh.accessToken,
+        refreshToken: fresh.refreshToken ?? tokens.refreshToken,
+      }),
+    )
+    await tx`
+      update llm_connections
+         set secret_ciphertext = ${sealed}, access_expires_at = ${fresh.expiresAt}, updated_at = now()
+       where id = ${id}`
+    return fresh.accessToken
+  })
+}
+
+// A provider's own model list, read at most every 10 minutes per connection and read again when the
+// connection's credential changes (a new key, a refreshed token).
+const listed = new Map<string, { at: number; version: number; models: string[] | undefined }>()
 
 /**
  * The models each connected provider offers: the provider's own list when it answers, else the shipped
@@ -345,9 +391,10 @@ async function listOf(
   client: ModelProvider,
   oauth: OAuthSettings | undefined,
 ): Promise<string[] | undefined> {
-  const cacheKey = createHash('sha256').update(row.secretCiphertext).digest('hex')
-  const cached = listed.get(cacheKey)
-  if (cached && Date.now() - cached.at < 10 * 60_000) return cached.models
+  const version = row.updatedAt.getTime()
+  const cached = listed.get(row.id)
+  if (cached && cached.version === version && Date.now() - cached.at < 10 * 60_000)
+    return cached.models
   let models: string[] | undefined
   try {
     models = await client.listModels(
@@ -357,7 +404,7 @@ async function listOf(
   } catch {
     models = undefined
   }
-  listed.set(cacheKey, { at: Date.now(), models })
+  listed.set(row.id, { at: Date.now(), version, models })
   return models
 }
 

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createSql } from '../../../server/db/sql.js'
+import { resolveKey } from '../../../server/domain/llm.js'
 import { ToolNames } from '../../../server/engine/agent/providers.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
@@ -797,6 +799,71 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
         'refresh_token',
       ])
     } finally {
+      tokens.close()
+    }
+  })
+
+  it('refreshes a subscription once when many runs in two daemons need it at the same moment', async () => {
+    // The sign-in service rotates the refresh token, as many do: an old one exchanged again is refused.
+    let current = 'refresh-0'
+    let refreshes = 0
+    const tokens = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        const grant = new URLSearchParams(body)
+        const answer = (status: number, json: object) => {
+          res.writeHead(status, { 'content-type': 'application/json' })
+          res.end(JSON.stringify(json))
+        }
+        if (grant.get('grant_type') === 'authorization_code')
+          return answer(200, { access_token: 'access-0', refresh_token: current, expires_in: 1 })
+        if (grant.get('refresh_token') !== current) return answer(400, { error: 'invalid_grant' })
+        refreshes++
+        current = `refresh-${refreshes}`
+        const n = refreshes
+        // Slow enough that every caller asks while the first exchange is under way.
+        setTimeout(
+          () =>
+            answer(200, { access_token: `access-${n}`, refresh_token: current, expires_in: 3600 }),
+          150,
+        )
+      })
+    })
+    await new Promise<void>((r) => tokens.listen(0, '127.0.0.1', r))
+    const oauth = {
+      authorizeUrl: 'https://signin.example/authorize',
+      tokenUrl: `http://127.0.0.1:${(tokens.address() as AddressInfo).port}/token`,
+      clientId: 'osd-client',
+      redirectUri: 'https://osd.example/v1/llm/provider_b/oauth/callback',
+      scope: 'openid offline_access',
+    }
+    const app = await createTestApp({ providerBOAuth: oauth })
+    // Each pool is a daemon's own connections to the shared database.
+    const daemons = [createSql(app.dbUrl), createSql(app.dbUrl)]
+    try {
+      const started = (await app.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })).body
+      const done = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+        body: { code: 'the-code', state: started.state },
+      })
+      expect(done.status).toBe(201)
+      const keys = await Promise.all(
+        daemons.flatMap((sql) =>
+          Array.from({ length: 4 }, () =>
+            resolveKey(sql, app.sealer, app.acme.id, {}, 'provider_b', oauth),
+          ),
+        ),
+      )
+      expect(keys.map((k) => k?.key)).toEqual(Array(8).fill('access-1'))
+      expect(refreshes).toBe(1)
+      const [row] = await app.sql<{ secretCiphertext: Buffer }[]>`
+        select secret_ciphertext from llm_connections where id = ${done.body.id}`
+      expect(JSON.parse(app.sealer.open(row!.secretCiphertext))).toEqual({
+        accessToken: 'access-1',
+        refreshToken: 'refresh-1',
+      })
+    } finally {
+      await Promise.all(daemons.map((sql) => sql.end()))
       tokens.close()
     }
   })
