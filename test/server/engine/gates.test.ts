@@ -450,7 +450,7 @@ describe('POST /v1/gates/chat/{chatId}/decision', () => {
     (
       await t.sql<{ id: string }[]>`
         insert into gates (enterprise_id, chat_id, kind, questions)
-        values (${t.acme.id}, ${chatId}, 'question', ${t.sql.json([{ key: 'q', text: 'Go?' }])})
+        values (${t.acme.id}, ${chatId}, 'question', ${t.sql.json(['Go?'])})
         returning id`
     )[0]!.id
 
