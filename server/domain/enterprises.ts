@@ -129,7 +129,9 @@ export async function webhookSecretHolder(
   return row
 }
 
-// A hash to compare against when the enterprise is unknown, so both failures take the same time.
+// A hash to compare against when the enterprise is unknown, so that the secret is checked with the same
+// work either way. The answers still differ in time (a known enterprise's refusal is stored), which tells
+// a caller only whether a slug exists: slugs are not secrets, they are in every webhook URL.
 const absentHash = hashSecret(newSecret('whsec'))
 
 /**

@@ -637,8 +637,8 @@ export interface StartRequest {
   task: TaskRef
   input: Record<string, unknown>
   /**
-   * api: goes at once or is refused (409 overlap, member_busy); webhook: goes at once when its lane
-   * and a holder are free, else waits pending for admission, like a schedule's start (DESIGN 5).
+   * api: goes at once or is refused (409 overlap, member_busy); webhook: like an API start, but where
+   * an API start is refused it waits pending for admission instead (DESIGN 5).
    */
   origin: 'api' | 'webhook'
   /**

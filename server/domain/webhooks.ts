@@ -133,8 +133,8 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
 }
 
 /**
- * Starts a task the way a schedule does (spec: Routes without a token): the run goes at once when its
- * lane and a holder of the role are free, and otherwise waits pending.
+ * Starts a task (spec: Routes without a token) like an API start that waits instead of being refused:
+ * the run goes at once when its lane and a holder of the role are free, and otherwise waits pending.
  */
 export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body, keep) => {
   const { run } = await startRun(db, {

@@ -57,7 +57,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
       summary:
         "Start a task by webhook: {enterprise} and {task} are slugs, the body is the run's input; header x-os-webhook-secret",
       description:
-        'Starts a run the way a schedule does: if its lane has a run under way or every holder of the role is busy, the new run waits (status pending); otherwise it is queued at once. 202 means consumed, not finished. The delivery is stored in the same transaction as the run.',
+        'Starts a run like POST /v1/tasks/{id}/runs, but waits instead of being refused: if its lane has a run under way or every holder of the role is busy, the new run waits (status pending); otherwise it is queued at once. 202 means consumed, not finished. The delivery is stored in the same transaction as the run.',
       params: z.object({ enterprise: z.string(), task: z.string() }),
       bodyDoc: RunInput,
       status: 202,
