@@ -14,6 +14,11 @@ export interface PageRequest<S extends string = string> {
 
 export const maxPageSize = 200
 export const defaultPageSize = 25
+/**
+ * The last page a request may name: its offset stays a whole number PostgreSQL reads as a bigint
+ * (`page=1e18` would make an offset JavaScript writes as 1e+21). Any page past the data is empty anyway.
+ */
+export const maxPage = Math.floor(Number.MAX_SAFE_INTEGER / maxPageSize)
 
 /**
  * Reads page, limit, order and sort from a query. Nothing is refused: a bad page is 1, a limit outside
@@ -25,8 +30,9 @@ export function readPage<S extends string>(
   sorts: readonly [S, ...S[]],
 ): PageRequest<S> {
   const pageNumber = Math.trunc(Number(query.page))
-  const page = Number.isFinite(pageNumber) && pageNumber >= 1 ? pageNumber : 1
-  const limitNumber = Math.trunc(Number(query.limit ?? defaultPageSize))
+  const page = Number.isFinite(pageNumber) && pageNumber >= 1 ? Math.min(pageNumber, maxPage) : 1
+  // An empty limit (`?limit=`) is no limit given, not a limit of 0.
+  const limitNumber = Math.trunc(Number(query.limit?.trim() || defaultPageSize))
   const limit = Number.isFinite(limitNumber)
     ? Math.min(maxPageSize, Math.max(1, limitNumber))
     : defaultPageSize

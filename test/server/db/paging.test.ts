@@ -21,6 +21,8 @@ describe('readPage (spec: Limits)', () => {
     [{ limit: '200' }, 200],
     [{ limit: '7.9' }, 7],
     [{ limit: 'many' }, 25],
+    [{ limit: '' }, 25],
+    [{ limit: ' ' }, 25],
   ])('brings limit %j into range: %i', (query, limit) => {
     expect(readPage(query, sorts).limit).toBe(limit)
   })
@@ -32,6 +34,14 @@ describe('readPage (spec: Limits)', () => {
     [{ page: '4' }, 4],
   ])('reads page %j as %i', (query, page) => {
     expect(readPage(query, sorts).page).toBe(page)
+  })
+
+  it('keeps a far page a whole number PostgreSQL can offset by', () => {
+    for (const page of ['1e18', '1e300', String(Number.MAX_SAFE_INTEGER)]) {
+      const { offset } = readPage({ page, limit: '200' }, sorts)
+      expect(Number.isSafeInteger(offset)).toBe(true)
+      expect(String(offset)).toMatch(/^\d+$/)
+    }
   })
 
   it('orders asc only for asc, and desc for anything else', () => {
