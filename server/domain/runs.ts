@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { ApiError } from '../../shared/errors.js'
+import { isUuid } from '../../shared/ids.js'
 import {
   finishedStatuses,
   underWayStatuses,
@@ -146,15 +147,20 @@ export function appendEvent(
   return appendEvents(db, [{ run, type, payload }])
 }
 
+/**
+ * A run's events in order; with `afterEventId`, only those after it. An id that is not one of this run's
+ * events (malformed, another run's, unknown) reads from the first: a follower skips ids it knows.
+ */
 export async function listEvents(
   db: Db,
   runId: string,
   afterEventId?: string,
 ): Promise<RunEvent[]> {
+  const after = afterEventId && isUuid(afterEventId) ? afterEventId : undefined
   const rows = await db<EventRow[]>`
     select id, type, payload, created_at from run_events
      where run_id = ${runId}
-       ${afterEventId ? db`and seq > coalesce((select seq from run_events where id = ${afterEventId} and run_id = ${runId}), 0)` : db``}
+       ${after ? db`and seq > coalesce((select seq from run_events where id = ${after} and run_id = ${runId}), 0)` : db``}
      order by seq`
   return rows.map(toEvent)
 }

@@ -57,20 +57,20 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       // Each wait starts before the read it guards, so an event landing in between is not missed.
       const watchFor = () => runWatch.subscribe(params.id, deadline - Date.now(), shutdown)
       let watch = waitMs > 0 && query.afterEventId ? watchFor() : undefined
-      const first = await detail()
-      if (!watch || first.events.length > 0 || shutdown?.aborted) {
-        watch?.cancel()
-        return first
-      }
-      // The run is the caller's (the detail found it); until its next event only its events are read.
-      for (;;) {
-        await watch.ready
-        if (Date.now() >= deadline || shutdown?.aborted) return detail()
-        watch = watchFor()
-        if ((await listEvents(sql, params.id, query.afterEventId)).length > 0) {
-          watch.cancel()
-          return detail()
+      try {
+        const first = await detail()
+        if (!watch || first.events.length > 0 || shutdown?.aborted) return first
+        // The run is the caller's (the detail found it); until its next event only its events are read.
+        for (;;) {
+          await watch.ready
+          if (Date.now() >= deadline || shutdown?.aborted) return await detail()
+          watch = watchFor()
+          if ((await listEvents(sql, params.id, query.afterEventId)).length > 0)
+            return await detail()
         }
+      } finally {
+        // However the read ends (an answer, a 404, a failure), its wait stops holding a listener.
+        watch?.cancel()
       }
     },
   )
