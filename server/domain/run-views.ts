@@ -168,11 +168,15 @@ export async function getBlockers(
   }
 }
 
-/** POST /v1/blockers/clear with section failed: every failed run off Blockers; answers how many. */
+/**
+ * POST /v1/blockers/clear with section failed: every run of the failed section off Blockers; answers
+ * how many. Stopped pipelines are a section of their own, each cleared by POST /v1/runs/{id}/clear.
+ */
 export async function clearFailed(db: Db, enterpriseId: string): Promise<number> {
   const rows = await db`
     update runs set cleared_at = now()
      where enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null
+       and stopped_successors is null
      returning id`
   return rows.length
 }
