@@ -89,6 +89,23 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
     }
   })
 
+  it('keeps an input key named __proto__ as sent', async () => {
+    const task = await deterministicTask(t)
+    const raw = '{"__proto__":{"polluted":true},"a":1}'
+    const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw,
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(res.status).toBe(201)
+    expect(res.text).toContain('"__proto__":{"polluted":true}')
+    const [row] = await t.sql<
+      { input: string }[]
+    >`select input::text from runs where id = ${res.body.id}`
+    expect(JSON.parse(row!.input)).toEqual(JSON.parse(raw))
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    await t.call('POST', `/v1/runs/${res.body.id}/cancel`)
+  })
+
   it('answers 201 queued, with the input stored as sent and a holder of the role assigned', async () => {
     const task = await deterministicTask(t, {
       inputs: [{ key: 'n', label: 'N', type: 'number', default: 3, required: true }],
@@ -590,6 +607,10 @@ describe('reading runs', () => {
     expect((await list(`?taskId=${task.id}`)).total).toBe(5)
     expect((await list(`?taskVersionId=${task.currentVersionId}`)).total).toBe(5)
     expect((await list('?taskId=nope')).total).toBe(0)
+    // Out-of-range paging is brought into range, never refused or answered 500 (spec: Limits).
+    expect(await list('?limit=')).toMatchObject({ limit: 25, total: 5 })
+    expect(await list('?page=1e18')).toMatchObject({ data: [], total: 5 })
+    expect((await t.call('GET', '/v1/runs?page=1e300&limit=200', { token: as })).status).toBe(200)
     const byFinished = await list('?sort=finishedAt&order=desc')
     expect(byFinished.data[0].id).toBe(ids[1])
     expect((await list('?sort=status&order=asc')).data[0].status).toBe('blocked')
@@ -614,6 +635,21 @@ describe('reading runs', () => {
     const after = (await t.call('GET', `/v1/runs/${run.id}?afterEventId=${first.id}`)).body
     expect(after.events.map((e: { type: string }) => e.type)).toEqual(['run.cancelled'])
     expect(Object.keys(after.events[0]).sort()).toEqual(['createdAt', 'id', 'payload', 'type'])
+
+    // An id that is not one of this run's events reads from the first, at once, long-poll or not.
+    const otherRun = (await start((await deterministicTask(t)).id)).body
+    const [otherEvent] = (await t.call('GET', `/v1/runs/${otherRun.id}`)).body.events
+    for (const id of ['abc', otherEvent.id, randomUUID()]) {
+      const began = Date.now()
+      const res = await t.call('GET', `/v1/runs/${run.id}?afterEventId=${id}&waitSeconds=5`)
+      expect(res.status).toBe(200)
+      expect(res.body.events.map((e: { type: string }) => e.type)).toEqual([
+        'run.queued',
+        'run.cancelled',
+      ])
+      expect(Date.now() - began).toBeLessThan(2000)
+    }
+    await t.call('POST', `/v1/runs/${otherRun.id}/cancel`)
   })
 
   it('answers 404 log_not_found before a log is stored, and the last eight events for os-tool', async () => {
@@ -767,6 +803,14 @@ describe('Blockers', () => {
         issues: [expect.objectContaining({ code: 'successor_unknown_slug' })],
       },
     ])
+    const far = await t.call('GET', '/v1/blockers?pageSize=200&failedPage=1e18', as)
+    expect(far.status).toBe(200)
+    expect(far.body.failed).toMatchObject({ data: [], total: 3 })
+    // A stopped pipeline is its own section: clearing the failed section leaves it.
+    const pipeline = (await start(task.id, { i: 99 }, fresh.token)).body.id
+    await t.sql`
+      update runs set status = 'failed', finished_at = now(), stopped_successors = '["ghost"]'::jsonb
+       where id = ${pipeline}`
     const bad = await t.call('POST', '/v1/blockers/clear', { ...as, body: { section: 'blocked' } })
     expect(bad.status).toBe(400)
     const cleared = await t.call('POST', '/v1/blockers/clear', {
@@ -774,7 +818,11 @@ describe('Blockers', () => {
       body: { section: 'failed' },
     })
     expect(cleared.body).toEqual({ section: 'failed', cleared: 3 })
-    expect((await t.call('GET', '/v1/blockers', as)).body.failed.total).toBe(0)
+    const after = (await t.call('GET', '/v1/blockers', as)).body
+    expect(after.failed.total).toBe(0)
+    expect(after.stoppedPipelines.map((p: { run: { id: string } }) => p.run.id)).toEqual([pipeline])
+    expect((await t.call('POST', `/v1/runs/${pipeline}/clear`, as)).status).toBe(200)
+    expect((await t.call('GET', '/v1/blockers', as)).body.stoppedPipelines).toEqual([])
     expect(
       (await t.call('POST', '/v1/blockers/clear', { ...as, body: { section: 'failed' } })).body
         .cleared,
