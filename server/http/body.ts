@@ -38,11 +38,12 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
       } catch {
         throw new ApiError('invalid_json', 'The request body is not valid JSON.')
       }
-      // PostgreSQL's text and jsonb cannot hold U+0000, so such a body could never be stored.
-      if (text.includes('\\u0000') && holdsNul(body))
+      // PostgreSQL's jsonb cannot hold U+0000 or half of a surrogate pair, so such a body could never
+      // be stored; only a \u escape can put either in (UTF-8 text cannot), so most bodies skip the walk.
+      if (escapes.test(text) && unstorable(body))
         throw new ApiError(
           'invalid_json',
-          'The request body holds \\u0000, which cannot be stored.',
+          'The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff), which cannot be stored.',
         )
       c.set('body', body)
     }
@@ -50,10 +51,13 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
   await next()
 }
 
-function holdsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\0')
-  if (Array.isArray(value)) return value.some(holdsNul)
+const escapes = /\\u(0000|d[89a-f])/i
+const unstorableText = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+function unstorable(value: unknown): boolean {
+  if (typeof value === 'string') return unstorableText.test(value)
+  if (Array.isArray(value)) return value.some(unstorable)
   if (value && typeof value === 'object')
-    return Object.entries(value).some(([key, v]) => key.includes('\0') || holdsNul(v))
+    return Object.entries(value).some(([key, v]) => unstorableText.test(key) || unstorable(v))
   return false
 }

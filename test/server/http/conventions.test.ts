@@ -167,13 +167,21 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     expect(res.body.error).toBe('invalid_json')
   })
 
-  it('answers 400 invalid_json for a body holding \\u0000, which PostgreSQL cannot store', async () => {
+  it('answers 400 invalid_json for a body holding \\u0000 or half a surrogate pair, which PostgreSQL cannot store', async () => {
     const task = (
       await t.call('POST', '/v1/tasks', {
         body: { name: `Nul ${Date.now()}`, kind: 'deterministic', assigneeRole: 'ceo' },
       })
     ).body
-    for (const raw of ['{"s": "a\\u0000b"}', '{"a\\u0000": 1}', '{"deep": [{"x": ["\\u0000"]}]}']) {
+    for (const raw of [
+      '{"s": "a\\u0000b"}',
+      '{"a\\u0000": 1}',
+      '{"deep": [{"x": ["\\u0000"]}]}',
+      '{"s": "\\ud800"}',
+      '{"s": "x\\uDC00y"}',
+      '{"\\udbff": 1}',
+      '{"s": "\\udc00\\ud800"}',
+    ]) {
       const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
         raw,
         headers: { 'content-type': 'application/json' },
@@ -188,6 +196,27 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     })
     expect(text.status).toBe(201)
     expect(text.body.input).toEqual({ s: 'a\\u0000b' })
+    // A whole pair, escaped or not, is a character like any other.
+    const pair = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw: '{"s": "\\ud83d\\ude00 \u{1F600}"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(pair.status).toBe(409) // the task's lane is busy with the run above: stored and decided
+    expect(pair.body.error).toBe('overlap')
+  })
+
+  it('answers a webhook body holding an unpaired surrogate 400, whether or not its secret is right', async () => {
+    const hook = (secret: string) =>
+      t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/nothing`, {
+        token: null,
+        raw: '{"a": "\\ud800"}',
+        headers: { 'content-type': 'application/json', 'x-os-webhook-secret': secret },
+      })
+    const { secret } = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body
+    for (const res of [await hook(secret), await hook('whsec_wrong')]) {
+      expect(res.status).toBe(400)
+      expect(res.body.error).toBe('invalid_json')
+    }
   })
 
   it('answers a list filtered by a malformed id with nothing, not an error', async () => {
