@@ -29,31 +29,62 @@ const sensitive =
   /secret|token|password|passwd|api[-_]?key|authori[sz]ation|credential|private[-_]?key|session/i
 const redacted = '[redacted]'
 
-export function redactHeaders(headers: Record<string, string>): Record<string, string> {
+// What osd's own secrets look like (secrets.ts newSecret): a webhook secret or an API token is a secret
+// wherever it appears, this enterprise's current one or not, and whatever header the call sent.
+const secretShaped = /(?:whsec|osd)_[A-Za-z0-9_-]{43}/
+const everySecretShaped = new RegExp(secretShaped.source, 'g')
+
+/** `text` with the caller's secret and anything shaped like a secret replaced by [redacted]. */
+function scrubText(text: string, secret: string | undefined): string {
+  const cut =
+    secret && secret.length >= 8 && text.includes(secret) ? text.split(secret).join(redacted) : text
+  return cut.replace(everySecretShaped, redacted)
+}
+
+/** Whether a JSON value holds the caller's secret or anything shaped like a secret, anywhere. */
+export function holdsSecret(value: unknown, secret: string | undefined): boolean {
+  const text = JSON.stringify(value ?? null)
+  return Boolean(secret && secret.length >= 8 && text.includes(secret)) || secretShaped.test(text)
+}
+
+/**
+ * A JSON value with the secret, and anything shaped like one, replaced by [redacted] in every string
+ * and every key: what a webhook hands on (a run's input, a gate's note) and what a delivery keeps.
+ */
+export function withoutSecret(value: unknown, secret: string | undefined): unknown {
+  if (typeof value === 'string') return scrubText(value, secret)
+  if (Array.isArray(value)) return value.map((v) => withoutSecret(v, secret))
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, v]) => [scrubText(key, secret), withoutSecret(v, secret)]),
+    )
+  }
+  return value
+}
+
+export function redactHeaders(
+  headers: Record<string, string>,
+  secret?: string,
+): Record<string, string> {
   return Object.fromEntries(
     Object.entries(headers)
       .filter(([name]) => !credentialHeaders.has(name.toLowerCase()))
-      .map(([name, value]) => [name, sensitive.test(name) ? redacted : value]),
+      .map(([name, value]) => [name, sensitive.test(name) ? redacted : scrubText(value, secret)]),
   )
 }
 
-/** The body with sensitive fields, and any occurrence of `secret`, replaced by [redacted]. */
+/** The body as a delivery keeps it: sensitive fields, and the secret anywhere, replaced by [redacted]. */
 export function redactBody(value: unknown, secret?: string): unknown {
-  if (typeof value === 'string') {
-    return secret && secret.length >= 8 && value.includes(secret)
-      ? value.split(secret).join(redacted)
-      : value
-  }
   if (Array.isArray(value)) return value.map((v) => redactBody(v, secret))
   if (value && typeof value === 'object') {
     return Object.fromEntries(
       Object.entries(value).map(([key, v]) => [
-        key,
+        scrubText(key, secret),
         sensitive.test(key) ? redacted : redactBody(v, secret),
       ]),
     )
   }
-  return value
+  return withoutSecret(value, secret)
 }
 
 export interface Inbound {
@@ -221,11 +252,9 @@ export async function receiveWebhook(
   const enterprise = verifyWebhookSecret(known, inbound.secret)
   if (!known) return unauthorized
 
-  const containedSecret = Boolean(
-    inbound.secret &&
-    inbound.secret.length >= 8 &&
-    JSON.stringify(inbound.body ?? null).includes(inbound.secret),
-  )
+  // A body that held the secret is handed on without it, and is never kept whole, so never replayed.
+  const containedSecret = holdsSecret(inbound.body, inbound.secret)
+  const body = containedSecret ? withoutSecret(inbound.body, inbound.secret) : inbound.body
   const delivery: NewDelivery = {
     id: randomUUID(),
     enterpriseId: known.id,
@@ -234,8 +263,8 @@ export async function receiveWebhook(
     authenticated: Boolean(enterprise),
     request: {
       method: inbound.method,
-      path: inbound.path,
-      headers: redactHeaders(inbound.headers),
+      path: scrubText(inbound.path, inbound.secret),
+      headers: redactHeaders(inbound.headers, inbound.secret),
       body: redactBody(inbound.body, inbound.secret),
     },
     sealedBody:
@@ -248,7 +277,7 @@ export async function receiveWebhook(
     await insertDelivery(db, delivery, { outcome: unauthorized, started })
     return { ...unauthorized, deliveryId: delivery.id }
   }
-  const outcome = await handle(db, kind, known.id, inbound.target, inbound.body, (tx, outcome) =>
+  const outcome = await handle(db, kind, known.id, inbound.target, body, (tx, outcome) =>
     insertDelivery(tx, delivery, { outcome, started }),
   )
   return { ...outcome, deliveryId: delivery.id }
@@ -319,18 +348,21 @@ async function insertDelivery(
             ${db.json(delivery.request as never)}, ${delivery.sealedBody}, ${delivery.containedSecret},
             ${delivery.replayOf ?? null}, ${delivery.idempotencyKey ?? null},
             ${outcome ? deliveryStatus(outcome) : 'in_progress'}, ${outcome?.status ?? null},
-            ${outcome ? db.json(outcome.body as never) : null},
+            ${outcome ? db.json(keptAnswer(outcome)) : null},
             ${answered ? Math.round(performance.now() - answered.started) : null},
             ${outcome?.runId ?? null}, ${outcome?.executionId ?? null}, ${outcome?.gateId ?? null},
             ${outcome ? db`now()` : null})`
 }
+
+/** A delivery's answer as it is kept: nothing shaped like a secret (a gate's tool arguments may be). */
+const keptAnswer = (outcome: Outcome) => withoutSecret(outcome.body, undefined) as never
 
 /** Writes the answer of a delivery that was stored in progress. */
 async function record(db: Db, id: string, outcome: Outcome, started: number): Promise<void> {
   await db`
     update webhook_deliveries
        set status = ${deliveryStatus(outcome)}, response_status = ${outcome.status},
-           response_body = ${db.json(outcome.body as never)},
+           response_body = ${db.json(keptAnswer(outcome))},
            duration_ms = ${Math.round(performance.now() - started)}, run_id = ${outcome.runId ?? null},
            execution_id = ${outcome.executionId ?? null}, gate_id = ${outcome.gateId ?? null}, finished_at = now()
      where id = ${id}`

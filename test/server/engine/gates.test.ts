@@ -196,6 +196,27 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     expect(mergeCalls(repo)).toHaveLength(1)
   })
 
+  it('keeps the secret out of a gate decided by webhook: its note, the delivery and its answer', async () => {
+    const s = await setup()
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    scriptMerge(s.key, repo)
+    const run = await s.start()
+    const gate = await s.waitingGate(run.id)
+    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
+      token: null,
+      body: { decision: 'approve', note: `ok, ${s.secret}` },
+      headers: { 'x-os-webhook-secret': s.secret },
+    })
+    expect(hook.status).toBe(201)
+    expect(hook.body.note).toBe('ok, [redacted]')
+    const [kept] = await t.sql<{ text: string }[]>`
+      select request::text || response_body::text as text from webhook_deliveries where gate_id = ${gate.id}`
+    expect(kept!.text).not.toContain(s.secret)
+    const [decided] = await t.sql<{ note: string }[]>`select note from gates where id = ${gate.id}`
+    expect(decided!.note).toBe('ok, [redacted]')
+    await s.wait(run.id, ['succeeded'])
+  })
+
   it('approves by replay when the first webhook was refused for a reason that has passed', async () => {
     const s = await setup()
     const repo = `acme/${randomUUID().slice(0, 6)}`

@@ -344,6 +344,38 @@ describe('stored deliveries (spec: Webhook history)', () => {
     ).toBe('delivery_not_replayable')
   })
 
+  it('keeps the secret, and anything shaped like a secret, out of the delivery and the run, wherever it was sent', async () => {
+    const lookalike = `whsec_${'A'.repeat(43)}` // not this enterprise's secret, but shaped like one
+    const res = await hook(
+      task.slug,
+      { [secret]: 1, list: ['x', `a ${secret} b`], other: lookalike },
+      { 'x-os-webhook-secret': secret, 'x-forwarded-note': `sig=${secret}` },
+    )
+    expect(res.status).toBe(202)
+    const [row] = await t.sql<{ kept: string; containedSecret: boolean }[]>`
+      select request::text || response_body::text as kept, contained_secret
+        from webhook_deliveries where id = ${res.body.deliveryId}`
+    expect(row!.kept).not.toContain(secret)
+    expect(row!.kept).not.toContain(lookalike)
+    expect(row!.kept).toContain('sig=[redacted]')
+    expect(row!.containedSecret).toBe(true)
+    // The run starts, with the secret taken out of its input: no answer of osd carries a secret.
+    const run = (await t.call('GET', `/v1/runs/${res.body.runId}`)).body.run
+    expect(run.input).toEqual({
+      '[redacted]': 1,
+      list: ['x', 'a [redacted] b'],
+      other: '[redacted]',
+    })
+
+    // A call whose header is wrong but whose body holds the real secret keeps it nowhere either.
+    const wrong = await hook(task.slug, { real: secret }, { 'x-os-webhook-secret': 'whsec_wrong' })
+    expect(wrong.status).toBe(401)
+    const [refused] = await t.sql<{ request: string }[]>`
+      select request::text as request from webhook_deliveries
+       where enterprise_id = ${t.acme.id} and not authenticated order by received_at desc limit 1`
+    expect(refused!.request).toContain('"real": "[redacted]"')
+  })
+
   it('lists deliveries paged, sorted and filtered by status and kind', async () => {
     const all = (await t.call('GET', '/v1/webhooks?limit=200')).body
     expect(all.total).toBeGreaterThan(3)
