@@ -247,6 +247,7 @@ export async function transitionAll(
   // Every value is decided here from the locked row, so one statement writes every run.
   const rows = moves.map(({ run, fields = {} }) => ({
     id: run.id,
+    from_status: run.status,
     result: fields.result ?? run.result,
     reason: fields.reason ?? (finishing ? run.reason : null),
     blocked_reason: to === 'blocked' ? (fields.blockedReason ?? null) : null,
@@ -271,10 +272,15 @@ export async function transitionAll(
            finished_at = ${finishing ? tx`statement_timestamp()` : null},
            updated_at = statement_timestamp()
       from jsonb_to_recordset(${tx.json(rows as never)})
-           as d(id uuid, result jsonb, reason text, blocked_reason text, member_id uuid,
+           as d(id uuid, from_status text, result jsonb, reason text, blocked_reason text, member_id uuid,
                 not_before timestamptz, lease_owner text, lease_seconds int)
-     where r.id = d.id
+     where r.id = d.id and r.status = d.from_status
     returning r.*`
+  // The check above and the running counts below were decided from the caller's rows: a run that moved
+  // since would be written over (an end undone, a count off for good). Callers lock and re-read the
+  // runs they move, so this never happens; if it does, nothing of this change is kept.
+  if (written.length !== moves.length)
+    throw new Error(`${moves.length - written.length} run(s) moved under their lock`)
   const byId = new Map(written.map((r) => [r.id, r]))
   const moved = moves.map(({ run }) => byId.get(run.id)!)
 

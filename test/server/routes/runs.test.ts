@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { admitPending } from '../../../server/domain/admission.js'
 import { transaction } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
-import { enqueueRun, startRun } from '../../../server/domain/runs.js'
+import { enqueueRun, loadRun, startRun, transitionAll } from '../../../server/domain/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -584,6 +584,29 @@ describe('cancel, retry, clear', () => {
   })
 })
 
+describe('moving runs (DESIGN 5: one function checks and writes every status change)', () => {
+  it('writes nothing when a run moved since the caller read it: no end undone, no count off', async () => {
+    const task = await deterministicTask(t)
+    const run = (await start(task.id)).body
+    const stale = await loadRun(t.sql, t.acme.id, run.id)
+    await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    const count = async () =>
+      (await t.sql`select running_count from enterprises where id = ${t.acme.id}`)[0]!.runningCount
+    const before = await count()
+    await expect(
+      transaction(t.sql, (tx) => transitionAll(tx, 'running', [{ run: stale }])),
+    ).rejects.toThrow(/moved under their lock/)
+    expect((await t.call('GET', `/v1/runs/${run.id}`)).body.run.status).toBe('cancelled')
+    expect(await count()).toBe(before)
+  })
+
+  it('never lets a running count go below zero', async () => {
+    await expect(
+      t.sql`update enterprises set running_count = -1 where id = ${t.acme.id}`,
+    ).rejects.toThrow(/running_count_not_negative/)
+  })
+})
+
 describe('reading runs', () => {
   it('lists runs newest first, paged, with filters and live', async () => {
     const fresh = await t.createEnterprise(`Runs list ${randomUUID().slice(0, 6)}`)
@@ -753,11 +776,13 @@ describe('with an engine', () => {
     const busyTask = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
     const waitingTask = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
     await engine.stop()
-    // The holder is busy with a run some other engine holds for a long while.
+    // The holder is busy with a run some other engine holds for a long while (dispatched as
+    // dispatch does it: the running counts go up with it).
     const busy = (await start(busyTask.id)).body
     await t.sql`
       update runs set status = 'running', lease_owner = 'elsewhere', lease_expires_at = now() + interval '1 hour'
        where id = ${busy.id}`
+    await t.sql`update enterprises set running_count = running_count + 1 where id = ${t.acme.id}`
     const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
     const waiting = (
       await t.call('POST', `/v1/webhooks/acme/tasks/${waitingTask.slug}`, {
