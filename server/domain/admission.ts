@@ -5,6 +5,7 @@ import {
   engineChannel,
   finishAll,
   lockMembers,
+  memberBusy,
   membersFor,
   transitionAll,
   type Move,
@@ -52,22 +53,40 @@ export async function advance(
 /**
  * Admits pending runs: the oldest due run of each lane becomes queued when no run of its lane is
  * queued, running, blocked or paused, and a holder of the role is free (the holder it already had, for
- * a run coming back from a gate). Lanes are taken with try-locks, so engines and starts working on a
- * lane are skipped, never waited for; the lanes are read by a later statement, whose snapshot sees
- * every change made under those locks. Answers how many runs moved (admitted or failed).
+ * a run coming back from a gate). Lane heads that cannot move now (their lane is busy, or nobody who
+ * could take them is free) are passed over before the oldest are taken, so a backlog that waits (one
+ * enterprise's busy holder, say) never keeps other runs from being looked at. Lanes are taken with
+ * try-locks, so engines and starts working on a lane are skipped, never waited for; the lanes are read
+ * again by a later statement, whose snapshot sees every change made under those locks. Answers how many
+ * runs moved (admitted or failed).
  */
 export async function admitPending(db: Db, limit = 200): Promise<number> {
   return transaction(db, async (tx) => {
     const lanes = await tx<{ id: string }[]>`
-      with candidates as materialized (
-        select * from (
-          select distinct on (lane) id, lane, created_at
-            from runs
-           where status = 'pending' and (not_before is null or not_before <= now())
-           order by lane, created_at, id) oldest
-         order by created_at, id
+      with heads as materialized (
+        select distinct on (lane) id, lane, created_at, task_id, member_id, overlap_policy
+          from runs
+         where status = 'pending' and (not_before is null or not_before <= now())
+         order by lane, created_at, id
+      ), ready as materialized (
+        select h.id, h.lane
+          from heads h
+          left join tasks t on t.id = h.task_id
+          ${assigneeRoleJoin(tx)}
+         where not exists (
+                 select 1 from runs o
+                  where o.lane = h.lane and o.status in ('queued', 'running', 'blocked', 'paused_spend'))
+           and (h.overlap_policy = 'os'
+                or case when h.member_id is not null then not ${memberBusy(tx, tx`h.member_id`)}
+                        -- no role: admission fails the run, so it is taken too
+                        else assignee_role.id is null
+                             or exists (select 1 from role_members rm join members m on m.id = rm.member_id
+                                         where rm.role_id = assignee_role.id and m.removed_at is null
+                                           and not ${memberBusy(tx, tx`rm.member_id`)})
+                   end)
+         order by h.created_at, h.id
          limit ${limit})
-      select id from candidates where pg_try_advisory_xact_lock(hashtextextended(lane, 0))`
+      select id from ready where pg_try_advisory_xact_lock(hashtextextended(lane, 0))`
     if (lanes.length === 0) return 0
     const candidates = await tx<
       (RunRow & { roleId: string | null; assigneeRole: string | null })[]
@@ -171,8 +190,21 @@ export async function dispatchQueued(
 ): Promise<Dispatched> {
   const { limit = 200, leaseSeconds = 30 } = options
   return transaction(db, async (tx) => {
+    // Only runs whose enterprise and team had room when this statement began: runs held back by a
+    // limit stay queued without keeping later runs of others from being claimed. The counts are read
+    // again below under their row locks, which decides.
     const claimed = await tx<RunRow[]>`
-      select * from runs where status = 'queued' order by queued_at, id limit ${limit} for no key update skip locked`
+      select r.* from runs r
+       where r.status = 'queued'
+         and exists (select 1 from enterprises e
+                      where e.id = r.enterprise_id and e.running_count < e.concurrent_run_limit)
+         and (r.team_id is null
+              or exists (select 1 from teams tm
+                          where tm.id = r.team_id
+                            and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))
+       order by r.queued_at, r.id
+       limit ${limit}
+       for no key update of r skip locked`
     if (claimed.length === 0) return { completed: 0, started: [] }
     const enterpriseIds = [...new Set(claimed.map((r) => r.enterpriseId))]
     const teamIds = [...new Set(claimed.map((r) => r.teamId).filter((id) => id !== null))]

@@ -9,7 +9,7 @@ import {
   type RunResult,
   type RunStatus,
 } from '../../shared/schemas/runs.js'
-import { notifyAfterCommit, transaction, type Db, type Sql } from '../db/sql.js'
+import { notifyAfterCommit, transaction, type Db, type Fragment, type Sql } from '../db/sql.js'
 import { closeGatesOf } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
@@ -855,6 +855,11 @@ export async function lockMembers(
      for no key update`
 }
 
+/** Whether a member holds a queued or running run (DESIGN 5: member busy), as a SQL condition. */
+export function memberBusy(db: Db, memberId: Fragment): Fragment {
+  return db`exists (select 1 from runs b where b.member_id = ${memberId} and b.status in ('queued', 'running'))`
+}
+
 /**
  * The members of the roles (and the named members), the one who waited longest first: a member's last
  * assignment is the latest queued_at of its runs, never assigned counting as longest. Busy: it holds a
@@ -868,7 +873,7 @@ export async function membersFor(
   const rows = await tx<{ id: string; roleIds: string[]; busy: boolean }[]>`
     select m.id,
            array_remove(array_agg(rm.role_id), null) as role_ids,
-           exists (select 1 from runs r where r.member_id = m.id and r.status in ('queued', 'running')) as busy
+           ${memberBusy(tx, tx`m.id`)} as busy
       from members m
       left join role_members rm on rm.member_id = m.id and rm.role_id = any(${tx.array(roleIds)}::uuid[])
      where (m.removed_at is null and rm.role_id is not null) or m.id = any(${tx.array(memberIds)}::uuid[])

@@ -1,9 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { admitPending } from '../../../server/domain/admission.js'
+import { admitPending, dispatchQueued } from '../../../server/domain/admission.js'
+import { completeDeterministic } from '../../../server/engine/executor.js'
 import { transaction } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
-import { enqueueRun, loadRun, startRun, transitionAll } from '../../../server/domain/runs.js'
+import {
+  enqueueRun,
+  loadRun,
+  startRun,
+  startRunsIn,
+  transitionAll,
+} from '../../../server/domain/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -359,6 +366,66 @@ describe('a holder of a task that waits for its member gets one run at a time', 
         .map((h) => ({ memberId: h.id, n: 2 }))
         .sort((a, b) => a.memberId.localeCompare(b.memberId)),
     )
+  })
+})
+
+describe('runs that cannot move keep no other run waiting (one engine serves every enterprise)', () => {
+  const backlog = 210 // more than one admission or dispatch statement looks at
+
+  /** A fresh enterprise with a task of its lone ceo in one lane per input `i`. */
+  async function enterpriseWithTask(extra: Record<string, unknown>) {
+    const e = await t.createEnterprise(`Fair ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, { serializeOn: ['i'], ...extra }, e.token)
+    const startMany = (origin: 'api' | 'webhook') =>
+      transaction(t.sql, (tx) =>
+        startRunsIn(
+          tx,
+          Array.from({ length: backlog }, (_, i) => ({
+            enterpriseId: e.id,
+            task: { id: task.id },
+            input: { i },
+            origin,
+          })),
+        ),
+      )
+    return { e, task, startMany }
+  }
+
+  it('admits a run while older runs of another enterprise wait for their busy holder', async () => {
+    const a = await enterpriseWithTask({ overlapPolicy: 'skip' })
+    const held = (await start(a.task.id, { i: -1 }, a.e.token)).body // the lone holder is busy
+    expect(held.status).toBe('queued')
+    await a.startMany('webhook')
+    const b = await t.createEnterprise(`Fair ${randomUUID().slice(0, 6)}`)
+    const bTask = await deterministicTask(t, {}, b.token)
+    const waiting = await enqueueRun(t.sql, b.id, bTask.id, {}, { origin: 'schedule' })
+
+    await admitPending(t.sql)
+    expect((await loadRun(t.sql, b.id, waiting.id)).status).toBe('queued')
+    await t.sql`update runs set status = 'cancelled' where enterprise_id = any(${t.sql.array([a.e.id, b.id])}::uuid[])`
+  })
+
+  it('dispatches a run while older runs of another enterprise wait for room under its limit', async () => {
+    const a = await enterpriseWithTask({ overlapPolicy: 'os' })
+    await t.call('PATCH', '/v1/enterprise/concurrency', {
+      token: a.e.token,
+      body: { concurrentRunLimit: 1 },
+    })
+    const llm = await t.call('POST', '/v1/tasks', {
+      token: a.e.token,
+      body: { name: `Long ${randomUUID().slice(0, 6)}`, assigneeRole: 'ceo', overlapPolicy: 'os' },
+    })
+    const long = (await start(llm.body.id, {}, a.e.token)).body
+    await dispatchQueued(t.sql, 'test-engine', completeDeterministic)
+    expect((await loadRun(t.sql, a.e.id, long.id)).status).toBe('running') // the limit is reached
+    await a.startMany('api')
+    const b = await t.createEnterprise(`Fair ${randomUUID().slice(0, 6)}`)
+    const bRun = (await start((await deterministicTask(t, {}, b.token)).id, {}, b.token)).body
+
+    await dispatchQueued(t.sql, 'test-engine', completeDeterministic)
+    expect((await loadRun(t.sql, b.id, bRun.id)).status).toBe('succeeded')
+    await t.call('POST', `/v1/runs/${long.id}/cancel`, { token: a.e.token })
+    await t.sql`update runs set status = 'cancelled' where enterprise_id = ${a.e.id} and status = 'queued'`
   })
 })
 
