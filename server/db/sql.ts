@@ -110,3 +110,12 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   const e = err as { code?: string; constraint_name?: string }
   return e?.code === '23505' && (!constraint || e.constraint_name === constraint)
 }
+
+/**
+ * A failure PostgreSQL chose to break a tie (deadlock_detected, serialization_failure): the transaction
+ * did nothing, and the same work may simply be done again.
+ */
+export function isRetryable(err: unknown): boolean {
+  const code = (err as { code?: string })?.code
+  return code === '40P01' || code === '40001'
+}

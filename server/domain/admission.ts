@@ -40,8 +40,12 @@ export async function advance(
     const until = performance.now() + budgetMs
     const step: Advanced = { moved: await resumeDueHolds(tx), started: [] }
     for (let round = 0; round < rounds; round++) {
-      const admitted = await admitPending(tx)
-      const dispatched = await dispatchQueued(tx, engineId, complete, options)
+      // Rounds after the first hold the locks of those before, taken in another order than the rows
+      // they want now: waiting could close a circle with another engine's step (a deadlock). They take
+      // what is free and leave the rest to the next step, which waits in its first round.
+      const wait = round === 0
+      const admitted = await admitPending(tx, { wait })
+      const dispatched = await dispatchQueued(tx, engineId, complete, { ...options, wait })
       step.moved += admitted + dispatched.completed + dispatched.started.length
       step.started.push(...dispatched.started)
       if (dispatched.completed === 0 || performance.now() > until) break
@@ -60,7 +64,10 @@ export async function advance(
  * again by a later statement, whose snapshot sees every change made under those locks. Answers how many
  * runs moved (admitted or failed).
  */
-export async function admitPending(db: Db, limit = 200): Promise<number> {
+export async function admitPending(
+  db: Db,
+  { limit = 200, wait = true }: { limit?: number; wait?: boolean } = {},
+): Promise<number> {
   return transaction(db, async (tx) => {
     const lanes = await tx<{ id: string }[]>`
       with heads as materialized (
@@ -113,10 +120,16 @@ export async function admitPending(db: Db, limit = 200): Promise<number> {
       ...new Set(assignable.map((run) => run.memberId).filter((id) => id !== null)),
     ]
     const waiting = assignable.filter((run) => run.overlapPolicy !== 'os')
-    await lockMembers(tx, {
-      roleIds: [...new Set(waiting.map((run) => run.roleId).filter((id) => id !== null))],
-      memberIds: [...new Set(waiting.map((run) => run.memberId).filter((id) => id !== null))],
-    })
+    const locked = await lockMembers(
+      tx,
+      {
+        roleIds: [...new Set(waiting.map((run) => run.roleId).filter((id) => id !== null))],
+        memberIds: [...new Set(waiting.map((run) => run.memberId).filter((id) => id !== null))],
+      },
+      { wait },
+    )
+    // Another transaction is assigning one of these members: the next step decides, under its lock.
+    if (!locked) return 0
     const members = await membersFor(tx, { roleIds, memberIds })
 
     const admitted: Move[] = []
@@ -186,9 +199,9 @@ export async function dispatchQueued(
   db: Db,
   engineId: string,
   complete: (tx: Db, runs: RunRow[]) => Promise<void>,
-  options: { limit?: number; leaseSeconds?: number } = {},
+  options: { limit?: number; leaseSeconds?: number; wait?: boolean } = {},
 ): Promise<Dispatched> {
-  const { limit = 200, leaseSeconds = 30 } = options
+  const { limit = 200, leaseSeconds = 30, wait = true } = options
   return transaction(db, async (tx) => {
     // Only runs whose enterprise and team had room when this statement began: runs held back by a
     // limit stay queued without keeping later runs of others from being claimed. The counts are read
@@ -208,17 +221,20 @@ export async function dispatchQueued(
     if (claimed.length === 0) return { completed: 0, started: [] }
     const enterpriseIds = [...new Set(claimed.map((r) => r.enterpriseId))]
     const teamIds = [...new Set(claimed.map((r) => r.teamId).filter((id) => id !== null))]
+    // Without waiting, a limit's row that another transaction holds is no room this time.
+    const lock = wait ? tx`for no key update` : tx`for no key update skip locked`
     const [enterprises, teams] = await Promise.all([
       tx<{ id: string; runningCount: number; concurrentRunLimit: number }[]>`
         select id, running_count, concurrent_run_limit from enterprises
-         where id = any(${tx.array(enterpriseIds)}::uuid[]) order by id for no key update`,
+         where id = any(${tx.array(enterpriseIds)}::uuid[]) order by id ${lock}`,
       teamIds.length
         ? tx<{ id: string; runningCount: number; concurrentRunLimit: number | null }[]>`
             select id, running_count, concurrent_run_limit from teams
-             where id = any(${tx.array(teamIds)}::uuid[]) order by id for no key update`
+             where id = any(${tx.array(teamIds)}::uuid[]) order by id ${lock}`
         : [],
     ])
     const room = new Map<string, number>()
+    if (!wait) for (const id of teamIds) room.set(id, 0)
     for (const e of enterprises) room.set(e.id, e.concurrentRunLimit - e.runningCount)
     for (const t of teams)
       room.set(

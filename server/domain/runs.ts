@@ -9,7 +9,14 @@ import {
   type RunResult,
   type RunStatus,
 } from '../../shared/schemas/runs.js'
-import { notifyAfterCommit, transaction, type Db, type Fragment, type Sql } from '../db/sql.js'
+import {
+  isRetryable,
+  notifyAfterCommit,
+  transaction,
+  type Db,
+  type Fragment,
+  type Sql,
+} from '../db/sql.js'
 import { closeGatesOf } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
@@ -697,7 +704,7 @@ interface Waiting {
 const maxStartsPerBatch = 64
 const gathering = new WeakMap<Sql, Waiting[]>()
 
-async function startBatch(pool: Sql, batch: Waiting[]): Promise<void> {
+async function startBatch(pool: Sql, batch: Waiting[], attempt = 1): Promise<void> {
   let outcomes: (Started | ApiError)[]
   try {
     outcomes = await transaction(pool, (tx) =>
@@ -707,6 +714,9 @@ async function startBatch(pool: Sql, batch: Waiting[]): Promise<void> {
       ),
     )
   } catch (err) {
+    // A start PostgreSQL stopped to break a deadlock did nothing: it goes again, a few times.
+    if (batch.length === 1 && isRetryable(err) && attempt < 4)
+      return startBatch(pool, batch, attempt + 1)
     if (batch.length === 1) return batch[0]!.reject(err)
     for (const waiting of batch) void startBatch(pool, [waiting])
     return
@@ -838,21 +848,30 @@ export async function enqueueRun(
  * Locks members a start or admission may give a run to, in id order (so two lockers never deadlock):
  * the holders of the roles and the named members. Only runs that wait while their member is busy
  * (overlapPolicy skip) need this; one that runs beside other work takes no lock, so no start waits on
- * another for a shared holder.
+ * another for a shared holder. With `wait: false` it takes only what is free (`skip locked`) and
+ * answers false when another transaction held one of them: for a caller already holding other locks,
+ * which must not wait for more.
  */
 export async function lockMembers(
   tx: Db,
   which: { roleIds?: string[]; memberIds?: string[] },
-): Promise<void> {
+  { wait = true }: { wait?: boolean } = {},
+): Promise<boolean> {
   const { roleIds = [], memberIds = [] } = which
-  if (roleIds.length === 0 && memberIds.length === 0) return
-  await tx`
-    select id from members
-     where (removed_at is null
-            and id in (select member_id from role_members where role_id = any(${tx.array(roleIds)}::uuid[])))
-        or id = any(${tx.array(memberIds)}::uuid[])
-     order by id
-     for no key update`
+  if (roleIds.length === 0 && memberIds.length === 0) return true
+  const [row] = await tx<{ wanted: number; locked: number }[]>`
+    with wanted as (
+      select id from members
+       where (removed_at is null
+              and id in (select member_id from role_members where role_id = any(${tx.array(roleIds)}::uuid[])))
+          or id = any(${tx.array(memberIds)}::uuid[])
+    ), locked as (
+      select id from members where id in (select id from wanted)
+       order by id
+       for no key update ${wait ? tx`` : tx`skip locked`}
+    )
+    select (select count(*) from wanted)::int as wanted, (select count(*) from locked)::int as locked`
+  return row!.locked === row!.wanted
 }
 
 /** Whether a member holds a queued or running run (DESIGN 5: member busy), as a SQL condition. */

@@ -1,4 +1,4 @@
-import type { Sql } from '../db/sql.js'
+import { isRetryable, type Sql } from '../db/sql.js'
 import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
 import { engineChannel, type RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
@@ -83,9 +83,13 @@ export class RunLoop {
         await this.armDueTimer()
       } while (this.again && !this.stopped)
     } catch (err) {
-      log.error({ err }, 'engine pass failed; trying again in a second')
+      // A step PostgreSQL stopped to break a deadlock did nothing and goes again at once; anything
+      // else (the database away, say) is tried again in a second.
+      const retryable = isRetryable(err)
+      if (retryable) log.warn({ err }, 'engine pass stopped by the database; trying again')
+      else log.error({ err }, 'engine pass failed; trying again in a second')
       clearTimeout(this.retryTimer)
-      this.retryTimer = setTimeout(() => this.wake(), 1_000)
+      this.retryTimer = setTimeout(() => this.wake(), retryable ? 0 : 1_000)
     } finally {
       this.passing = false
     }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { admitPending, dispatchQueued } from '../../../server/domain/admission.js'
 import { completeDeterministic } from '../../../server/engine/executor.js'
-import { transaction } from '../../../server/db/sql.js'
+import { transaction, type Db } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
 import {
   enqueueRun,
@@ -426,6 +426,63 @@ describe('runs that cannot move keep no other run waiting (one engine serves eve
     expect((await loadRun(t.sql, b.id, bRun.id)).status).toBe('succeeded')
     await t.call('POST', `/v1/runs/${long.id}/cancel`, { token: a.e.token })
     await t.sql`update runs set status = 'cancelled' where enterprise_id = ${a.e.id} and status = 'queued'`
+  })
+})
+
+describe('the later rounds of an engine step never wait for a lock (no deadlock with another step)', () => {
+  /** Holds `lock` in a transaction of its own until release() is called. */
+  async function holding(lock: (tx: Db) => Promise<unknown>) {
+    let release!: () => void
+    const released = new Promise<void>((r) => (release = r))
+    let taken!: () => void
+    const isTaken = new Promise<void>((r) => (taken = r))
+    const done = t.sql.begin(async (tx) => {
+      await lock(tx)
+      taken()
+      await released
+    })
+    await isTaken
+    return async () => {
+      release()
+      await done
+    }
+  }
+
+  it('leaves a run whose holder another transaction is assigning to the next step', async () => {
+    const e = await t.createEnterprise(`Nowait ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, { overlapPolicy: 'skip' }, e.token)
+    const waiting = await enqueueRun(t.sql, e.id, task.id, {}, { origin: 'schedule' })
+    const release = await holding(
+      (tx) => tx`
+        select m.id from members m join role_members rm on rm.member_id = m.id
+          join roles r on r.id = rm.role_id
+         where r.enterprise_id = ${e.id} and r.slug = 'ceo' for no key update`,
+    )
+    const began = Date.now()
+    await transaction(t.sql, (tx) => admitPending(tx, { wait: false }))
+    expect(Date.now() - began).toBeLessThan(2000)
+    expect((await loadRun(t.sql, e.id, waiting.id)).status).toBe('pending')
+    await release()
+    await admitPending(t.sql)
+    expect((await loadRun(t.sql, e.id, waiting.id)).status).toBe('queued')
+    await t.call('POST', `/v1/runs/${waiting.id}/cancel`, { token: e.token })
+  })
+
+  it('dispatches nothing of an enterprise whose limit another transaction holds, until the next step', async () => {
+    const e = await t.createEnterprise(`Nowait ${randomUUID().slice(0, 6)}`)
+    const run = (await start((await deterministicTask(t, {}, e.token)).id, {}, e.token)).body
+    const release = await holding(
+      (tx) => tx`select id from enterprises where id = ${e.id} for no key update`,
+    )
+    const began = Date.now()
+    await transaction(t.sql, (tx) =>
+      dispatchQueued(tx, 'test-engine', completeDeterministic, { wait: false }),
+    )
+    expect(Date.now() - began).toBeLessThan(2000)
+    expect((await loadRun(t.sql, e.id, run.id)).status).toBe('queued')
+    await release()
+    await dispatchQueued(t.sql, 'test-engine', completeDeterministic)
+    expect((await loadRun(t.sql, e.id, run.id)).status).toBe('succeeded')
   })
 })
 
