@@ -23,6 +23,10 @@ export interface RunLoopOptions {
  */
 export class RunLoop {
   private readonly executing = new Map<string, AbortController>()
+  /** Executions in progress, to wait for on stop. */
+  private readonly working = new Set<Promise<void>>()
+  /** When this engine last renewed its leases; past a lease's length, it holds none of them. */
+  private renewedAt = performance.now()
   private passing = false
   private again = false
   private stopped = false
@@ -112,7 +116,8 @@ export class RunLoop {
     if (!executor || this.executing.has(run.id)) return
     const controller = new AbortController()
     this.executing.set(run.id, controller)
-    executor
+    if (this.executing.size === 1) this.renewedAt = performance.now()
+    const work = executor
       .execute(run, { sql, log, engineId, signal: controller.signal, resumed })
       .catch((err: unknown) =>
         log.error(
@@ -122,8 +127,10 @@ export class RunLoop {
       )
       .finally(() => {
         this.executing.delete(run.id)
+        this.working.delete(work)
         this.wake()
       })
+    this.working.add(work)
   }
 
   /** Keeps the leases of runs being executed; a run no longer held (cancelled) is aborted. */
@@ -137,10 +144,22 @@ export class RunLoop {
         ids,
         this.leaseSeconds,
       )
+      this.renewedAt = performance.now()
       for (const id of ids)
         if (!held.has(id)) this.executing.get(id)?.abort(new Error('run no longer held'))
     } catch (err) {
-      this.options.log.warn({ err }, 'could not renew leases')
+      // Unrenewed for a lease's length, the leases have lapsed: another engine may hold these runs
+      // now, so this one stops working on them (it writes nothing more for them: loop.ts lockRun).
+      const lapsed = performance.now() - this.renewedAt >= this.leaseSeconds * 1000
+      this.options.log.warn(
+        { err, lapsed },
+        lapsed
+          ? 'could not renew leases, which have lapsed; stopping their runs here'
+          : 'could not renew leases',
+      )
+      if (lapsed)
+        for (const controller of this.executing.values())
+          controller.abort(new Error('lease lapsed'))
     }
   }
 
@@ -157,10 +176,11 @@ export class RunLoop {
   }
 
   /**
-   * Stops taking work, aborts executions in progress and lets their leases lapse at once, so another
-   * engine resumes them from their journal (DESIGN 5).
+   * Stops taking work, aborts executions in progress and, once they have stopped writing (or after
+   * `graceMs`), lets their leases lapse at once, so another engine resumes them from their journal
+   * (DESIGN 5) without this one still at work on them.
    */
-  async stop(): Promise<void> {
+  async stop(graceMs = 10_000): Promise<void> {
     this.stopped = true
     for (const timer of this.timers) clearInterval(timer)
     clearTimeout(this.dueTimer)
@@ -168,6 +188,12 @@ export class RunLoop {
     await this.listener?.unlisten().catch(() => undefined)
     const ids = [...this.executing.keys()]
     for (const controller of this.executing.values()) controller.abort(new Error('engine stopping'))
+    let grace: NodeJS.Timeout | undefined
+    await Promise.race([
+      Promise.all(this.working),
+      new Promise((r) => (grace = setTimeout(r, graceMs))),
+    ])
+    clearTimeout(grace)
     while (this.passing) await new Promise((r) => setTimeout(r, 10))
     if (ids.length) {
       await this.options.sql`

@@ -224,7 +224,12 @@ class RunExecution {
     return row?.status === 'running' && row.leaseOwner === this.context.engineId
   }
 
-  /** Re-reads and locks the run inside `tx`; undefined if it is no longer this engine's to move. */
+  /**
+   * Re-reads and locks the run inside `tx`; undefined if it is no longer this engine's to move (it was
+   * cancelled, or taken over after this engine's lease lapsed). Everything the loop writes for a run
+   * goes through it: a worker that lost its run writes and does nothing more for it. The lock also
+   * keeps a run's events in the order they commit, so a follower reading after an event misses none.
+   */
   private async lockRun(tx: Db): Promise<RunRow | undefined> {
     const [row] = await tx<RunRow[]>`select * from runs where id = ${this.run.id} for no key update`
     if (!row || row.status !== 'running' || row.leaseOwner !== this.context.engineId)
@@ -373,6 +378,9 @@ class RunExecution {
       model: reply.model,
     }
     const spent = await transaction(this.sql, async (tx) => {
+      // The call was made and is paid for whoever holds the run now: recorded in any case, under the
+      // run's lock like every event of it.
+      await tx`select 1 from runs where id = ${run.id} for no key update`
       await settle(tx, run, reserved, worst, cost, firstCall)
       await tx`update run_journal set state = 'done', response = ${tx.json(response as never)}, cost_usd_micros = ${cost},
                                       finished_at = now()
@@ -423,6 +431,7 @@ class RunExecution {
 
   private async toolCalls(calls: ToolCall[]): Promise<Step> {
     for (const call of calls) {
+      if (this.context.signal.aborted) return 'stop'
       const next = await this.toolCall(call)
       if (next === 'stop') return 'stop'
     }
@@ -433,7 +442,8 @@ class RunExecution {
     const entry = this.toolEntry(call.id)
     if (call.name === 'os.finish') {
       const a = call.arguments
-      await this.answerNew(call, { content: 'Finished.', isError: false })
+      if ((await this.answerNew(call, { content: 'Finished.', isError: false })) === 'stop')
+        return 'stop'
       return this.finish({
         outcome: typeof a.outcome === 'string' && a.outcome ? a.outcome : 'succeeded',
         summary: typeof a.summary === 'string' ? a.summary : '',
@@ -454,10 +464,11 @@ class RunExecution {
     // The merge rule at run time (spec: Definition checks): a must-gate tool without a gate naming it
     // ends the run at this call, and nothing is done.
     if (this.mustGate.has(call.name) && !this.definition.gates.some((g) => g.tool === call.name)) {
-      await this.answerNew(call, {
+      const answered = await this.answerNew(call, {
         content: 'Refused: this tool must be gated and the task has no gate naming it.',
         isError: true,
       })
+      if (answered === 'stop') return 'stop'
       return this.fail(
         `gate_required_for_tool: ${call.name} must be gated and this version has no gate naming it; nothing was done.`,
       )
@@ -554,10 +565,15 @@ class RunExecution {
     if (gate.decision !== 'approve')
       return this.answer(entry.step, { content: 'The gate was closed undecided.', isError: true })
     // Approved: marked as executing before the call, so a crash during it never makes it twice.
-    await this
-      .sql`update run_journal set request = request || '{"executing": true}' where run_id = ${this.run.id} and step = ${entry.step}`
+    const mine = await transaction(this.sql, async (tx) => {
+      if (!(await this.lockRun(tx))) return false
+      await tx`update run_journal set request = request || '{"executing": true}' where run_id = ${this.run.id} and step = ${entry.step}`
+      return true
+    })
+    if (!mine) return 'stop'
     entry.request.executing = true
     const outcome = await this.perform(call)
+    if (!outcome) return 'stop'
     return this.answer(entry.step, outcome)
   }
 
@@ -567,19 +583,27 @@ class RunExecution {
       return this.answerNew(call, { content: 'Noted.', isError: false })
     if (isOsTool(call.name)) {
       const step = this.nextStep()
-      await transaction(this.sql, async (tx) => {
+      const mine = await transaction(this.sql, async (tx) => {
         const run = await this.lockRun(tx)
-        if (!run) return
+        if (!run) return false
         const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
         await this.insertDone(tx, step, call, outcome)
+        return true
       })
-      return 'continue'
+      return mine ? 'continue' : 'stop'
     }
     const step = this.nextStep()
-    await this.sql`
-      insert into run_journal (enterprise_id, run_id, step, kind, state, request)
-      values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'started',
-              ${this.sql.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)})`
+    // Journaled as started, under the run's lock, before the tool server is called: a worker that
+    // lost the run never calls, and one that dies during the call never calls again.
+    const mine = await transaction(this.sql, async (tx) => {
+      if (!(await this.lockRun(tx))) return false
+      await tx`
+        insert into run_journal (enterprise_id, run_id, step, kind, state, request)
+        values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'started',
+                ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)})`
+      return true
+    })
+    if (!mine || this.context.signal.aborted) return 'stop'
     this.journal.push({
       step,
       kind: 'tool',
@@ -592,16 +616,20 @@ class RunExecution {
       connectionId: null,
     })
     const outcome = await this.perform(call)
-    if (this.context.signal.aborted) return 'stop'
+    if (!outcome || this.context.signal.aborted) return 'stop'
     return this.answer(step, outcome)
   }
 
-  /** Runs a tool: an os tool in its own transaction, else the tool server's tool. */
-  private async perform(call: ToolCall): Promise<ToolOutcome> {
+  /**
+   * Runs a tool: an os tool in its own transaction, else the tool server's tool. Undefined when the
+   * run is no longer this engine's, and the os tool did nothing.
+   */
+  private async perform(call: ToolCall): Promise<ToolOutcome | undefined> {
     if (isOsTool(call.name)) {
-      return transaction(this.sql, (tx) =>
-        actOsTool(tx, this.run, call.name, call.arguments, this.sender),
-      )
+      return transaction(this.sql, async (tx) => {
+        const run = await this.lockRun(tx)
+        return run && actOsTool(tx, run, call.name, call.arguments, this.sender)
+      })
     }
     try {
       return await this.mcp!.call(call.name, call.arguments, this.context.signal)
@@ -612,7 +640,9 @@ class RunExecution {
 
   /** Records the answer of a journaled call and says so in the run's events. */
   private async answer(step: number, outcome: ToolOutcome): Promise<Step> {
-    await transaction(this.sql, async (tx) => {
+    const mine = await transaction(this.sql, async (tx) => {
+      // The engine that holds the run now answers this call itself (as interrupted, on resuming).
+      if (!(await this.lockRun(tx))) return false
       await tx`update run_journal set state = 'done', response = ${tx.json(outcome as never)}, finished_at = now()
                 where run_id = ${this.run.id} and step = ${step}`
       const entry = this.journal.find((e) => e.step === step)
@@ -623,15 +653,20 @@ class RunExecution {
       onCommit(tx, () => {
         if (entry) Object.assign(entry, { state: 'done', response: stored(outcome) })
       })
+      return true
     })
-    return 'continue'
+    return mine ? 'continue' : 'stop'
   }
 
   /** Journals a call that acted on nothing outside (or was refused) together with its answer. */
   private async answerNew(call: ToolCall, outcome: ToolOutcome): Promise<Step> {
     const step = this.nextStep()
-    await transaction(this.sql, (tx) => this.insertDone(tx, step, call, outcome))
-    return 'continue'
+    const mine = await transaction(this.sql, async (tx) => {
+      if (!(await this.lockRun(tx))) return false
+      await this.insertDone(tx, step, call, outcome)
+      return true
+    })
+    return mine ? 'continue' : 'stop'
   }
 
   private async insertDone(

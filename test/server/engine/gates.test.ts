@@ -217,6 +217,38 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     await s.wait(run.id, ['succeeded'])
   })
 
+  it('writes and calls nothing more for a run whose lease another engine took without its hearing', async () => {
+    const s = await setup()
+    const [first, second] = [`first-${randomUUID()}`, `second-${randomUUID()}`]
+    model.script(s.key, {
+      toolCalls: [
+        { name: 'vcs.echo', arguments: { text: first } },
+        { name: 'vcs.echo', arguments: { text: second } },
+      ],
+    })
+    mcp.delay('echo', 1000)
+    try {
+      const run = await s.start()
+      const echoed = (text: string) => mcp.callsOf('echo').filter((c) => c.arguments.text === text)
+      await eventually(() => echoed(first).length === 1, 10_000, 'the first call to be made')
+      // As if this engine had stalled past its lease and another had taken the run over: no
+      // notification reaches this one, which finds out at its next write.
+      await t.sql`
+        update runs set lease_owner = 'another-engine', lease_expires_at = now() + interval '1 hour'
+         where id = ${run.id}`
+      await new Promise((r) => setTimeout(r, 2000)) // the first call has answered by now
+      expect(echoed(second)).toEqual([])
+      const journal = await t.sql<{ state: string }[]>`
+        select state from run_journal where run_id = ${run.id} and kind = 'tool'`
+      expect(journal).toEqual([{ state: 'started' }]) // left for the new holder to settle
+      const events = (await t.call('GET', `/v1/runs/${run.id}`, s.as)).body.events
+      expect(events.map((e: { type: string }) => e.type)).not.toContain('tool.called')
+      await t.call('POST', `/v1/runs/${run.id}/cancel`, s.as)
+    } finally {
+      mcp.delay('echo', 0)
+    }
+  })
+
   it('approves by replay when the first webhook was refused for a reason that has passed', async () => {
     const s = await setup()
     const repo = `acme/${randomUUID().slice(0, 6)}`
