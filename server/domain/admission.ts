@@ -283,7 +283,17 @@ export async function renewLeases(
   return new Set(rows.map((r) => r.id))
 }
 
-/** Takes over running runs whose lease lapsed (their worker died), and says so in their events. */
+/**
+ * How many times a run may be taken over from a worker that died with it before it is failed instead:
+ * a run that kills its worker (or whose executor fails) each time must end, not hold its slot forever.
+ * A run handed over by an engine that stopped in good order does not count.
+ */
+export const maxTakeovers = 5
+
+/**
+ * Takes over running runs whose lease lapsed (their worker died), and says so in their events; a run
+ * taken over maxTakeovers times is failed instead.
+ */
 export async function takeOverLapsed(
   db: Db,
   engineId: string,
@@ -295,6 +305,7 @@ export async function takeOverLapsed(
     select 1 from runs where status = 'running' and lease_expires_at < now() limit 1`
   if (!any) return []
   return transaction(db, async (tx) => {
+    // A lease released by a stopping engine has no owner left: that handover is not a death.
     const taken = await tx<(RunRow & { previousOwner: string | null })[]>`
       with lapsed as (
         select id, lease_owner from runs
@@ -303,7 +314,8 @@ export async function takeOverLapsed(
          for no key update skip locked)
       update runs r
          set lease_owner = ${engineId}, lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
-             attempts = attempts + 1, updated_at = now()
+             attempts = attempts + case when lapsed.lease_owner is null then 0 else 1 end,
+             updated_at = now()
         from lapsed
        where r.id = lapsed.id
       returning r.*, lapsed.lease_owner as previous_owner`
@@ -312,7 +324,19 @@ export async function takeOverLapsed(
       taken.map((run) => ({
         run,
         type: 'run.lease_taken_over',
-        payload: { previousOwner: run.previousOwner, engine: engineId },
+        payload: { previousOwner: run.previousOwner, engine: engineId, takeovers: run.attempts },
+      })),
+    )
+    const given = taken.map(({ previousOwner, ...run }) => run)
+    const failing = given.filter((run) => run.attempts >= maxTakeovers)
+    await finishAll(
+      tx,
+      'failed',
+      failing.map((run) => ({
+        run,
+        fields: {
+          reason: `The engine working on this run stopped without finishing it ${run.attempts} times; it is not tried again.`,
+        },
       })),
     )
     // The engine that lost a lease may still be at work on the run: it stops when it hears.
@@ -321,6 +345,6 @@ export async function takeOverLapsed(
       engineChannel,
       taken.map((run) => run.id),
     )
-    return taken.map(({ previousOwner, ...run }) => run)
+    return given.filter((run) => run.attempts < maxTakeovers)
   })
 }

@@ -196,8 +196,9 @@ export class RunLoop {
     clearTimeout(grace)
     while (this.passing) await new Promise((r) => setTimeout(r, 10))
     if (ids.length) {
+      // Released with no owner: the engine that takes them over does not count this as a death.
       await this.options.sql`
-        update runs set lease_expires_at = now()
+        update runs set lease_expires_at = now(), lease_owner = null
          where id = any(${this.options.sql.array(ids)}::uuid[]) and lease_owner = ${this.options.engineId}
            and status = 'running'`.catch(() => undefined)
     }

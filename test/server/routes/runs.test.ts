@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { admitPending, dispatchQueued } from '../../../server/domain/admission.js'
+import {
+  admitPending,
+  dispatchQueued,
+  maxTakeovers,
+  takeOverLapsed,
+} from '../../../server/domain/admission.js'
 import { completeDeterministic } from '../../../server/engine/executor.js'
 import { transaction, type Db } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
@@ -728,6 +733,55 @@ describe('moving runs (DESIGN 5: one function checks and writes every status cha
     await expect(
       t.sql`update enterprises set running_count = -1 where id = ${t.acme.id}`,
     ).rejects.toThrow(/running_count_not_negative/)
+  })
+})
+
+describe('takeovers (DESIGN 5: a run whose worker died is taken over)', () => {
+  /** A running llm run of a fresh enterprise whose worker is gone: its lease lapsed a moment ago. */
+  async function lapsedRun(owner: string | null, takeovers: number) {
+    const e = await t.createEnterprise(`Lapsed ${randomUUID().slice(0, 6)}`)
+    const task = await t.call('POST', '/v1/tasks', {
+      token: e.token,
+      body: { name: `Llm ${randomUUID().slice(0, 6)}`, assigneeRole: 'ceo', overlapPolicy: 'os' },
+    })
+    const run = (await start(task.body.id, {}, e.token)).body
+    await dispatchQueued(t.sql, 'dead-engine', completeDeterministic)
+    await t.sql`
+      update runs set lease_owner = ${owner}, lease_expires_at = now() - interval '1 second',
+                      attempts = ${takeovers}
+       where id = ${run.id}`
+    return { e, run }
+  }
+
+  it('takes a lapsed run over, saying whose it was, and counts a death', async () => {
+    const { e, run } = await lapsedRun('dead-engine', 0)
+    const taken = await takeOverLapsed(t.sql, 'new-engine')
+    expect(taken.map((r) => r.id)).toContain(run.id)
+    const detail = (await t.call('GET', `/v1/runs/${run.id}`, { token: e.token })).body
+    expect(detail.run.status).toBe('running')
+    expect(detail.events.at(-1)).toMatchObject({
+      type: 'run.lease_taken_over',
+      payload: { previousOwner: 'dead-engine', engine: 'new-engine', takeovers: 1 },
+    })
+    await t.call('POST', `/v1/runs/${run.id}/cancel`, { token: e.token })
+  })
+
+  it('does not count a run handed over by an engine that stopped in good order', async () => {
+    const { e, run } = await lapsedRun(null, maxTakeovers - 1)
+    expect((await takeOverLapsed(t.sql, 'new-engine')).map((r) => r.id)).toContain(run.id)
+    expect((await loadRun(t.sql, e.id, run.id)).attempts).toBe(maxTakeovers - 1)
+    await t.call('POST', `/v1/runs/${run.id}/cancel`, { token: e.token })
+  })
+
+  it(`fails a run whose worker died with it ${maxTakeovers} times, instead of trying again`, async () => {
+    const { e, run } = await lapsedRun('dead-engine', maxTakeovers - 1)
+    expect((await takeOverLapsed(t.sql, 'new-engine')).map((r) => r.id)).not.toContain(run.id)
+    const detail = (await t.call('GET', `/v1/runs/${run.id}`, { token: e.token })).body
+    expect(detail.run.status).toBe('failed')
+    expect(detail.run.reason).toMatch(/stopped without finishing it 5 times/)
+    const [limits] = await t.sql<{ runningCount: number }[]>`
+      select running_count from enterprises where id = ${e.id}`
+    expect(limits!.runningCount).toBe(0)
   })
 })
 
