@@ -11,6 +11,7 @@ import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { parseImageDataUrl } from './images.js'
 import { setupOrganisation } from './roles.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from './secrets.js'
+import { wakeEngines } from './engine-wake.js'
 
 /** A cleaned slug, or 400 invalid_slug when nothing is left or it is too long (spec: Limits). */
 export function validSlug(raw: string, what = 'slug'): string {
@@ -193,6 +194,7 @@ export async function updateSettings(
            pg_notify(${settingsChangedChannel}, id::text) as notified
       from changed`
   if (!row) throw new ApiError('enterprise_not_found')
+  if (patch.concurrentRunLimit !== undefined) wakeEngines(db)
   const { concurrentRunLimit, chatModelTier, chatMemoryDepth, metrics } = row
   return { concurrentRunLimit, chatModelTier, chatMemoryDepth, metrics }
 }

@@ -13,6 +13,7 @@ import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
 import { loadTask } from './tasks.js'
 import { joinTeam, requireTeam } from './teams.js'
+import { wakeEngines } from './engine-wake.js'
 
 // Roles (spec: Endpoints Roles): team-scoped (teamId) or enterprise-wide (no team). A task names a role
 // by slug; its runs go to the role's holders (DESIGN 5).
@@ -170,6 +171,7 @@ export async function holdRole(
     insert into role_members (enterprise_id, role_id, member_id)
     values (${enterpriseId}, ${role.id}, ${memberId})
     on conflict do nothing`
+  wakeEngines(tx) // runs waiting for a free holder of the role may go
 }
 
 export async function revokeRole(

@@ -17,6 +17,7 @@ import {
   type Fragment,
   type Sql,
 } from '../db/sql.js'
+import { engineChannel } from './engine-wake.js'
 import { closeGatesOf } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
@@ -29,11 +30,7 @@ import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 /** NOTIFY channel of run events; the payload is the run id. Wakes long-polling readers. */
 export const runChannel = 'osd_run'
 
-/**
- * NOTIFY channel of what gives an engine work (a run made, moved or taken over); the payload is the run
- * id. Apart from runChannel so that a run's progress events (each model and tool call) wake no engine.
- */
-export const engineChannel = 'osd_engine'
+export { engineChannel }
 
 export interface RunRow {
   id: string

@@ -9,6 +9,7 @@ import type {
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
+import { wakeEngines } from './engine-wake.js'
 import { holdRole, requireRole } from './roles.js'
 
 // Teams (spec: Endpoints Teams): a charter, a lead, a concurrent-run limit, and members.
@@ -117,6 +118,7 @@ export async function updateTeam(
      where enterprise_id = ${enterpriseId} and id = ${id}
      returning id`
   if (!row) throw teamNotFound(id)
+  if (patch.concurrentRunLimit !== undefined) wakeEngines(db)
   return getTeam(db, enterpriseId, id)
 }
 

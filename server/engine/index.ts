@@ -27,6 +27,8 @@ export interface EngineOptions {
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
   /** Executors to use instead of the agent loop for kind llm (none in production). */
   executors?: Partial<Record<'llm' | 'deterministic', Executor>>
+  /** How often the engine looks for work unasked (RunLoop's default unless given). */
+  sweepMs?: number
 }
 
 /** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
@@ -39,7 +41,14 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     llm: new AgentExecutor({ sql, sealer, providers, log, oauth: config.providerBOAuth }),
     ...options.executors,
   }
-  const runs = new RunLoop({ sql, log, engineId: id, executors, leaseSeconds: config.leaseSeconds })
+  const runs = new RunLoop({
+    sql,
+    log,
+    engineId: id,
+    executors,
+    leaseSeconds: config.leaseSeconds,
+    sweepMs: options.sweepMs,
+  })
   const scheduler = new Scheduler(sql, log)
   await runs.start()
   await scheduler.start()

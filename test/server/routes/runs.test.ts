@@ -977,6 +977,80 @@ describe('with an engine', () => {
   })
 })
 
+describe('what lets waiting runs go wakes the engines at once (not the sweep)', () => {
+  let engine: Engine
+  let e: Awaited<ReturnType<TestApp['createEnterprise']>>
+  let team: { id: string }
+  let long: { id: string }
+  beforeAll(async () => {
+    // An engine that would not look again by itself for a minute.
+    engine = await startTestEngine(t, { sweepMs: 60_000 })
+    e = await t.createEnterprise(`Wake ${randomUUID().slice(0, 6)}`)
+    team = (
+      await t.call('POST', '/v1/teams', {
+        token: e.token,
+        body: { name: 'Busy', concurrentRunLimit: 1 },
+      })
+    ).body
+    // The team's one slot, and its ceo, taken by a run another engine holds.
+    const llm = await t.call('POST', '/v1/tasks', {
+      token: e.token,
+      body: { name: 'Long', teamId: team.id, assigneeRole: 'ceo', overlapPolicy: 'os' },
+    })
+    long = (await start(llm.body.id, {}, e.token)).body
+    await t.sql`
+      update runs set status = 'running', lease_owner = 'elsewhere', lease_expires_at = now() + interval '1 hour',
+                      started_at = now()
+       where id = ${long.id}`
+    await t.sql`update teams set running_count = 1 where id = ${team.id}`
+    await t.sql`update enterprises set running_count = running_count + 1 where id = ${e.id}`
+  })
+  afterAll(async () => {
+    await t.call('POST', `/v1/runs/${long.id}/cancel`, { token: e.token })
+    await engine?.stop()
+  })
+
+  it('dispatches a queued run as soon as its team limit is raised', async () => {
+    const task = await deterministicTask(t, { teamId: team.id }, e.token)
+    const run = (await start(task.id, {}, e.token)).body
+    await new Promise((r) => setTimeout(r, 300))
+    expect((await loadRun(t.sql, e.id, run.id)).status).toBe('queued')
+    await t.call('PATCH', `/v1/teams/${team.id}`, {
+      token: e.token,
+      body: { concurrentRunLimit: 2 },
+    })
+    await waitForRun(t, run.id, ['succeeded'], 5000, e.token)
+    await t.call('PATCH', `/v1/teams/${team.id}`, {
+      token: e.token,
+      body: { concurrentRunLimit: 1 },
+    })
+  })
+
+  it('admits a waiting run as soon as a member is given the role it waits for', async () => {
+    const busyTask = await deterministicTask(t, { overlapPolicy: 'skip' }, e.token)
+    const busy = (await start(busyTask.id, {}, e.token)).body // queued with the lone ceo
+    const waitingTask = await deterministicTask(t, { overlapPolicy: 'skip' }, e.token)
+    const waiting = await enqueueRun(t.sql, e.id, waitingTask.id, {}, { origin: 'schedule' })
+    await new Promise((r) => setTimeout(r, 300))
+    expect((await loadRun(t.sql, e.id, waiting.id)).status).toBe('pending')
+    const member = (
+      await t.call('POST', '/v1/members', { token: e.token, body: { name: 'Second' } })
+    ).body
+    const roles = (await t.call('GET', '/v1/roles', { token: e.token })).body as {
+      id: string
+      slug: string
+    }[]
+    const ceo = roles.find((r) => r.slug === 'ceo')!
+    await t.call('POST', `/v1/roles/${ceo.id}/members`, {
+      token: e.token,
+      body: { memberId: member.id },
+    })
+    const done = await waitForRun(t, waiting.id, ['succeeded'], 5000, e.token)
+    expect(done.run.memberId).toBe(member.id)
+    await t.call('POST', `/v1/runs/${busy.id}/cancel`, { token: e.token })
+  })
+})
+
 describe('Blockers', () => {
   it('lists failed runs (paged), blocked, paused and task problems; clears the failed section', async () => {
     const fresh = await t.createEnterprise(`Blockers ${randomUUID().slice(0, 6)}`)
