@@ -285,6 +285,25 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
     ])
   })
 
+  it('lets exactly one of 50 parallel API starts in, each in its own transaction as two daemons make them', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os' })
+    // Through the domain, each start a transaction of its own: only the lane's lock keeps them apart
+    // (the HTTP test above may decide them together in one transaction).
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        transaction(t.sql, (tx) => apiStart(tx, t.acme.id, task.id, { i })),
+      ),
+    )
+    expect(answers.filter((a) => !a.refusal)).toHaveLength(1)
+    expect(answers.filter((a) => a.refusal?.code === 'overlap')).toHaveLength(49)
+    const runs =
+      await t.sql`select status, count(*)::int as n from runs where task_id = ${task.id} group by status order by status`
+    expect(runs).toEqual([
+      { status: 'queued', n: 1 },
+      { status: 'skipped_overlap', n: 49 },
+    ])
+  })
+
   it('queues exactly one of 50 parallel webhook starts of one lane, each in its own transaction; the rest wait', async () => {
     const task = await deterministicTask(t, { overlapPolicy: 'os' })
     // Each in a transaction of its own, as two daemons' starts are: only the locks keep them apart.
