@@ -453,6 +453,39 @@ describe('runs that cannot move keep no other run waiting (one engine serves eve
   })
 })
 
+describe('limits hold however many dispatches race (DESIGN 5)', () => {
+  it('never runs more than a team limit of 2, with 10 dispatches each claiming a run at once', async () => {
+    const e = await t.createEnterprise(`Race ${randomUUID().slice(0, 6)}`)
+    const as = { token: e.token }
+    const team = (
+      await t.call('POST', '/v1/teams', { ...as, body: { name: 'Two', concurrentRunLimit: 2 } })
+    ).body
+    const llm = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: 'Stays running',
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        serializeOn: ['i'],
+      },
+    })
+    const runs = []
+    for (let i = 0; i < 10; i++) runs.push((await start(llm.body.id, { i }, e.token)).body)
+    // Each in a transaction of its own, as ten engines' would be: only the team row's lock decides.
+    await Promise.all(
+      runs.map(() => dispatchQueued(t.sql, 'racer', completeDeterministic, { limit: 1 })),
+    )
+    const [running] = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where team_id = ${team.id} and status = 'running'`
+    expect(running!.n).toBe(2)
+    const [counted] = await t.sql<{ runningCount: number }[]>`
+      select running_count from teams where id = ${team.id}`
+    expect(counted!.runningCount).toBe(2)
+    for (const run of runs) await t.call('POST', `/v1/runs/${run.id}/cancel`, as)
+  })
+})
+
 describe('the later rounds of an engine step never wait for a lock (no deadlock with another step)', () => {
   /** Holds `lock` in a transaction of its own until release() is called. */
   async function holding(lock: (tx: Db) => Promise<unknown>) {
