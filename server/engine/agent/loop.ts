@@ -238,6 +238,24 @@ class RunExecution {
     return row
   }
 
+  /**
+   * Moves a model call's journal step out of `started`, once: the worker that made the call (answered,
+   * failed or aborted) and a worker resuming the run after it may both try, and only the one that moves
+   * it releases the call's spend reservation. Answers whether this one did.
+   */
+  private async endModelStep(
+    tx: Db,
+    step: number,
+    to: { state: 'done' | 'failed'; response: Record<string, unknown>; costUsdMicros?: number },
+  ): Promise<boolean> {
+    const [ended] = await tx`
+      update run_journal set state = ${to.state}, response = ${tx.json(to.response as never)},
+                             cost_usd_micros = ${to.costUsdMicros ?? 0}, finished_at = now()
+       where run_id = ${this.run.id} and step = ${step} and state = 'started'
+      returning step`
+    return Boolean(ended)
+  }
+
   // --- what a crash left behind --------------------------------------------------------------------
 
   /**
@@ -246,13 +264,18 @@ class RunExecution {
    * acted: it is answered to the model as of unknown outcome, never made again.
    */
   private async settleInterrupted(): Promise<void> {
+    let answeredMeanwhile = false
     for (const entry of this.journal.filter((e) => e.state === 'started')) {
       if (entry.kind === 'model') {
         await transaction(this.sql, async (tx) => {
-          if (entry.spendDay)
+          const ended = await this.endModelStep(tx, entry.step, {
+            state: 'failed',
+            response: { interrupted: true },
+          })
+          // Not ended here: the worker that made the call settled it since (its answer came after all).
+          if (!ended) answeredMeanwhile = true
+          else if (entry.spendDay)
             await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
-          await tx`update run_journal set state = 'failed', response = ${tx.json({ interrupted: true })}, finished_at = now()
-                    where run_id = ${this.run.id} and step = ${entry.step}`
         })
         entry.state = 'failed'
       } else if (!entry.request.gateId || entry.request.executing) {
@@ -263,6 +286,8 @@ class RunExecution {
         })
       }
     }
+    // A call answered after all is the run's: the journal is read again to go on from it.
+    if (answeredMeanwhile) this.journal = await loadJournal(this.sql, this.run.id)
   }
 
   // --- model calls ---------------------------------------------------------------------------------
@@ -348,12 +373,15 @@ class RunExecution {
         err instanceof ProviderError
           ? err
           : new ProviderError('bad_request', (err as Error).message)
-      if (failure.kind === 'aborted') return 'stop' // cancelled or stopping: the journal entry is settled on resume
+      // Cancelled or stopping (aborted), or refused: the step ends failed here, its reservation
+      // released, whether or not the run is ever resumed (a resumed run makes the call again).
+      const response =
+        failure.kind === 'aborted' ? { interrupted: true } : { error: failure.message }
       await transaction(this.sql, async (tx) => {
-        await settle(tx, run, reserved, worst, 0, false)
-        await tx`update run_journal set state = 'failed', response = ${tx.json({ error: failure.message })}, finished_at = now()
-                  where run_id = ${run.id} and step = ${step}`
+        if (await this.endModelStep(tx, step, { state: 'failed', response }))
+          await settle(tx, run, reserved, worst, 0, false)
       })
+      if (failure.kind === 'aborted') return 'stop'
       this.journal.push({
         step,
         kind: 'model',
@@ -377,14 +405,20 @@ class RunExecution {
       usage: reply.usage,
       model: reply.model,
     }
-    const spent = await transaction(this.sql, async (tx) => {
-      // The call was made and is paid for whoever holds the run now: recorded in any case, under the
-      // run's lock like every event of it.
-      await tx`select 1 from runs where id = ${run.id} for no key update`
-      await settle(tx, run, reserved, worst, cost, firstCall)
-      await tx`update run_journal set state = 'done', response = ${tx.json(response as never)}, cost_usd_micros = ${cost},
-                                      finished_at = now()
-                where run_id = ${run.id} and step = ${step}`
+    const recorded = await transaction(this.sql, async (tx) => {
+      // The call was made and is paid for whoever holds the run now: its cost is recorded in any
+      // case, under the run's lock like every event of it. If another engine holds the run (this one
+      // stalled past its lease), that one has settled the step as interrupted and released its
+      // reservation: the answer is not this run's to act on, and the reservation is not released twice.
+      const mine = Boolean(await this.lockRun(tx))
+      const ended = await this.endModelStep(tx, step, {
+        state: 'done',
+        response,
+        costUsdMicros: cost,
+      })
+      if (!ended)
+        await tx`update run_journal set cost_usd_micros = ${cost} where run_id = ${run.id} and step = ${step}`
+      await settle(tx, run, reserved, ended ? worst : 0, cost, firstCall)
       const [updated] = await tx<{ costUsdMicros: number }[]>`
         update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}
         returning cost_usd_micros`
@@ -402,12 +436,14 @@ class RunExecution {
         outputTokens: reply.usage.output,
         costUsdCents: cost / 10_000,
         toolCalls: reply.toolCalls.map((c) => c.name),
+        ...(mine ? {} : { afterTakeover: true }),
       })
-      return updated!.costUsdMicros
+      return { spent: updated!.costUsdMicros, mine }
     })
+    if (!recorded.mine) return 'stop'
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
     // before this call's cost: it takes the total the update answered.
-    this.run.costUsdMicros = spent
+    this.run.costUsdMicros = recorded.spent
     this.journal.push({
       step,
       kind: 'model',

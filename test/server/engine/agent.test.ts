@@ -480,14 +480,57 @@ describe('durable execution (DESIGN 5)', () => {
     expect(plans).toHaveLength(1) // the tool acted once
   })
 
-  it('aborts the in-flight call when its run is cancelled', async () => {
-    const { key, task, start, wait, as } = await tenant()
+  it('keeps a call answered after its worker lost the run: paid once, and the run goes on from it', async () => {
+    const { e, key, task, start, wait } = await tenant()
+    fake.script(key, { ...finish('succeeded', 'late but fine'), delayMs: 1500 })
+    const run = await start((await task()).id)
+    await eventually(() => fake.callsWith(key).length === 1, 10_000)
+    // Another engine takes the run while the call is out (this one stalled past its lease, say).
+    await t.sql`
+      update runs set lease_owner = 'another-engine', lease_expires_at = now() + interval '1 hour'
+       where id = ${run.id}`
+    await eventually(
+      async () =>
+        (await t.sql`select 1 from run_journal where run_id = ${run.id} and state = 'done'`)
+          .length === 1,
+      5000,
+      'the late answer to be kept',
+    )
+    expect((await t.call('GET', `/v1/runs/${run.id}`, { token: e.token })).body.run.status).toBe(
+      'running',
+    ) // the worker that lost it did not act on it
+    // That other engine dies in turn: the run is taken over here and goes on from the kept answer.
+    await t.sql`update runs set lease_expires_at = now() - interval '1 second' where id = ${run.id}`
+    engine.runs.wake()
+    const done = await wait(run.id, ['succeeded'])
+    expect(done.run.result).toMatchObject({ summary: 'late but fine' })
+    expect(fake.callsWith(key)).toHaveLength(1)
+    const [spend] = await t.sql<{ reserved: number; spent: number }[]>`
+      select sum(reserved_usd_micros)::int as reserved, sum(spent_usd_micros)::int as spent
+        from spend_days where enterprise_id = ${e.id} and layer = 'enterprise'`
+    expect(spend!.reserved).toBe(0)
+    expect(spend!.spent).toBe(done.run.costUsdCents * 10_000)
+  })
+
+  it('aborts the in-flight call when its run is cancelled, and releases what the call had reserved', async () => {
+    const { e, key, task, start, wait, as } = await tenant()
     fake.script(key, { ...finish(), delayMs: 10_000 })
     const run = await start((await task()).id)
     await eventually(() => fake.callsWith(key).length === 1, 10_000)
+    const reserved = async () =>
+      (
+        await t.sql<{ n: number }[]>`
+          select coalesce(sum(reserved_usd_micros), 0)::int as n from spend_days where enterprise_id = ${e.id}`
+      )[0]!.n
+    expect(await reserved()).toBeGreaterThan(0) // the call's worst case, held against the caps
     await t.call('POST', `/v1/runs/${run.id}/cancel`, as)
     await eventually(() => fake.callsWith(key)[0]!.aborted, 3000, 'the model call to be aborted')
     expect((await wait(run.id, ['cancelled'])).run.status).toBe('cancelled')
+    // A cancelled run is never resumed: its call's reservation is released now, not never.
+    await eventually(async () => (await reserved()) === 0, 3000, 'the reservation to be released')
+    const [step] = await t.sql<{ state: string }[]>`
+      select state from run_journal where run_id = ${run.id} and kind = 'model'`
+    expect(step!.state).toBe('failed')
   })
 })
 
