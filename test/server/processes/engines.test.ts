@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { decideGate } from '../../../server/domain/gates.js'
 import { bindKey } from '../../../server/domain/llm.js'
-import { enqueueRun } from '../../../server/domain/runs.js'
+import { cancelRun, enqueueRun, startRunsIn } from '../../../server/domain/runs.js'
+import { transaction } from '../../../server/db/sql.js'
 import { apiStart } from '../../helpers/runs.js'
 import { setCap } from '../../../server/domain/spend.js'
 import { createTask } from '../../../server/domain/tasks.js'
@@ -132,6 +133,44 @@ describe('a worker that dies', () => {
   }, 90_000)
 })
 
+describe('a worker that stalls past its lease (SIGSTOP) and wakes again (SIGCONT)', () => {
+  it('writes nothing more for the run another engine took over meanwhile', async () => {
+    const { enterprise, key } = await llmEnterprise('Stalled')
+    model.script(key, { ...finish, delayMs: 4000 }, finish)
+    const taskId = await createTask(db.sql, enterprise.id, { name: 'Stalls', assigneeRole: 'ceo' })
+    const stalled = await harness.engine()
+    const { run } = await apiStart(db.sql, enterprise.id, taskId, {})
+    await eventually(() => model.callsWith(key).length === 1, 10_000)
+    stalled.process.kill('SIGSTOP')
+    try {
+      const other = await harness.engine()
+      await until(run.id, 'succeeded', 30_000)
+      const settled = await facts(run.id)
+      stalled.process.kill('SIGCONT')
+      // Awake again, the stalled engine gets its model answer and hears of the takeover.
+      await new Promise((r) => setTimeout(r, 6000))
+      expect(await facts(run.id)).toEqual(settled)
+      expect(settled.events.filter((t) => t === 'run.succeeded')).toHaveLength(1)
+      expect(settled.events).toContain('run.lease_taken_over')
+      expect(await statusOf(run.id)).toBe('succeeded')
+      expect(engineIdOf(other)).toBeDefined()
+    } finally {
+      stalled.process.kill('SIGCONT')
+    }
+  }, 90_000)
+})
+
+/** What a run has left in the database that a stray worker could change. */
+async function facts(runId: string) {
+  const events = await db.sql<{ type: string }[]>`
+    select type from run_events where run_id = ${runId} and type <> 'model.called' order by seq`
+  const journal = await db.sql<{ step: number; state: string }[]>`
+    select step, state from run_journal where run_id = ${runId} order by step`
+  const [run] = await db.sql<{ status: string; result: unknown }[]>`
+    select status, result from runs where id = ${runId}`
+  return { events: events.map((e) => e.type), journal, run }
+}
+
 describe('kill -9 of an engine with runs in every state', () => {
   it('loses no run and finishes none twice; each reaches an end or keeps waiting where it should', async () => {
     const { enterprise, key } = await llmEnterprise('Crash')
@@ -217,6 +256,14 @@ describe('kill -9 of an engine with runs in every state', () => {
     const paused = (await apiStart(db.sql, enterprise.id, capped, {})).run
     const blocked = (await apiStart(db.sql, blockedEnterprise.id, keyless, {})).run
     const head = (await apiStart(db.sql, enterprise.id, chain, {})).run
+    const cancelled = await enqueueRun(
+      db.sql,
+      enterprise.id,
+      later,
+      { n: 'c' },
+      { origin: 'webhook' },
+    )
+    await cancelRun(db.sql, enterprise.id, cancelled.id)
     await Promise.all([
       until(gated.id, 'waiting_on_gate'),
       until(paused.id, 'paused_spend'),
@@ -273,7 +320,86 @@ describe('kill -9 of an engine with runs in every state', () => {
     const [journal] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from run_journal where run_id = ${gated.id} and kind = 'model' and state = 'done'`
     expect(journal!.n).toBe(2)
+    expect(await statusOf(cancelled.id)).toBe('cancelled')
+    // The counts the limits are read from came back to nothing running, and no reservation is held.
+    const counts = await db.sql<{ n: number }[]>`
+      select running_count as n from enterprises where id = ${enterprise.id}
+      union all select running_count from teams where id = ${team.id}`
+    expect(counts.map((c) => c.n)).toEqual([0, 0])
+    const [reserved] = await db.sql<{ n: number }[]>`
+      select coalesce(sum(reserved_usd_micros), 0)::int as n from spend_days where enterprise_id = ${enterprise.id}`
+    expect(reserved!.n).toBe(0)
     expect(recovered.logs.some((l) => l.msg === 'engine started')).toBe(true)
     model.onRequest(() => undefined)
   }, 150_000)
+})
+
+describe('kill -9 of an engine in the middle of a burst of pipeline steps', () => {
+  it('loses no step and runs none twice: every pipeline ends whole', async () => {
+    const enterprise = await harness.enterprise(`Burst ${randomUUID().slice(0, 6)}`)
+    await db.sql`update enterprises set concurrent_run_limit = 10000 where id = ${enterprise.id}`
+    const steps = ['burst-a', 'burst-b', 'burst-c', 'burst-d']
+    for (const [i, slug] of steps.entries()) {
+      await createTask(db.sql, enterprise.id, {
+        name: slug,
+        slug,
+        kind: 'deterministic',
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        serializeOn: ['n'],
+        ...(steps[i + 1] ? { successors: [{ slug: steps[i + 1]! }] } : {}),
+      })
+    }
+    const [first] = await db.sql<{ id: string }[]>`
+      select id from tasks where enterprise_id = ${enterprise.id} and slug = 'burst-a'`
+    const pipelines = 150
+    const engine = await harness.engine()
+    const heads = await transaction(db.sql, (tx) =>
+      startRunsIn(
+        tx,
+        Array.from({ length: pipelines }, (_, n) => ({
+          enterpriseId: enterprise.id,
+          task: { id: first!.id },
+          input: { n },
+          origin: 'api' as const,
+        })),
+      ),
+    )
+    // Killed as soon as it has begun to work through them.
+    await eventually(
+      async () =>
+        (
+          await db.sql`select 1 from runs where enterprise_id = ${enterprise.id} and status = 'succeeded' limit 1`
+        ).length > 0,
+      10_000,
+    )
+    await engine.kill()
+    const [atKill] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where enterprise_id = ${enterprise.id} and status = 'succeeded'`
+    await harness.engine()
+    await eventually(
+      async () => {
+        const [row] = await db.sql<{ n: number }[]>`
+          select count(*)::int as n from runs where enterprise_id = ${enterprise.id} and status = 'succeeded'`
+        return row!.n === pipelines * steps.length
+      },
+      60_000,
+      'every step of every pipeline to succeed',
+    )
+    expect(atKill!.n).toBeLessThan(pipelines * steps.length) // the kill did land mid-burst
+    const shapes = await db.sql<{ executionId: string; slugs: string[] }[]>`
+      select execution_id, array_agg(task_slug order by created_at) as slugs
+        from runs where enterprise_id = ${enterprise.id} group by execution_id`
+    expect(shapes).toHaveLength(pipelines)
+    for (const shape of shapes) expect(shape.slugs).toEqual(steps)
+    expect(new Set(heads.map((h) => (h as { run: { id: string } }).run.id)).size).toBe(pipelines)
+    const twice = await db.sql`
+      select run_id from run_events e join runs r on r.id = e.run_id
+       where r.enterprise_id = ${enterprise.id} and e.type in ('run.succeeded', 'run.failed', 'run.cancelled')
+       group by run_id having count(*) > 1`
+    expect(twice).toEqual([])
+    const [counts] = await db.sql<{ n: number }[]>`
+      select running_count as n from enterprises where id = ${enterprise.id}`
+    expect(counts!.n).toBe(0)
+  }, 120_000)
 })
