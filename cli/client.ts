@@ -1,6 +1,6 @@
 import { request, type Dispatcher } from 'undici'
 import type { Paged } from '../shared/schemas/common.js'
-import { ApiRequestError, CliError, noTokenError } from './errors.js'
+import { ApiRequestError, CliError, UnreachableError, noTokenError } from './errors.js'
 
 export type Query = Record<string, string | number | boolean | undefined>
 
@@ -62,7 +62,7 @@ export class ApiClient {
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
       const reason = (err as { code?: string }).code ?? (err as Error).message
-      throw new CliError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
+      throw new UnreachableError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
     }
   }
 

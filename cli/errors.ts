@@ -11,6 +11,9 @@ export class CliError extends Error {
   }
 }
 
+/** The daemon could not be reached at all (refused, reset, timed out): nothing was answered. */
+export class UnreachableError extends CliError {}
+
 export class UsageError extends CliError {
   constructor(message: string) {
     super(message, exitCodes.usage)

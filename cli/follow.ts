@@ -1,7 +1,7 @@
 import { finishedStatuses } from '../shared/values.js'
 import type { Run, RunDetail, RunEvent, RunStatus } from '../shared/schemas/runs.js'
 import type { ApiClient } from './client.js'
-import { exitCodes } from './errors.js'
+import { ApiRequestError, UnreachableError, exitCodes } from './errors.js'
 
 /** How long one read holds for a new event (the daemon allows up to 30 s; DESIGN 5). */
 export const longPollSeconds = 25
@@ -26,7 +26,12 @@ export interface FollowOptions {
   onEvent?: (event: RunEvent) => void
   /** The run as each read answers it (its current status). */
   onRun?: (run: Run) => void
+  /** A read failed for a reason that passes (osd restarting, say); the next one is in `delayMs`. */
+  onRetry?: (err: Error, delayMs: number) => void
+  /** How long osd may stay out of reach, with no timeout given, before the follow gives up. */
+  maxOutageSeconds?: number
   now?: () => number
+  sleep?: (ms: number) => Promise<void>
 }
 
 export interface FollowResult {
@@ -36,11 +41,22 @@ export interface FollowResult {
   ended: boolean
 }
 
+/** A read that may answer if asked again: osd out of reach, or a proxy's 502/503/504 (osd restarting). */
+export function isPassing(err: unknown): err is Error {
+  return (
+    err instanceof UnreachableError ||
+    (err instanceof ApiRequestError && [502, 503, 504].includes(err.status))
+  )
+}
+
 /**
  * Follows a run until it ends or the timeout runs out, with the daemon's long-poll
  * (`GET /v1/runs/{id}?afterEventId=<last seen>&waitSeconds=N`, DESIGN 5): each read is held until an
  * event after the last one seen exists, so nothing sleeps and nothing polls busily. Events read twice
- * (the spec allows a few from the same second to repeat) are passed on once.
+ * (the spec allows a few from the same second to repeat) are passed on once. A read that fails while
+ * osd restarts is made again after a growing pause (0.5 s up to 5 s), from the last event seen, so a
+ * pipeline waiting on a run outlives a deploy; it gives up when the timeout, or with none
+ * `maxOutageSeconds` (120) of osd out of reach, runs out first.
  */
 export async function followRun(
   client: Pick<ApiClient, 'get'>,
@@ -50,19 +66,34 @@ export async function followRun(
   const now = options.now ?? Date.now
   const deadline =
     options.timeoutSeconds === undefined ? Infinity : now() + options.timeoutSeconds * 1000
+  const sleep = options.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)))
+  const maxOutageMs = (options.maxOutageSeconds ?? 120) * 1000
   const seen = new Set<string>()
   let after: string | undefined
   // The first read answers at once (every event so far); so does the read after an end event, since
   // the run's status may have been read a moment before that event was written.
   let hold = false
+  let outageSince: number | undefined
+  let failures = 0
   for (;;) {
     const remainingSeconds = Math.ceil((deadline - now()) / 1000)
     const waitSeconds =
       hold && after ? Math.max(1, Math.min(longPollSeconds, remainingSeconds)) : undefined
-    const detail = await client.get<RunDetail>(`/runs/${runId}`, {
-      afterEventId: after,
-      waitSeconds,
-    })
+    let detail: RunDetail
+    try {
+      detail = await client.get<RunDetail>(`/runs/${runId}`, { afterEventId: after, waitSeconds })
+    } catch (err) {
+      if (!isPassing(err)) throw err
+      outageSince ??= now()
+      const delayMs = Math.min(5000, 500 * 2 ** failures++)
+      const giveUpAt = Math.min(deadline, outageSince + maxOutageMs)
+      if (now() + delayMs >= giveUpAt) throw err
+      options.onRetry?.(err, delayMs)
+      await sleep(delayMs)
+      continue
+    }
+    outageSince = undefined
+    failures = 0
     hold = true
     for (const event of detail.events) {
       after = event.id
@@ -76,7 +107,7 @@ export async function followRun(
     if (now() >= deadline) return { run: detail.run, ended: false }
     // A run without a single event cannot be long-polled (the hold needs an event to read after); it
     // has none only for the instant before its creation event commits.
-    if (!after) await new Promise((resolve) => setTimeout(resolve, 500))
+    if (!after) await sleep(500)
   }
 }
 

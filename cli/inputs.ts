@@ -7,13 +7,19 @@ export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value]
 }
 
-/** A flag value read as JSON when it parses (`1`, `true`, `{"x":1}`), else kept as the string. */
+/**
+ * A flag value read as JSON when it parses (`true`, `null`, `{"x":1}`, `"quoted"`), else kept as the
+ * string. A number only when it reads back as typed: `7` and `-2.5` are numbers, but `1.10` (a version),
+ * `1e3` and `12345678901234567890` (an id JSON would round) stay the strings they were.
+ */
 export function jsonOrString(text: string): unknown {
+  let value: unknown
   try {
-    return JSON.parse(text)
+    value = JSON.parse(text)
   } catch {
     return text
   }
+  return typeof value === 'number' && String(value) !== text.trim() ? text : value
 }
 
 /** `key=value` pairs as one object; a later pair of the same key wins. `flag` names them in errors. */
@@ -35,7 +41,8 @@ export async function readInput(
   deps: Deps,
   opts: { data?: string; file?: string; input?: string[] },
 ): Promise<Record<string, unknown>> {
-  const base = (await readBody(deps, opts)) ?? {}
+  const body = await readBody(deps, opts)
+  const base = body === undefined ? {} : body
   if (typeof base !== 'object' || base === null || Array.isArray(base))
     throw new UsageError('the input must be a JSON object')
   return { ...(base as Record<string, unknown>), ...parseInputs(opts.input ?? []) }

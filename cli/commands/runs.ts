@@ -3,7 +3,7 @@ import { runSorts, runStatuses } from '../../shared/values.js'
 import type { OsToolView, Run, RunDetail, RunStatus } from '../../shared/schemas/runs.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { CliError, UsageError, exitCodes } from '../errors.js'
+import { ApiRequestError, CliError, UsageError, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
 import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
@@ -52,10 +52,10 @@ function showRun(deps: Deps, run: Run): void {
   show(deps.out, run, () => printFields(deps.out, runFields(deps.out, run)))
 }
 
-/** Seconds from --timeout: a number of at least 0. */
+/** Seconds from --timeout: a number of at least 0 (an empty value, as an unset variable gives, is none). */
 function timeoutSeconds(value: string | undefined): number | undefined {
   if (value === undefined) return undefined
-  const n = Number(value)
+  const n = value.trim() === '' ? NaN : Number(value)
   if (!Number.isFinite(n) || n < 0)
     throw new UsageError(`--timeout takes a number of seconds; got "${value}"`)
   return n
@@ -74,6 +74,8 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
       timeoutSeconds: timeout,
       onEvent: (event) => spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY })),
       onRun: (run) => spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`),
+      onRetry: (err, ms) =>
+        spinner.line(`${err.message}; reading again in ${(ms / 1000).toFixed(1)}s`),
     })
   } finally {
     spinner.stop()
@@ -172,10 +174,27 @@ export async function startRun(
   const timeout = timeoutSeconds(opts.timeout)
   const input = await readInput(deps, opts)
   const client = deps.client()
-  const run = await client.post<Run>(`/tasks/${await taskId(client, ref)}/runs`, input)
+  const run = await client
+    .post<Run>(`/tasks/${await taskId(client, ref)}/runs`, input)
+    .catch((err: unknown) => {
+      throw withRecordedRun(err)
+    })
   if (!opts.wait) return showRun(deps, run)
   deps.out.error(`started run ${run.id} of ${run.taskSlug}\n`)
   endWait(deps, await follow(deps, run.id, timeout), timeout)
+}
+
+/** A refused start (overlap, member_busy) is kept as a run: its message names it, for `runs get`. */
+function withRecordedRun(err: unknown): unknown {
+  if (!(err instanceof ApiRequestError)) return err
+  const runId = (err.body as { runId?: unknown } | null)?.runId
+  if (typeof runId !== 'string') return err
+  return new ApiRequestError(
+    err.status,
+    err.code,
+    `${err.message} The refusal is kept as run ${runId}.`,
+    err.body,
+  )
 }
 
 export async function waitRun(deps: Deps, ref: string, opts: { timeout?: string }): Promise<void> {

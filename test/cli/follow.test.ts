@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { Run, RunDetail, RunEvent, RunStatus } from '../../shared/schemas/runs.js'
 import type { Query } from '../../cli/client.js'
+import { ApiRequestError, UnreachableError } from '../../cli/errors.js'
 import { followRun, longPollSeconds, waitExitCode } from '../../cli/follow.js'
 
 const event = (type: string, payload: Record<string, unknown> = {}, id = 'e1'): RunEvent => ({
@@ -89,5 +90,86 @@ describe('followRun', () => {
     })
     expect(result).toMatchObject({ ended: false, run: { status: 'queued' } })
     expect(queries[1]).toEqual({ afterEventId: 'e1', waitSeconds: 1 })
+  })
+})
+
+describe('followRun while osd restarts', () => {
+  /** A client whose reads answer, or throw, in turn; a clock that sleeping moves on. */
+  function flaky(replies: (() => { status: RunStatus; events: RunEvent[] })[]) {
+    let clock = 0
+    const queries: Query[] = []
+    const slept: number[] = []
+    const client = {
+      async get<T>(_path: string, query?: Query): Promise<T> {
+        queries.push(query ?? {})
+        const next = replies.shift()
+        if (!next)
+          throw new UnreachableError('cannot reach osd at http://osd.test/v1: ECONNREFUSED')
+        const { status, events } = next()
+        return { run: { id: 'r1', status } as Run, events } as unknown as T
+      },
+    }
+    const options = {
+      now: () => clock,
+      sleep: async (ms: number) => {
+        slept.push(ms)
+        clock += ms
+      },
+    }
+    return { client, queries, slept, options }
+  }
+  const unreachable = () => {
+    throw new UnreachableError('cannot reach osd at http://osd.test/v1: ECONNREFUSED')
+  }
+  const unavailable = () => {
+    throw new ApiRequestError(503, 'unavailable', 'shutting down', {})
+  }
+
+  it('reads again after osd could not be reached or answered 503, from the last event seen', async () => {
+    const { client, queries, slept, options } = flaky([
+      () => ({ status: 'queued', events: [event('run.queued', {}, 'e1')] }),
+      unreachable,
+      unavailable,
+      unreachable,
+      () => ({ status: 'succeeded', events: [event('run.succeeded', {}, 'e2')] }),
+    ])
+    const retried: string[] = []
+    const result = await followRun(client, 'r1', {
+      ...options,
+      onRetry: (err, ms) => retried.push(`${err.message} ${ms}`),
+    })
+    expect(result).toMatchObject({ ended: true, run: { status: 'succeeded' } })
+    expect(slept).toEqual([500, 1000, 2000])
+    expect(retried[1]).toBe('shutting down 1000')
+    expect(queries.slice(1).map((q) => q.afterEventId)).toEqual(['e1', 'e1', 'e1', 'e1'])
+  })
+
+  it('gives up when osd stays out of reach for maxOutageSeconds, or past the timeout', async () => {
+    const away = flaky([() => ({ status: 'running', events: [event('run.running')] })])
+    await expect(
+      followRun(away.client, 'r1', { ...away.options, maxOutageSeconds: 30 }),
+    ).rejects.toThrow(UnreachableError)
+    expect(away.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(30_000)
+    expect(away.slept.at(-1)).toBe(5000) // the pause grows to 5 s and no further
+
+    const timed = flaky([() => ({ status: 'running', events: [event('run.running')] })])
+    await expect(
+      followRun(timed.client, 'r1', { ...timed.options, timeoutSeconds: 3 }),
+    ).rejects.toThrow(UnreachableError)
+    expect(timed.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(3000)
+  })
+
+  it('does not ask again when osd answered with a refusal (404, 401)', async () => {
+    for (const err of [
+      new ApiRequestError(404, 'run_not_found', 'No run', {}),
+      new ApiRequestError(401, 'Unauthorized', 'refused', {}),
+    ]) {
+      const client = {
+        get: async () => {
+          throw err
+        },
+      }
+      await expect(followRun(client, 'r1', { sleep: async () => undefined })).rejects.toBe(err)
+    }
   })
 })

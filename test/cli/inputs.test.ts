@@ -27,6 +27,15 @@ describe('parseInputs', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
   })
 
+  it('reads a number only when it reads back as typed, so versions and long ids stay strings', () => {
+    expect(
+      parseInputs(['a=7', 'b=-2.5', 'c=0', 'd=1.10', 'e=1e3', 'f=12345678901234567890']),
+    ).toEqual({ a: 7, b: -2.5, c: 0, d: '1.10', e: '1e3', f: '12345678901234567890' })
+    expect(jsonOrString('1e999')).toBe('1e999')
+    expect(jsonOrString(' 7 ')).toBe(7)
+    expect(jsonOrString('[1.10]')).toEqual([1.1]) // inside JSON, JSON's own reading
+  })
+
   it('collects a repeated option and reads JSON leniently', () => {
     expect(collect('b=2', collect('a=1'))).toEqual(['a=1', 'b=2'])
     expect(jsonOrString('[1,2]')).toEqual([1, 2])

@@ -13,6 +13,9 @@ let enterpriseId: string
 let enterpriseSlug: string
 let json: CliDaemon['json']
 
+const isUnfinished = (status: string) =>
+  ['pending', 'queued', 'running', 'blocked', 'paused_spend'].includes(status)
+
 beforeAll(async () => {
   const cli = await startCliDaemon('Runs Cli')
   daemon = cli.daemon
@@ -269,6 +272,33 @@ describe('osctl runs', () => {
     expect((await osctl(['runs', 'list', '--status', 'nope'], env)).exitCode).toBe(2)
     expect((await osctl(['runs', 'wait', 'not-an-id'], env)).exitCode).toBe(2)
     expect((await osctl(['tasks', 'list', '--all', '--page', '2'], env)).exitCode).toBe(2)
+    // An unset variable in a script gives an empty value: that is no timeout, not zero seconds.
+    for (const timeout of ['', ' ', 'abc', '-1'])
+      expect(
+        (await osctl(['runs', 'start', 'echo', '--wait', '--timeout', timeout], env)).exitCode,
+        `--timeout "${timeout}"`,
+      ).toBe(2)
+    // An input must be an object; null is not "no input".
+    const nothing = await osctl(['runs', 'start', 'echo', '-d', 'null'], env)
+    expect(nothing.exitCode).toBe(2)
+    expect(nothing.stderr).toContain('the input must be a JSON object')
+  })
+
+  it('sends --input numbers only when they read back as typed: versions and long ids stay strings', async () => {
+    const run = await json([
+      'runs',
+      'start',
+      'echo',
+      '--input',
+      'version=1.10',
+      '--input',
+      'id=12345678901234567890',
+      '--input',
+      'n=7',
+      '--input',
+      'quoted="true"',
+    ])
+    expect(run.input).toEqual({ version: '1.10', id: '12345678901234567890', n: 7, quoted: 'true' })
   })
 
   describe('on a run that does not end (kind llm: no model provider is configured)', () => {
@@ -277,6 +307,16 @@ describe('osctl runs', () => {
     beforeAll(async () => {
       await json(['tasks', 'create', '-d', '{"name":"Slow","kind":"llm","assigneeRole":"ceo"}'])
     })
+
+    /** Cancels whatever run of the slow task is still under way (blocked for want of a key, say). */
+    async function freeSlowLane() {
+      const runs = (await json(['runs', 'list', '--task', 'slow', '--all'])) as {
+        id: string
+        status: string
+      }[]
+      for (const run of runs.filter((r) => isUnfinished(r.status)))
+        expect((await osctl(['runs', 'cancel', run.id, '--yes'], env)).exitCode).toBe(0)
+    }
 
     it('runs wait --timeout exits 8 with the run, still unfinished, on stdout', async () => {
       runId = (await json(['runs', 'start', 'slow'])).id
@@ -318,7 +358,31 @@ describe('osctl runs', () => {
       expect(res.stderr).toMatch(/run\.cancelled/)
     })
 
+    it('runs start --wait --timeout exits 8, the run still unfinished on stdout', async () => {
+      await freeSlowLane()
+      const res = await osctl(['runs', 'start', 'slow', '--wait', '--timeout', '1'], env)
+      expect(res.exitCode, res.stderr).toBe(8)
+      const run = JSON.parse(res.stdout)
+      expect(isUnfinished(run.status)).toBe(true)
+      expect(res.stderr).toContain(`is still ${run.status} after 1s`)
+    })
+
+    it('names the run that keeps a refused start: exit 1, overlap, and the id to read it by', async () => {
+      const res = await osctl(['runs', 'start', 'slow'], env) // the run above is still under way
+      expect(res.exitCode).toBe(1)
+      const kept = /kept as run (\S+)\./.exec(res.stderr)
+      expect(res.stderr).toMatch(/^error: overlap: /)
+      expect(kept, res.stderr).not.toBeNull()
+      expect((await json(['runs', 'get', kept![1]!])).run.status).toBe('skipped_overlap')
+      const refused = await osctl(['--json', 'runs', 'start', 'slow'], env)
+      expect(JSON.parse(refused.stdout)).toMatchObject({
+        error: 'overlap',
+        runId: expect.any(String),
+      })
+    })
+
     it('runs start --wait exits 1 when the run does not succeed', async () => {
+      await freeSlowLane()
       const waiter = osctl(['runs', 'start', 'slow', '--wait'], env)
       let stderr = ''
       waiter.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
