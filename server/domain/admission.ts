@@ -23,16 +23,23 @@ export interface Advanced {
 }
 
 /**
+ * Completes queued deterministic runs in the dispatch's transaction (executor.completeDeterministic);
+ * answers how many runs their successors started.
+ */
+export type Complete = (tx: Db, runs: RunRow[]) => Promise<number>
+
+/**
  * One engine step, in one transaction: holds whose back-off is over go back to pending, pending runs
- * are admitted and queued runs dispatched. While deterministic runs complete (and may have started
- * successors) it goes round again, within `rounds` and `budgetMs`, so a pipeline of deterministic steps
- * moves on without a commit and a wake-up per step. Runs started for an executor are answered after the
- * commit, so an executor never sees a run its dispatch has not made visible.
+ * are admitted and queued runs dispatched. While the deterministic runs it completes start successors
+ * it goes round again, within `rounds` and `budgetMs`, so a pipeline of deterministic steps moves on
+ * without a commit and a wake-up per step; runs that merely arrived meanwhile wait for the next step,
+ * so what this one ended is committed without delay. Runs started for an executor are answered after
+ * the commit, so an executor never sees a run its dispatch has not made visible.
  */
 export async function advance(
   db: Db,
   engineId: string,
-  complete: (tx: Db, runs: RunRow[]) => Promise<void>,
+  complete: Complete,
   options: { leaseSeconds?: number; rounds?: number; budgetMs?: number } = {},
 ): Promise<Advanced> {
   const { rounds = 20, budgetMs = 25 } = options
@@ -48,7 +55,7 @@ export async function advance(
       const dispatched = await dispatchQueued(tx, engineId, complete, { ...options, wait })
       step.moved += admitted + dispatched.completed + dispatched.started.length
       step.started.push(...dispatched.started)
-      if (dispatched.completed === 0 || performance.now() > until) break
+      if (dispatched.followed === 0 || performance.now() > until) break
     }
     return step
   })
@@ -180,9 +187,13 @@ export async function resumeDueHolds(db: Db, enterpriseId?: string): Promise<num
   })
 }
 
-/** What a dispatch pass did: runs it completed itself, and runs it started for an executor. */
+/**
+ * What a dispatch pass did: runs it completed itself, the runs their successors started, and runs it
+ * started for an executor.
+ */
 export interface Dispatched {
   completed: number
+  followed: number
   started: RunRow[]
 }
 
@@ -193,12 +204,12 @@ export interface Dispatched {
  * limit. Rows are locked `for no key update` here and everywhere a row others point at is locked: that
  * does not conflict with the key-share lock an insert of a run (or an event) takes on the rows its
  * foreign keys name, so starts never wait for the engine. A deterministic run runs no model and acts on
- * nothing: it goes queued -> running -> succeeded in this same transaction, `complete` giving its end.
+ * nothing: `complete` takes it from queued through running to succeeded in this same transaction.
  */
 export async function dispatchQueued(
   db: Db,
   engineId: string,
-  complete: (tx: Db, runs: RunRow[]) => Promise<void>,
+  complete: Complete,
   options: { limit?: number; leaseSeconds?: number; wait?: boolean } = {},
 ): Promise<Dispatched> {
   const { limit = 200, leaseSeconds = 30, wait = true } = options
@@ -218,7 +229,7 @@ export async function dispatchQueued(
        order by r.queued_at, r.id
        limit ${limit}
        for no key update of r skip locked`
-    if (claimed.length === 0) return { completed: 0, started: [] }
+    if (claimed.length === 0) return { completed: 0, followed: 0, started: [] }
     const enterpriseIds = [...new Set(claimed.map((r) => r.enterpriseId))]
     const teamIds = [...new Set(claimed.map((r) => r.teamId).filter((id) => id !== null))]
     // Without waiting, a limit's row that another transaction holds is no room this time.
@@ -252,17 +263,19 @@ export async function dispatchQueued(
       }
       return true
     })
-    const running = await transitionAll(
-      tx,
-      'running',
-      going.map((run) => ({ run, fields: { leaseOwner: engineId, leaseSeconds } })),
-    )
-    const deterministic = running.filter((run) => run.kind === 'deterministic')
-    await complete(tx, deterministic)
-    return {
-      completed: deterministic.length,
-      started: running.filter((run) => run.kind !== 'deterministic'),
-    }
+    const deterministic = going.filter((run) => run.kind === 'deterministic')
+    // Together, one round trip: the runs an executor carries on, and those that end here.
+    const [started, followed] = await Promise.all([
+      transitionAll(
+        tx,
+        'running',
+        going
+          .filter((run) => run.kind !== 'deterministic')
+          .map((run) => ({ run, fields: { leaseOwner: engineId, leaseSeconds } })),
+      ),
+      complete(tx, deterministic),
+    ])
+    return { completed: deterministic.length, followed, started }
   })
 }
 

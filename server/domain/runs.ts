@@ -229,7 +229,9 @@ export interface Move {
 /**
  * Moves runs to `to`: checks each transition, writes the runs (timestamps, lease), keeps the running
  * counts of their enterprises and teams, and appends the events (`run.<to>`), all in `tx` and in a
- * fixed number of statements however many runs move. The caller holds the runs' row locks and, for
+ * fixed number of statements however many runs move. With `through`, each run passes through that
+ * status on the way, in the same statement, and its event says so too (a deterministic run goes
+ * queued -> running -> succeeded at once: admission.dispatchQueued). The caller holds the runs' row locks and, for
  * `to: running`, has checked the limits under the counts' row locks. Answers the moved runs in order.
  * Times are the statement's, not the transaction's: an engine step moves a pipeline several steps in
  * one transaction, and each step's times must follow the one before.
@@ -238,13 +240,17 @@ export async function transitionAll(
   tx: Db,
   to: RunStatus,
   moves: readonly Move[],
+  { through }: { through?: 'running' } = {},
 ): Promise<RunRow[]> {
   if (moves.length === 0) return []
   for (const { run } of moves) {
-    if (!next[run.status].includes(to)) {
-      throw new ApiError('illegal_transition', `A ${run.status} run cannot become ${to}.`, {
-        status: run.status,
-      })
+    const path = through ? [run.status, through, to] : [run.status, to]
+    for (let i = 1; i < path.length; i++) {
+      if (!next[path[i - 1]!].includes(path[i]!)) {
+        throw new ApiError('illegal_transition', `A ${run.status} run cannot become ${to}.`, {
+          status: run.status,
+        })
+      }
     }
   }
   const finishing = isFinished(to)
@@ -261,7 +267,13 @@ export async function transitionAll(
     lease_owner: to === 'running' ? (fields.leaseOwner ?? null) : null,
     lease_seconds: fields.leaseSeconds ?? 30,
   }))
-  const written = await tx<RunRow[]>`
+  // The gates, the counts and the events are decided from the caller's rows, as the update is: all
+  // go to the server together (one round trip, not four), in this order.
+  const atGate = finishing
+    ? moves.filter((m) => m.run.status === 'waiting_on_gate').map((m) => m.run.id)
+    : []
+  const [written] = await Promise.all([
+    tx<RunRow[]>`
     update runs r
        set status = ${to},
            result = d.result,
@@ -272,44 +284,42 @@ export async function transitionAll(
            lease_owner = d.lease_owner,
            lease_expires_at = ${to === 'running' ? tx`statement_timestamp() + make_interval(secs => d.lease_seconds)` : null},
            queued_at = ${to === 'queued' ? tx`statement_timestamp()` : tx`r.queued_at`},
-           started_at = ${to === 'running' ? tx`coalesce(r.started_at, statement_timestamp())` : tx`r.started_at`},
+           started_at = ${to === 'running' || through === 'running' ? tx`coalesce(r.started_at, statement_timestamp())` : tx`r.started_at`},
            finished_at = ${finishing ? tx`statement_timestamp()` : null},
            updated_at = statement_timestamp()
       from jsonb_to_recordset(${tx.json(rows as never)})
            as d(id uuid, from_status text, result jsonb, reason text, blocked_reason text, member_id uuid,
                 not_before timestamptz, lease_owner text, lease_seconds int)
      where r.id = d.id and r.status = d.from_status
-    returning r.*`
-  // The check above and the running counts below were decided from the caller's rows: a run that moved
+    returning r.*`,
+    atGate.length ? closeGatesOf(tx, atGate, `run ${to}`) : undefined,
+    keepRunningCounts(
+      tx,
+      moves.map(({ run }) => ({
+        run,
+        change: to === 'running' ? 1 : run.status === 'running' ? -1 : 0,
+      })),
+    ),
+    appendEvents(
+      tx,
+      moves.flatMap(({ run, fields = {}, event = {} }) => {
+        const payload: Record<string, unknown> = { ...event }
+        if (to === 'succeeded' && fields.result) payload.result = fields.result
+        if (fields.reason) payload.reason = fields.reason
+        if (to === 'blocked' && fields.blockedReason) payload.blockedReason = fields.blockedReason
+        if (fields.memberId) payload.memberId = fields.memberId
+        const passed = through ? [{ run, type: `run.${through}` }] : []
+        return [...passed, { run, type: `run.${to}`, payload }]
+      }),
+    ),
+  ])
+  // The check above and the running counts were decided from the caller's rows: a run that moved
   // since would be written over (an end undone, a count off for good). Callers lock and re-read the
   // runs they move, so this never happens; if it does, nothing of this change is kept.
   if (written.length !== moves.length)
     throw new Error(`${moves.length - written.length} run(s) moved under their lock`)
   const byId = new Map(written.map((r) => [r.id, r]))
   const moved = moves.map(({ run }) => byId.get(run.id)!)
-
-  if (finishing) {
-    const atGate = moves.filter((m) => m.run.status === 'waiting_on_gate').map((m) => m.run.id)
-    if (atGate.length) await closeGatesOf(tx, atGate, `run ${to}`)
-  }
-  await keepRunningCounts(
-    tx,
-    moves.map(({ run }) => ({
-      run,
-      change: to === 'running' ? 1 : run.status === 'running' ? -1 : 0,
-    })),
-  )
-  await appendEvents(
-    tx,
-    moves.map(({ fields = {}, event = {} }, i) => {
-      const payload: Record<string, unknown> = { ...event }
-      if (to === 'succeeded' && fields.result) payload.result = fields.result
-      if (fields.reason) payload.reason = fields.reason
-      if (to === 'blocked' && fields.blockedReason) payload.blockedReason = fields.blockedReason
-      if (fields.memberId) payload.memberId = fields.memberId
-      return { run: moved[i]!, type: `run.${to}`, payload }
-    }),
-  )
   notifyAfterCommit(
     tx,
     engineChannel,
@@ -332,16 +342,16 @@ async function keepRunningCounts(
   }
   const deltas = (m: Map<string, number>) =>
     tx.json([...m].filter(([, n]) => n !== 0).map(([id, n]) => ({ id, n })) as never)
-  if (enterprises.size) {
-    await tx`
-      update enterprises e set running_count = running_count + d.n
-        from jsonb_to_recordset(${deltas(enterprises)}) as d(id uuid, n int) where e.id = d.id`
-  }
-  if (teams.size) {
-    await tx`
-      update teams t set running_count = running_count + d.n
-        from jsonb_to_recordset(${deltas(teams)}) as d(id uuid, n int) where t.id = d.id`
-  }
+  await Promise.all([
+    enterprises.size &&
+      tx`
+        update enterprises e set running_count = running_count + d.n
+          from jsonb_to_recordset(${deltas(enterprises)}) as d(id uuid, n int) where e.id = d.id`,
+    teams.size &&
+      tx`
+        update teams t set running_count = running_count + d.n
+          from jsonb_to_recordset(${deltas(teams)}) as d(id uuid, n int) where t.id = d.id`,
+  ])
 }
 
 /** One run's transition (transitionAll with one move). */

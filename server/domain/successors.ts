@@ -57,22 +57,25 @@ export function issueKey(issue: unknown): string | null {
  * Follows the successors of runs that just ended, in their transaction: each match starts a pending run
  * in the same execution (delayed by delayMinutes, a timer in the database), whose input is the
  * predecessor's with result.successorInput merged over it. Successors never refuse for overlap. One
- * query finds which of the runs' versions have successors at all.
+ * query finds which of the runs' versions have successors at all. Answers how many runs it started.
  */
-export async function followSuccessors(tx: Db, ended: readonly RunRow[]): Promise<void> {
-  if (ended.length === 0) return
+export async function followSuccessors(tx: Db, ended: readonly RunRow[]): Promise<number> {
+  if (ended.length === 0) return 0
   const versions = await tx<{ id: string; successors: Successor[] }[]>`
     select id, definition -> 'successors' as successors from task_versions
      where id = any(${tx.array([...new Set(ended.map((r) => r.taskVersionId))])}::uuid[])
        and definition @? 'strict $.successors[0]'`
   const successorsOf = new Map(versions.map((v) => [v.id, v.successors]))
+  let started = 0
   for (const run of ended) {
     const successors = successorsOf.get(run.taskVersionId)
-    if (successors) await follow(tx, run, successors)
+    if (successors) started += await follow(tx, run, successors)
   }
+  return started
 }
 
-async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<void> {
+/** Follows one ended run's successors; answers how many runs it started. */
+async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<number> {
   const outcome = run.result?.outcome ?? run.status
   // Every decision is an event of the ended run, written together once all are made.
   const decisions: NewEvent[] = []
@@ -150,4 +153,5 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<voi
   if (run.status === 'failed' && started === 0 && stopped.length > 0) {
     await tx`update runs set stopped_successors = ${tx.json(stopped)} where id = ${run.id}`
   }
+  return started
 }

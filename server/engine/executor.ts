@@ -1,5 +1,6 @@
 import type { Db, Sql } from '../db/sql.js'
-import { finishAll, type RunRow } from '../domain/runs.js'
+import { transitionAll, type RunRow } from '../domain/runs.js'
+import { followSuccessors } from '../domain/successors.js'
 import type { Logger } from '../log.js'
 
 /**
@@ -25,11 +26,12 @@ export interface ExecutionContext {
  * A deterministic task runs no model (spec: Task definition, kind): its run succeeds with
  * result.output = its input, then follows its successors. The issue and pull request its input names
  * are passed on in the result, so that successors' `when` can route on them (DESIGN 5: routing and
- * pipeline steps). It acts on nothing outside the database, so its runs complete in the transaction
- * that dispatched them (admission.dispatchQueued).
+ * pipeline steps). It acts on nothing outside the database, so its queued runs go through running to
+ * succeeded in the transaction that dispatches them (admission.dispatchQueued), in one statement.
+ * Answers how many runs their successors started.
  */
-export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<void> {
-  await finishAll(
+export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<number> {
+  const ended = await transitionAll(
     tx,
     'succeeded',
     runs.map((run) => {
@@ -42,5 +44,7 @@ export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<voi
       }
       return { run, fields: { result } }
     }),
+    { through: 'running' },
   )
+  return followSuccessors(tx, ended)
 }
