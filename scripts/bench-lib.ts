@@ -19,6 +19,8 @@ export interface BenchDaemon {
   sql: Sql
   /** Another `osd serve` process on the same database (e.g. --role engine). */
   start(args?: string[], extraEnv?: Record<string, string>): Promise<{ stop(): Promise<void> }>
+  /** The first process (role all, at `url`), to stop on its own once others have taken over. */
+  first: { stop(): Promise<void> }
   close(): Promise<void>
 }
 
@@ -89,7 +91,7 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
   }
 
   const port = await freePort()
-  await start(['--port', String(port)])
+  const first = await start(['--port', String(port)])
   const url = `http://127.0.0.1:${port}/v1`
   let databaseUrl = process.env.DATABASE_URL
   if (!databaseUrl) {
@@ -107,6 +109,7 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     enterpriseSlug: enterprise.slug,
     sql,
     start,
+    first,
     async close() {
       await sql.end()
       for (const child of running) child.kill('SIGTERM')

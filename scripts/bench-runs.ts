@@ -1,8 +1,13 @@
 // npm run bench:runs: how fast runs go from start to succeeded (issue: the run engine, Benchmark).
 // Deterministic tasks, many of them and each run in its own lane (serializeOn a unique input), so lanes
-// do not serialise. For API starts and webhook starts, with one and with two engine processes:
+// do not serialise. For API starts and webhook starts, in three layouts: one process serving the API
+// and running the engine (osd serve, as npm start runs it); an API process and one engine process;
+// an API process and two engine processes (osd serve --role api / --role engine). In each:
 //   load:    `concurrency` starts kept in flight for `seconds`: starts/s, runs succeeded/s meanwhile, how
 //            long the backlog took to drain after, and the latency of each run under that load;
+//   paced:   starts sent at a steady BENCH_RATE per second (default 1,000) for `seconds`, each when it
+//            is due whether or not earlier ones have answered (open loop): the latency of each run at
+//            that rate, which is what "sustain 1,000 runs/s with p50 <= 10 ms" asks;
 //   latency: one start in flight at a time (as graphile-worker measures add-to-start): from the start's
 //            answer to the commit that ended the run.
 // A run's end is the commit of the transaction that ended it, seen as its last notification. The
@@ -10,6 +15,7 @@
 // request that does two small queries). Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
 // Targets: >= 1,000 runs/s sustained, p50 <= 10 ms, p99 <= 50 ms.
 import { Pool } from 'undici'
+import { freePort } from '../server/db/embedded.js'
 import { api, benchDaemon, median, percentile, watchRuns, type BenchDaemon } from './bench-lib.js'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5)
@@ -17,6 +23,7 @@ const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32)
 const taskCount = Number(process.env.BENCH_TASKS ?? 40)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const latencyRuns = Number(process.env.BENCH_LATENCY_RUNS ?? 200)
+const rate = Number(process.env.BENCH_RATE ?? 1000)
 // BENCH_ONLY=webhook (or API, "1 engine", ...): only the scenarios whose name contains it.
 const wanted = (name: string) => !process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)
 
@@ -33,8 +40,17 @@ interface Load {
 }
 
 const daemon = await benchDaemon({ OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'warn' })
-const origin = new URL(daemon.url).origin
+// Where starts are sent: the first process, then the API process of the split layouts.
+let origin = new URL(daemon.url).origin
 const watch = await watchRuns(daemon.sql)
+
+/** One request sent and its answer read: its status, and the run id it answers if any. */
+async function send(pool: Pool, request: Request): Promise<{ status: number; runId?: string }> {
+  const { method = 'POST', ...rest } = request
+  const res = await pool.request({ method, ...rest })
+  const body = (await res.body.json()) as { id?: string; runId?: string }
+  return { status: res.statusCode, runId: body.id ?? body.runId }
+}
 
 /** Keeps `concurrency` requests in flight for `seconds`; answers each run id and when its answer came. */
 async function load(request: (n: number) => Request) {
@@ -48,15 +64,8 @@ async function load(request: (n: number) => Request) {
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < until) {
-        const { method = 'POST', ...rest } = request(n++)
-        const res = await pool.request({ method, ...rest })
-        const body = (await res.body.json()) as {
-          id?: string
-          runId?: string
-          run?: { id: string }
-        }
-        const runId = body.id ?? body.runId ?? body.run?.id
-        if (res.statusCode >= 300) failed++
+        const { status, runId } = await send(pool, request(n++))
+        if (status >= 300) failed++
         else if (runId) answers.push({ runId, at: performance.now() })
         else ok++
       }
@@ -65,6 +74,32 @@ async function load(request: (n: number) => Request) {
   const ended = performance.now()
   await pool.close()
   return { answers, ok, failed, began, ended }
+}
+
+/** Sends starts at a steady `rate` per second for `seconds`, each when due (open loop). */
+async function paced(request: (n: number) => Request) {
+  const pool = new Pool(origin, { connections: 256, pipelining: 1 })
+  const answers: { runId: string; at: number }[] = []
+  let failed = 0
+  const total = Math.round(rate * seconds)
+  const sending: Promise<void>[] = []
+  const began = performance.now()
+  for (let n = 0; n < total;) {
+    const due = Math.min(total, Math.floor(((performance.now() - began) / 1000) * rate) + 1)
+    for (; n < due; n++) {
+      sending.push(
+        send(pool, request(2_000_000 + n)).then(({ status, runId }) => {
+          if (status < 300 && runId) answers.push({ runId, at: performance.now() })
+          else failed++
+        }),
+      )
+    }
+    await new Promise((r) => setTimeout(r, 1))
+  }
+  await Promise.all(sending)
+  const ended = performance.now()
+  await pool.close()
+  return { answers, failed, began, ended }
 }
 
 /** Waits until every run succeeded (or a minute passed); answers when each one's end was seen. */
@@ -82,8 +117,11 @@ async function ends(runIds: string[]): Promise<Map<string, number>> {
   return new Map(rows.map((r) => [r.id, watch.lastMoved.get(r.id)!]))
 }
 
-async function underLoad(start: (n: number) => Request): Promise<Load> {
-  const { answers, failed, began, ended } = await load(start)
+async function underLoad(
+  start: (n: number) => Request,
+  drive: typeof load | typeof paced = load,
+): Promise<Load> {
+  const { answers, failed, began, ended } = await drive(start)
   const finished = await ends(answers.map((a) => a.runId))
   const latencies = answers
     .filter((a) => finished.has(a.runId))
@@ -105,12 +143,9 @@ async function oneAtATime(start: (n: number) => Request): Promise<number[]> {
   const pool = new Pool(origin, { connections: 1 })
   const latencies: number[] = []
   for (let n = 0; n < latencyRuns; n++) {
-    const { method = 'POST', ...rest } = start(1_000_000 + n)
-    const res = await pool.request({ method, ...rest })
-    const body = (await res.body.json()) as { id?: string; runId?: string }
+    const { status, runId } = await send(pool, start(1_000_000 + n))
     const answered = performance.now()
-    const runId = body.id ?? body.runId
-    if (!runId) throw new Error(`start refused: ${JSON.stringify(body)}`)
+    if (status >= 300 || !runId) throw new Error(`start refused: ${status}`)
     for (;;) {
       const moved = watch.next(runId)
       const [run] = await daemon.sql<
@@ -162,14 +197,18 @@ const readRun = (): Request => ({
 interface Scenario {
   name: string
   loads: Load[]
+  paced: Load[]
   latencies: number[]
 }
 const scenarios: Scenario[] = []
 const baseline: number[] = []
 async function scenario(name: string, start: (n: number) => Request) {
   if (!wanted(name)) return
-  const s: Scenario = { name, loads: [], latencies: [] }
-  for (let round = 0; round < rounds; round++) s.loads.push(await underLoad(start))
+  const s: Scenario = { name, loads: [], paced: [], latencies: [] }
+  for (let round = 0; round < rounds; round++) {
+    s.loads.push(await underLoad(start))
+    s.paced.push(await underLoad(start, paced))
+  }
   s.latencies = await oneAtATime(start)
   scenarios.push(s)
 }
@@ -178,13 +217,28 @@ for (let round = 0; round < rounds; round++) {
   const { ok, began, ended } = await load(readRun)
   baseline.push(ok / ((ended - began) / 1000))
 }
-await scenario('API starts, 1 engine', viaApi)
-await scenario('webhook starts, 1 engine', viaWebhook)
-if (wanted('API starts, 2 engines') || wanted('webhook starts, 2 engines')) {
-  const second = await daemon.start(['--role', 'engine'])
-  await scenario('API starts, 2 engines', viaApi)
-  await scenario('webhook starts, 2 engines', viaWebhook)
-  await second.stop()
+await scenario('API starts, 1 process', viaApi)
+await scenario('webhook starts, 1 process', viaWebhook)
+const split = ['api + 1 engine', 'api + 2 engines'].flatMap((layout) =>
+  ['API starts', 'webhook starts'].map((kind) => `${kind}, ${layout}`),
+)
+if (split.some(wanted)) {
+  // An API process and an engine process take over; the first process stops, its engine with it.
+  const apiPort = await freePort()
+  const processes = [
+    await daemon.start(['--role', 'api', '--port', String(apiPort)]),
+    await daemon.start(['--role', 'engine']),
+  ]
+  await daemon.first.stop()
+  origin = `http://127.0.0.1:${apiPort}`
+  await scenario('API starts, api + 1 engine', viaApi)
+  await scenario('webhook starts, api + 1 engine', viaWebhook)
+  if (split.slice(2).some(wanted)) {
+    processes.push(await daemon.start(['--role', 'engine']))
+    await scenario('API starts, api + 2 engines', viaApi)
+    await scenario('webhook starts, api + 2 engines', viaWebhook)
+  }
+  for (const process of processes) await process.stop()
 }
 await watch.stop()
 await daemon.close()
@@ -194,15 +248,18 @@ const base = median(baseline)
 console.log(
   `\nbench:runs  ${rounds} rounds of ${seconds} s, ${concurrency} in flight, ${taskCount} deterministic tasks, embedded PostgreSQL`,
 )
-console.log(`baseline: GET /v1/runs/{id}/os-tool ${base.toFixed(0)} req/s\n`)
+console.log(`baseline: GET /v1/runs/{id}/os-tool ${base.toFixed(0)} req/s (one process)\n`)
 console.log(
-  'scenario'.padEnd(26),
+  'scenario'.padEnd(32),
   'starts/s'.padStart(9),
   'x base'.padStart(7),
   'done/s'.padStart(7),
   'drain ms'.padStart(9),
   'load p50'.padStart(9),
   'load p99'.padStart(9),
+  `| at ${rate}/s done/s`.padStart(19),
+  'p50'.padStart(6),
+  'p99'.padStart(6),
   '| 1-at-a-time p50'.padStart(17),
   'p99'.padStart(6),
   'failed'.padStart(7),
@@ -210,19 +267,29 @@ console.log(
 for (const s of scenarios) {
   const perSecond = s.loads.map((l) => l.perSecond)
   console.log(
-    s.name.padEnd(26),
+    s.name.padEnd(32),
     m(perSecond).padStart(9),
     (median(perSecond) / base).toFixed(2).padStart(7),
     m(s.loads.map((l) => l.succeededPerSecond)).padStart(7),
     m(s.loads.map((l) => l.drainMs)).padStart(9),
     m(s.loads.map((l) => l.p50)).padStart(9),
     m(s.loads.map((l) => l.p99)).padStart(9),
+    m(s.paced.map((l) => l.succeededPerSecond)).padStart(19),
+    m(
+      s.paced.map((l) => l.p50),
+      1,
+    ).padStart(6),
+    m(
+      s.paced.map((l) => l.p99),
+      1,
+    ).padStart(6),
     m(s.latencies, 1).padStart(17),
     percentile(s.latencies, 99).toFixed(1).padStart(6),
-    String(s.loads.reduce((n, l) => n + l.failed, 0)).padStart(7),
+    String([...s.loads, ...s.paced].reduce((n, l) => n + l.failed, 0)).padStart(7),
   )
 }
 console.log(
   '\ndone/s: runs that succeeded while starts kept coming; drain: how long the backlog took after;' +
-    "\nlatency: from the start's answer to the commit that ended the run (ms), under load and one at a time",
+    `\nload: ${concurrency} starts kept in flight (as fast as it goes); at ${rate}/s: starts sent at that steady rate;` +
+    "\nlatency: from the start's answer to the commit that ended the run (ms), under load, at the rate and one at a time",
 )
