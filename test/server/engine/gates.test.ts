@@ -87,6 +87,27 @@ async function setup(taskExtra: Record<string, unknown> = {}) {
   }
 }
 
+/** A run of a merging task of a new enterprise, waiting at its gate on the merge. */
+async function mergeAtGate() {
+  const s = await setup()
+  const repo = `acme/${randomUUID().slice(0, 6)}`
+  scriptMerge(s.key, repo)
+  const run = await s.start()
+  return { s, repo, run, gate: await s.waitingGate(run.id) }
+}
+
+/** Decides a gate through the gate webhook (spec: Routes without a token), with the secret. */
+const decideByWebhook = (
+  s: Awaited<ReturnType<typeof setup>>,
+  gateId: string,
+  body: Record<string, unknown>,
+) =>
+  t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gateId}`, {
+    token: null,
+    body,
+    headers: { 'x-os-webhook-secret': s.secret },
+  })
+
 const mergeCalls = (repo: string) =>
   mcp.callsOf('merge_pull_request').filter((c) => c.arguments.repo === repo)
 
@@ -106,11 +127,7 @@ function scriptMerge(key: string, repo: string) {
 
 describe('a gated call (spec: Gate; States and transitions)', () => {
   it('opens a gate, waits for a decision, and after approval calls the tool exactly once', async () => {
-    const s = await setup()
-    const repo = `acme/${randomUUID().slice(0, 6)}`
-    scriptMerge(s.key, repo)
-    const run = await s.start()
-    const gate = await s.waitingGate(run.id)
+    const { s, repo, run, gate } = await mergeAtGate()
     expect(gate).toMatchObject({
       kind: 'tool',
       status: 'waiting',
@@ -158,16 +175,8 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
   })
 
   it('lets one approval land across the API, the webhook and a replay; the tool runs once', async () => {
-    const s = await setup()
-    const repo = `acme/${randomUUID().slice(0, 6)}`
-    scriptMerge(s.key, repo)
-    const run = await s.start()
-    const gate = await s.waitingGate(run.id)
-    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
-      token: null,
-      body: { decision: 'approve', note: 'by webhook' },
-      headers: { 'x-os-webhook-secret': s.secret },
-    })
+    const { s, repo, run, gate } = await mergeAtGate()
+    const hook = await decideByWebhook(s, gate.id, { decision: 'approve', note: 'by webhook' })
     expect(hook.status).toBe(201)
     expect(hook.body).toMatchObject({ decision: 'approve', decidedBy: 'webhook' })
     const api = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
@@ -197,16 +206,8 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
   })
 
   it('keeps the secret out of a gate decided by webhook: its note, the delivery and its answer', async () => {
-    const s = await setup()
-    const repo = `acme/${randomUUID().slice(0, 6)}`
-    scriptMerge(s.key, repo)
-    const run = await s.start()
-    const gate = await s.waitingGate(run.id)
-    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
-      token: null,
-      body: { decision: 'approve', note: `ok, ${s.secret}` },
-      headers: { 'x-os-webhook-secret': s.secret },
-    })
+    const { s, repo, run, gate } = await mergeAtGate()
+    const hook = await decideByWebhook(s, gate.id, { decision: 'approve', note: `ok, ${s.secret}` })
     expect(hook.status).toBe(201)
     expect(hook.body.note).toBe('ok, [redacted]')
     const [kept] = await t.sql<{ text: string }[]>`
@@ -250,19 +251,11 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
   })
 
   it('approves by replay when the first webhook was refused for a reason that has passed', async () => {
-    const s = await setup()
-    const repo = `acme/${randomUUID().slice(0, 6)}`
-    scriptMerge(s.key, repo)
-    const run = await s.start()
-    const gate = await s.waitingGate(run.id)
+    const { s, repo, run, gate } = await mergeAtGate()
     // The gate's run is moved off the gate for a moment (as if it were being resumed): the webhook is
     // stored, authenticated and replayable, and its replay then decides the gate.
     await t.sql`update gates set status = 'decided' where id = ${gate.id}`
-    const hook = await t.call('POST', `/v1/webhooks/${s.e.slug}/gates/${gate.id}`, {
-      token: null,
-      body: { decision: 'approve' },
-      headers: { 'x-os-webhook-secret': s.secret },
-    })
+    const hook = await decideByWebhook(s, gate.id, { decision: 'approve' })
     expect(hook.status).toBe(409)
     await t.sql`update gates set status = 'waiting' where id = ${gate.id}`
     const [delivery] = (await t.call('GET', '/v1/webhooks?kind=gate', s.as)).body.data
@@ -338,11 +331,7 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
   })
 
   it('lets exactly one of 20 concurrent decisions land', async () => {
-    const s = await setup()
-    const repo = `acme/${randomUUID().slice(0, 6)}`
-    scriptMerge(s.key, repo)
-    const run = await s.start()
-    const gate = await s.waitingGate(run.id)
+    const { s, repo, run, gate } = await mergeAtGate()
     const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         t.call('POST', `/v1/gates/${gate.id}/decision`, {
