@@ -1,8 +1,8 @@
 import { notifyAfterCommit, transaction, type Db } from '../db/sql.js'
+import { engineChannel } from './engine-wake.js'
 import {
   appendEvents,
   assigneeRoleJoin,
-  engineChannel,
   finishAll,
   lockMembers,
   memberBusy,

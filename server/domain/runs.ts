@@ -30,8 +30,6 @@ import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 /** NOTIFY channel of run events; the payload is the run id. Wakes long-polling readers. */
 export const runChannel = 'osd_run'
 
-export { engineChannel }
-
 export interface RunRow {
   id: string
   enterpriseId: string
@@ -231,10 +229,10 @@ export interface Move {
  * counts of their enterprises and teams, and appends the events (`run.<to>`), all in `tx` and in a
  * fixed number of statements however many runs move. With `through`, each run passes through that
  * status on the way, in the same statement, and its event says so too (a deterministic run goes
- * queued -> running -> succeeded at once: admission.dispatchQueued). The caller holds the runs' row locks and, for
- * `to: running`, has checked the limits under the counts' row locks. Answers the moved runs in order.
- * Times are the statement's, not the transaction's: an engine step moves a pipeline several steps in
- * one transaction, and each step's times must follow the one before.
+ * queued -> running -> succeeded at once: admission.dispatchQueued). The caller holds the runs' row
+ * locks and, for `to: running`, has checked the limits under the counts' row locks. Answers the moved
+ * runs in order. Times are the statement's, not the transaction's: an engine step moves a pipeline
+ * several steps in one transaction, and each step's times must follow the one before.
  */
 export async function transitionAll(
   tx: Db,
@@ -268,7 +266,8 @@ export async function transitionAll(
     lease_seconds: fields.leaseSeconds ?? 30,
   }))
   // The gates, the counts and the events are decided from the caller's rows, as the update is: all
-  // go to the server together (one round trip, not four), in this order.
+  // go to the server together (one round trip, not four). Should the update find a run that moved,
+  // the throw below undoes them all with the caller's transaction.
   const atGate = finishing
     ? moves.filter((m) => m.run.status === 'waiting_on_gate').map((m) => m.run.id)
     : []

@@ -1,6 +1,7 @@
 import { isRetryable, type Sql } from '../db/sql.js'
 import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
-import { engineChannel, type RunRow } from '../domain/runs.js'
+import { engineChannel } from '../domain/engine-wake.js'
+import type { RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
 
