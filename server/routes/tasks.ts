@@ -257,9 +257,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       const { run, refusal } = await startRun(sql, {
         enterpriseId: c.var.caller.enterpriseId,
         task: { id: params.id },
-        // The schema checks the body is an object; the run keeps the object as sent, not the copy the
-        // check makes (which leaves out a "__proto__" key).
-        input: (c.get('body') as Record<string, unknown> | undefined) ?? body,
+        input: body,
         origin: 'api',
       })
       if (refusal) throw refusal

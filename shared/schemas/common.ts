@@ -2,6 +2,17 @@ import { z } from 'zod'
 
 // Wire types shared by the daemon (validation, OpenAPI) and osctl (decoding answers).
 
+/**
+ * Any JSON object, answered as the very object sent: what a run's input is (spec: Start a run, stored as
+ * sent). A record schema would answer a copy, and its copy leaves out a key named "__proto__".
+ */
+export const JsonObject = z
+  .custom<Record<string, unknown>>(
+    (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+    { message: 'expected a JSON object' },
+  )
+  .meta({ type: 'object', additionalProperties: {} } as never)
+
 export const Uuid = z
   .uuid()
   .meta({ description: 'UUID', example: '0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10' })

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Gate } from './gates.js'
 import { runStatuses, finishedStatuses, underWayStatuses, runSorts } from '../values.js'
 import type { RunStatus } from '../values.js'
@@ -119,7 +119,7 @@ export const OsToolView = z
 export type OsToolView = z.infer<typeof OsToolView>
 
 /** The body of POST /v1/tasks/{id}/runs: any JSON object, stored as sent. */
-export const RunInput = z.record(z.string(), z.unknown()).meta({ id: 'RunInput' })
+export const RunInput = JsonObject.meta({ id: 'RunInput' })
 
 export const BlockersQuery = z.object({
   failedPage: z.string().optional(),

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { ModelTier } from './models.js'
 import { Name, SlugInput } from './organisation.js'
 import { taskKinds, taskStatuses, taskOrigins, taskSorts } from '../values.js'
@@ -218,7 +218,7 @@ export const ScheduleInput = z
       .string()
       .optional()
       .meta({ description: 'IANA time zone, default UTC', example: 'Europe/Paris' }),
-    input: z.record(z.string(), z.unknown()).optional(),
+    input: JsonObject.optional().meta({ description: "the runs' input, kept as sent" }),
     enabled: z.boolean().optional(),
   })
   .meta({ id: 'ScheduleInput' })

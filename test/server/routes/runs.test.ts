@@ -101,7 +101,7 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
     }
   })
 
-  it('keeps an input key named __proto__ as sent', async () => {
+  it('keeps an input key named __proto__ as sent, for a run and for a schedule', async () => {
     const task = await deterministicTask(t)
     const raw = '{"__proto__":{"polluted":true},"a":1}'
     const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
@@ -116,6 +116,17 @@ describe('POST /v1/tasks/{id}/runs (spec: States and transitions)', () => {
     expect(JSON.parse(row!.input)).toEqual(JSON.parse(raw))
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     await t.call('POST', `/v1/runs/${res.body.id}/cancel`)
+
+    // So does the input a schedule starts its runs with: one schema (JsonObject) for both.
+    const scheduled = await t.call('PUT', `/v1/tasks/${task.id}/schedule`, {
+      raw: `{"cron":"0 9 * * 1","input":${raw}}`,
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(scheduled.status).toBe(200)
+    const [schedule] = await t.sql<{ input: string }[]>`
+      select input::text from task_schedules where task_id = ${task.id}`
+    expect(JSON.parse(schedule!.input)).toEqual(JSON.parse(raw))
+    await t.call('DELETE', `/v1/tasks/${task.id}/schedule`)
   })
 
   it('answers 201 queued, with the input stored as sent and a holder of the role assigned', async () => {
