@@ -2,7 +2,7 @@ import type { Paged } from '../../shared/schemas/common.js'
 import { ApiError } from '../../shared/errors.js'
 import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../shared/schemas/runs.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
-import type { Db } from '../db/sql.js'
+import type { Db, Fragment } from '../db/sql.js'
 import { listRunGates } from './gates.js'
 import { listEvents, loadRun, toEvent, toRun, type EventRow, type RunRow } from './runs.js'
 
@@ -138,8 +138,7 @@ export async function getBlockers(
   page: PageRequest,
   problems: (db: Db, enterpriseId: string) => Promise<Blockers['taskProblems']>,
 ): Promise<Blockers> {
-  const failedWhere = db`
-    enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null and stopped_successors is null`
+  const failedWhere = failedSection(db, enterpriseId)
   const [failed, [failedCount], stopped, held, taskProblems] = await Promise.all([
     db<
       RunRow[]
@@ -174,9 +173,12 @@ export async function getBlockers(
  */
 export async function clearFailed(db: Db, enterpriseId: string): Promise<number> {
   const rows = await db`
-    update runs set cleared_at = now()
-     where enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null
-       and stopped_successors is null
-     returning id`
+    update runs set cleared_at = now() where ${failedSection(db, enterpriseId)} returning id`
   return rows.length
+}
+
+/** The runs of the failed section of Blockers: failed, not cleared, not a stopped pipeline. */
+function failedSection(db: Db, enterpriseId: string): Fragment {
+  return db`
+    enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null and stopped_successors is null`
 }
