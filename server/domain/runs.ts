@@ -370,14 +370,15 @@ type End = 'succeeded' | 'failed' | 'cancelled'
 /**
  * Ends runs (succeeded, failed or cancelled) and follows their successors, in the caller's
  * transaction: the end of a run and what it starts are one change (DESIGN 3). A run ended without a
- * result gets the plain one of its outcome.
+ * result gets the plain one of its outcome. Answers the ended runs and how many runs their successors
+ * started; `through` as transitionAll has it.
  */
 export async function finishAll(
   tx: Db,
   to: End,
   moves: readonly Move[],
-  options: { stopping?: boolean } = {},
-): Promise<RunRow[]> {
+  options: { stopping?: boolean; through?: 'running' } = {},
+): Promise<{ ended: RunRow[]; followed: number }> {
   const ended = await transitionAll(
     tx,
     to,
@@ -392,9 +393,10 @@ export async function finishAll(
             : { outcome: to, summary: m.fields?.reason }),
       },
     })),
+    { through: options.through },
   )
-  if (!options.stopping) await followSuccessors(tx, ended)
-  return ended
+  const followed = options.stopping ? 0 : await followSuccessors(tx, ended)
+  return { ended, followed }
 }
 
 /** One run's end (finishAll with one move). */
@@ -405,8 +407,8 @@ export async function finishRun(
   fields: TransitionFields = {},
   options: { stopping?: boolean } = {},
 ): Promise<RunRow> {
-  const [ended] = await finishAll(tx, to, [{ run, fields }], options)
-  return ended!
+  const { ended } = await finishAll(tx, to, [{ run, fields }], options)
+  return ended[0]!
 }
 
 // --- starting runs ----------------------------------------------------------------------------------

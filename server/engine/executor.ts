@@ -1,6 +1,5 @@
 import type { Db, Sql } from '../db/sql.js'
-import { transitionAll, type RunRow } from '../domain/runs.js'
-import { followSuccessors } from '../domain/successors.js'
+import { finishAll, type RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 
 /**
@@ -31,7 +30,7 @@ export interface ExecutionContext {
  * Answers how many runs their successors started.
  */
 export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<number> {
-  const ended = await transitionAll(
+  const { followed } = await finishAll(
     tx,
     'succeeded',
     runs.map((run) => {
@@ -46,5 +45,5 @@ export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<num
     }),
     { through: 'running' },
   )
-  return followSuccessors(tx, ended)
+  return followed
 }
