@@ -34,29 +34,43 @@ const redacted = '[redacted]'
 const secretShaped = /(?:whsec|osd)_[A-Za-z0-9_-]{43}/
 const everySecretShaped = new RegExp(secretShaped.source, 'g')
 
+/** The caller's secret, if long enough to look for (a few characters would match everywhere). */
+const findable = (secret: string | undefined) => (secret && secret.length >= 8 ? secret : undefined)
+
 /** `text` with the caller's secret and anything shaped like a secret replaced by [redacted]. */
 function scrubText(text: string, secret: string | undefined): string {
-  const cut =
-    secret && secret.length >= 8 && text.includes(secret) ? text.split(secret).join(redacted) : text
+  const own = findable(secret)
+  const cut = own && text.includes(own) ? text.split(own).join(redacted) : text
   return cut.replace(everySecretShaped, redacted)
 }
 
 /** Whether a JSON value holds the caller's secret or anything shaped like a secret, anywhere. */
 export function holdsSecret(value: unknown, secret: string | undefined): boolean {
   const text = JSON.stringify(value ?? null)
-  return Boolean(secret && secret.length >= 8 && text.includes(secret)) || secretShaped.test(text)
+  const own = findable(secret)
+  return Boolean(own && text.includes(own)) || secretShaped.test(text)
 }
 
 /**
  * A JSON value with the secret, and anything shaped like one, replaced by [redacted] in every string
  * and every key: what a webhook hands on (a run's input, a gate's note) and what a delivery keeps.
+ * With `sensitiveFields`, the values of fields whose names say they are sensitive go too.
  */
-export function withoutSecret(value: unknown, secret: string | undefined): unknown {
+export function withoutSecret(
+  value: unknown,
+  secret: string | undefined,
+  sensitiveFields = false,
+): unknown {
   if (typeof value === 'string') return scrubText(value, secret)
-  if (Array.isArray(value)) return value.map((v) => withoutSecret(v, secret))
+  if (Array.isArray(value)) return value.map((v) => withoutSecret(v, secret, sensitiveFields))
   if (value && typeof value === 'object') {
     return Object.fromEntries(
-      Object.entries(value).map(([key, v]) => [scrubText(key, secret), withoutSecret(v, secret)]),
+      Object.entries(value).map(([key, v]) => [
+        scrubText(key, secret),
+        sensitiveFields && sensitive.test(key)
+          ? redacted
+          : withoutSecret(v, secret, sensitiveFields),
+      ]),
     )
   }
   return value
@@ -74,18 +88,7 @@ export function redactHeaders(
 }
 
 /** The body as a delivery keeps it: sensitive fields, and the secret anywhere, replaced by [redacted]. */
-export function redactBody(value: unknown, secret?: string): unknown {
-  if (Array.isArray(value)) return value.map((v) => redactBody(v, secret))
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value).map(([key, v]) => [
-        scrubText(key, secret),
-        sensitive.test(key) ? redacted : redactBody(v, secret),
-      ]),
-    )
-  }
-  return withoutSecret(value, secret)
-}
+export const redactBody = (value: unknown, secret?: string) => withoutSecret(value, secret, true)
 
 export interface Inbound {
   enterpriseSlug: string

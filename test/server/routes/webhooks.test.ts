@@ -304,6 +304,13 @@ describe('stored deliveries (spec: Webhook history)', () => {
       await t.sql`select request::text as request from webhook_deliveries where id = ${res.body.deliveryId}`
     expect(row!.request).not.toContain(secret)
     expect(row!.request).not.toContain('hunter2')
+    // Only the kept delivery redacts fields by their names: the run has its input as sent.
+    const run = (await t.call('GET', `/v1/runs/${res.body.runId}`)).body.run
+    expect(run.input).toEqual({
+      repo: 'acme/site',
+      apiKey: 'sk-live-123',
+      nested: { password: 'hunter2', note: 'fine' },
+    })
   })
 
   it('keeps calls that never authenticated, not replayable', async () => {
@@ -348,7 +355,7 @@ describe('stored deliveries (spec: Webhook history)', () => {
     const lookalike = `whsec_${'A'.repeat(43)}` // not this enterprise's secret, but shaped like one
     const res = await hook(
       task.slug,
-      { [secret]: 1, list: ['x', `a ${secret} b`], other: lookalike },
+      { [secret]: 1, list: ['x', `a ${secret} b`], other: lookalike, deep: { token: 't-1' } },
       { 'x-os-webhook-secret': secret, 'x-forwarded-note': `sig=${secret}` },
     )
     expect(res.status).toBe(202)
@@ -365,6 +372,7 @@ describe('stored deliveries (spec: Webhook history)', () => {
       '[redacted]': 1,
       list: ['x', 'a [redacted] b'],
       other: '[redacted]',
+      deep: { token: 't-1' }, // a field's name redacts it in the kept delivery only
     })
 
     // A call whose header is wrong but whose body holds the real secret keeps it nowhere either.
