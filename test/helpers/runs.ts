@@ -48,20 +48,35 @@ export async function waitForRun(
 }
 
 /**
- * A deterministic task assigned to the built-in ceo role, ready to run. It runs beside its holder's other
+ * A task of `kind` assigned to the built-in ceo role, ready to run. It runs beside its holder's other
  * work (overlapPolicy os) unless `extra` says otherwise, so tests sharing the one ceo are not refused
  * member_busy by each other.
  */
-export async function deterministicTask(
+async function ceoTask(
   t: TestApp,
-  extra: Record<string, unknown> = {},
-  token?: string,
+  kind: 'deterministic' | 'llm',
+  extra: Record<string, unknown>,
+  token: string | undefined,
 ) {
-  const name = `Det ${Math.random().toString(36).slice(2, 10)}`
+  const name = `${kind === 'llm' ? 'Llm' : 'Det'} ${Math.random().toString(36).slice(2, 10)}`
   const res = await t.call('POST', '/v1/tasks', {
-    body: { name, kind: 'deterministic', assigneeRole: 'ceo', overlapPolicy: 'os', ...extra },
+    body: { name, kind, assigneeRole: 'ceo', overlapPolicy: 'os', ...extra },
     ...(token ? { token } : {}),
   })
   expect(res.status, JSON.stringify(res.body)).toBe(201)
   return res.body as { id: string; slug: string; currentVersionId: string }
 }
+
+/** A deterministic task (ceoTask): its runs succeed as soon as an engine dispatches them. */
+export const deterministicTask = (
+  t: TestApp,
+  extra: Record<string, unknown> = {},
+  token?: string,
+) => ceoTask(t, 'deterministic', extra, token)
+
+/**
+ * A task of kind llm (ceoTask): once dispatched its runs stay running until an executor moves them,
+ * which none does in a test without an engine.
+ */
+export const llmTask = (t: TestApp, extra: Record<string, unknown> = {}, token?: string) =>
+  ceoTask(t, 'llm', extra, token)

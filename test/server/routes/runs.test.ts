@@ -19,7 +19,13 @@ import {
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
-import { apiStart, deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import {
+  apiStart,
+  deterministicTask,
+  llmTask,
+  startTestEngine,
+  waitForRun,
+} from '../../helpers/runs.js'
 
 // Runs without an engine stay where the API put them; tests that need one start it.
 let t: TestApp
@@ -446,11 +452,7 @@ describe('runs that cannot move keep no other run waiting (one engine serves eve
       token: a.e.token,
       body: { concurrentRunLimit: 1 },
     })
-    const llm = await t.call('POST', '/v1/tasks', {
-      token: a.e.token,
-      body: { name: `Long ${randomUUID().slice(0, 6)}`, assigneeRole: 'ceo', overlapPolicy: 'os' },
-    })
-    const long = (await start(llm.body.id, {}, a.e.token)).body
+    const long = (await start((await llmTask(t, {}, a.e.token)).id, {}, a.e.token)).body
     await dispatchQueued(t.sql, 'test-engine', completeDeterministic)
     expect((await loadRun(t.sql, a.e.id, long.id)).status).toBe('running') // the limit is reached
     await a.startMany('api')
@@ -471,18 +473,9 @@ describe('limits hold however many dispatches race (DESIGN 5)', () => {
     const team = (
       await t.call('POST', '/v1/teams', { ...as, body: { name: 'Two', concurrentRunLimit: 2 } })
     ).body
-    const llm = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: {
-        name: 'Stays running',
-        teamId: team.id,
-        assigneeRole: 'ceo',
-        overlapPolicy: 'os',
-        serializeOn: ['i'],
-      },
-    })
+    const llm = await llmTask(t, { teamId: team.id, serializeOn: ['i'] }, e.token)
     const runs = []
-    for (let i = 0; i < 10; i++) runs.push((await start(llm.body.id, { i }, e.token)).body)
+    for (let i = 0; i < 10; i++) runs.push((await start(llm.id, { i }, e.token)).body)
     // Each in a transaction of its own, as ten engines' would be: only the team row's lock decides.
     await Promise.all(
       runs.map(() => dispatchQueued(t.sql, 'racer', completeDeterministic, { limit: 1 })),
@@ -803,11 +796,7 @@ describe('takeovers (DESIGN 5: a run whose worker died is taken over)', () => {
   /** A running llm run of a fresh enterprise whose worker is gone: its lease lapsed a moment ago. */
   async function lapsedRun(owner: string | null, takeovers: number) {
     const e = await t.createEnterprise(`Lapsed ${randomUUID().slice(0, 6)}`)
-    const task = await t.call('POST', '/v1/tasks', {
-      token: e.token,
-      body: { name: `Llm ${randomUUID().slice(0, 6)}`, assigneeRole: 'ceo', overlapPolicy: 'os' },
-    })
-    const run = (await start(task.body.id, {}, e.token)).body
+    const run = (await start((await llmTask(t, {}, e.token)).id, {}, e.token)).body
     await dispatchQueued(t.sql, 'dead-engine', completeDeterministic)
     await t.sql`
       update runs set lease_owner = ${owner}, lease_expires_at = now() - interval '1 second',
@@ -1056,11 +1045,7 @@ describe('what lets waiting runs go wakes the engines at once (not the sweep)', 
       })
     ).body
     // The team's one slot, and its ceo, taken by a run another engine holds.
-    const llm = await t.call('POST', '/v1/tasks', {
-      token: e.token,
-      body: { name: 'Long', teamId: team.id, assigneeRole: 'ceo', overlapPolicy: 'os' },
-    })
-    long = (await start(llm.body.id, {}, e.token)).body
+    long = (await start((await llmTask(t, { teamId: team.id }, e.token)).id, {}, e.token)).body
     await t.sql`
       update runs set status = 'running', lease_owner = 'elsewhere', lease_expires_at = now() + interval '1 hour',
                       started_at = now()
