@@ -22,7 +22,7 @@ import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
 import { requestLog } from './headers.js'
-import { createRouter, type Router } from './router.js'
+import { createRouter, requireOperationIds, type Router } from './router.js'
 
 /**
  * The whole HTTP app, middleware and errors included (STYLE: createApp(deps)). Tests call
@@ -68,12 +68,19 @@ export function createApp(deps: AppDeps): Router {
     description: 'An API token of the enterprise: Authorization: Bearer <token>',
   })
   app.openAPIRegistry.registerPath({
+    operationId: 'getOpenApiDocument',
     method: 'get',
     path: '/v1/openapi.json',
     summary: 'This document',
     security: [],
-    responses: { 200: { description: 'the OpenAPI 3.1 document of every route' } },
+    responses: {
+      200: {
+        description: 'the OpenAPI 3.1 document of every route',
+        content: { 'application/json': { schema: { type: 'object' } } },
+      },
+    },
   })
+  requireOperationIds(app)
   // Routes declared public are the ones the auth middleware lets through without a token.
   for (const definition of app.openAPIRegistry.definitions) {
     if (definition.type === 'route' && definition.route.security?.length === 0) {

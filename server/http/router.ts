@@ -17,6 +17,11 @@ type Schema = z.ZodType
 type Infer<S> = S extends Schema ? z.infer<S> : Record<string, never>
 
 export interface RouteDef<P, Q, B, R> {
+  /**
+   * The operation's name in the document, a verb in the spec's words (listRuns, startTaskRun): clients
+   * generated from the document name their functions after it. Unique in the app (createApp checks).
+   */
+  operationId: string
   method: Method
   /** OpenAPI form, relative to where the router is mounted: '/{id}/versions'. */
   path: string
@@ -68,6 +73,7 @@ export function route<
 ): void {
   const status = def.status ?? 200
   app.openAPIRegistry.registerPath({
+    operationId: def.operationId,
     method: def.method,
     path: def.path,
     summary: def.summary,
@@ -169,4 +175,22 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
   }
   if (!def.public) responses[401] = { description: 'no or invalid token' }
   return responses
+}
+
+/**
+ * Refuses an app in which two operations share an operationId, or one has none: a generated client would
+ * name two functions alike, or invent a name from the path. createApp calls it once every route is in.
+ */
+export function requireOperationIds(app: Router): void {
+  const seen = new Map<string, string>()
+  for (const definition of app.openAPIRegistry.definitions) {
+    if (definition.type !== 'route') continue
+    const { operationId, method, path } = definition.route
+    const where = `${method.toUpperCase()} ${path}`
+    if (!operationId) throw new Error(`${where} has no operationId`)
+    const first = seen.get(operationId)
+    if (first)
+      throw new Error(`operationId ${operationId} is declared twice: ${first} and ${where}`)
+    seen.set(operationId, where)
+  }
 }

@@ -13,6 +13,7 @@ export function blockerRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getBlockers',
       method: 'get',
       path: '/',
       summary:
@@ -29,6 +30,7 @@ export function blockerRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'clearFailedRuns',
       method: 'post',
       path: '/clear',
       summary: 'Take every failed run off Blockers (section failed); answers how many',

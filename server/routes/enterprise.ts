@@ -43,6 +43,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getEnterprise',
       method: 'get',
       path: '/',
       summary: 'The enterprise, and the calling token with its scopes (beyond the spec)',
@@ -64,6 +65,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getWebhookSecret',
       method: 'get',
       path: '/webhook-secret',
       summary: 'Which webhook secret is in use and since when: its last characters only',
@@ -75,6 +77,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'rotateWebhookSecret',
       method: 'post',
       path: '/webhook-secret/rotate',
       summary: 'A new webhook secret, returned in this answer only; the old one stops at once',
@@ -91,6 +94,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setEnterpriseAvatar',
       method: 'put',
       path: '/avatar',
       summary: "Set the enterprise's picture from a data: URL of an image",
@@ -103,7 +107,13 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
 
   route(
     app,
-    { method: 'delete', path: '/avatar', summary: "Remove the enterprise's picture", status: 204 },
+    {
+      operationId: 'deleteEnterpriseAvatar',
+      method: 'delete',
+      path: '/avatar',
+      summary: "Remove the enterprise's picture",
+      status: 204,
+    },
     async (c) => deleteEnterpriseAvatar(sql, c.var.caller.enterpriseId),
   )
 
@@ -111,6 +121,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getConcurrentRunLimit',
       method: 'get',
       path: '/concurrency',
       summary: 'The enterprise concurrent-run limit',
@@ -121,6 +132,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setConcurrentRunLimit',
       method: 'patch',
       path: '/concurrency',
       summary: 'Set the enterprise concurrent-run limit',
@@ -134,6 +146,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getChatModelTier',
       method: 'get',
       path: '/chat-model-tier',
       summary: 'The model tier chats use',
@@ -144,6 +157,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setChatModelTier',
       method: 'patch',
       path: '/chat-model-tier',
       summary: 'Set the model tier chats use',
@@ -156,6 +170,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getChatMemoryDepth',
       method: 'get',
       path: '/chat-memory-depth',
       summary: 'How much memory chats read, with the depths to choose from',
@@ -166,6 +181,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setChatMemoryDepth',
       method: 'patch',
       path: '/chat-memory-depth',
       summary: 'Set how much memory chats read',
@@ -177,12 +193,19 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
 
   route(
     app,
-    { method: 'get', path: '/metrics', summary: "The enterprise's metrics", response: Metrics },
+    {
+      operationId: 'getEnterpriseMetrics',
+      method: 'get',
+      path: '/metrics',
+      summary: "The enterprise's metrics",
+      response: Metrics,
+    },
     async (c) => pick(await settingsOf(c.var.caller.enterpriseId), 'metrics'),
   )
   route(
     app,
     {
+      operationId: 'setEnterpriseMetrics',
       method: 'patch',
       path: '/metrics',
       summary: "Set the enterprise's metrics",

@@ -35,6 +35,7 @@ export function executionRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listExecutions',
       method: 'get',
       path: '/',
       summary:
@@ -49,6 +50,7 @@ export function executionRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getExecutionBoard',
       method: 'get',
       path: '/board',
       summary: 'Every lane of the board with its open executions',
@@ -61,6 +63,7 @@ export function executionRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getExecutionCounts',
       method: 'get',
       path: '/counts',
       summary: 'Executions and runs running, queued and waiting',
@@ -72,6 +75,7 @@ export function executionRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'closeCompletedExecutions',
       method: 'post',
       path: '/close-completed',
       summary:
@@ -86,6 +90,7 @@ export function executionRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getExecution',
       method: 'get',
       path: '/{id}',
       summary: 'The execution, its runs, their links and the task graph',
@@ -98,6 +103,7 @@ export function executionRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'cancelExecution',
       method: 'post',
       path: '/{id}/cancel',
       summary: 'Stop every open run, pending delayed successors too',
@@ -110,6 +116,7 @@ export function executionRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'closeExecution',
       method: 'post',
       path: '/{id}/close',
       summary: 'Take a finished execution off the board; repeating changes nothing',
@@ -123,6 +130,7 @@ export function executionRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'reopenExecution',
       method: 'post',
       path: '/{id}/reopen',
       summary: 'Put a closed execution back; repeating changes nothing',

@@ -12,6 +12,7 @@ export function gateRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listGates',
       method: 'get',
       path: '/',
       summary: 'Gates waiting, newest first; filters taskId, runId, kind',
@@ -23,6 +24,7 @@ export function gateRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getGate',
       method: 'get',
       path: '/{id}',
       summary: 'One gate',
@@ -35,6 +37,7 @@ export function gateRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'decideGate',
       method: 'post',
       path: '/{id}/decision',
       summary:
@@ -52,6 +55,7 @@ export function gateRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'decideChatGate',
       method: 'post',
       path: '/chat/{chatId}/decision',
       summary: 'Answer the question a chat waits on (gateId names it, else the newest)',

@@ -11,6 +11,7 @@ export function healthRoutes({ sql, config }: AppDeps) {
   route(
     app,
     {
+      operationId: 'getHealth',
       method: 'get',
       path: '/health',
       summary:

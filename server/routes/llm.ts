@@ -38,6 +38,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listLlmConnections',
       method: 'get',
       path: '/connections',
       summary: 'Model connections, without keys',
@@ -49,6 +50,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'updateLlmConnection',
       method: 'patch',
       path: '/connections/{id}',
       summary: 'Rename or describe a connection, or set the plan of a subscription-login one',
@@ -62,6 +64,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'getLlmConnectionUsage',
       method: 'get',
       path: '/connections/{id}/usage',
       summary: 'Tokens and cents by day and model',
@@ -73,6 +76,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listLlmBindings',
       method: 'get',
       path: '/bindings',
       summary: 'Which keys are connected; layer=member and layerId narrow to one member',
@@ -84,6 +88,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'createLlmBinding',
       method: 'post',
       path: '/bindings',
       summary:
@@ -98,6 +103,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'deleteLlmBinding',
       method: 'delete',
       path: '/bindings',
       summary: 'Remove the key of a provider on a layer (query provider, layer, layerId)',
@@ -110,6 +116,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'startProviderBOAuth',
       method: 'post',
       path: '/provider_b/oauth/start',
       summary: 'Start a provider_b subscription sign-in: answers the address to sign in at',
@@ -122,6 +129,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'completeProviderBOAuth',
       method: 'post',
       path: '/provider_b/oauth/complete',
       summary: 'Complete the sign-in with the code and state it returned',
@@ -135,12 +143,19 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
 
   route(
     app,
-    { method: 'get', path: '/tiers', summary: 'The model per tier per provider', response: Tiers },
+    {
+      operationId: 'listLlmTiers',
+      method: 'get',
+      path: '/tiers',
+      summary: 'The model per tier per provider',
+      response: Tiers,
+    },
     async (c) => getTiers(sql, c.var.caller.enterpriseId),
   )
   route(
     app,
     {
+      operationId: 'overrideLlmTier',
       method: 'post',
       path: '/tiers/override',
       summary: "Choose the enterprise's model for a tier of a provider",
@@ -155,6 +170,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listLlmModels',
       method: 'get',
       path: '/models',
       summary: "The models the connections offer (the provider's list, else the shipped catalogue)",

@@ -30,13 +30,20 @@ export function memberRoutes({ sql, config }: RouteDeps) {
 
   route(
     app,
-    { method: 'get', path: '/', summary: 'Every member', response: z.array(Member) },
+    {
+      operationId: 'listMembers',
+      method: 'get',
+      path: '/',
+      summary: 'Every member',
+      response: z.array(Member),
+    },
     async (c) => listMembers(sql, c.var.caller.enterpriseId),
   )
 
   route(
     app,
     {
+      operationId: 'createMember',
       method: 'post',
       path: '/',
       summary: 'Create a member; the email is always made from the name (a sent email is ignored)',
@@ -52,6 +59,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getMember',
       method: 'get',
       path: '/{id}',
       summary: 'One member',
@@ -65,6 +73,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'updateMember',
       method: 'patch',
       path: '/{id}',
       summary: "Change a member's name, email or persona",
@@ -80,6 +89,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteMember',
       method: 'delete',
       path: '/{id}',
       summary:
@@ -94,6 +104,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getMemberAvatar',
       method: 'get',
       path: '/{id}/avatar',
       summary: "The member's picture, as the image file",
@@ -114,6 +125,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'setMemberAvatar',
       method: 'put',
       path: '/{id}/avatar',
       summary: "Set the member's picture from a data: URL of a png, jpeg, gif or webp image",
@@ -130,6 +142,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteMemberAvatar',
       method: 'delete',
       path: '/{id}/avatar',
       summary: "Remove the member's picture",
@@ -143,6 +156,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'grantMemberRole',
       method: 'post',
       path: '/{id}/roles',
       summary: 'Grant the member a role (a team role puts them on its team)',
@@ -163,6 +177,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'revokeMemberRole',
       method: 'delete',
       path: '/{id}/roles/{roleId}',
       summary: 'Take a role away from the member',
@@ -180,6 +195,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'listMemberEmails',
       method: 'get',
       path: '/{id}/emails',
       summary: "The member's inbox, paged, by arrival; unreadOnly=true narrows",
@@ -200,6 +216,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getMemberEmail',
       method: 'get',
       path: '/{id}/emails/{emailId}',
       summary: 'One email; opening it marks it read',
@@ -213,6 +230,7 @@ export function memberRoutes({ sql, config }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getMemberEmailAttachment',
       method: 'get',
       path: '/{id}/emails/{emailId}/attachments/{attachmentId}',
       summary: 'An attachment, as the file',

@@ -9,6 +9,7 @@ export function orgRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getOrganisation',
       method: 'get',
       path: '/',
       summary: 'Teams, their members, the roles each holds, and the tasks of each role',

@@ -11,6 +11,7 @@ export function planRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listPlans',
       method: 'get',
       path: '/',
       summary: 'Plans, newest first; filters status, kind, chatSessionId, producedByRunId',
@@ -27,6 +28,7 @@ export function planRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getPlan',
       method: 'get',
       path: '/{id}',
       summary: 'One plan, its items, the run and the gates behind it',

@@ -29,13 +29,20 @@ export function roleRoutes({ sql }: RouteDeps) {
 
   route(
     app,
-    { method: 'get', path: '/', summary: 'Every role', response: z.array(Role) },
+    {
+      operationId: 'listRoles',
+      method: 'get',
+      path: '/',
+      summary: 'Every role',
+      response: z.array(Role),
+    },
     async (c) => listRoles(sql, c.var.caller.enterpriseId),
   )
 
   route(
     app,
     {
+      operationId: 'createRole',
       method: 'post',
       path: '/',
       summary: 'Create a role, team-scoped with teamId or enterprise-wide without',
@@ -51,6 +58,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getRole',
       method: 'get',
       path: '/{id}',
       summary: 'The role, its holders and its tasks',
@@ -64,6 +72,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteRole',
       method: 'delete',
       path: '/{id}',
       summary: 'Delete a role and its grants; not a built-in one (beyond the spec)',
@@ -78,6 +87,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'addRoleMember',
       method: 'post',
       path: '/{id}/members',
       summary: 'Grant the role to a member (a team role puts them on its team)',
@@ -97,6 +107,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'removeRoleMember',
       method: 'delete',
       path: '/{id}/members/{memberId}',
       summary: 'Take the role from a member',
@@ -111,6 +122,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'addRoleTask',
       method: 'post',
       path: '/{id}/tasks',
       summary:
@@ -131,6 +143,7 @@ export function roleRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'removeRoleTask',
       method: 'delete',
       path: '/{id}/tasks/{taskId}',
       summary: 'Stop the role running a task',

@@ -26,6 +26,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listRuns',
       method: 'get',
       path: '/',
       summary:
@@ -41,6 +42,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getRun',
       method: 'get',
       path: '/{id}',
       summary: 'The run, its events, gates, task, version, neighbours, execution and cost',
@@ -79,6 +81,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getRunLog',
       method: 'get',
       path: '/{id}/log',
       summary: 'The full log, once stored',
@@ -92,6 +95,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getRunOsTool',
       method: 'get',
       path: '/{id}/os-tool',
       summary: 'Status, task, input and the last eight events',
@@ -104,6 +108,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'cancelRun',
       method: 'post',
       path: '/{id}/cancel',
       summary: 'Cancel a run that has not ended; an ended one is 409 illegal_transition',
@@ -117,6 +122,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'retryRun',
       method: 'post',
       path: '/{id}/retry',
       summary:
@@ -135,6 +141,7 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'clearRun',
       method: 'post',
       path: '/{id}/clear',
       summary:

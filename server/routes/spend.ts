@@ -9,6 +9,7 @@ export function spendRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getSpend',
       method: 'get',
       path: '/',
       summary: "Today's spend and runs by layer, every cap, and whether limits are on",
@@ -19,6 +20,7 @@ export function spendRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setSpendCap',
       method: 'patch',
       path: '/caps',
       summary:
@@ -32,6 +34,7 @@ export function spendRoutes({ sql }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'setSpendEnabled',
       method: 'patch',
       path: '/enabled',
       summary: 'Turn spend limits on or off; off queues paused runs again',

@@ -60,6 +60,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listTasks',
       method: 'get',
       path: '/',
       summary: 'Tasks, paged; sort slug (default), name, kind, status, createdAt, updatedAt',
@@ -73,6 +74,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'createTask',
       method: 'post',
       path: '/',
       summary: 'Create a task and its first version; only name is required',
@@ -102,6 +104,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getTask',
       method: 'get',
       path: '/{id}',
       summary: 'The task read answer',
@@ -114,6 +117,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteTask',
       method: 'delete',
       path: '/{id}',
       summary:
@@ -128,6 +132,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'copyTask',
       method: 'post',
       path: '/{id}/copy',
       summary: "An independent copy on a team; assigneeRole defaults to the original's",
@@ -144,6 +149,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'listTaskVersions',
       method: 'get',
       path: '/{id}/versions',
       summary: 'Every version, newest first',
@@ -156,6 +162,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getTaskVersion',
       method: 'get',
       path: '/{id}/versions/{versionId}',
       summary: 'One version as saved, with its skill, run count and whether it is current',
@@ -171,6 +178,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'publishTaskVersion',
       method: 'post',
       path: '/{id}/versions',
       summary:
@@ -199,6 +207,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getTaskWorkflow',
       method: 'get',
       path: '/{id}/workflow',
       summary: 'The current version and skill only',
@@ -211,6 +220,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'setTaskSchedule',
       method: 'put',
       path: '/{id}/schedule',
       summary: "Set the schedule: a 5-field cron, an IANA time zone (default UTC), the runs' input",
@@ -228,6 +238,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteTaskSchedule',
       method: 'delete',
       path: '/{id}/schedule',
       summary: 'Remove the schedule',
@@ -243,6 +254,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'startTaskRun',
       method: 'post',
       path: '/{id}/runs',
       summary: "Start a run: the body is the run's input, stored as sent; 201 queued",

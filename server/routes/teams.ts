@@ -23,13 +23,20 @@ export function teamRoutes({ sql }: RouteDeps) {
 
   route(
     app,
-    { method: 'get', path: '/', summary: 'Every team', response: z.array(Team) },
+    {
+      operationId: 'listTeams',
+      method: 'get',
+      path: '/',
+      summary: 'Every team',
+      response: z.array(Team),
+    },
     async (c) => listTeams(sql, c.var.caller.enterpriseId),
   )
 
   route(
     app,
     {
+      operationId: 'createTeam',
       method: 'post',
       path: '/',
       summary: 'Create a team; the slug is made from the name when omitted',
@@ -45,6 +52,7 @@ export function teamRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'getTeam',
       method: 'get',
       path: '/{id}',
       summary: 'One team',
@@ -58,6 +66,7 @@ export function teamRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'updateTeam',
       method: 'patch',
       path: '/{id}',
       summary:
@@ -74,6 +83,7 @@ export function teamRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'deleteTeam',
       method: 'delete',
       path: '/{id}',
       summary: 'Delete a team; not the last one, nor one that tasks belong to',
@@ -88,6 +98,7 @@ export function teamRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'addTeamMember',
       method: 'post',
       path: '/{id}/members',
       summary: 'Put a member on the team, and grant a role when roleId is sent',
@@ -104,6 +115,7 @@ export function teamRoutes({ sql }: RouteDeps) {
     app,
     {
       ...common,
+      operationId: 'removeTeamMember',
       method: 'delete',
       path: '/{id}/members/{memberId}',
       summary: "Take a member off the team, with the team's own roles",

@@ -30,6 +30,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listToolBindings',
       method: 'get',
       path: '/bindings',
       summary: 'Tool connections, without secrets; query layer, layerId',
@@ -41,6 +42,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'createToolBinding',
       method: 'post',
       path: '/bindings',
       summary:
@@ -64,6 +66,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'updateToolBinding',
       method: 'patch',
       path: '/bindings/{id}',
       summary:
@@ -79,6 +82,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'deleteToolBinding',
       method: 'delete',
       path: '/bindings/{id}',
       summary: 'Remove a connection',
@@ -91,6 +95,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'listToolSignIns',
       method: 'get',
       path: '/bindings/{id}/sign-ins',
       summary: "Sign-ins saved on a browser connection's sites",
@@ -102,6 +107,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
     app,
     {
       ...byId,
+      operationId: 'deleteToolSignIn',
       method: 'delete',
       path: '/bindings/{id}/sign-ins/{memberId}',
       summary: "Forget one member's sign-in, on one site (query site) or all",
@@ -115,6 +121,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getToolOAuthRedirectUri',
       method: 'get',
       path: '/oauth/redirect-uri',
       summary: 'The redirect address to register with a provider',
@@ -125,6 +132,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'startToolOAuth',
       method: 'post',
       path: '/oauth/start',
       summary:

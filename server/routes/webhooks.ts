@@ -52,6 +52,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'startTaskRunByWebhook',
       method: 'post',
       path: '/{enterprise}/tasks/{task}',
       summary:
@@ -71,6 +72,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'decideGateByWebhook',
       method: 'post',
       path: '/{enterprise}/gates/{gateId}',
       summary:
@@ -90,6 +92,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'listWebhookDeliveries',
       method: 'get',
       path: '/',
       summary:
@@ -104,6 +107,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'getWebhookDelivery',
       method: 'get',
       path: '/{id}',
       summary: 'One delivery: request, response, what followed',
@@ -117,6 +121,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   route(
     app,
     {
+      operationId: 'replayWebhookDelivery',
       method: 'post',
       path: '/{id}/replay',
       summary: 'Apply a delivery again through the current rules, as a new delivery linked to it',
