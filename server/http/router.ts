@@ -1,7 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { z } from 'zod'
 import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
-import { ErrorBody } from '../../shared/schemas/common.js'
+import { ErrorBody, FrameworkErrorBody } from '../../shared/schemas/common.js'
 import type { AppContext, AppEnv } from './context.js'
 import { validationError } from '../../shared/validation.js'
 
@@ -45,6 +45,8 @@ export interface RouteDef<P, Q, B, R> {
   notFound?: ErrorCode
   /** Error codes this route answers, for the document. */
   errors?: ErrorCode[]
+  /** Other answers, for the document: health's 503 degraded. */
+  otherAnswers?: Record<number, { description: string; schema: Schema }>
   /** Served without a token (spec: Routes without a token). The auth middleware reads this. */
   public?: boolean
 }
@@ -173,7 +175,13 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
       content: { 'application/json': { schema: ErrorBody } },
     }
   }
-  if (!def.public) responses[401] = { description: 'no or invalid token' }
+  if (!def.public)
+    responses[401] = {
+      description: 'no or invalid token',
+      content: { 'application/json': { schema: FrameworkErrorBody } },
+    }
+  for (const [s, { description, schema }] of Object.entries(def.otherAnswers ?? {}))
+    responses[s] = { description, content: { 'application/json': { schema } } }
   return responses
 }
 

@@ -17,6 +17,9 @@ export function healthRoutes({ sql, config }: AppDeps) {
       summary:
         'Whether the API is up, and the version it runs; 503 when the database does not answer',
       response: Health,
+      otherAnswers: {
+        503: { description: 'degraded: the database does not answer', schema: Health },
+      },
       public: true,
     },
     async (c) => {
