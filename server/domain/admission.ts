@@ -3,7 +3,6 @@ import { engineChannel } from './engine-wake.js'
 import {
   appendEvents,
   assigneeRoleJoin,
-  finishAll,
   lockMembers,
   memberBusy,
   membersFor,
@@ -11,6 +10,7 @@ import {
   type Move,
   type RunRow,
 } from './runs.js'
+import { finishAll } from './run-ends.js'
 
 // Admission (pending -> queued), dispatch (queued -> running) and leases (DESIGN 5). Each step works on
 // many runs in one transaction and a fixed number of statements, so the engine keeps up with starts

@@ -6,32 +6,12 @@ import type {
   WebhookSecretRotated,
 } from '../../shared/schemas/enterprise.js'
 import type { ModelTier } from '../../shared/schemas/models.js'
-import { cleanSlug, maxSlugLength } from '../../shared/slug.js'
+import { validName, validSlug } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { parseImageDataUrl } from './images.js'
-import { setupOrganisation } from './roles.js'
+import { setupOrganisation } from './enterprise-setup.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from './secrets.js'
 import { wakeEngines } from './engine-wake.js'
-
-/** A cleaned slug, or 400 invalid_slug when nothing is left or it is too long (spec: Limits). */
-export function validSlug(raw: string, what = 'slug'): string {
-  const slug = cleanSlug(raw)
-  if (!slug || slug.length > maxSlugLength) {
-    throw new ApiError(
-      'invalid_slug',
-      `${what} must have 1 to ${maxSlugLength} letters, digits or hyphens after cleaning; got "${raw}".`,
-    )
-  }
-  return slug
-}
-
-export function validName(raw: string): string {
-  const name = raw.trim()
-  if (name.length < 1 || name.length > 200) {
-    throw new ApiError('invalid_name', 'name must be 1 to 200 characters.')
-  }
-  return name
-}
 
 /**
  * Creates an enterprise with its own organisation (a team, the built-in roles ceo and coo and a member

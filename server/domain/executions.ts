@@ -12,7 +12,8 @@ import type { RunStatus } from '../../shared/schemas/runs.js'
 import type { Successor } from '../../shared/schemas/tasks.js'
 import { envelope, orderBy, type PageRequest } from '../db/paging.js'
 import { transaction, type Db, type Fragment } from '../db/sql.js'
-import { finishAll, isFinished, toRun, type RunRow } from './runs.js'
+import { finishAll } from './run-ends.js'
+import { isFinished, toRun, type RunRow } from './runs.js'
 import { isUuid } from '../../shared/ids.js'
 
 // Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and

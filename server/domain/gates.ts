@@ -206,10 +206,3 @@ export async function decideChatGate(
   if (!gate) throw new ApiError('gate_not_found', `Chat ${chatId} waits on no question.`)
   return decideGate(db, enterpriseId, gate.id, decision, decidedBy)
 }
-
-/** Runs that end while waiting close their waiting gates: nothing is left to decide. */
-export async function closeGatesOf(tx: Db, runIds: string[], why: string): Promise<void> {
-  await tx`
-    update gates set status = 'decided', decided_by = ${why}, decided_at = now()
-     where run_id = any(${tx.array(runIds)}::uuid[]) and status = 'waiting'`
-}

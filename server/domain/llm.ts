@@ -3,10 +3,12 @@ import { ApiError } from '../../shared/errors.js'
 import {
   catalogue,
   defaultTiers,
+  llmLayers,
   modelTiers,
   providerOfModel,
   providers,
   type LlmBinding,
+  type LlmBindingQuery,
   type LlmConnection,
   type LlmLayer,
   type ModelTier,
@@ -15,8 +17,7 @@ import {
 import type { Sealer } from '../crypto.js'
 import { transaction, type Db } from '../db/sql.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
-import { requireLayerId } from './layers.js'
-import { idFilter } from '../db/paging.js'
+import { layerFilter, layerOwner } from './layers.js'
 import { lastChars } from './secrets.js'
 
 // Model connections, bindings, tiers and models (spec: Endpoints Models; DESIGN 6).
@@ -68,19 +69,18 @@ function toBinding(row: ConnectionRow): LlmBinding {
 
 const hint = (secret: string) => `…${lastChars(secret)}`
 
-/** The layer a binding names, checked: the enterprise has no id; a team or member must be the enterprise's. */
-async function checkLayer(
+/**
+ * The layer id a key is kept under, once layerOwner has checked the layer: none for the enterprise
+ * (its own id is accepted and stored as none), else the team's or the member's.
+ */
+async function keyLayerId(
   db: Db,
   enterpriseId: string,
   layer: LlmLayer,
   layerId: string | undefined,
 ): Promise<string | null> {
-  if (layer === 'enterprise') {
-    if (layerId)
-      throw new ApiError('invalid_request', 'layerId: the enterprise layer takes no layerId.')
-    return null
-  }
-  return requireLayerId(db, enterpriseId, layer, layerId)
+  const owner = await layerOwner(db, enterpriseId, llmLayers, layer, layerId)
+  return layer === 'enterprise' ? null : owner
 }
 
 /** NOTIFY channel of bound keys: engines hear it and retry the enterprise's blocked runs at once. */
@@ -96,7 +96,7 @@ export async function bindKey(
   enterpriseId: string,
   input: { apiKey: string; provider: Provider; layer: LlmLayer; layerId?: string },
 ): Promise<LlmBinding> {
-  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId)
+  const layerId = await keyLayerId(db, enterpriseId, input.layer, input.layerId)
   return transaction(db, async (tx) => {
     const [row] = await tx<ConnectionRow[]>`
       insert into llm_connections (enterprise_id, provider, kind, layer, layer_id, name, secret_ciphertext, secret_hint)
@@ -114,14 +114,14 @@ export async function bindKey(
 export async function listBindings(
   db: Db,
   enterpriseId: string,
-  query: { provider?: string; layer?: string; layerId?: string },
+  query: LlmBindingQuery,
 ): Promise<LlmBinding[]> {
+  const byLayer = await layerFilter(db, enterpriseId, llmLayers, query)
   const rows = await db<ConnectionRow[]>`
     select * from llm_connections
      where enterprise_id = ${enterpriseId} and kind = 'api_key'
        ${query.provider ? db`and provider = ${query.provider}` : db``}
-       ${query.layer ? db`and layer = ${query.layer}` : db``}
-       ${idFilter(db, 'layer_id', query.layerId)}
+       ${byLayer.where}
      order by layer, provider, created_at`
   return rows.map(toBinding)
 }
@@ -130,13 +130,11 @@ export async function listBindings(
 export async function unbindKey(
   db: Db,
   enterpriseId: string,
-  query: { provider?: string; layer?: string; layerId?: string },
+  query: LlmBindingQuery,
 ): Promise<void> {
-  const provider = (query.provider ?? 'provider_a') as Provider
-  if (!providers.includes(provider))
-    throw new ApiError('invalid_request', `provider: one of ${providers.join(', ')}.`)
-  const layer = (query.layer ?? 'enterprise') as LlmLayer
-  const layerId = await checkLayer(db, enterpriseId, layer, query.layerId)
+  const provider = query.provider ?? 'provider_a'
+  const layer = query.layer ?? 'enterprise'
+  const layerId = await keyLayerId(db, enterpriseId, layer, query.layerId)
   await db`
     delete from llm_connections
      where enterprise_id = ${enterpriseId} and kind = 'api_key' and provider = ${provider}
@@ -482,7 +480,7 @@ export async function startOAuth(
   input: { layer: LlmLayer; layerId?: string },
 ): Promise<{ url: string; state: string }> {
   const config = configured(oauth)
-  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId)
+  const layerId = await keyLayerId(db, enterpriseId, input.layer, input.layerId)
   const state = randomBytes(24).toString('base64url')
   const verifier = randomBytes(48).toString('base64url')
   const challenge = createHash('sha256').update(verifier).digest('base64url')

@@ -8,8 +8,8 @@ import type {
   TeamRef,
 } from '../../shared/schemas/organisation.js'
 import { slugFromName } from '../../shared/slug.js'
+import { validName } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
-import { validName } from './enterprises.js'
 import { parseImageDataUrl, type Image } from './images.js'
 
 // AI team members (spec: Resources "Other records"; Endpoints Members).

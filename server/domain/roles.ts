@@ -6,13 +6,13 @@ import type {
   RoleDetail,
   RoleRef,
   TaskRef,
+  Team,
 } from '../../shared/schemas/organisation.js'
-import { slugFromName } from '../../shared/slug.js'
+import { validName, validSlug } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
-import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
 import { loadTask } from './tasks.js'
-import { joinTeam, requireTeam } from './teams.js'
+import { getTeam, joinTeam, requireTeam } from './teams.js'
 import { wakeEngines } from './engine-wake.js'
 
 // Roles (spec: Endpoints Roles): team-scoped (teamId) or enterprise-wide (no team). A task names a role
@@ -152,11 +152,46 @@ export async function grantRole(
   roleId: string,
   memberId: string,
 ): Promise<void> {
+  await transaction(db, (tx) => grant(tx, enterpriseId, roleId, memberId))
+}
+
+/**
+ * Puts a member on a team (again: no change), and grants the role when one is named: by the same rule
+ * as grantRole, and the role must be the team's own or enterprise-wide (409 role_team_mismatch).
+ */
+export async function addTeamMember(
+  db: Db,
+  enterpriseId: string,
+  teamId: string,
+  input: { memberId: string; roleId?: string },
+): Promise<Team> {
   await transaction(db, async (tx) => {
-    const role = await requireRole(tx, enterpriseId, roleId)
-    await requireMember(tx, enterpriseId, memberId)
-    await holdRole(tx, enterpriseId, role, memberId)
+    await requireTeam(tx, enterpriseId, teamId)
+    if (input.roleId) await grant(tx, enterpriseId, input.roleId, input.memberId, teamId)
+    else await requireMember(tx, enterpriseId, input.memberId)
+    await joinTeam(tx, enterpriseId, teamId, input.memberId)
   })
+  return getTeam(db, enterpriseId, teamId)
+}
+
+/**
+ * The one rule of granting a role, in the caller's transaction: the role, then the member, must be the
+ * enterprise's (404 role_not_found, member_not_found); granted on a team, a role of another team is
+ * refused; then the member holds it.
+ */
+async function grant(
+  tx: Db,
+  enterpriseId: string,
+  roleId: string,
+  memberId: string,
+  onTeam?: string,
+): Promise<void> {
+  const role = await requireRole(tx, enterpriseId, roleId)
+  await requireMember(tx, enterpriseId, memberId)
+  if (onTeam && role.teamId && role.teamId !== onTeam) {
+    throw new ApiError('role_team_mismatch', `Role ${role.slug} belongs to another team.`)
+  }
+  await holdRole(tx, enterpriseId, role, memberId)
 }
 
 /** Gives a member, found already, a role found already; a team role puts the member on its team. */
@@ -197,46 +232,6 @@ export async function deleteRole(db: Db, enterpriseId: string, id: string): Prom
     throw new ApiError('role_builtin', `The built-in role ${role.slug} exists in every enterprise.`)
   }
   await db`delete from roles where enterprise_id = ${enterpriseId} and id = ${id}`
-}
-
-// --- every enterprise's own organisation ------------------------------------------------------------
-
-export const builtinRoles = [
-  { slug: 'ceo', name: 'Chief executive', member: 'Chief Executive' },
-  { slug: 'coo', name: 'Chief operating', member: 'Chief Operating Officer' },
-] as const
-
-/**
- * What a new enterprise starts with, so it can run a task at once: a team, the built-in enterprise-wide
- * roles ceo and coo, and a member holding each, on that team (issue: Roles).
- */
-export async function setupOrganisation(
-  tx: Db,
-  enterprise: { id: string; slug: string },
-  mailDomain: string,
-): Promise<void> {
-  const [team] = await tx<{ id: string }[]>`
-    insert into teams (enterprise_id, name, slug, charter)
-    values (${enterprise.id}, 'General', 'general', 'Where everyone starts.')
-    returning id`
-  for (const builtin of builtinRoles) {
-    const local = slugFromName(builtin.member) // as createMember derives it
-    await tx`
-      with role as (
-        insert into roles (enterprise_id, name, slug, builtin)
-        values (${enterprise.id}, ${builtin.name}, ${builtin.slug}, true)
-        returning id
-      ), member as (
-        insert into members (enterprise_id, name, email)
-        values (${enterprise.id}, ${builtin.member}, ${`${local}@${enterprise.slug}.${mailDomain}`})
-        returning id
-      ), joined as (
-        insert into team_members (enterprise_id, team_id, member_id)
-        select ${enterprise.id}, ${team!.id}, member.id from member
-      )
-      insert into role_members (enterprise_id, role_id, member_id)
-      select ${enterprise.id}, role.id, member.id from role, member`
-  }
 }
 
 // --- the tasks a role runs --------------------------------------------------------------------------

@@ -18,8 +18,6 @@ import {
   type Sql,
 } from '../db/sql.js'
 import { engineChannel } from './engine-wake.js'
-import { closeGatesOf } from './gates.js'
-import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 
 // Runs: starting them, moving them from state to state, and their events (spec: Run; States and
@@ -353,6 +351,16 @@ async function keepRunningCounts(
   ])
 }
 
+/**
+ * Runs that end while waiting close their waiting gates: nothing is left to decide. Part of a status
+ * change, so here and not in gates.ts (which opens and decides gates through transition()).
+ */
+async function closeGatesOf(tx: Db, runIds: string[], why: string): Promise<void> {
+  await tx`
+    update gates set status = 'decided', decided_by = ${why}, decided_at = now()
+     where run_id = any(${tx.array(runIds)}::uuid[]) and status = 'waiting'`
+}
+
 /** One run's transition (transitionAll with one move). */
 export async function transition(
   tx: Db,
@@ -363,52 +371,6 @@ export async function transition(
 ): Promise<RunRow> {
   const [moved] = await transitionAll(tx, to, [{ run, fields, event }])
   return moved!
-}
-
-type End = 'succeeded' | 'failed' | 'cancelled'
-
-/**
- * Ends runs (succeeded, failed or cancelled) and follows their successors, in the caller's
- * transaction: the end of a run and what it starts are one change (DESIGN 3). A run ended without a
- * result gets the plain one of its outcome. Answers the ended runs and how many runs their successors
- * started; `through` as transitionAll has it.
- */
-export async function finishAll(
-  tx: Db,
-  to: End,
-  moves: readonly Move[],
-  options: { stopping?: boolean; through?: 'running' } = {},
-): Promise<{ ended: RunRow[]; followed: number }> {
-  const ended = await transitionAll(
-    tx,
-    to,
-    moves.map((m) => ({
-      ...m,
-      fields: {
-        ...m.fields,
-        result:
-          m.fields?.result ??
-          (to === 'succeeded'
-            ? { outcome: 'succeeded' }
-            : { outcome: to, summary: m.fields?.reason }),
-      },
-    })),
-    { through: options.through },
-  )
-  const followed = options.stopping ? 0 : await followSuccessors(tx, ended)
-  return { ended, followed }
-}
-
-/** One run's end (finishAll with one move). */
-export async function finishRun(
-  tx: Db,
-  run: RunRow,
-  to: End,
-  fields: TransitionFields = {},
-  options: { stopping?: boolean } = {},
-): Promise<RunRow> {
-  const { ended } = await finishAll(tx, to, [{ run, fields }], options)
-  return ended[0]!
 }
 
 // --- starting runs ----------------------------------------------------------------------------------
@@ -941,28 +903,6 @@ export class Members {
 }
 
 // --- what people do to runs --------------------------------------------------------------------------
-
-/** POST /v1/runs/{id}/cancel: any unfinished run is cancelled; a finished one is 409 illegal_transition. */
-export async function cancelRun(
-  db: Db,
-  enterpriseId: string,
-  id: string,
-  reason = 'Cancelled.',
-): Promise<RunRow> {
-  return transaction(db, async (tx) => {
-    const run = await loadRun(tx, enterpriseId, id, true)
-    if (isFinished(run.status)) {
-      throw new ApiError(
-        'illegal_transition',
-        `Run ${id} already ended ${run.status}; it cannot be cancelled.`,
-        {
-          status: run.status,
-        },
-      )
-    }
-    return finishRun(tx, run, 'cancelled', { reason })
-  })
-}
 
 /**
  * POST /v1/runs/{id}/retry: a new pending run on the task's current version, in the same execution,

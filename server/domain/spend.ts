@@ -1,7 +1,11 @@
-import { ApiError } from '../../shared/errors.js'
-import type { SpendCapInput, SpendLayer, SpendView } from '../../shared/schemas/spend.js'
+import {
+  spendLayers,
+  type SpendCapInput,
+  type SpendLayer,
+  type SpendView,
+} from '../../shared/schemas/spend.js'
 import { transaction, type Db } from '../db/sql.js'
-import { requireLayerId } from './layers.js'
+import { layerOwner } from './layers.js'
 import { transitionAll, type RunRow } from './runs.js'
 
 // Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what
@@ -137,7 +141,7 @@ export async function setCap(
   enterpriseId: string,
   input: SpendCapInput,
 ): Promise<SpendView> {
-  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId)
+  const layerId = await layerOwner(db, enterpriseId, spendLayers, input.layer, input.layerId)
   await transaction(db, async (tx) => {
     const [before] = await tx<{ moneyCentsDay: number }[]>`
       select money_cents_day from spend_caps where enterprise_id = ${enterpriseId} and layer = ${input.layer}
@@ -180,18 +184,4 @@ export async function requeuePaused(tx: Db, enterpriseId: string, why: string): 
     paused.map((run) => ({ run, fields: { notBefore: null }, event: { because: why } })),
   )
   return paused.length
-}
-
-async function checkLayer(
-  db: Db,
-  enterpriseId: string,
-  layer: SpendLayer,
-  layerId: string | undefined,
-): Promise<string> {
-  if (layer === 'enterprise') {
-    if (layerId && layerId !== enterpriseId)
-      throw new ApiError('invalid_request', 'layerId: the enterprise layer takes no layerId.')
-    return enterpriseId
-  }
-  return requireLayerId(db, enterpriseId, layer, layerId)
 }

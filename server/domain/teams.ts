@@ -6,11 +6,10 @@ import type {
   TeamPatch,
   TeamRef,
 } from '../../shared/schemas/organisation.js'
+import { validName, validSlug } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
-import { validName, validSlug } from './enterprises.js'
 import { requireMember } from './members.js'
 import { wakeEngines } from './engine-wake.js'
-import { holdRole, requireRole } from './roles.js'
 
 // Teams (spec: Endpoints Teams): a charter, a lead, a concurrent-run limit, and members.
 
@@ -156,26 +155,10 @@ async function tasksOfTeam(db: Db, enterpriseId: string, teamId: string): Promis
      order by slug`
 }
 
-/** Puts a member on a team (again: no change), and grants the role when one is named. */
-export async function addTeamMember(
-  db: Db,
-  enterpriseId: string,
-  teamId: string,
-  input: { memberId: string; roleId?: string },
-): Promise<Team> {
-  await transaction(db, async (tx) => {
-    await requireTeam(tx, enterpriseId, teamId)
-    await requireMember(tx, enterpriseId, input.memberId)
-    const role = input.roleId ? await requireRole(tx, enterpriseId, input.roleId) : undefined
-    if (role?.teamId && role.teamId !== teamId) {
-      throw new ApiError('role_team_mismatch', `Role ${role.slug} belongs to another team.`)
-    }
-    await joinTeam(tx, enterpriseId, teamId, input.memberId)
-    if (role) await holdRole(tx, enterpriseId, role, input.memberId)
-  })
-  return getTeam(db, enterpriseId, teamId)
-}
-
+/**
+ * Puts a member, found already, on a team (again: no change). Adding a member with a role is granting
+ * it: roles.ts addTeamMember.
+ */
 export async function joinTeam(
   db: Db,
   enterpriseId: string,

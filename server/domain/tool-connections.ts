@@ -1,16 +1,17 @@
 import { randomBytes } from 'node:crypto'
 import { ApiError } from '../../shared/errors.js'
 import { fixedTools } from '../../shared/schemas/tasks.js'
-import type {
-  ToolConnection,
-  ToolConnectionCreate,
-  ToolConnectionPatch,
-  ToolLayer,
+import {
+  toolLayers,
+  type ToolConnection,
+  type ToolConnectionCreate,
+  type ToolConnectionPatch,
+  type ToolConnectionQuery,
+  type ToolLayer,
 } from '../../shared/schemas/tools.js'
 import type { Sealer } from '../crypto.js'
 import type { Db } from '../db/sql.js'
-import { requireLayerId } from './layers.js'
-import { idFilter } from '../db/paging.js'
+import { layerFilter, layerOwner } from './layers.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
 // system, on a layer. A token may connect tools on a team, member, role or task, never on the enterprise,
@@ -57,6 +58,7 @@ const ceoOnly = (what: string) =>
     `${what} is the chief executive's to change, in the portal; an API token cannot.`,
   )
 
+/** The layer id a token may connect a tool under: never the enterprise's (403 ceo_bind_only). */
 async function checkLayer(
   db: Db,
   enterpriseId: string,
@@ -64,7 +66,7 @@ async function checkLayer(
   layerId: string | undefined,
 ): Promise<string> {
   if (layer === 'enterprise') throw ceoOnly('A tool connection on the enterprise')
-  return requireLayerId(db, enterpriseId, layer, layerId)
+  return layerOwner(db, enterpriseId, toolLayers, layer, layerId)
 }
 
 function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' | 'browser' {
@@ -115,12 +117,12 @@ async function loadConnection(db: Db, enterpriseId: string, id: string): Promise
 export async function listToolConnections(
   db: Db,
   enterpriseId: string,
-  query: { layer?: string; layerId?: string },
+  query: ToolConnectionQuery,
 ): Promise<ToolConnection[]> {
+  const byLayer = await layerFilter(db, enterpriseId, toolLayers, query)
   const rows = await db<ConnectionRow[]>`
     select * from tool_connections where enterprise_id = ${enterpriseId}
-      ${query.layer ? db`and layer = ${query.layer}` : db``}
-      ${idFilter(db, 'layer_id', query.layerId)}
+      ${byLayer.where}
      order by created_at, id`
   return rows.map(toConnection)
 }

@@ -1,5 +1,6 @@
 import type { Db, Sql } from '../db/sql.js'
-import { finishAll, type RunRow } from '../domain/runs.js'
+import { finishAll } from '../domain/run-ends.js'
+import type { RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 
 /**

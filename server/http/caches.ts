@@ -8,7 +8,7 @@ import {
 } from '../domain/enterprises.js'
 import { tokenRevokedChannel } from '../domain/tokens.js'
 import type { Logger } from '../log.js'
-import type { Caller } from './context.js'
+import type { Caller } from './caller.js'
 
 /**
  * What hot reads keep in memory, each dropped when its change is announced (db/notified-cache.ts):

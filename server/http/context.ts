@@ -5,14 +5,8 @@ import type { Logger } from '../log.js'
 import type { Sealer } from '../crypto.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
 import type { Caches } from './caches.js'
+import type { Caller } from './caller.js'
 import type { RunWatch } from './run-watch.js'
-
-/** What a request learns about its caller from the bearer token (spec: Authentication). */
-export interface Caller {
-  tokenId: string
-  enterpriseId: string
-  scopes: ReadonlySet<string>
-}
 
 export interface AppEnv {
   Variables: {

@@ -82,6 +82,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       summary: 'Which keys are connected; layer=member and layerId narrow to one member',
       query: LlmBindingQuery,
       response: z.array(LlmBinding),
+      errors: ['enterprise_not_found', 'team_not_found', 'member_not_found'],
     },
     async (c, { query }) => listBindings(sql, c.var.caller.enterpriseId, query),
   )
@@ -96,7 +97,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       body: LlmBindingCreate,
       status: 201,
       response: LlmBinding,
-      errors: ['team_not_found', 'member_not_found'],
+      errors: ['enterprise_not_found', 'team_not_found', 'member_not_found'],
     },
     async (c, { body }) => bindKey(sql, sealer, c.var.caller.enterpriseId, body),
   )
@@ -107,8 +108,11 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       method: 'delete',
       path: '/bindings',
       summary: 'Remove the key of a provider on a layer (query provider, layer, layerId)',
+      description:
+        "The enterprise layer takes the caller's own enterprise id as layerId, or none; any other layer the id of one of the enterprise's teams or members.",
       query: LlmBindingQuery,
       status: 204,
+      errors: ['enterprise_not_found', 'team_not_found', 'member_not_found'],
     },
     async (c, { query }) => unbindKey(sql, c.var.caller.enterpriseId, query),
   )

@@ -12,7 +12,8 @@ import {
 } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/run-views.js'
-import { cancelRun, clearRun, listEvents, retryRun, toRun } from '../domain/runs.js'
+import { cancelRun } from '../domain/run-ends.js'
+import { clearRun, listEvents, retryRun, toRun } from '../domain/runs.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -27,7 +27,7 @@ export function spendRoutes({ sql }: RouteDeps) {
         'Set a daily cap in cents on a layer (enterprise, team, task, member); null removes it; raising queues paused runs again',
       body: SpendCapInput,
       response: SpendView,
-      errors: ['team_not_found', 'member_not_found', 'task_not_found'],
+      errors: ['enterprise_not_found', 'team_not_found', 'member_not_found', 'task_not_found'],
     },
     async (c, { body }) => setCap(sql, c.var.caller.enterpriseId, body),
   )

@@ -2,7 +2,6 @@ import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { Team, TeamCreate, TeamMemberAdd, TeamPatch } from '../../shared/schemas/organisation.js'
 import {
-  addTeamMember,
   createTeam,
   deleteTeam,
   getTeam,
@@ -10,6 +9,7 @@ import {
   removeTeamMember,
   updateTeam,
 } from '../domain/teams.js'
+import { addTeamMember } from '../domain/roles.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

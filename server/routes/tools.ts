@@ -36,6 +36,13 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       summary: 'Tool connections, without secrets; query layer, layerId',
       query: ToolConnectionQuery,
       response: z.array(ToolConnection),
+      errors: [
+        'enterprise_not_found',
+        'team_not_found',
+        'member_not_found',
+        'role_not_found',
+        'task_not_found',
+      ],
     },
     async (c, { query }) => listToolConnections(sql, c.var.caller.enterpriseId, query),
   )

@@ -127,11 +127,13 @@ export const LlmBindingCreate = z
   })
   .meta({ id: 'LlmBindingCreate' })
 
+/** GET and DELETE /v1/llm/bindings: which keys, by provider and by layer (named by its id). */
 export const LlmBindingQuery = z.object({
-  provider: z.string().optional(),
-  layer: z.string().optional(),
-  layerId: z.string().optional(),
+  provider: Provider.optional(),
+  layer: LlmLayer.optional(),
+  layerId: Uuid.optional(),
 })
+export type LlmBindingQuery = z.infer<typeof LlmBindingQuery>
 
 export const OAuthStart = z
   .object({ layer: LlmLayer.default('enterprise'), layerId: Uuid.optional() })

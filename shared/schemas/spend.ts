@@ -30,7 +30,7 @@ export const SpendCapInput = z
   .object({
     layer: SpendLayer,
     layerId: Uuid.optional().meta({
-      description: 'the team, task or member; omitted for the enterprise',
+      description: 'the team, task or member; for the enterprise its own id, or omitted',
     }),
     moneyCentsDay: z
       .number()

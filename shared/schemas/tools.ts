@@ -68,10 +68,12 @@ export const ToolConnectionPatch = ToolConnectionCreate.partial()
   .meta({ id: 'ToolConnectionPatch' })
 export type ToolConnectionPatch = z.infer<typeof ToolConnectionPatch>
 
+/** GET /v1/tools/bindings: the connections of a layer (named by its id). */
 export const ToolConnectionQuery = z.object({
-  layer: z.string().optional(),
-  layerId: z.string().optional(),
+  layer: ToolLayer.optional(),
+  layerId: Uuid.optional(),
 })
+export type ToolConnectionQuery = z.infer<typeof ToolConnectionQuery>
 
 export const SignIn = z
   .object({ memberId: Uuid, site: z.string(), savedAt: IsoTime })

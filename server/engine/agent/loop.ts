@@ -4,13 +4,8 @@ import type { Sealer } from '../../crypto.js'
 import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
 import { gateOfStep, openGate } from '../../domain/gates.js'
 import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
-import {
-  appendEvent,
-  assigneeRoleId,
-  finishRun,
-  transition,
-  type RunRow,
-} from '../../domain/runs.js'
+import { appendEvent, assigneeRoleId, transition, type RunRow } from '../../domain/runs.js'
+import { finishRun } from '../../domain/run-ends.js'
 import { reserve, settle } from '../../domain/spend.js'
 import { reaches } from '../../domain/task-checks.js'
 import { mustGateTools } from '../../domain/tasks.js'

@@ -219,7 +219,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     }
   })
 
-  it('answers a list filtered by a malformed id with nothing, not an error', async () => {
+  it('answers a list filtered by a malformed id with nothing, not an error (a layer id: 400)', async () => {
     for (const bad of ['not-an-id', '-'.repeat(36)]) {
       for (const path of [
         `/v1/tasks?teamId=${bad}`,
@@ -228,12 +228,20 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
         `/v1/executions?teamId=${bad}`,
         `/v1/gates?runId=${bad}`,
         `/v1/plans?producedByRunId=${bad}`,
-        `/v1/llm/bindings?layer=team&layerId=${bad}`,
-        `/v1/tools/bindings?layer=team&layerId=${bad}`,
       ]) {
         const res = await t.call('GET', path)
         expect(res.status, path).toBe(200)
         expect(Array.isArray(res.body) ? res.body : res.body.data, path).toEqual([])
+      }
+      // A layer's id names the owner of a setting, by the rule bodies follow too (domain/layers.ts):
+      // not a UUID, it is refused (test/server/routes/layers.test.ts).
+      for (const path of [
+        `/v1/llm/bindings?layer=team&layerId=${bad}`,
+        `/v1/tools/bindings?layer=team&layerId=${bad}`,
+      ]) {
+        const res = await t.call('GET', path)
+        expect(res.status, path).toBe(400)
+        expect(res.body.error).toBe('invalid_request')
       }
     }
   })

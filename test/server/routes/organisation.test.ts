@@ -255,6 +255,38 @@ describe('teams', () => {
     expect(malformed.body.error).toBe('team_not_found')
   })
 
+  it('grants a role on a team by the rule of granting it: the same inputs are refused the same way', async () => {
+    const onTeam = await team()
+    const own = { role: (await role()).id, member: (await member()).id }
+    const removed = (await member()).id
+    expect((await t.call('DELETE', `/v1/members/${removed}`)).status).toBe(204)
+    const cases = [
+      { roleId: own.role, memberId: foreign.member },
+      { roleId: own.role, memberId: removed },
+      { roleId: own.role, memberId: randomUUID() },
+      { roleId: foreign.role, memberId: own.member },
+      { roleId: randomUUID(), memberId: own.member },
+      { roleId: foreign.role, memberId: foreign.member },
+    ]
+    for (const { roleId, memberId } of cases) {
+      const granted = await t.call('POST', `/v1/roles/${roleId}/members`, { body: { memberId } })
+      const added = await t.call('POST', `/v1/teams/${onTeam.id}/members`, {
+        body: { memberId, roleId },
+      })
+      const answer = (res: typeof granted) => [res.status, res.body.error]
+      expect(answer(added), JSON.stringify({ roleId, memberId })).toEqual(answer(granted))
+      expect(granted.status).toBe(404)
+    }
+    expect((await t.call('GET', `/v1/teams/${onTeam.id}`)).body.members).toEqual([])
+    const added = await t.call('POST', `/v1/teams/${onTeam.id}/members`, {
+      body: { memberId: own.member, roleId: own.role },
+    })
+    expect(added.status).toBe(201)
+    const holder = (await t.call('GET', `/v1/members/${own.member}`)).body
+    expect(holder.roles.map((r: { id: string }) => r.id)).toEqual([own.role])
+    expect(holder.teams.map((x: { id: string }) => x.id)).toEqual([onTeam.id])
+  })
+
   it('refuses to delete a team that tasks belong to, naming them', async () => {
     const created = await team()
     await task('Owned Task', { team_id: created.id })
