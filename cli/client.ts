@@ -1,4 +1,4 @@
-import { request, type Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
 import type { Paged } from '../shared/schemas/common.js'
 import { ApiRequestError, CliError, UnreachableError, noTokenError } from './errors.js'
 
@@ -45,6 +45,9 @@ export class ApiClient {
       headers['content-type'] = 'application/json'
     }
     const target = this.url(path, options.query)
+    // undici is loaded by the first request, not as osctl starts (a fifth of its start-up otherwise):
+    // command modules import this one for decode() and apiError() while only building --help.
+    const { request } = await import('undici')
     try {
       const res = await request(target, {
         method: method.toUpperCase() as Dispatcher.HttpMethod,

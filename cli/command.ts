@@ -3,7 +3,8 @@ import type { Command } from 'commander'
 import type { Deps, GlobalOptions } from './deps.js'
 import { CliError, UsageError, exitCodes } from './errors.js'
 
-export type MakeDeps = (globals: GlobalOptions) => Deps
+/** May answer a promise: osctl's own loads the client and the profile store only when an action runs. */
+export type MakeDeps = (globals: GlobalOptions) => Deps | Promise<Deps>
 
 /**
  * Turns a plain `async (deps, ...args, opts)` function into a commander action, building deps from the
@@ -15,7 +16,7 @@ export function actionOf<A extends unknown[]>(
 ): (...params: unknown[]) => Promise<void> {
   return async (...params) => {
     const command = params.at(-1) as Command
-    const deps = makeDeps(command.optsWithGlobals<GlobalOptions>())
+    const deps = await makeDeps(command.optsWithGlobals<GlobalOptions>())
     await fn(deps, ...(params.slice(0, -1) as A))
   }
 }

@@ -30,7 +30,16 @@ export interface Deps {
   stdin(): Promise<string>
 }
 
-export function makeDeps(globals: GlobalOptions): Deps {
+/** Where a question is typed (stdin) and asked (stderr); tests give their own. */
+export interface Terminal {
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean }
+  stderr: NodeJS.WritableStream & { isTTY?: boolean }
+}
+
+export function makeDeps(
+  globals: GlobalOptions,
+  terminal: Terminal = { stdin: process.stdin, stderr: process.stderr },
+): Deps {
   let store: ProfileStore | undefined
   const profiles = () => (store ??= new ProfileStore())
   let target: Target | undefined
@@ -43,8 +52,9 @@ export function makeDeps(globals: GlobalOptions): Deps {
     client: () => (client ??= new ApiClient(resolve().url, resolve().token)),
     profiles,
     async confirm(question) {
-      if (!process.stdin.isTTY || !process.stderr.isTTY) return undefined
-      const rl = createInterface({ input: process.stdin, output: process.stderr })
+      // Both: the answer is typed on stdin, but the question is asked on stderr, which must be seen.
+      if (!terminal.stdin.isTTY || !terminal.stderr.isTTY) return undefined
+      const rl = createInterface({ input: terminal.stdin, output: terminal.stderr })
       try {
         const answer = await rl.question(`${question} [y/N] `)
         return /^y(es)?$/i.test(answer.trim())

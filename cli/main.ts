@@ -1,34 +1,11 @@
-import { CommanderError } from 'commander'
-import { makeDeps } from './deps.js'
-import { ApiRequestError, CliError, exitCodes } from './errors.js'
-import { buildProgram } from './program.js'
+import { packageVersion } from '../shared/paths.js'
 
-const program = buildProgram(makeDeps)
-
-try {
-  await program.parseAsync(process.argv)
-} catch (err) {
-  process.exitCode = report(err)
-}
-
-/** Errors on stderr as `error: <code>: <message>`; with --json the API's body also goes to stdout. */
-function report(err: unknown): number {
-  if (err instanceof CommanderError) {
-    return ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(err.code)
-      ? exitCodes.ok
-      : exitCodes.usage
-  }
-  if (err instanceof ApiRequestError) {
-    process.stderr.write(`error: ${err.code}: ${err.message} (${err.status})\n`)
-    if (program.opts().json && err.body !== undefined) {
-      process.stdout.write(JSON.stringify(err.body, null, 2) + '\n')
-    }
-    return err.exitCode
-  }
-  if (err instanceof CliError) {
-    process.stderr.write(`error: ${err.message}\n`)
-    return err.exitCode
-  }
-  process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`)
-  return exitCodes.failed
+// osctl starts for every command a pipeline runs. `osctl --version` answers before the command tree
+// (commander and every command module) is loaded, with the line commander prints for it; anything else
+// goes to run.js.
+const args = process.argv.slice(2)
+if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+  process.stdout.write(`${packageVersion}\n`)
+} else {
+  await import('./run.js')
 }

@@ -1,11 +1,14 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { projectRoot } from '../../shared/paths.js'
+import { packageVersion, projectRoot } from '../../shared/paths.js'
+import { osctl } from '../helpers/processes.js'
 
 // osctl starts for every command a pipeline runs: what it loads before it acts is kept small. zod and
 // the wire schemas (a third of its start-up) are not among it; the choices commands offer come from
-// shared/values.ts. A screen (ink) is loaded only by the command that draws it.
+// shared/values.ts. A screen (ink) is loaded only by the command that draws it; the profile store (conf)
+// and the HTTP client's undici (together more than half of the rest) when a command acts.
+// `osctl --version` loads not even the command tree: main.ts answers it and hands the rest to run.ts.
 
 /** The modules `from` loads as it starts: static imports that are not type-only, followed. */
 function loadedAtStart(from: string, seen = new Set<string>()): Set<string> {
@@ -27,10 +30,13 @@ function loadedAtStart(from: string, seen = new Set<string>()): Set<string> {
   return seen
 }
 
-describe('osctl start-up', () => {
-  const loaded = [...loadedAtStart(join(projectRoot, 'cli', 'main.ts'))].map((m) =>
+const loadedFrom = (file: string) =>
+  [...loadedAtStart(join(projectRoot, 'cli', file))].map((m) =>
     m.startsWith('/') ? relative(projectRoot, m) : m,
   )
+
+describe('osctl start-up', () => {
+  const loaded = loadedFrom('run.ts')
 
   it('follows the imports (the walk itself works)', () => {
     expect(loaded).toContain('cli/program.ts')
@@ -44,5 +50,28 @@ describe('osctl start-up', () => {
     expect(loaded.filter((m) => ['ink', 'react', 'cli/tui/gate-review.tsx'].includes(m))).toEqual(
       [],
     )
+  })
+
+  it('loads neither the profile store nor undici before a command acts', () => {
+    expect(
+      loaded.filter((m) => ['conf', 'undici', 'cli/deps.ts', 'cli/profiles.ts'].includes(m)),
+    ).toEqual([])
+  })
+
+  it('answers --version from main.ts before loading commander or a command', () => {
+    const version = loadedFrom('main.ts')
+    expect(version).toContain('shared/paths.ts')
+    expect(
+      version.filter((m) => m === 'commander' || (m.startsWith('cli/') && m !== 'cli/main.ts')),
+    ).toEqual([])
+  })
+
+  it('prints the version as commander does, by itself or after other options', async () => {
+    const answers = await Promise.all(
+      [['--version'], ['-V'], ['--json', '--version']].map((args) => osctl(args)),
+    )
+    for (const answer of answers) {
+      expect([answer.exitCode, answer.stdout, answer.stderr]).toEqual([0, packageVersion, ''])
+    }
   })
 })

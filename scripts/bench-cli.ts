@@ -1,0 +1,44 @@
+// npm run bench:cli: how long osctl takes to start (issue 15: pipelines call osctl in loops). Spawns
+// `node bin/osctl --version` and `node bin/osctl --help` BENCH_RUNS times each (default 10) after a
+// warm-up, beside `node -e 0` as the baseline measured in the same run, the three taken in turn so a
+// load that comes and goes falls on each alike. Prints median and p90 wall time in ms and the ratio of
+// each median to the baseline's. Target: --version and --help under 120 ms here. Reports; asserts
+// nothing.
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+import { projectRoot } from '../shared/paths.js'
+import { median, percentile } from './bench-lib.js'
+
+const runs = Number(process.env.BENCH_RUNS ?? 10)
+const osctl = join(projectRoot, 'bin', 'osctl')
+
+const cases: { name: string; args: string[] }[] = [
+  { name: 'node -e 0 (baseline)', args: ['-e', '0'] },
+  { name: 'osctl --version', args: [osctl, '--version'] },
+  { name: 'osctl --help', args: [osctl, '--help'] },
+]
+
+/** Wall time of one spawn to its exit, in ms; a failed command stops the bench. */
+function time(args: string[]): number {
+  const start = process.hrtime.bigint()
+  const res = spawnSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const ms = Number(process.hrtime.bigint() - start) / 1e6
+  if (res.status !== 0)
+    throw new Error(`node ${args.join(' ')} exited ${res.status}: ${res.stderr.toString()}`)
+  return ms
+}
+
+for (const c of cases) time(c.args)
+const times = cases.map(() => [] as number[])
+for (let i = 0; i < runs; i++) cases.forEach((c, j) => times[j]!.push(time(c.args)))
+
+const baseline = median(times[0]!)
+console.log(`${runs} runs each after a warm-up (node ${process.version})`)
+console.log(`${'command'.padEnd(22)}${'median ms'.padStart(11)}${'p90 ms'.padStart(9)}  ratio`)
+cases.forEach((c, j) => {
+  const m = median(times[j]!)
+  console.log(
+    `${c.name.padEnd(22)}${m.toFixed(1).padStart(11)}${percentile(times[j]!, 90).toFixed(1).padStart(9)}` +
+      `  ${(m / baseline).toFixed(2)}`,
+  )
+})
