@@ -11,6 +11,7 @@ import { validationError } from '../../shared/validation.js'
 import { decideGate } from './gates.js'
 import { startRun, type RunRow } from './runs.js'
 import { isUuid } from '../../shared/ids.js'
+import { storable } from '../../shared/text.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
 
@@ -266,7 +267,7 @@ export async function receiveWebhook(
     authenticated: Boolean(enterprise),
     request: {
       method: inbound.method,
-      path: scrubText(inbound.path, inbound.secret),
+      path: scrubText(storable(inbound.path), inbound.secret),
       headers: redactHeaders(inbound.headers, inbound.secret),
       body: redactBody(inbound.body, inbound.secret),
     },

@@ -247,6 +247,42 @@ describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a to
     expect(deprecated.body.error).toBe('task_not_runnable')
   })
 
+  it('answers a path holding U+0000 as one naming nothing: 401 for the enterprise, not found for the target', async () => {
+    for (const enterprise of ['%00', 'ac%00me']) {
+      const res = await hook(task.slug, {}, { 'x-os-webhook-secret': secret }, enterprise)
+      expect(res.status, enterprise).toBe(401)
+      expect(res.body).toEqual({ message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 })
+    }
+    // A wrong secret is 401 whatever the path holds.
+    const wrong = await hook(`${task.slug}%00`, {}, { 'x-os-webhook-secret': 'whsec_wrong' })
+    expect(wrong.status).toBe(401)
+    // An enterprise of its own, so that its gate delivery is the only one of kind gate anywhere here.
+    const nul = await t.createEnterprise(`Nul ${randomUUID().slice(0, 8)}`)
+    const as = { token: nul.token }
+    const headers = {
+      'x-os-webhook-secret': (await t.call('POST', '/v1/enterprise/webhook-secret/rotate', as)).body
+        .secret,
+    }
+    const latest = async () => (await t.call('GET', '/v1/webhooks?limit=1', as)).body.data[0]
+    for (const [path, code] of [
+      [`/v1/webhooks/${nul.slug}/tasks/no-such-task%00`, 'task_not_found'],
+      [`/v1/webhooks/${nul.slug}/gates/${randomUUID()}%00`, 'gate_not_found'],
+    ]) {
+      const res = await t.call('POST', path!, {
+        token: null,
+        body: { decision: 'approve' },
+        headers,
+      })
+      expect(res.status, path).toBe(404)
+      expect(res.body.error).toBe(code)
+      // Stored as a refused delivery, U+FFFD where the path held U+0000.
+      const delivery = await latest()
+      expect(delivery).toMatchObject({ status: 'refused', response: { status: 404 } })
+      expect(delivery.target.endsWith('\ufffd')).toBe(true)
+      expect(delivery.request.path.endsWith('\ufffd')).toBe(true)
+    }
+  })
+
   it('lets a start wait while the task runs, instead of refusing it', async () => {
     const busy = await deterministicTask(t)
     expect((await t.call('POST', `/v1/tasks/${busy.id}/runs`, { body: {} })).status).toBe(201)
