@@ -504,14 +504,46 @@ describe('POST /v1/webhooks/{id}/replay', () => {
     const later = await deterministicTask(t)
     const first = await hook(later.slug, {})
     await t.call('POST', `/v1/tasks/${later.id}/versions`, { body: { status: 'deprecated' } })
+    const idempotencyKey = key()
     const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
-      body: { idempotencyKey: key() },
+      body: { idempotencyKey },
     })
-    expect(replay.status).toBe(201)
+    expect(replay.status).toBe(404)
     expect(replay.body).toMatchObject({
+      error: 'task_not_runnable',
+      message: expect.stringContaining('deprecated'),
+      deliveryId: expect.any(String),
+    })
+    // Refused, and kept all the same: a delivery linked to the original.
+    const kept = (await t.call('GET', `/v1/webhooks/${replay.body.deliveryId}`)).body
+    expect(kept).toMatchObject({
+      replayOf: first.body.deliveryId,
       status: 'refused',
       response: { status: 404, body: { error: 'task_not_runnable' } },
     })
+    // The same key answers the same refusal, and replays nothing more.
+    const again = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey },
+    })
+    expect(again.status).toBe(404)
+    expect(again.body).toEqual(replay.body)
+    const replays =
+      await t.sql`select 1 from webhook_deliveries where replay_of = ${first.body.deliveryId}`
+    expect(replays).toHaveLength(1)
+  })
+
+  it('answers 404 task_not_found to a replay of a task deleted since, and keeps it', async () => {
+    const gone = await deterministicTask(t)
+    const first = await hook(gone.slug, {})
+    await waitForRun(t, first.body.runId, ['succeeded'])
+    expect((await t.call('DELETE', `/v1/tasks/${gone.id}`)).status).toBe(204)
+    const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey: key() },
+    })
+    expect(replay.status).toBe(404)
+    expect(replay.body.error).toBe('task_not_found')
+    const kept = (await t.call('GET', `/v1/webhooks/${replay.body.deliveryId}`)).body
+    expect(kept).toMatchObject({ replayOf: first.body.deliveryId, status: 'refused' })
   })
 
   it('refuses a delivery still in progress', async () => {
