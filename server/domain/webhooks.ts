@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { ApiError, frameworkBody } from '../../shared/errors.js'
+import { ApiError, frameworkBody, isErrorCode } from '../../shared/errors.js'
 import type { Paged } from '../../shared/schemas/common.js'
 import type { WebhookDelivery, webhookSorts } from '../../shared/schemas/webhooks.js'
 import type { Sealer } from '../crypto.js'
@@ -11,6 +11,7 @@ import { validationError } from '../../shared/validation.js'
 import { decideGate } from './gates.js'
 import { startRun, type RunRow } from './runs.js'
 import { isUuid } from '../../shared/ids.js'
+import { storable } from '../../shared/text.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
 
@@ -266,7 +267,7 @@ export async function receiveWebhook(
     authenticated: Boolean(enterprise),
     request: {
       method: inbound.method,
-      path: scrubText(inbound.path, inbound.secret),
+      path: scrubText(storable(inbound.path), inbound.secret),
       headers: redactHeaders(inbound.headers, inbound.secret),
       body: redactBody(inbound.body, inbound.secret),
     },
@@ -439,7 +440,7 @@ export async function replayDelivery(
 ): Promise<{ delivery: WebhookDelivery; created: boolean }> {
   const original = await loadDelivery(db, enterpriseId, id)
   const previous = await replayByKey(db, enterpriseId, id, idempotencyKey)
-  if (previous) return { delivery: previous, created: false }
+  if (previous) return answered(previous, false)
   const refusal = replayRefusal(original)
   if (refusal) {
     throw new ApiError('delivery_not_replayable', `Delivery ${id} cannot be replayed: ${refusal}.`)
@@ -464,7 +465,7 @@ export async function replayDelivery(
     if (!isUniqueViolation(err)) throw err
     const raced = await replayByKey(db, enterpriseId, id, idempotencyKey)
     if (!raced) throw err
-    return { delivery: raced, created: false }
+    return answered(raced, false)
   }
   const body = original.sealedBody
     ? (JSON.parse(sealer.open(original.sealedBody)) as unknown)
@@ -472,7 +473,28 @@ export async function replayDelivery(
   await handle(db, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
     record(tx, replay.id, outcome, started),
   )
-  return { delivery: await getDelivery(db, enterpriseId, replay.id), created: true }
+  return answered(await getDelivery(db, enterpriseId, replay.id), true)
+}
+
+/**
+ * What a replay answers: the replay, or, when its target refused it (a gate decided since, a task
+ * deprecated or gone), that refusal's status and code (spec: Webhook history: such a replay "is
+ * refused"), with the refused replay's id in deliveryId; it is kept all the same, linked to the original.
+ * The same key answers the same again.
+ */
+function answered(delivery: WebhookDelivery, created: boolean) {
+  const refusal =
+    delivery.status === 'refused'
+      ? (delivery.response?.body as Record<string, unknown> | null | undefined)
+      : undefined
+  if (refusal && isErrorCode(refusal.error)) {
+    const { error, message, ...extra } = refusal
+    throw new ApiError(error, typeof message === 'string' ? message : undefined, {
+      ...extra,
+      deliveryId: delivery.id,
+    })
+  }
+  return { delivery, created }
 }
 
 async function replayByKey(

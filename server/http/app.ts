@@ -22,7 +22,7 @@ import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
 import { requestLog } from './headers.js'
-import { createRouter, requireOperationIds, type Router } from './router.js'
+import { createRouter, requireOperationIds, unstorableRule, type Router } from './router.js'
 
 /**
  * The whole HTTP app, middleware and errors included (STYLE: createApp(deps)). Tests call
@@ -104,7 +104,7 @@ function openApiDocument(app: Router, version: string) {
       info: {
         title: 'osd: task automation service',
         version,
-        description: 'The HTTP API of osd. Every route but the public ones needs a bearer token.',
+        description: `The HTTP API of osd. Every route but the public ones needs a bearer token. ${unstorableRule}`,
       },
       servers: [{ url: '/' }],
     }))

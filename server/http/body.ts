@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler, Next } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../../shared/errors.js'
+import { unstorable } from '../../shared/text.js'
 import type { AppEnv } from './context.js'
 import { requestHeader } from './headers.js'
 
@@ -32,6 +33,11 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
   if (c.req.raw.body && jsonType.test(requestHeader(c, 'content-type') ?? '')) {
     const text = await c.req.text()
     if (text.trim() !== '') {
+      if (nestedDeeper(text, maxDepth))
+        throw new ApiError(
+          'invalid_json',
+          `The request body is nested deeper than ${maxDepth} levels of objects and arrays.`,
+        )
       let body: unknown
       try {
         body = JSON.parse(text)
@@ -40,7 +46,7 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
       }
       // PostgreSQL's jsonb cannot hold U+0000 or half of a surrogate pair, so such a body could never
       // be stored; only a \u escape can put either in (UTF-8 text cannot), so most bodies skip the walk.
-      if (escapes.test(text) && unstorable(body))
+      if (escapes.test(text) && holdsUnstorable(body))
         throw new ApiError(
           'invalid_json',
           'The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff), which cannot be stored.',
@@ -51,13 +57,38 @@ async function parseJson(c: Context<AppEnv>, next: Next): Promise<void> {
   await next()
 }
 
-const escapes = /\\u(0000|d[89a-f])/i
-const unstorableText = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+/**
+ * Objects and arrays nest at most this deep in a body: nothing the API takes needs more, and a value
+ * thousands of levels deep overflows the stack of whatever walks it (the JSON writer of the database
+ * driver first).
+ */
+export const maxDepth = 100
 
-function unstorable(value: unknown): boolean {
-  if (typeof value === 'string') return unstorableText.test(value)
-  if (Array.isArray(value)) return value.some(unstorable)
+/** Whether the JSON `text` opens more than `limit` objects and arrays inside one another. */
+function nestedDeeper(text: string, limit: number): boolean {
+  if (text.length <= limit * 2) return false // too short to hold that many pairs of brackets
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c)
+        i++ // a backslash escapes the next character
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
+
+const escapes = /\\u(0000|d[89a-f])/i
+
+function holdsUnstorable(value: unknown): boolean {
+  if (typeof value === 'string') return unstorable(value)
+  if (Array.isArray(value)) return value.some(holdsUnstorable)
   if (value && typeof value === 'object')
-    return Object.entries(value).some(([key, v]) => unstorableText.test(key) || unstorable(v))
+    return Object.entries(value).some(([key, v]) => unstorable(key) || holdsUnstorable(v))
   return false
 }

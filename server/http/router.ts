@@ -4,6 +4,7 @@ import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
 import { ErrorBody, FrameworkErrorBody } from '../../shared/schemas/common.js'
 import type { AppContext, AppEnv } from './context.js'
 import { validationError } from '../../shared/validation.js'
+import { storable, unstorable } from '../../shared/text.js'
 
 export type Router = OpenAPIHono<AppEnv>
 
@@ -97,13 +98,20 @@ export function route<
   })
 
   const honoPath = def.path.replace(/\{(\w+)\}/g, ':$1')
+  const queryNames = def.query ? declaredNames(def.query) : undefined
   app.on(def.method.toUpperCase(), honoPath, async (c) => {
     // Params and query are only read when declared: each read builds an object per request.
     const input = {
       params: def.params
-        ? parse(def.params, c.req.param(), (e) => notFoundFor(e, def.notFound ?? 'not_found'))
+        ? parse(def.params, storableParams(c.req.param()), (e) =>
+            notFoundFor(e, def.notFound ?? 'not_found'),
+          )
         : {},
-      query: def.query ? parse(def.query, c.req.query(), (e) => validationError(e, 'query')) : {},
+      query: def.query
+        ? parse(def.query, storableQuery(c.req.query(), queryNames), (e) =>
+            validationError(e, 'query'),
+          )
+        : {},
       body: def.body ? parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')) : {},
     } as RouteInput<P, Q, B>
     const answer = await handler(c as AppContext, input)
@@ -124,6 +132,45 @@ const paramNotFound: Record<string, ErrorCode> = {
   emailId: 'email_not_found',
   attachmentId: 'attachment_not_found',
   chatId: 'gate_not_found',
+}
+
+// Text no column can hold (U+0000, half a surrogate pair; a body holding it is refused in body.ts)
+// never reaches the database from a path or a query. The OpenAPI document states the rule:
+// - a path value holding it names nothing: it is read with U+FFFD in its place, so the route answers what
+//   it answers for any value naming nothing (an id: its not-found code; an inbound webhook's enterprise
+//   slug: 401; its task slug or gate id: not found, stored as a refused delivery);
+// - a query value holding it is refused, 400 invalid_request naming the parameter.
+export const unstorableRule =
+  'A path value holding U+0000 or an unpaired surrogate names nothing and is answered as such (an id: its not-found code); a query value holding one is refused 400 invalid_request naming the parameter. A query parameter given twice counts once, the first; name[] and name[key] are other names, ignored as unknown parameters are.'
+
+function storableParams(params: Record<string, string>): Record<string, string> {
+  for (const [name, value] of Object.entries(params))
+    if (unstorable(value)) params[name] = storable(value)
+  return params
+}
+
+/** `query`, unless a parameter of `names` (every one, without names) holds unstorable text. */
+function storableQuery(
+  query: Record<string, string>,
+  names: string[] | undefined,
+): Record<string, string> {
+  const refused = (names ?? Object.keys(query)).filter(
+    (name) => Object.hasOwn(query, name) && unstorable(query[name]!),
+  )
+  if (refused.length === 0) return query
+  const issues = refused.map((field) => ({
+    field,
+    message: 'holds U+0000 or an unpaired surrogate, which no value can hold',
+  }))
+  throw new ApiError('invalid_request', issues.map((i) => `${i.field}: ${i.message}`).join('; '), {
+    issues,
+  })
+}
+
+/** The parameter names of a query schema (an object), or undefined for any other schema. */
+function declaredNames(schema: Schema): string[] | undefined {
+  const shape = (schema as Partial<z.ZodObject<z.ZodRawShape>>).shape
+  return shape ? Object.keys(shape) : undefined
 }
 
 function notFoundFor(error: z.ZodError, fallback: ErrorCode): ApiError {

@@ -126,13 +126,20 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
       path: '/{id}/replay',
       summary: 'Apply a delivery again through the current rules, as a new delivery linked to it',
       description:
-        'The same idempotencyKey on the same delivery answers the same replay; on another delivery it is 409 replay_idempotency_key_reused.',
+        'The same idempotencyKey on the same delivery answers the same replay; on another delivery it is 409 replay_idempotency_key_reused. A replay its target refuses (a gate decided since: 409 gate_not_waiting; a task deprecated or deleted since: 404 task_not_runnable or task_not_found) answers that refusal, with the id of the replay in deliveryId: the refused replay is kept as a delivery linked to the original.',
       params: z.object({ id: Uuid }),
       notFound: 'delivery_not_found',
       body: ReplayInput,
       status: 201,
       response: WebhookDelivery,
-      errors: ['replay_idempotency_key_reused', 'delivery_not_replayable'],
+      errors: [
+        'replay_idempotency_key_reused',
+        'delivery_not_replayable',
+        'gate_not_waiting',
+        'gate_not_found',
+        'task_not_found',
+        'task_not_runnable',
+      ],
     },
     async (c, { params, body }) => {
       const { delivery, created } = await replayDelivery(

@@ -197,7 +197,16 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
       ...s.as,
       body: { idempotencyKey: randomUUID().replace(/-/g, '') },
     })
+    // Spec, Webhook history: a replay of a decided gate is refused; it is kept, linked to the original.
+    expect(replay.status).toBe(409)
     expect(replay.body).toMatchObject({
+      error: 'gate_not_waiting',
+      decision: 'approve',
+      deliveryId: expect.any(String),
+    })
+    const kept = (await t.call('GET', `/v1/webhooks/${replay.body.deliveryId}`, s.as)).body
+    expect(kept).toMatchObject({
+      replayOf: deliveries[0].id,
       status: 'refused',
       response: { status: 409, body: { error: 'gate_not_waiting' } },
     })

@@ -246,6 +246,97 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     }
   })
 
+  it('answers 400 invalid_request naming the parameter for a query value holding U+0000', async () => {
+    for (const [path, param] of [
+      ['/v1/runs?status=%00', 'status'],
+      ['/v1/tasks?status=%00', 'status'],
+      ['/v1/tasks?slug=a%00', 'slug'],
+      ['/v1/tasks?name=%00', 'name'],
+      ['/v1/tasks?origin=%00', 'origin'],
+      ['/v1/executions?status=%00', 'status'],
+      ['/v1/executions/board?status=%00', 'status'],
+      ['/v1/gates?kind=%00', 'kind'],
+      ['/v1/plans?status=%00', 'status'],
+      ['/v1/webhooks?status=%00', 'status'],
+      ['/v1/tools/bindings?layer=%00', 'layer'],
+      ['/v1/llm/bindings?layer=%00', 'layer'],
+    ] as const) {
+      const res = await t.call('GET', path)
+      expect(res.status, path).toBe(400)
+      expect(res.body.error).toBe('invalid_request')
+      expect(res.body.issues).toEqual([{ field: param, message: expect.any(String) }])
+      expect(res.body.message).toContain(param)
+    }
+    const del = await t.call('DELETE', '/v1/llm/bindings?layer=%00&provider=provider_a')
+    expect(del.status).toBe(400)
+    expect(del.body.issues.map((i: { field: string }) => i.field)).toEqual(['layer'])
+  })
+
+  it('reads a query parameter given twice once, the first, and ignores name[] and name[key]', async () => {
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        body: { name: `Twice ${Date.now()}`, kind: 'deterministic', assigneeRole: 'ceo' },
+      })
+    ).body
+    const slugs = async (query: string) =>
+      (await t.call('GET', `/v1/tasks?${query}`)).body.data.map((x: { slug: string }) => x.slug)
+    expect(await slugs(`slug=${task.slug}&slug=nothing`)).toEqual([task.slug])
+    expect(await slugs(`slug=nothing&slug=${task.slug}`)).toEqual([])
+    expect((await t.call('GET', `/v1/tasks?slug=${task.slug}&slug=%00`)).status).toBe(200)
+    const all = (await t.call('GET', '/v1/tasks')).body.total
+    for (const query of [`slug[]=${task.slug}`, `slug[a]=${task.slug}`, 'slug[]=%00']) {
+      const res = await t.call('GET', `/v1/tasks?${query}`)
+      expect(res.status, query).toBe(200)
+      expect(res.body.total, query).toBe(all)
+    }
+  })
+
+  it('answers a path id holding U+0000 as any id naming nothing: its not-found code', async () => {
+    for (const [path, code] of [
+      ['/v1/tasks/%00', 'task_not_found'],
+      ['/v1/runs/a%00b', 'run_not_found'],
+      [`/v1/tasks/${randomUUID()}/versions/%00`, 'version_not_found'],
+      ['/v1/webhooks/%00', 'delivery_not_found'],
+    ] as const) {
+      const res = await t.call('GET', path)
+      expect(res.status, path).toBe(404)
+      expect(res.body.error, path).toBe(code)
+    }
+  })
+
+  it('answers 400 invalid_json for a body nested deeper than 100 levels, and takes 100', async () => {
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        body: {
+          name: `Deep ${Date.now()}`,
+          kind: 'deterministic',
+          assigneeRole: 'ceo',
+          overlapPolicy: 'os',
+        },
+      })
+    ).body
+    const nested = (levels: number) => '{"a":'.repeat(levels - 1) + '{}' + '}'.repeat(levels - 1)
+    for (const raw of [nested(101), nested(5000), '['.repeat(5000) + ']'.repeat(5000)]) {
+      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+        raw,
+        headers: { 'content-type': 'application/json' },
+      })
+      expect(res.status).toBe(400)
+      expect(res.body.error).toBe('invalid_json')
+    }
+    // Brackets inside strings are text, not depth.
+    const text = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      body: { s: '{['.repeat(300), t: '\\"{'.repeat(200) },
+    })
+    expect(text.status, text.text).toBe(201)
+    const deepest = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw: nested(100),
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(deepest.status).toBe(409) // read and stored; the lane is busy with the run above
+    expect(deepest.body.error).toBe('overlap')
+  })
+
   it('does not read a body as JSON without content-type application/json', async () => {
     const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
       raw: '{"concurrentRunLimit": 5}',
@@ -323,6 +414,7 @@ describe('GET /v1/openapi.json', () => {
     expect(patch.requestBody.content['application/json'].schema).toBeDefined()
     expect(patch.security).toEqual([{ bearer: [] }])
     expect(res.body.paths['/v1/health'].get.security).toEqual([])
+    expect(res.body.info.description).toContain('U+0000')
   })
 })
 

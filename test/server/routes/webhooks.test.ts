@@ -247,6 +247,42 @@ describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a to
     expect(deprecated.body.error).toBe('task_not_runnable')
   })
 
+  it('answers a path holding U+0000 as one naming nothing: 401 for the enterprise, not found for the target', async () => {
+    for (const enterprise of ['%00', 'ac%00me']) {
+      const res = await hook(task.slug, {}, { 'x-os-webhook-secret': secret }, enterprise)
+      expect(res.status, enterprise).toBe(401)
+      expect(res.body).toEqual({ message: 'Unauthorized', error: 'Unauthorized', statusCode: 401 })
+    }
+    // A wrong secret is 401 whatever the path holds.
+    const wrong = await hook(`${task.slug}%00`, {}, { 'x-os-webhook-secret': 'whsec_wrong' })
+    expect(wrong.status).toBe(401)
+    // An enterprise of its own, so that its gate delivery is the only one of kind gate anywhere here.
+    const nul = await t.createEnterprise(`Nul ${randomUUID().slice(0, 8)}`)
+    const as = { token: nul.token }
+    const headers = {
+      'x-os-webhook-secret': (await t.call('POST', '/v1/enterprise/webhook-secret/rotate', as)).body
+        .secret,
+    }
+    const latest = async () => (await t.call('GET', '/v1/webhooks?limit=1', as)).body.data[0]
+    for (const [path, code] of [
+      [`/v1/webhooks/${nul.slug}/tasks/no-such-task%00`, 'task_not_found'],
+      [`/v1/webhooks/${nul.slug}/gates/${randomUUID()}%00`, 'gate_not_found'],
+    ]) {
+      const res = await t.call('POST', path!, {
+        token: null,
+        body: { decision: 'approve' },
+        headers,
+      })
+      expect(res.status, path).toBe(404)
+      expect(res.body.error).toBe(code)
+      // Stored as a refused delivery, U+FFFD where the path held U+0000.
+      const delivery = await latest()
+      expect(delivery).toMatchObject({ status: 'refused', response: { status: 404 } })
+      expect(delivery.target.endsWith('\ufffd')).toBe(true)
+      expect(delivery.request.path.endsWith('\ufffd')).toBe(true)
+    }
+  })
+
   it('lets a start wait while the task runs, instead of refusing it', async () => {
     const busy = await deterministicTask(t)
     expect((await t.call('POST', `/v1/tasks/${busy.id}/runs`, { body: {} })).status).toBe(201)
@@ -468,14 +504,46 @@ describe('POST /v1/webhooks/{id}/replay', () => {
     const later = await deterministicTask(t)
     const first = await hook(later.slug, {})
     await t.call('POST', `/v1/tasks/${later.id}/versions`, { body: { status: 'deprecated' } })
+    const idempotencyKey = key()
     const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
-      body: { idempotencyKey: key() },
+      body: { idempotencyKey },
     })
-    expect(replay.status).toBe(201)
+    expect(replay.status).toBe(404)
     expect(replay.body).toMatchObject({
+      error: 'task_not_runnable',
+      message: expect.stringContaining('deprecated'),
+      deliveryId: expect.any(String),
+    })
+    // Refused, and kept all the same: a delivery linked to the original.
+    const kept = (await t.call('GET', `/v1/webhooks/${replay.body.deliveryId}`)).body
+    expect(kept).toMatchObject({
+      replayOf: first.body.deliveryId,
       status: 'refused',
       response: { status: 404, body: { error: 'task_not_runnable' } },
     })
+    // The same key answers the same refusal, and replays nothing more.
+    const again = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey },
+    })
+    expect(again.status).toBe(404)
+    expect(again.body).toEqual(replay.body)
+    const replays =
+      await t.sql`select 1 from webhook_deliveries where replay_of = ${first.body.deliveryId}`
+    expect(replays).toHaveLength(1)
+  })
+
+  it('answers 404 task_not_found to a replay of a task deleted since, and keeps it', async () => {
+    const gone = await deterministicTask(t)
+    const first = await hook(gone.slug, {})
+    await waitForRun(t, first.body.runId, ['succeeded'])
+    expect((await t.call('DELETE', `/v1/tasks/${gone.id}`)).status).toBe(204)
+    const replay = await t.call('POST', `/v1/webhooks/${first.body.deliveryId}/replay`, {
+      body: { idempotencyKey: key() },
+    })
+    expect(replay.status).toBe(404)
+    expect(replay.body.error).toBe('task_not_found')
+    const kept = (await t.call('GET', `/v1/webhooks/${replay.body.deliveryId}`)).body
+    expect(kept).toMatchObject({ replayOf: first.body.deliveryId, status: 'refused' })
   })
 
   it('refuses a delivery still in progress', async () => {
