@@ -63,6 +63,8 @@ export const errorStatus = {
   delivery_not_replayable: 409,
   // 413: body over 100 KB
   body_too_large: 413,
+  // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
+  database_unavailable: 503,
 } as const
 
 export type ErrorCode = keyof typeof errorStatus

@@ -11,6 +11,9 @@ import postgres from 'postgres'
 // data in <dataDir>/pg. The first osd process on a data dir starts the server; later ones, and osd admin,
 // connect to it. The server runs in its own session (pg_ctl), so a Ctrl-C meant for osd does not stop the
 // database while osd is still finishing requests; osd stops it on shutdown unless others still use it.
+// Every process that uses the server also supervises it: a postmaster that died (kill -9, the OOM killer)
+// is started again, on the same port, by whichever process notices first and takes the start-up lock;
+// the others find it running under the lock and join it again.
 //
 // The package's own class is not used: importing it installs an exit hook that stops PostgreSQL on
 // SIGTERM before in-flight requests finish, and it runs the server in the caller's process group.
@@ -20,6 +23,12 @@ const run = promisify(execFile)
 export interface EmbeddedLog {
   info(obj: object, msg?: string): void
   warn(obj: object, msg?: string): void
+  error?(obj: object, msg?: string): void
+}
+
+export interface EmbeddedOptions {
+  /** How often the postmaster is looked at (ms); 0 supervises not at all. */
+  superviseMs?: number
 }
 
 export interface EmbeddedServer {
@@ -49,6 +58,7 @@ const database = 'osd'
 export async function useEmbeddedServer(
   dataDir: string,
   log: EmbeddedLog,
+  options: EmbeddedOptions = {},
 ): Promise<EmbeddedServer> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const pgDir = join(dataDir, 'pg')
@@ -58,7 +68,8 @@ export async function useEmbeddedServer(
   const owner = process.getuid?.() === 0 ? await postgresUser(log) : undefined
 
   const lockFile = join(dataDir, 'embedded.lock')
-  const { adminUrl, presence, started } = await withFileLock(lockFile, async () => {
+  let supervisor: Supervisor | undefined
+  const { adminUrl, port, presence, started } = await withFileLock(lockFile, async () => {
     let port = await runningServer(pgDir, log)
     const started = !port
     if (!port) {
@@ -71,20 +82,49 @@ export async function useEmbeddedServer(
     }
     const adminUrl = `${baseUrl(credentials, port)}/postgres`
     // Held for the life of this process, and opened under the lock, so that whoever stops the server
-    // last sees every process that uses it.
-    const presence = postgres(adminUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
+    // last sees every process that uses it. Never closed for age: only a query reopens it. Its closing
+    // is the first sign of a postmaster that died.
+    const presence = postgres(adminUrl, {
+      max: 1,
+      onnotice: () => undefined,
+      connect_timeout: 30,
+      max_lifetime: null,
+      backoff: () => 0.05,
+      onclose: () => supervisor?.check(),
+    })
     await ensureDatabase(presence)
-    return { adminUrl, presence, started }
+    return { adminUrl, port, presence, started }
   })
+
+  if (options.superviseMs !== 0) {
+    supervisor = new Supervisor({
+      pgDir,
+      logFile,
+      lockFile,
+      port,
+      bin,
+      owner,
+      presence,
+      log,
+      everyMs: options.superviseMs ?? 500,
+    })
+    await supervisor.start()
+  }
 
   return {
     url: adminUrl.replace(/\/postgres$/, `/${database}`),
     adminUrl,
     started,
     async stop() {
+      await supervisor?.stop()
       await withFileLock(lockFile, async () => {
-        const others = await otherClients(presence)
+        // A server that does not answer (it died, and this process stops supervising it) is left be.
+        const others = await otherClients(presence).catch(() => undefined)
         await presence.end()
+        if (others === undefined) {
+          log.warn({}, 'embedded PostgreSQL did not answer; not stopping it')
+          return
+        }
         if (others > 0) {
           log.info({ clients: others }, 'embedded PostgreSQL left running: other clients use it')
           return
@@ -210,35 +250,34 @@ async function start(
       credentials.port = await freePort()
       await writeFile(credentialsFile, JSON.stringify(credentials, null, 2) + '\n', { mode: 0o600 })
     }
-    const options = [
-      `-p ${credentials.port}`,
-      '-c listen_addresses=127.0.0.1',
-      "-c unix_socket_directories=''",
-      '-c max_connections=300',
-    ].join(' ')
     try {
-      await pgCtl(bin, owner, [
-        'start',
-        '-D',
-        pgDir,
-        '-w',
-        '-t',
-        '60',
-        '-l',
-        logFile,
-        '-o',
-        options,
-      ])
+      await startOn(credentials.port, pgDir, logFile, bin, owner)
       return credentials.port
     } catch (err) {
-      if (attempt >= 2) {
-        const tail = (await readFile(logFile, 'utf8').catch(() => ''))
-          .split('\n')
-          .slice(-15)
-          .join('\n')
-        throw new Error(`embedded PostgreSQL did not start: ${(err as Error).message}\n${tail}`)
-      }
+      if (attempt >= 2) throw err
     }
+  }
+}
+
+/** pg_ctl start on `port`, waiting until the server accepts connections (crash recovery done). */
+async function startOn(
+  port: number,
+  pgDir: string,
+  logFile: string,
+  bin: Binaries,
+  owner: Owner | undefined,
+): Promise<void> {
+  const options = [
+    `-p ${port}`,
+    '-c listen_addresses=127.0.0.1',
+    "-c unix_socket_directories=''",
+    '-c max_connections=300',
+  ].join(' ')
+  try {
+    await pgCtl(bin, owner, ['start', '-D', pgDir, '-w', '-t', '60', '-l', logFile, '-o', options])
+  } catch (err) {
+    const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-15).join('\n')
+    throw new Error(`embedded PostgreSQL did not start: ${(err as Error).message}\n${tail}`)
   }
 }
 
@@ -272,6 +311,118 @@ async function otherClients(sql: postgres.Sql): Promise<number> {
       from pg_stat_activity
      where backend_type = 'client backend' and pid <> pg_backend_pid()`
   return row?.n ?? 0
+}
+
+// --- supervision -----------------------------------------------------------------------------------
+
+interface SupervisorOptions {
+  pgDir: string
+  logFile: string
+  lockFile: string
+  /** The port every client of the server was given: a restarted server listens on it again. */
+  port: number
+  bin: Binaries
+  owner: Owner | undefined
+  presence: postgres.Sql
+  log: EmbeddedLog
+  everyMs: number
+}
+
+/**
+ * Keeps the embedded server this process uses running. Every process sharing the data dir has one:
+ * whichever notices a dead postmaster first takes the start-up lock and starts it again (the stale
+ * postmaster.pid goes first: runningServer); the others, once they hold the lock, find it running and
+ * join it again. Each reopens its presence connection under the lock, so the last one out still sees
+ * every process. A failed start is tried again with a doubling wait, up to 10 s.
+ */
+class Supervisor {
+  private timer: NodeJS.Timeout | undefined
+  /** The postmaster this process joined last. */
+  private pid: number | undefined
+  private recovering: Promise<void> | undefined
+  private stopped = false
+  private wake: (() => void) | undefined
+
+  constructor(private readonly options: SupervisorOptions) {}
+
+  async start(): Promise<void> {
+    this.pid = await postmasterPid(this.options.pgDir)
+    this.timer = setInterval(() => this.check(), this.options.everyMs)
+    this.timer.unref()
+  }
+
+  /** Looks at the postmaster now, and recovers when it is not the live one this process joined. */
+  check(): void {
+    if (this.stopped || this.recovering) return
+    void this.isUp().then((up) => {
+      if (up || this.stopped || this.recovering) return
+      this.recovering = this.recover().finally(() => (this.recovering = undefined))
+    })
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearInterval(this.timer)
+    this.wake?.()
+    await this.recovering
+  }
+
+  private async isUp(): Promise<boolean> {
+    const pid = await postmasterPid(this.options.pgDir)
+    return pid !== undefined && pid === this.pid && isPostgres(pid)
+  }
+
+  private async recover(): Promise<void> {
+    const { pgDir, logFile, lockFile, port, bin, owner, presence, log } = this.options
+    const error = (log.error ?? log.warn).bind(log)
+    error({ postmaster: this.pid, port }, 'embedded PostgreSQL is not running; starting it again')
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        const restarted = await withFileLock(lockFile, async () => {
+          const running = await runningServer(pgDir, log)
+          if (running !== undefined && running !== port)
+            throw new Error(
+              `embedded PostgreSQL now listens on port ${running}, not on ${port} where this process connects; restart osd`,
+            )
+          if (running === undefined) await startOn(port, pgDir, logFile, bin, owner)
+          await presence`select 1`
+          this.pid = await postmasterPid(pgDir)
+          return running === undefined
+        })
+        log.info(
+          { attempt, postmaster: this.pid, port },
+          restarted
+            ? 'embedded PostgreSQL restarted'
+            : 'embedded PostgreSQL was restarted by another osd process; joined it again',
+        )
+        return
+      } catch (err) {
+        const backoffMs = Math.min(250 * 2 ** (attempt - 1), 10_000)
+        error(
+          { err, attempt, backoffMs },
+          'embedded PostgreSQL could not be started again; trying again after the back-off',
+        )
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, backoffMs)
+          this.wake = () => {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+        this.wake = undefined
+      }
+    }
+  }
+}
+
+/** The pid in postmaster.pid, or undefined when there is none. */
+async function postmasterPid(pgDir: string): Promise<number | undefined> {
+  try {
+    const pid = Number((await readFile(join(pgDir, 'postmaster.pid'), 'utf8')).split('\n')[0])
+    return pid > 0 ? pid : undefined
+  } catch {
+    return undefined
+  }
 }
 
 // --- running as root -------------------------------------------------------------------------------

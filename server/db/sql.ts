@@ -22,6 +22,12 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
     transform: { column: { from: postgres.toCamel, to: postgres.fromCamel } },
     onnotice: () => undefined,
     connection: { application_name: options.applicationName ?? 'osd' },
+    // While the server is away (restarting, failing over) each failed connect doubles the wait before
+    // the next, up to a second: postgres.js's own back-off grows to 20 s, which would keep osd away
+    // that long after the server is back.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
+    // A server that does not answer at all is reported (503) in seconds, not the default 30.
+    connect_timeout: 10,
     types: {
       bigint: {
         to: 20,
@@ -118,4 +124,37 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
 export function isRetryable(err: unknown): boolean {
   const code = (err as { code?: string })?.code
   return code === '40P01' || code === '40001'
+}
+
+// What says the database cannot be reached just now, rather than that a statement failed: the socket's
+// errors, postgres.js's own connection errors, and PostgreSQL's refusals while it stops, crashes or
+// starts (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now), too many connections
+// (53300) and class 08 (connection exception).
+const unreachable = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'EADDRNOTAVAIL',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+])
+
+/** Whether `err` says the database is away (DATABASE_URL's server, or the embedded one restarting). */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code
+  if (typeof code !== 'string') return false
+  return unreachable.has(code) || /^08[0-9A-Z]{3}$/.test(code)
 }

@@ -1,4 +1,4 @@
-import { isRetryable, type Sql } from '../db/sql.js'
+import { isDatabaseUnavailable, isRetryable, type Sql } from '../db/sql.js'
 import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
 import { engineChannel } from '../domain/engine-wake.js'
 import type { RunRow } from '../domain/runs.js'
@@ -92,6 +92,11 @@ export class RunLoop {
       // else (the database away, say) is tried again in a second.
       const retryable = isRetryable(err)
       if (retryable) log.warn({ err }, 'engine pass stopped by the database; trying again')
+      else if (isDatabaseUnavailable(err))
+        log.warn(
+          { code: (err as { code?: string }).code },
+          'engine pass: the database is unavailable; trying again in a second',
+        )
       else log.error({ err }, 'engine pass failed; trying again in a second')
       clearTimeout(this.retryTimer)
       this.retryTimer = setTimeout(() => this.wake(), retryable ? 0 : 1_000)

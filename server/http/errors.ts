@@ -1,7 +1,11 @@
 import type { Context } from 'hono'
 import { ApiError, frameworkBody } from '../../shared/errors.js'
+import { isDatabaseUnavailable } from '../db/sql.js'
 import type { Logger } from '../log.js'
 import type { AppEnv } from './context.js'
+
+/** Seconds a caller is told to wait (Retry-After) while the database cannot be reached. */
+export const databaseRetryAfterSeconds = 2
 
 /** Second error shape (spec: Errors): framework-level refusals, the code in `message`. */
 export function frameworkError(
@@ -12,16 +16,32 @@ export function frameworkError(
   return c.json(frameworkBody(status, message), status)
 }
 
-/** The one error writer (DESIGN 4). Nothing of an unexpected failure (stack, SQL, secret) is answered. */
+/**
+ * The one error writer (DESIGN 4). Nothing of an unexpected failure (stack, SQL, secret) is answered.
+ * A database that cannot be reached (the server restarting, DATABASE_URL's server away) is not a fault
+ * of the request: 503 database_unavailable with Retry-After, so that callers try again.
+ */
 export function errorWriter(log: Logger) {
   return (err: Error, c: Context<AppEnv>): Response => {
     if (err instanceof ApiError) {
       return c.json(err.toBody(), err.status as 400)
     }
-    log.error(
-      { err, requestId: c.get('requestId'), method: c.req.method, path: c.req.path },
-      'request failed',
-    )
+    const where = { requestId: c.get('requestId'), method: c.req.method, path: c.req.path }
+    if (isDatabaseUnavailable(err)) {
+      log.warn({ ...where, code: (err as { code?: string }).code }, 'database unavailable')
+      return databaseUnavailable(c)
+    }
+    log.error({ err, ...where }, 'request failed')
     return frameworkError(c, 500, 'Internal server error')
   }
+}
+
+/** 503 database_unavailable, in the first error shape, with Retry-After. */
+export function databaseUnavailable(c: Context): Response {
+  const err = new ApiError(
+    'database_unavailable',
+    'The database cannot be reached just now; try again shortly.',
+  )
+  c.header('Retry-After', String(databaseRetryAfterSeconds))
+  return c.json(err.toBody(), 503)
 }

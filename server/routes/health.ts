@@ -1,5 +1,6 @@
 import { Health } from '../../shared/schemas/common.js'
 import type { AppDeps } from '../http/context.js'
+import { databaseRetryAfterSeconds } from '../http/errors.js'
 import { createRouter, route } from '../http/router.js'
 
 /** GET /v1/health without a token (spec: Routes without a token; Versioning 2). */
@@ -29,7 +30,9 @@ export function healthRoutes({ sql, config }: AppDeps) {
         if (up) answeredAt = performance.now()
       }
       const body: Health = { status: up ? 'ok' : 'degraded', version: config.version }
-      return up ? body : c.json(body, 503)
+      if (up) return body
+      c.header('Retry-After', String(databaseRetryAfterSeconds))
+      return c.json(body, 503)
     },
   )
   return app

@@ -26,6 +26,7 @@ describe('GET /v1/health', () => {
     const res = await app.request('/v1/health')
     expect(res.status).toBe(503)
     expect(await res.json()).toEqual({ status: 'degraded', version: t.config.version })
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
     await dead.end({ timeout: 0 })
   })
 })
@@ -389,6 +390,31 @@ describe('errors', () => {
       error: 'Internal Server Error',
     })
     expect(text).not.toMatch(/concurrent_run_limit|select|at \w+ \(/i)
+  })
+
+  it('answers 503 database_unavailable with Retry-After, not 500, while the database is away', async () => {
+    // As with DATABASE_URL naming a server that is down: nothing listens on port 1.
+    const dead = createSql('postgres://osd:x@127.0.0.1:1/none', { max: 1 })
+    const app = createApp({ sql: dead, config: t.config, log: silentLog, sealer: t.sealer })
+    // The token is looked up in the database first (authentication), then the route reads it.
+    for (const [method, path] of [
+      ['GET', '/v1/tasks'],
+      ['POST', '/v1/webhooks/acme/tasks/nothing'],
+    ] as const) {
+      const res = await app.request(path, {
+        method,
+        headers: { authorization: `Bearer ${t.acme.token}`, 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: '{}' } : {}),
+      })
+      expect(res.status, path).toBe(503)
+      expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
+      expect(res.headers.get('x-request-id')).toBeTruthy()
+      expect(await res.json()).toEqual({
+        error: 'database_unavailable',
+        message: expect.any(String),
+      })
+    }
+    await dead.end({ timeout: 0 })
   })
 
   it('sends a request id with every answer', async () => {
