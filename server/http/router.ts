@@ -213,6 +213,9 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
       if (paramNotFound[param]) codes.add(paramNotFound[param])
   }
   if (!def.public) codes.add('api_token_scope')
+  // Answered by the body middleware and the error writer, whatever the route.
+  if (def.body || def.bodyDoc) codes.add('invalid_json').add('body_too_large')
+  codes.add('database_unavailable')
   const byStatus = new Map<number, string[]>()
   for (const code of codes)
     byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])

@@ -68,6 +68,16 @@ describe('the OpenAPI document', () => {
     const health = document.paths['/v1/health']!.get!.responses
     expect(health['503']?.content).toEqual(health['200']?.content)
   })
+
+  it('declares what the middleware answers: a bad or large body, and the database away', () => {
+    const missing = operations.flatMap(({ where, op }) => {
+      const declared = new Set(Object.keys(op.responses))
+      const wanted = op.operationId === 'getOpenApiDocument' ? [] : ['503']
+      if ((op as { requestBody?: unknown }).requestBody) wanted.push('400', '413')
+      return wanted.filter((status) => !declared.has(status)).map((status) => `${where} ${status}`)
+    })
+    expect(missing).toEqual([])
+  })
 })
 
 // A user's program, written against the generated types as its author would: start a run, read it.
