@@ -73,7 +73,12 @@ async function call<T = any>(method: string, path: string, body?: unknown): Prom
 const key = `bench-key-${randomBytes(6).toString('hex')}`
 await call('POST', '/llm/bindings', { apiKey: key })
 const [team] = await call<{ id: string }[]>('GET', '/teams')
-await call('POST', '/tools/bindings', { name: 'bench', url: mcp.url, layer: 'team', layerId: team!.id })
+await call('POST', '/tools/bindings', {
+  name: 'bench',
+  url: mcp.url,
+  layer: 'team',
+  layerId: team!.id,
+})
 const task = await call<{ id: string }>('POST', '/tasks', {
   name: 'Many steps',
   teamId: team!.id,
