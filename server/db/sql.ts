@@ -9,6 +9,11 @@ export type Fragment = postgres.Fragment
 export interface SqlOptions {
   max?: number
   applicationName?: string
+  /**
+   * Called with each statement and its parameters as it is sent (postgres.js `debug`), for tests that
+   * count what a piece of work reads. Errors of such a pool carry their parameters: not for production.
+   */
+  onQuery?: (query: string, parameters: readonly unknown[]) => void
 }
 
 /**
@@ -22,6 +27,12 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
     transform: { column: { from: postgres.toCamel, to: postgres.fromCamel } },
     onnotice: () => undefined,
     connection: { application_name: options.applicationName ?? 'osd' },
+    ...(options.onQuery
+      ? {
+          debug: (_: number, query: string, parameters: unknown[]) =>
+            options.onQuery!(query, parameters),
+        }
+      : {}),
     types: {
       bigint: {
         to: 20,

@@ -725,6 +725,54 @@ describe('model routes (spec: Endpoints Models)', () => {
   })
 })
 
+describe('long runs', () => {
+  it('reads the journal when a run starts and never at a step: as often for 12 tool calls as for 2', async () => {
+    // The engine's own pool tells which statements read the journal, and for which run.
+    const journalReads: unknown[][] = []
+    const counted = createSql(t.dbUrl, {
+      onQuery: (query, parameters) => {
+        if (/\bfrom run_journal\b/i.test(query)) journalReads.push([...parameters])
+      },
+    })
+    await engine.stop()
+    const counting = await startTestEngine(t, { sql: counted })
+    try {
+      const { key, task, start, wait, as } = await tenant()
+      const next = await task({
+        slug: `long-${randomUUID().slice(0, 6)}`,
+        tools: ['os.set_gate_summary'],
+      })
+      const first = await task({ successors: [{ slug: next.slug, resumeConversation: true }] })
+      /** Reads of the journals of a run and of the successor that continues its conversation. */
+      const readsFor = async (toolCalls: number) => {
+        const summaries = Array.from({ length: toolCalls }, (_, n) => ({
+          toolCalls: [{ name: 'os.set_gate_summary', arguments: { summary: `step ${n + 1}` } }],
+        }))
+        fake.script(key, finish('succeeded', 'first part'), ...summaries, finish())
+        const run = await start(first.id, { toolCalls })
+        await wait(run.id, ['succeeded'])
+        const execution = await eventually(
+          async () => (await t.call('GET', `/v1/executions/${run.id}`, as)).body.runs.length === 2,
+          10_000,
+        ).then(() => t.call('GET', `/v1/executions/${run.id}`, as))
+        const successor = execution.body.runs[1]
+        const done = await wait(successor.id, ['succeeded'])
+        expect(done.cost.modelCalls).toBe(toolCalls + 1)
+        return journalReads.filter((p) => p.includes(run.id) || p.includes(successor.id)).length
+      }
+      const short = await readsFor(2)
+      const long = await readsFor(12)
+      // Its own journal once per run, and the predecessor's once for the successor.
+      expect(short).toBe(3)
+      expect(long).toBe(short)
+    } finally {
+      await counting.stop()
+      await counted.end()
+      engine = await startTestEngine(t)
+    }
+  })
+})
+
 describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
   it('starts with a PKCE challenge and state, completes by exchanging the code', async () => {
     let exchanged: URLSearchParams | undefined
