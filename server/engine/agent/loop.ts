@@ -172,7 +172,6 @@ class RunExecution {
       osTools['os.finish']!,
       ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && allowed.includes(t.name)),
     ]
-    await this.connectTools()
 
     const lines = [
       `You are ${member?.name ?? 'a team member'}${member?.persona ? `. ${member.persona}` : ''}.`,
@@ -193,7 +192,10 @@ class RunExecution {
     this.system = lines.join('\n')
   }
 
-  /** Connects to the run's tool servers and adds their tools, once per execution. */
+  /**
+   * Connects to the run's tool servers and adds their tools, once per execution, when the run is about to
+   * call a model or a tool: a run held for want of a key does not connect at each retry.
+   */
   private async connectTools(): Promise<void> {
     if (!this.mcp) {
       this.mcp = new McpTools(this.wanted, this.log)

@@ -10,6 +10,7 @@ import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
+import { startFakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The agent loop of kind llm runs, end to end through the real SDKs against a fake provider speaking
@@ -264,6 +265,59 @@ describe('blocked runs (DESIGN 6)', () => {
     await t.sql`update runs set not_before = now() where id = ${run.id}`
     engine.runs.wake()
     expect(await waitSeconds(3)).toBeCloseTo(120, 0)
+  })
+
+  it('connects to no tool server while it waits for a key, and once when it has one', async () => {
+    const mcp = await startFakeMcpServer()
+    try {
+      const e = await t.createEnterprise(`Tools, no key ${randomUUID().slice(0, 6)}`)
+      const as = { token: e.token }
+      const [team] = (await t.call('GET', '/v1/teams', as)).body
+      const bound = await t.call('POST', '/v1/tools/bindings', {
+        ...as,
+        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+      })
+      expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+      const task = await t.call('POST', '/v1/tasks', {
+        ...as,
+        body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },
+      })
+      expect(task.status, JSON.stringify(task.body)).toBe(201)
+      const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })).body
+      // Each hold: the back-off of the hold before it, doubled (as after a model call that failed).
+      const held = async (holds: number) => {
+        await eventually(async () => {
+          const [row] = await t.sql<{ n: number }[]>`
+            select count(*)::int as n from run_events where run_id = ${run.id} and type = 'run.blocked'`
+          return row!.n === holds
+        }, 10_000)
+        const [row] = await t.sql<{ seconds: number }[]>`
+          select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${run.id}`
+        return row!.seconds
+      }
+      expect(await held(1)).toBeCloseTo(30, 0)
+      for (const [holds, seconds] of [
+        [2, 60],
+        [3, 120],
+      ] as const) {
+        await t.sql`update runs set not_before = now() where id = ${run.id}` // the back-off is over
+        engine.runs.wake()
+        expect(await held(holds)).toBeCloseTo(seconds, 0)
+      }
+      expect(mcp.connections).toBe(0) // three tries, none of which could call a model
+
+      const key = `key-${randomUUID()}`
+      fake.script(key, { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hi' } }] }, finish())
+      await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key } })
+      await waitForRun(t, run.id, ['succeeded'], 10_000, e.token)
+      expect(mcp.connections).toBe(1)
+      expect(mcp.callsOf('echo')).toHaveLength(1)
+      expect(fake.callsWith(key)[0]!.body.tools.map((x: { name: string }) => x.name)).toContain(
+        'vcs__echo',
+      )
+    } finally {
+      await mcp.close()
+    }
   })
 
   it('blocks on a refused key and on an outage after retries, and retries by itself', async () => {
