@@ -205,6 +205,24 @@ class RunExecution {
     this.toolsSize = JSON.stringify(this.tools).length
   }
 
+  /**
+   * Runs a model or tool call with a signal of its own that aborts with the run's. Some clients leave a
+   * listener on the signal they are given once the call is over (the openai SDK, the MCP client): on the
+   * run's own signal they would pile up, one more at each step, for as long as the run goes on.
+   */
+  private async withCallSignal<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const run = this.context.signal
+    const own = new AbortController()
+    const abort = () => own.abort(run.reason)
+    run.addEventListener('abort', abort, { once: true })
+    if (run.aborted) abort()
+    try {
+      return await call(own.signal)
+    } finally {
+      run.removeEventListener('abort', abort)
+    }
+  }
+
   /** Takes journal entries into memory, with what the loop looks up in them. */
   private remember(entries: JournalEntry[]): void {
     for (const entry of entries) {
@@ -402,10 +420,8 @@ class RunExecution {
 
     let reply: ModelReply
     try {
-      reply = await this.options.providers[key.provider].call(
-        request,
-        { key: key.key },
-        this.context.signal,
+      reply = await this.withCallSignal((signal) =>
+        this.options.providers[key.provider].call(request, { key: key.key }, signal),
       )
     } catch (err) {
       const failure =
@@ -662,7 +678,9 @@ class RunExecution {
       })
     }
     try {
-      return await this.mcp!.call(call.name, call.arguments, this.context.signal)
+      return await this.withCallSignal((signal) =>
+        this.mcp!.call(call.name, call.arguments, signal),
+      )
     } catch (err) {
       return { content: `The tool failed: ${(err as Error).message}`, isError: true }
     }

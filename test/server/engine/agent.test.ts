@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto'
+import { getEventListeners } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { resolveKey } from '../../../server/domain/llm.js'
-import { ToolNames } from '../../../server/engine/agent/providers.js'
+import { AgentExecutor } from '../../../server/engine/agent/loop.js'
+import { createProviders, ToolNames } from '../../../server/engine/agent/providers.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -822,6 +824,54 @@ describe('long runs', () => {
     } finally {
       await counting.stop()
       await counted.end()
+      engine = await startTestEngine(t)
+    }
+  })
+
+  it("leaves nothing on the run's signal after a model or tool call, however many it makes", async () => {
+    const mcp = await startFakeMcpServer()
+    const signals = new Map<string, AbortSignal>()
+    const agent = new AgentExecutor({
+      sql: t.sql,
+      sealer: t.sealer,
+      providers: createProviders({ baseUrls: t.config.providerBaseUrls }),
+      log: t.log,
+    })
+    await engine.stop()
+    const recording = await startTestEngine(t, {
+      executors: {
+        llm: {
+          execute(run, context) {
+            signals.set(run.id, context.signal)
+            return agent.execute(run, context)
+          },
+        },
+      },
+    })
+    try {
+      const { e, key, start, wait } = await tenant('provider_b')
+      const as = { token: e.token }
+      const [team] = (await t.call('GET', '/v1/teams', as)).body
+      await t.call('POST', '/v1/tools/bindings', {
+        ...as,
+        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+      })
+      const task = await t.call('POST', '/v1/tasks', {
+        ...as,
+        body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },
+      })
+      const echoes = Array.from({ length: 12 }, (_, n) => ({
+        toolCalls: [{ name: 'vcs.echo', arguments: { text: `echo ${n}` } }],
+      }))
+      fake.script(key, ...echoes, finish())
+      const run = await start(task.body.id)
+      await wait(run.id, ['succeeded'])
+      expect(mcp.callsOf('echo')).toHaveLength(12)
+      // Each call had a signal of its own, which whatever the clients left on it went away with.
+      expect(getEventListeners(signals.get(run.id)!, 'abort')).toHaveLength(0)
+    } finally {
+      await recording.stop()
+      await mcp.close()
       engine = await startTestEngine(t)
     }
   })
