@@ -2,10 +2,12 @@
 // (issue 15: the loop must not do work in proportion to the run's length at every step). One run of a
 // kind llm task whose fake model calls a cheap tool (echo on a fake MCP tool server) BENCH_STEPS times
 // (default 200), one tool call per model reply, then finishes. A step is a model call and its tool call:
-// from one model call's journal entry to the next one's (the journal's timestamps). Prints the median ms
-// per step of steps 1-10 and of the last ten, and their ratio; BENCH_ROUNDS runs (default 3), one after
-// the other, and the median of each figure over them. The model's request carries the whole conversation,
-// so some growth is the provider's work (SDK and fake serialising a longer history), not the loop's.
+// from one model request reaching the fake provider to the next. Prints the median ms per step of steps
+// 1-10 and of the last ten, and their ratio, in wall time and in this process's CPU time (the engine,
+// the API and both fakes; PostgreSQL is another process), which a loaded machine disturbs less; after a
+// warm-up run of 20 steps, BENCH_ROUNDS runs (default 3), one after the other, and the median of each
+// figure over them. The model's request carries the whole conversation, so some growth is the
+// provider's work (SDK and fake serialising a longer history), not the loop's.
 // In process: the engine (with a model call limit above BENCH_STEPS), the API, a fake model provider and
 // a fake MCP server, on a throwaway embedded PostgreSQL (or DATABASE_URL). Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
@@ -87,8 +89,17 @@ const task = await call<{ id: string }>('POST', '/tasks', {
   tools: ['bench.echo'],
 })
 
-/** One run of `steps` tool calls; answers the ms of each step, in order. */
-async function oneRun(round: number): Promise<number[]> {
+/** When each model request reached the fake: wall and CPU ms. */
+let arrivals: { wall: number; cpu: number }[] = []
+model.onRequest(() => {
+  const cpu = process.cpuUsage()
+  arrivals.push({ wall: performance.now(), cpu: (cpu.user + cpu.system) / 1000 })
+  return undefined // the script answers
+})
+
+/** One run of `steps` tool calls; answers the wall and CPU ms of each step, in order. */
+async function oneRun(round: number, steps: number): Promise<{ wall: number[]; cpu: number[] }> {
+  arrivals = []
   model.script(
     key,
     ...Array.from({ length: steps }, (_, n) => ({
@@ -107,35 +118,38 @@ async function oneRun(round: number): Promise<number[]> {
     if (Date.now() > deadline) throw new Error(`the run is still ${row?.status}`)
     await new Promise((r) => setTimeout(r, 50))
   }
-  const calls = await sql<{ at: number }[]>`
-    select extract(epoch from created_at)::float8 * 1000 as at
-      from run_journal where run_id = ${run.id} and kind = 'model' order by step`
-  if (calls.length !== steps + 1)
-    throw new Error(`expected ${steps + 1} model calls, the journal has ${calls.length}`)
-  return calls.slice(1).map((c, n) => c.at - calls[n]!.at)
+  if (arrivals.length !== steps + 1)
+    throw new Error(`expected ${steps + 1} model calls, the fake had ${arrivals.length}`)
+  const step = (of: 'wall' | 'cpu') => arrivals.slice(1).map((a, n) => a[of] - arrivals[n]![of])
+  return { wall: step('wall'), cpu: step('cpu') }
 }
 
-const early: number[] = []
-const late: number[] = []
+const figures = {
+  wall: { early: [] as number[], late: [] as number[] },
+  cpu: { early: [] as number[], late: [] as number[] },
+}
+const ms = (n: number) => n.toFixed(2).padStart(7)
 try {
+  await oneRun(0, 20) // warm-up: JIT, pools, prepared statements
   for (let round = 1; round <= rounds; round++) {
-    const ms = await oneRun(round)
-    const first = median(ms.slice(0, window))
-    const last = median(ms.slice(-window))
-    early.push(first)
-    late.push(last)
-    console.log(
-      `round ${round}: steps 1-${window} ${first.toFixed(2)} ms/step, steps ${steps - window + 1}-${steps} ${last.toFixed(2)} ms/step, ratio ${(last / first).toFixed(2)}`,
-    )
+    const run = await oneRun(round, steps)
+    const line = [`round ${round}:`]
+    for (const of of ['wall', 'cpu'] as const) {
+      const first = median(run[of].slice(0, window))
+      const last = median(run[of].slice(-window))
+      figures[of].early.push(first)
+      figures[of].late.push(last)
+      line.push(`${of} ${ms(first)} -> ${ms(last)} ms/step (x${(last / first).toFixed(2)})`)
+    }
+    console.log(line.join('  '))
   }
-  const first = median(early)
-  const last = median(late)
-  console.log(
-    `\n${steps} tool calls per run, ${rounds} run(s); medians over runs:\n` +
-      `  steps 1-${window}:     ${first.toFixed(2)} ms/step\n` +
-      `  steps ${steps - window + 1}-${steps}: ${last.toFixed(2)} ms/step\n` +
-      `  ratio (late/early): ${(last / first).toFixed(2)}`,
-  )
+  console.log(`\n${steps} tool calls per run, ${rounds} run(s); medians over runs (ms per step):`)
+  console.log(`         steps 1-${window}  steps ${steps - window + 1}-${steps}  ratio`)
+  for (const of of ['wall', 'cpu'] as const) {
+    const first = median(figures[of].early)
+    const last = median(figures[of].late)
+    console.log(`  ${of.padEnd(5)} ${ms(first)}     ${ms(last)}     ${(last / first).toFixed(2)}`)
+  }
 } finally {
   await engine.stop()
   await mcp.close()
