@@ -217,6 +217,18 @@ describe('runs through both wire formats', () => {
   })
 })
 
+/** Once a run has been held `holds` times: how long its latest hold waits (last change to next try). */
+async function holdSeconds(runId: string, holds: number): Promise<number> {
+  await eventually(async () => {
+    const [row] = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from run_events where run_id = ${runId} and type = 'run.blocked'`
+    return row!.n === holds
+  }, 10_000)
+  const [row] = await t.sql<{ seconds: number }[]>`
+    select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${runId}`
+  return row!.seconds
+}
+
 describe('blocked runs (DESIGN 6)', () => {
   it('blocks with a reason when no key is bound, and runs at once when one is', async () => {
     const e = await t.createEnterprise(`No key ${randomUUID().slice(0, 6)}`)
@@ -249,17 +261,7 @@ describe('blocked runs (DESIGN 6)', () => {
     ).body
     const run = (await t.call('POST', `/v1/tasks/${task.id}/runs`, { token: e.token, body: {} }))
       .body
-    // How long the latest hold waits: from the run's last change to when it may go again.
-    const waitSeconds = async (holds: number) => {
-      await eventually(async () => {
-        const [row] = await t.sql<{ n: number }[]>`
-          select count(*)::int as n from run_events where run_id = ${run.id} and type = 'run.blocked'`
-        return row!.n === holds
-      }, 10_000)
-      const [row] = await t.sql<{ seconds: number }[]>`
-        select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${run.id}`
-      return row!.seconds
-    }
+    const waitSeconds = (holds: number) => holdSeconds(run.id, holds)
     expect(await waitSeconds(1)).toBeCloseTo(30, 0)
     await t.sql`update runs set not_before = now() where id = ${run.id}` // as if 30 s went by
     engine.runs.wake()
@@ -287,16 +289,7 @@ describe('blocked runs (DESIGN 6)', () => {
       expect(task.status, JSON.stringify(task.body)).toBe(201)
       const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })).body
       // Each hold: the back-off of the hold before it, doubled (as after a model call that failed).
-      const held = async (holds: number) => {
-        await eventually(async () => {
-          const [row] = await t.sql<{ n: number }[]>`
-            select count(*)::int as n from run_events where run_id = ${run.id} and type = 'run.blocked'`
-          return row!.n === holds
-        }, 10_000)
-        const [row] = await t.sql<{ seconds: number }[]>`
-          select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${run.id}`
-        return row!.seconds
-      }
+      const held = (holds: number) => holdSeconds(run.id, holds)
       expect(await held(1)).toBeCloseTo(30, 0)
       for (const [holds, seconds] of [
         [2, 60],
