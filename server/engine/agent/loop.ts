@@ -201,8 +201,8 @@ class RunExecution {
       this.mcp = new McpTools(this.wanted, this.log)
       const connected = this.wanted.length ? await this.mcp.connect() : []
       this.tools.push(...connected.filter((t) => reaches(this.definition.tools, t.name)))
+      this.toolsSize = JSON.stringify(this.tools).length
     }
-    this.toolsSize = JSON.stringify(this.tools).length
   }
 
   /**
@@ -231,7 +231,7 @@ class RunExecution {
     }
   }
 
-  /** Keeps the lookups up to date with an entry added or moved on (answered, say). */
+  /** Adds an entry to the lookups (a tool entry answered later is the same object, changed in place). */
   private index(entry: JournalEntry): void {
     if (entry.kind === 'model') {
       if (entry.state === 'done') {
