@@ -9,6 +9,11 @@ export type Fragment = postgres.Fragment
 export interface SqlOptions {
   max?: number
   applicationName?: string
+  /**
+   * Called with each statement and its parameters as it is sent (postgres.js `debug`), for tests that
+   * count what a piece of work reads. Errors of such a pool carry their parameters: not for production.
+   */
+  onQuery?: (query: string, parameters: readonly unknown[]) => void
 }
 
 /**
@@ -28,6 +33,12 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     // A server that does not answer at all is reported (503) in seconds, not the default 30.
     connect_timeout: 10,
+    ...(options.onQuery
+      ? {
+          debug: (_: number, query: string, parameters: unknown[]) =>
+            options.onQuery!(query, parameters),
+        }
+      : {}),
     types: {
       bigint: {
         to: 20,

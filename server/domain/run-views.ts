@@ -4,6 +4,7 @@ import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../shared/sc
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import type { Db, Fragment } from '../db/sql.js'
 import { listRunGates } from './gates.js'
+import { modelCallCount } from './journal.js'
 import { listEvents, loadRun, toEvent, toRun, type EventRow, type RunRow } from './runs.js'
 
 // What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
@@ -47,9 +48,7 @@ export async function getRunDetail(
     db<
       { n: number }[]
     >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
-    db<
-      { n: number }[]
-    >`select count(*)::int as n from run_journal where run_id = ${id} and kind = 'model'`,
+    modelCallCount(db, id),
   ])
   return {
     run: toRun(run),
@@ -60,7 +59,7 @@ export async function getRunDetail(
     previous: previous[0] ? refOf(previous[0]) : null,
     next: nextRuns.map(refOf),
     execution: { id: run.executionId, runCount: execution[0]!.n },
-    cost: { usdCents: run.costUsdMicros / 10_000, modelCalls: calls[0]!.n },
+    cost: { usdCents: run.costUsdMicros / 10_000, modelCalls: calls },
   }
 }
 

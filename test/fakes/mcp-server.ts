@@ -36,6 +36,8 @@ export interface FakeMcpServer {
   /** Every call that reached a tool, in order of arrival (calls with invalid arguments never do). */
   calls: ToolCall[]
   callsOf(name: string): ToolCall[]
+  /** How many sessions clients have opened (each connect of a client initializes one). */
+  readonly connections: number
   /** The next call of this tool answers an MCP tool error with this text. */
   failNext(name: string, message: string): void
   /** Calls of this tool wait this long before answering. */
@@ -87,6 +89,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   const inFlight = new Set<Promise<CallToolResult>>()
   const responses = new Set<ServerResponse>()
   let pullRequests = 0
+  let connections = 0
 
   async function run(
     tool: ToolDefinition,
@@ -167,7 +170,10 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     for (const tool of tools.values()) register(server, tool)
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void sessions.set(id, session),
+      onsessioninitialized: (id) => {
+        connections++
+        sessions.set(id, session)
+      },
     })
     transport.onclose = () => {
       if (transport.sessionId !== undefined) sessions.delete(transport.sessionId)
@@ -235,6 +241,9 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     url: `http://127.0.0.1:${port}/mcp`,
     calls,
     callsOf: (name) => calls.filter((call) => call.name === name),
+    get connections() {
+      return connections
+    },
     failNext(name, message) {
       known(name)
       failures.set(name, [...(failures.get(name) ?? []), message])

@@ -3,20 +3,33 @@ import { fixedTools, type VersionDefinition } from '../../../shared/schemas/task
 import type { Sealer } from '../../crypto.js'
 import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
 import { gateOfStep, openGate } from '../../domain/gates.js'
+import {
+  answerToolStep,
+  endModelStep,
+  insertToolDone,
+  markExecuting,
+  readJournal,
+  setStepCost,
+  startModelStep,
+  startToolStep,
+  stored,
+  type JournalEntry,
+  type ToolRequest,
+} from '../../domain/journal.js'
 import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
 import { appendEvent, assigneeRoleId, transition, type RunRow } from '../../domain/runs.js'
 import { finishRun } from '../../domain/run-ends.js'
 import { reserve, settle } from '../../domain/spend.js'
 import { reaches } from '../../domain/task-checks.js'
 import { mustGateTools } from '../../domain/tasks.js'
-import { connectionsForRun } from '../../domain/tool-connections.js'
+import { connectionsForRun, type RunConnection } from '../../domain/tool-connections.js'
 import type { Logger } from '../../log.js'
 import type { ExecutionContext, Executor } from '../executor.js'
+import { Conversation } from './conversation.js'
 import { McpTools, type ToolOutcome } from './mcp.js'
 import { actOsTool, isOsTool, osTools } from './os-tools.js'
 import {
   ProviderError,
-  type Message,
   type ModelProvider,
   type ModelReply,
   type ToolCall,
@@ -26,19 +39,9 @@ import {
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
 // gate, a hold, a restart, a takeover) continues from its journal: a model call that answered is never
-// made again, and a tool call that may have acted is never made again.
-
-interface JournalEntry {
-  step: number
-  kind: 'model' | 'tool'
-  state: 'started' | 'done' | 'failed'
-  request: Record<string, any>
-  response: Record<string, any> | null
-  costUsdMicros: number
-  reservedUsdMicros: number
-  spendDay: string | null
-  connectionId: string | null
-}
+// made again, and a tool call that may have acted is never made again. The journal is read when a run's
+// execution starts and kept in memory from then on, with the conversation it stands for: a step writes
+// its entries and reads none, so it costs the same late in a long run as early in it.
 
 export interface AgentOptions {
   sql: Sql
@@ -54,19 +57,6 @@ export interface AgentOptions {
 }
 
 type Step = 'continue' | 'stop'
-
-/** Journal steps and their outcomes, for one run. */
-async function loadJournal(db: Db, runId: string): Promise<JournalEntry[]> {
-  return db<JournalEntry[]>`
-    select step, kind, state, request, response, cost_usd_micros, reserved_usd_micros,
-           to_char(spend_day, 'YYYY-MM-DD') as spend_day, connection_id
-      from run_journal where run_id = ${runId} order by step`
-}
-
-/** A tool's answer as the journal gives it back once stored (JSON: no undefined fields). */
-function stored(outcome: ToolOutcome): Record<string, unknown> {
-  return JSON.parse(JSON.stringify(outcome)) as Record<string, unknown>
-}
 
 /** Backs off a held run: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
 export function backoffMs(holds: number): number {
@@ -89,10 +79,25 @@ export class AgentExecutor implements Executor {
 class RunExecution {
   private readonly sql: Sql
   private readonly log: Logger
+  /** The run's journal as the database has it (the entries this execution wrote, once committed). */
   private journal: JournalEntry[] = []
+  /** The journal's tool steps by call id. */
+  private answers = new Map<string, JournalEntry>()
+  /** The latest model call that answered, whose tool calls the run carries out next. */
+  private lastModel: JournalEntry | undefined
+  private modelCalls = 0
+  /** The summary the run last set with os.set_gate_summary, for the gate it opens next. */
+  private gateSummary: string | null = null
+  /** What the run was told before its own input: a predecessor's conversation (resumeConversation). */
+  private prefix: Conversation | undefined
+  private conversation: Conversation | undefined
   private definition!: VersionDefinition
   private system = ''
   private tools: ToolSpec[] = []
+  /** JSON.stringify(this.tools).length, for pricing a call's prompt. */
+  private toolsSize = 0
+  /** The run's tool connections, connected only once a model call can be made (or a call made). */
+  private wanted: RunConnection[] = []
   private mcp: McpTools | undefined
   private mustGate = new Set<string>()
   /** Whom the run's mail is from: its member, or the daemon itself for a run without one. */
@@ -141,22 +146,26 @@ class RunExecution {
     ])
     this.definition = version!.definition
     this.sender = member?.email ?? 'osd@localhost'
-    this.journal = await loadJournal(sql, run.id)
+    this.remember(await readJournal(sql, run.id))
+    if (run.resumeFromRunId) {
+      const [previous] = await sql<
+        { input: Record<string, unknown> }[]
+      >`select input from runs where id = ${run.resumeFromRunId}`
+      if (previous)
+        this.prefix = Conversation.of(previous.input, await readJournal(sql, run.resumeFromRunId))
+    }
     this.mustGate = new Set(await mustGateTools(sql, run.enterpriseId))
 
     const allowed = this.definition.tools
     const roleId = await assigneeRoleId(sql, { id: run.taskId })
     const connections = await connectionsForRun(sql, this.options.sealer, run, roleId)
     // A task may only call the tools its version lists (by name, or a connection as conn or conn.*).
-    const wanted = connections.filter((c) =>
+    this.wanted = connections.filter((c) =>
       allowed.some((t) => t === c.name || t.startsWith(`${c.name}.`)),
     )
-    this.mcp = new McpTools(wanted, this.log)
-    const connected = wanted.length ? await this.mcp.connect() : []
     this.tools = [
       osTools['os.finish']!,
       ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && allowed.includes(t.name)),
-      ...connected.filter((t) => reaches(allowed, t.name)),
     ]
 
     const lines = [
@@ -178,26 +187,70 @@ class RunExecution {
     this.system = lines.join('\n')
   }
 
-  /** The conversation so far, rebuilt from the journal (and the predecessor's, for resumeConversation). */
-  private async messages(): Promise<Message[]> {
-    const prefix: Message[] = []
-    if (this.run.resumeFromRunId) {
-      const earlier = await loadJournal(this.sql, this.run.resumeFromRunId)
-      const [previous] = await this.sql<
-        { input: Record<string, unknown> }[]
-      >`select input from runs where id = ${this.run.resumeFromRunId}`
-      if (previous) prefix.push(...conversation(previous.input, earlier))
+  /**
+   * Connects to the run's tool servers and adds their tools, once per execution, when the run is about to
+   * call a model or a tool: a run held for want of a key does not connect at each retry.
+   */
+  private async connectTools(): Promise<void> {
+    if (!this.mcp) {
+      this.mcp = new McpTools(this.wanted, this.log)
+      const connected = this.wanted.length ? await this.mcp.connect() : []
+      this.tools.push(...connected.filter((t) => reaches(this.definition.tools, t.name)))
+      this.toolsSize = JSON.stringify(this.tools).length
     }
-    return [...prefix, ...conversation(this.run.input, this.journal)]
+  }
+
+  /**
+   * Runs a model or tool call with a signal of its own that aborts with the run's. Some clients leave a
+   * listener on the signal they are given once the call is over (the openai SDK, the MCP client): on the
+   * run's own signal they would pile up, one more at each step, for as long as the run goes on.
+   */
+  private async withCallSignal<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const run = this.context.signal
+    const own = new AbortController()
+    const abort = () => own.abort(run.reason)
+    run.addEventListener('abort', abort, { once: true })
+    if (run.aborted) abort()
+    try {
+      return await call(own.signal)
+    } finally {
+      run.removeEventListener('abort', abort)
+    }
+  }
+
+  /** Takes journal entries into memory, with what the loop looks up in them. */
+  private remember(entries: JournalEntry[]): void {
+    for (const entry of entries) {
+      this.journal.push(entry)
+      this.index(entry)
+    }
+  }
+
+  /** Adds an entry to the lookups (a tool entry answered later is the same object, changed in place). */
+  private index(entry: JournalEntry): void {
+    if (entry.kind === 'model') {
+      if (entry.state === 'done') {
+        this.lastModel = entry
+        this.modelCalls++
+      }
+      return
+    }
+    if (!this.answers.has(entry.request.callId)) this.answers.set(entry.request.callId, entry)
+    if (entry.request.name === fixedTools.gateSummary) {
+      const summary = entry.request.arguments?.summary
+      this.gateSummary = typeof summary === 'string' ? summary : null
+    }
+  }
+
+  /** The conversation so far: the journal's entries not yet in it are added (none is read again). */
+  private messages(): Conversation {
+    this.conversation ??= new Conversation(this.run.input, this.prefix?.messages)
+    return this.conversation.follow(this.journal, (id) => this.answers.get(id))
   }
 
   /** Calls of the last model reply that have no answer yet. */
   private pendingCalls(): ToolCall[] {
-    const lastModel = [...this.journal]
-      .reverse()
-      .find((e) => e.kind === 'model' && e.state === 'done')
-    if (!lastModel) return []
-    const calls = (lastModel.response?.toolCalls ?? []) as ToolCall[]
+    const calls = (this.lastModel?.response?.toolCalls ?? []) as ToolCall[]
     return calls.filter((call) => {
       const entry = this.toolEntry(call.id)
       return !entry || entry.state === 'started'
@@ -205,7 +258,7 @@ class RunExecution {
   }
 
   private toolEntry(callId: string): JournalEntry | undefined {
-    return this.journal.find((e) => e.kind === 'tool' && e.request.callId === callId)
+    return this.answers.get(callId)
   }
 
   private nextStep(): number {
@@ -233,24 +286,6 @@ class RunExecution {
     return row
   }
 
-  /**
-   * Moves a model call's journal step out of `started`, once: the worker that made the call (answered,
-   * failed or aborted) and a worker resuming the run after it may both try, and only the one that moves
-   * it releases the call's spend reservation. Answers whether this one did.
-   */
-  private async endModelStep(
-    tx: Db,
-    step: number,
-    to: { state: 'done' | 'failed'; response: Record<string, unknown>; costUsdMicros?: number },
-  ): Promise<boolean> {
-    const [ended] = await tx`
-      update run_journal set state = ${to.state}, response = ${tx.json(to.response as never)},
-                             cost_usd_micros = ${to.costUsdMicros ?? 0}, finished_at = now()
-       where run_id = ${this.run.id} and step = ${step} and state = 'started'
-      returning step`
-    return Boolean(ended)
-  }
-
   // --- what a crash left behind --------------------------------------------------------------------
 
   /**
@@ -262,8 +297,9 @@ class RunExecution {
     let answeredMeanwhile = false
     for (const entry of this.journal.filter((e) => e.state === 'started')) {
       if (entry.kind === 'model') {
+        // Only the worker that moves the step out of started releases the call's reservation.
         await transaction(this.sql, async (tx) => {
-          const ended = await this.endModelStep(tx, entry.step, {
+          const ended = await endModelStep(tx, this.run.id, entry.step, {
             state: 'failed',
             response: { interrupted: true },
           })
@@ -272,9 +308,9 @@ class RunExecution {
           else if (entry.spendDay)
             await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
         })
-        entry.state = 'failed'
+        Object.assign(entry, { state: 'failed', response: { interrupted: true } })
       } else if (!entry.request.gateId || entry.request.executing) {
-        await this.answer(entry.step, {
+        await this.answer(entry, {
           content:
             'This call was interrupted: whether it happened is unknown. Check before trying it again.',
           isError: true,
@@ -282,14 +318,21 @@ class RunExecution {
       }
     }
     // A call answered after all is the run's: the journal is read again to go on from it.
-    if (answeredMeanwhile) this.journal = await loadJournal(this.sql, this.run.id)
+    if (answeredMeanwhile) {
+      this.journal = []
+      this.answers.clear()
+      this.lastModel = undefined
+      this.modelCalls = 0
+      this.gateSummary = null
+      this.remember(await readJournal(this.sql, this.run.id))
+    }
   }
 
   // --- model calls ---------------------------------------------------------------------------------
 
   private async modelCall(): Promise<Step> {
     const { run } = this
-    const calls = this.journal.filter((e) => e.kind === 'model' && e.state === 'done').length
+    const calls = this.modelCalls
     if (calls >= this.maxModelCalls)
       return this.fail(`The run stopped after ${calls} model calls without finishing.`)
 
@@ -303,20 +346,18 @@ class RunExecution {
     )
     if ('blocked' in choice) return this.hold('blocked', choice.blocked)
     const { key, model } = choice
-    const messages = await this.messages()
+    await this.connectTools()
+    const conversation = this.messages()
     const request = {
       model,
       system: this.system,
-      messages,
+      messages: [...conversation.messages],
       tools: this.tools,
       maxTokens: this.maxTokens,
     }
     const price = priceOf(key.provider, model)
     // The worst case: the prompt (about a token per 3 characters) and every token it may answer with.
-    const promptTokens = Math.ceil(
-      (this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length) /
-        3,
-    )
+    const promptTokens = Math.ceil((this.system.length + conversation.size + this.toolsSize) / 3)
     const worst = Math.ceil(promptTokens * price.input + this.maxTokens * price.output)
 
     const perRun = this.definition.spend?.moneyUsdPerRun
@@ -345,23 +386,37 @@ class RunExecution {
         )
         return 'paused' as const
       }
-      await tx`
-        insert into run_journal (enterprise_id, run_id, step, kind, state, request, reserved_usd_micros, spend_day, connection_id)
-        values (${run.enterpriseId}, ${run.id}, ${step}, 'model', 'started',
-                ${tx.json({ provider: key.provider, model } as never)}, ${worst}, ${reservation.day}, ${key.connectionId})`
+      await startModelStep(tx, run, {
+        step,
+        request: { provider: key.provider, model },
+        reservedUsdMicros: worst,
+        spendDay: reservation.day,
+        connectionId: key.connectionId,
+      })
       return reservation.day
     })
-    if (reserved === 'gone' || reserved === 'paused') {
-      await this.writeLog()
-      return 'stop'
-    }
+    // A run taken over meanwhile is the other engine's to log.
+    if (reserved === 'paused') await this.writeLog()
+    if (reserved === 'gone' || reserved === 'paused') return 'stop'
+    const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
+      this.remember([
+        {
+          step,
+          kind: 'model',
+          state,
+          request: { provider: key.provider, model },
+          response: stored(response),
+          costUsdMicros: cost,
+          reservedUsdMicros: worst,
+          spendDay: reserved,
+          connectionId: key.connectionId,
+        },
+      ])
 
     let reply: ModelReply
     try {
-      reply = await this.options.providers[key.provider].call(
-        request,
-        { key: key.key },
-        this.context.signal,
+      reply = await this.withCallSignal((signal) =>
+        this.options.providers[key.provider].call(request, { key: key.key }, signal),
       )
     } catch (err) {
       const failure =
@@ -373,27 +428,17 @@ class RunExecution {
       const response =
         failure.kind === 'aborted' ? { interrupted: true } : { error: failure.message }
       await transaction(this.sql, async (tx) => {
-        if (await this.endModelStep(tx, step, { state: 'failed', response }))
+        if (await endModelStep(tx, run.id, step, { state: 'failed', response }))
           await settle(tx, run, reserved, worst, 0, false)
       })
+      ended('failed', response)
       if (failure.kind === 'aborted') return 'stop'
-      this.journal.push({
-        step,
-        kind: 'model',
-        state: 'failed',
-        request: { model },
-        response: null,
-        costUsdMicros: 0,
-        reservedUsdMicros: 0,
-        spendDay: null,
-        connectionId: null,
-      })
       if (failure.kind === 'bad_request') return this.fail(failure.message)
       return this.hold('blocked', failure.message)
     }
 
     const cost = Math.ceil(reply.usage.input * price.input + reply.usage.output * price.output)
-    const firstCall = !this.journal.some((e) => e.kind === 'model' && e.state === 'done')
+    const firstCall = this.modelCalls === 0
     const response = {
       text: reply.text,
       toolCalls: reply.toolCalls,
@@ -406,14 +451,13 @@ class RunExecution {
       // stalled past its lease), that one has settled the step as interrupted and released its
       // reservation: the answer is not this run's to act on, and the reservation is not released twice.
       const mine = Boolean(await this.lockRun(tx))
-      const ended = await this.endModelStep(tx, step, {
+      const endedHere = await endModelStep(tx, run.id, step, {
         state: 'done',
         response,
         costUsdMicros: cost,
       })
-      if (!ended)
-        await tx`update run_journal set cost_usd_micros = ${cost} where run_id = ${run.id} and step = ${step}`
-      await settle(tx, run, reserved, ended ? worst : 0, cost, firstCall)
+      if (!endedHere) await setStepCost(tx, run.id, step, cost)
+      await settle(tx, run, reserved, endedHere ? worst : 0, cost, firstCall)
       const [updated] = await tx<{ costUsdMicros: number }[]>`
         update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}
         returning cost_usd_micros`
@@ -439,17 +483,7 @@ class RunExecution {
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
     // before this call's cost: it takes the total the update answered.
     this.run.costUsdMicros = recorded.spent
-    this.journal.push({
-      step,
-      kind: 'model',
-      state: 'done',
-      request: { model },
-      response,
-      costUsdMicros: cost,
-      reservedUsdMicros: worst,
-      spendDay: reserved,
-      connectionId: key.connectionId,
-    })
+    ended('done', response, cost)
 
     // An answer without tool calls is the final answer.
     if (reply.toolCalls.length === 0) {
@@ -461,6 +495,7 @@ class RunExecution {
   // --- tool calls ----------------------------------------------------------------------------------
 
   private async toolCalls(calls: ToolCall[]): Promise<Step> {
+    await this.connectTools()
     for (const call of calls) {
       if (this.context.signal.aborted) return 'stop'
       const next = await this.toolCall(call)
@@ -533,7 +568,7 @@ class RunExecution {
         arguments: call.arguments,
         owner: gate?.owner ?? 'ceo',
         approval: gate?.approval ?? 'specific',
-        summary: asking ? null : this.gateSummary(),
+        summary: asking ? null : this.gateSummary,
         choices:
           asking && Array.isArray(call.arguments.choices)
             ? (call.arguments.choices as { key: string; label: string }[])
@@ -544,24 +579,12 @@ class RunExecution {
             : null,
         journalStep: step,
       })
-      await tx`
-        insert into run_journal (enterprise_id, run_id, step, kind, state, request)
-        values (${run.enterpriseId}, ${run.id}, ${step}, 'tool', 'started',
-                ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments, gateId: opened.id } as never)})`
+      const entry = await startToolStep(tx, run, step, { ...requestOf(call), gateId: opened.id })
+      onCommit(tx, () => this.remember([entry]))
       return true
     })
     if (done) await this.writeLog()
     return 'stop'
-  }
-
-  /** The summary the run last set with os.set_gate_summary, for the gate it opens next. */
-  private gateSummary(): string | null {
-    const set = [...this.journal]
-      .reverse()
-      .find((e) => e.kind === 'tool' && e.request.name === fixedTools.gateSummary)
-    return typeof set?.request.arguments?.summary === 'string'
-      ? set.request.arguments.summary
-      : null
   }
 
   /** Carries out a decided gate: approve runs the call once; reject and request_changes tell the model. */
@@ -575,37 +598,37 @@ class RunExecution {
         choice: gate.choice,
         note: gate.note,
       }
-      return this.answer(entry.step, {
+      return this.answer(entry, {
         content: JSON.stringify(answer),
         // Answers given with a refusal still go to the model, but as a refusal.
         isError: gate.decision !== 'approve',
       })
     }
     if (gate.decision === 'reject') {
-      return this.answer(entry.step, {
+      return this.answer(entry, {
         content: `A person refused this call${gate.note ? `: ${gate.note}` : '.'}`,
         isError: true,
       })
     }
     if (gate.decision === 'request_changes') {
-      return this.answer(entry.step, {
+      return this.answer(entry, {
         content: `A person asked for changes before this call${gate.note ? `: ${gate.note}` : '.'} You may propose it again.`,
         isError: true,
       })
     }
     if (gate.decision !== 'approve')
-      return this.answer(entry.step, { content: 'The gate was closed undecided.', isError: true })
+      return this.answer(entry, { content: 'The gate was closed undecided.', isError: true })
     // Approved: marked as executing before the call, so a crash during it never makes it twice.
     const mine = await transaction(this.sql, async (tx) => {
       if (!(await this.lockRun(tx))) return false
-      await tx`update run_journal set request = request || '{"executing": true}' where run_id = ${this.run.id} and step = ${entry.step}`
+      await markExecuting(tx, this.run.id, entry.step)
       return true
     })
     if (!mine) return 'stop'
     entry.request.executing = true
     const outcome = await this.perform(call)
     if (!outcome) return 'stop'
-    return this.answer(entry.step, outcome)
+    return this.answer(entry, outcome)
   }
 
   /** A call that needs no gate: os tools act in the journal's transaction, tool servers between two writes. */
@@ -626,29 +649,16 @@ class RunExecution {
     const step = this.nextStep()
     // Journaled as started, under the run's lock, before the tool server is called: a worker that
     // lost the run never calls, and one that dies during the call never calls again.
-    const mine = await transaction(this.sql, async (tx) => {
-      if (!(await this.lockRun(tx))) return false
-      await tx`
-        insert into run_journal (enterprise_id, run_id, step, kind, state, request)
-        values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'started',
-                ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)})`
-      return true
+    const entry = await transaction(this.sql, async (tx) => {
+      if (!(await this.lockRun(tx))) return undefined
+      const started = await startToolStep(tx, this.run, step, requestOf(call))
+      onCommit(tx, () => this.remember([started]))
+      return started
     })
-    if (!mine || this.context.signal.aborted) return 'stop'
-    this.journal.push({
-      step,
-      kind: 'tool',
-      state: 'started',
-      request: { callId: call.id, name: call.name, arguments: call.arguments },
-      response: null,
-      costUsdMicros: 0,
-      reservedUsdMicros: 0,
-      spendDay: null,
-      connectionId: null,
-    })
+    if (!entry || this.context.signal.aborted) return 'stop'
     const outcome = await this.perform(call)
     if (!outcome || this.context.signal.aborted) return 'stop'
-    return this.answer(step, outcome)
+    return this.answer(entry, outcome)
   }
 
   /**
@@ -663,27 +673,25 @@ class RunExecution {
       })
     }
     try {
-      return await this.mcp!.call(call.name, call.arguments, this.context.signal)
+      return await this.withCallSignal((signal) =>
+        this.mcp!.call(call.name, call.arguments, signal),
+      )
     } catch (err) {
       return { content: `The tool failed: ${(err as Error).message}`, isError: true }
     }
   }
 
   /** Records the answer of a journaled call and says so in the run's events. */
-  private async answer(step: number, outcome: ToolOutcome): Promise<Step> {
+  private async answer(entry: JournalEntry, outcome: ToolOutcome): Promise<Step> {
     const mine = await transaction(this.sql, async (tx) => {
       // The engine that holds the run now answers this call itself (as interrupted, on resuming).
       if (!(await this.lockRun(tx))) return false
-      await tx`update run_journal set state = 'done', response = ${tx.json(outcome as never)}, finished_at = now()
-                where run_id = ${this.run.id} and step = ${step}`
-      const entry = this.journal.find((e) => e.step === step)
+      await answerToolStep(tx, this.run.id, entry.step, outcome)
       await appendEvent(tx, this.run, 'tool.called', {
-        name: entry?.request.name,
+        name: entry.request.name,
         isError: outcome.isError,
       })
-      onCommit(tx, () => {
-        if (entry) Object.assign(entry, { state: 'done', response: stored(outcome) })
-      })
+      onCommit(tx, () => Object.assign(entry, { state: 'done', response: stored(outcome) }))
       return true
     })
     return mine ? 'continue' : 'stop'
@@ -706,26 +714,10 @@ class RunExecution {
     call: ToolCall,
     outcome: ToolOutcome,
   ): Promise<void> {
-    await tx`
-      insert into run_journal (enterprise_id, run_id, step, kind, state, request, response, finished_at)
-      values (${this.run.enterpriseId}, ${this.run.id}, ${step}, 'tool', 'done',
-              ${tx.json({ callId: call.id, name: call.name, arguments: call.arguments } as never)},
-              ${tx.json(outcome as never)}, now())`
+    const entry = await insertToolDone(tx, this.run, step, requestOf(call), outcome)
     await appendEvent(tx, this.run, 'tool.called', { name: call.name, isError: outcome.isError })
     // The journal in memory follows the database's once this commits, instead of reading it again.
-    onCommit(tx, () =>
-      this.journal.push({
-        step,
-        kind: 'tool',
-        state: 'done',
-        request: { callId: call.id, name: call.name, arguments: call.arguments },
-        response: stored(outcome),
-        costUsdMicros: 0,
-        reservedUsdMicros: 0,
-        spendDay: null,
-        connectionId: null,
-      }),
-    )
+    onCommit(tx, () => this.remember([entry]))
   }
 
   // --- how the run moves on --------------------------------------------------------------------------
@@ -733,29 +725,31 @@ class RunExecution {
   private async finish(
     result: { outcome: string; summary: string } & Record<string, unknown>,
   ): Promise<Step> {
-    await transaction(this.sql, async (tx) => {
+    const ended = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
-      if (!run) return
+      if (!run) return false
       const to = result.outcome === 'failed' ? 'failed' : 'succeeded'
       await finishRun(tx, run, to, {
         result,
         ...(to === 'failed' ? { reason: result.summary || 'The run reported it failed.' } : {}),
       })
+      return true
     })
-    await this.writeLog()
+    if (ended) await this.writeLog()
     return 'stop'
   }
 
   private async fail(reason: string): Promise<Step> {
-    await transaction(this.sql, async (tx) => {
+    const ended = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
-      if (run)
-        await finishRun(tx, run, 'failed', {
-          reason,
-          result: { outcome: 'failed', summary: reason },
-        })
+      if (!run) return false
+      await finishRun(tx, run, 'failed', {
+        reason,
+        result: { outcome: 'failed', summary: reason },
+      })
+      return true
     })
-    await this.writeLog()
+    if (ended) await this.writeLog()
     return 'stop'
   }
 
@@ -764,26 +758,30 @@ class RunExecution {
    * back by itself after a back-off, or at once when a key is bound.
    */
   private async hold(status: 'blocked', reason: string): Promise<Step> {
-    await transaction(this.sql, async (tx) => {
+    const held = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
+      if (!run) return false
       // Every hold counts, whatever its cause (no key, a refused key, an outage): each one is an event.
-      const [held] = await tx<{ times: number }[]>`
+      const [holds] = await tx<{ times: number }[]>`
         select count(*)::int as times from run_events where run_id = ${this.run.id} and type = 'run.blocked'`
-      if (run)
-        await transition(tx, run, status, {
-          blockedReason: reason,
-          notBefore: new Date(Date.now() + backoffMs(held!.times)),
-        })
+      await transition(tx, run, status, {
+        blockedReason: reason,
+        notBefore: new Date(Date.now() + backoffMs(holds!.times)),
+      })
+      return true
     })
-    await this.writeLog()
+    if (held) await this.writeLog()
     return 'stop'
   }
 
-  /** The transcript as the run's log (GET /v1/runs/{id}/log): prompt, messages, calls and answers. */
+  /**
+   * The transcript as the run's log (GET /v1/runs/{id}/log): prompt, messages, calls and answers, from
+   * the journal in memory. Written where the run stops (an end, a gate, a hold) while it is still this
+   * engine's: one that lost the run leaves its log to the engine that holds it now.
+   */
   private async writeLog(): Promise<void> {
-    const journal = await loadJournal(this.sql, this.run.id)
     const lines = ['# System', this.system, '', '# Input', JSON.stringify(this.run.input, null, 2)]
-    for (const entry of journal) {
+    for (const entry of this.journal) {
       if (entry.kind === 'model') {
         lines.push('', `# Model call ${entry.step} (${entry.request.model ?? ''}): ${entry.state}`)
         if (entry.response?.text) lines.push(entry.response.text)
@@ -805,29 +803,7 @@ class RunExecution {
   }
 }
 
-/** The messages a journal stands for: the input, then each answered model call and its calls' answers. */
-function conversation(input: Record<string, unknown>, journal: JournalEntry[]): Message[] {
-  const messages: Message[] = [{ role: 'user', text: `Input:\n${JSON.stringify(input, null, 2)}` }]
-  for (const entry of journal) {
-    if (entry.kind !== 'model' || entry.state !== 'done') continue
-    const calls = (entry.response?.toolCalls ?? []) as ToolCall[]
-    messages.push({ role: 'assistant', text: entry.response?.text ?? null, toolCalls: calls })
-    const results = calls
-      .map((call) => {
-        const answer = journal.find(
-          (e) => e.kind === 'tool' && e.request.callId === call.id && e.state === 'done',
-        )
-        return (
-          answer && {
-            callId: call.id,
-            content: String(answer.response?.content ?? ''),
-            isError: Boolean(answer.response?.isError),
-          }
-        )
-      })
-      .filter((r): r is { callId: string; content: string; isError: boolean } => Boolean(r))
-    if (results.length === calls.length && calls.length > 0)
-      messages.push({ role: 'tool', results })
-  }
-  return messages
+/** A tool step's request for a call of the model's. */
+function requestOf(call: ToolCall): ToolRequest {
+  return { callId: call.id, name: call.name, arguments: call.arguments }
 }

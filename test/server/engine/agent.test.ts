@@ -1,15 +1,18 @@
 import { randomUUID } from 'node:crypto'
+import { getEventListeners } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { resolveKey } from '../../../server/domain/llm.js'
-import { ToolNames } from '../../../server/engine/agent/providers.js'
+import { AgentExecutor } from '../../../server/engine/agent/loop.js'
+import { createProviders, ToolNames } from '../../../server/engine/agent/providers.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
+import { startFakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The agent loop of kind llm runs, end to end through the real SDKs against a fake provider speaking
@@ -214,6 +217,18 @@ describe('runs through both wire formats', () => {
   })
 })
 
+/** Once a run has been held `holds` times: how long its latest hold waits (last change to next try). */
+async function holdSeconds(runId: string, holds: number): Promise<number> {
+  await eventually(async () => {
+    const [row] = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from run_events where run_id = ${runId} and type = 'run.blocked'`
+    return row!.n === holds
+  }, 10_000)
+  const [row] = await t.sql<{ seconds: number }[]>`
+    select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${runId}`
+  return row!.seconds
+}
+
 describe('blocked runs (DESIGN 6)', () => {
   it('blocks with a reason when no key is bound, and runs at once when one is', async () => {
     const e = await t.createEnterprise(`No key ${randomUUID().slice(0, 6)}`)
@@ -246,17 +261,7 @@ describe('blocked runs (DESIGN 6)', () => {
     ).body
     const run = (await t.call('POST', `/v1/tasks/${task.id}/runs`, { token: e.token, body: {} }))
       .body
-    // How long the latest hold waits: from the run's last change to when it may go again.
-    const waitSeconds = async (holds: number) => {
-      await eventually(async () => {
-        const [row] = await t.sql<{ n: number }[]>`
-          select count(*)::int as n from run_events where run_id = ${run.id} and type = 'run.blocked'`
-        return row!.n === holds
-      }, 10_000)
-      const [row] = await t.sql<{ seconds: number }[]>`
-        select extract(epoch from not_before - updated_at)::float as seconds from runs where id = ${run.id}`
-      return row!.seconds
-    }
+    const waitSeconds = (holds: number) => holdSeconds(run.id, holds)
     expect(await waitSeconds(1)).toBeCloseTo(30, 0)
     await t.sql`update runs set not_before = now() where id = ${run.id}` // as if 30 s went by
     engine.runs.wake()
@@ -264,6 +269,50 @@ describe('blocked runs (DESIGN 6)', () => {
     await t.sql`update runs set not_before = now() where id = ${run.id}`
     engine.runs.wake()
     expect(await waitSeconds(3)).toBeCloseTo(120, 0)
+  })
+
+  it('connects to no tool server while it waits for a key, and once when it has one', async () => {
+    const mcp = await startFakeMcpServer()
+    try {
+      const e = await t.createEnterprise(`Tools, no key ${randomUUID().slice(0, 6)}`)
+      const as = { token: e.token }
+      const [team] = (await t.call('GET', '/v1/teams', as)).body
+      const bound = await t.call('POST', '/v1/tools/bindings', {
+        ...as,
+        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+      })
+      expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+      const task = await t.call('POST', '/v1/tasks', {
+        ...as,
+        body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },
+      })
+      expect(task.status, JSON.stringify(task.body)).toBe(201)
+      const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })).body
+      // Each hold: the back-off of the hold before it, doubled (as after a model call that failed).
+      const held = (holds: number) => holdSeconds(run.id, holds)
+      expect(await held(1)).toBeCloseTo(30, 0)
+      for (const [holds, seconds] of [
+        [2, 60],
+        [3, 120],
+      ] as const) {
+        await t.sql`update runs set not_before = now() where id = ${run.id}` // the back-off is over
+        engine.runs.wake()
+        expect(await held(holds)).toBeCloseTo(seconds, 0)
+      }
+      expect(mcp.connections).toBe(0) // three tries, none of which could call a model
+
+      const key = `key-${randomUUID()}`
+      fake.script(key, { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hi' } }] }, finish())
+      await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key } })
+      await waitForRun(t, run.id, ['succeeded'], 10_000, e.token)
+      expect(mcp.connections).toBe(1)
+      expect(mcp.callsOf('echo')).toHaveLength(1)
+      expect(fake.callsWith(key)[0]!.body.tools.map((x: { name: string }) => x.name)).toContain(
+        'vcs__echo',
+      )
+    } finally {
+      await mcp.close()
+    }
   })
 
   it('blocks on a refused key and on an outage after retries, and retries by itself', async () => {
@@ -722,6 +771,102 @@ describe('model routes (spec: Endpoints Models)', () => {
         })
       ).status,
     ).toBe(400)
+  })
+})
+
+describe('long runs', () => {
+  it('reads the journal when a run starts and never at a step: as often for 12 tool calls as for 2', async () => {
+    // The engine's own pool tells which statements read the journal, and for which run.
+    const journalReads: unknown[][] = []
+    const counted = createSql(t.dbUrl, {
+      onQuery: (query, parameters) => {
+        if (/\bfrom run_journal\b/i.test(query)) journalReads.push([...parameters])
+      },
+    })
+    await engine.stop()
+    const counting = await startTestEngine(t, { sql: counted })
+    try {
+      const { key, task, start, wait, as } = await tenant()
+      const next = await task({
+        slug: `long-${randomUUID().slice(0, 6)}`,
+        tools: ['os.set_gate_summary'],
+      })
+      const first = await task({ successors: [{ slug: next.slug, resumeConversation: true }] })
+      /** Reads of the journals of a run and of the successor that continues its conversation. */
+      const readsFor = async (toolCalls: number) => {
+        const summaries = Array.from({ length: toolCalls }, (_, n) => ({
+          toolCalls: [{ name: 'os.set_gate_summary', arguments: { summary: `step ${n + 1}` } }],
+        }))
+        fake.script(key, finish('succeeded', 'first part'), ...summaries, finish())
+        const run = await start(first.id, { toolCalls })
+        await wait(run.id, ['succeeded'])
+        const execution = await eventually(
+          async () => (await t.call('GET', `/v1/executions/${run.id}`, as)).body.runs.length === 2,
+          10_000,
+        ).then(() => t.call('GET', `/v1/executions/${run.id}`, as))
+        const successor = execution.body.runs[1]
+        const done = await wait(successor.id, ['succeeded'])
+        expect(done.cost.modelCalls).toBe(toolCalls + 1)
+        return journalReads.filter((p) => p.includes(run.id) || p.includes(successor.id)).length
+      }
+      const short = await readsFor(2)
+      const long = await readsFor(12)
+      // Its own journal once per run, and the predecessor's once for the successor.
+      expect(short).toBe(3)
+      expect(long).toBe(short)
+    } finally {
+      await counting.stop()
+      await counted.end()
+      engine = await startTestEngine(t)
+    }
+  })
+
+  it("leaves nothing on the run's signal after a model or tool call, however many it makes", async () => {
+    const mcp = await startFakeMcpServer()
+    const signals = new Map<string, AbortSignal>()
+    const agent = new AgentExecutor({
+      sql: t.sql,
+      sealer: t.sealer,
+      providers: createProviders({ baseUrls: t.config.providerBaseUrls }),
+      log: t.log,
+    })
+    await engine.stop()
+    const recording = await startTestEngine(t, {
+      executors: {
+        llm: {
+          execute(run, context) {
+            signals.set(run.id, context.signal)
+            return agent.execute(run, context)
+          },
+        },
+      },
+    })
+    try {
+      const { e, key, start, wait } = await tenant('provider_b')
+      const as = { token: e.token }
+      const [team] = (await t.call('GET', '/v1/teams', as)).body
+      await t.call('POST', '/v1/tools/bindings', {
+        ...as,
+        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+      })
+      const task = await t.call('POST', '/v1/tasks', {
+        ...as,
+        body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },
+      })
+      const echoes = Array.from({ length: 12 }, (_, n) => ({
+        toolCalls: [{ name: 'vcs.echo', arguments: { text: `echo ${n}` } }],
+      }))
+      fake.script(key, ...echoes, finish())
+      const run = await start(task.body.id)
+      await wait(run.id, ['succeeded'])
+      expect(mcp.callsOf('echo')).toHaveLength(12)
+      // Each call had a signal of its own, which whatever the clients left on it went away with.
+      expect(getEventListeners(signals.get(run.id)!, 'abort')).toHaveLength(0)
+    } finally {
+      await recording.stop()
+      await mcp.close()
+      engine = await startTestEngine(t)
+    }
   })
 })
 
