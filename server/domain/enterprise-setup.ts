@@ -1,8 +1,10 @@
 import { slugFromName } from '../../shared/slug.js'
 import type { Db } from '../db/sql.js'
+import { builtinTasks } from './builtin-tasks.js'
 
 // What a new enterprise starts with (createEnterprise calls it in its transaction). A leaf: it writes
-// the first rows itself and imports nothing from domain/, so every module may rely on it (STYLE:
+// the first rows itself and imports nothing from domain/ but the leaf builtin-tasks.ts (the
+// definitions), so every module may rely on it (STYLE:
 // Growing without tangling). A feature whose enterprise starts with rows of its own adds them here.
 
 const builtinRoles = [
@@ -40,5 +42,28 @@ export async function setupOrganisation(
       )
       insert into role_members (enterprise_id, role_id, member_id)
       select ${enterprise.id}, role.id, member.id from role, member`
+  }
+}
+
+/**
+ * The service's own tasks (DESIGN 10), each a task row and its first version, the rows createTask
+ * writes for such a definition: no team, the enterprise-wide coo role, no definition issues.
+ * migrations/0012_builtin_tasks.sql writes the same rows for the enterprises made before them.
+ */
+export async function setupBuiltinTasks(tx: Db, enterpriseId: string): Promise<void> {
+  for (const task of builtinTasks) {
+    // The task names its version before the version exists (the key is checked at commit).
+    await tx`
+      with ids as materialized (
+        select gen_random_uuid() as task_id, gen_random_uuid() as version_id
+      ), task as (
+        insert into tasks (id, enterprise_id, slug, name, team_id, assignee_role, kind, status, serialize_on,
+                           current_version_id, definition_issues, origin, source_task_id)
+        select ids.task_id, ${enterpriseId}, ${task.slug}, ${task.name}, null, ${task.assigneeRole},
+               ${task.kind}, 'active', ${tx.json(task.serializeOn)}, ids.version_id, '[]', 'builtin', null
+          from ids
+      )
+      insert into task_versions (id, enterprise_id, task_id, number, definition)
+      select ids.version_id, ${enterpriseId}, ids.task_id, 1, ${tx.json(task.definition as never)} from ids`
   }
 }

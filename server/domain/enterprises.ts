@@ -9,13 +9,13 @@ import type { ModelTier } from '../../shared/schemas/models.js'
 import { validName, validSlug } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { parseImageDataUrl } from './images.js'
-import { setupOrganisation } from './enterprise-setup.js'
+import { setupBuiltinTasks, setupOrganisation } from './enterprise-setup.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from './secrets.js'
 import { wakeEngines } from './engine-wake.js'
 
 /**
  * Creates an enterprise with its own organisation (a team, the built-in roles ceo and coo and a member
- * holding each), in one transaction.
+ * holding each) and the service's own tasks, in one transaction.
  */
 export async function createEnterprise(
   db: Db,
@@ -33,6 +33,7 @@ export async function createEnterprise(
         values (${slug}, ${name}, ${hashSecret(secret)}, ${lastChars(secret)})
         returning id, slug, name`
       await setupOrganisation(tx, enterprise!, options.mailDomain)
+      await setupBuiltinTasks(tx, enterprise!.id)
       return enterprise!
     })
   } catch (err) {

@@ -11,7 +11,7 @@ import type {
 import { validName, validSlug } from '../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { requireMember } from './members.js'
-import { loadTask } from './tasks.js'
+import { loadTask, refuseBuiltin } from './tasks.js'
 import { getTeam, joinTeam, requireTeam } from './teams.js'
 import { wakeEngines } from './engine-wake.js'
 
@@ -250,8 +250,7 @@ export async function assignTaskToRole(
   await transaction(db, async (tx) => {
     const role = await requireRole(tx, enterpriseId, roleId)
     const task = await loadTask(tx, enterpriseId, taskId, true)
-    if (task.origin === 'builtin')
-      throw new ApiError('os_task_immutable', `${task.slug} is a built-in task.`)
+    refuseBuiltin(task)
     if (role.teamId && task.teamId && task.teamId !== role.teamId) {
       throw new ApiError(
         'role_team_mismatch',
@@ -273,7 +272,7 @@ export async function unassignTaskFromRole(
   taskId: string,
 ): Promise<void> {
   const role = await requireRole(db, enterpriseId, roleId)
-  await loadTask(db, enterpriseId, taskId)
+  refuseBuiltin(await loadTask(db, enterpriseId, taskId))
   await db`
     update tasks set assignee_role = null, updated_at = now()
      where enterprise_id = ${enterpriseId} and id = ${taskId} and assignee_role = ${role.slug}

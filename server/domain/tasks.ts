@@ -2,6 +2,8 @@ import { ApiError } from '../../shared/errors.js'
 import type { Paged } from '../../shared/schemas/common.js'
 import type {
   DefinitionIssue,
+  Schedule,
+  ScheduleInput,
   Successor,
   TaskCopy,
   TaskDefinition,
@@ -19,7 +21,7 @@ import { cleanSlug, slugFromName } from '../../shared/slug.js'
 import { validName, validSlug } from '../../shared/names.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
-import { getSchedule } from './schedules.js'
+import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './task-checks.js'
 import { requireTeam } from './teams.js'
 
@@ -351,13 +353,21 @@ export async function listTasks(
 
 // --- versions ---------------------------------------------------------------------------------------
 
-function editable(task: TaskRow): void {
+/**
+ * Refuses any change to one of the service's own tasks (DESIGN 10): its definition, its role, its
+ * schedule, its deletion. Reading, starting, copying and the settings bound at its layer stay open.
+ */
+export function refuseBuiltin(task: Pick<TaskRow, 'origin' | 'slug'>): void {
   if (task.origin === 'builtin') {
     throw new ApiError(
       'os_task_immutable',
-      `${task.slug} is one of the service's own tasks; copy it to change it.`,
+      `${task.slug} is one of the service's own tasks: it cannot be changed or deleted. Copy it to change the copy.`,
     )
   }
+}
+
+function editable(task: TaskRow): void {
+  refuseBuiltin(task)
   if (task.origin === 'clone') {
     throw new ApiError(
       'task_definition_read_only',
@@ -472,14 +482,35 @@ export async function getWorkflow(db: Db, enterpriseId: string, id: string) {
   return { currentVersion: toVersion(current), skillMd: current.definition.skillMd }
 }
 
+// --- schedule ---------------------------------------------------------------------------------------
+
+/** Sets the task's schedule (DESIGN 7) and answers it; a built-in task's is not changed. */
+export async function setTaskSchedule(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  input: ScheduleInput,
+): Promise<Schedule> {
+  const task = await loadTask(db, enterpriseId, id)
+  refuseBuiltin(task)
+  await setSchedule(db, enterpriseId, task.id, input)
+  return (await getSchedule(db, enterpriseId, task.id, task.status))!
+}
+
+/** Removes the task's schedule (none: no change); a built-in task's is not changed. */
+export async function clearTaskSchedule(db: Db, enterpriseId: string, id: string): Promise<void> {
+  const task = await loadTask(db, enterpriseId, id)
+  refuseBuiltin(task)
+  await deleteSchedule(db, enterpriseId, task.id)
+}
+
 // --- delete and copy --------------------------------------------------------------------------------
 
 /** Deletes the task and all its versions; its runs are kept. Refused while a run is under way. */
 export async function deleteTask(db: Db, enterpriseId: string, id: string): Promise<void> {
   await transaction(db, async (tx) => {
     const task = await loadTask(tx, enterpriseId, id, true)
-    if (task.origin === 'builtin')
-      throw new ApiError('os_task_immutable', `${task.slug} is one of the service's own tasks.`)
+    refuseBuiltin(task)
     const [busy] = await tx<{ n: number }[]>`
       select count(*)::int as n from runs
        where enterprise_id = ${enterpriseId} and task_id = ${id}

@@ -149,7 +149,7 @@ export function roleRoutes({ sql }: RouteDeps) {
       summary: 'Stop the role running a task',
       params: z.object({ id: Uuid, taskId: Uuid }),
       status: 204,
-      errors: ['task_not_found'],
+      errors: ['task_not_found', 'os_task_immutable'],
     },
     async (c, { params }) =>
       unassignTaskFromRole(sql, c.var.caller.enterpriseId, params.id, params.taskId),

@@ -18,8 +18,8 @@ import { Run, RunInput } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import { startRun, toRun } from '../domain/runs.js'
 import { requireOfferedModel } from '../domain/llm.js'
-import { deleteSchedule, getSchedule, setSchedule } from '../domain/schedules.js'
 import {
+  clearTaskSchedule,
   copyTask,
   createTask,
   deleteTask,
@@ -27,9 +27,9 @@ import {
   getWorkflow,
   listTasks,
   listVersions,
-  loadTask,
   publishVersion,
   readTask,
+  setTaskSchedule,
 } from '../domain/tasks.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
@@ -226,12 +226,9 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       summary: "Set the schedule: a 5-field cron, an IANA time zone (default UTC), the runs' input",
       body: ScheduleInput,
       response: Schedule,
+      errors: ['os_task_immutable'],
     },
-    async (c, { params, body }) => {
-      const task = await loadTask(sql, c.var.caller.enterpriseId, params.id)
-      await setSchedule(sql, c.var.caller.enterpriseId, task.id, body)
-      return (await getSchedule(sql, c.var.caller.enterpriseId, task.id, task.status))!
-    },
+    async (c, { params, body }) => setTaskSchedule(sql, c.var.caller.enterpriseId, params.id, body),
   )
 
   route(
@@ -243,11 +240,9 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       path: '/{id}/schedule',
       summary: 'Remove the schedule',
       status: 204,
+      errors: ['os_task_immutable'],
     },
-    async (c, { params }) => {
-      const task = await loadTask(sql, c.var.caller.enterpriseId, params.id)
-      await deleteSchedule(sql, c.var.caller.enterpriseId, task.id)
-    },
+    async (c, { params }) => clearTaskSchedule(sql, c.var.caller.enterpriseId, params.id),
   )
 
   route(

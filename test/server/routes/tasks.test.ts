@@ -633,15 +633,18 @@ describe('GET /v1/tasks (paged; spec: Endpoints, sort and filters)', () => {
 
   it('answers the envelope, sorted by slug descending by default', async () => {
     const page = await list('')
-    expect(page).toMatchObject({ total: 5, page: 1, limit: 25, pages: 1 })
+    // The enterprise's five, and the two built-in tasks every enterprise has (DESIGN 10).
+    expect(page).toMatchObject({ total: 7, page: 1, limit: 25, pages: 1 })
     expect(page.data.map((x: { slug: string }) => x.slug)).toEqual([
+      'os-train-memory',
+      'os-improve',
       'gamma-report',
       'epsilon-report',
       'delta',
       'beta-sync',
       'alpha-report',
     ])
-    expect(page.data[0]).toMatchObject({
+    expect(page.data[2]).toMatchObject({
       versionNumber: 1,
       definitionIssueCount: 0,
       origin: 'custom',
@@ -649,14 +652,19 @@ describe('GET /v1/tasks (paged; spec: Endpoints, sort and filters)', () => {
   })
 
   it('pages, clamps the limit, and answers an empty page past the last', async () => {
-    expect(await list('?limit=2&page=2&order=asc')).toMatchObject({
+    // The enterprise's own five (origin=custom leaves out the built-in tasks).
+    expect(await list('?origin=custom&limit=2&page=2&order=asc')).toMatchObject({
       total: 5,
       page: 2,
       limit: 2,
       pages: 3,
     })
-    expect(await slugs('?limit=2&page=3&order=asc')).toEqual(['gamma-report'])
-    expect(await list('?limit=2&page=9')).toMatchObject({ data: [], total: 5, pages: 3 })
+    expect(await slugs('?origin=custom&limit=2&page=3&order=asc')).toEqual(['gamma-report'])
+    expect(await list('?origin=custom&limit=2&page=9')).toMatchObject({
+      data: [],
+      total: 5,
+      pages: 3,
+    })
     expect((await list('?limit=1000')).limit).toBe(200)
     expect((await list('?limit=0')).limit).toBe(1)
   })
@@ -684,8 +692,14 @@ describe('GET /v1/tasks (paged; spec: Endpoints, sort and filters)', () => {
     expect(await slugs(`?teamId=${teamId}&order=asc`)).toEqual(['beta-sync', 'delta'])
     expect(await slugs('?status=deprecated')).toEqual(['gamma-report'])
     expect(await slugs('?kind=deterministic&order=asc')).toEqual(['beta-sync', 'delta'])
-    expect(await slugs('?assigneeRole=coo')).toEqual(['delta'])
+    // delta, and the built-in tasks, which the enterprise-wide coo role runs (DESIGN 10).
+    expect(await slugs('?assigneeRole=coo&order=asc')).toEqual([
+      'delta',
+      'os-improve',
+      'os-train-memory',
+    ])
     expect((await slugs('?origin=custom')).length).toBe(5)
+    expect(await slugs('?origin=builtin&order=asc')).toEqual(['os-improve', 'os-train-memory'])
     expect(await slugs('?origin=copy')).toEqual([])
     expect(await slugs('?name=REPORT&order=asc')).toEqual([
       'alpha-report',
