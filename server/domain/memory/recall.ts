@@ -1,11 +1,12 @@
 import type { MemoryAsk, RecallHealth, RecalledNote } from '../../../shared/schemas/memory.js'
-import type { Db } from '../../db/sql.js'
+import type { Db, Fragment } from '../../db/sql.js'
 import { loadTask, loadVersion } from '../tasks.js'
 
 // Recall (DESIGN 10): what a task reads of memory for a text. Its own notes, its team's and the
 // enterprise's, active only, ranked by ts_rank over the text's words (memory_query in migration 0011:
 // websearch_to_tsquery with its terms joined by or, so a goal recalls every note sharing a word with it
-// and the notes sharing more rank higher), searched through the GIN index on active notes.
+// and the notes sharing more rank higher), found through the GIN index on active notes by the text's
+// rarer words on a large memory (memory_filter).
 
 /** How many notes a recall answers unless told. */
 export const defaultRecallLimit = 10
@@ -35,16 +36,20 @@ export async function searchTaskNotes(
   limit = defaultRecallLimit,
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
-  const rows = await db<RecalledRow[]>`
-    with s as materialized (select memory_query(${text}) as query),
+  const search = (filter: Fragment) => db<RecalledRow[]>`
+    with s as materialized (select ${filter} as filter, memory_query(${text}) as query),
          t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId})
     select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
            ts_rank(n.search, s.query)::float8 as score
       from s, t, memory_notes n
-     where n.search @@ s.query and n.status = 'active' and n.enterprise_id = ${enterpriseId}
+     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
        and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise')
      order by score desc, n.created_at desc, n.id
      limit ${take}`
+  // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
+  // does (migration 0011).
+  let rows = await search(db`memory_filter(${text})`)
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
   return rows.map((r) => ({ ...r, score: Number(r.score) }))
 }
 
