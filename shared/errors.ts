@@ -40,6 +40,8 @@ export const errorStatus = {
   email_not_found: 404,
   attachment_not_found: 404,
   plan_not_found: 404,
+  note_not_found: 404,
+  review_item_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -61,6 +63,8 @@ export const errorStatus = {
   role_team_mismatch: 409,
   replay_idempotency_key_reused: 409,
   delivery_not_replayable: 409,
+  note_not_active: 409,
+  review_item_decided: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)

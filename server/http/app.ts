@@ -5,6 +5,7 @@ import { gateRoutes } from '../routes/gates.js'
 import { healthRoutes } from '../routes/health.js'
 import { llmRoutes } from '../routes/llm.js'
 import { planRoutes } from '../routes/plans.js'
+import { memoryRoutes } from '../routes/memory.js'
 import { spendRoutes } from '../routes/spend.js'
 import { toolRoutes } from '../routes/tools.js'
 import { createProviders } from '../engine/agent/providers.js'
@@ -60,6 +61,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/spend', spendRoutes(routeDeps))
   app.route('/v1/tools', toolRoutes(routeDeps))
   app.route('/v1/plans', planRoutes(routeDeps))
+  app.route('/v1/memory', memoryRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {

@@ -15,6 +15,15 @@ import {
   taskSorts,
 } from '../../shared/schemas/tasks.js'
 import { Run, RunInput } from '../../shared/schemas/runs.js'
+import {
+  MemoryAsk,
+  MemoryAskQuery,
+  MemoryNote,
+  TaskMemory,
+  TaskNoteInput,
+  TaskTrainInput,
+} from '../../shared/schemas/memory.js'
+import { askTaskMemory, taskMemory, writeTaskNote } from '../domain/memory/index.js'
 import { readPage } from '../db/paging.js'
 import { startRun, toRun } from '../domain/runs.js'
 import { requireOfferedModel } from '../domain/llm.js'
@@ -270,6 +279,87 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       if (refusal) throw refusal
       return toRun(run)
     },
+  )
+
+  // Memory from the task's side (spec: /v1/tasks/{id}/memory...; DESIGN 10). The caller's token writes.
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'listTaskMemory',
+      method: 'get',
+      path: '/{id}/memory',
+      summary: "The task's notes and its training grants (the layers it reads and may write)",
+      response: TaskMemory,
+    },
+    async (c, { params }) => taskMemory(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'addTaskMemoryNote',
+      method: 'post',
+      path: '/{id}/memory',
+      summary:
+        "A person's note at the task layer, 1 to 4,000 characters; with correctsId, a correction of one of the task's notes, applied at once",
+      body: TaskNoteInput,
+      status: 201,
+      response: MemoryNote,
+      errors: ['note_not_found', 'note_not_active'],
+    },
+    async (c, { params, body }) =>
+      writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
+        ...body,
+        layer: 'task',
+        createdBy: `token:${c.var.caller.tokenId}`,
+      }),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'trainTaskMemory',
+      method: 'post',
+      path: '/{id}/memory/train',
+      summary:
+        "A person's note or correction at the task's team layer or the enterprise layer; a correction supersedes the note it corrects at once",
+      description:
+        'A task without a team cannot write the team layer (400). correctsId names a note of the same layer (the same team, or the enterprise).',
+      body: TaskTrainInput,
+      status: 201,
+      response: MemoryNote,
+      errors: ['note_not_found', 'note_not_active'],
+    },
+    async (c, { params, body }) =>
+      writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
+        ...body,
+        createdBy: `token:${c.var.caller.tokenId}`,
+      }),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'askTaskMemory',
+      method: 'get',
+      path: '/{id}/memory/ask',
+      summary:
+        "Exactly what a run of the task would recall for q (default: the task's goal): its own, its team's and the enterprise's active notes, best first, with layer and score",
+      query: MemoryAskQuery,
+      response: MemoryAsk,
+    },
+    async (c, { params, query }) =>
+      askTaskMemory(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        query.q,
+        query.limit?.trim() ? Number(query.limit) : undefined,
+      ),
   )
 
   return app

@@ -1,0 +1,170 @@
+// npm run bench:memory: how fast memory answers with BENCH_NOTES active notes (default 100,000) in one
+// enterprise (issue 16: ask p50 <= 10 ms, p99 <= 30 ms). The notes are spread over the enterprise layer,
+// the General team and BENCH_TASKS tasks (default 100), each 8 to 30 words: mostly common words of
+// operations prose (each in about 5% of the notes) and some rarer names and codes. Times, over
+// BENCH_QUERIES queries (default 300) of 1 to 4 varied words each, after a warm-up:
+// - GET /v1/tasks/{id}/memory/ask through the HTTP app (in process, app.request: no socket);
+// - recallNotes, the domain function a run calls at its start (it also counts the recall);
+// - the same ask with a run-sized question (a goal of about 25 words), what a run's recall searches for;
+// - and GET /v1/enterprise/concurrency through the same app as a baseline of an authenticated read.
+// On a throwaway embedded PostgreSQL (or DATABASE_URL). Reports; asserts nothing.
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { loadConfig } from '../server/config.js'
+import { createSealer } from '../server/crypto.js'
+import { openDatabase } from '../server/db/index.js'
+import { migrate } from '../server/db/migrate.js'
+import { createEnterprise } from '../server/domain/enterprises.js'
+import { recallNotes } from '../server/domain/memory/index.js'
+import { createTask } from '../server/domain/tasks.js'
+import { createToken } from '../server/domain/tokens.js'
+import { createApp } from '../server/http/app.js'
+import { allScopes } from '../shared/scopes.js'
+import { median, percentile } from './bench-lib.js'
+
+const notes = Number(process.env.BENCH_NOTES ?? 100_000)
+const taskCount = Number(process.env.BENCH_TASKS ?? 100)
+const queries = Number(process.env.BENCH_QUERIES ?? 300)
+
+const common =
+  `deploy release invoice customer billing refund payment account database migration backup
+restore staging production server cluster pipeline build test review approve reject ticket issue bug
+incident outage alert monitor latency error timeout retry queue worker schedule report weekly monthly
+daily friday monday budget forecast contract vendor supplier order shipment warehouse inventory stock
+price discount quote renewal subscription plan trial onboarding support email phone escalation manager
+team lead owner policy security password token certificate firewall network storage bucket log audit
+compliance privacy gdpr export import csv spreadsheet dashboard metric kpi revenue churn signup login
+branch merge commit tag version changelog rollback hotfix feature flag config secret key rotate expire
+renew archive delete cleanup cache index query slow fast timezone holiday deadline sla priority urgent
+translation language french german spanish legal finance payroll tax vat receipt expense travel hotel
+flight meeting calendar agenda minutes follow summary draft template brand logo website blog social
+campaign newsletter discount coupon partner reseller region europe asia america office remote laptop`
+    .split(/\s+/)
+    .filter(Boolean)
+const syllables = 'ka lo mi ra ven tor al is ex qu bri dan sel mor pha zu nel gri ost'.split(' ')
+// Rarer words: names of customers, products and codes, about 8,000 of them.
+const rare = Array.from({ length: 8000 }, (_, i) => {
+  const a = syllables[i % syllables.length]!
+  const b = syllables[Math.floor(i / syllables.length) % syllables.length]!
+  const c = syllables[Math.floor(i / 400) % syllables.length]!
+  return `${a}${b}${c}`
+})
+
+const log = pino({ level: process.env.OSD_LOG_LEVEL ?? 'warn' })
+const dataDir = await mkdtemp(join(tmpdir(), 'osd-bench-memory-'))
+const config = loadConfig({ dataDir }, { DATABASE_URL: process.env.DATABASE_URL ?? '' })
+const db = await openDatabase(config, log)
+await migrate(db.sql)
+const { sql } = db
+const app = createApp({ sql, config, log, sealer: createSealer(randomBytes(32)) })
+const ms = (n: number) => n.toFixed(2).padStart(7)
+
+try {
+  const enterprise = await createEnterprise(sql, { name: `Bench memory ${Date.now()}` }, config)
+  const { token } = await createToken(sql, enterprise.id, { name: 'bench', scopes: allScopes })
+  const [team] = await sql<{ id: string }[]>`
+    select id from teams where enterprise_id = ${enterprise.id} order by created_at limit 1`
+  const tasks: string[] = []
+  for (let i = 0; i < taskCount; i++) {
+    const id = await createTask(sql, enterprise.id, {
+      name: `Bench task ${i}`,
+      kind: 'llm',
+      teamId: team!.id,
+      assigneeRole: 'ceo',
+      goal: 'Keep the billing pipeline healthy and refunds on time',
+    } as never)
+    tasks.push(id)
+  }
+  const started = performance.now()
+  // In batches of 10,000, generated in the database: 40% enterprise notes, 20% team notes, 40% task notes.
+  const batch = 10_000
+  for (let from = 0; from < notes; from += batch) {
+    await sql`
+      insert into memory_notes (enterprise_id, layer, task_id, team_id, text, source, created_by)
+      select ${enterprise.id},
+             case when g % 10 < 4 then 'enterprise' when g % 10 < 6 then 'team' else 'task' end,
+             case when g % 10 >= 6 then (${sql.array(tasks)}::uuid[])[1 + g % ${tasks.length}::int] end,
+             case when g % 10 between 4 and 5 then ${team!.id}::uuid end,
+             (select string_agg(
+                       case when random() < 0.8
+                            then (${sql.array(common)}::text[])[1 + floor(${common.length}::int * random())::int]
+                            else (${sql.array(rare)}::text[])[1 + floor(${rare.length}::int * random())::int] end,
+                       ' ')
+                from generate_series(1, 8 + (g * 7) % 23) w),
+             'training', 'bench'
+        from generate_series(${from}::int, ${Math.min(notes, from + batch) - 1}::int) g`
+  }
+  await sql`vacuum analyze memory_notes`
+  console.log(
+    `${notes} active notes over ${taskCount} tasks written in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  )
+
+  const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]!
+  const question = (words: number) =>
+    Array.from({ length: words }, () => (Math.random() < 0.6 ? pick(common) : pick(rare))).join(' ')
+  const questions = Array.from({ length: queries }, () =>
+    question(1 + Math.floor(Math.random() * 4)),
+  )
+  const goals = Array.from({ length: Math.max(50, queries / 3) }, () => question(25))
+  const headers = { authorization: `Bearer ${token}` }
+
+  async function timeEach(label: string, items: string[], fn: (item: string) => Promise<unknown>) {
+    for (const item of items.slice(0, 20)) await fn(item) // warm-up
+    const times: number[] = []
+    for (const item of items) {
+      const t0 = performance.now()
+      await fn(item)
+      times.push(performance.now() - t0)
+    }
+    console.log(
+      `${label.padEnd(44)} p50 ${ms(median(times))} ms  p99 ${ms(percentile(times, 99))} ms  (${items.length})`,
+    )
+    return times
+  }
+  const ask = async (q: string) => {
+    const task = pick(tasks)
+    const res = await app.request(`/v1/tasks/${task}/memory/ask?q=${encodeURIComponent(q)}`, {
+      headers,
+    })
+    if (res.status !== 200) throw new Error(`ask: ${res.status} ${await res.text()}`)
+    return res.json()
+  }
+  let hits = 0
+  console.log('\nthe machine is shared and loaded: compare with the baseline of the same run')
+  await timeEach('baseline GET /v1/enterprise/concurrency', questions, async () => {
+    const res = await app.request('/v1/enterprise/concurrency', { headers })
+    await res.text()
+  })
+  await timeEach('GET /v1/tasks/{id}/memory/ask (1-4 words)', questions, async (q) => {
+    hits += ((await ask(q)) as { notes: unknown[] }).notes.length
+  })
+  await timeEach('recallNotes (1-4 words, counts recalls)', questions, (q) =>
+    recallNotes(sql, enterprise.id, pick(tasks), q, 10),
+  )
+  await timeEach('GET .../memory/ask (a 25-word goal)', goals, ask)
+  await timeEach('recallNotes (a 25-word goal)', goals, (q) =>
+    recallNotes(sql, enterprise.id, pick(tasks), q, 10),
+  )
+  console.log(
+    `\n${(hits / questions.length).toFixed(1)} notes answered per 1-4 word ask on average`,
+  )
+  if (process.env.BENCH_EXPLAIN) {
+    // The plan of one run-sized recall, for looking into where its time goes.
+    const plan = await sql.unsafe(
+      `explain (analyze, buffers) with s as materialized (select memory_filter($1) as filter, memory_query($1) as query),
+         t as materialized (select id, team_id from tasks where enterprise_id = $2 and id = $3)
+       select n.id, ts_rank(n.search, s.query) as score from s, t, memory_notes n
+        where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = $2
+          and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise')
+        order by score desc limit 10`,
+      [process.env.BENCH_EXPLAIN === 'short' ? questions[0]! : goals[0]!, enterprise.id, tasks[0]!],
+    )
+    for (const row of plan) console.log(Object.values(row)[0])
+  }
+} finally {
+  await db.close()
+  await rm(dataDir, { recursive: true, force: true })
+}
