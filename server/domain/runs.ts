@@ -850,6 +850,37 @@ export async function enqueueRun(
   })
 }
 
+/**
+ * enqueueRun for many tasks in the caller's transaction, with one read of the tasks and one insert of
+ * the runs however many (a minute's schedule fires). Answers each start's run, or the error that
+ * refused it (task_not_found, task_not_runnable), in the order given.
+ */
+export async function enqueueRuns(
+  tx: Db,
+  starts: { enterpriseId: string; taskId: string; input: Record<string, unknown> }[],
+  options: EnqueueOptions,
+): Promise<(RunRow | ApiError)[]> {
+  const targets = await lockedTargets(
+    tx,
+    starts.map((s) => ({ enterpriseId: s.enterpriseId, task: { id: s.taskId } })),
+  )
+  const outcomes: (RunRow | ApiError)[] = []
+  const runs: { i: number; run: NewRun }[] = []
+  starts.forEach((start, i) => {
+    const task = targets.get(targetKey(start.enterpriseId, { id: start.taskId }))
+    const why = task && notRunnable(task)
+    if (!task) outcomes[i] = taskNotFound(start.taskId)
+    else if (why) outcomes[i] = new ApiError('task_not_runnable', why)
+    else runs.push({ i, run: { task, input: start.input, status: 'pending', ...options } })
+  })
+  const written = await insertRuns(
+    tx,
+    runs.map((r) => r.run),
+  )
+  runs.forEach(({ i }, k) => (outcomes[i] = written[k]!))
+  return outcomes
+}
+
 // --- members a run can go to (DESIGN 5: the one who waited longest) ---------------------------------
 
 /**
