@@ -17,7 +17,7 @@ import {
   type Fragment,
   type Sql,
 } from '../db/sql.js'
-import { engineChannel } from './engine-wake.js'
+import { wakeEnginesFor } from './engine-wake.js'
 import { closeGatesOf } from './gates.js'
 import { followSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
@@ -319,9 +319,8 @@ export async function transitionAll(
     throw new Error(`${moves.length - written.length} run(s) moved under their lock`)
   const byId = new Map(written.map((r) => [r.id, r]))
   const moved = moves.map(({ run }) => byId.get(run.id)!)
-  notifyAfterCommit(
+  wakeEnginesFor(
     tx,
-    engineChannel,
     moved.map((run) => run.id),
   )
   return moved
@@ -648,7 +647,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
     select * from run`
   const ids = rows.map((row) => row.id)
   notifyAfterCommit(tx, runChannel, ids)
-  notifyAfterCommit(tx, engineChannel, ids)
+  wakeEnginesFor(tx, ids)
   // A task version is never deleted while its task can start runs; a missing one is a broken invariant.
   if (written.length !== rows.length)
     throw new Error('a run was not written: its task version is gone')
