@@ -19,7 +19,7 @@ import {
 } from '../db/sql.js'
 import { wakeEnginesFor } from './engine-wake.js'
 import { closeGatesOf } from './gates.js'
-import { followSuccessors } from './successors.js'
+import { followSuccessors, versionSuccessors } from './successors.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 
 // Runs: starting them, moving them from state to state, and their events (spec: Run; States and
@@ -378,6 +378,14 @@ export async function finishAll(
   moves: readonly Move[],
   options: { stopping?: boolean; through?: 'running' } = {},
 ): Promise<{ ended: RunRow[]; followed: number }> {
+  // Which of their versions have successors: asked now, answered in the ending's round trip.
+  const successors = options.stopping
+    ? undefined
+    : versionSuccessors(
+        tx,
+        moves.map((m) => m.run),
+      )
+  successors?.catch(() => undefined) // a failure fails the transaction, which the ending reports
   const ended = await transitionAll(
     tx,
     to,
@@ -394,7 +402,7 @@ export async function finishAll(
     })),
     { through: options.through },
   )
-  const followed = options.stopping ? 0 : await followSuccessors(tx, ended)
+  const followed = successors ? await followSuccessors(tx, ended, successors) : 0
   return { ended, followed }
 }
 
@@ -556,6 +564,8 @@ async function runnableTarget(tx: Db, enterpriseId: string, by: TaskRef) {
 }
 
 export interface NewRun {
+  /** Made by insertRuns unless given (for an event that names the run, written beside it). */
+  id?: string
   task: TaskRow
   input: Record<string, unknown>
   origin: Run['origin']
@@ -585,7 +595,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
   const rows = runs.map((fields, ord) => {
     const { task } = fields
     // Ids are made here so that a new execution's id is its first run's id in one statement.
-    const id = randomUUID()
+    const id = fields.id ?? randomUUID()
     const payload: Record<string, unknown> = { origin: fields.origin }
     if (fields.memberId) payload.memberId = fields.memberId
     if (fields.reason) payload.reason = fields.reason
