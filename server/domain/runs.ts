@@ -379,12 +379,13 @@ export async function finishAll(
   options: { stopping?: boolean; through?: 'running' } = {},
 ): Promise<{ ended: RunRow[]; followed: number }> {
   // Which of their versions have successors: asked now, answered in the ending's round trip.
-  const successors = options.stopping
-    ? undefined
-    : versionSuccessors(
-        tx,
-        moves.map((m) => m.run),
-      )
+  const successors =
+    options.stopping || moves.length === 0
+      ? undefined
+      : versionSuccessors(
+          tx,
+          moves.map((m) => m.run),
+        )
   successors?.catch(() => undefined) // a failure fails the transaction, which the ending reports
   const ended = await transitionAll(
     tx,
