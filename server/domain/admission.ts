@@ -1,5 +1,5 @@
-import { notifyAfterCommit, transaction, type Db } from '../db/sql.js'
-import { engineChannel } from './engine-wake.js'
+import { transaction, type Db } from '../db/sql.js'
+import { wakeEnginesFor } from './engine-wake.js'
 import {
   appendEvents,
   assigneeRoleJoin,
@@ -353,9 +353,8 @@ export async function takeOverLapsed(
       })),
     )
     // The engine that lost a lease may still be at work on the run: it stops when it hears.
-    notifyAfterCommit(
+    wakeEnginesFor(
       tx,
-      engineChannel,
       taken.map((run) => run.id),
     )
     return given.filter((run) => run.attempts < maxTakeovers)

@@ -8,7 +8,7 @@ import {
   type RunRow,
   type TransitionFields,
 } from './runs.js'
-import { followSuccessors } from './successors.js'
+import { followSuccessors, versionSuccessors } from './successors.js'
 
 // Ending runs (spec: States and transitions; DESIGN 3, 5): an end and the runs its successors start are
 // one change. Above runs.ts (the status change) and successors.ts (which starts runs), so that neither
@@ -28,6 +28,15 @@ export async function finishAll(
   moves: readonly Move[],
   options: { stopping?: boolean; through?: 'running' } = {},
 ): Promise<{ ended: RunRow[]; followed: number }> {
+  // Which of their versions have successors: asked now, answered in the ending's round trip.
+  const successors =
+    options.stopping || moves.length === 0
+      ? undefined
+      : versionSuccessors(
+          tx,
+          moves.map((m) => m.run),
+        )
+  successors?.catch(() => undefined) // a failure fails the transaction, which the ending reports
   const ended = await transitionAll(
     tx,
     to,
@@ -44,7 +53,7 @@ export async function finishAll(
     })),
     { through: options.through },
   )
-  const followed = options.stopping ? 0 : await followSuccessors(tx, ended)
+  const followed = successors ? await followSuccessors(tx, ended, successors) : 0
   return { ended, followed }
 }
 

@@ -17,7 +17,7 @@ import {
   type Fragment,
   type Sql,
 } from '../db/sql.js'
-import { engineChannel } from './engine-wake.js'
+import { wakeEnginesFor } from './engine-wake.js'
 import { taskColumns, taskNotFound, type TaskRow } from './tasks.js'
 
 // Runs: starting them, moving them from state to state, and their events (spec: Run; States and
@@ -317,9 +317,8 @@ export async function transitionAll(
     throw new Error(`${moves.length - written.length} run(s) moved under their lock`)
   const byId = new Map(written.map((r) => [r.id, r]))
   const moved = moves.map(({ run }) => byId.get(run.id)!)
-  notifyAfterCommit(
+  wakeEnginesFor(
     tx,
-    engineChannel,
     moved.map((run) => run.id),
   )
   return moved
@@ -519,6 +518,8 @@ async function runnableTarget(tx: Db, enterpriseId: string, by: TaskRef) {
 }
 
 export interface NewRun {
+  /** Made by insertRuns unless given (for an event that names the run, written beside it). */
+  id?: string
   task: TaskRow
   input: Record<string, unknown>
   origin: Run['origin']
@@ -548,7 +549,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
   const rows = runs.map((fields, ord) => {
     const { task } = fields
     // Ids are made here so that a new execution's id is its first run's id in one statement.
-    const id = randomUUID()
+    const id = fields.id ?? randomUUID()
     const payload: Record<string, unknown> = { origin: fields.origin }
     if (fields.memberId) payload.memberId = fields.memberId
     if (fields.reason) payload.reason = fields.reason
@@ -610,7 +611,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
     select * from run`
   const ids = rows.map((row) => row.id)
   notifyAfterCommit(tx, runChannel, ids)
-  notifyAfterCommit(tx, engineChannel, ids)
+  wakeEnginesFor(tx, ids)
   // A task version is never deleted while its task can start runs; a missing one is a broken invariant.
   if (written.length !== rows.length)
     throw new Error('a run was not written: its task version is gone')
@@ -810,6 +811,37 @@ export async function enqueueRun(
     const target = await runnableTarget(tx, enterpriseId, { id: taskId })
     return insertRun(tx, { task: target, input, status: 'pending', ...options })
   })
+}
+
+/**
+ * enqueueRun for many tasks in the caller's transaction, with one read of the tasks and one insert of
+ * the runs however many (a minute's schedule fires). Answers each start's run, or the error that
+ * refused it (task_not_found, task_not_runnable), in the order given.
+ */
+export async function enqueueRuns(
+  tx: Db,
+  starts: { enterpriseId: string; taskId: string; input: Record<string, unknown> }[],
+  options: EnqueueOptions,
+): Promise<(RunRow | ApiError)[]> {
+  const targets = await lockedTargets(
+    tx,
+    starts.map((s) => ({ enterpriseId: s.enterpriseId, task: { id: s.taskId } })),
+  )
+  const outcomes: (RunRow | ApiError)[] = []
+  const runs: { i: number; run: NewRun }[] = []
+  starts.forEach((start, i) => {
+    const task = targets.get(targetKey(start.enterpriseId, { id: start.taskId }))
+    const why = task && notRunnable(task)
+    if (!task) outcomes[i] = taskNotFound(start.taskId)
+    else if (why) outcomes[i] = new ApiError('task_not_runnable', why)
+    else runs.push({ i, run: { task, input: start.input, status: 'pending', ...options } })
+  })
+  const written = await insertRuns(
+    tx,
+    runs.map((r) => r.run),
+  )
+  runs.forEach(({ i }, k) => (outcomes[i] = written[k]!))
+  return outcomes
 }
 
 // --- members a run can go to (DESIGN 5: the one who waited longest) ---------------------------------

@@ -5,9 +5,6 @@ import type { Db } from '../db/sql.js'
 
 // A task's schedule (DESIGN 7): a 5-field cron in an IANA time zone, with the input its runs start with.
 
-/** NOTIFY channel of changed schedules, so every engine process reloads them at once. */
-export const schedulesChangedChannel = 'osd_schedules_changed'
-
 /** A cron of exactly five fields (minute hour day-of-month month day-of-week) that node-cron accepts. */
 export function validCron(expression: string): string {
   const trimmed = expression.trim().replace(/\s+/g, ' ')
@@ -94,10 +91,8 @@ export async function setSchedule(
     on conflict (task_id) do update
        set cron = excluded.cron, timezone = excluded.timezone, input = excluded.input,
            enabled = excluded.enabled, updated_at = now()`
-  await db`select pg_notify(${schedulesChangedChannel}, ${taskId})`
 }
 
 export async function deleteSchedule(db: Db, enterpriseId: string, taskId: string): Promise<void> {
   await db`delete from task_schedules where enterprise_id = ${enterpriseId} and task_id = ${taskId}`
-  await db`select pg_notify(${schedulesChangedChannel}, ${taskId})`
 }

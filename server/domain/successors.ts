@@ -1,12 +1,14 @@
 import type { RunResult } from '../../shared/schemas/runs.js'
 import type { Successor } from '../../shared/schemas/tasks.js'
 import type { Db } from '../db/sql.js'
+import { randomUUID } from 'node:crypto'
 import {
   appendEvents,
-  insertRun,
+  insertRuns,
   notRunnable,
   startTarget,
   type NewEvent,
+  type NewRun,
   type RunRow,
 } from './runs.js'
 
@@ -59,19 +61,34 @@ export function issueKey(issue: unknown): string | null {
  * predecessor's with result.successorInput merged over it. Successors never refuse for overlap. One
  * query finds which of the runs' versions have successors at all. Answers how many runs it started.
  */
-export async function followSuccessors(tx: Db, ended: readonly RunRow[]): Promise<number> {
+export async function followSuccessors(
+  tx: Db,
+  ended: readonly RunRow[],
+  successors?: Promise<Map<string, Successor[]>>,
+): Promise<number> {
   if (ended.length === 0) return 0
-  const versions = await tx<{ id: string; successors: Successor[] }[]>`
-    select id, definition -> 'successors' as successors from task_versions
-     where id = any(${tx.array([...new Set(ended.map((r) => r.taskVersionId))])}::uuid[])
-       and definition @? 'strict $.successors[0]'`
-  const successorsOf = new Map(versions.map((v) => [v.id, v.successors]))
+  const successorsOf = await (successors ?? versionSuccessors(tx, ended))
   let started = 0
   for (const run of ended) {
     const successors = successorsOf.get(run.taskVersionId)
     if (successors) started += await follow(tx, run, successors)
   }
   return started
+}
+
+/**
+ * The successors of the runs' versions, for those that have any. Only the versions are needed, so a
+ * caller can ask before the runs have ended, in the same round trip as the ending.
+ */
+export async function versionSuccessors(
+  tx: Db,
+  runs: readonly Pick<RunRow, 'taskVersionId'>[],
+): Promise<Map<string, Successor[]>> {
+  const versions = await tx<{ id: string; successors: Successor[] }[]>`
+    select id, definition -> 'successors' as successors from task_versions
+     where id = any(${tx.array([...new Set(runs.map((r) => r.taskVersionId))])}::uuid[])
+       and definition @? 'strict $.successors[0]'`
+  return new Map(versions.map((v) => [v.id, v.successors]))
 }
 
 /** Follows one ended run's successors; answers how many runs it started. */
@@ -87,12 +104,28 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
     })
 
   const limit = maxRunsPerExecution()
-  const [execution] = await tx<
-    { n: number }[]
-  >`select count(*)::int as n from runs where execution_id = ${run.executionId}`
+  // The execution's size and the tasks of the successors that match, read together (one round trip).
+  const wanted = (successor: Successor) =>
+    outcomeMatches(successor, outcome) && whenMatches(successor, run.result)
+  const [[execution], targets] = await Promise.all([
+    tx<
+      { n: number }[]
+    >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
+    Promise.all(
+      successors.map((successor) =>
+        wanted(successor) ? startTarget(tx, run.enterpriseId, { slug: successor.slug }) : undefined,
+      ),
+    ),
+  ])
   let started = 0
   const stopped: string[] = []
-  for (const successor of successors) {
+  // Runs to start, written together (and with the decisions) unless a count must see them first.
+  let starting: NewRun[] = []
+  const write = async () => {
+    await insertRuns(tx, starting)
+    starting = []
+  }
+  for (const [i, successor] of successors.entries()) {
     if (!outcomeMatches(successor, outcome)) {
       decide('skipped', successor, { because: `outcome ${outcome}` })
       if (run.status === 'failed' && outcomeMatches(successor, 'succeeded'))
@@ -103,7 +136,7 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
       decide('skipped', successor, { because: `when ${String(successor.when)}` })
       continue
     }
-    const task = await startTarget(tx, run.enterpriseId, { slug: successor.slug })
+    const task = targets[i]
     if (!task) {
       decide('unknown_slug', successor, {
         message: `No task has the slug ${successor.slug}; nothing starts.`,
@@ -118,6 +151,7 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
     const edge = `${run.taskId}->${successor.slug}`
     const issue = issueKey(run.result?.issue)
     if (typeof successor.maxRunsPerIssue === 'number' && issue !== null) {
+      await write() // the count sees the runs started before it
       const [count] = await tx<{ n: number }[]>`
         select count(*)::int as n from runs
          where enterprise_id = ${run.enterpriseId} and successor_edge = ${edge} and issue_key = ${issue}`
@@ -131,7 +165,8 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
       continue
     }
     const delay = typeof successor.delayMinutes === 'number' ? successor.delayMinutes : undefined
-    const next = await insertRun(tx, {
+    const next = {
+      id: randomUUID(),
       task,
       input: { ...run.input, ...(run.result?.successorInput ?? {}) },
       origin: 'successor',
@@ -142,14 +177,15 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
       successorEdge: edge,
       issueKey: issue ?? undefined,
       resumeFromRunId: successor.resumeConversation ? run.id : undefined,
-    })
+    } satisfies NewRun
+    starting.push(next)
     started++
     decide('started', successor, {
       runId: next.id,
       ...(delay ? { delayMinutes: delay } : {}),
     })
   }
-  await appendEvents(tx, decisions)
+  await Promise.all([write(), appendEvents(tx, decisions)])
   if (run.status === 'failed' && started === 0 && stopped.length > 0) {
     await tx`update runs set stopped_successors = ${tx.json(stopped)} where id = ${run.id}`
   }

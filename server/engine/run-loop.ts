@@ -1,6 +1,6 @@
 import { isDatabaseUnavailable, isRetryable, type Sql } from '../db/sql.js'
 import { advance, renewLeases, takeOverLapsed } from '../domain/admission.js'
-import { engineChannel } from '../domain/engine-wake.js'
+import { engineChannel, listenLocally } from '../domain/engine-wake.js'
 import type { RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
@@ -35,6 +35,12 @@ export class RunLoop {
   private dueTimer: NodeJS.Timeout | undefined
   private retryTimer: NodeJS.Timeout | undefined
   private listener: { unlisten(): Promise<void> } | undefined
+  private unlistenLocally: (() => void) | undefined
+  /**
+   * Payloads heard from this process's own commits (listenLocally) whose NOTIFY has not come back yet:
+   * when it does, it is not heard twice.
+   */
+  private readonly heardLocally = new Set<string>()
 
   constructor(private readonly options: RunLoopOptions) {}
 
@@ -45,15 +51,27 @@ export class RunLoop {
   async start(): Promise<void> {
     const { sql, sweepMs = 5_000 } = this.options
     const renewMs = (this.leaseSeconds * 1000) / 3
+    const heard = (runId: string) => {
+      if (this.executing.has(runId)) void this.checkStillHeld(runId)
+      this.wake()
+    }
+    this.unlistenLocally = listenLocally((runId) => {
+      this.heardLocally.add(runId)
+      heard(runId)
+    })
     this.listener = await sql.listen(
       engineChannel,
       (runId) => {
-        if (this.executing.has(runId)) void this.checkStillHeld(runId)
-        this.wake()
+        if (!this.heardLocally.delete(runId)) heard(runId)
       },
       () => this.wake(),
     )
-    this.timers.push(setInterval(() => this.wake(), sweepMs))
+    this.timers.push(
+      setInterval(() => {
+        this.heardLocally.clear() // bounded, should a NOTIFY never come back: a spare wake at worst
+        this.wake()
+      }, sweepMs),
+    )
     this.timers.push(setInterval(() => void this.renew(), renewMs))
     this.wake()
   }
@@ -73,9 +91,10 @@ export class RunLoop {
     const { sql, log, engineId } = this.options
     try {
       do {
-        this.again = false
         let progress = true
         while (progress && !this.stopped) {
+          // This step sees every commit that woke the engine so far (its own previous step's too).
+          this.again = false
           const step = await advance(sql, engineId, completeDeterministic, {
             leaseSeconds: this.leaseSeconds,
           })
@@ -191,6 +210,7 @@ export class RunLoop {
     for (const timer of this.timers) clearInterval(timer)
     clearTimeout(this.dueTimer)
     clearTimeout(this.retryTimer)
+    this.unlistenLocally?.()
     await this.listener?.unlisten().catch(() => undefined)
     const ids = [...this.executing.keys()]
     for (const controller of this.executing.values()) controller.abort(new Error('engine stopping'))

@@ -1,8 +1,7 @@
 import cron, { type ScheduledTask } from 'node-cron'
 import { ApiError } from '../../shared/errors.js'
-import { transaction, type Sql } from '../db/sql.js'
-import { enqueueRun } from '../domain/runs.js'
-import { schedulesChangedChannel } from '../domain/schedules.js'
+import { isRetryable, transaction, type Sql } from '../db/sql.js'
+import { enqueueRuns } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 
 interface ScheduleRow {
@@ -13,111 +12,184 @@ interface ScheduleRow {
   input: Record<string, unknown>
 }
 
+const minuteMs = 60_000
+/** Fires claimed (and their runs started) per transaction, unless the constructor says otherwise. */
+const claimBatch = 500
+/** A process that wakes later than this after a minute (a stalled event loop) fires only the last one. */
+const catchUpMinutes = 10
+
 /**
- * Fires task schedules (DESIGN 7). Every engine process runs the crons (node-cron); a fire is claimed
- * by inserting (task, minute) into schedule_fires, whose unique key lets exactly one process start the
- * run however many fire. The claim and the run are one transaction.
+ * Fires task schedules (DESIGN 7). Every engine process wakes once a minute, reads the enabled
+ * schedules of active tasks and works out which are due that minute (node-cron's matcher, one per
+ * distinct cron and time zone); it claims their fires by inserting (task, minute) into schedule_fires,
+ * whose unique key lets exactly one process start each run however many try, in batches: the claims
+ * and their runs are one transaction per batch. Each process begins at its own batch, so two processes
+ * share a large minute instead of waiting on each other's claims.
+ *
+ * Not a node-cron timer per schedule: with thousands of schedules due in one minute their callbacks
+ * ran late, and node-cron skips ("missed execution") a timer that runs over a second late, so fires
+ * were lost in every process.
  */
 export class Scheduler {
-  private jobs = new Map<string, { key: string; job: ScheduledTask }>()
-  private timers: NodeJS.Timeout[] = []
-  private listener: { unlisten(): Promise<void> } | undefined
-  private reloading: Promise<void> | undefined
+  /** The last minute (ms since the epoch) this process has fired. */
+  private done = 0
+  private timer: NodeJS.Timeout | undefined
+  private ticking: Promise<void> | undefined
+  private stopped = false
+  /** node-cron tasks, never started, used only to match minutes: one per cron and time zone. */
+  private matchers = new Map<string, ScheduledTask>()
+  /** Which cron and time zone pairs are due at one minute, each worked out once. */
+  private matched = { minute: 0, due: new Map<string, boolean>() }
 
   constructor(
     private readonly sql: Sql,
     private readonly log: Logger,
+    private readonly batch = claimBatch,
   ) {}
 
   async start(): Promise<void> {
-    this.listener = await this.sql.listen(
-      schedulesChangedChannel,
-      () => void this.reload(),
-      () => void this.reload(),
-    )
-    // The safety net: schedules are also read again every minute, notification or not.
-    this.timers.push(setInterval(() => void this.reload(), 60_000))
-    await this.reload()
+    // The minute under way when the process starts is not fired: its time has passed.
+    this.done = Math.floor(Date.now() / minuteMs) * minuteMs
+    this.arm()
   }
 
-  /** Reads the enabled schedules of active tasks and makes the crons match them. */
-  reload(): Promise<void> {
-    this.reloading ??= this.load().finally(() => (this.reloading = undefined))
-    return this.reloading
+  private arm(): void {
+    if (this.stopped) return
+    const wait = Math.max(0, this.done + minuteMs - Date.now())
+    this.timer = setTimeout(() => {
+      this.ticking = this.tick().finally(() => {
+        this.ticking = undefined
+        this.arm()
+      })
+    }, wait)
   }
 
-  private async load(): Promise<void> {
-    try {
-      const rows = await this.sql<ScheduleRow[]>`
-        select s.task_id, s.enterprise_id, s.cron, s.timezone, s.input
-          from task_schedules s join tasks t on t.id = s.task_id
-         where s.enabled and t.status = 'active'`
-      const wanted = new Map(rows.map((row) => [row.taskId, row]))
-      for (const [taskId, { job }] of this.jobs) {
-        if (!wanted.has(taskId)) {
-          await job.destroy()
-          this.jobs.delete(taskId)
-        }
-      }
-      for (const row of rows) {
-        const key = `${row.cron}|${row.timezone}|${JSON.stringify(row.input)}`
-        const existing = this.jobs.get(row.taskId)
-        if (existing?.key === key) continue
-        await existing?.job.destroy()
-        const job = cron.schedule(row.cron, (context) => void this.fire(row, context.date), {
-          timezone: row.timezone,
-          name: `task-${row.taskId}`,
-          noOverlap: false,
-        })
-        this.jobs.set(row.taskId, { key, job })
-      }
-    } catch (err) {
-      this.log.error({ err }, 'could not load schedules')
+  /** Fires every minute that began since the last one fired (one, unless the process stalled). */
+  private async tick(): Promise<void> {
+    const now = Math.floor(Date.now() / minuteMs) * minuteMs
+    if (now - this.done > catchUpMinutes * minuteMs) {
+      this.log.warn(
+        { from: new Date(this.done + minuteMs), to: new Date(now) },
+        'schedules: minutes skipped',
+      )
+      this.done = now - minuteMs
+    }
+    while (this.done < now && !this.stopped) {
+      const minute = new Date(this.done + minuteMs)
+      await this.fireMinute(minute)
+      this.done = minute.getTime()
     }
   }
 
-  /** Claims the fire of this minute; the one process whose insert lands starts the run. */
-  async fire(schedule: ScheduleRow, when: Date): Promise<void> {
-    const minute = new Date(Math.floor(when.getTime() / 60_000) * 60_000)
+  /** Starts the run of every schedule due at `minute` that no other process has started. */
+  async fireMinute(minute: Date): Promise<void> {
+    let rows: ScheduleRow[]
+    try {
+      rows = await this.sql<ScheduleRow[]>`
+        select s.task_id, s.enterprise_id, s.cron, s.timezone, s.input
+          from task_schedules s join tasks t on t.id = s.task_id
+         where s.enabled and t.status = 'active'
+         order by s.task_id`
+    } catch (err) {
+      this.log.error({ err, fireAt: minute }, 'could not read schedules')
+      return
+    }
+    const due = rows.filter((row) => this.due(row, minute))
+    for (const [key, matcher] of this.matchers) {
+      if (this.matched.due.has(key)) continue // still some schedule's
+      this.matchers.delete(key)
+      await matcher.destroy()
+    }
+    const batches: ScheduleRow[][] = []
+    for (let i = 0; i < due.length; i += this.batch) batches.push(due.slice(i, i + this.batch))
+    const first = Math.floor(Math.random() * batches.length)
+    for (let k = 0; k < batches.length && !this.stopped; k++) {
+      await this.claim(batches[(first + k) % batches.length]!, minute)
+    }
+  }
+
+  private due(row: ScheduleRow, minute: Date): boolean {
+    if (this.matched.minute !== minute.getTime())
+      this.matched = { minute: minute.getTime(), due: new Map() }
+    const key = `${row.cron}|${row.timezone}`
+    let due = this.matched.due.get(key)
+    if (due === undefined) {
+      try {
+        let matcher = this.matchers.get(key)
+        if (!matcher) {
+          matcher = cron.createTask(row.cron, () => undefined, { timezone: row.timezone })
+          this.matchers.set(key, matcher)
+        }
+        due = matcher.match(minute)
+      } catch (err) {
+        this.log.error({ err, cron: row.cron, timezone: row.timezone }, 'schedule cannot be read')
+        due = false
+      }
+      this.matched.due.set(key, due)
+    }
+    return due
+  }
+
+  /**
+   * Claims the fires of `schedules` at `minute` and starts a run for each fire this process claimed,
+   * in one transaction. The claims are inserted in task id order, as every process does, so two
+   * processes claiming overlapping batches wait on each other in one order and never deadlock.
+   */
+  private async claim(schedules: ScheduleRow[], minute: Date, attempt = 1): Promise<void> {
     try {
       await transaction(this.sql, async (tx) => {
-        const [claim] = await tx`
+        const claimed = await tx<{ taskId: string }[]>`
           insert into schedule_fires (task_id, fire_at, enterprise_id, outcome)
-          values (${schedule.taskId}, ${minute}, ${schedule.enterpriseId}, 'claimed')
+          select f.task_id, ${minute}, f.enterprise_id, 'claimed'
+            from unnest(${tx.array(schedules.map((s) => s.taskId))}::uuid[],
+                        ${tx.array(schedules.map((s) => s.enterpriseId))}::uuid[]) as f(task_id, enterprise_id)
+           order by f.task_id
           on conflict do nothing
           returning task_id`
-        if (!claim) return // another process fired this minute
-        try {
-          const run = await tx.savepoint((sp) =>
-            enqueueRun(sp, schedule.enterpriseId, schedule.taskId, schedule.input, {
-              origin: 'schedule',
-            }),
-          )
-          await tx`
-            update schedule_fires set run_id = ${run.id}, outcome = 'started'
-             where task_id = ${schedule.taskId} and fire_at = ${minute}`
-          this.log.info(
-            { taskId: schedule.taskId, runId: run.id, fireAt: minute },
-            'schedule fired',
-          )
-        } catch (err) {
-          if (!(err instanceof ApiError)) throw err
-          // A deprecated task's schedule starts nothing (spec: Task status); the fire says why.
-          await tx`
-            update schedule_fires set outcome = ${`${err.code}: ${err.message}`}
-             where task_id = ${schedule.taskId} and fire_at = ${minute}`
+        if (claimed.length === 0) return // other processes fired these
+        const mine = new Set(claimed.map((c) => c.taskId))
+        const firing = schedules.filter((s) => mine.has(s.taskId))
+        const outcomes = await enqueueRuns(tx, firing, { origin: 'schedule' })
+        const fires = firing.map((schedule, i) => {
+          const outcome = outcomes[i]!
+          // A task that cannot run (deprecated since, nobody holds its role) starts nothing; its fire says why.
+          if (outcome instanceof ApiError)
+            return {
+              task_id: schedule.taskId,
+              run_id: null,
+              outcome: `${outcome.code}: ${outcome.message}`,
+            }
+          return { task_id: schedule.taskId, run_id: outcome.id, outcome: 'started' }
+        })
+        await tx`
+          update schedule_fires f set run_id = o.run_id, outcome = o.outcome
+            from jsonb_to_recordset(${tx.json(fires as never)})
+                   as o(task_id uuid, run_id uuid, outcome text)
+           where f.task_id = o.task_id and f.fire_at = ${minute}`
+        for (const fire of fires) {
+          if (fire.run_id)
+            this.log.info(
+              { taskId: fire.task_id, runId: fire.run_id, fireAt: minute },
+              'schedule fired',
+            )
+          else
+            this.log.info(
+              { taskId: fire.task_id, fireAt: minute, outcome: fire.outcome },
+              'schedule fired no run',
+            )
         }
       })
     } catch (err) {
-      this.log.error({ err, taskId: schedule.taskId }, 'schedule fire failed')
+      if (isRetryable(err) && attempt < 4) return this.claim(schedules, minute, attempt + 1)
+      this.log.error({ err, fireAt: minute, schedules: schedules.length }, 'schedule fires failed')
     }
   }
 
   async stop(): Promise<void> {
-    for (const timer of this.timers) clearInterval(timer)
-    await this.listener?.unlisten().catch(() => undefined)
-    await this.reloading
-    for (const { job } of this.jobs.values()) await job.destroy()
-    this.jobs.clear()
+    this.stopped = true
+    clearTimeout(this.timer)
+    await this.ticking
+    for (const matcher of this.matchers.values()) await matcher.destroy()
+    this.matchers.clear()
   }
 }
