@@ -1,5 +1,4 @@
 import type { Dispatcher } from 'undici'
-import type { Paged } from '../shared/schemas/common.js'
 import { ApiRequestError, CliError, UnreachableError, noTokenError } from './errors.js'
 
 export type Query = Record<string, string | number | boolean | undefined>
@@ -102,16 +101,33 @@ export class ApiClient {
 
   /**
    * Every record of a paged list, page after page (osctl ... list --all). Pages are of the largest
-   * size unless `query.limit` asks for another.
+   * size unless `query.limit` asks for another. `key` names the array of a list that pages in a shape
+   * of its own (memory: `{notes, page, limit, total}`).
    */
-  async all<T>(path: string, query: Query = {}): Promise<T[]> {
+  async all<T>(path: string, query: Query = {}, key = 'data'): Promise<T[]> {
     const rows: T[] = []
     for (let page = 1; ; page++) {
-      const answer = await this.get<Paged<T>>(path, { ...query, page, limit: query.limit ?? 200 })
-      rows.push(...answer.data)
-      if (page >= answer.pages || answer.data.length === 0) return rows
+      const answer = await this.get<PageOf>(path, { ...query, page, limit: query.limit ?? 200 })
+      const records = (answer[key] ?? []) as T[]
+      rows.push(...records)
+      if (page >= pageCount(answer) || records.length === 0) return rows
     }
   }
+}
+
+/** A page of a list: its records under some key (`data` mostly), with page, limit and total. */
+export interface PageOf {
+  page: number
+  limit: number
+  total: number
+  pages?: number
+  [key: string]: unknown
+}
+
+/** How many pages a list has: its `pages`, or for the lists that leave it out, total over limit. */
+export function pageCount(answer: { pages?: number; total: number; limit: number }): number {
+  if (typeof answer.pages === 'number') return answer.pages
+  return answer.limit > 0 ? Math.max(1, Math.ceil(answer.total / answer.limit)) : 1
 }
 
 export function decode(answer: RawAnswer): unknown {

@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander'
-import type { Paged } from '../shared/schemas/common.js'
-import type { Query } from './client.js'
+import { pageCount, type PageOf, type Query } from './client.js'
 import type { Deps } from './deps.js'
 import { UsageError } from './errors.js'
 import { printTable, show, type Column } from './output.js'
@@ -41,7 +40,8 @@ export function positiveInt(flag: string, value: string | undefined): number | u
 
 /**
  * One page of a paged list (the envelope unchanged with --json), or with --all every page as one
- * array or one table. A note on stderr says when there are more pages.
+ * array or one table. A note on stderr says when there are more pages. `key` names the records of a
+ * list paged in a shape of its own (ApiClient.all).
  */
 export async function printPaged<T>(
   deps: Deps,
@@ -50,6 +50,7 @@ export async function printPaged<T>(
   flags: PageFlags,
   columns: Column<T>[],
   noun: string,
+  key = 'data',
 ): Promise<void> {
   const query: Query = {
     ...filters,
@@ -59,17 +60,18 @@ export async function printPaged<T>(
   }
   if (flags.all) {
     if (flags.page !== undefined) throw new UsageError('give --page or --all, not both')
-    const rows = await deps.client().all<T>(path, query)
+    const rows = await deps.client().all<T>(path, query, key)
     show(deps.out, rows, () => printTable(deps.out, rows, columns))
     return
   }
   const page = positiveInt('--page', flags.page)
-  const answer = await deps.client().get<Paged<T>>(path, { ...query, page })
+  const answer = await deps.client().get<PageOf>(path, { ...query, page })
+  const pages = pageCount(answer)
   show(deps.out, answer, () => {
-    printTable(deps.out, answer.data, columns)
-    if (answer.pages > 1) {
+    printTable(deps.out, (answer[key] ?? []) as T[], columns)
+    if (pages > 1) {
       deps.out.error(
-        `page ${answer.page} of ${answer.pages}, ${answer.total} ${noun}: --page N for another, --all for every one\n`,
+        `page ${answer.page} of ${pages}, ${answer.total} ${noun}: --page N for another, --all for every one\n`,
       )
     }
   })

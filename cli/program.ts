@@ -14,6 +14,7 @@ import { registerPlans } from './commands/plans.js'
 import { registerSpend } from './commands/spend.js'
 import { registerTools } from './commands/tools.js'
 import { registerMembers } from './commands/members.js'
+import { registerMemory } from './commands/memory.js'
 import { registerOrg } from './commands/org.js'
 import { registerRoles } from './commands/roles.js'
 import { registerRuns } from './commands/runs.js'
@@ -55,6 +56,7 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerLlm(program, makeDeps)
   registerSpend(program, makeDeps)
   registerPlans(program, makeDeps)
+  registerMemory(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

@@ -83,3 +83,14 @@ export const webhookSorts = [
   'responseStatus',
   'durationMs',
 ] as const
+
+// memory
+export const memoryLayers = ['task', 'team', 'enterprise'] as const
+/** The layers a person trains through a task, and `POST /v1/memory/train` trains. */
+export const trainLayers = ['team', 'enterprise'] as const
+export const noteKinds = ['note', 'correction'] as const
+/**
+ * proposed: a training run's correction of a person's note, waiting in the review queue as a conflict.
+ * Only active notes are recalled, asked and listed.
+ */
+export const noteStatuses = ['active', 'proposed', 'superseded', 'tombstoned'] as const

@@ -170,8 +170,7 @@ export async function startRun(
   ref: string,
   opts: { input?: string[]; data?: string; file?: string; wait?: boolean; timeout?: string },
 ): Promise<void> {
-  if (opts.timeout !== undefined && !opts.wait) throw new UsageError('--timeout goes with --wait')
-  const timeout = timeoutSeconds(opts.timeout)
+  const timeout = waitTimeout(opts)
   const input = await readInput(deps, opts)
   const client = deps.client()
   const run = await client
@@ -179,7 +178,26 @@ export async function startRun(
     .catch((err: unknown) => {
       throw withRecordedRun(err)
     })
-  if (!opts.wait) return showRun(deps, run)
+  await showStarted(deps, run, opts.wait, timeout)
+}
+
+/** The --timeout of a verb that starts a run, checked before anything is sent: it goes with --wait. */
+export function waitTimeout(opts: { wait?: boolean; timeout?: string }): number | undefined {
+  if (opts.timeout !== undefined && !opts.wait) throw new UsageError('--timeout goes with --wait')
+  return timeoutSeconds(opts.timeout)
+}
+
+/**
+ * A run a verb just started (runs start, memory train): printed, or with --wait followed to its end
+ * as `runs wait` does (its JSON on stdout, exit 0 only if it succeeded).
+ */
+export async function showStarted(
+  deps: Deps,
+  run: Run,
+  wait: boolean | undefined,
+  timeout: number | undefined,
+): Promise<void> {
+  if (!wait) return showRun(deps, run)
   deps.out.error(`started run ${run.id} of ${run.taskSlug}\n`)
   endWait(deps, await follow(deps, run.id, timeout), timeout)
 }

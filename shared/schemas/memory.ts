@@ -1,16 +1,11 @@
 import { z } from 'zod'
+import { memoryLayers, noteKinds, noteStatuses } from '../values.js'
 import { IsoTime, Uuid } from './common.js'
+export { memoryLayers, noteKinds, noteStatuses }
 
 // Memory: notes the company learns per task, team or enterprise, their search, ratings and review
 // (spec: Concepts "Memory", Endpoints Memory and /v1/tasks/{id}/memory...; DESIGN 10).
 
-export const memoryLayers = ['task', 'team', 'enterprise'] as const
-export const noteKinds = ['note', 'correction'] as const
-/**
- * proposed: a training run's correction of a person's note, waiting in the review queue as a conflict.
- * Only active notes are recalled, asked and listed.
- */
-export const noteStatuses = ['active', 'proposed', 'superseded', 'tombstoned'] as const
 export const noteSources = ['person', 'training'] as const
 export const reviewKinds = ['conflict', 'rated_down'] as const
 export const reviewStatuses = ['open', 'resolved', 'dismissed'] as const
