@@ -6,6 +6,11 @@
 // - GET /v1/tasks/{id}/memory/ask through the HTTP app (in process, app.request: no socket);
 // - recallNotes, the domain function a run calls at its start (it also counts the recall);
 // - the same ask with a run-sized question (a goal of about 25 words), what a run's recall searches for;
+// - what memory adds to an llm run's start (server/engine/agent/run-memory.ts, as the agent loop's
+//   prepare() calls it, issue 16: <= 5 ms): reading the run's recorded recall, recalling for its goal
+//   (about 25 words) and input, and recording memory.recalled under the run's lock; and the same on a
+//   resumed run, which reads its recorded notes back. Beside it, the reads a run's start makes anyway
+//   (its version, member and enterprise), as the start without memory;
 // - and GET /v1/enterprise/concurrency through the same app as a baseline of an authenticated read.
 // On a throwaway embedded PostgreSQL (or DATABASE_URL). Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
@@ -16,9 +21,12 @@ import pino from 'pino'
 import { loadConfig } from '../server/config.js'
 import { createSealer } from '../server/crypto.js'
 import { openDatabase } from '../server/db/index.js'
+import { transaction } from '../server/db/sql.js'
 import { migrate } from '../server/db/migrate.js'
 import { createEnterprise } from '../server/domain/enterprises.js'
-import { recallNotes } from '../server/domain/memory/index.js'
+import { recallNotes, searchTaskNotes } from '../server/domain/memory/index.js'
+import { appendEvents, enqueueRun, type RunRow } from '../server/domain/runs.js'
+import { readRecordedMemory, recallForRun, recallText } from '../server/engine/agent/run-memory.js'
 import { createTask } from '../server/domain/tasks.js'
 import { createToken } from '../server/domain/tokens.js'
 import { createApp } from '../server/http/app.js'
@@ -150,6 +158,66 @@ try {
   )
   console.log(
     `\n${(hits / questions.length).toFixed(1)} notes answered per 1-4 word ask on average`,
+  )
+
+  // A run's start, with and without memory (runs pending on the bench's tasks; no engine runs them).
+  const runs: RunRow[] = []
+  for (let i = 0; i < goals.length; i++)
+    runs.push(
+      await enqueueRun(
+        sql,
+        enterprise.id,
+        pick(tasks),
+        { customer: pick(rare), month: 'May' },
+        {
+          origin: 'api',
+        },
+      ),
+    )
+  const byIndex = runs.map((_, i) => String(i))
+  const startReads = (run: RunRow) =>
+    Promise.all([
+      sql`select definition from task_versions where id = ${run.taskVersionId}`,
+      sql`select name, email, persona from members where id = ${run.memberId}`,
+      sql`select name from enterprises where id = ${run.enterpriseId}`,
+    ])
+  // What prepare() adds: the recorded recall read (beside the reads above in prepare, here after
+  // them), the recall, and recording its event in a transaction that locks the run.
+  const memoryStep = async (run: RunRow, goal: string) => {
+    const recorded = await readRecordedMemory(sql, run.id)
+    const { event, notes } = await recallForRun(sql, run, goal, recorded)
+    if (event)
+      await transaction(sql, async (tx) => {
+        await tx`select id from runs where id = ${run.id} for no key update`
+        await appendEvents(tx, [event])
+      })
+    return notes.length
+  }
+  console.log('')
+  const without = await timeEach('run start reads, without memory', byIndex, (i) =>
+    startReads(runs[Number(i)]!),
+  )
+  let recalled = 0
+  // No warm-up here: each run recalls once, at its first start (timeEach's warm-up would start the
+  // first 20 runs before they are timed). Warmed by the recalls above.
+  const first: number[] = []
+  for (let i = 0; i < runs.length; i++) {
+    const t0 = performance.now()
+    recalled += await memoryStep(runs[i]!, goals[i]!)
+    first.push(performance.now() - t0)
+  }
+  console.log(
+    `${'memory at a first start (recall + record)'.padEnd(44)} p50 ${ms(median(first))} ms  p99 ${ms(percentile(first, 99))} ms  (${runs.length})`,
+  )
+  const searched = await timeEach('  of which the search (goal + input)', byIndex, (i) => {
+    const run = runs[Number(i)]!
+    return searchTaskNotes(sql, enterprise.id, run.taskId, recallText(goals[Number(i)], run.input))
+  })
+  const resumed = await timeEach('memory at a resumed start (read back)', byIndex, (i) =>
+    memoryStep(runs[Number(i)]!, goals[Number(i)]!),
+  )
+  console.log(
+    `\na run's start without memory p50 ${ms(median(without))} ms; memory adds p50 ${ms(median(first))} ms, p99 ${ms(percentile(first, 99))} ms at its first start (${(recalled / runs.length).toFixed(1)} notes per run), p50 ${ms(median(resumed))} ms on a resumed start (issue 16: <= 5 ms)`,
   )
   if (process.env.BENCH_EXPLAIN) {
     // The plan of one run-sized recall, for looking into where its time goes.

@@ -4,6 +4,7 @@ import {
   DismissInput,
   MemoryNote,
   MemoryPageQuery,
+  MemoryTrainInput,
   NoteListQuery,
   NotePage,
   RateInput,
@@ -13,7 +14,9 @@ import {
   ReviewHistoryPage,
   ReviewPage,
 } from '../../shared/schemas/memory.js'
+import { Run } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
+import { toRun } from '../domain/runs.js'
 import {
   dismissReview,
   getNote,
@@ -23,6 +26,7 @@ import {
   rateNote,
   recallHealth,
   resolveReview,
+  startTraining,
   tombstoneNote,
 } from '../domain/memory/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
@@ -53,6 +57,24 @@ export function memoryRoutes({ sql }: RouteDeps) {
       response: NotePage,
     },
     async (c, { query }) => listNotes(sql, enterprise(c), query, readPage(query, noSort)),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'trainMemory',
+      method: 'post',
+      path: '/train',
+      summary:
+        'Start an os-train-memory run of a layer (team with teamId, or enterprise); 202 with the run',
+      description:
+        'The run is an ordinary llm run of the built-in os-train-memory task (origin api): journaled, priced, blocked without a key, cancellable. While a training of the same layer (and team) is under way, that run answers and nothing is started.',
+      body: MemoryTrainInput,
+      status: 202,
+      response: Run,
+      errors: ['team_not_found', 'task_not_found', 'task_not_runnable'],
+    },
+    async (c, { body }) => toRun((await startTraining(sql, enterprise(c), body)).run),
   )
 
   route(

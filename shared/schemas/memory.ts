@@ -108,6 +108,15 @@ export const TaskTrainInput = z
   })
   .meta({ id: 'TaskTrainInput' })
 
+/** POST /v1/memory/train: the layer an os-train-memory run trains. */
+export const MemoryTrainInput = z
+  .object({
+    layer: z.enum(['team', 'enterprise']),
+    teamId: Uuid.optional().meta({ description: 'the team layer: a team of this enterprise' }),
+  })
+  .meta({ id: 'MemoryTrainInput' })
+export type MemoryTrainInput = z.infer<typeof MemoryTrainInput>
+
 export const NoteListQuery = z.object({
   q: z.string().optional().meta({ description: 'search the notes; ranked by relevance' }),
   layer: z.enum(memoryLayers).optional(),

@@ -20,4 +20,15 @@ export {
 } from './recall.js'
 export { listReview, listReviewHistory, resolveReview, dismissReview } from './review.js'
 export { noteNotFound } from './rows.js'
+export {
+  startTraining,
+  chooseTrainingMaterial,
+  trainingBriefing,
+  trainingScope,
+  rememberLesson,
+  trainingRunLimit,
+  trainingNoteLimit,
+  type TrainingMaterial,
+  type TrainingScope,
+} from './training.js'
 export type { RecalledNote, MemoryNote } from '../../../shared/schemas/memory.js'

@@ -16,11 +16,16 @@ export class Conversation {
   /** The calls of the latest answered model call, until they are all answered. */
   private awaiting: ToolCall[] = []
 
-  constructor(input: Record<string, unknown>, prefix: readonly Message[] = []) {
+  /**
+   * `briefing`: what the run is given with its input, after it in the same first message (a training
+   * run's material, run-memory.ts).
+   */
+  constructor(input: Record<string, unknown>, prefix: readonly Message[] = [], briefing?: string) {
     this.list = []
     this.chars = 2
     for (const message of prefix) this.add(message)
-    this.add({ role: 'user', text: `Input:\n${JSON.stringify(input, null, 2)}` })
+    const text = `Input:\n${JSON.stringify(input, null, 2)}`
+    this.add({ role: 'user', text: briefing ? `${text}\n\n${briefing}` : text })
   }
 
   /** A finished run's conversation from its whole journal (a successor's resumeConversation prefix). */

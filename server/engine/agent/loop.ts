@@ -17,7 +17,14 @@ import {
   type ToolRequest,
 } from '../../domain/journal.js'
 import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
-import { appendEvent, assigneeRoleId, transition, type RunRow } from '../../domain/runs.js'
+import {
+  appendEvent,
+  appendEvents,
+  assigneeRoleId,
+  transition,
+  type NewEvent,
+  type RunRow,
+} from '../../domain/runs.js'
 import { finishRun } from '../../domain/run-ends.js'
 import { reserve, settle } from '../../domain/spend.js'
 import { reaches } from '../../domain/task-checks.js'
@@ -28,6 +35,7 @@ import type { ExecutionContext, Executor } from '../executor.js'
 import { Conversation } from './conversation.js'
 import { McpTools, type ToolOutcome } from './mcp.js'
 import { actOsTool, isOsTool, osTools } from './os-tools.js'
+import { briefingForRun, memorySection, readRecordedMemory, recallForRun } from './run-memory.js'
 import {
   ProviderError,
   type ModelProvider,
@@ -93,6 +101,8 @@ class RunExecution {
   private conversation: Conversation | undefined
   private definition!: VersionDefinition
   private system = ''
+  /** What the run is given with its input (a training run's material), in its first message. */
+  private briefing: string | undefined
   private tools: ToolSpec[] = []
   /** JSON.stringify(this.tools).length, for pricing a call's prompt. */
   private toolsSize = 0
@@ -135,7 +145,7 @@ class RunExecution {
 
   private async prepare(): Promise<void> {
     const { sql, run } = this
-    const [[version], [member], [enterprise]] = await Promise.all([
+    const [[version], [member], [enterprise], recorded] = await Promise.all([
       sql<
         { definition: VersionDefinition }[]
       >`select definition from task_versions where id = ${run.taskVersionId}`,
@@ -143,8 +153,16 @@ class RunExecution {
         { name: string; email: string; persona: string }[]
       >`select name, email, persona from members where id = ${run.memberId}`,
       sql<{ name: string }[]>`select name from enterprises where id = ${run.enterpriseId}`,
+      readRecordedMemory(sql, run.id),
     ])
     this.definition = version!.definition
+    // Memory (DESIGN 10): recalled and recorded at the run's first start, read back afterwards.
+    const [memory, briefing] = await Promise.all([
+      recallForRun(sql, run, this.definition.goal, recorded),
+      briefingForRun(sql, run, this.definition, recorded),
+    ])
+    this.briefing = briefing.text
+    await this.record([memory.event, briefing.event].filter((e): e is NewEvent => !!e))
     this.sender = member?.email ?? 'osd@localhost'
     this.remember(await readJournal(sql, run.id))
     if (run.resumeFromRunId) {
@@ -179,12 +197,21 @@ class RunExecution {
     if (this.definition.metric?.text) lines.push('', '# Metric', this.definition.metric.text)
     if (this.definition.guardrails.length)
       lines.push('', '# Guardrails', ...this.definition.guardrails.map((g) => `- ${g}`))
+    lines.push(...memorySection(memory.notes))
     lines.push(
       '',
       '# Finishing',
       'Work with the tools you have. When you are done, call os.finish with an outcome and a summary.',
     )
     this.system = lines.join('\n')
+  }
+
+  /** Appends events while the run is this engine's (one that lost it records nothing for it). */
+  private async record(events: NewEvent[]): Promise<void> {
+    if (events.length === 0) return
+    await transaction(this.sql, async (tx) => {
+      if (await this.lockRun(tx)) await appendEvents(tx, events)
+    })
   }
 
   /**
@@ -244,7 +271,7 @@ class RunExecution {
 
   /** The conversation so far: the journal's entries not yet in it are added (none is read again). */
   private messages(): Conversation {
-    this.conversation ??= new Conversation(this.run.input, this.prefix?.messages)
+    this.conversation ??= new Conversation(this.run.input, this.prefix?.messages, this.briefing)
     return this.conversation.follow(this.journal, (id) => this.answers.get(id))
   }
 
@@ -781,6 +808,7 @@ class RunExecution {
    */
   private async writeLog(): Promise<void> {
     const lines = ['# System', this.system, '', '# Input', JSON.stringify(this.run.input, null, 2)]
+    if (this.briefing) lines.push('', this.briefing)
     for (const entry of this.journal) {
       if (entry.kind === 'model') {
         lines.push('', `# Model call ${entry.step} (${entry.request.model ?? ''}): ${entry.state}`)

@@ -1,5 +1,8 @@
-import type { Db } from '../../db/sql.js'
+import { ApiError } from '../../../shared/errors.js'
+import type { Db, Tx } from '../../db/sql.js'
+import { rememberTool } from '../../domain/builtin-tasks.js'
 import { sendMail } from '../../domain/mail.js'
+import { rememberLesson } from '../../domain/memory/index.js'
 import { writePlan } from '../../domain/plans.js'
 import type { RunRow } from '../../domain/runs.js'
 import type { ToolSpec } from './providers.js'
@@ -7,7 +10,8 @@ import type { ToolOutcome } from './mcp.js'
 
 // The built-in os.* tools (spec: Task definition, tools; DESIGN 6). os.finish ends the run with an
 // outcome; os.ask_ceo opens a question gate; os.set_gate_summary says what the next gate asks for;
-// os.mail_send and os.write_plan act, in the transaction that journals the call, so they act once.
+// os.mail_send, os.write_plan and os.remember act, in the transaction that journals the call, so they
+// act once.
 
 const object = (properties: Record<string, unknown>, required: string[]) => ({
   type: 'object',
@@ -63,6 +67,23 @@ export const osTools: Record<string, ToolSpec> = {
       ['title', 'items'],
     ),
   },
+  [rememberTool]: {
+    name: rememberTool,
+    description:
+      "Remember one lesson at the layer you train: later runs and chats of that layer recall it. With correctsId, the lesson corrects that active note (a person's note is corrected only once a person agrees).",
+    parameters: object(
+      {
+        text: { type: 'string', description: 'the lesson, one or two plain sentences' },
+        evidence: {
+          type: 'array',
+          items: { type: 'string' },
+          description: 'the ids of the runs that teach it',
+        },
+        correctsId: { type: 'string', description: 'the id of the active note this corrects' },
+      },
+      ['text', 'evidence'],
+    ),
+  },
   'os.ask_ceo': {
     name: 'os.ask_ceo',
     description:
@@ -84,7 +105,10 @@ export const isOsTool = (name: string) => name in osTools
 
 const text = (value: unknown) => (typeof value === 'string' ? value : JSON.stringify(value ?? ''))
 
-/** Carries out os.mail_send or os.write_plan in `tx` (the transaction that journals the call). */
+/**
+ * Carries out os.mail_send, os.write_plan or os.remember in `tx` (the transaction that journals the
+ * call). What the call is refused for is answered to the model as an error, for it to correct.
+ */
 export async function actOsTool(
   tx: Db,
   run: RunRow,
@@ -114,5 +138,45 @@ export async function actOsTool(
     const plan = await writePlan(tx, run.enterpriseId, run.id, { title: text(args.title), items })
     return { content: `Plan ${plan.id} written with ${items.length} item(s).`, isError: false }
   }
+  if (name === rememberTool) return remember(tx, run, args)
   return { content: `${name} is not a tool that acts here.`, isError: true }
+}
+
+/**
+ * os.remember: the lesson is written in a savepoint, so a refusal (a bad correctsId, a run of another
+ * enterprise, no text) leaves the journal's transaction whole and is answered to the model.
+ */
+async function remember(tx: Db, run: RunRow, args: Record<string, unknown>): Promise<ToolOutcome> {
+  try {
+    const note = await (tx as Tx).savepoint((sp) => rememberLesson(sp, run, args))
+    if (note.status === 'proposed')
+      return {
+        content: `Proposed note ${note.id} as a correction of note ${note.correctsId}, a person's note: it applies once a person agrees in the review queue.`,
+        isError: false,
+      }
+    return {
+      content: note.correctsId
+        ? `Remembered note ${note.id}; it replaces note ${note.correctsId}.`
+        : `Remembered note ${note.id}.`,
+      isError: false,
+    }
+  } catch (err) {
+    if (err instanceof ApiError)
+      return { content: `${rememberTool} refused: ${err.message}`, isError: true }
+    // A value PostgreSQL cannot store (a NUL character in the text): the model's to correct. Anything
+    // else (the database away) is the run's to stop on.
+    if (isDataError(err))
+      return { content: `${rememberTool} refused: ${(err as Error).message}`, isError: true }
+    throw err
+  }
+}
+
+/** A PostgreSQL data exception or integrity violation (SQLSTATE classes 22 and 23). */
+function isDataError(err: unknown): boolean {
+  const code = (err as { name?: unknown; code?: unknown } | null)?.code
+  return (
+    (err as { name?: unknown })?.name === 'PostgresError' &&
+    typeof code === 'string' &&
+    /^2[23]/.test(code)
+  )
 }

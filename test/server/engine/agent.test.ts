@@ -106,6 +106,7 @@ describe('runs through both wire formats', () => {
     expect(types).toEqual([
       'run.queued',
       'run.running',
+      'memory.recalled', // every llm run recalls at its start (test/server/engine/memory.test.ts)
       'model.called',
       'tool.called',
       'run.succeeded',

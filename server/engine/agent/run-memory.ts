@@ -1,0 +1,167 @@
+import type { MemoryLayer } from '../../../shared/schemas/memory.js'
+import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
+import type { Db } from '../../db/sql.js'
+import { rememberTool } from '../../domain/builtin-tasks.js'
+import {
+  chooseTrainingMaterial,
+  defaultRecallLimit,
+  recallNotes,
+  trainingBriefing,
+  trainingScope,
+  type TrainingMaterial,
+} from '../../domain/memory/index.js'
+import type { NewEvent, RunRow } from '../../domain/runs.js'
+
+// What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)
+// and has the notes in its prompt; a training run (one that may call os.remember) is also given its
+// layer's material with its input. Both are recorded as run events at the first start, and a run that
+// starts again (after a gate, a hold, a restart, a takeover) reads them back instead of asking again:
+// its prompt is the one it had, and recall health counts one recall per run.
+//
+// - `memory.recalled` {noteIds}: the notes recalled, best first. A resumed run reads those notes back by
+//   id (a note's text never changes) and keeps those still active: a note tombstoned or superseded
+//   meanwhile is never answered again, so it leaves the prompt; every other note is as it was.
+// - `memory.recall_failed` {reason}: the recall threw; the run goes on without notes, resumed too.
+// - `memory.training_material` {since, runIds, moreRuns, noteIds, moreNotes}: the runs and notes a
+//   training run was given, read back by id when it resumes.
+
+export const memoryEvents = {
+  recalled: 'memory.recalled',
+  recallFailed: 'memory.recall_failed',
+  training: 'memory.training_material',
+} as const
+
+/** A note as a run's prompt shows it. */
+export interface PromptNote {
+  id: string
+  layer: MemoryLayer
+  text: string
+}
+
+/** What a run recorded of memory at its first start (nothing yet on a first start). */
+export interface RecordedMemory {
+  recall?: { type: string; payload: Record<string, unknown> }
+  training?: TrainingMaterial
+}
+
+/** The memory events of a run: its recall and its training material, if it recorded them. */
+export async function readRecordedMemory(db: Db, runId: string): Promise<RecordedMemory> {
+  const rows = await db<{ type: string; payload: Record<string, unknown> }[]>`
+    select type, payload from run_events
+     where run_id = ${runId}
+       and type in (${memoryEvents.recalled}, ${memoryEvents.recallFailed}, ${memoryEvents.training})
+     order by seq`
+  const recorded: RecordedMemory = {}
+  for (const row of rows) {
+    if (row.type === memoryEvents.training) recorded.training ??= row.payload as never
+    else recorded.recall ??= row
+  }
+  return recorded
+}
+
+/** The longest text a run recalls for: its goal and the start of its input. */
+export const maxRecallText = 2000
+
+/**
+ * What a run recalls for: its goal, then its input as words (keys and values, without JSON's quotes,
+ * which websearch_to_tsquery would read as phrases), at most maxRecallText characters.
+ */
+export function recallText(goal: string | undefined, input: Record<string, unknown>): string {
+  const words: string[] = []
+  const walk = (value: unknown): void => {
+    if (value === null || value === undefined) return
+    if (Array.isArray(value)) value.forEach(walk)
+    else if (typeof value === 'object')
+      for (const [key, v] of Object.entries(value)) {
+        words.push(key)
+        walk(v)
+      }
+    else words.push(String(value))
+  }
+  walk(input)
+  return [goal ?? '', ...words]
+    .join(' ')
+    .replace(/["\s]+/g, ' ')
+    .trim()
+    .slice(0, maxRecallText)
+}
+
+/**
+ * The notes a run has in its prompt. At its first start: recalled now (goal + input, defaultRecallLimit
+ * notes), with the event that records it (memory.recalled, or memory.recall_failed when the recall
+ * threw: the run goes on without notes). Afterwards: the notes of its recorded recall, read back.
+ */
+export async function recallForRun(
+  db: Db,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input'>,
+  goal: string | undefined,
+  recorded: RecordedMemory,
+): Promise<{ notes: PromptNote[]; event?: NewEvent }> {
+  if (recorded.recall) {
+    const ids = recorded.recall.payload.noteIds
+    if (recorded.recall.type !== memoryEvents.recalled || !Array.isArray(ids) || ids.length === 0)
+      return { notes: [] }
+    const rows = await db<PromptNote[]>`
+      select n.id, n.layer, n.text
+        from unnest(${db.array(ids as string[])}::uuid[]) with ordinality as r(id, ord)
+        join memory_notes n on n.id = r.id
+       where n.enterprise_id = ${run.enterpriseId} and n.status = 'active'
+       order by r.ord`
+    return { notes: rows }
+  }
+  try {
+    const recalled = await recallNotes(
+      db,
+      run.enterpriseId,
+      run.taskId,
+      recallText(goal, run.input),
+      defaultRecallLimit,
+    )
+    return {
+      notes: recalled.map(({ id, layer, text }) => ({ id, layer, text })),
+      event: { run, type: memoryEvents.recalled, payload: { noteIds: recalled.map((n) => n.id) } },
+    }
+  } catch (err) {
+    return {
+      notes: [],
+      event: {
+        run,
+        type: memoryEvents.recallFailed,
+        payload: { reason: (err as Error).message || String(err) },
+      },
+    }
+  }
+}
+
+/** The prompt's section of recalled notes, each with its layer; none when nothing was recalled. */
+export function memorySection(notes: readonly PromptNote[]): string[] {
+  if (notes.length === 0) return []
+  return [
+    '',
+    '# What the company has learned',
+    "Notes from the company's memory that bear on this run, each with the layer it comes from. Follow them unless your task's own instructions say otherwise.",
+    ...notes.map((n) => `- [${n.layer}] ${n.text.replace(/\s*\n\s*/g, ' ')}`),
+  ]
+}
+
+/**
+ * What a run is given with its input besides the input itself: a training run (its version lists
+ * os.remember and its input names a layer) gets its layer's material (DESIGN 10), chosen at its first
+ * start (with the event that records the choice) and read back by id afterwards.
+ */
+export async function briefingForRun(
+  db: Db,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input'>,
+  definition: Pick<VersionDefinition, 'tools'>,
+  recorded: RecordedMemory,
+): Promise<{ text?: string; event?: NewEvent }> {
+  if (!definition.tools.includes(rememberTool)) return {}
+  const scope = trainingScope(run.input)
+  // os.remember answers such a run that its input names no layer.
+  if (!scope) return {}
+  const material = recorded.training ?? (await chooseTrainingMaterial(db, run, scope))
+  const text = await trainingBriefing(db, run.enterpriseId, scope, material)
+  return recorded.training
+    ? { text }
+    : { text, event: { run, type: memoryEvents.training, payload: { ...material } } }
+}
