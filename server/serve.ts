@@ -5,6 +5,7 @@ import type { Config } from './config.js'
 import { createSealer, secretKey } from './crypto.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
+import { loadServiceCatalog } from './domain/catalog-files.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
 import type { AppDeps } from './http/context.js'
@@ -24,6 +25,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
   try {
     const applied = await migrate(db.sql)
     log.info({ database: db.location, applied }, 'database ready')
+    const catalog = await loadServiceCatalog(db.sql)
+    log.info(catalog, 'catalogue loaded')
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err

@@ -70,6 +70,19 @@ export const taskStatuses = ['active', 'deprecated'] as const
 export const taskOrigins = ['custom', 'copy', 'clone', 'builtin'] as const
 export const taskSorts = ['slug', 'name', 'kind', 'status', 'createdAt', 'updatedAt'] as const
 
+// catalogue
+/** Where a catalogue entry comes from: the service's own files, or an enterprise's published task or role. */
+export const catalogProvenances = ['service', 'enterprise'] as const
+export const catalogTaskSorts = [
+  'slug',
+  'name',
+  'status',
+  'provenance',
+  'createdAt',
+  'updatedAt',
+] as const
+export const catalogRoleSorts = ['slug', 'name', 'provenance', 'createdAt', 'updatedAt'] as const
+
 // tools
 export const toolLayers = ['enterprise', 'team', 'member', 'role', 'task'] as const
 

@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import type { TestProject } from 'vitest/node'
 import { useEmbeddedServer } from '../server/db/embedded.js'
 import { migrate } from '../server/db/migrate.js'
+import { loadServiceCatalog } from '../server/domain/catalog-files.js'
 import { createSql } from '../server/db/sql.js'
 
 declare module 'vitest' {
@@ -37,6 +38,8 @@ export default async function setup(project: TestProject) {
   await admin.unsafe(`create database "${templateDb}"`)
   const template = createSql(withDatabase(adminUrl, templateDb), { max: 1 })
   await migrate(template)
+  // The service's catalogue, as osd serve loads it at start (DESIGN 12).
+  await loadServiceCatalog(template)
   await template.end()
 
   project.provide('adminUrl', adminUrl)

@@ -5,6 +5,7 @@ import { loadConfig, type Config } from '../config.js'
 import { openDatabase } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import type { Sql } from '../db/sql.js'
+import { publish, unpublish, type Published } from '../domain/catalog.js'
 import { createEnterprise, findEnterpriseBySlug, listEnterprises } from '../domain/enterprises.js'
 import { createToken, listTokens, revokeToken } from '../domain/tokens.js'
 import { createLogger } from '../log.js'
@@ -139,6 +140,55 @@ export function registerAdmin(admin: Command): void {
       )
       print(opts.json ?? false, revoked, () => `token ${revoked.id} revoked`)
     })
+
+  const catalog = admin
+    .command('catalog')
+    .description(
+      "publish an enterprise's task or role to every enterprise's catalogue, or take it out",
+    )
+  const target = (opts: { task?: string; role?: string }) => {
+    if (Boolean(opts.task) === Boolean(opts.role)) {
+      throw new UsageError('name exactly one of --task SLUG or --role SLUG')
+    }
+    return { task: opts.task, role: opts.role }
+  }
+  const describe = (p: Published) =>
+    [
+      `${p.kind} ${p.slug} (${p.id}) ${p.published ? 'published' : 'unpublished'}`,
+      ...p.tasks.map((x) => `  task ${x.slug} (${x.id})`),
+      ...(p.published
+        ? []
+        : [`${p.detachedClones} installed clone(s) detached: they keep their last version`]),
+    ].join('\n')
+  for (const [verb, act, help] of [
+    [
+      'publish',
+      publish,
+      'publish a task, or a role with the tasks that name it (repeating changes nothing)',
+    ],
+    [
+      'unpublish',
+      unpublish,
+      'take a task or role out; installed clones keep their last version, detached',
+    ],
+  ] as const) {
+    catalog
+      .command(verb)
+      .description(help)
+      .requiredOption('--enterprise <slug>', 'enterprise slug')
+      .option('--task <slug>', "the enterprise's task")
+      .option('--role <slug>', "the enterprise's role")
+      .option('--json', 'print JSON')
+      .action(
+        async (opts: { enterprise: string; task?: string; role?: string; json?: boolean }) => {
+          const which = target(opts)
+          const result = await withDatabase(dbFlags(), async (sql) =>
+            act(sql, await enterpriseId(sql, opts.enterprise), which),
+          )
+          print(opts.json ?? false, result, () => describe(result))
+        },
+      )
+  }
 }
 
 export class UsageError extends Error {}

@@ -45,7 +45,7 @@ export async function createEnterprise(
 }
 
 export async function findEnterpriseBySlug(db: Db, slug: string): Promise<Enterprise | undefined> {
-  const [row] = await db<Enterprise[]>`select id, slug, name from enterprises where slug = ${slug}`
+  const [row] = await db<Enterprise[]>`select id, slug, name from enterprises where slug = ${slug} and not catalog`
   return row
 }
 
@@ -56,7 +56,7 @@ export async function getEnterprise(db: Db, id: string): Promise<Enterprise> {
 }
 
 export async function listEnterprises(db: Db): Promise<Enterprise[]> {
-  return db<Enterprise[]>`select id, slug, name from enterprises order by created_at, id`
+  return db<Enterprise[]>`select id, slug, name from enterprises where not catalog order by created_at, id`
 }
 
 // --- webhook secret (spec: Enterprise settings; Authentication 8) ---------------------------------
@@ -107,7 +107,7 @@ export async function webhookSecretHolder(
   enterpriseSlug: string,
 ): Promise<WebhookSecretHolder | undefined> {
   const [row] = await db<WebhookSecretHolder[]>`
-    select id, slug, name, webhook_secret_hash as hash from enterprises where slug = ${enterpriseSlug}`
+    select id, slug, name, webhook_secret_hash as hash from enterprises where slug = ${enterpriseSlug} and not catalog`
   return row
 }
 

@@ -56,6 +56,13 @@ export function listRoles(db: Db, enterpriseId: string): Promise<Role[]> {
   return loadRoles(db, enterpriseId)
 }
 
+/** One role as the roles list answers it. */
+export async function getRole(db: Db, enterpriseId: string, id: string): Promise<Role> {
+  const [role] = await loadRoles(db, enterpriseId, id)
+  if (!role) throw roleNotFound(id)
+  return role
+}
+
 export function roleNotFound(id: string): ApiError {
   return new ApiError('role_not_found', `No role ${id} in this enterprise.`)
 }

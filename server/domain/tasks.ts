@@ -42,11 +42,13 @@ export interface TaskRow {
   definitionIssues: DefinitionIssue[]
   origin: 'custom' | 'copy' | 'clone' | 'builtin'
   sourceTaskId: string | null
+  /** A clone whose original left the catalogue: it keeps the last version it had. */
+  detachedAt: Date | null
   createdAt: Date
   updatedAt: Date
 }
 
-interface VersionRow {
+export interface VersionRow {
   id: string
   taskId: string
   number: number
@@ -56,7 +58,8 @@ interface VersionRow {
 
 export const taskColumns = (db: Db) => db`
   t.id, t.enterprise_id, t.slug, t.name, t.team_id, t.assignee_role, t.kind, t.status, t.serialize_on,
-  t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.created_at, t.updated_at`
+  t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.detached_at, t.created_at,
+  t.updated_at`
 
 export function taskNotFound(id: string): ApiError {
   return new ApiError('task_not_found', `No task ${id} in this enterprise.`)
@@ -175,6 +178,8 @@ async function check(
 export interface CreateOptions {
   origin?: TaskRow['origin']
   sourceTaskId?: string
+  /** A clone's first version names the original's version it was written from. */
+  sourceVersionId?: string
 }
 
 export async function createTask(
@@ -200,7 +205,7 @@ export async function createTask(
                 ${kind}, ${input.status ?? 'active'}, ${input.serializeOn ? tx.json(input.serializeOn) : null},
                 ${tx.json(issues)}, ${options.origin ?? 'custom'}, ${options.sourceTaskId ?? null})
         returning id`
-      await insertVersion(tx, enterpriseId, task!.id, 1, definition)
+      await insertVersion(tx, enterpriseId, task!.id, 1, definition, options.sourceVersionId)
       return task!.id
     })
   } catch (err) {
@@ -211,16 +216,17 @@ export async function createTask(
   }
 }
 
-async function insertVersion(
+export async function insertVersion(
   tx: Db,
   enterpriseId: string,
   taskId: string,
   number: number,
   definition: VersionDefinition,
+  sourceVersionId: string | null = null,
 ): Promise<VersionRow> {
   const [version] = await tx<VersionRow[]>`
-    insert into task_versions (enterprise_id, task_id, number, definition)
-    values (${enterpriseId}, ${taskId}, ${number}, ${tx.json(definition as never)})
+    insert into task_versions (enterprise_id, task_id, number, definition, source_version_id)
+    values (${enterpriseId}, ${taskId}, ${number}, ${tx.json(definition as never)}, ${sourceVersionId})
     returning id, task_id, number, definition, created_at`
   await tx`update tasks set current_version_id = ${version!.id}, updated_at = now() where id = ${taskId}`
   return version!
@@ -273,6 +279,8 @@ export async function readTask(
       secretHeader: 'x-os-webhook-secret',
     },
     canEditDefinition: task.origin !== 'clone' && task.origin !== 'builtin',
+    sourceTaskId: task.sourceTaskId,
+    detached: task.detachedAt !== null,
     schedule,
   }
 }
@@ -390,7 +398,8 @@ export async function publishVersion(
 ): Promise<TaskVersion & { definitionIssues: DefinitionIssue[] }> {
   return transaction(db, async (tx) => {
     const task = await loadTask(tx, enterpriseId, id, true)
-    editable(task)
+    if (task.origin === 'clone') refuseCloneDefinition(task, body)
+    else editable(task)
     if (body.baseVersionId && body.baseVersionId !== task.currentVersionId) {
       throw new ApiError(
         'task_version_conflict',
@@ -402,6 +411,17 @@ export async function publishVersion(
     const name = body.name === undefined ? task.name : validName(body.name)
     const slug = body.slug === undefined ? task.slug : validSlug(body.slug)
     if (body.teamId) await requireTeam(tx, enterpriseId, body.teamId)
+    if (task.origin === 'clone') {
+      // A clone's own fields change at once; its definition stays the original's (no version of its own).
+      await updateTaskFields(tx, task, {
+        name,
+        slug,
+        teamId: body.teamId,
+        assigneeRole: body.assigneeRole,
+        status: body.status,
+      })
+      return { ...toVersion(current), definitionIssues: task.definitionIssues }
+    }
     const kind = body.kind ?? task.kind
     const definition: VersionDefinition = { ...current.definition }
     for (const key of Object.keys(definition) as (keyof VersionDefinition)[]) {
@@ -433,8 +453,111 @@ export async function publishVersion(
       }
       throw err
     }
+    await syncClones(
+      tx,
+      {
+        id,
+        kind,
+        serializeOn: body.serializeOn === undefined ? task.serializeOn : body.serializeOn,
+      },
+      version,
+    )
     return { ...toVersion(version), definitionIssues: issues }
   })
+}
+
+/** What a clone's owner may change: the task's own fields, never its definition (DESIGN 12). */
+const cloneOwnFields = new Set([
+  'name',
+  'slug',
+  'teamId',
+  'assigneeRole',
+  'status',
+  'baseVersionId',
+])
+
+function refuseCloneDefinition(task: TaskRow, body: VersionPublish): void {
+  const definitionFields = Object.entries(body)
+    .filter(([key, value]) => value !== undefined && !cloneOwnFields.has(key))
+    .map(([key]) => key)
+  if (definitionFields.length > 0) {
+    throw new ApiError(
+      'task_definition_read_only',
+      `${task.slug} is a clone: its definition (${definitionFields.join(', ')}) belongs to the original's owner, and each new version of the original is what it runs. Its name, slug, team, role and status are yours to change; copy it from the catalogue to change the rest.`,
+      { fields: definitionFields },
+    )
+  }
+}
+
+async function updateTaskFields(
+  tx: Db,
+  task: TaskRow,
+  change: {
+    name: string
+    slug: string
+    teamId?: string | null
+    assigneeRole?: string | null
+    status?: TaskRow['status']
+  },
+): Promise<void> {
+  try {
+    await tx`
+      update tasks
+         set name = ${change.name},
+             slug = ${change.slug},
+             team_id = ${change.teamId === undefined ? task.teamId : change.teamId},
+             assignee_role = ${change.assigneeRole === undefined ? task.assigneeRole : (roleSlug(change.assigneeRole) ?? null)},
+             status = ${change.status ?? task.status},
+             updated_at = now()
+       where id = ${task.id}`
+  } catch (err) {
+    if (isUniqueViolation(err, 'tasks_enterprise_id_slug_key')) {
+      throw new ApiError('task_slug_taken', `A task with the slug "${change.slug}" exists.`)
+    }
+    throw err
+  }
+}
+
+/**
+ * Writes a new version of an original into each of its attached clones, as a new version of the clone
+ * in the clone's own enterprise (DESIGN 12): from then on the clone's runs use it. The checks run
+ * against the clone's enterprise and are kept with the clone; they never refuse (the original's owner
+ * published, the clone's owner did not), so an error found there shows on the clone's Blockers. The
+ * clones are locked, so a save of a clone's own fields waits for this.
+ */
+export async function syncClones(
+  tx: Db,
+  original: { id: string; kind: TaskRow['kind']; serializeOn: string[] | null },
+  version: VersionRow,
+): Promise<number> {
+  const clones = await tx<{ id: string; enterpriseId: string; slug: string }[]>`
+    select id, enterprise_id, slug from tasks
+     where source_task_id = ${original.id} and origin = 'clone' and detached_at is null
+     order by id
+     for update`
+  for (const clone of clones) {
+    const issues = checkDefinition(
+      { ...version.definition, slug: clone.slug, kind: original.kind },
+      await checkContext(tx, clone.enterpriseId, clone.id),
+    )
+    const [latest] = await tx<{ n: number }[]>`
+      select max(number)::int as n from task_versions where task_id = ${clone.id}`
+    await insertVersion(
+      tx,
+      clone.enterpriseId,
+      clone.id,
+      latest!.n + 1,
+      version.definition,
+      version.id,
+    )
+    await tx`
+      update tasks
+         set kind = ${original.kind},
+             serialize_on = ${original.serializeOn ? tx.json(original.serializeOn) : null},
+             definition_issues = ${tx.json(issues)}
+       where id = ${clone.id}`
+  }
+  return clones.length
 }
 
 export async function listVersions(
@@ -524,6 +647,10 @@ export async function deleteTask(db: Db, enterpriseId: string, id: string): Prom
         },
       )
     }
+    // Its clones in other enterprises keep the last version they had (DESIGN 12).
+    await tx`
+      update tasks set detached_at = now()
+       where source_task_id = ${id} and origin = 'clone' and detached_at is null`
     await tx`update tasks set current_version_id = null where id = ${id}`
     await tx`delete from tasks where enterprise_id = ${enterpriseId} and id = ${id}`
   })

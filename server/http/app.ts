@@ -1,5 +1,6 @@
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
+import { catalogRoutes } from '../routes/catalog.js'
 import { executionRoutes } from '../routes/executions.js'
 import { gateRoutes } from '../routes/gates.js'
 import { healthRoutes } from '../routes/health.js'
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/plans', planRoutes(routeDeps))
   app.route('/v1/memory', memoryRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
+  app.route('/v1/catalog', catalogRoutes(routeDeps))
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',

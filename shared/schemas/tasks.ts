@@ -259,6 +259,13 @@ export const TaskRead = z
     definitionIssues: z.array(DefinitionIssue),
     webhook: z.object({ url: z.string(), secretHeader: z.literal('x-os-webhook-secret') }),
     canEditDefinition: z.boolean(),
+    sourceTaskId: Uuid.nullable().meta({
+      description: 'a copy: the task it was copied from; a clone: its catalogue original',
+    }),
+    detached: z.boolean().meta({
+      description:
+        'a clone whose original left the catalogue: it keeps running the last version it had',
+    }),
     schedule: Schedule.nullable(),
   })
   .meta({ id: 'TaskRead' })
