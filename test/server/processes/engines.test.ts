@@ -257,14 +257,11 @@ describe('kill -9 of an engine with runs in every state', () => {
     const paused = (await apiStart(db.sql, enterprise.id, capped, {})).run
     const blocked = (await apiStart(db.sql, blockedEnterprise.id, keyless, {})).run
     const head = (await apiStart(db.sql, enterprise.id, chain, {})).run
-    const cancelled = await enqueueRun(
-      db.sql,
-      enterprise.id,
-      later,
-      { n: 'c' },
-      { origin: 'webhook' },
-    )
-    await cancelRun(db.sql, enterprise.id, cancelled.id)
+    // Cancelled in the transaction that made it: an engine could otherwise end it first.
+    const cancelled = await transaction(db.sql, async (tx) => {
+      const run = await enqueueRun(tx, enterprise.id, later, { n: 'c' }, { origin: 'webhook' })
+      return cancelRun(tx, enterprise.id, run.id)
+    })
     await Promise.all([
       until(gated.id, 'waiting_on_gate'),
       until(paused.id, 'paused_spend'),
