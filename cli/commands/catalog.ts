@@ -160,9 +160,10 @@ async function roleNote(deps: Deps, task: TaskRead): Promise<void> {
     deps.out.error(`nobody holds the role ${role} yet: osctl roles grant ${role} MEMBER\n`)
 }
 
-async function showInstalled(deps: Deps, task: TaskRead, how: string): Promise<void> {
+/** `team` is the team as the user named it (a slug reads better than the id the answer holds). */
+async function showInstalled(deps: Deps, task: TaskRead, team: string, how: string): Promise<void> {
   if (deps.out.json) return printJson(deps.out, task)
-  deps.out.write(`installed task ${task.slug} (${task.id}) on team ${task.teamId}, ${how}\n`)
+  deps.out.write(`installed task ${task.slug} (${task.id}) on team ${team}, ${how}\n`)
   await roleNote(deps, task)
 }
 
@@ -175,7 +176,12 @@ export async function cloneEntry(
   const id = await taskEntryId(client, ref)
   const body = { teamId: await teamId(client, opts.team), name: opts.name, slug: opts.slug }
   const task = await client.post<TaskRead>(`/catalog/tasks/${id}/clone`, body)
-  await showInstalled(deps, task, 'linked to the original: each new version of it is what it runs')
+  await showInstalled(
+    deps,
+    task,
+    opts.team,
+    'linked to the original: each new version of it is what it runs',
+  )
 }
 
 export async function copyEntry(
@@ -192,7 +198,7 @@ export async function copyEntry(
     assigneeRole: opts.role,
   }
   const task = await client.post<TaskRead>(`/catalog/tasks/${id}/copy`, body)
-  await showInstalled(deps, task, 'an independent copy, yours to edit')
+  await showInstalled(deps, task, opts.team, 'an independent copy, yours to edit')
 }
 
 export async function listRoleEntries(
@@ -251,7 +257,7 @@ export async function cloneRoleEntry(
     })
   show(deps.out, cloned, () => {
     const role = cloned.role
-    const where = role.teamId ? `on team ${role.teamId}` : 'enterprise-wide'
+    const where = role.teamId === body.teamId ? `on team ${opts.team}` : 'enterprise-wide'
     deps.out.write(
       `${cloned.roleCreated ? 'installed' : 'reused'} role ${role.slug} (${role.id}) ${where}\n`,
     )
