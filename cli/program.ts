@@ -4,6 +4,7 @@ import type { MakeDeps } from './command.js'
 import { registerApi } from './commands/api.js'
 import { registerAuth } from './commands/auth.js'
 import { registerBlockers } from './commands/blockers.js'
+import { registerCatalog } from './commands/catalog.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
 import { registerExecutions } from './commands/executions.js'
@@ -57,6 +58,7 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerSpend(program, makeDeps)
   registerPlans(program, makeDeps)
   registerMemory(program, makeDeps)
+  registerCatalog(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

@@ -84,8 +84,8 @@ const definitionOrder = [
   'successors',
 ]
 
-/** A version's definition and skill, for `version` and `workflow`. */
-function printVersion(
+/** A version's definition and skill, for `version`, `workflow` and `catalog tasks get`. */
+export function printVersion(
   deps: Deps,
   fields: [string, unknown][],
   definition: VersionDefinition,
