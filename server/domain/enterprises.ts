@@ -45,7 +45,9 @@ export async function createEnterprise(
 }
 
 export async function findEnterpriseBySlug(db: Db, slug: string): Promise<Enterprise | undefined> {
-  const [row] = await db<Enterprise[]>`select id, slug, name from enterprises where slug = ${slug} and not catalog`
+  const [row] = await db<
+    Enterprise[]
+  >`select id, slug, name from enterprises where slug = ${slug} and not catalog`
   return row
 }
 
@@ -56,7 +58,9 @@ export async function getEnterprise(db: Db, id: string): Promise<Enterprise> {
 }
 
 export async function listEnterprises(db: Db): Promise<Enterprise[]> {
-  return db<Enterprise[]>`select id, slug, name from enterprises where not catalog order by created_at, id`
+  return db<
+    Enterprise[]
+  >`select id, slug, name from enterprises where not catalog order by created_at, id`
 }
 
 // --- webhook secret (spec: Enterprise settings; Authentication 8) ---------------------------------
