@@ -107,3 +107,9 @@ export const noteKinds = ['note', 'correction'] as const
  * Only active notes are recalled, asked and listed.
  */
 export const noteStatuses = ['active', 'proposed', 'superseded', 'tombstoned'] as const
+
+// Chats (spec: Endpoints Chats; DESIGN 11), as plain values so osctl offers them without zod.
+export const chatPurposes = ['create_task'] as const
+export const chatStatuses = ['open', 'closed'] as const
+export const chatMessageRoles = ['person', 'member', 'tool'] as const
+export const chatDecisions = ['allow', 'always', 'deny'] as const

@@ -1,0 +1,109 @@
+import { z } from 'zod'
+import { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses } from '../values.js'
+import { IsoTime, JsonObject, Uuid } from './common.js'
+export { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses }
+
+// Chats: a conversation with one member (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). The
+// person's message is stored at once; the member's reply is made by the engine and follows in the chat.
+
+/** The longest message a person may send, in characters (spec: Limits). */
+export const maxChatMessageLength = 20_000
+
+/** How a closed chat ended: a create-task chat is applied or rejected; any chat may be closed. */
+export const chatOutcomes = ['applied', 'rejected', 'closed'] as const
+
+/** Where a tool call of a reply stands: waiting for the person, then allowed (and run) or denied. */
+export const toolCallStatuses = ['waiting', 'allowed', 'denied', 'done', 'failed'] as const
+
+export const Chat = z
+  .object({
+    id: Uuid,
+    memberId: Uuid,
+    purpose: z.enum(chatPurposes).nullable(),
+    status: z.enum(chatStatuses),
+    /** How a closed chat ended; null while open. */
+    outcome: z.enum(chatOutcomes).nullable(),
+    /** The task a create-task chat made, once applied. */
+    taskId: Uuid.nullable(),
+    /** Member replies not yet read by a GET of the chat. */
+    unread: z.number().int(),
+    /** Whether the member is making a reply now (a message sent meanwhile answers 409 chat_replying). */
+    replying: z.boolean(),
+    lastMessageAt: IsoTime.nullable(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'Chat' })
+export type Chat = z.infer<typeof Chat>
+
+/** A tool call the member made in a reply; one that waits is decided by the person. */
+export const ChatToolCall = z
+  .object({
+    id: Uuid,
+    name: z.string(),
+    arguments: JsonObject,
+    status: z.enum(toolCallStatuses),
+    /** What the call answered, once it ran (or why it was refused). */
+    result: z.string().nullable(),
+  })
+  .meta({ id: 'ChatToolCall' })
+export type ChatToolCall = z.infer<typeof ChatToolCall>
+
+/** A question the member asked with os.ask_ceo: a gate of kind chat, answered through /gates/chat. */
+export const ChatQuestion = z
+  .object({
+    gateId: Uuid,
+    questions: z.array(z.string()),
+    choices: z.array(z.object({ key: z.string(), label: z.string() })),
+    status: z.enum(['waiting', 'answered']),
+  })
+  .meta({ id: 'ChatQuestion' })
+
+export const ChatMessage = z
+  .object({
+    id: Uuid,
+    role: z.enum(chatMessageRoles),
+    content: z.string(),
+    toolCall: ChatToolCall.nullable(),
+    question: ChatQuestion.nullable(),
+    createdAt: IsoTime,
+  })
+  .meta({ id: 'ChatMessage' })
+export type ChatMessage = z.infer<typeof ChatMessage>
+
+/** GET /v1/chats/{id}: the chat and its messages, oldest first. */
+export const ChatDetail = Chat.extend({ messages: z.array(ChatMessage) }).meta({ id: 'ChatDetail' })
+export type ChatDetail = z.infer<typeof ChatDetail>
+
+export const ChatCreateInput = z
+  .object({
+    memberId: Uuid.optional(),
+    purpose: z.string().optional().meta({ description: 'create_task; another purpose is refused' }),
+  })
+  .meta({ id: 'ChatCreateInput' })
+
+export const ChatMessageInput = z
+  .object({
+    content: z
+      .string()
+      .max(maxChatMessageLength)
+      .refine((text) => text.trim().length > 0, { message: 'must not be empty' }),
+  })
+  .meta({ id: 'ChatMessageInput' })
+
+export const ChatToolCallDecision = z
+  .object({ decision: z.enum(chatDecisions) })
+  .meta({ id: 'ChatToolCallDecision' })
+
+export const ChatToolGrant = z
+  .object({ id: Uuid, memberId: Uuid, tool: z.string(), createdAt: IsoTime })
+  .meta({ id: 'ChatToolGrant' })
+export type ChatToolGrant = z.infer<typeof ChatToolGrant>
+
+export const ChatUnread = z.object({ count: z.number().int() }).meta({ id: 'ChatUnread' })
+
+/** GET /v1/chats/{id} beyond the spec: wait (up to 30 s) for a message after afterMessageId. */
+export const ChatDetailQuery = z.object({
+  limit: z.string().optional(),
+  afterMessageId: z.string().optional(),
+  waitSeconds: z.string().optional(),
+})
