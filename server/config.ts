@@ -30,6 +30,8 @@ export interface Config {
     redirectUri: string
     scope: string
   }
+  /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10). */
+  improveIntervalMinutes: number
   version: string
 }
 
@@ -73,8 +75,23 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
         `${env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || `http://127.0.0.1:${port}/v1`}/llm/provider_b/oauth/callback`,
       scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
     },
+    improveIntervalMinutes: improveIntervalMinutes(env),
     version: packageVersion,
   }
+}
+
+/**
+ * OSD_IMPROVE_INTERVAL_MINUTES (default 60; 0 lets a task's every failure start one, one at a time).
+ * Read where a trigger decides, so every process on a database decides with its own environment.
+ */
+export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): number {
+  const value = Number(env.OSD_IMPROVE_INTERVAL_MINUTES)
+  return env.OSD_IMPROVE_INTERVAL_MINUTES !== undefined &&
+    env.OSD_IMPROVE_INTERVAL_MINUTES !== '' &&
+    Number.isFinite(value) &&
+    value >= 0
+    ? value
+    : 60
 }
 
 function parsePort(value: string | number): number {

@@ -94,3 +94,9 @@ export const noteKinds = ['note', 'correction'] as const
  * Only active notes are recalled, asked and listed.
  */
 export const noteStatuses = ['active', 'proposed', 'superseded', 'tombstoned'] as const
+
+// recommendations
+export const recommendationStatuses = ['waiting', 'approved', 'declined'] as const
+export const recommendationDecisions = ['approve', 'decline'] as const
+/** GET /v1/recommendations view: those waiting (default), or those decided in the last 60 days. */
+export const recommendationViews = ['waiting', 'decided'] as const
