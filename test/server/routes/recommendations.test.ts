@@ -4,7 +4,9 @@ import { Recommendation, RecommendationDetail } from '../../../shared/schemas/re
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import { TaskRead } from '../../../shared/schemas/tasks.js'
 import { proposeChange } from '../../../server/domain/recommendations.js'
-import type { RunRow } from '../../../server/domain/runs.js'
+import { loadRun, transition, type RunRow } from '../../../server/domain/runs.js'
+import { finishRun } from '../../../server/domain/run-ends.js'
+import { openGate } from '../../../server/domain/gates.js'
 import { ApiError } from '../../../shared/errors.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
@@ -403,5 +405,128 @@ describe('deciding', () => {
     expect([refused.status, refused.body.error]).toEqual([409, 'task_version_conflict'])
     expect(await versionsOf(task.id)).toBe(1)
     expect((await recRow(rec.id)).status).toBe('waiting')
+  })
+})
+
+describe('the automatic trigger (DESIGN 10)', () => {
+  /** Ends a run failed, in a transaction of its own, as an engine does. */
+  const fail = (runId: string) =>
+    t.sql.begin(async (tx) => {
+      const run = await loadRun(tx, t.acme.id, runId, true)
+      return finishRun(tx, run, 'failed', { reason: 'The customer refused it.' })
+    })
+  const improvementsOf = (taskId: string) =>
+    t.sql<{ id: string; status: string; origin: string; input: Record<string, unknown> }[]>`
+      select id, status, origin, input from runs
+       where enterprise_id = ${t.acme.id} and task_slug = 'os-improve' and input ->> 'taskId' = ${taskId}
+         and origin = 'learning'
+       order by created_at`
+  const start = async (taskId: string, input: Record<string, unknown> = {}) => {
+    const res = await t.call('POST', `/v1/tasks/${taskId}/runs`, { body: input })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    return (res.body as { id: string }).id
+  }
+  const withInterval = async (minutes: string, fn: () => Promise<void>) => {
+    const before = process.env.OSD_IMPROVE_INTERVAL_MINUTES
+    process.env.OSD_IMPROVE_INTERVAL_MINUTES = minutes
+    try {
+      await fn()
+    } finally {
+      if (before === undefined) delete process.env.OSD_IMPROVE_INTERVAL_MINUTES
+      else process.env.OSD_IMPROVE_INTERVAL_MINUTES = before
+    }
+  }
+
+  it('a failed run of a custom task starts one os-improve run; not while one is under way; at most once per interval', async () => {
+    const task = await llmTask(t, { serializeOn: ['n'] })
+    const first = await start(task.id, { n: 1 })
+    await fail(first)
+    const [improve, ...more] = await improvementsOf(task.id)
+    expect(more).toEqual([])
+    expect(improve).toMatchObject({ origin: 'learning', input: { taskId: task.id } })
+    expect(['pending', 'queued']).toContain(improve!.status)
+    const events = RunDetail.parse((await t.call('GET', `/v1/runs/${first}`)).body).events
+    expect(events.find((e) => e.type === 'improvement.started')?.payload).toMatchObject({
+      runId: improve!.id,
+      because: 'run failed',
+    })
+    // Under way: a second failure starts none.
+    await fail(await start(task.id, { n: 2 }))
+    expect(await improvementsOf(task.id)).toHaveLength(1)
+    // Finished, but within OSD_IMPROVE_INTERVAL_MINUTES (default 60): none.
+    expect((await t.call('POST', `/v1/runs/${improve!.id}/cancel`, {})).status).toBe(200)
+    await fail(await start(task.id, { n: 3 }))
+    expect(await improvementsOf(task.id)).toHaveLength(1)
+    // With an interval that has passed: one more.
+    await withInterval('0', async () => {
+      await fail(await start(task.id, { n: 4 }))
+      expect(await improvementsOf(task.id)).toHaveLength(2)
+    })
+  })
+
+  it('not while a recommendation of the task waits', async () => {
+    await withInterval('0', async () => {
+      const { task } = await proposal()
+      await fail(await start(task.id))
+      expect(await improvementsOf(task.id)).toEqual([])
+    })
+  })
+
+  it('never for a built-in task, a clone or a deprecated task', async () => {
+    await withInterval('0', async () => {
+      const training = await t.call('POST', '/v1/memory/train', { body: { layer: 'enterprise' } })
+      expect(training.status, JSON.stringify(training.body)).toBe(202)
+      await fail(training.body.id)
+      expect(await improvementsOf(training.body.taskId)).toEqual([])
+
+      const clone = await llmTask(t)
+      const cloneRun = await start(clone.id)
+      await t.sql`update tasks set origin = 'clone' where id = ${clone.id}`
+      await fail(cloneRun)
+      expect(await improvementsOf(clone.id)).toEqual([])
+
+      const deprecated = await llmTask(t)
+      const deprecatedRun = await start(deprecated.id)
+      await t.sql`update tasks set status = 'deprecated' where id = ${deprecated.id}`
+      await fail(deprecatedRun)
+      expect(await improvementsOf(deprecated.id)).toEqual([])
+    })
+  })
+
+  it('ten failures of one task at once start one os-improve run', async () => {
+    await withInterval('0', async () => {
+      const task = await llmTask(t, { serializeOn: ['n'] })
+      const runs = await Promise.all(Array.from({ length: 10 }, (_, n) => start(task.id, { n })))
+      await Promise.all(runs.map(fail))
+      expect(await improvementsOf(task.id)).toHaveLength(1)
+    })
+  })
+
+  it('a rejected gate starts one; an approved gate does not', async () => {
+    await withInterval('0', async () => {
+      const gateOn = async (taskId: string) => {
+        const runId = await start(taskId)
+        return t.sql.begin(async (tx) => {
+          const queued = await loadRun(tx, t.acme.id, runId, true)
+          const running = await transition(tx, queued, 'running')
+          return openGate(tx, running, { kind: 'tool', tool: 'os.mail_send', journalStep: 1 })
+        })
+      }
+      const approvedTask = await llmTask(t)
+      const approved = await gateOn(approvedTask.id)
+      const yes = await t.call('POST', `/v1/gates/${approved.id}/decision`, {
+        body: { decision: 'approve' },
+      })
+      expect(yes.status).toBe(201)
+      expect(await improvementsOf(approvedTask.id)).toEqual([])
+
+      const rejectedTask = await llmTask(t)
+      const rejected = await gateOn(rejectedTask.id)
+      const no = await t.call('POST', `/v1/gates/${rejected.id}/decision`, {
+        body: { decision: 'reject', note: 'Not to that customer.' },
+      })
+      expect(no.status).toBe(201)
+      expect(await improvementsOf(rejectedTask.id)).toHaveLength(1)
+    })
   })
 })
