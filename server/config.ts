@@ -30,8 +30,8 @@ export interface Config {
     redirectUri: string
     scope: string
   }
-  /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10). */
-  improveIntervalMinutes: number
+  /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10); undefined: off. */
+  improveIntervalMinutes: number | undefined
   version: string
 }
 
@@ -81,17 +81,16 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
 }
 
 /**
- * OSD_IMPROVE_INTERVAL_MINUTES (default 60; 0 lets a task's every failure start one, one at a time).
- * Read where a trigger decides, so every process on a database decides with its own environment.
+ * OSD_IMPROVE_INTERVAL_MINUTES (default 60; 0 lets each failure start one, one at a time; `off` starts
+ * none by itself, leaving `osctl tasks improve`). Read where a trigger decides, so every process on a
+ * database decides with its own environment. undefined: off.
  */
-export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): number {
-  const value = Number(env.OSD_IMPROVE_INTERVAL_MINUTES)
-  return env.OSD_IMPROVE_INTERVAL_MINUTES !== undefined &&
-    env.OSD_IMPROVE_INTERVAL_MINUTES !== '' &&
-    Number.isFinite(value) &&
-    value >= 0
-    ? value
-    : 60
+export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.OSD_IMPROVE_INTERVAL_MINUTES?.trim()
+  if (raw === undefined || raw === '') return 60
+  if (raw.toLowerCase() === 'off') return undefined
+  const value = Number(raw)
+  return Number.isFinite(value) && value >= 0 ? value : 60
 }
 
 function parsePort(value: string | number): number {

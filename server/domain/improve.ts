@@ -28,7 +28,8 @@ export interface ImproveCause {
  * that called for it.
  */
 export async function triggerImprovements(tx: Db, causes: readonly ImproveCause[]): Promise<void> {
-  if (causes.length === 0) return
+  const minutes = improveIntervalMinutes()
+  if (causes.length === 0 || minutes === undefined) return
   const candidates = await tx<
     { taskId: string; enterpriseId: string; improveId: string; serializeOn: string[] | null }[]
   >`
@@ -39,7 +40,6 @@ export async function triggerImprovements(tx: Db, causes: readonly ImproveCause[
        and t.origin in ('custom', 'copy') and t.status = 'active'
      order by t.id`
   if (candidates.length === 0) return
-  const minutes = improveIntervalMinutes()
   for (const task of candidates) {
     const cause = causes.find(
       (c) => c.taskId === task.taskId && c.enterpriseId === task.enterpriseId,

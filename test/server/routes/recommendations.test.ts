@@ -464,6 +464,14 @@ describe('the automatic trigger (DESIGN 10)', () => {
     })
   })
 
+  it('OSD_IMPROVE_INTERVAL_MINUTES=off: none starts by itself', async () => {
+    await withInterval('off', async () => {
+      const task = await llmTask(t)
+      await fail(await start(task.id))
+      expect(await improvementsOf(task.id)).toEqual([])
+    })
+  })
+
   it('not while a recommendation of the task waits', async () => {
     await withInterval('0', async () => {
       const { task } = await proposal()
