@@ -17,20 +17,13 @@ let mcp: FakeMcpServer
 let engine: Engine
 const mcpToken = `mcp-token-${randomUUID()}`
 
-const improveInterval = process.env.OSD_IMPROVE_INTERVAL_MINUTES
-
 beforeAll(async () => {
-  // A rejected or sent-back gate would start an os-improve run (DESIGN 10) that takes the scripted
-  // replies of the enterprise's key; learning has its own tests (recommendations.test.ts).
-  process.env.OSD_IMPROVE_INTERVAL_MINUTES = 'off'
   model = await startFakeModelProvider()
   mcp = await startFakeMcpServer({ token: mcpToken })
   t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
   engine = await startTestEngine(t)
 })
 afterAll(async () => {
-  if (improveInterval === undefined) delete process.env.OSD_IMPROVE_INTERVAL_MINUTES
-  else process.env.OSD_IMPROVE_INTERVAL_MINUTES = improveInterval
   await engine?.stop()
   await mcp?.close()
   await model?.close()

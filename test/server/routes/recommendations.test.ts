@@ -8,6 +8,7 @@ import { loadRun, transition, type RunRow } from '../../../server/domain/runs.js
 import { finishRun } from '../../../server/domain/run-ends.js'
 import { openGate } from '../../../server/domain/gates.js'
 import { ApiError } from '../../../shared/errors.js'
+import { improveIntervalMinutes } from '../../../server/config.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
 
@@ -438,30 +439,39 @@ describe('the automatic trigger (DESIGN 10)', () => {
   }
 
   it('a failed run of a custom task starts one os-improve run; not while one is under way; at most once per interval', async () => {
-    const task = await llmTask(t, { serializeOn: ['n'] })
-    const first = await start(task.id, { n: 1 })
-    await fail(first)
-    const [improve, ...more] = await improvementsOf(task.id)
-    expect(more).toEqual([])
-    expect(improve).toMatchObject({ origin: 'learning', input: { taskId: task.id } })
-    expect(['pending', 'queued']).toContain(improve!.status)
-    const events = RunDetail.parse((await t.call('GET', `/v1/runs/${first}`)).body).events
-    expect(events.find((e) => e.type === 'improvement.started')?.payload).toMatchObject({
-      runId: improve!.id,
-      because: 'run failed',
+    await withInterval('60', async () => {
+      const task = await llmTask(t, { serializeOn: ['n'] })
+      const first = await start(task.id, { n: 1 })
+      await fail(first)
+      const [improve, ...more] = await improvementsOf(task.id)
+      expect(more).toEqual([])
+      expect(improve).toMatchObject({ origin: 'learning', input: { taskId: task.id } })
+      expect(['pending', 'queued']).toContain(improve!.status)
+      const events = RunDetail.parse((await t.call('GET', `/v1/runs/${first}`)).body).events
+      expect(events.find((e) => e.type === 'improvement.started')?.payload).toMatchObject({
+        runId: improve!.id,
+        because: 'run failed',
+      })
+      // Under way: a second failure starts none.
+      await fail(await start(task.id, { n: 2 }))
+      expect(await improvementsOf(task.id)).toHaveLength(1)
+      // Finished, but within OSD_IMPROVE_INTERVAL_MINUTES (default 60): none.
+      expect((await t.call('POST', `/v1/runs/${improve!.id}/cancel`, {})).status).toBe(200)
+      await fail(await start(task.id, { n: 3 }))
+      expect(await improvementsOf(task.id)).toHaveLength(1)
+      // With an interval that has passed: one more.
+      await withInterval('0', async () => {
+        await fail(await start(task.id, { n: 4 }))
+        expect(await improvementsOf(task.id)).toHaveLength(2)
+      })
     })
-    // Under way: a second failure starts none.
-    await fail(await start(task.id, { n: 2 }))
-    expect(await improvementsOf(task.id)).toHaveLength(1)
-    // Finished, but within OSD_IMPROVE_INTERVAL_MINUTES (default 60): none.
-    expect((await t.call('POST', `/v1/runs/${improve!.id}/cancel`, {})).status).toBe(200)
-    await fail(await start(task.id, { n: 3 }))
-    expect(await improvementsOf(task.id)).toHaveLength(1)
-    // With an interval that has passed: one more.
-    await withInterval('0', async () => {
-      await fail(await start(task.id, { n: 4 }))
-      expect(await improvementsOf(task.id)).toHaveLength(2)
-    })
+  })
+  it('OSD_IMPROVE_INTERVAL_MINUTES: 60 unless set; minutes; off', () => {
+    expect(improveIntervalMinutes({})).toBe(60)
+    expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '15' })).toBe(15)
+    expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '0' })).toBe(0)
+    expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: 'OFF' })).toBeUndefined()
+    expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '-3' })).toBe(60)
   })
 
   it('OSD_IMPROVE_INTERVAL_MINUTES=off: none starts by itself', async () => {
