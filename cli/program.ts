@@ -16,6 +16,7 @@ import { registerSpend } from './commands/spend.js'
 import { registerTools } from './commands/tools.js'
 import { registerMembers } from './commands/members.js'
 import { registerMemory } from './commands/memory.js'
+import { registerRecommendations } from './commands/recommendations.js'
 import { registerOrg } from './commands/org.js'
 import { registerRoles } from './commands/roles.js'
 import { registerRuns } from './commands/runs.js'
@@ -59,6 +60,7 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerPlans(program, makeDeps)
   registerMemory(program, makeDeps)
   registerCatalog(program, makeDeps)
+  registerRecommendations(program, makeDeps)
   registerTopLevelWebhookSecret(program, makeDeps)
   registerApi(program, makeDeps)
   registerCompletion(program, makeDeps)

@@ -30,6 +30,8 @@ export interface Config {
     redirectUri: string
     scope: string
   }
+  /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10); undefined: off. */
+  improveIntervalMinutes: number | undefined
   version: string
 }
 
@@ -73,8 +75,22 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
         `${env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || `http://127.0.0.1:${port}/v1`}/llm/provider_b/oauth/callback`,
       scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
     },
+    improveIntervalMinutes: improveIntervalMinutes(env),
     version: packageVersion,
   }
+}
+
+/**
+ * OSD_IMPROVE_INTERVAL_MINUTES (default 60; 0 lets each failure start one, one at a time; `off` starts
+ * none by itself, leaving `osctl tasks improve`). Read where a trigger decides, so every process on a
+ * database decides with its own environment. undefined: off.
+ */
+export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.OSD_IMPROVE_INTERVAL_MINUTES?.trim()
+  if (raw === undefined || raw === '') return 60
+  if (raw.toLowerCase() === 'off') return undefined
+  const value = Number(raw)
+  return Number.isFinite(value) && value >= 0 ? value : 60
 }
 
 function parsePort(value: string | number): number {

@@ -42,6 +42,7 @@ export const errorStatus = {
   plan_not_found: 404,
   note_not_found: 404,
   review_item_not_found: 404,
+  recommendation_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -65,6 +66,7 @@ export const errorStatus = {
   delivery_not_replayable: 409,
   note_not_active: 409,
   review_item_decided: 409,
+  recommendation_not_applicable: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)

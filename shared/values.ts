@@ -113,3 +113,8 @@ export const chatPurposes = ['create_task'] as const
 export const chatStatuses = ['open', 'closed'] as const
 export const chatMessageRoles = ['person', 'member', 'tool'] as const
 export const chatDecisions = ['allow', 'always', 'deny'] as const
+// recommendations
+export const recommendationStatuses = ['waiting', 'approved', 'declined'] as const
+export const recommendationDecisions = ['approve', 'decline'] as const
+/** GET /v1/recommendations view: those waiting (default), or those decided in the last 60 days. */
+export const recommendationViews = ['waiting', 'decided'] as const

@@ -2,6 +2,7 @@ import { ApiError } from '../../shared/errors.js'
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import { transaction, type Db } from '../db/sql.js'
 import { appendEvent, transition, type RunRow } from './runs.js'
+import { triggerImprovements } from './improve.js'
 import { idFilter } from '../db/paging.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
@@ -181,6 +182,16 @@ export async function decideGate(
         })
         await transition(tx, run, 'pending', {}, { gateId: id, because: `gate ${input.decision}` })
       }
+      // A person turning a run's call down calls for the task's improvement (DESIGN 10).
+      if (gate.taskId && (input.decision === 'reject' || input.decision === 'request_changes'))
+        await triggerImprovements(tx, [
+          {
+            enterpriseId,
+            taskId: gate.taskId,
+            runId: gate.runId,
+            because: `gate ${input.decision}`,
+          },
+        ])
     }
     return getGate(tx, enterpriseId, id)
   })

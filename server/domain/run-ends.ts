@@ -9,6 +9,7 @@ import {
   type TransitionFields,
 } from './runs.js'
 import { followSuccessors, versionSuccessors } from './successors.js'
+import { triggerImprovements } from './improve.js'
 
 // Ending runs (spec: States and transitions; DESIGN 3, 5): an end and the runs its successors start are
 // one change. Above runs.ts (the status change) and successors.ts (which starts runs), so that neither
@@ -54,6 +55,17 @@ export async function finishAll(
     { through: options.through },
   )
   const followed = successors ? await followSuccessors(tx, ended, successors) : 0
+  // A failed run of a custom task calls for its improvement (DESIGN 10), in the same change.
+  if (to === 'failed')
+    await triggerImprovements(
+      tx,
+      ended.map((run) => ({
+        enterpriseId: run.enterpriseId,
+        taskId: run.taskId,
+        runId: run.id,
+        because: 'run failed',
+      })),
+    )
   return { ended, followed }
 }
 

@@ -388,13 +388,16 @@ function editable(task: TaskRow): void {
  * Publishes a new version (spec: Endpoints Tasks, Publish a version): omitted fields keep the current
  * version's values, null clears; name, slug, teamId, assigneeRole, serializeOn, status and kind change
  * the task at once, and a version is still published. With baseVersionId, a newer current version is
- * a conflict; without it the save is unchecked.
+ * a conflict; without it the save is unchecked. The task's waiting recommendations are declined with
+ * the save (spec: Saving a version declines any waiting recommendation), decided by `saved.by` with
+ * `saved.why` as their reason, else one that names the new version.
  */
 export async function publishVersion(
   db: Db,
   enterpriseId: string,
   id: string,
   body: VersionPublish,
+  saved: { by?: string; why?: string } = {},
 ): Promise<TaskVersion & { definitionIssues: DefinitionIssue[] }> {
   return transaction(db, async (tx) => {
     const task = await loadTask(tx, enterpriseId, id, true)
@@ -462,6 +465,12 @@ export async function publishVersion(
       },
       version,
     )
+    await tx`
+      update recommendations
+         set status = 'declined', decision = 'decline', decided_at = now(),
+             decided_by = ${saved.by ?? null},
+             reason = ${saved.why ?? `Version ${version.number} of the task was saved: a recommendation is proposed against the version it would change.`}
+       where enterprise_id = ${enterpriseId} and task_id = ${id} and status = 'waiting'`
     return { ...toVersion(version), definitionIssues: issues }
   })
 }

@@ -7,6 +7,7 @@ import { healthRoutes } from '../routes/health.js'
 import { llmRoutes } from '../routes/llm.js'
 import { planRoutes } from '../routes/plans.js'
 import { memoryRoutes } from '../routes/memory.js'
+import { recommendationRoutes } from '../routes/recommendations.js'
 import { spendRoutes } from '../routes/spend.js'
 import { toolRoutes } from '../routes/tools.js'
 import { createProviders } from '../engine/agent/providers.js'
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/tools', toolRoutes(routeDeps))
   app.route('/v1/plans', planRoutes(routeDeps))
   app.route('/v1/memory', memoryRoutes(routeDeps))
+  app.route('/v1/recommendations', recommendationRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
   app.route('/v1/catalog', catalogRoutes(routeDeps))
 

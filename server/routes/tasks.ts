@@ -24,6 +24,8 @@ import {
   TaskTrainInput,
 } from '../../shared/schemas/memory.js'
 import { askTaskMemory, taskMemory, writeTaskNote } from '../domain/memory/index.js'
+import { Recommendation, TaskRecommendationQuery } from '../../shared/schemas/recommendations.js'
+import { listTaskRecommendations } from '../domain/recommendations.js'
 import { readPage } from '../db/paging.js'
 import { startRun, toRun } from '../domain/runs.js'
 import { requireOfferedModel } from '../domain/llm.js'
@@ -208,7 +210,9 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     },
     async (c, { params, body }) => {
       await checkModel(c, body.spend)
-      return publishVersion(sql, c.var.caller.enterpriseId, params.id, body)
+      return publishVersion(sql, c.var.caller.enterpriseId, params.id, body, {
+        by: `token:${c.var.caller.tokenId}`,
+      })
     },
   )
 
@@ -360,6 +364,22 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
         query.q,
         query.limit?.trim() ? Number(query.limit) : undefined,
       ),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'listTaskRecommendations',
+      method: 'get',
+      path: '/{id}/recommendations',
+      summary:
+        "The task's recommendations, newest first: those waiting and those decided in the last 60 days (view narrows: waiting, decided, all)",
+      query: TaskRecommendationQuery,
+      response: z.array(Recommendation),
+    },
+    async (c, { params, query }) =>
+      listTaskRecommendations(sql, c.var.caller.enterpriseId, params.id, query.view),
   )
 
   return app

@@ -8,7 +8,17 @@ export type { RunStatus }
 
 // Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).
 
-export const runOrigins = ['api', 'schedule', 'webhook', 'successor', 'retry'] as const
+/** learning: an os-improve run started by a failure or a gate decision (DESIGN 10); recommendation: the run
+ * an approved recommendation starts on the version it published. */
+export const runOrigins = [
+  'api',
+  'schedule',
+  'webhook',
+  'successor',
+  'retry',
+  'learning',
+  'recommendation',
+] as const
 
 /** How a run ended (spec: DESIGN 5, Result); successors match on outcome and look at issue and pr. */
 export const RunResult = z

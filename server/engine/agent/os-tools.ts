@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Db, Tx } from '../../db/sql.js'
-import { rememberTool } from '../../domain/builtin-tasks.js'
+import { proposeChangeTool, rememberTool } from '../../domain/builtin-tasks.js'
+import { proposeChange } from '../../domain/recommendations.js'
 import { sendMail } from '../../domain/mail.js'
 import { rememberLesson } from '../../domain/memory/index.js'
 import { writePlan } from '../../domain/plans.js'
@@ -10,7 +11,7 @@ import type { ToolOutcome } from './mcp.js'
 
 // The built-in os.* tools (spec: Task definition, tools; DESIGN 6). os.finish ends the run with an
 // outcome; os.ask_ceo opens a question gate; os.set_gate_summary says what the next gate asks for;
-// os.mail_send, os.write_plan and os.remember act, in the transaction that journals the call, so they
+// os.mail_send, os.write_plan, os.remember and os.propose_change act, in the transaction that journals the call, so they
 // act once.
 
 const object = (properties: Record<string, unknown>, required: string[]) => ({
@@ -84,6 +85,25 @@ export const osTools: Record<string, ToolSpec> = {
       ['text', 'evidence'],
     ),
   },
+  [proposeChangeTool]: {
+    name: proposeChangeTool,
+    description:
+      'Propose one change to the definition of the task you improve, for a person to approve or decline. changes: only the fields you change, as a version publish takes them (skillMd, goal, guardrails, tools, gates, inputs, spend, successors, metric, workspace, overlapPolicy); rationale: why, in a few sentences; evidence: the runs that show it, each {runId, why}.',
+    parameters: object(
+      {
+        changes: {
+          type: 'object',
+          description: 'the changed fields only, e.g. {"skillMd": "<the whole new skill>"}',
+        },
+        rationale: { type: 'string' },
+        evidence: {
+          type: 'array',
+          items: object({ runId: { type: 'string' }, why: { type: 'string' } }, ['runId', 'why']),
+        },
+      },
+      ['changes', 'rationale', 'evidence'],
+    ),
+  },
   'os.ask_ceo': {
     name: 'os.ask_ceo',
     description:
@@ -139,6 +159,7 @@ export async function actOsTool(
     return { content: `Plan ${plan.id} written with ${items.length} item(s).`, isError: false }
   }
   if (name === rememberTool) return remember(tx, run, args)
+  if (name === proposeChangeTool) return propose(tx, run, args)
   return { content: `${name} is not a tool that acts here.`, isError: true }
 }
 
@@ -167,6 +188,25 @@ async function remember(tx: Db, run: RunRow, args: Record<string, unknown>): Pro
     // else (the database away) is the run's to stop on.
     if (isDataError(err))
       return { content: `${rememberTool} refused: ${(err as Error).message}`, isError: true }
+    throw err
+  }
+}
+
+/**
+ * os.propose_change: the recommendation is stored in a savepoint, so a refusal (changes that fail the
+ * definition checks, with the issues; a second proposal; evidence of another task) stores nothing and
+ * is answered to the model, which may correct itself.
+ */
+async function propose(tx: Db, run: RunRow, args: Record<string, unknown>): Promise<ToolOutcome> {
+  try {
+    const rec = await (tx as Tx).savepoint((sp) => proposeChange(sp, run, args))
+    return {
+      content: `Proposed recommendation ${rec.id} (changes ${Object.keys(rec.changes).join(', ')}) against version ${rec.baseVersionId} of task ${rec.taskSlug}: a person approves or declines it.`,
+      isError: false,
+    }
+  } catch (err) {
+    if (err instanceof ApiError || isDataError(err))
+      return { content: `${proposeChangeTool} refused: ${(err as Error).message}`, isError: true }
     throw err
   }
 }

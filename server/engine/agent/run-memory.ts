@@ -1,7 +1,13 @@
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
-import { rememberTool } from '../../domain/builtin-tasks.js'
+import { proposeChangeTool, rememberTool } from '../../domain/builtin-tasks.js'
+import {
+  chooseImproveMaterial,
+  improveBriefing,
+  type ImproveMaterial,
+} from '../../domain/improve-briefing.js'
+import { improvedTaskId } from '../../domain/recommendations.js'
 import {
   chooseTrainingMaterial,
   defaultRecallLimit,
@@ -29,6 +35,8 @@ export const memoryEvents = {
   recalled: 'memory.recalled',
   recallFailed: 'memory.recall_failed',
   training: 'memory.training_material',
+  /** An improvement run's material: {taskId, versionId, runIds, moreRuns} (DESIGN 10). */
+  improve: 'recommendation.material',
 } as const
 
 /** A note as a run's prompt shows it. */
@@ -42,6 +50,7 @@ export interface PromptNote {
 export interface RecordedMemory {
   recall?: { type: string; payload: Record<string, unknown> }
   training?: TrainingMaterial
+  improve?: ImproveMaterial
 }
 
 /** The memory events of a run: its recall and its training material, if it recorded them. */
@@ -49,11 +58,13 @@ export async function readRecordedMemory(db: Db, runId: string): Promise<Recorde
   const rows = await db<{ type: string; payload: Record<string, unknown> }[]>`
     select type, payload from run_events
      where run_id = ${runId}
-       and type in (${memoryEvents.recalled}, ${memoryEvents.recallFailed}, ${memoryEvents.training})
+       and type in (${memoryEvents.recalled}, ${memoryEvents.recallFailed}, ${memoryEvents.training},
+                    ${memoryEvents.improve})
      order by seq`
   const recorded: RecordedMemory = {}
   for (const row of rows) {
     if (row.type === memoryEvents.training) recorded.training ??= row.payload as never
+    else if (row.type === memoryEvents.improve) recorded.improve ??= row.payload as never
     else recorded.recall ??= row
   }
   return recorded
@@ -155,6 +166,7 @@ export async function briefingForRun(
   definition: Pick<VersionDefinition, 'tools'>,
   recorded: RecordedMemory,
 ): Promise<{ text?: string; event?: NewEvent }> {
+  if (definition.tools.includes(proposeChangeTool)) return improveBriefingForRun(db, run, recorded)
   if (!definition.tools.includes(rememberTool)) return {}
   const scope = trainingScope(run.input)
   // os.remember answers such a run that its input names no layer.
@@ -164,4 +176,24 @@ export async function briefingForRun(
   return recorded.training
     ? { text }
     : { text, event: { run, type: memoryEvents.training, payload: { ...material } } }
+}
+
+/**
+ * An improvement run (its version lists os.propose_change and its input names a task) is given the
+ * task's definition, recent runs and gate decisions (DESIGN 10), chosen at its first start (with the
+ * event that records the choice) and read back by id afterwards.
+ */
+async function improveBriefingForRun(
+  db: Db,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input'>,
+  recorded: RecordedMemory,
+): Promise<{ text?: string; event?: NewEvent }> {
+  const taskId = improvedTaskId(run.input)
+  // os.propose_change answers such a run that its input names no task.
+  if (!taskId) return {}
+  const material = recorded.improve ?? (await chooseImproveMaterial(db, run, taskId))
+  const text = await improveBriefing(db, run.enterpriseId, material)
+  return recorded.improve
+    ? { text }
+    : { text, event: { run, type: memoryEvents.improve, payload: { ...material } } }
 }
