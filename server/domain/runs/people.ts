@@ -1,0 +1,51 @@
+import { ApiError } from '../../../shared/errors.js'
+import { transaction, type Db } from '../../db/sql.js'
+import { type RunRow, loadRun } from './rows.js'
+import { enqueueRun } from './start.js'
+
+// What people do to runs beyond starting and cancelling them: retry and clear.
+
+/**
+ * POST /v1/runs/{id}/retry: a new pending run on the task's current version, in the same execution,
+ * whose input carries priorRunId. Repeated while that run is still pending, the same run answers.
+ */
+export async function retryRun(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<{ run: RunRow; created: boolean }> {
+  return transaction(db, async (tx) => {
+    const original = await loadRun(tx, enterpriseId, id, true)
+    const [pending] = await tx<RunRow[]>`
+      select * from runs
+       where enterprise_id = ${enterpriseId} and previous_run_id = ${id} and origin = 'retry' and status = 'pending'
+       order by created_at desc limit 1`
+    if (pending) return { run: pending, created: false }
+    const run = await enqueueRun(
+      tx,
+      enterpriseId,
+      original.taskId,
+      { ...original.input, priorRunId: original.id },
+      {
+        origin: 'retry',
+        executionId: original.executionId,
+        previousRunId: original.id,
+      },
+    )
+    return { run, created: true }
+  })
+}
+
+/** POST /v1/runs/{id}/clear: takes a failed run off Blockers; a second call changes nothing. */
+export async function clearRun(db: Db, enterpriseId: string, id: string): Promise<RunRow> {
+  const run = await loadRun(db, enterpriseId, id)
+  if (run.status !== 'failed') {
+    throw new ApiError(
+      'illegal_transition',
+      `Only a failed run or a stopped pipeline is on Blockers; run ${id} is ${run.status}.`,
+    )
+  }
+  const [row] = await db<RunRow[]>`
+    update runs set cleared_at = coalesce(cleared_at, now()) where id = ${id} returning *`
+  return row!
+}

@@ -1,0 +1,93 @@
+import { ApiError } from '../../../shared/errors.js'
+import {
+  finishedStatuses,
+  type Run,
+  type RunResult,
+  type RunStatus,
+} from '../../../shared/schemas/runs.js'
+import { type Db } from '../../db/sql.js'
+
+// A run as stored and as answered, and reading one.
+
+/** NOTIFY channel of run events; the payload is the run id. Wakes long-polling readers. */
+export const runChannel = 'osd_run'
+
+export interface RunRow {
+  id: string
+  enterpriseId: string
+  taskId: string
+  taskVersionId: string
+  taskSlug: string
+  taskName: string
+  teamId: string | null
+  kind: 'llm' | 'deterministic'
+  overlapPolicy: 'skip' | 'os'
+  lane: string
+  memberId: string | null
+  status: RunStatus
+  origin: Run['origin']
+  input: Record<string, unknown>
+  result: RunResult | null
+  reason: string | null
+  blockedReason: string | null
+  executionId: string
+  previousRunId: string | null
+  successorEdge: string | null
+  issueKey: string | null
+  resumeFromRunId: string | null
+  stoppedSuccessors: string[] | null
+  costUsdMicros: number
+  notBefore: Date | null
+  leaseOwner: string | null
+  leaseExpiresAt: Date | null
+  attempts: number
+  clearedAt: Date | null
+  createdAt: Date
+  queuedAt: Date | null
+  startedAt: Date | null
+  finishedAt: Date | null
+  updatedAt: Date
+}
+
+export function toRun(row: RunRow): Run {
+  return {
+    id: row.id,
+    status: row.status,
+    input: row.input,
+    costUsdCents: row.costUsdMicros / 10_000,
+    startedAt: row.startedAt?.toISOString() ?? null,
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+    ...(row.status === 'blocked'
+      ? { blockedReason: row.blockedReason ?? 'held for a reason outside the task' }
+      : {}),
+    taskId: row.taskId,
+    taskVersionId: row.taskVersionId,
+    taskSlug: row.taskSlug,
+    memberId: row.memberId,
+    executionId: row.executionId,
+    previousRunId: row.previousRunId,
+    origin: row.origin,
+    result: row.result,
+    reason: row.reason,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  }
+}
+
+export function runNotFound(id: string): ApiError {
+  return new ApiError('run_not_found', `No run ${id} in this enterprise.`)
+}
+
+export async function loadRun(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<RunRow> {
+  const [row] = await db<RunRow[]>`
+    select * from runs where enterprise_id = ${enterpriseId} and id = ${id} ${lock ? db`for no key update` : db``}`
+  if (!row) throw runNotFound(id)
+  return row
+}
+
+export const isFinished = (status: RunStatus) => finishedStatuses.includes(status)
