@@ -437,9 +437,19 @@ export async function chooseModel(
   oauth?: OAuthSettings,
 ): Promise<{ key: ResolvedKey; model: string } | { blocked: string }> {
   const wanted = spend?.model ? providerOfModel(spend.model) : undefined
-  let key = await resolveKey(db, sealer, enterpriseId, scope, wanted, oauth)
-  if (!key && spend?.model && !wanted)
-    key = await resolveKey(db, sealer, enterpriseId, scope, undefined, oauth) // a listed, uncatalogued model
+  let key: ResolvedKey | undefined
+  try {
+    key = await resolveKey(db, sealer, enterpriseId, scope, wanted, oauth)
+    if (!key && spend?.model && !wanted)
+      key = await resolveKey(db, sealer, enterpriseId, scope, undefined, oauth) // a listed, uncatalogued model
+  } catch (err) {
+    // A subscription whose token cannot be refreshed (the sign-in service refused or is away) holds
+    // the run like a missing key, rather than failing its executor until another engine takes it over.
+    if (!(err instanceof ApiError)) throw err
+    return {
+      blocked: `The provider_b subscription's access token could not be refreshed (${err.message}): sign in again with POST /v1/llm/provider_b/oauth/start.`,
+    }
+  }
   if (!key) {
     return {
       blocked: `No model key is connected${wanted ? ` for ${wanted}` : ''} on the member, its team or the enterprise: bind one with POST /v1/llm/bindings.`,

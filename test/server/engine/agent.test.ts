@@ -4,7 +4,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
-import { resolveKey } from '../../../server/domain/llm.js'
+import { chooseModel, resolveKey } from '../../../server/domain/llm.js'
 import { AgentExecutor } from '../../../server/engine/agent/loop.js'
 import { createProviders, ToolNames } from '../../../server/engine/agent/providers.js'
 import type { Engine } from '../../../server/engine/index.js'
@@ -1053,6 +1053,46 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
       })
     } finally {
       await Promise.all(daemons.map((sql) => sql.end()))
+      tokens.close()
+    }
+  })
+
+  it('holds a run whose subscription cannot be refreshed, saying why, instead of failing its engine', async () => {
+    const tokens = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        const grant = new URLSearchParams(body)
+        const ok = grant.get('grant_type') === 'authorization_code'
+        res.writeHead(ok ? 200 : 400, { 'content-type': 'application/json' })
+        // The first token expires at once; the sign-in service then refuses the refresh token.
+        res.end(
+          JSON.stringify(
+            ok
+              ? { access_token: 'access-0', refresh_token: 'refresh-0', expires_in: 1 }
+              : { error: 'invalid_grant' },
+          ),
+        )
+      })
+    })
+    await new Promise<void>((r) => tokens.listen(0, '127.0.0.1', r))
+    const oauth = {
+      authorizeUrl: 'https://signin.example/authorize',
+      tokenUrl: `http://127.0.0.1:${(tokens.address() as AddressInfo).port}/token`,
+      clientId: 'osd-client',
+      redirectUri: 'https://osd.example/v1/llm/provider_b/oauth/callback',
+      scope: 'openid offline_access',
+    }
+    try {
+      const app = await createTestApp({ providerBOAuth: oauth })
+      const started = (await app.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })).body
+      const done = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
+        body: { code: 'the-code', state: started.state },
+      })
+      expect(done.status).toBe(201)
+      const choice = await chooseModel(app.sql, app.sealer, app.acme.id, {}, null, oauth)
+      expect(choice).toEqual({ blocked: expect.stringContaining('invalid_grant') })
+    } finally {
       tokens.close()
     }
   })
