@@ -239,7 +239,8 @@ class ChatReply {
         if (await this.waitForPerson()) return
         continue
       }
-      const last = messages.at(-1)
+      // A notice (no key, a cap) is not the member's answer: the reply is still to be made.
+      const last = messages.filter((m) => !isNotice(m)).at(-1)
       if (!last || last.role === 'member') return void (await this.end('done'))
       if (this.modelCalls >= max) {
         await this.notice(`I stopped after ${max} model calls without a final answer.`, 'done')
@@ -581,6 +582,9 @@ class ChatReply {
   }
 }
 
+/** What the loop said in the member's name about why it could not reply: not part of the conversation. */
+const isNotice = (row: MessageRow) => row.role === 'member' && !row.replyGroup && !!row.turnId
+
 /** The model's view of the chat: the person's messages, the member's replies and their tool calls. */
 export function conversationOf(rows: readonly MessageRow[]): Message[] {
   const messages: Message[] = []
@@ -594,7 +598,7 @@ export function conversationOf(rows: readonly MessageRow[]): Message[] {
       continue
     }
     if (!row.replyGroup) {
-      if (row.role === 'member')
+      if (row.role === 'member' && !isNotice(row))
         messages.push({ role: 'assistant', text: row.content, toolCalls: [] })
       continue
     }
