@@ -40,7 +40,13 @@ export function createApp(deps: AppDeps): Router {
   const chatWatch = new RunWatch(chatChannel)
   chatWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow chat messages'))
   const providers = deps.providers ?? createProviders({ baseUrls: deps.config.providerBaseUrls })
-  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log), runWatch, chatWatch, providers }
+  const routeDeps = {
+    ...deps,
+    caches: createCaches(deps.sql, deps.log),
+    runWatch,
+    chatWatch,
+    providers,
+  }
 
   // DESIGN 4: request id (and its log line) -> body limit and JSON body -> authentication and scope
   // -> route -> errors. Each is one middleware: every level of Hono's dispatch costs on a hot read.
