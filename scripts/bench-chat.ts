@@ -4,7 +4,7 @@
 //             (GET /v1/chats/{id}?afterMessageId=<the message>&waitSeconds=10), one message at a time,
 //             BENCH_MESSAGES of them: p50 and p99 (targets: p50 <= 30 ms, p99 <= 100 ms);
 //   dispatch: BENCH_RUNS deterministic runs started BENCH_CONCURRENCY at a time, from each start to its
-//             run succeeded, alone and then while 50 chats keep replying (each sends its next message as
+//             run dispatched (running), alone and then while 50 chats keep replying (each sends its next message as
 //             soon as its reply is there): the median latency of both, and their ratio (target: <= 1.10).
 // Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
@@ -104,7 +104,7 @@ for (let i = 0; i < concurrency; i++)
     }),
   )
 
-/** Median ms from a run's start to its success, `concurrency` lanes of starts at a time. */
+/** Median ms from a run's start to its dispatch (running, or past it), `concurrency` lanes of starts at a time. */
 async function dispatch(): Promise<number> {
   const times: number[] = []
   let n = 0
@@ -118,7 +118,7 @@ async function dispatch(): Promise<number> {
         })
         let status = run.status
         let after: string | undefined
-        while (status !== 'succeeded' && status !== 'failed') {
+        while (status === 'pending' || status === 'queued') {
           const detail = await call<{ status: string; events: { id: string }[] }>(
             'GET',
             `/runs/${run.id}?waitSeconds=5${after ? `&afterEventId=${after}` : ''}`,
