@@ -507,7 +507,7 @@ class ChatReply {
       if (!call.name.startsWith('os.'))
         granted.set(call.id, await isGranted(sql, this.turn.caller, this.chat.memberId, call.name))
 
-    await transaction(sql, async (tx) => {
+    const step = await transaction(sql, async (tx): Promise<Step> => {
       // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
       await settle(tx, this.layers, reserved, worst, cost, false)
       await tx`
@@ -518,9 +518,13 @@ class ChatReply {
                output_tokens = llm_usage.output_tokens + excluded.output_tokens,
                cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
       await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await this.lockTurn(tx))) return
+      if (!(await this.lockTurn(tx))) return 'stop'
+      // A final answer ends the turn in the same commit: once the reply is readable, so is the next
+      // message's turn (no 409 chat_replying in between).
+      const final = reply.toolCalls.length === 0
       await tx`update chat_turns set model_calls = model_calls + 1,
                       cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
+                      ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
                 where id = ${this.turn.id}`
       const group = randomUUID()
       const base = { turnId: this.turn.id, replyGroup: group }
@@ -577,8 +581,9 @@ class ChatReply {
         }
       }
       this.modelCalls++
+      return final ? 'stop' : 'continue'
     })
-    return 'continue'
+    return step
   }
 }
 
