@@ -398,7 +398,9 @@ export async function decideToolCall(
     if (!message)
       throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
     const call = message.toolCall!
-    if (call.status !== 'waiting' || chat.status === 'closed')
+    if (chat.status === 'closed' && call.status === 'waiting')
+      throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
+    if (call.status !== 'waiting')
       throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
         status: call.status,
       })

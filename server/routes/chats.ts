@@ -150,7 +150,7 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
       body: ChatToolCallDecision,
       status: 201,
       response: ChatMessage,
-      errors: ['tool_call_not_found', 'already_decided', 'illegal_transition'],
+      errors: ['tool_call_not_found', 'already_decided', 'illegal_transition', 'chat_closed'],
     },
     async (c, { params, body }) =>
       decideToolCall(

@@ -264,6 +264,11 @@ describe('messages, reading, closing', () => {
     const e = await t.createEnterprise(`Close ${randomUUID().slice(0, 6)}`)
     const m = await member(e)
     const chat = await open(e, { memberId: m.id })
+    // A call waiting for the person when the chat closes is never run.
+    const [call] = await t.sql<{ id: string }[]>`
+      insert into chat_messages (enterprise_id, chat_id, role, tool_call)
+      values (${e.id}, ${chat.id}, 'tool', ${t.sql.json({ callId: 'c1', name: 'files.rm', arguments: {}, status: 'waiting', result: null })})
+      returning id`
     const closed = await t.call('POST', `/v1/chats/${chat.id}/close`, { token: e.token })
     expect(closed.status).toBe(200)
     expect(Chat.parse(closed.body)).toMatchObject({ status: 'closed', outcome: 'closed' })
@@ -273,6 +278,14 @@ describe('messages, reading, closing', () => {
       await t.call('POST', `/v1/chats/${chat.id}/messages`, {
         token: e.token,
         body: { content: 'hi' },
+      }),
+      409,
+      'chat_closed',
+    )
+    expectError(
+      await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${call!.id}/decision`, {
+        token: e.token,
+        body: { decision: 'allow' },
       }),
       409,
       'chat_closed',
