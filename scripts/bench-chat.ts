@@ -164,6 +164,8 @@ for (let round = 1; round <= rounds; round++) {
   const alone = await dispatch()
   replyMs = loadReplyMs
   const load = await chatting()
+  // Measured once the 50 chats reply steadily, not during their first burst of messages.
+  await new Promise((r) => setTimeout(r, 2 * loadReplyMs + 500))
   const busy = await dispatch()
   const replies = await load.stop()
   replyMs = 0
