@@ -174,6 +174,8 @@ export class ChatLoop {
   }
 
   private execute(turn: TurnRow): void {
+    // This engine's own turn whose lease lapsed while it stalled: the reply in progress goes on.
+    if (this.executing.has(turn.id)) return
     const controller = new AbortController()
     this.executing.set(turn.id, controller)
     const reply = new ChatReply(this.options, turn, controller.signal)
