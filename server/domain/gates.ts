@@ -4,6 +4,7 @@ import { transaction, type Db } from '../db/sql.js'
 import { appendEvent, transition, type RunRow } from './runs.js'
 import { triggerImprovements } from './improve.js'
 import { idFilter } from '../db/paging.js'
+import { questionAnswered } from './chat-turns.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
 // (waiting_on_gate, not under way). The one decision that lands moves the run back in line.
@@ -72,6 +73,24 @@ export interface OpenGate {
   choices?: { key: string; label: string }[] | null
   questions?: string[] | null
   journalStep: number
+}
+
+/** Opens the question gate of os.ask_ceo in a chat (DESIGN 11), in the caller's transaction. */
+export async function openChatGate(
+  tx: Db,
+  chat: { enterpriseId: string; id: string },
+  question: {
+    questions: string[]
+    choices: { key: string; label: string }[]
+    summary: string | null
+  },
+): Promise<Gate> {
+  const [row] = await tx<GateRow[]>`
+    insert into gates (enterprise_id, chat_id, kind, tool, summary, choices, questions)
+    values (${chat.enterpriseId}, ${chat.id}, 'question', 'os.ask_ceo', ${question.summary},
+            ${tx.json(question.choices)}, ${tx.json(question.questions)})
+    returning *`
+  return toGate(row!)
 }
 
 /** Opens a gate for a running run, which waits on it (DESIGN 6); both in the caller's transaction. */
@@ -170,6 +189,7 @@ export async function decideGate(
              answers = ${input.answers === undefined ? null : tx.json(input.answers as never)},
              choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
        where id = ${id}`
+    if (gate.chatId) await questionAnswered(tx, { id, chatId: gate.chatId }, input)
     if (gate.runId) {
       const [run] = await tx<
         RunRow[]

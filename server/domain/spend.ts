@@ -23,15 +23,16 @@ export function today(): string {
 export interface RunLayers {
   enterpriseId: string
   teamId: string | null
-  taskId: string
+  /** None for a chat reply, which spends on its enterprise, team and member (DESIGN 11). */
+  taskId: string | null
   memberId: string | null
 }
 
 function layersOf(run: RunLayers): { layer: SpendLayer; layerId: string }[] {
   const layers: { layer: SpendLayer; layerId: string }[] = [
     { layer: 'enterprise', layerId: run.enterpriseId },
-    { layer: 'task', layerId: run.taskId },
   ]
+  if (run.taskId) layers.push({ layer: 'task', layerId: run.taskId })
   if (run.teamId) layers.push({ layer: 'team', layerId: run.teamId })
   if (run.memberId) layers.push({ layer: 'member', layerId: run.memberId })
   // A fixed order of locking, so two reservations never wait on each other in a circle.

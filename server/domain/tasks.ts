@@ -180,6 +180,8 @@ export interface CreateOptions {
   sourceTaskId?: string
   /** A clone's first version names the original's version it was written from. */
   sourceVersionId?: string
+  /** A task proposed in a create-task chat names the chat (DESIGN 11). */
+  sourceChatId?: string
 }
 
 export async function createTask(
@@ -200,10 +202,11 @@ export async function createTask(
     return await transaction(db, async (tx) => {
       const [task] = await tx<{ id: string }[]>`
         insert into tasks (enterprise_id, slug, name, team_id, assignee_role, kind, status, serialize_on,
-                           definition_issues, origin, source_task_id)
+                           definition_issues, origin, source_task_id, source_chat_id)
         values (${enterpriseId}, ${slug}, ${name}, ${input.teamId ?? null}, ${roleSlug(input.assigneeRole) ?? null},
                 ${kind}, ${input.status ?? 'active'}, ${input.serializeOn ? tx.json(input.serializeOn) : null},
-                ${tx.json(issues)}, ${options.origin ?? 'custom'}, ${options.sourceTaskId ?? null})
+                ${tx.json(issues)}, ${options.origin ?? 'custom'}, ${options.sourceTaskId ?? null},
+                ${options.sourceChatId ?? null})
         returning id`
       await insertVersion(tx, enterpriseId, task!.id, 1, definition, options.sourceVersionId)
       return task!.id

@@ -9,12 +9,14 @@ import type { Logger } from '../log.js'
 import { AgentExecutor } from './agent/loop.js'
 import { createProviders, type ModelProvider } from './agent/providers.js'
 import type { Executor } from './executor.js'
+import { ChatLoop } from './chat-loop.js'
 import { RunLoop } from './run-loop.js'
 import { Scheduler } from './scheduler.js'
 
 export interface Engine {
   id: string
   runs: RunLoop
+  chats: ChatLoop
   stop(): Promise<void>
 }
 
@@ -50,7 +52,18 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     sweepMs: options.sweepMs,
   })
   const scheduler = new Scheduler(sql, log)
+  const chats = new ChatLoop({
+    sql,
+    log,
+    sealer,
+    providers,
+    engineId: id,
+    leaseSeconds: config.leaseSeconds,
+    sweepMs: options.sweepMs,
+    oauth: config.providerBOAuth,
+  })
   await runs.start()
+  await chats.start()
   await scheduler.start()
   // A bound key lets the enterprise's blocked runs try again at once (DESIGN 6).
   const keys = await sql.listen(keyBoundChannel, (enterpriseId) => {
@@ -58,14 +71,19 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       () => runs.wake(),
       (err: unknown) => log.warn({ err }, 'could not retry blocked runs'),
     )
+    chats
+      .unblock(enterpriseId)
+      .catch((err: unknown) => log.warn({ err }, 'could not retry blocked chat replies'))
   })
   log.info({ engine: id }, 'engine started')
   return {
     id,
     runs,
+    chats,
     async stop() {
       await keys.unlisten().catch(() => undefined)
       await scheduler.stop()
+      await chats.stop()
       await runs.stop()
     },
   }

@@ -2,6 +2,8 @@ import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
 import { executionRoutes } from '../routes/executions.js'
+import { chatChannel } from '../domain/chat-turns.js'
+import { chatRoutes } from '../routes/chats.js'
 import { gateRoutes } from '../routes/gates.js'
 import { healthRoutes } from '../routes/health.js'
 import { llmRoutes } from '../routes/llm.js'
@@ -36,8 +38,16 @@ export function createApp(deps: AppDeps): Router {
   const publicRoutes = new PublicRoutes()
   const runWatch = new RunWatch()
   runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
+  const chatWatch = new RunWatch(chatChannel)
+  chatWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow chat messages'))
   const providers = deps.providers ?? createProviders({ baseUrls: deps.config.providerBaseUrls })
-  const routeDeps = { ...deps, caches: createCaches(deps.sql, deps.log), runWatch, providers }
+  const routeDeps = {
+    ...deps,
+    caches: createCaches(deps.sql, deps.log),
+    runWatch,
+    chatWatch,
+    providers,
+  }
 
   // DESIGN 4: request id (and its log line) -> body limit and JSON body -> authentication and scope
   // -> route -> errors. Each is one middleware: every level of Hono's dispatch costs on a hot read.
@@ -59,6 +69,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/blockers', blockerRoutes(routeDeps))
   app.route('/v1/executions', executionRoutes(routeDeps))
   app.route('/v1/gates', gateRoutes(routeDeps))
+  app.route('/v1/chats', chatRoutes(routeDeps))
   app.route('/v1/llm', llmRoutes(routeDeps))
   app.route('/v1/spend', spendRoutes(routeDeps))
   app.route('/v1/tools', toolRoutes(routeDeps))

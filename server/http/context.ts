@@ -36,5 +36,7 @@ export interface AppDeps {
 export interface RouteDeps extends AppDeps {
   caches: Caches
   runWatch: RunWatch
+  /** The same, for chat messages. */
+  chatWatch: RunWatch
   providers: Record<'provider_a' | 'provider_b', ModelProvider>
 }

@@ -6,12 +6,15 @@ import { runChannel } from '../domain/runs.js'
  * every run event sends. One LISTEN per process, however many wait.
  */
 export class RunWatch {
+  /** The channel followed: run events by default; chat messages for the chat long-poll (DESIGN 11). */
+  constructor(private readonly channel: string = runChannel) {}
+
   private waiters = new Map<string, Set<() => void>>()
 
   follow(sql: Sql, onError: (err: unknown) => void): void {
     sql
       .listen(
-        runChannel,
+        this.channel,
         (runId) => this.wake(runId),
         () => this.wakeAll(),
       )

@@ -12,6 +12,7 @@ export {
 } from './notes.js'
 export {
   recallNotes,
+  recallChatNotes,
   searchTaskNotes,
   askTaskMemory,
   recallHealth,

@@ -72,6 +72,37 @@ export async function recallNotes(
   return notes
 }
 
+/**
+ * What a chat reply recalls for the person's message (DESIGN 11): the notes of the member's team and the
+ * enterprise's, best first, `limit` of them (chatMemoryDepth); each answered counts one more recall.
+ */
+export async function recallChatNotes(
+  db: Db,
+  enterpriseId: string,
+  teamId: string | null,
+  text: string,
+  limit: number,
+  count = true,
+): Promise<RecalledNote[]> {
+  const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
+  const search = (filter: Fragment) => db<RecalledRow[]>`
+    with s as materialized (select ${filter} as filter, memory_query(${text}) as query)
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
+           ts_rank(n.search, s.query)::float8 as score
+      from s, memory_notes n
+     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
+       and (n.layer = 'enterprise' or (n.layer = 'team' and n.team_id = ${teamId}::uuid))
+     order by score desc, n.created_at desc, n.id
+     limit ${take}`
+  let rows = await search(db`memory_filter(${text})`)
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
+  if (count && rows.length > 0)
+    await db`
+      update memory_notes set recalls = recalls + 1
+       where enterprise_id = ${enterpriseId} and id = any(${db.array(rows.map((n) => n.id))}::uuid[])`
+  return rows.map((r) => ({ ...r, score: Number(r.score) }))
+}
+
 /** GET /v1/tasks/{id}/memory/ask: the notes for `q`, or, without one, for the task's goal. */
 export async function askTaskMemory(
   db: Db,
@@ -91,8 +122,8 @@ export async function askTaskMemory(
 
 /**
  * Recalls tried over the last 24 hours (spec: recall health window), from the run events the engine
- * writes at each llm run's start: memory.recalled, or memory.recall_failed. Chats do not exist yet, so
- * their counts are 0 until chat replies record their recalls.
+ * writes at each llm run's start: memory.recalled, or memory.recall_failed; and from the chat turns,
+ * each of which records whether its reply's recall succeeded.
  */
 export async function recallHealth(db: Db, enterpriseId: string): Promise<RecallHealth> {
   const [row] = await db<{ succeeded: number; failed: number; since: Date }[]>`
@@ -103,10 +134,16 @@ export async function recallHealth(db: Db, enterpriseId: string): Promise<Recall
      where enterprise_id = ${enterpriseId}
        and type in ('memory.recalled', 'memory.recall_failed')
        and created_at > now() - interval '24 hours'`
+  const [chats] = await db<{ succeeded: number; failed: number }[]>`
+    select count(*) filter (where recall = 'succeeded')::int as succeeded,
+           count(*) filter (where recall = 'failed')::int as failed
+      from chat_turns
+     where enterprise_id = ${enterpriseId} and recall is not null
+       and recalled_at > now() - interval '24 hours'`
   const { succeeded, failed, since } = row!
   return {
     since: since.toISOString(),
     runs: { attempted: succeeded + failed, succeeded, failed },
-    chats: { attempted: 0, succeeded: 0, failed: 0 },
+    chats: { attempted: chats!.succeeded + chats!.failed, ...chats! },
   }
 }

@@ -1,0 +1,562 @@
+import { ApiError } from '../../shared/errors.js'
+import type {
+  Chat,
+  ChatDetail,
+  ChatMessage,
+  ChatToolCall,
+  ChatToolGrant,
+} from '../../shared/schemas/chats.js'
+import { TaskDefinition } from '../../shared/schemas/tasks.js'
+import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
+import { chatChanged, wakeChatTurns } from './chat-turns.js'
+import { createTask } from './tasks.js'
+
+// Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
+// routes' side (open, list, read, send, decide, close, grants) and what the engine's chat loop writes
+// of a reply (its messages are the reply's journal).
+
+export interface ChatRow {
+  id: string
+  enterpriseId: string
+  memberId: string
+  purpose: 'create_task' | null
+  status: 'open' | 'closed'
+  outcome: Chat['outcome']
+  taskId: string | null
+  readSeq: string
+  lastMessageAt: Date | null
+  createdAt: Date
+  unread: number
+  replying: boolean
+}
+
+export interface StoredToolCall {
+  callId: string
+  name: string
+  arguments: Record<string, unknown>
+  status: ChatToolCall['status']
+  result: string | null
+}
+
+export interface MessageRow {
+  id: string
+  chatId: string
+  seq: string
+  role: ChatMessage['role']
+  content: string
+  toolCall: StoredToolCall | null
+  executingAt: Date | null
+  gateId: string | null
+  replyGroup: string | null
+  turnId: string | null
+  createdAt: Date
+  gateQuestions?: string[] | null
+  gateChoices?: { key: string; label: string }[] | null
+  gateStatus?: 'waiting' | 'decided' | null
+}
+
+/** Who decides: the token (or a person's session) that made the call. Grants are the caller's own. */
+export type ChatCaller = string
+
+const chatColumns = (db: Db) => db`
+  c.*,
+  (select count(*)::int from chat_messages m
+    where m.chat_id = c.id and m.role = 'member' and m.seq > c.read_seq) as unread,
+  exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying`
+
+export function toChat(row: ChatRow): Chat {
+  return {
+    id: row.id,
+    memberId: row.memberId,
+    purpose: row.purpose,
+    status: row.status,
+    outcome: row.outcome,
+    taskId: row.taskId,
+    unread: row.unread,
+    replying: row.replying,
+    lastMessageAt: row.lastMessageAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+export function toChatMessage(row: MessageRow): ChatMessage {
+  const call = row.toolCall
+  return {
+    id: row.id,
+    role: row.role,
+    content: row.content,
+    toolCall: call
+      ? {
+          id: row.id,
+          name: call.name,
+          arguments: call.arguments,
+          status: call.status,
+          result: call.result,
+        }
+      : null,
+    question:
+      row.gateId && row.gateQuestions
+        ? {
+            gateId: row.gateId,
+            questions: row.gateQuestions,
+            choices: row.gateChoices ?? [],
+            status: row.gateStatus === 'waiting' ? 'waiting' : 'answered',
+          }
+        : null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+const messageColumns = (db: Db) => db`
+  m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status`
+
+function chatNotFound(id: string): ApiError {
+  return new ApiError('chat_not_found', `No chat ${id} in this enterprise.`)
+}
+
+async function loadChat(db: Db, enterpriseId: string, id: string, lock = false): Promise<ChatRow> {
+  const [row] = lock
+    ? await db<ChatRow[]>`
+        select ${chatColumns(db)} from chats c
+         where c.enterprise_id = ${enterpriseId} and c.id = ${id} for no key update of c`
+    : await db<ChatRow[]>`
+        select ${chatColumns(db)} from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}`
+  if (!row) throw chatNotFound(id)
+  return row
+}
+
+/** Stores a message of a chat and moves its lastMessageAt; readers are woken once it commits. */
+export async function insertMessage(
+  tx: Db,
+  chat: { id: string; enterpriseId: string },
+  message: {
+    role: ChatMessage['role']
+    content: string
+    toolCall?: StoredToolCall
+    gateId?: string
+    replyGroup?: string
+    turnId?: string
+  },
+): Promise<MessageRow> {
+  const [row] = await tx<MessageRow[]>`
+    insert into chat_messages (enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
+    values (${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
+            ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
+            ${message.replyGroup ?? null}, ${message.turnId ?? null})
+    returning *`
+  await tx`update chats set last_message_at = ${row!.createdAt} where id = ${chat.id}`
+  chatChanged(tx, chat.id)
+  return row!
+}
+
+// --- opening and listing ----------------------------------------------------------------------------
+
+async function requireMember(
+  db: Db,
+  enterpriseId: string,
+  memberId: string,
+): Promise<{ id: string; name: string }> {
+  const [member] = await db<{ id: string; name: string }[]>`
+    select id, name from members
+     where enterprise_id = ${enterpriseId} and id = ${memberId}::uuid and removed_at is null`
+  if (!member) throw new ApiError('member_not_found', `No member ${memberId} in this enterprise.`)
+  return member
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/**
+ * POST /v1/chats: a chat with memberId; or purpose create_task, with the coo holder who has held the
+ * role longest (or memberId), a greeting already inside.
+ */
+export async function createChat(
+  db: Db,
+  enterpriseId: string,
+  input: { memberId?: string; purpose?: string },
+): Promise<Chat> {
+  if (input.purpose !== undefined && input.purpose !== 'create_task')
+    throw new ApiError(
+      'unknown_purpose',
+      `purpose: only create_task is known; got "${input.purpose}".`,
+    )
+  if (input.memberId !== undefined && !uuidPattern.test(input.memberId))
+    throw new ApiError('member_not_found', `No member ${input.memberId} in this enterprise.`)
+  return transaction(db, async (tx) => {
+    let member: { id: string; name: string }
+    if (input.memberId) member = await requireMember(tx, enterpriseId, input.memberId)
+    else if (input.purpose === 'create_task') {
+      const [coo] = await tx<{ id: string; name: string }[]>`
+        select m.id, m.name from role_members rm
+          join roles r on r.id = rm.role_id
+          join members m on m.id = rm.member_id
+         where rm.enterprise_id = ${enterpriseId} and r.slug = 'coo' and m.removed_at is null
+         order by rm.granted_at, m.created_at, m.id limit 1`
+      if (!coo)
+        throw new ApiError('no_coo', 'Nobody holds the coo role: give it to a member first.')
+      member = coo
+    } else throw new ApiError('invalid_request', 'body: send memberId, or purpose create_task.')
+    const [row] = await tx<{ id: string }[]>`
+      insert into chats (enterprise_id, member_id, purpose)
+      values (${enterpriseId}, ${member.id}, ${input.purpose ?? null}) returning id`
+    if (input.purpose === 'create_task')
+      await insertMessage(
+        tx,
+        { id: row!.id, enterpriseId },
+        {
+          role: 'member',
+          content: `Hello, I am ${member.name}. Tell me what the task should do, how often and for whom, and I will propose it for you to approve.`,
+        },
+      )
+    return toChat(await loadChat(tx, enterpriseId, row!.id))
+  })
+}
+
+/** GET /v1/chats: most recently active first; purpose chats are not listed. */
+export async function listChats(
+  db: Db,
+  enterpriseId: string,
+  filters: { memberId?: string },
+): Promise<Chat[]> {
+  if (filters.memberId !== undefined && !uuidPattern.test(filters.memberId)) return []
+  const rows = await db<ChatRow[]>`
+    select ${chatColumns(db)} from chats c
+     where c.enterprise_id = ${enterpriseId} and c.purpose is null
+       ${filters.memberId ? db`and c.member_id = ${filters.memberId}` : db``}
+     order by coalesce(c.last_message_at, c.created_at) desc, c.id desc`
+  return rows.map(toChat)
+}
+
+/** GET /v1/chats/unread: unread member replies in the chats the list shows. */
+export async function countUnread(db: Db, enterpriseId: string): Promise<{ count: number }> {
+  const [row] = await db<{ count: number }[]>`
+    select count(*)::int as count from chats c join chat_messages m on m.chat_id = c.id
+     where c.enterprise_id = ${enterpriseId} and c.purpose is null and m.role = 'member'
+       and m.seq > c.read_seq`
+  return { count: row!.count }
+}
+
+export interface DetailQuery {
+  limit?: string
+  afterMessageId?: string
+  waitSeconds?: string
+}
+
+function readLimit(limit: string | undefined): number | undefined {
+  if (limit === undefined) return undefined
+  const n = Number(limit)
+  if (!/^\d+$/.test(limit.trim()) || !Number.isInteger(n) || n < 1 || n > 200)
+    throw new ApiError('invalid_request', `limit: an integer from 1 to 200; got "${limit}".`)
+  return n
+}
+
+async function afterSeq(
+  db: Db,
+  chatId: string,
+  afterMessageId: string | undefined,
+): Promise<string | undefined> {
+  if (afterMessageId === undefined) return undefined
+  const [row] = uuidPattern.test(afterMessageId)
+    ? await db<{ seq: string }[]>`
+        select seq from chat_messages where chat_id = ${chatId} and id = ${afterMessageId}`
+    : []
+  if (!row)
+    throw new ApiError(
+      'invalid_request',
+      `afterMessageId: no message ${afterMessageId} in chat ${chatId}.`,
+    )
+  return row.seq
+}
+
+async function readMessages(
+  db: Db,
+  chatId: string,
+  limit: number | undefined,
+  after: string | undefined,
+): Promise<MessageRow[]> {
+  const rows = await db<MessageRow[]>`
+    select ${messageColumns(db)} from chat_messages m left join gates g on g.id = m.gate_id
+     where m.chat_id = ${chatId} ${after ? db`and m.seq > ${after}` : db``}
+     order by m.seq desc ${limit ? db`limit ${limit}` : db``}`
+  return rows.reverse()
+}
+
+/** Whether the chat has a message after `after` (the long-poll's cheap check). */
+async function hasMessagesAfter(db: Db, chatId: string, after: string): Promise<boolean> {
+  const [row] = await db<{ found: boolean }[]>`
+    select exists (select 1 from chat_messages where chat_id = ${chatId} and seq > ${after}) as found`
+  return row!.found
+}
+
+/** What a long-poll waits with: RunWatch's subscribe, on the chat channel. */
+export type Subscribe = (chatId: string, ms: number) => { ready: Promise<void>; cancel(): void }
+
+/**
+ * GET /v1/chats/{id}: the chat and its messages oldest first (limit: the newest only); afterMessageId
+ * only later ones, and with waitSeconds (up to 30) the answer is held until one exists. Marks it read.
+ */
+export async function getChatDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  query: DetailQuery,
+  wait?: { subscribe: Subscribe; signal?: AbortSignal },
+): Promise<ChatDetail> {
+  const limit = readLimit(query.limit)
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
+  await loadChat(db, enterpriseId, id)
+  const after = await afterSeq(db, id, query.afterMessageId)
+  const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
+  if (wait && after !== undefined && waitMs > 0) {
+    const deadline = Date.now() + waitMs
+    // Each wait starts before the read it guards, so a message landing in between is not missed.
+    let watch = wait.subscribe(id, waitMs)
+    try {
+      while (!(await hasMessagesAfter(db, id, after))) {
+        await watch.ready
+        if (Date.now() >= deadline || wait.signal?.aborted) break
+        watch = wait.subscribe(id, deadline - Date.now())
+      }
+    } finally {
+      watch.cancel()
+    }
+  }
+  const messages = await readMessages(db, id, limit, after)
+  const [row] = await db<ChatRow[]>`
+    with read as (
+      update chats c set read_seq = greatest(read_seq,
+               coalesce((select max(seq) from chat_messages where chat_id = ${id}), 0))
+       where c.id = ${id} returning c.*)
+    select c.*, 0 as unread,
+           exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying
+      from read c`
+  return { ...toChat(row!), messages: messages.map(toChatMessage) }
+}
+
+// --- sending, deciding, closing -------------------------------------------------------------------
+
+/**
+ * POST /v1/chats/{id}/messages: stores the person's message with a turn for the engine to reply to.
+ * A chat whose member still replies answers 409 chat_replying; a closed one 409 chat_closed.
+ */
+export async function sendMessage(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  content: string,
+  caller: ChatCaller,
+): Promise<ChatMessage> {
+  try {
+    return await transaction(db, async (tx) => {
+      const chat = await loadChat(tx, enterpriseId, id, true)
+      if (chat.status === 'closed')
+        throw new ApiError('chat_closed', `Chat ${id} is closed: open another.`)
+      if (chat.replying)
+        throw new ApiError(
+          'chat_replying',
+          `The member is still replying in chat ${id}: wait for the reply (or decide its tool call).`,
+        )
+      const [turn] = await tx<{ id: string }[]>`
+        insert into chat_turns (enterprise_id, chat_id, caller) values (${enterpriseId}, ${id}, ${caller})
+        returning id`
+      const message = await insertMessage(tx, chat, {
+        role: 'person',
+        content,
+        turnId: turn!.id,
+      })
+      wakeChatTurns(tx, id)
+      return toChatMessage(message)
+    })
+  } catch (err) {
+    // Two messages at once: the second finds the first one's turn.
+    if (isUniqueViolation(err, 'chat_turns_active'))
+      throw new ApiError('chat_replying', `The member is still replying in chat ${id}.`)
+    throw err
+  }
+}
+
+/**
+ * POST /v1/chats/{id}/tool-calls/{callId}/decision: allow runs the call once (the engine runs it),
+ * always also stores the caller's grant, deny tells the member it was refused. In a create-task chat,
+ * allowing os.create_task creates the task and closes the chat (applied); denying it closes the chat
+ * (rejected). A decided call answers 409 already_decided.
+ */
+export async function decideToolCall(
+  db: Db,
+  enterpriseId: string,
+  chatId: string,
+  callId: string,
+  decision: 'allow' | 'always' | 'deny',
+  caller: ChatCaller,
+): Promise<ChatMessage> {
+  const outcome = await transaction(db, async (tx) => {
+    const chat = await loadChat(tx, enterpriseId, chatId, true)
+    const [message] = uuidPattern.test(callId)
+      ? await tx<MessageRow[]>`
+          select * from chat_messages where chat_id = ${chatId} and id = ${callId} and tool_call is not null
+             for update`
+      : []
+    if (!message)
+      throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
+    const call = message.toolCall!
+    if (chat.status === 'closed' && call.status === 'waiting')
+      throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
+    if (call.status !== 'waiting')
+      throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
+        status: call.status,
+      })
+    if (message.gateId)
+      throw new ApiError(
+        'illegal_transition',
+        `Tool call ${callId} is a question: answer it with POST /v1/gates/chat/${chatId}/decision.`,
+      )
+    const set = (status: StoredToolCall['status'], result: string | null) => tx`
+      update chat_messages set tool_call = tool_call || ${tx.json({ status, result } as never)}
+       where id = ${message.id}`
+    const goOn = () => tx`update chat_turns set status = 'pending', updated_at = now()
+                           where id = ${message.turnId} and status = 'waiting'`
+    const endTurn = () => tx`update chat_turns set status = 'done', updated_at = now()
+                              where id = ${message.turnId}`
+    if (decision === 'always')
+      await tx`
+        insert into chat_tool_grants (enterprise_id, caller, member_id, tool)
+        values (${enterpriseId}, ${caller}, ${chat.memberId}, ${call.name}) on conflict do nothing`
+    const proposal = chat.purpose === 'create_task' && call.name === 'os.create_task'
+    if (decision === 'deny') {
+      await set('denied', 'The person refused this call.')
+      if (proposal) {
+        await endTurn()
+        await tx`update chats set status = 'closed', outcome = 'rejected' where id = ${chatId}`
+      } else await goOn()
+    } else if (proposal) {
+      const created = await createProposedTask(tx, enterpriseId, call.arguments, chatId)
+      if ('taskId' in created) {
+        await set('done', `Created task ${created.taskId}.`)
+        await endTurn()
+        await tx`update chats set status = 'closed', outcome = 'applied', task_id = ${created.taskId}
+                  where id = ${chatId}`
+      } else {
+        await set('failed', created.error)
+        await goOn()
+      }
+    } else {
+      await set('allowed', null)
+      await goOn()
+    }
+    chatChanged(tx, chatId)
+    wakeChatTurns(tx, chatId)
+    return message.id
+  })
+  const [row] = await db<MessageRow[]>`
+    select ${messageColumns(db)} from chat_messages m left join gates g on g.id = m.gate_id
+     where m.id = ${outcome}`
+  return toChatMessage(row!)
+}
+
+function definitionOf(args: Record<string, unknown>): TaskDefinition {
+  return (args.definition ?? {}) as TaskDefinition
+}
+
+/** Creates the task os.create_task proposed, naming the chat; its errors are the member's to correct. */
+async function createProposedTask(
+  tx: Db,
+  enterpriseId: string,
+  args: Record<string, unknown>,
+  chatId: string,
+): Promise<{ taskId: string } | { error: string }> {
+  const problem = await checkProposal(tx, enterpriseId, args)
+  if (problem) return { error: problem }
+  const taskId = await createTask(tx, enterpriseId, definitionOf(args), { sourceChatId: chatId })
+  return { taskId }
+}
+
+const rollback = new Error('rollback')
+
+/**
+ * The definition checks of POST /v1/tasks on a proposed definition, nothing kept: undefined when it would
+ * be created, else what is wrong, in words the member can correct it by.
+ */
+export async function checkProposal(
+  db: Db,
+  enterpriseId: string,
+  args: Record<string, unknown>,
+): Promise<string | undefined> {
+  const parsed = TaskDefinition.safeParse(args.definition)
+  if (!parsed.success)
+    return `definition: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`).join('; ')}`
+  try {
+    await transaction(db, async (tx) => {
+      await tx`savepoint proposal`
+      try {
+        await createTask(tx, enterpriseId, parsed.data)
+      } finally {
+        await tx`rollback to savepoint proposal`
+      }
+      throw rollback
+    })
+  } catch (err) {
+    if (err === rollback) return undefined
+    if (err instanceof ApiError)
+      return `${err.code}: ${err.message}${err.extra ? ` ${JSON.stringify(err.extra)}` : ''}`
+    throw err
+  }
+  return undefined
+}
+
+/** POST /v1/chats/{id}/close: closed; repeating changes nothing. */
+export async function closeChat(db: Db, enterpriseId: string, id: string): Promise<Chat> {
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
+  return transaction(db, async (tx) => {
+    const chat = await loadChat(tx, enterpriseId, id, true)
+    if (chat.status === 'open') {
+      await tx`update chats set status = 'closed', outcome = 'closed' where id = ${id}`
+      // A reply in progress ends with the chat; a waiting call is never run.
+      await tx`update chat_turns set status = 'done', updated_at = now() where chat_id = ${id} and status <> 'done'`
+      chatChanged(tx, id)
+    }
+    return toChat(await loadChat(tx, enterpriseId, id))
+  })
+}
+
+// --- grants -------------------------------------------------------------------------------------------
+
+export async function listGrants(
+  db: Db,
+  enterpriseId: string,
+  caller: ChatCaller,
+  memberId: string | undefined,
+): Promise<ChatToolGrant[]> {
+  if (memberId !== undefined && !uuidPattern.test(memberId)) return []
+  const rows = await db<{ id: string; memberId: string; tool: string; createdAt: Date }[]>`
+    select id, member_id, tool, created_at from chat_tool_grants
+     where enterprise_id = ${enterpriseId} and caller = ${caller}
+       ${memberId ? db`and member_id = ${memberId}` : db``}
+     order by created_at desc, id`
+  return rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString() }))
+}
+
+export async function deleteGrant(
+  db: Db,
+  enterpriseId: string,
+  caller: ChatCaller,
+  grantId: string,
+): Promise<void> {
+  const rows = await db`
+    delete from chat_tool_grants
+     where enterprise_id = ${enterpriseId} and caller = ${caller} and id = ${grantId} returning id`
+  if (rows.length === 0)
+    throw new ApiError('grant_not_found', `No tool grant ${grantId} of this caller.`)
+}
+
+/** Whether the caller that sent a turn's message granted the member's tool for good. */
+export async function isGranted(
+  db: Db,
+  caller: ChatCaller | null,
+  memberId: string,
+  tool: string,
+): Promise<boolean> {
+  if (!caller) return false
+  const [row] = await db<{ found: boolean }[]>`
+    select exists (select 1 from chat_tool_grants
+                    where caller = ${caller} and member_id = ${memberId} and tool = ${tool}) as found`
+  return row!.found
+}

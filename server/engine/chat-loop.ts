@@ -1,0 +1,637 @@
+import { randomUUID } from 'node:crypto'
+import { priceOf, type Provider } from '../../shared/schemas/models.js'
+import type { ModelTier } from '../../shared/schemas/models.js'
+import type { Sealer } from '../crypto.js'
+import { transaction, type Db, type Sql } from '../db/sql.js'
+import { chatChanged, chatTurnChannel, listenChatTurnsLocally } from '../domain/chat-turns.js'
+import {
+  checkProposal,
+  insertMessage,
+  isGranted,
+  type MessageRow,
+  type StoredToolCall,
+} from '../domain/chats.js'
+import { openChatGate } from '../domain/gates.js'
+import { chooseModel, type OAuthSettings } from '../domain/llm.js'
+import { recallChatNotes } from '../domain/memory/index.js'
+import { reserve, settle, type RunLayers } from '../domain/spend.js'
+import { connectionsForRun } from '../domain/tool-connections.js'
+import type { Logger } from '../log.js'
+import { McpTools } from './agent/mcp.js'
+import { osTools } from './agent/os-tools.js'
+import {
+  ProviderError,
+  type Message,
+  type ModelProvider,
+  type ModelReply,
+  type ToolSpec,
+} from './agent/providers.js'
+import { memorySection, type PromptNote } from './agent/run-memory.js'
+
+// The engine's chat replies (DESIGN 11): a chat turn (one per person message) is claimed like a run,
+// with a lease renewed while the reply is made and taken over once it lapses. The chat's messages are
+// the turn's journal: a model call's answer is stored (text and tool calls) before anything acts on it,
+// and a tool call is marked executing before it acts, so an engine that takes a turn over finishes the
+// reply and never makes a tool call twice (one found executing is answered as of unknown outcome).
+
+export interface ChatLoopOptions {
+  sql: Sql
+  sealer: Sealer
+  providers: Record<Provider, ModelProvider>
+  log: Logger
+  engineId: string
+  leaseSeconds?: number
+  sweepMs?: number
+  oauth?: OAuthSettings
+  /** Model calls one reply may make. */
+  maxModelCalls?: number
+  maxTokens?: number
+}
+
+interface TurnRow {
+  id: string
+  enterpriseId: string
+  chatId: string
+  status: string
+  caller: string | null
+  modelCalls: number
+  recall: 'succeeded' | 'failed' | null
+}
+
+/** How many notes a reply recalls at each chatMemoryDepth. */
+const depthNotes: Record<string, number> = { off: 0, small: 3, medium: 8, large: 20 }
+
+const createTaskTool: ToolSpec = {
+  name: 'os.create_task',
+  description:
+    'Propose the task to create: definition is the body of POST /v1/tasks (name, skillMd, assigneeRole, goal, tools, schedule...). It is checked now; errors come back to you to correct. The person then allows or denies it.',
+  parameters: {
+    type: 'object',
+    properties: { definition: { type: 'object' } },
+    required: ['definition'],
+  },
+}
+
+export class ChatLoop {
+  private readonly executing = new Map<string, AbortController>()
+  private readonly working = new Set<Promise<void>>()
+  private passing = false
+  private again = false
+  private stopped = false
+  private timers: NodeJS.Timeout[] = []
+  private listener: { unlisten(): Promise<void> } | undefined
+  private unlistenLocally: (() => void) | undefined
+
+  constructor(private readonly options: ChatLoopOptions) {}
+
+  private get leaseSeconds(): number {
+    return this.options.leaseSeconds ?? 30
+  }
+
+  async start(): Promise<void> {
+    const { sql, sweepMs = 5_000 } = this.options
+    this.unlistenLocally = listenChatTurnsLocally(() => this.wake())
+    this.listener = await sql.listen(
+      chatTurnChannel,
+      () => this.wake(),
+      () => this.wake(),
+    )
+    this.timers.push(setInterval(() => this.wake(), sweepMs))
+    this.timers.push(setInterval(() => void this.renew(), (this.leaseSeconds * 1000) / 3))
+    this.wake()
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    for (const timer of this.timers) clearInterval(timer)
+    this.unlistenLocally?.()
+    await this.listener?.unlisten().catch(() => undefined)
+    for (const controller of this.executing.values()) controller.abort()
+    await Promise.allSettled([...this.working])
+    // What this engine was replying to goes back in line for the next engine, at once.
+    await this.options.sql`
+      update chat_turns set status = 'pending', lease_owner = null, lease_expires_at = null
+       where lease_owner = ${this.options.engineId} and status = 'running'`.catch(() => undefined)
+  }
+
+  /** A bound key lets the enterprise's blocked replies try again at once. */
+  async unblock(enterpriseId: string): Promise<void> {
+    await this.options.sql`
+      update chat_turns set status = 'pending', updated_at = now()
+       where enterprise_id = ${enterpriseId} and status = 'blocked'`
+    this.wake()
+  }
+
+  wake(): void {
+    if (this.stopped) return
+    if (this.passing) {
+      this.again = true
+      return
+    }
+    this.passing = true
+    setImmediate(() => void this.pass())
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      do {
+        this.again = false
+        for (;;) {
+          if (this.stopped) break
+          const turn = await this.claim()
+          if (!turn) break
+          this.execute(turn)
+        }
+      } while (this.again && !this.stopped)
+    } catch (err) {
+      this.options.log.warn({ err }, 'chat loop pass failed; trying again at the next wake')
+    } finally {
+      this.passing = false
+    }
+  }
+
+  private async claim(): Promise<TurnRow | undefined> {
+    const { sql, engineId } = this.options
+    const [turn] = await sql<TurnRow[]>`
+      update chat_turns t
+         set status = 'running', lease_owner = ${engineId},
+             lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds}), updated_at = now()
+       where t.id = (select id from chat_turns
+                      where status = 'pending' or (status = 'running' and lease_expires_at < now())
+                      order by created_at limit 1 for update skip locked)
+      returning t.*`
+    return turn
+  }
+
+  private async renew(): Promise<void> {
+    if (this.executing.size === 0) return
+    await this.options.sql`
+      update chat_turns set lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds})
+       where lease_owner = ${this.options.engineId} and status = 'running'
+         and id = any(${this.options.sql.array([...this.executing.keys()])}::uuid[])`.catch(
+      (err: unknown) => this.options.log.warn({ err }, 'could not renew chat leases'),
+    )
+  }
+
+  private execute(turn: TurnRow): void {
+    // This engine's own turn whose lease lapsed while it stalled: the reply in progress goes on.
+    if (this.executing.has(turn.id)) return
+    const controller = new AbortController()
+    this.executing.set(turn.id, controller)
+    const reply = new ChatReply(this.options, turn, controller.signal)
+    const work = reply
+      .go()
+      .catch((err: unknown) =>
+        this.options.log.error({ err, chatId: turn.chatId }, 'chat reply failed'),
+      )
+      .finally(async () => {
+        await reply.close()
+        this.executing.delete(turn.id)
+        this.working.delete(work)
+      })
+    this.working.add(work)
+  }
+}
+
+type Step = 'continue' | 'stop'
+
+class ChatReply {
+  private readonly sql: Sql
+  private system = ''
+  private tools: ToolSpec[] = []
+  private mcp: McpTools | undefined
+  private chat!: {
+    id: string
+    enterpriseId: string
+    memberId: string
+    purpose: string | null
+    status: string
+  }
+  private layers!: RunLayers
+  private tier: ModelTier = 'mid'
+  private modelCalls: number
+
+  constructor(
+    private readonly options: ChatLoopOptions,
+    private readonly turn: TurnRow,
+    private readonly signal: AbortSignal,
+  ) {
+    this.sql = options.sql
+    this.modelCalls = turn.modelCalls
+  }
+
+  async close(): Promise<void> {
+    await this.mcp?.close()
+  }
+
+  async go(): Promise<void> {
+    if (!(await this.prepare())) return
+    await this.settleInterrupted()
+    const max = this.options.maxModelCalls ?? 10
+    for (;;) {
+      if (this.signal.aborted) return
+      const messages = await this.messages()
+      const mine = messages.filter((m) => m.turnId === this.turn.id && m.toolCall)
+      const allowed = mine.filter((m) => m.toolCall!.status === 'allowed')
+      if (allowed.length) {
+        for (const message of allowed) if ((await this.runTool(message)) === 'stop') return
+        continue
+      }
+      if (mine.some((m) => m.toolCall!.status === 'waiting')) {
+        if (await this.waitForPerson()) return
+        continue
+      }
+      // A notice (no key, a cap) is not the member's answer: the reply is still to be made.
+      const last = messages.filter((m) => !isNotice(m)).at(-1)
+      if (!last || last.role === 'member') return void (await this.end('done'))
+      if (this.modelCalls >= max) {
+        await this.notice(`I stopped after ${max} model calls without a final answer.`, 'done')
+        return
+      }
+      if ((await this.modelCall(messages)) === 'stop') return
+    }
+  }
+
+  // --- what the reply works with -------------------------------------------------------------------
+
+  private async prepare(): Promise<boolean> {
+    const { sql, turn } = this
+    const [chat] = await sql<(typeof this.chat)[]>`
+      select id, enterprise_id, member_id, purpose, status from chats where id = ${turn.chatId}`
+    if (!chat || chat.status === 'closed') {
+      await this.end('done')
+      return false
+    }
+    this.chat = chat
+    const [[member], [enterprise], [team]] = await Promise.all([
+      sql<{ name: string; persona: string }[]>`
+        select name, persona from members where id = ${chat.memberId}`,
+      sql<{ name: string; chatModelTier: ModelTier; chatMemoryDepth: string }[]>`
+        select name, chat_model_tier, chat_memory_depth from enterprises where id = ${chat.enterpriseId}`,
+      sql<{ teamId: string }[]>`
+        select team_id from team_members where member_id = ${chat.memberId} order by joined_at limit 1`,
+    ])
+    this.tier = enterprise?.chatModelTier ?? 'mid'
+    this.layers = {
+      enterpriseId: chat.enterpriseId,
+      teamId: team?.teamId ?? null,
+      taskId: null,
+      memberId: chat.memberId,
+    }
+    const notes = await this.recall(enterprise?.chatMemoryDepth ?? 'medium')
+
+    this.tools = [osTools['os.ask_ceo']!]
+    if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
+    const connections = await connectionsForRun(
+      sql,
+      this.options.sealer,
+      { ...this.layers, taskId: '00000000-0000-0000-0000-000000000000' },
+      undefined,
+    )
+    if (connections.length) {
+      this.mcp = new McpTools(connections, this.options.log)
+      this.tools.push(...(await this.mcp.connect()))
+    }
+    const lines = [
+      `You are ${member?.name ?? 'a team member'}${member?.persona ? `. ${member.persona}` : ''}.`,
+      `You work for ${enterprise?.name ?? 'the enterprise'} and are chatting with one of its people.`,
+      'Answer in plain text. Each tool call you make is shown to the person, who allows or denies it.',
+      'To ask the person something you need decided, call os.ask_ceo.',
+    ]
+    if (chat.purpose === 'create_task')
+      lines.push(
+        '',
+        '# Creating a task',
+        'The person wants a new task. Ask what you need, then propose it with os.create_task {definition}. If the checks refuse it, correct it and propose again.',
+      )
+    lines.push(...memorySection(notes))
+    this.system = lines.join('\n')
+    return true
+  }
+
+  /** Memory at chatMemoryDepth for the person's message; the turn records the recall once. */
+  private async recall(depth: string): Promise<PromptNote[]> {
+    const limit = depthNotes[depth] ?? 8
+    if (limit === 0) return []
+    const [message] = await this.sql<{ content: string }[]>`
+      select content from chat_messages where turn_id = ${this.turn.id} and role = 'person'
+       order by seq limit 1`
+    const first = this.turn.recall === null
+    try {
+      const notes = await recallChatNotes(
+        this.sql,
+        this.chat.enterpriseId,
+        this.layers.teamId,
+        message?.content ?? '',
+        limit,
+        first,
+      )
+      if (first)
+        await this.sql`update chat_turns set recall = 'succeeded', recalled_at = now()
+                        where id = ${this.turn.id} and recall is null`
+      return notes.map(({ id, layer, text }) => ({ id, layer, text }))
+    } catch (err) {
+      this.options.log.warn({ err }, 'chat recall failed')
+      if (first)
+        await this.sql`update chat_turns set recall = 'failed', recalled_at = now()
+                        where id = ${this.turn.id} and recall is null`
+      return []
+    }
+  }
+
+  private async messages(): Promise<MessageRow[]> {
+    return this.sql<MessageRow[]>`
+      select * from chat_messages where chat_id = ${this.chat.id} order by seq`
+  }
+
+  /** Locks the turn while it is this engine's to move; false once it is not (taken over, closed). */
+  private async lockTurn(tx: Db): Promise<boolean> {
+    const [row] = await tx<{ status: string; leaseOwner: string | null }[]>`
+      select status, lease_owner from chat_turns where id = ${this.turn.id} for update`
+    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+  }
+
+  private async end(status: 'done' | 'blocked'): Promise<void> {
+    await this.sql`
+      update chat_turns set status = ${status}, lease_owner = null, lease_expires_at = null, updated_at = now()
+       where id = ${this.turn.id} and status = 'running' and lease_owner = ${this.options.engineId}`
+  }
+
+  /** A message of the member about why it cannot reply (no key, a cap, a failed call), once. */
+  private async notice(content: string, status: 'done' | 'blocked'): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
+      if (!(await this.lockTurn(tx))) return
+      const [last] = await tx<{ content: string }[]>`
+        select content from chat_messages where chat_id = ${this.chat.id} order by seq desc limit 1`
+      if (last?.content !== content)
+        await insertMessage(tx, this.chat, { role: 'member', content, turnId: this.turn.id })
+      await tx`update chat_turns set status = ${status}, lease_owner = null, lease_expires_at = null,
+                      updated_at = now() where id = ${this.turn.id}`
+    })
+  }
+
+  /**
+   * The turn waits for the person's decision, unless it came meanwhile: the chat's row lock orders this
+   * against the decision, which takes it first.
+   */
+  private async waitForPerson(): Promise<boolean> {
+    return transaction(this.sql, async (tx) => {
+      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
+      if (!(await this.lockTurn(tx))) return true
+      const [row] = await tx<{ waiting: boolean; allowed: boolean }[]>`
+        select bool_or(tool_call ->> 'status' = 'waiting') as waiting,
+               bool_or(tool_call ->> 'status' = 'allowed') as allowed
+          from chat_messages where turn_id = ${this.turn.id} and tool_call is not null`
+      if (!row?.waiting || row.allowed) return false
+      await tx`update chat_turns set status = 'waiting', lease_owner = null, lease_expires_at = null,
+                      updated_at = now() where id = ${this.turn.id}`
+      return true
+    })
+  }
+
+  // --- what a crash left behind ----------------------------------------------------------------------
+
+  /** A call found executing may have acted: it is answered as of unknown outcome, never made again. */
+  private async settleInterrupted(): Promise<void> {
+    await this.sql`
+      update chat_messages
+         set tool_call = tool_call || jsonb_build_object('status', 'failed', 'result',
+               'This call was interrupted: whether it happened is unknown. Check before trying it again.')
+       where turn_id = ${this.turn.id} and executing_at is not null and tool_call ->> 'status' = 'allowed'`
+  }
+
+  // --- tool calls -----------------------------------------------------------------------------------
+
+  private async runTool(message: MessageRow): Promise<Step> {
+    const call = message.toolCall!
+    const [marked] = await this.sql<{ id: string }[]>`
+      update chat_messages set executing_at = now()
+       where id = ${message.id} and executing_at is null and tool_call ->> 'status' = 'allowed'
+         and exists (select 1 from chat_turns where id = ${this.turn.id} and status = 'running'
+                      and lease_owner = ${this.options.engineId})
+      returning id`
+    if (!marked) return (await this.stillMine()) ? 'continue' : 'stop'
+    let outcome: { content: string; isError: boolean }
+    try {
+      outcome = this.mcp
+        ? await this.mcp.call(call.name, call.arguments, this.signal)
+        : { content: `No tool ${call.name} is connected.`, isError: true }
+    } catch (err) {
+      outcome = { content: (err as Error).message || String(err), isError: true }
+    }
+    await transaction(this.sql, async (tx) => {
+      await tx`
+        update chat_messages
+           set tool_call = tool_call || ${tx.json({
+             status: outcome.isError ? 'failed' : 'done',
+             result: outcome.content,
+           } as never)}
+         where id = ${message.id}`
+      chatChanged(tx, this.chat.id)
+    })
+    return 'continue'
+  }
+
+  private async stillMine(): Promise<boolean> {
+    const [row] = await this.sql<{ status: string; leaseOwner: string | null }[]>`
+      select status, lease_owner from chat_turns where id = ${this.turn.id}`
+    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+  }
+
+  // --- model calls ----------------------------------------------------------------------------------
+
+  private async modelCall(history: MessageRow[]): Promise<Step> {
+    const { sql, options } = this
+    const choice = await chooseModel(
+      sql,
+      options.sealer,
+      this.chat.enterpriseId,
+      { memberId: this.chat.memberId, teamId: this.layers.teamId },
+      { maxModelTier: this.tier },
+      options.oauth,
+    )
+    if ('blocked' in choice) {
+      await this.notice(
+        `I cannot reply yet: ${choice.blocked} I will reply once one is bound.`,
+        'blocked',
+      )
+      return 'stop'
+    }
+    const { key, model } = choice
+    const maxTokens = options.maxTokens ?? 4096
+    const messages = conversationOf(history)
+    const price = priceOf(key.provider, model)
+    const promptChars = this.system.length + JSON.stringify(messages).length
+    const worst = Math.ceil(
+      Math.ceil(promptChars / 3) * price.input +
+        maxTokens * price.output +
+        (JSON.stringify(this.tools).length / 3) * price.input,
+    )
+    const reserved = await transaction(sql, async (tx) => {
+      if (!(await this.lockTurn(tx))) return 'gone' as const
+      const reservation = await reserve(tx, this.layers, worst)
+      if (!reservation.ok) return reservation
+      return reservation.day
+    })
+    if (reserved === 'gone') return 'stop'
+    if (typeof reserved !== 'string') {
+      await this.notice(
+        `I cannot reply: the ${reserved.layer} daily spend cap of ${reserved.capCents} cents has no room for another model call.`,
+        'done',
+      )
+      return 'stop'
+    }
+    let reply: ModelReply
+    try {
+      reply = await options.providers[key.provider].call(
+        { model, system: this.system, messages, tools: this.tools, maxTokens },
+        { key: key.key },
+        this.signal,
+      )
+    } catch (err) {
+      await transaction(sql, (tx) => settle(tx, this.layers, reserved, worst, 0, false))
+      const failure =
+        err instanceof ProviderError
+          ? err
+          : new ProviderError('bad_request', (err as Error).message)
+      if (failure.kind === 'aborted' || this.signal.aborted) return 'stop'
+      await this.notice(`The model could not answer: ${failure.message}`, 'done')
+      return 'stop'
+    }
+    const cost = Math.ceil(reply.usage.input * price.input + reply.usage.output * price.output)
+    const checked = new Map<string, string | undefined>()
+    for (const call of reply.toolCalls)
+      if (call.name === 'os.create_task' && this.chat.purpose === 'create_task')
+        checked.set(call.id, await checkProposal(sql, this.chat.enterpriseId, call.arguments))
+    const granted = new Map<string, boolean>()
+    for (const call of reply.toolCalls)
+      if (!call.name.startsWith('os.'))
+        granted.set(call.id, await isGranted(sql, this.turn.caller, this.chat.memberId, call.name))
+
+    const step = await transaction(sql, async (tx): Promise<Step> => {
+      // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
+      await settle(tx, this.layers, reserved, worst, cost, false)
+      await tx`
+        insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
+        values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
+        on conflict (connection_id, day, model) do update
+           set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+               output_tokens = llm_usage.output_tokens + excluded.output_tokens,
+               cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
+      if (!(await this.lockTurn(tx))) return 'stop'
+      // A final answer ends the turn in the same commit: once the reply is readable, so is the next
+      // message's turn (no 409 chat_replying in between).
+      const final = reply.toolCalls.length === 0
+      await tx`update chat_turns set model_calls = model_calls + 1,
+                      cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
+                      ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
+                where id = ${this.turn.id}`
+      const group = randomUUID()
+      const base = { turnId: this.turn.id, replyGroup: group }
+      if (reply.text || reply.toolCalls.length === 0)
+        await insertMessage(tx, this.chat, { ...base, role: 'member', content: reply.text ?? '' })
+      for (const call of reply.toolCalls) {
+        const stored = (
+          status: StoredToolCall['status'],
+          result: string | null,
+        ): StoredToolCall => ({
+          callId: call.id,
+          name: call.name,
+          arguments: call.arguments,
+          status,
+          result,
+        })
+        if (call.name === 'os.ask_ceo') {
+          const questions = Array.isArray(call.arguments.questions)
+            ? call.arguments.questions.map(String)
+            : [String(call.arguments.questions ?? '')]
+          const choices = Array.isArray(call.arguments.choices)
+            ? (call.arguments.choices as { key: string; label: string }[])
+            : []
+          const gate = await openChatGate(tx, this.chat, { questions, choices, summary: null })
+          await insertMessage(tx, this.chat, {
+            ...base,
+            role: 'tool',
+            content: questions.join('\n'),
+            toolCall: stored('waiting', null),
+            gateId: gate.id,
+          })
+        } else if (!this.tools.some((t) => t.name === call.name)) {
+          await insertMessage(tx, this.chat, {
+            ...base,
+            role: 'tool',
+            content: '',
+            toolCall: stored('failed', `${call.name} is not one of your tools.`),
+          })
+        } else if (call.name === 'os.create_task') {
+          const problem = checked.get(call.id)
+          await insertMessage(tx, this.chat, {
+            ...base,
+            role: 'tool',
+            content: '',
+            toolCall: problem ? stored('failed', problem) : stored('waiting', null),
+          })
+        } else {
+          await insertMessage(tx, this.chat, {
+            ...base,
+            role: 'tool',
+            content: '',
+            toolCall: stored(granted.get(call.id) ? 'allowed' : 'waiting', null),
+          })
+        }
+      }
+      this.modelCalls++
+      return final ? 'stop' : 'continue'
+    })
+    return step
+  }
+}
+
+/** What the loop said in the member's name about why it could not reply: not part of the conversation. */
+const isNotice = (row: MessageRow) => row.role === 'member' && !row.replyGroup && !!row.turnId
+
+/** The model's view of the chat: the person's messages, the member's replies and their tool calls. */
+export function conversationOf(rows: readonly MessageRow[]): Message[] {
+  const messages: Message[] = []
+  const groups = new Map<
+    string,
+    { assistant: Extract<Message, { role: 'assistant' }>; tool: Extract<Message, { role: 'tool' }> }
+  >()
+  for (const row of rows) {
+    if (row.role === 'person') {
+      messages.push({ role: 'user', text: row.content })
+      continue
+    }
+    if (!row.replyGroup) {
+      if (row.role === 'member' && !isNotice(row))
+        messages.push({ role: 'assistant', text: row.content, toolCalls: [] })
+      continue
+    }
+    let group = groups.get(row.replyGroup)
+    if (!group) {
+      group = {
+        assistant: { role: 'assistant', text: null, toolCalls: [] },
+        tool: { role: 'tool', results: [] },
+      }
+      groups.set(row.replyGroup, group)
+      messages.push(group.assistant, group.tool)
+    }
+    if (row.role === 'member') group.assistant.text = row.content || null
+    const call = row.toolCall
+    if (call) {
+      group.assistant.toolCalls.push({
+        id: call.callId,
+        name: call.name,
+        arguments: call.arguments,
+      })
+      group.tool.results.push({
+        callId: call.callId,
+        content: call.result ?? (call.status === 'waiting' ? 'Waiting for the person.' : ''),
+        isError: call.status === 'failed' || call.status === 'denied',
+      })
+    }
+  }
+  return messages.filter((m) => m.role !== 'tool' || m.results.length > 0)
+}

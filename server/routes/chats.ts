@@ -1,0 +1,178 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import {
+  Chat,
+  ChatCreateInput,
+  ChatDetail,
+  ChatDetailQuery,
+  ChatMessage,
+  ChatMessageInput,
+  ChatToolCallDecision,
+  ChatToolGrant,
+  ChatUnread,
+} from '../../shared/schemas/chats.js'
+import {
+  closeChat,
+  countUnread,
+  createChat,
+  decideToolCall,
+  deleteGrant,
+  getChatDetail,
+  listChats,
+  listGrants,
+  sendMessage,
+} from '../domain/chats.js'
+import type { AppContext, RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+const ChatParams = z.object({ id: Uuid })
+const MemberQuery = z.object({ memberId: z.string().optional() })
+
+/** Who decides and whose grants: the token that calls (DESIGN 11). */
+const callerOf = (c: AppContext) => `token:${c.var.caller.tokenId}`
+
+/** Chats (spec: Endpoints Chats; DESIGN 11). The reply is the engine's; these routes store and read. */
+export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
+  const app = createRouter()
+  const common = { notFound: 'chat_not_found', params: ChatParams } as const
+
+  route(
+    app,
+    {
+      operationId: 'listChats',
+      method: 'get',
+      path: '/',
+      summary: 'Chats, most recently active first; memberId narrows; purpose chats are not listed',
+      query: MemberQuery,
+      response: z.array(Chat),
+    },
+    async (c, { query }) => listChats(sql, c.var.caller.enterpriseId, query),
+  )
+  route(
+    app,
+    {
+      operationId: 'createChat',
+      method: 'post',
+      path: '/',
+      summary:
+        'Open a chat with memberId; or purpose create_task: with the longest coo holder (or memberId), a greeting inside',
+      body: ChatCreateInput,
+      status: 201,
+      response: Chat,
+      errors: ['member_not_found', 'unknown_purpose', 'no_coo'],
+    },
+    async (c, { body }) => createChat(sql, c.var.caller.enterpriseId, body),
+  )
+  route(
+    app,
+    {
+      operationId: 'countUnreadChats',
+      method: 'get',
+      path: '/unread',
+      summary: 'How many member replies are unread in the chats the list shows',
+      response: ChatUnread,
+    },
+    async (c) => countUnread(sql, c.var.caller.enterpriseId),
+  )
+  route(
+    app,
+    {
+      operationId: 'listChatToolGrants',
+      method: 'get',
+      path: '/tool-grants',
+      summary: "The caller's always-allow answers; memberId narrows",
+      query: MemberQuery,
+      response: z.array(ChatToolGrant),
+    },
+    async (c, { query }) => listGrants(sql, c.var.caller.enterpriseId, callerOf(c), query.memberId),
+  )
+  route(
+    app,
+    {
+      operationId: 'deleteChatToolGrant',
+      method: 'delete',
+      path: '/tool-grants/{grantId}',
+      summary: 'Withdraw one of the caller’s grants',
+      params: z.object({ grantId: Uuid }),
+      notFound: 'grant_not_found',
+      status: 204,
+    },
+    async (c, { params }) => {
+      await deleteGrant(sql, c.var.caller.enterpriseId, callerOf(c), params.grantId)
+    },
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'getChat',
+      method: 'get',
+      path: '/{id}',
+      summary:
+        'The chat and its messages oldest first (limit 1 to 200: the newest only); marks it read',
+      description:
+        'afterMessageId returns only later messages. With waitSeconds (up to 30, beyond the spec) the answer is held until such a message exists, so callers follow a reply without polling.',
+      query: ChatDetailQuery,
+      response: ChatDetail,
+    },
+    async (c, { params, query }) =>
+      getChatDetail(sql, c.var.caller.enterpriseId, params.id, query, {
+        subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, shutdown),
+        signal: shutdown,
+      }),
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'sendChatMessage',
+      method: 'post',
+      path: '/{id}/messages',
+      summary: "Send a message (1 to 20,000 characters); the member's reply follows in the chat",
+      body: ChatMessageInput,
+      status: 201,
+      response: ChatMessage,
+      errors: ['chat_replying', 'chat_closed'],
+    },
+    async (c, { params, body }) =>
+      sendMessage(sql, c.var.caller.enterpriseId, params.id, body.content, callerOf(c)),
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'decideChatToolCall',
+      method: 'post',
+      path: '/{id}/tool-calls/{callId}/decision',
+      summary:
+        'Decide a waiting tool call: allow, always (and do not ask this caller again) or deny',
+      params: z.object({ id: Uuid, callId: z.string() }),
+      body: ChatToolCallDecision,
+      status: 201,
+      response: ChatMessage,
+      errors: ['tool_call_not_found', 'already_decided', 'illegal_transition', 'chat_closed'],
+    },
+    async (c, { params, body }) =>
+      decideToolCall(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        params.callId,
+        body.decision,
+        callerOf(c),
+      ),
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'closeChat',
+      method: 'post',
+      path: '/{id}/close',
+      summary: 'Close the chat; repeating changes nothing',
+      response: Chat,
+    },
+    async (c, { params }) => closeChat(sql, c.var.caller.enterpriseId, params.id),
+  )
+  return app
+}

@@ -1,0 +1,380 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../../shared/schemas/chats.js'
+import { RecallHealth } from '../../../shared/schemas/memory.js'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
+import { startTestEngine } from '../../helpers/runs.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
+
+// Chat replies in the engine (DESIGN 11; issue 18): the member replies through the real engine and SDKs
+// against the fake provider; tool calls wait for the person's decision; os.ask_ceo opens a chat question;
+// a create-task chat creates the task it proposes once allowed.
+
+let t: TestApp
+let fake: FakeModelProvider
+let mcp: FakeMcpServer
+let engine: Engine
+
+beforeAll(async () => {
+  fake = await startFakeModelProvider()
+  mcp = await startFakeMcpServer()
+  t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await fake?.close()
+  await mcp?.close()
+})
+
+async function tenant({ keyless = false } = {}) {
+  const e = await t.createEnterprise(`Chat ${randomUUID().slice(0, 8)}`)
+  const key = `key-${randomUUID()}`
+  const as = { token: e.token }
+  const bind = async () => {
+    const bound = await t.call('POST', '/v1/llm/bindings', {
+      ...as,
+      body: { apiKey: key, provider: 'provider_a' },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  }
+  if (!keyless) await bind()
+  const res = await t.call('POST', '/v1/members', {
+    ...as,
+    body: { name: `Grace ${randomUUID().slice(0, 6)}`, persona: 'You speak like a ship captain.' },
+  })
+  expect(res.status).toBe(201)
+  const member = res.body as { id: string }
+  const open = async (body: Record<string, unknown> = { memberId: member.id }) => {
+    const opened = await t.call('POST', '/v1/chats', { ...as, body })
+    expect(opened.status, JSON.stringify(opened.body)).toBe(201)
+    return Chat.parse(opened.body)
+  }
+  const send = async (chatId: string, content: string, token = e.token) => {
+    const sent = await t.call('POST', `/v1/chats/${chatId}/messages`, { token, body: { content } })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+    return ChatMessage.parse(sent.body)
+  }
+  return { e, key, as, bind, member, open, send }
+}
+
+/** Follows the chat with the long-poll until `done` holds for its messages. */
+async function follow(
+  e: TestEnterprise,
+  chatId: string,
+  done: (detail: ChatDetail) => boolean,
+  ms = 15_000,
+): Promise<ChatDetail> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const res = await t.call('GET', `/v1/chats/${chatId}`, { token: e.token })
+    expect(res.status).toBe(200)
+    const detail = ChatDetail.parse(res.body)
+    if (done(detail)) return detail
+    if (Date.now() > deadline) throw new Error(`chat never got there: ${JSON.stringify(detail)}`)
+    const last = detail.messages.at(-1)!.id
+    await t.call('GET', `/v1/chats/${chatId}?afterMessageId=${last}&waitSeconds=2`, {
+      token: e.token,
+    })
+  }
+}
+
+const lastIs =
+  (role: string, pred: (m: ChatMessage) => boolean = () => true) =>
+  (d: ChatDetail) =>
+    d.messages.at(-1)?.role === role && pred(d.messages.at(-1)!) && !d.replying
+const waitingCall = (d: ChatDetail) =>
+  d.messages.some((m) => m.toolCall?.status === 'waiting' && !m.question)
+
+describe('a reply', () => {
+  it('follows a message: persona, chatModelTier, priced, memory recalled, long-poll wakes', async () => {
+    const s = await tenant()
+    const tier = await t.call('PATCH', '/v1/enterprise/chat-model-tier', {
+      ...s.as,
+      body: { chatModelTier: 'economical' },
+    })
+    expect(tier.status, JSON.stringify(tier.body)).toBe(200)
+    // An enterprise lesson (as a training run writes it): the reply recalls it.
+    await t.sql`insert into memory_notes (enterprise_id, layer, text, source)
+                values (${s.e.id}, 'enterprise', 'Zephyrco invoices need the PO number in the subject.', 'training')`
+    fake.script(s.key, {
+      text: 'Aye, the invoices sail tomorrow.',
+      usage: { input: 1000, output: 200 },
+    })
+    const chat = await s.open()
+    const sent = await s.send(chat.id, 'When do the Zephyrco invoices go out?')
+    // The long-poll answers as soon as the reply is there.
+    const started = Date.now()
+    const waited = await t.call(
+      'GET',
+      `/v1/chats/${chat.id}?afterMessageId=${sent.id}&waitSeconds=10`,
+      s.as,
+    )
+    expect(Date.now() - started).toBeLessThan(8000)
+    const detail = ChatDetail.parse(waited.body)
+    expect(detail.messages.map((m) => [m.role, m.content])).toEqual([
+      ['member', 'Aye, the invoices sail tomorrow.'],
+    ])
+    const done = await follow(s.e, chat.id, lastIs('member'))
+    expect(done.replying).toBe(false)
+    const [request] = fake.callsWith(s.key)
+    expect(request!.body.system).toContain('ship captain')
+    expect(request!.body.system).toContain('PO number')
+    const tiers = (await t.call('GET', '/v1/llm/tiers', s.as)).body
+    expect(request!.model).toBe(
+      tiers.provider_a?.economical?.model ?? tiers.tiers?.provider_a?.economical?.model,
+    )
+    const [usage] = await t.sql<{ calls: number; costUsdMicros: number }[]>`
+      select calls, cost_usd_micros from llm_usage where enterprise_id = ${s.e.id}`
+    expect(usage!.calls).toBe(1)
+    expect(Number(usage!.costUsdMicros)).toBeGreaterThan(0)
+    const spent = await t.sql<{ layer: string; spentUsdMicros: number }[]>`
+      select layer, spent_usd_micros from spend_days where enterprise_id = ${s.e.id} order by layer`
+    expect(spent.map((r) => r.layer)).toEqual(['enterprise', 'member'])
+    expect(spent.every((r) => Number(r.spentUsdMicros) === Number(usage!.costUsdMicros))).toBe(true)
+    const health = RecallHealth.parse((await t.call('GET', '/v1/memory/recall-health', s.as)).body)
+    expect(health.chats).toEqual({ attempted: 1, succeeded: 1, failed: 0 })
+    // The next message is answered with the conversation so far.
+    fake.script(s.key, { text: 'As I said.' })
+    await s.send(chat.id, 'Sure?')
+    await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'As I said.'),
+    )
+    const second = fake.callsWith(s.key)[1]!
+    expect(JSON.stringify(second.body.messages)).toContain('the invoices sail tomorrow')
+  })
+
+  it('without a key says so in the chat, and replies once a key is bound', async () => {
+    const s = await tenant({ keyless: true })
+    const chat = await s.open()
+    await s.send(chat.id, 'Anyone there?')
+    const blocked = await follow(s.e, chat.id, (d) => d.messages.at(-1)?.role === 'member')
+    expect(blocked.messages.at(-1)!.content).toMatch(/No model key/)
+    fake.script(s.key, { text: 'Here now.' })
+    await s.bind()
+    await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Here now.'),
+    )
+  })
+})
+
+describe('tool calls', () => {
+  it('wait for the decision; allow runs once, deny refuses, always is the caller’s own', async () => {
+    const s = await tenant()
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const echo = (text: string) => ({ toolCalls: [{ name: 'vcs.echo', arguments: { text } }] })
+    fake.script(s.key, echo('one'), { text: 'Echoed one.' })
+    const chat = await s.open()
+    await s.send(chat.id, 'Echo one')
+    let detail = await follow(s.e, chat.id, waitingCall)
+    const call = detail.messages.find((m) => m.toolCall)!
+    expect(call.toolCall).toMatchObject({
+      name: 'vcs.echo',
+      arguments: { text: 'one' },
+      status: 'waiting',
+    })
+    expect(detail.replying).toBe(true)
+    expect(mcp.callsOf('echo')).toHaveLength(0)
+    // A tool-call id of another chat is not this chat's.
+    const other = await s.open()
+    const wrong = await t.call('POST', `/v1/chats/${other.id}/tool-calls/${call.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    expect(wrong.status).toBe(404)
+    const allowed = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${call.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(201)
+    const again = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${call.id}/decision`, {
+      ...s.as,
+      body: { decision: 'deny' },
+    })
+    expect(again.status).toBe(409)
+    detail = await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Echoed one.'),
+    )
+    expect(detail.messages.find((m) => m.id === call.id)!.toolCall).toMatchObject({
+      status: 'done',
+      result: 'one',
+    })
+    expect(mcp.callsOf('echo').filter((c) => c.arguments.text === 'one')).toHaveLength(1)
+
+    // Deny: the member is told, and goes on.
+    fake.script(s.key, echo('two'), { text: 'Understood.' })
+    await s.send(chat.id, 'Echo two')
+    detail = await follow(s.e, chat.id, waitingCall)
+    const denied = detail.messages.filter((m) => m.toolCall?.status === 'waiting').at(-1)!
+    await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${denied.id}/decision`, {
+      ...s.as,
+      body: { decision: 'deny' },
+    })
+    detail = await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Understood.'),
+    )
+    expect(detail.messages.find((m) => m.id === denied.id)!.toolCall!.status).toBe('denied')
+    expect(mcp.callsOf('echo').filter((c) => c.arguments.text === 'two')).toHaveLength(0)
+
+    // Always: stored for this token; its next such call runs unasked.
+    fake.script(s.key, echo('three'), { text: 'Three.' }, echo('four'), { text: 'Four.' })
+    await s.send(chat.id, 'Echo three')
+    detail = await follow(s.e, chat.id, waitingCall)
+    const always = detail.messages.filter((m) => m.toolCall?.status === 'waiting').at(-1)!
+    await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${always.id}/decision`, {
+      ...s.as,
+      body: { decision: 'always' },
+    })
+    await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Three.'),
+    )
+    const grants = (await t.call('GET', `/v1/chats/tool-grants?memberId=${s.member.id}`, s.as)).body
+    expect(grants.map((g: unknown) => ChatToolGrant.parse(g).tool)).toEqual(['vcs.echo'])
+    await s.send(chat.id, 'Echo four')
+    detail = await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Four.'),
+    )
+    expect(
+      detail.messages.filter((m) => m.toolCall?.arguments.text === 'four')[0]!.toolCall!.status,
+    ).toBe('done')
+
+    // Another token of the same enterprise is still asked.
+    const [token] = await t.sql<
+      { id: string }[]
+    >`select id from api_tokens where enterprise_id = ${s.e.id}`
+    expect(token).toBeDefined()
+    const otherToken = await t.tokenWith(['chats:read', 'chats:write'], s.e)
+    expect((await t.call('GET', '/v1/chats/tool-grants', { token: otherToken })).body).toEqual([])
+    fake.script(s.key, echo('five'), { text: 'Five.' })
+    await s.send(chat.id, 'Echo five', otherToken)
+    detail = await follow(s.e, chat.id, waitingCall)
+    expect(
+      detail.messages.filter((m) => m.toolCall?.arguments.text === 'five')[0]!.toolCall!.status,
+    ).toBe('waiting')
+    expect(mcp.callsOf('echo').filter((c) => c.arguments.text === 'five')).toHaveLength(0)
+  })
+
+  it('os.ask_ceo opens a chat question; answering it lets the reply go on', async () => {
+    const s = await tenant()
+    fake.script(
+      s.key,
+      {
+        toolCalls: [
+          {
+            name: 'os.ask_ceo',
+            arguments: {
+              questions: ['Red or blue?'],
+              choices: [
+                { key: 'red', label: 'Red' },
+                { key: 'blue', label: 'Blue' },
+              ],
+            },
+          },
+        ],
+      },
+      { text: 'Blue it is.' },
+    )
+    const chat = await s.open()
+    await s.send(chat.id, 'Paint the hull')
+    const detail = await follow(s.e, chat.id, (d) =>
+      d.messages.some((m) => m.question?.status === 'waiting'),
+    )
+    const asked = detail.messages.find((m) => m.question)!
+    expect(asked.question).toMatchObject({ questions: ['Red or blue?'], status: 'waiting' })
+    const gates = (await t.call('GET', '/v1/gates', s.as)).body
+    expect(gates.map((g: { id: string }) => g.id)).toContain(asked.question!.gateId)
+    const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', choice: 'blue' },
+    })
+    expect(answered.status, JSON.stringify(answered.body)).toBe(201)
+    const after = await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Blue it is.'),
+    )
+    expect(after.messages.find((m) => m.id === asked.id)!.question!.status).toBe('answered')
+    const second = fake.callsWith(s.key)[1]!
+    expect(JSON.stringify(second.body.messages)).toContain('blue')
+  })
+})
+
+describe('create-task chats', () => {
+  const definition = (name: string) => ({
+    name,
+    skillMd: 'Send the weekly report to the board.',
+    assigneeRole: 'ceo',
+  })
+
+  it('a refused definition goes back to the member; allow creates the task and closes applied', async () => {
+    const s = await tenant()
+    const name = `Weekly ${randomUUID().slice(0, 6)}`
+    fake.script(
+      s.key,
+      { toolCalls: [{ name: 'os.create_task', arguments: { definition: { name: '' } } }] },
+      { toolCalls: [{ name: 'os.create_task', arguments: { definition: definition(name) } }] },
+    )
+    const chat = await s.open({ purpose: 'create_task' })
+    await s.send(chat.id, 'A weekly report to the board, please')
+    const detail = await follow(s.e, chat.id, waitingCall)
+    const calls = detail.messages.filter((m) => m.toolCall)
+    expect(calls[0]!.toolCall!.status).toBe('failed')
+    expect(calls[0]!.toolCall!.result).toMatch(/name/)
+    const proposal = calls.at(-1)!
+    const before = (await t.sql`select id from tasks where enterprise_id = ${s.e.id}`).length
+    const allowed = await t.call(
+      'POST',
+      `/v1/chats/${chat.id}/tool-calls/${proposal.id}/decision`,
+      {
+        ...s.as,
+        body: { decision: 'allow' },
+      },
+    )
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(201)
+    const closed = Chat.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+    expect(closed).toMatchObject({ status: 'closed', outcome: 'applied' })
+    const [task] = await t.sql<{ id: string; sourceChatId: string }[]>`
+      select id, source_chat_id from tasks where enterprise_id = ${s.e.id} and name = ${name}`
+    expect(task).toMatchObject({ id: closed.taskId, sourceChatId: chat.id })
+    expect((await t.sql`select id from tasks where enterprise_id = ${s.e.id}`).length).toBe(
+      before + 1,
+    )
+  })
+
+  it('deny closes it rejected, nothing created', async () => {
+    const s = await tenant()
+    const name = `Never ${randomUUID().slice(0, 6)}`
+    fake.script(s.key, {
+      toolCalls: [{ name: 'os.create_task', arguments: { definition: definition(name) } }],
+    })
+    const chat = await s.open({ purpose: 'create_task' })
+    await s.send(chat.id, 'Something')
+    const detail = await follow(s.e, chat.id, waitingCall)
+    const proposal = detail.messages.find((m) => m.toolCall?.status === 'waiting')!
+    await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${proposal.id}/decision`, {
+      ...s.as,
+      body: { decision: 'deny' },
+    })
+    const closed = Chat.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+    expect(closed).toMatchObject({ status: 'closed', outcome: 'rejected', taskId: null })
+    expect(await t.sql`select id from tasks where name = ${name}`).toHaveLength(0)
+  })
+})
