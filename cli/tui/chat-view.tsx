@@ -363,9 +363,7 @@ export function Summary(props: { state: ChatState }): ReactNode {
   const chat = props.state.chat
   return (
     <Text dimColor>
-      {chat
-        ? `chat ${chat.id}: read it again with osctl chats get ${chat.id}`
-        : 'chat: closed the screen.'}
+      {chat ? `chat: read it again with osctl chats get ${chat.id}` : 'chat: closed the screen.'}
     </Text>
   )
 }
