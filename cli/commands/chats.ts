@@ -27,9 +27,18 @@ const chatRef = (ref: string) => idRef(ref, 'a chat')
 const callRef = (ref: string) => idRef(ref, 'a tool call')
 const grantRef = (ref: string) => idRef(ref, 'a tool grant')
 
-const chatColumns = [
+/** Member names by id, for what a person reads; ids stand in when the list cannot be read. */
+async function memberNames(deps: Deps): Promise<Map<string, string>> {
+  const members = await deps
+    .client()
+    .get<{ id: string; name: string }[]>('/members')
+    .catch(() => [])
+  return new Map((Array.isArray(members) ? members : []).map((m) => [m.id, m.name]))
+}
+
+const chatColumns = (names: Map<string, string>) => [
   { header: 'ID', value: (c: Chat) => c.id },
-  { header: 'MEMBER', value: (c: Chat) => c.memberId },
+  { header: 'MEMBER', value: (c: Chat) => names.get(c.memberId) ?? c.memberId },
   { header: 'STATUS', value: (c: Chat) => (c.replying ? 'replying' : c.status) },
   { header: 'UNREAD', value: (c: Chat) => c.unread },
   { header: 'LAST MESSAGE', value: (c: Chat) => c.lastMessageAt },
@@ -42,11 +51,11 @@ const grantColumns = [
   { header: 'CREATED', value: (g: ChatToolGrant) => g.createdAt },
 ]
 
-function chatFields(deps: Deps, chat: Chat): void {
+function chatFields(deps: Deps, chat: Chat, name: string | undefined): void {
   const out = deps.out
   printFields(out, [
     ['id', chat.id],
-    ['member', chat.memberId],
+    ['member', name ? `${name} (${chat.memberId})` : chat.memberId],
     ['purpose', chat.purpose],
     ['status', chat.status === 'open' ? colour(out, 'green', chat.status) : chat.status],
     ['outcome', chat.outcome],
@@ -58,19 +67,25 @@ function chatFields(deps: Deps, chat: Chat): void {
   ])
 }
 
-function printMessages(deps: Deps, chatId: string, messages: ChatMessage[]): void {
-  for (const message of messages) deps.out.write(transcriptLines(message, chatId).join('\n') + '\n')
+function printMessages(
+  deps: Deps,
+  chatId: string,
+  messages: ChatMessage[],
+  memberName?: string,
+): void {
+  for (const message of messages)
+    deps.out.write(transcriptLines(message, chatId, memberName).join('\n') + '\n')
 }
 
-function showChat(deps: Deps, chat: Chat | ChatDetail): void {
-  show(deps.out, chat, () => {
-    chatFields(deps, chat)
-    if ('messages' in chat && Array.isArray(chat.messages)) {
-      deps.out.write('\n')
-      if (chat.messages.length === 0) deps.out.error('(no messages)\n')
-      printMessages(deps, chat.id, chat.messages)
-    }
-  })
+async function showChat(deps: Deps, chat: Chat | ChatDetail): Promise<void> {
+  if (deps.out.json) return show(deps.out, chat, () => {})
+  const name = (await memberNames(deps)).get(chat.memberId)
+  chatFields(deps, chat, name)
+  if ('messages' in chat && Array.isArray(chat.messages)) {
+    deps.out.write('\n')
+    if (chat.messages.length === 0) deps.out.error('(no messages)\n')
+    printMessages(deps, chat.id, chat.messages, name)
+  }
 }
 
 /** A limit of 1 to 200 (the API's range), checked before it is sent. */
@@ -86,12 +101,13 @@ export async function listChats(deps: Deps, opts: { member?: string }): Promise<
   const client = deps.client()
   const query = { memberId: opts.member ? await memberId(client, opts.member) : undefined }
   const chats = await client.get<Chat[]>('/chats', query)
-  show(deps.out, chats, () => printTable(deps.out, chats, chatColumns))
+  if (deps.out.json) return show(deps.out, chats, () => {})
+  printTable(deps.out, chats, chatColumns(await memberNames(deps)))
 }
 
 export async function getChat(deps: Deps, ref: string, opts: { limit?: string }): Promise<void> {
   const limit = limitOf(opts.limit)
-  showChat(deps, await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`, { limit }))
+  await showChat(deps, await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`, { limit }))
 }
 
 /** Opens a chat with a member, or with --create-task a chat with the COO that ends in a new task. */
@@ -107,7 +123,7 @@ export async function newChat(
     ...(opts.createTask ? { purpose: 'create_task' } : {}),
     ...(member ? { memberId: await memberId(client, member) } : {}),
   }
-  showChat(deps, await client.post<Chat | ChatDetail>('/chats', body))
+  await showChat(deps, await client.post<Chat | ChatDetail>('/chats', body))
 }
 
 /** The message's text from its argument; "-" reads it from stdin. */
@@ -159,6 +175,7 @@ async function waitForTurn(
   const client = deps.client()
   const deadline = timeout === undefined ? Infinity : Date.now() + timeout * 1000
   const replies: ChatMessage[] = []
+  let name: string | undefined
   let after = sentId
   for (;;) {
     const left = Math.ceil((deadline - Date.now()) / 1000)
@@ -174,7 +191,10 @@ async function waitForTurn(
     if (fresh.length) {
       replies.push(...fresh)
       after = fresh.at(-1)!.id
-      if (!deps.out.json) printMessages(deps, id, fresh)
+      if (!deps.out.json) {
+        name ??= (await memberNames(deps)).get(detail.memberId) ?? 'member'
+        printMessages(deps, id, fresh, name)
+      }
     }
     if (turnOver(detail, replies)) {
       if (!deps.out.json) {

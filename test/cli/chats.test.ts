@@ -148,13 +148,13 @@ describe('osctl chats, in process', () => {
     const api = new FakeApi((req) => members(req) ?? { body: chats })
     const { deps, stdout } = fakeDeps(api)
     await listChats(deps, { member: 'ada@acme.example' })
-    expect(api.sent.at(-1)).toMatchObject({
+    expect(api.sent.find((s) => s.path === '/chats')).toMatchObject({
       method: 'GET',
       path: '/chats',
       query: { memberId: ada.id },
     })
     expect(stdout().split('\n')[0]).toMatch(/^ID\s+MEMBER\s+STATUS\s+UNREAD\s+LAST MESSAGE$/)
-    expect(stdout()).toMatch(new RegExp(`^${chatId}\\s+${ada.id}\\s+open\\s+2\\s+`, 'm'))
+    expect(stdout()).toMatch(new RegExp(`^${chatId}\\s+Ada Lovelace\\s+open\\s+2\\s+`, 'm'))
 
     const json = fakeDeps(new FakeApi(() => ({ body: chats })), { json: true })
     await listChats(json.deps, {})
@@ -186,11 +186,14 @@ describe('osctl chats, in process', () => {
         },
       }),
     ]
-    const api = new FakeApi(() => ({ body: detail(messages) }))
+    const api = new FakeApi((req) => members(req) ?? { body: detail(messages) })
     const { deps, stdout } = fakeDeps(api)
     await getChat(deps, chatId, { limit: '20' })
     expect(api.sent[0]).toMatchObject({ path: `/chats/${chatId}`, query: { limit: '20' } })
-    expect(stdout()).toContain('[11:57] you: Merge the fix?\n[11:58] member: I will merge it.\n')
+    expect(stdout()).toMatch(new RegExp(`^member +Ada Lovelace \\(${ada.id}\\)$`, 'm'))
+    expect(stdout()).toContain(
+      '[11:57] you: Merge the fix?\n[11:58] Ada Lovelace: I will merge it.\n',
+    )
     expect(stdout()).toContain('  tool call vcs.merge {"number":7}: waiting\n')
     expect(stdout()).toContain(
       `    decide: osctl chats decide ${chatId} ${call} --allow|--always|--deny`,
@@ -216,7 +219,7 @@ describe('osctl chats, in process', () => {
     const api = new FakeApi((req) => members(req) ?? { status: 201, body: chat() })
     const { deps, stdout } = fakeDeps(api)
     await newChat(deps, 'Ada Lovelace', {})
-    expect(api.sent.at(-1)).toMatchObject({
+    expect(api.sent.find((s) => s.method === 'POST')).toMatchObject({
       method: 'POST',
       path: '/chats',
       body: { memberId: ada.id },
@@ -284,18 +287,20 @@ describe('osctl chats, in process', () => {
       detail([stored, part], { replying: true }),
       detail([stored, part, reply], { replying: false }),
     ]
-    const api = new FakeApi((req) =>
-      req.method === 'POST' ? { status: 201, body: stored } : { body: polls.shift() },
+    const api = new FakeApi(
+      (req) =>
+        members(req) ??
+        (req.method === 'POST' ? { status: 201, body: stored } : { body: polls.shift() }),
     )
     const { deps, stdout } = fakeDeps(api)
     await sendMessage(deps, chatId, 'Status?', { wait: true })
-    const gets = api.sent.filter((s) => s.method === 'GET')
+    const gets = api.sent.filter((s) => s.path === `/chats/${chatId}`)
     expect(gets.map((g) => g.query)).toEqual([
       { afterMessageId: stored.id, waitSeconds: '30' },
       { afterMessageId: stored.id, waitSeconds: '30' },
       { afterMessageId: part.id, waitSeconds: '2' },
     ])
-    expect(stdout()).toBe('[11:59] member: Looking…\n[12:00] member: All green.\n')
+    expect(stdout()).toBe('[11:59] Ada Lovelace: Looking…\n[12:00] Ada Lovelace: All green.\n')
   })
 
   it('send --wait stops at a tool call waiting for the person and names the verb; --json the replies', async () => {
