@@ -522,3 +522,61 @@ describe('osctl chat on a real pseudo-terminal', () => {
     30_000,
   )
 })
+
+describe('the controller', () => {
+  it('does not ask a daemon that answers at once with nothing new again straight away', async () => {
+    const detail = adaChat([message()])
+    const client = {
+      get: vi.fn(async () => structuredClone(detail)),
+      post: vi.fn(),
+      request: vi.fn(async () => ({ ...structuredClone(detail), messages: [] })),
+    }
+    const controller = new ChatController(client as unknown as ChatScreenClient, { minGapMs: 100 })
+    await controller.openChat(detail.id)
+    await new Promise((r) => setTimeout(r, 350))
+    controller.stop()
+    expect(client.request.mock.calls.length).toBeGreaterThanOrEqual(2)
+    expect(client.request.mock.calls.length).toBeLessThanOrEqual(5)
+  })
+
+  it('shows a failed read, waits, and recovers with the messages it missed', async () => {
+    const first = message({ content: 'First' })
+    const missed = message({ content: 'Missed' })
+    let fail = true
+    const client = {
+      get: vi.fn(async () => adaChat([first])),
+      post: vi.fn(),
+      request: vi.fn(async () => {
+        if (fail) throw apiError(503, { error: 'unavailable', message: 'restarting' })
+        return adaChat([missed])
+      }),
+    }
+    const controller = new ChatController(client as unknown as ChatScreenClient, { retryMs: 50 })
+    await controller.openChat(chat().id)
+    await vi.waitFor(() => expect(controller.getState().error).toBe('unavailable: restarting'))
+    fail = false
+    await vi.waitFor(() => expect(controller.getState().error).toBeNull())
+    controller.stop()
+    expect(controller.getState().messages.map((m) => m.content)).toEqual(['First', 'Missed'])
+    // Every read asked from the newest message held: the failed ones from the first, then the missed one.
+    const afters = client.request.mock.calls.map((c) => (c as unknown[])[2] as { query: any })
+    expect(afters[0]!.query.afterMessageId).toBe(first.id)
+    expect(afters.at(-1)!.query.afterMessageId).toBe(missed.id)
+  })
+
+  it('tells no_coo plainly when a create-task chat cannot start', async () => {
+    const client = {
+      get: vi.fn(),
+      post: vi.fn(async () => {
+        throw apiError(409, { error: 'no_coo', message: 'nobody holds coo' })
+      }),
+      request: vi.fn(),
+    }
+    const controller = new ChatController(client as unknown as ChatScreenClient)
+    await controller.newCreateTask()
+    expect(controller.getState().notice).toEqual({
+      tone: 'error',
+      text: 'Nobody holds the coo role: grant it to a member to create tasks by chat.',
+    })
+  })
+})
