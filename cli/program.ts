@@ -5,6 +5,7 @@ import { registerApi } from './commands/api.js'
 import { registerAuth } from './commands/auth.js'
 import { registerBlockers } from './commands/blockers.js'
 import { registerCatalog } from './commands/catalog.js'
+import { registerChats } from './commands/chats.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
 import { registerExecutions } from './commands/executions.js'
@@ -54,6 +55,7 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerExecutions(program, makeDeps)
   registerWebhooks(program, makeDeps)
   registerGates(program, makeDeps)
+  registerChats(program, makeDeps)
   registerTools(program, makeDeps)
   registerLlm(program, makeDeps)
   registerSpend(program, makeDeps)

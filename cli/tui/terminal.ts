@@ -18,6 +18,17 @@ export const gateReviewInstead = [
   'osctl gates answer ID [--choice KEY] [--answer TEXT ...]',
 ]
 
+/** The verbs that do what `chat` does, one per line, for the refusal. */
+export const chatInstead = [
+  'osctl chats list [--member M]',
+  'osctl chats new MEMBER | --create-task',
+  'osctl chats get CHAT [--limit N]',
+  'osctl chats send CHAT TEXT [--wait]',
+  'osctl chats decide CHAT CALL --allow|--always|--deny',
+  'osctl chats answer CHAT [--gate G] [--answer TEXT ...] [--choice KEY]',
+  'osctl chats close CHAT',
+]
+
 /** Throws a usage error (exit 2) unless both stdin and stdout are terminals. */
 export function requireTerminal(
   screen: string,
