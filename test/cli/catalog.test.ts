@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
 import {
   cloneEntry,
   cloneRoleEntry,
@@ -9,10 +8,7 @@ import {
   listEntries,
   listRoleEntries,
 } from '../../cli/commands/catalog.js'
-import type { Deps } from '../../cli/deps.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
-import type { Output } from '../../cli/output.js'
-import type { Target } from '../../cli/profiles.js'
 import {
   CatalogRole,
   CatalogRoleCloned,
@@ -23,80 +19,12 @@ import {
 } from '../../shared/schemas/catalog.js'
 import { TaskRead } from '../../shared/schemas/tasks.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
 
 // osctl catalog tasks|roles. In process first: the actions called with deps of the test's own (a
 // client whose transport answers what the test says and records what was sent, and captured output),
 // so what each verb sends and prints is seen exactly. Then against a real daemon, whose starter
 // catalogue is loaded at start: the built osctl, its --json parsed by the shared schemas.
-
-interface Sent {
-  method: string
-  path: string
-  query: Record<string, string>
-  body: unknown
-}
-
-type Answer = { status?: number; body?: unknown }
-
-/** An ApiClient whose transport is the test: every request recorded, each answered by `answer`. */
-class FakeApi extends ApiClient {
-  readonly sent: Sent[] = []
-  constructor(private readonly answer: (req: Sent) => Answer) {
-    super('http://osd.test/v1', 'test-token')
-  }
-  override async raw(method: string, path: string, options: RequestOptions = {}) {
-    const url = new URL(this.url(path, options.query))
-    const req: Sent = {
-      method,
-      path: url.pathname.replace(/^\/v1/, ''),
-      query: Object.fromEntries(url.searchParams),
-      body: options.body,
-    }
-    this.sent.push(req)
-    const { status = 200, body } = this.answer(req)
-    const answer: RawAnswer = {
-      status,
-      contentType: body === undefined ? '' : 'application/json',
-      body: Buffer.from(body === undefined ? '' : JSON.stringify(body)),
-    }
-    return answer
-  }
-}
-
-function fakeDeps(
-  api: FakeApi,
-  opts: { json?: boolean } = {},
-): { deps: Deps; stdout: () => string; stderr: () => string } {
-  let stdout = ''
-  let stderr = ''
-  const out: Output = {
-    json: Boolean(opts.json),
-    isTTY: false,
-    errorIsTTY: false,
-    color: false,
-    columns: 100,
-    write: (text) => void (stdout += text),
-    error: (text) => void (stderr += text),
-  }
-  const target: Target = {
-    url: api.baseUrl,
-    token: 'test-token',
-    profile: 'test',
-    tokenSource: 'env',
-  }
-  const deps: Deps = {
-    out,
-    globals: { json: opts.json },
-    target: () => target,
-    client: () => api,
-    profiles: () => {
-      throw new Error('no profiles in this test')
-    },
-    confirm: async () => undefined,
-    stdin: async () => '',
-  }
-  return { deps, stdout: () => stdout, stderr: () => stderr }
-}
 
 const now = () => new Date().toISOString()
 

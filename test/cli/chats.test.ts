@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
 import {
   answerQuestion,
   closeChat,
@@ -14,11 +13,9 @@ import {
   sendMessage,
   unreadChats,
 } from '../../cli/commands/chats.js'
-import type { Deps } from '../../cli/deps.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
-import type { Output } from '../../cli/output.js'
-import type { Target } from '../../cli/profiles.js'
 import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../shared/schemas/chats.js'
+import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
 
 // osctl chats, in process: the actions called with deps of the test's own (a client whose transport
 // answers what the test says for each route and records what was sent, and captured output). The chat
@@ -26,71 +23,6 @@ import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../shared/schem
 // answers are the wire shapes of shared/schemas/chats.ts, parsed by them.
 
 process.env.TZ = 'UTC'
-
-interface Sent {
-  method: string
-  path: string
-  query: Record<string, string>
-  body: unknown
-}
-
-type Answer = { status?: number; body?: unknown }
-
-class FakeApi extends ApiClient {
-  readonly sent: Sent[] = []
-  constructor(private readonly answer: (req: Sent) => Answer) {
-    super('http://osd.test/v1', 'test-token')
-  }
-  override async raw(method: string, path: string, options: RequestOptions = {}) {
-    const url = new URL(this.url(path, options.query))
-    const req: Sent = {
-      method,
-      path: url.pathname.replace(/^\/v1/, ''),
-      query: Object.fromEntries(url.searchParams),
-      body: options.body,
-    }
-    this.sent.push(req)
-    const { status = 200, body } = this.answer(req)
-    const answer: RawAnswer = {
-      status,
-      contentType: body === undefined ? '' : 'application/json',
-      body: Buffer.from(body === undefined ? '' : JSON.stringify(body)),
-    }
-    return answer
-  }
-}
-
-function fakeDeps(api: FakeApi, opts: { json?: boolean; confirm?: boolean; stdin?: string } = {}) {
-  let stdout = ''
-  let stderr = ''
-  const out: Output = {
-    json: Boolean(opts.json),
-    isTTY: false,
-    errorIsTTY: false,
-    color: false,
-    columns: 100,
-    write: (text) => void (stdout += text),
-    error: (text) => void (stderr += text),
-  }
-  const target: Target = {
-    url: api.baseUrl,
-    token: 'test-token',
-    profile: 'test',
-    tokenSource: 'env',
-  }
-  const deps: Deps = {
-    out,
-    globals: { json: opts.json },
-    target: () => target,
-    client: () => api,
-    profiles: () => {
-      throw new Error('no profiles in this test')
-    },
-    confirm: async () => opts.confirm,
-    stdin: async () => opts.stdin ?? '',
-  }
-  return { deps, stdout: () => stdout, stderr: () => stderr }
-}
 
 async function failure(promise: Promise<unknown>): Promise<CliError> {
   const err = await promise.then(

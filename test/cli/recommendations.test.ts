@@ -1,93 +1,20 @@
 import { randomUUID } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
 import {
   approveRecommendation,
   declineRecommendation,
   getRecommendation,
-  improveTask,
   listRecommendations,
 } from '../../cli/commands/recommendations.js'
-import type { Deps } from '../../cli/deps.js'
 import { UsageError } from '../../cli/errors.js'
-import type { Output } from '../../cli/output.js'
-import type { Target } from '../../cli/profiles.js'
 import { Recommendation, RecommendationDetail } from '../../shared/schemas/recommendations.js'
 import { Run } from '../../shared/schemas/runs.js'
 import { osctl, startCliDaemon } from '../helpers/processes.js'
+import { FakeApi, fakeDeps } from '../helpers/cli.js'
 
 // osctl recommendations and osctl tasks improve / tasks recommendations. In process first (a client
 // whose transport the test answers, output captured, colour on or off), then against a real daemon with
 // the built osctl, its --json parsed by the shared schemas.
-
-interface Sent {
-  method: string
-  path: string
-  query: Record<string, string>
-  body: unknown
-}
-
-type Answer = { status?: number; body?: unknown }
-
-/** An ApiClient whose transport is the test: every request recorded, each answered by `answer`. */
-class FakeApi extends ApiClient {
-  readonly sent: Sent[] = []
-  constructor(private readonly answer: (req: Sent) => Answer) {
-    super('http://osd.test/v1', 'test-token')
-  }
-  override async raw(method: string, path: string, options: RequestOptions = {}) {
-    const url = new URL(this.url(path, options.query))
-    const req: Sent = {
-      method,
-      path: url.pathname.replace(/^\/v1/, ''),
-      query: Object.fromEntries(url.searchParams),
-      body: options.body,
-    }
-    this.sent.push(req)
-    const { status = 200, body } = this.answer(req)
-    const answer: RawAnswer = {
-      status,
-      contentType: body === undefined ? '' : 'application/json',
-      body: Buffer.from(body === undefined ? '' : JSON.stringify(body)),
-    }
-    return answer
-  }
-}
-
-function fakeDeps(
-  api: FakeApi,
-  opts: { json?: boolean; confirm?: boolean; stdin?: string; color?: boolean } = {},
-): { deps: Deps; stdout: () => string; stderr: () => string } {
-  let stdout = ''
-  let stderr = ''
-  const out: Output = {
-    json: Boolean(opts.json),
-    isTTY: Boolean(opts.color),
-    errorIsTTY: false,
-    color: Boolean(opts.color),
-    columns: 100,
-    write: (text) => void (stdout += text),
-    error: (text) => void (stderr += text),
-  }
-  const target: Target = {
-    url: api.baseUrl,
-    token: 'test-token',
-    profile: 'test',
-    tokenSource: 'env',
-  }
-  const deps: Deps = {
-    out,
-    globals: { json: opts.json },
-    target: () => target,
-    client: () => api,
-    profiles: () => {
-      throw new Error('no profiles in this test')
-    },
-    confirm: async () => opts.confirm,
-    stdin: async () => opts.stdin ?? '',
-  }
-  return { deps, stdout: () => stdout, stderr: () => stderr }
-}
 
 const now = () => new Date().toISOString()
 

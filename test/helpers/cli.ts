@@ -1,0 +1,76 @@
+import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
+import type { Deps } from '../../cli/deps.js'
+import type { Output } from '../../cli/output.js'
+import type { Target } from '../../cli/profiles.js'
+
+// osctl actions in process (STYLE: CLI actions are tested in process): a client whose transport is the
+// test, recording every request and answering what the test says, and deps with captured output.
+
+export interface Sent {
+  method: string
+  path: string
+  query: Record<string, string>
+  body: unknown
+}
+
+export type Answer = { status?: number; body?: unknown }
+
+/** An ApiClient whose transport is the test: every request recorded, each answered by `answer`. */
+export class FakeApi extends ApiClient {
+  readonly sent: Sent[] = []
+  constructor(private readonly answer: (req: Sent) => Answer) {
+    super('http://osd.test/v1', 'test-token')
+  }
+  override async raw(method: string, path: string, options: RequestOptions = {}) {
+    const url = new URL(this.url(path, options.query))
+    const req: Sent = {
+      method,
+      path: url.pathname.replace(/^\/v1/, ''),
+      query: Object.fromEntries(url.searchParams),
+      body: options.body,
+    }
+    this.sent.push(req)
+    const { status = 200, body } = this.answer(req)
+    const answer: RawAnswer = {
+      status,
+      contentType: body === undefined ? '' : 'application/json',
+      body: Buffer.from(body === undefined ? '' : JSON.stringify(body)),
+    }
+    return answer
+  }
+}
+
+export function fakeDeps(
+  api: FakeApi,
+  opts: { json?: boolean; confirm?: boolean; stdin?: string; color?: boolean } = {},
+): { deps: Deps; stdout: () => string; stderr: () => string } {
+  let stdout = ''
+  let stderr = ''
+  const out: Output = {
+    json: Boolean(opts.json),
+    isTTY: Boolean(opts.color),
+    errorIsTTY: false,
+    color: Boolean(opts.color),
+    columns: 100,
+    write: (text) => void (stdout += text),
+    error: (text) => void (stderr += text),
+  }
+  const target: Target = {
+    url: api.baseUrl,
+    token: 'test-token',
+    profile: 'test',
+    tokenSource: 'env',
+  }
+  const deps: Deps = {
+    out,
+    globals: { json: opts.json },
+    target: () => target,
+    client: () => api,
+    profiles: () => {
+      throw new Error('no profiles in this test')
+    },
+    confirm: async () => opts.confirm,
+    stdin: async () => opts.stdin ?? '',
+  }
+  return { deps, stdout: () => stdout, stderr: () => stderr }
+}
