@@ -1,6 +1,7 @@
 import { isUuid } from '../../shared/ids.js'
 import type { VersionDefinition } from '../../shared/schemas/tasks.js'
 import type { Db } from '../db/sql.js'
+import { clip, decidedGates, tellRun } from './run-history.js'
 import type { RunRow } from './runs.js'
 
 // What an os-improve run's model is given with its input (DESIGN 10): the target task's current
@@ -25,9 +26,6 @@ export interface ImproveMaterial {
   /** Runs left out past improveRunLimit. */
   moreRuns: number
 }
-
-const clip = (text: string, max: number) =>
-  text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
 
 /** Chooses what an improvement run of `taskId` is given: the current version and the recent runs. */
 export async function chooseImproveMaterial(
@@ -67,18 +65,6 @@ interface BriefRun {
   finishedAt: Date | null
 }
 
-interface BriefGate {
-  runId: string
-  kind: string
-  tool: string | null
-  decision: string
-  note: string | null
-  answers: unknown
-  choice: string | null
-  summary: string | null
-  questions: string[] | null
-}
-
 /** The briefing text of an improvement run, from the material chosen at its first start. */
 export async function improveBriefing(
   db: Db,
@@ -104,13 +90,7 @@ export async function improveBriefing(
            where r.enterprise_id = ${enterpriseId} and r.id = any(${db.array(material.runIds)}::uuid[])
            order by r.created_at desc, r.id`
       : [],
-    material.runIds.length
-      ? db<BriefGate[]>`
-          select run_id, kind, tool, decision, note, answers, choice, summary, questions from gates
-           where enterprise_id = ${enterpriseId} and run_id = any(${db.array(material.runIds)}::uuid[])
-             and status = 'decided' and decision is not null
-           order by decided_at, id`
-      : [],
+    decidedGates(db, enterpriseId, material.runIds),
     isUuid(material.taskId)
       ? db<{ id: string; status: string; rationale: string; reason: string | null }[]>`
           select id, status, rationale, reason from recommendations
@@ -139,34 +119,15 @@ export async function improveBriefing(
     `## Recent runs (${runs.length}, newest first${material.moreRuns ? `; ${material.moreRuns} older ones not shown` : ''})`,
   ]
   if (runs.length === 0) lines.push('', 'The task has no runs yet.')
-  const byRun = new Map<string, BriefGate[]>()
-  for (const g of gates) byRun.set(g.runId, [...(byRun.get(g.runId) ?? []), g])
-  for (const r of runs) {
+  for (const r of runs)
     lines.push(
-      '',
-      `### Run ${r.id}: ${r.status}, version ${r.versionNumber ?? '?'}, started ${r.createdAt.toISOString()}${r.finishedAt ? `, finished ${r.finishedAt.toISOString()}` : ''}`,
-      `Input: ${clip(JSON.stringify(r.input), inputChars)}`,
+      ...tellRun(
+        `### Run ${r.id}: ${r.status}, version ${r.versionNumber ?? '?'}, started ${r.createdAt.toISOString()}${r.finishedAt ? `, finished ${r.finishedAt.toISOString()}` : ''}`,
+        r,
+        gates,
+        { input: inputChars, result: resultChars },
+      ),
     )
-    if (r.status === 'failed')
-      lines.push(`Failed: ${clip(r.reason ?? '(no reason given)', resultChars)}`)
-    else if (r.result)
-      lines.push(
-        `Outcome: ${r.result.outcome ?? r.status}${r.result.summary ? `: ${clip(r.result.summary, resultChars)}` : ''}`,
-      )
-    else if (r.reason) lines.push(`Reason: ${clip(r.reason, resultChars)}`)
-    for (const g of byRun.get(r.id) ?? []) {
-      const what =
-        g.kind === 'question'
-          ? `question to the chief executive${g.questions?.length ? ` (${clip(g.questions.join(' / '), resultChars)})` : ''}`
-          : `gate on ${g.tool}`
-      const parts = [`- ${what}: ${g.decision}`]
-      if (g.summary) parts.push(`(asked: ${clip(g.summary, resultChars)})`)
-      if (g.note) parts.push(`note: ${clip(g.note, resultChars)}`)
-      if (g.answers) parts.push(`answers: ${clip(JSON.stringify(g.answers), resultChars)}`)
-      if (g.choice) parts.push(`choice: ${g.choice}`)
-      lines.push(parts.join('; '))
-    }
-  }
   if (decided.length) {
     lines.push('', '## Recent recommendations for this task (newest first)')
     for (const d of decided)

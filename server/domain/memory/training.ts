@@ -6,6 +6,7 @@ import { rememberTool } from '../builtin-tasks.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { laneOf, lockLanes, startRunsIn, type RunRow } from '../runs.js'
 import { requireTeam } from '../teams.js'
+import { clip, decidedGates, tellRun } from '../run-history.js'
 import { writeNote } from './notes.js'
 
 // Memory training (DESIGN 10): POST /v1/memory/train starts an os-train-memory run; that run's model is
@@ -106,27 +107,12 @@ interface MaterialRun {
   finishedAt: Date
 }
 
-interface MaterialGate {
-  runId: string
-  kind: string
-  tool: string | null
-  decision: string
-  note: string | null
-  answers: unknown
-  choice: string | null
-  summary: string | null
-  decidedBy: string | null
-}
-
 interface MaterialNote {
   id: string
   source: string
   kind: string
   text: string
 }
-
-const clip = (text: string, max: number) =>
-  text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
 
 /**
  * Chooses what a training run of `scope` is given: the layer's runs (of custom tasks; a team's for the
@@ -212,13 +198,7 @@ export async function trainingBriefing(
            where enterprise_id = ${enterpriseId} and id = any(${db.array(material.runIds)}::uuid[])
            order by finished_at desc, id`
       : [],
-    material.runIds.length
-      ? db<MaterialGate[]>`
-          select run_id, kind, tool, decision, note, answers, choice, summary, decided_by from gates
-           where enterprise_id = ${enterpriseId} and run_id = any(${db.array(material.runIds)}::uuid[])
-             and status = 'decided' and decision is not null
-           order by decided_at, id`
-      : [],
+    decidedGates(db, enterpriseId, material.runIds),
     material.noteIds.length
       ? db<MaterialNote[]>`
           select id, source, kind, text from memory_notes
@@ -248,31 +228,15 @@ export async function trainingBriefing(
     `## Finished runs (${runs.length}, newest first${material.moreRuns ? `; ${material.moreRuns} older ones not shown` : ''})`,
   ]
   if (runs.length === 0) lines.push('', 'No run of this layer finished since.')
-  const byRun = new Map<string, MaterialGate[]>()
-  for (const g of gates) byRun.set(g.runId, [...(byRun.get(g.runId) ?? []), g])
-  for (const r of runs) {
+  for (const r of runs)
     lines.push(
-      '',
-      `### Run ${r.id}: task ${r.taskSlug}, ${r.status}, finished ${r.finishedAt.toISOString()}`,
-      `Input: ${clip(JSON.stringify(r.input), inputChars)}`,
+      ...tellRun(
+        `### Run ${r.id}: task ${r.taskSlug}, ${r.status}, finished ${r.finishedAt.toISOString()}`,
+        r,
+        gates,
+        { input: inputChars, result: resultChars },
+      ),
     )
-    if (r.status === 'failed')
-      lines.push(`Failed: ${clip(r.reason ?? '(no reason given)', resultChars)}`)
-    else
-      lines.push(
-        `Result: ${r.result?.outcome ?? 'succeeded'}${r.result?.summary ? `: ${clip(r.result.summary, resultChars)}` : ''}`,
-      )
-    for (const g of byRun.get(r.id) ?? []) {
-      const what = g.kind === 'question' ? 'question to the chief executive' : `gate on ${g.tool}`
-      const parts = [`- ${what}: ${g.decision}`]
-      if (g.decidedBy) parts.push(`by ${g.decidedBy}`)
-      if (g.summary) parts.push(`(asked: ${clip(g.summary, resultChars)})`)
-      if (g.note) parts.push(`note: ${clip(g.note, resultChars)}`)
-      if (g.answers) parts.push(`answers: ${clip(JSON.stringify(g.answers), resultChars)}`)
-      if (g.choice) parts.push(`choice: ${g.choice}`)
-      lines.push(parts.join('; '))
-    }
-  }
   lines.push(
     '',
     `## Active notes of this layer (${notes.length}, newest first${material.moreNotes ? `; ${material.moreNotes} older ones not shown` : ''})`,
