@@ -1,5 +1,6 @@
-import { render, useApp, useInput, useStdout } from 'ink'
+import { render, useApp, useInput } from 'ink'
 import { useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from 'react'
+import { useTerminalSize } from './terminal-size.js'
 import {
   ChatController,
   type ChatControllerOptions,
@@ -13,21 +14,6 @@ import { chatInstead, requireTerminal } from './terminal.js'
 // `osctl chat` (DESIGN 9, 11): a conversation with a member, its replies as they come, tool calls and
 // questions decided in place. The controller reads and sends; the view draws; this file wires keys and
 // size to them.
-
-function sizeOf(stdout: NodeJS.WriteStream): { width: number; height: number } {
-  return { width: stdout.columns || 80, height: stdout.rows || 0 }
-}
-
-function useTerminalSize(): { width: number; height: number } {
-  const { stdout } = useStdout()
-  const [size, setSize] = useState(() => sizeOf(stdout))
-  useEffect(() => {
-    const resized = () => setSize(sizeOf(stdout))
-    stdout.on('resize', resized)
-    return () => void stdout.off('resize', resized)
-  }, [stdout])
-  return size
-}
 
 export interface ChatProps {
   controller: ChatController

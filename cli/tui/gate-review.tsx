@@ -1,5 +1,6 @@
-import { render, useApp, useInput, useStdout } from 'ink'
+import { render, useApp, useInput } from 'ink'
 import { useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from 'react'
+import { useTerminalSize } from './terminal-size.js'
 import { GateReviewController, type GateFilters, type GateReviewClient } from './gate-controller.js'
 import { browse, onKey, splitKeys, type Mode } from './gate-keys.js'
 import { ReviewScreen, Summary } from './gate-view.js'
@@ -7,22 +8,6 @@ import { gateReviewInstead, requireTerminal } from './terminal.js'
 
 // `osctl gates review` (DESIGN 9): the waiting gates, one selected and shown in full, decided with a
 // key. The controller reads and decides; the view draws; this file wires keys and size to them.
-
-function sizeOf(stdout: NodeJS.WriteStream): { width: number; height: number } {
-  return { width: stdout.columns || 80, height: stdout.rows || 0 }
-}
-
-/** The terminal's size, read again when it is resized (ink lays the boxes out again by itself). */
-function useTerminalSize(): { width: number; height: number } {
-  const { stdout } = useStdout()
-  const [size, setSize] = useState(() => sizeOf(stdout))
-  useEffect(() => {
-    const resized = () => setSize(sizeOf(stdout))
-    stdout.on('resize', resized)
-    return () => void stdout.off('resize', resized)
-  }, [stdout])
-  return size
-}
 
 export interface GateReviewProps {
   controller: GateReviewController
