@@ -398,7 +398,7 @@ export async function decideToolCall(
     if (!message)
       throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
     const call = message.toolCall!
-    if (chat.status === 'closed' && call.status === 'waiting')
+    if (chat.status === 'closed' && (call.status === 'waiting' || call.result === closedCallResult))
       throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
     if (call.status !== 'waiting')
       throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
@@ -500,6 +500,9 @@ export async function checkProposal(
   return undefined
 }
 
+/** What a call waiting when its chat closed answers: it was never run. */
+const closedCallResult = 'The chat was closed before this call was decided.'
+
 /**
  * What a chat's closing ends, in the closing transaction: a reply in progress (its turn is done, so the
  * engine neither stores its answer nor makes another model call), its waiting tool calls (never run)
@@ -510,7 +513,7 @@ async function endChatWork(tx: Db, chatId: string): Promise<void> {
             where chat_id = ${chatId} and status <> 'done'`
   await tx`
     update chat_messages
-       set tool_call = tool_call || ${tx.json({ status: 'denied', result: 'The chat was closed before this call was decided.' } as never)}
+       set tool_call = tool_call || ${tx.json({ status: 'denied', result: closedCallResult } as never)}
      where chat_id = ${chatId} and tool_call ->> 'status' = 'waiting'`
   await tx`
     update gates set status = 'decided', decided_by = 'chat closed', decided_at = now()
