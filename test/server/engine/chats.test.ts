@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { z } from 'zod'
 import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../../shared/schemas/chats.js'
+import { Gate } from '../../../shared/schemas/gates.js'
 import { RecallHealth } from '../../../shared/schemas/memory.js'
+import { TaskRead } from '../../../shared/schemas/tasks.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { startTestEngine } from '../../helpers/runs.js'
@@ -299,8 +302,13 @@ describe('tool calls', () => {
     )
     const asked = detail.messages.find((m) => m.question)!
     expect(asked.question).toMatchObject({ questions: ['Red or blue?'], status: 'waiting' })
-    const gates = (await t.call('GET', '/v1/gates', s.as)).body
-    expect(gates.map((g: { id: string }) => g.id)).toContain(asked.question!.gateId)
+    const gates = z.array(Gate).parse((await t.call('GET', '/v1/gates', s.as)).body)
+    // The list tells a chat's question from a run's: it names the chat.
+    expect(gates.find((g) => g.id === asked.question!.gateId)).toMatchObject({
+      kind: 'question',
+      chatId: chat.id,
+      runId: null,
+    })
     const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
       ...s.as,
       body: { decision: 'approve', choice: 'blue' },
@@ -404,9 +412,14 @@ describe('closing a chat', () => {
       })
       const chat = await s.open({ purpose: 'create_task' })
       await s.send(chat.id, 'A weekly report')
-      const detail = await follow(s.e, chat.id, (d) =>
-        d.messages.some((m) => m.question?.status === 'waiting') &&
-        d.messages.some((m) => m.toolCall?.name === 'os.create_task' && m.toolCall.status === 'waiting'),
+      const detail = await follow(
+        s.e,
+        chat.id,
+        (d) =>
+          d.messages.some((m) => m.question?.status === 'waiting') &&
+          d.messages.some(
+            (m) => m.toolCall?.name === 'os.create_task' && m.toolCall.status === 'waiting',
+          ),
       )
       const proposal = detail.messages.find((m) => m.toolCall?.name === 'os.create_task')!
       const gateId = detail.messages.find((m) => m.question)!.question!.gateId
@@ -419,7 +432,10 @@ describe('closing a chat', () => {
       const read = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
       expect(read.status).toBe('closed')
       const after = (await t.call('GET', '/v1/gates', s.as)).body as { id: string }[]
-      expect(after.map((g) => g.id), decision).not.toContain(gateId)
+      expect(
+        after.map((g) => g.id),
+        decision,
+      ).not.toContain(gateId)
       expect(read.messages.filter((m) => m.toolCall?.status === 'waiting')).toHaveLength(0)
     }
   })
@@ -462,9 +478,16 @@ describe('create-task chats', () => {
     const [task] = await t.sql<{ id: string; sourceChatId: string }[]>`
       select id, source_chat_id from tasks where enterprise_id = ${s.e.id} and name = ${name}`
     expect(task).toMatchObject({ id: closed.taskId, sourceChatId: chat.id })
+    // The task's answer names the chat it came from; a task made otherwise names none.
+    const read = await t.call('GET', `/v1/tasks/${task!.id}`, s.as)
+    expect(read.status).toBe(200)
+    expect(TaskRead.parse(read.body).sourceChatId).toBe(chat.id)
     expect((await t.sql`select id from tasks where enterprise_id = ${s.e.id}`).length).toBe(
       before + 1,
     )
+    const plain = await t.call('POST', '/v1/tasks', { ...s.as, body: definition(`Plain ${name}`) })
+    expect(plain.status, JSON.stringify(plain.body)).toBe(201)
+    expect(TaskRead.parse(plain.body).sourceChatId).toBeNull()
   })
 
   it('deny closes it rejected, nothing created', async () => {
