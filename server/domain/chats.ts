@@ -500,12 +500,12 @@ export async function checkProposal(
   return undefined
 }
 
-/** What a call waiting when its chat closed answers: it was never run. */
+/** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
 const closedCallResult = 'The chat was closed before this call was decided.'
 
 /**
  * What a chat's closing ends, in the closing transaction: a reply in progress (its turn is done, so the
- * engine neither stores its answer nor makes another model call), its waiting tool calls (never run)
+ * engine neither stores its answer nor makes another model call), its tool calls not yet begun (never run)
  * and the question gates it waits on (decided by the chat closing, as a run's end closes its gates).
  */
 async function endChatWork(tx: Db, chatId: string): Promise<void> {
@@ -514,7 +514,8 @@ async function endChatWork(tx: Db, chatId: string): Promise<void> {
   await tx`
     update chat_messages
        set tool_call = tool_call || ${tx.json({ status: 'denied', result: closedCallResult } as never)}
-     where chat_id = ${chatId} and tool_call ->> 'status' = 'waiting'`
+     where chat_id = ${chatId} and executing_at is null
+       and tool_call ->> 'status' in ('waiting', 'allowed')`
   await tx`
     update gates set status = 'decided', decided_by = 'chat closed', decided_at = now()
      where chat_id = ${chatId} and status = 'waiting'`
