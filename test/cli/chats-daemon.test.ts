@@ -145,6 +145,12 @@ describe('osctl chats against a daemon', () => {
       chatId: chat.id,
       runId: null,
     })
+    // In words, a person sees whose question it is.
+    const listedText = await osctl(['gates', 'list'], env)
+    expect(listedText.stdout).toContain(`chat ${chat.id}`)
+    const got = await osctl(['gates', 'get', gateId], env)
+    expect(got.exitCode, got.stderr).toBe(0)
+    expect(got.stdout).toMatch(new RegExp(`chat\\s+${chat.id}`))
     await json(['chats', 'close', chat.id])
     const after = z.array(Gate).parse(await json(['gates', 'list']))
     expect(after.map((g) => g.id)).not.toContain(gateId)
