@@ -19,7 +19,7 @@ const gateKinds = ['tool', 'question'] as const
 function columns(out: Output) {
   return [
     { header: 'ID', value: (g: Gate) => g.id },
-    { header: 'TASK', value: (g: Gate) => g.taskSlug },
+    { header: 'TASK', value: (g: Gate) => g.taskSlug ?? (g.chatId ? `chat ${g.chatId}` : null) },
     {
       header: 'KIND',
       value: (g: Gate) => (g.kind === 'question' ? colour(out, 'yellow', g.kind) : g.kind),
@@ -40,6 +40,7 @@ function showGate(deps: Deps, gate: Gate): void {
       ['tool', gate.tool],
       ['task', gate.taskSlug ?? gate.taskId],
       ['run', gate.runId],
+      ['chat', gate.chatId],
       ['owner', gate.owner],
       ['approval', gate.approval],
       ['summary', gate.summary],

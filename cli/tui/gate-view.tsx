@@ -88,7 +88,9 @@ export function detailRows(gate: Gate, now: number): DetailRow[] {
       label: 'Task',
       value: gate.taskId ? `${gate.taskSlug ?? '-'}  ${gate.taskId}` : '(none: a chat asks)',
     },
-    { label: 'Run', value: gate.runId ?? '-' },
+    gate.chatId
+      ? { label: 'Chat', value: `${gate.chatId}  (osctl chats get ${gate.chatId})` }
+      : { label: 'Run', value: gate.runId ?? '-' },
     { label: 'Owner', value: `${gate.owner ?? '-'}, approval ${gate.approval ?? '-'}` },
     { label: 'Opened', value: `${age(gate.createdAt, now)}  ${gate.createdAt}` },
   )

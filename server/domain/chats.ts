@@ -398,7 +398,7 @@ export async function decideToolCall(
     if (!message)
       throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
     const call = message.toolCall!
-    if (chat.status === 'closed' && call.status === 'waiting')
+    if (chat.status === 'closed' && (call.status === 'waiting' || call.result === closedCallResult))
       throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
     if (call.status !== 'waiting')
       throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
@@ -414,8 +414,6 @@ export async function decideToolCall(
        where id = ${message.id}`
     const goOn = () => tx`update chat_turns set status = 'pending', updated_at = now()
                            where id = ${message.turnId} and status = 'waiting'`
-    const endTurn = () => tx`update chat_turns set status = 'done', updated_at = now()
-                              where id = ${message.turnId}`
     if (decision === 'always')
       await tx`
         insert into chat_tool_grants (enterprise_id, caller, member_id, tool)
@@ -424,16 +422,16 @@ export async function decideToolCall(
     if (decision === 'deny') {
       await set('denied', 'The person refused this call.')
       if (proposal) {
-        await endTurn()
         await tx`update chats set status = 'closed', outcome = 'rejected' where id = ${chatId}`
+        await endChatWork(tx, chatId)
       } else await goOn()
     } else if (proposal) {
       const created = await createProposedTask(tx, enterpriseId, call.arguments, chatId)
       if ('taskId' in created) {
         await set('done', `Created task ${created.taskId}.`)
-        await endTurn()
         await tx`update chats set status = 'closed', outcome = 'applied', task_id = ${created.taskId}
                   where id = ${chatId}`
+        await endChatWork(tx, chatId)
       } else {
         await set('failed', created.error)
         await goOn()
@@ -502,6 +500,29 @@ export async function checkProposal(
   return undefined
 }
 
+/** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
+const closedCallResult = 'The chat was closed before this call was decided.'
+
+/**
+ * What a chat's closing ends, in the closing transaction: a reply in progress (its turn is done, so the
+ * engine neither stores its answer nor makes another model call), its tool calls not yet begun (never run)
+ * and the question gates it waits on (decided by the chat closing, as a run's end closes its gates).
+ */
+async function endChatWork(tx: Db, chatId: string): Promise<void> {
+  await tx`update chat_turns set status = 'done', lease_owner = null, lease_expires_at = null, updated_at = now()
+            where chat_id = ${chatId} and status <> 'done'`
+  await tx`
+    update chat_messages
+       set tool_call = tool_call || ${tx.json({ status: 'denied', result: closedCallResult } as never)}
+     where chat_id = ${chatId} and executing_at is null
+       and tool_call ->> 'status' in ('waiting', 'allowed')`
+  await tx`
+    update gates set status = 'decided', decided_by = 'chat closed', decided_at = now()
+     where chat_id = ${chatId} and status = 'waiting'`
+  chatChanged(tx, chatId)
+  wakeChatTurns(tx, chatId)
+}
+
 /** POST /v1/chats/{id}/close: closed; repeating changes nothing. */
 export async function closeChat(db: Db, enterpriseId: string, id: string): Promise<Chat> {
   if (!uuidPattern.test(id)) throw chatNotFound(id)
@@ -509,9 +530,7 @@ export async function closeChat(db: Db, enterpriseId: string, id: string): Promi
     const chat = await loadChat(tx, enterpriseId, id, true)
     if (chat.status === 'open') {
       await tx`update chats set status = 'closed', outcome = 'closed' where id = ${id}`
-      // A reply in progress ends with the chat; a waiting call is never run.
-      await tx`update chat_turns set status = 'done', updated_at = now() where chat_id = ${id} and status <> 'done'`
-      chatChanged(tx, id)
+      await endChatWork(tx, id)
     }
     return toChat(await loadChat(tx, enterpriseId, id))
   })

@@ -48,6 +48,7 @@ export function toGate(row: GateRow): Gate {
     choices: row.choices,
     questions: row.questions,
     runId: row.runId,
+    chatId: row.chatId,
     taskId: row.taskId,
     taskSlug: row.taskSlug ?? null,
     decision: row.decision,

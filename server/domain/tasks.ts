@@ -42,6 +42,7 @@ export interface TaskRow {
   definitionIssues: DefinitionIssue[]
   origin: 'custom' | 'copy' | 'clone' | 'builtin'
   sourceTaskId: string | null
+  sourceChatId: string | null
   /** A clone whose original left the catalogue: it keeps the last version it had. */
   detachedAt: Date | null
   createdAt: Date
@@ -58,7 +59,7 @@ export interface VersionRow {
 
 export const taskColumns = (db: Db) => db`
   t.id, t.enterprise_id, t.slug, t.name, t.team_id, t.assignee_role, t.kind, t.status, t.serialize_on,
-  t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.detached_at, t.created_at,
+  t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.source_chat_id, t.detached_at, t.created_at,
   t.updated_at`
 
 export function taskNotFound(id: string): ApiError {
@@ -283,6 +284,7 @@ export async function readTask(
     },
     canEditDefinition: task.origin !== 'clone' && task.origin !== 'builtin',
     sourceTaskId: task.sourceTaskId,
+    sourceChatId: task.sourceChatId,
     detached: task.detachedAt !== null,
     schedule,
   }

@@ -24,6 +24,8 @@ export const Gate = z
     choices: z.array(GateChoice).nullable(),
     questions: z.array(z.string()).nullable(),
     runId: Uuid.nullable(),
+    /** The chat a question belongs to (os.ask_ceo in a chat's reply); null for a run's gate. */
+    chatId: Uuid.nullable(),
     taskId: Uuid.nullable(),
     taskSlug: z.string().nullable(),
     decision: z.enum(gateDecisions).nullable(),

@@ -262,6 +262,9 @@ export const TaskRead = z
     sourceTaskId: Uuid.nullable().meta({
       description: 'a copy: the task it was copied from; a clone: its catalogue original',
     }),
+    sourceChatId: Uuid.nullable().meta({
+      description: 'the create-task chat the task came from, if it came from one',
+    }),
     detached: z.boolean().meta({
       description:
         'a clone whose original left the catalogue: it keeps running the last version it had',

@@ -18,9 +18,9 @@ import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../shared/schem
 import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
 
 // osctl chats, in process: the actions called with deps of the test's own (a client whose transport
-// answers what the test says for each route and records what was sent, and captured output). The chat
-// routes are built on another branch at the same time, so nothing here runs against a daemon yet: the
-// answers are the wire shapes of shared/schemas/chats.ts, parsed by them.
+// answers what the test says for each route and records what was sent, and captured output): the
+// answers are the wire shapes of shared/schemas/chats.ts, parsed by them. The built osctl against a
+// real daemon is test/cli/chats-daemon.test.ts.
 
 process.env.TZ = 'UTC'
 

@@ -28,6 +28,7 @@ function gate(fields: Partial<Gate>): Gate {
     choices: null,
     questions: null,
     runId: '7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+    chatId: null,
     taskId: '5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b',
     taskSlug: null,
     decision: null,
@@ -448,6 +449,38 @@ describe('the screen, drawn from props alone', () => {
     expect(lastFrame()).toMatch(
       new RegExp(`^ {2}… \\d+ more lines: osctl gates get ${merge.id}$`, 'm'),
     )
+  })
+
+  it('names the chat a chat question belongs to, where a run gate names its run', () => {
+    const chatId = '2d3e4f5a-6b7c-4d8e-9f0a-1b2c3d4e5f6a'
+    const asked = gate({
+      id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
+      kind: 'question',
+      tool: 'os.ask_ceo',
+      questions: ['Port or starboard?'],
+      runId: null,
+      taskId: null,
+      owner: null,
+      approval: null,
+      chatId,
+    })
+    const draw = (g: Gate) =>
+      render(
+        <ReviewScreen
+          state={{ ...state, gates: [g], selectedId: g.id }}
+          mode={browse}
+          now={now}
+          width={100}
+          height={30}
+          intervalMs={3000}
+        />,
+      ).lastFrame()!
+    const chatFrame = draw(asked)
+    expect(chatFrame).toMatch(new RegExp(`Chat +${chatId}`))
+    expect(chatFrame).not.toMatch(/^\s*Run\s/m)
+    const runFrame = draw(merge)
+    expect(runFrame).toMatch(new RegExp(`Run +${merge.runId}`))
+    expect(runFrame).not.toMatch(/Chat +[0-9a-f]{8}-/)
   })
 
   it('wraps a long JSON line under its own indentation', () => {

@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { z } from 'zod'
 import { Chat, ChatDetail, ChatMessage, ChatToolGrant } from '../../../shared/schemas/chats.js'
+import { Gate } from '../../../shared/schemas/gates.js'
 import { RecallHealth } from '../../../shared/schemas/memory.js'
+import { TaskRead } from '../../../shared/schemas/tasks.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { startTestEngine } from '../../helpers/runs.js'
@@ -299,8 +302,13 @@ describe('tool calls', () => {
     )
     const asked = detail.messages.find((m) => m.question)!
     expect(asked.question).toMatchObject({ questions: ['Red or blue?'], status: 'waiting' })
-    const gates = (await t.call('GET', '/v1/gates', s.as)).body
-    expect(gates.map((g: { id: string }) => g.id)).toContain(asked.question!.gateId)
+    const gates = z.array(Gate).parse((await t.call('GET', '/v1/gates', s.as)).body)
+    // The list tells a chat's question from a run's: it names the chat.
+    expect(gates.find((g) => g.id === asked.question!.gateId)).toMatchObject({
+      kind: 'question',
+      chatId: chat.id,
+      runId: null,
+    })
     const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
       ...s.as,
       body: { decision: 'approve', choice: 'blue' },
@@ -314,6 +322,122 @@ describe('tool calls', () => {
     expect(after.messages.find((m) => m.id === asked.id)!.question!.status).toBe('answered')
     const second = fake.callsWith(s.key)[1]!
     expect(JSON.stringify(second.body.messages)).toContain('blue')
+  })
+})
+
+describe('closing a chat', () => {
+  const askAndEcho = {
+    toolCalls: [
+      { name: 'os.ask_ceo', arguments: { questions: ['Port or starboard?'] } },
+      { name: 'vcs.echo', arguments: { text: 'never' } },
+    ],
+  }
+
+  it('closes its waiting question gate and its waiting tool calls; nothing of it runs', async () => {
+    const s = await tenant()
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    fake.script(s.key, askAndEcho)
+    const chat = await s.open()
+    await s.send(chat.id, 'Which side?')
+    const detail = await follow(s.e, chat.id, (d) =>
+      d.messages.some((m) => m.question?.status === 'waiting'),
+    )
+    const gateId = detail.messages.find((m) => m.question)!.question!.gateId
+    const waiting = (await t.call('GET', '/v1/gates', s.as)).body as { id: string }[]
+    expect(waiting.map((g) => g.id)).toContain(gateId)
+    const closed = await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
+    expect(closed.status, JSON.stringify(closed.body)).toBe(200)
+    const after = (await t.call('GET', '/v1/gates', s.as)).body as { id: string }[]
+    expect(after.map((g) => g.id)).not.toContain(gateId)
+    const gate = await t.call('GET', `/v1/gates/${gateId}`, s.as)
+    expect(gate.body).toMatchObject({ status: 'decided', decidedBy: 'chat closed' })
+    const read = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+    expect(read.replying).toBe(false)
+    const calls = read.messages.filter((m) => m.toolCall)
+    expect(calls.map((m) => m.toolCall!.status)).toEqual(['denied', 'denied'])
+    expect(calls.every((m) => m.question === null || m.question.status !== 'waiting')).toBe(true)
+    // The closed chat's question cannot be answered any more, and nothing more is asked of the model.
+    const answer = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', gateId },
+    })
+    expect(answer.status).toBe(409)
+    await new Promise((r) => setTimeout(r, 300))
+    expect(fake.callsWith(s.key)).toHaveLength(1)
+    expect(mcp.callsOf('echo').filter((c) => JSON.stringify(c).includes('never'))).toHaveLength(0)
+  })
+
+  it('a reply in progress when the chat closes stores nothing and makes no next model call', async () => {
+    const s = await tenant()
+    fake.script(
+      s.key,
+      { delayMs: 800, toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Late?'] } }] },
+      { text: 'never said' },
+    )
+    const chat = await s.open()
+    await s.send(chat.id, 'Take your time')
+    const deadline = Date.now() + 5000
+    while (fake.callsWith(s.key).length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20))
+    expect(fake.callsWith(s.key)).toHaveLength(1)
+    const closed = await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
+    expect(closed.status).toBe(200)
+    await new Promise((r) => setTimeout(r, 1500))
+    expect(fake.callsWith(s.key)).toHaveLength(1)
+    const read = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+    expect(read.messages.map((m) => m.role)).toEqual(['person'])
+    expect(read.replying).toBe(false)
+    const gates = await t.sql`select id from gates where chat_id = ${chat.id}`
+    expect(gates).toHaveLength(0)
+  })
+
+  it('a create-task chat closing on allow or deny closes its waiting question gate', async () => {
+    for (const decision of ['allow', 'deny'] as const) {
+      const s = await tenant()
+      const name = `Closing ${randomUUID().slice(0, 6)}`
+      fake.script(s.key, {
+        toolCalls: [
+          { name: 'os.ask_ceo', arguments: { questions: ['Mondays?'] } },
+          {
+            name: 'os.create_task',
+            arguments: {
+              definition: { name, skillMd: 'Report weekly.', assigneeRole: 'ceo' },
+            },
+          },
+        ],
+      })
+      const chat = await s.open({ purpose: 'create_task' })
+      await s.send(chat.id, 'A weekly report')
+      const detail = await follow(
+        s.e,
+        chat.id,
+        (d) =>
+          d.messages.some((m) => m.question?.status === 'waiting') &&
+          d.messages.some(
+            (m) => m.toolCall?.name === 'os.create_task' && m.toolCall.status === 'waiting',
+          ),
+      )
+      const proposal = detail.messages.find((m) => m.toolCall?.name === 'os.create_task')!
+      const gateId = detail.messages.find((m) => m.question)!.question!.gateId
+      const decided = await t.call(
+        'POST',
+        `/v1/chats/${chat.id}/tool-calls/${proposal.id}/decision`,
+        { ...s.as, body: { decision } },
+      )
+      expect(decided.status, JSON.stringify(decided.body)).toBe(201)
+      const read = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+      expect(read.status).toBe('closed')
+      const after = (await t.call('GET', '/v1/gates', s.as)).body as { id: string }[]
+      expect(
+        after.map((g) => g.id),
+        decision,
+      ).not.toContain(gateId)
+      expect(read.messages.filter((m) => m.toolCall?.status === 'waiting')).toHaveLength(0)
+    }
   })
 })
 
@@ -354,9 +478,16 @@ describe('create-task chats', () => {
     const [task] = await t.sql<{ id: string; sourceChatId: string }[]>`
       select id, source_chat_id from tasks where enterprise_id = ${s.e.id} and name = ${name}`
     expect(task).toMatchObject({ id: closed.taskId, sourceChatId: chat.id })
+    // The task's answer names the chat it came from; a task made otherwise names none.
+    const read = await t.call('GET', `/v1/tasks/${task!.id}`, s.as)
+    expect(read.status).toBe(200)
+    expect(TaskRead.parse(read.body).sourceChatId).toBe(chat.id)
     expect((await t.sql`select id from tasks where enterprise_id = ${s.e.id}`).length).toBe(
       before + 1,
     )
+    const plain = await t.call('POST', '/v1/tasks', { ...s.as, body: definition(`Plain ${name}`) })
+    expect(plain.status, JSON.stringify(plain.body)).toBe(201)
+    expect(TaskRead.parse(plain.body).sourceChatId).toBeNull()
   })
 
   it('deny closes it rejected, nothing created', async () => {

@@ -269,9 +269,23 @@ describe('messages, reading, closing', () => {
       insert into chat_messages (enterprise_id, chat_id, role, tool_call)
       values (${e.id}, ${chat.id}, 'tool', ${t.sql.json({ callId: 'c1', name: 'files.rm', arguments: {}, status: 'waiting', result: null })})
       returning id`
+    // So is one allowed but not yet begun; one that began keeps its outcome.
+    const [allowed, begun] = await t.sql<{ id: string }[]>`
+      insert into chat_messages (enterprise_id, chat_id, role, tool_call, executing_at)
+      values (${e.id}, ${chat.id}, 'tool', ${t.sql.json({ callId: 'c2', name: 'files.cp', arguments: {}, status: 'allowed', result: null })}, null),
+             (${e.id}, ${chat.id}, 'tool', ${t.sql.json({ callId: 'c3', name: 'files.ls', arguments: {}, status: 'allowed', result: null })}, now())
+      returning id`
     const closed = await t.call('POST', `/v1/chats/${chat.id}/close`, { token: e.token })
     expect(closed.status).toBe(200)
     expect(Chat.parse(closed.body)).toMatchObject({ status: 'closed', outcome: 'closed' })
+    const calls = await t.sql<{ id: string; status: string }[]>`
+      select id, tool_call ->> 'status' as status from chat_messages where chat_id = ${chat.id}`
+    const statusOf = (id: string) => calls.find((c) => c.id === id)!.status
+    expect([statusOf(call!.id), statusOf(allowed!.id), statusOf(begun!.id)]).toEqual([
+      'denied',
+      'denied',
+      'allowed',
+    ])
     const again = await t.call('POST', `/v1/chats/${chat.id}/close`, { token: e.token })
     expect(again.body).toEqual(closed.body)
     expectError(
