@@ -256,9 +256,11 @@ class ChatReply {
   }
 
   async go(): Promise<void> {
-    if (!(await this.prepare())) return
-    // A turn taken over: the reservation of a model call the crash interrupted is released first.
-    if (this.turn.reservation) await this.releaseInterrupted()
+    const prepared = await this.prepare()
+    // A turn taken over: the reservation of a model call the crash interrupted is released first,
+    // also when the chat was closed meanwhile.
+    if (this.turn.reservation && this.layers !== undefined) await this.releaseInterrupted()
+    if (!prepared) return
     const max = this.options.maxModelCalls ?? 10
     let first = true
     for (;;) {
@@ -314,6 +316,13 @@ class ChatReply {
         left join members m on m.id = c.member_id
         left join enterprises e on e.id = c.enterprise_id
        where c.id = ${turn.chatId}`
+    if (row)
+      this.layers = {
+        enterpriseId: row.enterpriseId,
+        teamId: row.teamId,
+        taskId: null,
+        memberId: row.memberId,
+      }
     if (!row || row.status === 'closed') {
       await this.end('done')
       return false
@@ -324,12 +333,6 @@ class ChatReply {
       row.memberName === null ? undefined : { name: row.memberName, persona: row.persona }
     const enterprise = row.enterpriseName === null ? undefined : { name: row.enterpriseName }
     this.tier = row.chatModelTier ?? 'mid'
-    this.layers = {
-      enterpriseId: chat.enterpriseId,
-      teamId: row.teamId,
-      taskId: null,
-      memberId: chat.memberId,
-    }
     const notes = await this.recall(row.chatMemoryDepth ?? 'medium')
 
     this.tools = [osTools['os.ask_ceo']!]

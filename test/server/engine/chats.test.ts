@@ -5,6 +5,7 @@ import { RecallHealth } from '../../../shared/schemas/memory.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { startTestEngine } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 
@@ -220,6 +221,31 @@ describe('spend caps (enterprise and member layers)', () => {
       ])
     })
   }
+})
+
+describe('a turn taken over', () => {
+  it('releases the reservation an interrupted model call left on it, also when the chat closed meanwhile', async () => {
+    const s = await tenant()
+    const chat = await s.open()
+    const day = new Date().toISOString().slice(0, 10)
+    // What an engine that died in the middle of a model call left behind.
+    await t.sql`insert into spend_days (enterprise_id, day, layer, layer_id, reserved_usd_micros)
+                values (${s.e.id}, ${day}, 'enterprise', ${s.e.id}, 5000),
+                       (${s.e.id}, ${day}, 'member', ${s.member.id}, 5000)`
+    await t.sql`update chats set status = 'closed', outcome = 'closed' where id = ${chat.id}`
+    await t.sql`insert into chat_turns (enterprise_id, chat_id, status, lease_owner, lease_expires_at, reservation)
+                values (${s.e.id}, ${chat.id}, 'running', 'dead-engine', now() - interval '1 second',
+                        ${t.sql.json({ id: randomUUID(), day, micros: 5000, teamId: null })})`
+    engine.chats.wake()
+    await eventually(async () => {
+      const [turn] = await t.sql<{ status: string; reservation: unknown }[]>`
+        select status, reservation from chat_turns where chat_id = ${chat.id}`
+      return turn?.status === 'done' && turn.reservation === null
+    })
+    const days = await t.sql<{ reservedUsdMicros: number }[]>`
+      select reserved_usd_micros from spend_days where enterprise_id = ${s.e.id}`
+    expect(days.map((d) => d.reservedUsdMicros)).toEqual([0, 0])
+  })
 })
 
 describe('tool calls', () => {
