@@ -10,9 +10,9 @@ export const chatChannel = 'osd_chat'
 export const chatTurnChannel = 'osd_chat_turn'
 
 /** Chat loops of this process, told at the commit itself, before the NOTIFY comes back. */
-const local = new Set<() => void>()
+const local = new Set<(chatId: string) => void>()
 
-export function listenChatTurnsLocally(wake: () => void): () => void {
+export function listenChatTurnsLocally(wake: (chatId: string) => void): () => void {
   local.add(wake)
   return () => local.delete(wake)
 }
@@ -27,7 +27,7 @@ export function wakeChatTurns(db: Db, chatId: string): void {
   notifyAfterCommit(db, chatTurnChannel, [chatId])
   if (local.size > 0)
     onCommit(db, () => {
-      for (const wake of local) wake()
+      for (const wake of local) wake(chatId)
     })
 }
 

@@ -138,13 +138,16 @@ export async function insertMessage(
     turnId?: string
   },
 ): Promise<MessageRow> {
+  // One round trip: the chat's last_message_at moves in the same statement.
   const [row] = await tx<MessageRow[]>`
-    insert into chat_messages (enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
-    values (${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
-            ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
-            ${message.replyGroup ?? null}, ${message.turnId ?? null})
-    returning *`
-  await tx`update chats set last_message_at = ${row!.createdAt} where id = ${chat.id}`
+    with m as (
+      insert into chat_messages (enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
+      values (${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
+              ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
+              ${message.replyGroup ?? null}, ${message.turnId ?? null})
+      returning *),
+    c as (update chats set last_message_at = (select created_at from m) where id = ${chat.id})
+    select * from m`
   chatChanged(tx, chat.id)
   return row!
 }

@@ -5,6 +5,7 @@ import {
   type SpendView,
 } from '../../shared/schemas/spend.js'
 import { transaction, type Db } from '../db/sql.js'
+import { wakeChatTurns } from './chat-turns.js'
 import { layerOwner } from './layers.js'
 import { transitionAll, type RunRow } from './runs.js'
 
@@ -49,40 +50,54 @@ export type Reservation =
 export async function reserve(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
   const day = today()
   const layers = layersOf(run)
-  for (const { layer, layerId } of layers) {
-    await tx`
-      insert into spend_days (enterprise_id, day, layer, layer_id) values (${run.enterpriseId}, ${day}, ${layer}, ${layerId})
-      on conflict do nothing`
-  }
-  const counters = await tx<
-    { layer: SpendLayer; layerId: string; spentUsdMicros: number; reservedUsdMicros: number }[]
-  >`
-    select layer, layer_id, spent_usd_micros, reserved_usd_micros from spend_days
-     where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))
-     order by layer || layer_id::text
-     for update`
-  const [enterprise] = await tx<
-    { spendEnabled: boolean }[]
-  >`select spend_enabled from enterprises where id = ${run.enterpriseId}`
-  if (enterprise?.spendEnabled) {
-    const caps = await tx<{ layer: SpendLayer; layerId: string; moneyCentsDay: number }[]>`
-      select layer, layer_id, money_cents_day from spend_caps
-       where enterprise_id = ${run.enterpriseId} and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
-    for (const cap of caps) {
-      const counter = counters.find((c) => c.layer === cap.layer && c.layerId === cap.layerId)!
-      if (
-        counter.spentUsdMicros + counter.reservedUsdMicros + worstMicros >
-        cap.moneyCentsDay * microsPerCent
-      ) {
-        return { ok: false, layer: cap.layer, layerId: cap.layerId, capCents: cap.moneyCentsDay }
+  const kinds = tx.array(layers.map((l) => l.layer))
+  const ids = tx.array(layers.map((l) => l.layerId))
+  // Two statements in one round trip (pipelined on the transaction's connection): the day's counters,
+  // created in the layers' fixed order, then locked with their caps and whether limits are on.
+  const [, counters] = await Promise.all([
+    tx`
+      insert into spend_days (enterprise_id, day, layer, layer_id)
+      select ${run.enterpriseId}, ${day}, l, i from unnest(${kinds}::text[], ${ids}::uuid[]) with ordinality as x(l, i, n)
+       order by n
+      on conflict do nothing`,
+    tx<
+      {
+        layer: SpendLayer
+        layerId: string
+        spentUsdMicros: number
+        reservedUsdMicros: number
+        moneyCentsDay: number | null
+        spendEnabled: boolean | null
+      }[]
+    >`
+      select d.layer, d.layer_id, d.spent_usd_micros, d.reserved_usd_micros,
+             (select money_cents_day from spend_caps c
+               where c.enterprise_id = d.enterprise_id and c.layer = d.layer and c.layer_id = d.layer_id) as money_cents_day,
+             (select spend_enabled from enterprises e where e.id = d.enterprise_id) as spend_enabled
+        from spend_days d
+       where d.enterprise_id = ${run.enterpriseId} and d.day = ${day}
+         and (d.layer, d.layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))
+       order by d.layer || d.layer_id::text
+       for update of d`,
+  ])
+  for (const counter of counters) {
+    if (!counter.spendEnabled || counter.moneyCentsDay === null) continue
+    if (
+      counter.spentUsdMicros + counter.reservedUsdMicros + worstMicros >
+      counter.moneyCentsDay * microsPerCent
+    ) {
+      return {
+        ok: false,
+        layer: counter.layer,
+        layerId: counter.layerId,
+        capCents: counter.moneyCentsDay,
       }
     }
   }
   await tx`
     update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
      where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+       and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))`
   return { ok: true, day }
 }
 
@@ -175,8 +190,16 @@ export async function setEnabled(
   return getSpend(db, enterpriseId)
 }
 
-/** paused_spend -> pending for the enterprise's paused runs: admission queues them again. */
+/**
+ * paused_spend -> pending for the enterprise's paused runs (admission queues them again) and for its
+ * chat replies a cap held (the engines' chat loops claim them again).
+ */
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
+  const turns = await tx<{ chatId: string }[]>`
+    update chat_turns set status = 'pending', updated_at = now()
+     where enterprise_id = ${enterpriseId} and status = 'paused_spend'
+     returning chat_id`
+  for (const { chatId } of turns) wakeChatTurns(tx, chatId)
   const paused = await tx<RunRow[]>`
     select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
   await transitionAll(

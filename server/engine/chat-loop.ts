@@ -48,7 +48,16 @@ export interface ChatLoopOptions {
   maxTokens?: number
 }
 
+/** The spend reservation of a turn's model call in flight (released once if a crash interrupts it). */
+interface TurnReservation {
+  id: string
+  day: string
+  micros: number
+  teamId: string | null
+}
+
 interface TurnRow {
+  reservation: TurnReservation | null
   id: string
   enterpriseId: string
   chatId: string
@@ -57,6 +66,9 @@ interface TurnRow {
   modelCalls: number
   recall: 'succeeded' | 'failed' | null
 }
+
+/** Turns one claim statement takes. */
+const claimBatch = 8
 
 /** How many notes a reply recalls at each chatMemoryDepth. */
 const depthNotes: Record<string, number> = { off: 0, small: 3, medium: 8, large: 20 }
@@ -81,6 +93,11 @@ export class ChatLoop {
   private timers: NodeJS.Timeout[] = []
   private listener: { unlisten(): Promise<void> } | undefined
   private unlistenLocally: (() => void) | undefined
+  /**
+   * Chats whose turn this process's own commit announced (listenChatTurnsLocally) and whose NOTIFY has
+   * not come back yet: when it does, it is not heard twice (a claim that finds nothing, for each reply).
+   */
+  private readonly heardLocally = new Set<string>()
 
   constructor(private readonly options: ChatLoopOptions) {}
 
@@ -90,13 +107,23 @@ export class ChatLoop {
 
   async start(): Promise<void> {
     const { sql, sweepMs = 5_000 } = this.options
-    this.unlistenLocally = listenChatTurnsLocally(() => this.wake())
+    this.unlistenLocally = listenChatTurnsLocally((chatId) => {
+      this.heardLocally.add(chatId)
+      this.wake()
+    })
     this.listener = await sql.listen(
       chatTurnChannel,
-      () => this.wake(),
+      (chatId) => {
+        if (!this.heardLocally.delete(chatId)) this.wake()
+      },
       () => this.wake(),
     )
-    this.timers.push(setInterval(() => this.wake(), sweepMs))
+    this.timers.push(
+      setInterval(() => {
+        this.heardLocally.clear() // bounded, should a NOTIFY never come back: a spare wake at worst
+        this.wake()
+      }, sweepMs),
+    )
     this.timers.push(setInterval(() => void this.renew(), (this.leaseSeconds * 1000) / 3))
     this.wake()
   }
@@ -138,9 +165,10 @@ export class ChatLoop {
         this.again = false
         for (;;) {
           if (this.stopped) break
-          const turn = await this.claim()
-          if (!turn) break
-          this.execute(turn)
+          // A batch at a time: a claim that finds fewer than it asked for was the last one needed.
+          const turns = await this.claim()
+          for (const turn of turns) this.execute(turn)
+          if (turns.length < claimBatch) break
         }
       } while (this.again && !this.stopped)
     } catch (err) {
@@ -150,17 +178,16 @@ export class ChatLoop {
     }
   }
 
-  private async claim(): Promise<TurnRow | undefined> {
+  private async claim(): Promise<TurnRow[]> {
     const { sql, engineId } = this.options
-    const [turn] = await sql<TurnRow[]>`
+    return sql<TurnRow[]>`
       update chat_turns t
          set status = 'running', lease_owner = ${engineId},
              lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds}), updated_at = now()
-       where t.id = (select id from chat_turns
-                      where status = 'pending' or (status = 'running' and lease_expires_at < now())
-                      order by created_at limit 1 for update skip locked)
+       where t.id in (select id from chat_turns
+                       where status = 'pending' or (status = 'running' and lease_expires_at < now())
+                       order by created_at limit ${claimBatch} for update skip locked)
       returning t.*`
-    return turn
   }
 
   private async renew(): Promise<void> {
@@ -195,6 +222,9 @@ export class ChatLoop {
 
 type Step = 'continue' | 'stop'
 
+/** The turn is no longer this engine's (taken over, closed): what it was doing stops. */
+class TurnGone extends Error {}
+
 class ChatReply {
   private readonly sql: Sql
   private system = ''
@@ -209,6 +239,7 @@ class ChatReply {
   }
   private layers!: RunLayers
   private tier: ModelTier = 'mid'
+  private choice: Awaited<ReturnType<typeof chooseModel>> | undefined
   private modelCalls: number
 
   constructor(
@@ -225,12 +256,21 @@ class ChatReply {
   }
 
   async go(): Promise<void> {
-    if (!(await this.prepare())) return
-    await this.settleInterrupted()
+    const prepared = await this.prepare()
+    // A turn taken over: the reservation of a model call the crash interrupted is released first,
+    // also when the chat was closed meanwhile.
+    if (this.turn.reservation && this.layers !== undefined) await this.releaseInterrupted()
+    if (!prepared) return
     const max = this.options.maxModelCalls ?? 10
+    let first = true
     for (;;) {
       if (this.signal.aborted) return
-      const messages = await this.messages()
+      let messages = await this.messages()
+      if (first && messages.some((m) => this.interrupted(m))) {
+        await this.settleInterrupted()
+        messages = await this.messages()
+      }
+      first = false
       const mine = messages.filter((m) => m.turnId === this.turn.id && m.toolCall)
       const allowed = mine.filter((m) => m.toolCall!.status === 'allowed')
       if (allowed.length) {
@@ -256,29 +296,44 @@ class ChatReply {
 
   private async prepare(): Promise<boolean> {
     const { sql, turn } = this
-    const [chat] = await sql<(typeof this.chat)[]>`
-      select id, enterprise_id, member_id, purpose, status from chats where id = ${turn.chatId}`
-    if (!chat || chat.status === 'closed') {
+    // What the reply works with, in one round trip: the chat, its member, the enterprise, the team.
+    const [row] = await sql<
+      (typeof this.chat & {
+        memberName: string | null
+        persona: string | null
+        enterpriseName: string | null
+        chatModelTier: ModelTier | null
+        chatMemoryDepth: string | null
+        teamId: string | null
+      })[]
+    >`
+      select c.id, c.enterprise_id, c.member_id, c.purpose, c.status,
+             m.name as member_name, m.persona, e.name as enterprise_name, e.chat_model_tier,
+             e.chat_memory_depth,
+             (select team_id from team_members tm where tm.member_id = c.member_id
+               order by joined_at limit 1) as team_id
+        from chats c
+        left join members m on m.id = c.member_id
+        left join enterprises e on e.id = c.enterprise_id
+       where c.id = ${turn.chatId}`
+    if (row)
+      this.layers = {
+        enterpriseId: row.enterpriseId,
+        teamId: row.teamId,
+        taskId: null,
+        memberId: row.memberId,
+      }
+    if (!row || row.status === 'closed') {
       await this.end('done')
       return false
     }
-    this.chat = chat
-    const [[member], [enterprise], [team]] = await Promise.all([
-      sql<{ name: string; persona: string }[]>`
-        select name, persona from members where id = ${chat.memberId}`,
-      sql<{ name: string; chatModelTier: ModelTier; chatMemoryDepth: string }[]>`
-        select name, chat_model_tier, chat_memory_depth from enterprises where id = ${chat.enterpriseId}`,
-      sql<{ teamId: string }[]>`
-        select team_id from team_members where member_id = ${chat.memberId} order by joined_at limit 1`,
-    ])
-    this.tier = enterprise?.chatModelTier ?? 'mid'
-    this.layers = {
-      enterpriseId: chat.enterpriseId,
-      teamId: team?.teamId ?? null,
-      taskId: null,
-      memberId: chat.memberId,
-    }
-    const notes = await this.recall(enterprise?.chatMemoryDepth ?? 'medium')
+    const { id, enterpriseId, memberId, purpose, status } = row
+    const chat = (this.chat = { id, enterpriseId, memberId, purpose, status })
+    const member =
+      row.memberName === null ? undefined : { name: row.memberName, persona: row.persona }
+    const enterprise = row.enterpriseName === null ? undefined : { name: row.enterpriseName }
+    this.tier = row.chatModelTier ?? 'mid'
+    const notes = await this.recall(row.chatMemoryDepth ?? 'medium')
 
     this.tools = [osTools['os.ask_ceo']!]
     if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
@@ -358,7 +413,10 @@ class ChatReply {
   }
 
   /** A message of the member about why it cannot reply (no key, a cap, a failed call), once. */
-  private async notice(content: string, status: 'done' | 'blocked'): Promise<void> {
+  private async notice(
+    content: string,
+    status: 'done' | 'blocked' | 'paused_spend',
+  ): Promise<void> {
     await transaction(this.sql, async (tx) => {
       await tx`select 1 from chats where id = ${this.chat.id} for no key update`
       if (!(await this.lockTurn(tx))) return
@@ -391,6 +449,27 @@ class ChatReply {
   }
 
   // --- what a crash left behind ----------------------------------------------------------------------
+
+  private interrupted(m: MessageRow): boolean {
+    return m.turnId === this.turn.id && !!m.executingAt && m.toolCall?.status === 'allowed'
+  }
+
+  /**
+   * The model call a crash interrupted (its reservation still on the turn) is released, once: the turn's
+   * row lock orders this against any other engine doing the same.
+   */
+  private async releaseInterrupted(): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      const [row] = await tx<{ reservation: TurnReservation | null }[]>`
+        select reservation from chat_turns where id = ${this.turn.id} for update`
+      const held = row?.reservation
+      if (!held) return
+      await Promise.all([
+        settle(tx, { ...this.layers, teamId: held.teamId }, held.day, held.micros, 0, false),
+        tx`update chat_turns set reservation = null where id = ${this.turn.id}`,
+      ])
+    })
+  }
 
   /** A call found executing may have acted: it is answered as of unknown outcome, never made again. */
   private async settleInterrupted(): Promise<void> {
@@ -433,6 +512,38 @@ class ChatReply {
     return 'continue'
   }
 
+  /**
+   * Settles a model call of this turn (its cost replaces its reservation) under the turn's row lock:
+   * the reservation is released only if it is still on the turn (not already by an engine that took
+   * the turn over), the cost is counted in any case. Answers whether the turn is still this engine's.
+   */
+  private async settleCall(
+    tx: Db,
+    held: TurnReservation,
+    costMicros: number,
+    lockChat = false,
+  ): Promise<boolean> {
+    // The chat's lock before the turn's, as everywhere (notice, waitForPerson): sent in this order.
+    const [, [row]] = await Promise.all([
+      lockChat ? tx`select 1 from chats where id = ${this.chat.id} for no key update` : undefined,
+      tx<{ status: string; leaseOwner: string | null; reservation: TurnReservation | null }[]>`
+        select status, lease_owner, reservation from chat_turns where id = ${this.turn.id} for update`,
+    ])
+    const ours = row?.reservation?.id === held.id
+    await Promise.all([
+      settle(
+        tx,
+        { ...this.layers, teamId: held.teamId },
+        held.day,
+        ours ? held.micros : 0,
+        costMicros,
+        false,
+      ),
+      ...(ours ? [tx`update chat_turns set reservation = null where id = ${this.turn.id}`] : []),
+    ])
+    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+  }
+
   private async stillMine(): Promise<boolean> {
     const [row] = await this.sql<{ status: string; leaseOwner: string | null }[]>`
       select status, lease_owner from chat_turns where id = ${this.turn.id}`
@@ -443,15 +554,17 @@ class ChatReply {
 
   private async modelCall(history: MessageRow[]): Promise<Step> {
     const { sql, options } = this
-    const choice = await chooseModel(
+    // The model and its key are chosen once per turn: the turn's later calls use the same.
+    const choice = (this.choice ??= await chooseModel(
       sql,
       options.sealer,
       this.chat.enterpriseId,
       { memberId: this.chat.memberId, teamId: this.layers.teamId },
       { maxModelTier: this.tier },
       options.oauth,
-    )
+    ))
     if ('blocked' in choice) {
+      this.choice = undefined
       await this.notice(
         `I cannot reply yet: ${choice.blocked} I will reply once one is bound.`,
         'blocked',
@@ -468,17 +581,34 @@ class ChatReply {
         maxTokens * price.output +
         (JSON.stringify(this.tools).length / 3) * price.input,
     )
+    // The reservation is kept on the turn until the call is settled: an engine that takes the turn
+    // over after a crash releases it (releaseInterrupted), and only one of them does.
+    const held: TurnReservation = {
+      id: randomUUID(),
+      day: '',
+      micros: worst,
+      teamId: this.layers.teamId,
+    }
     const reserved = await transaction(sql, async (tx) => {
-      if (!(await this.lockTurn(tx))) return 'gone' as const
-      const reservation = await reserve(tx, this.layers, worst)
+      const [mine, reservation] = await Promise.all([
+        this.lockTurn(tx),
+        reserve(tx, this.layers, worst),
+      ])
+      if (!mine) throw new TurnGone()
       if (!reservation.ok) return reservation
+      held.day = reservation.day
+      await tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}`
       return reservation.day
+    }).catch((err: unknown) => {
+      if (err instanceof TurnGone) return 'gone' as const
+      throw err
     })
     if (reserved === 'gone') return 'stop'
     if (typeof reserved !== 'string') {
+      // Held like a paused_spend run: retried when the cap is raised or spend limits are turned off.
       await this.notice(
-        `I cannot reply: the ${reserved.layer} daily spend cap of ${reserved.capCents} cents has no room for another model call.`,
-        'done',
+        `I cannot reply yet: the ${reserved.layer} daily spend cap of ${reserved.capCents} cents has no room for another model call. I will reply once it is raised.`,
+        'paused_spend',
       )
       return 'stop'
     }
@@ -490,7 +620,7 @@ class ChatReply {
         this.signal,
       )
     } catch (err) {
-      await transaction(sql, (tx) => settle(tx, this.layers, reserved, worst, 0, false))
+      await transaction(sql, (tx) => this.settleCall(tx, held, 0))
       const failure =
         err instanceof ProviderError
           ? err
@@ -511,23 +641,39 @@ class ChatReply {
 
     const step = await transaction(sql, async (tx): Promise<Step> => {
       // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
-      await settle(tx, this.layers, reserved, worst, cost, false)
-      await tx`
-        insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
-        values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
-        on conflict (connection_id, day, model) do update
-           set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
-               output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-               cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
-      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await this.lockTurn(tx))) return 'stop'
+      // Pipelined: the chat's lock, the turn's (settleCall), the spend and the usage in one round trip.
+      const [mine] = await Promise.all([
+        this.settleCall(tx, held, cost, true),
+        tx`
+          insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
+          values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
+          on conflict (connection_id, day, model) do update
+             set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+                 output_tokens = llm_usage.output_tokens + excluded.output_tokens,
+                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`,
+      ])
+      if (!mine) return 'stop'
       // A final answer ends the turn in the same commit: once the reply is readable, so is the next
       // message's turn (no 409 chat_replying in between).
       const final = reply.toolCalls.length === 0
-      await tx`update chat_turns set model_calls = model_calls + 1,
+      const turnUpdate = tx`update chat_turns set model_calls = model_calls + 1,
                       cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
                       ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
                 where id = ${this.turn.id}`
+      if (final) {
+        await Promise.all([
+          turnUpdate,
+          insertMessage(tx, this.chat, {
+            turnId: this.turn.id,
+            replyGroup: randomUUID(),
+            role: 'member',
+            content: reply.text ?? '',
+          }),
+        ])
+        this.modelCalls++
+        return 'stop'
+      }
+      await turnUpdate
       const group = randomUUID()
       const base = { turnId: this.turn.id, replyGroup: group }
       if (reply.text || reply.toolCalls.length === 0)

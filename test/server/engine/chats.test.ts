@@ -8,6 +8,7 @@ import { TaskRead } from '../../../shared/schemas/tasks.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { startTestEngine } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 
@@ -164,6 +165,89 @@ describe('a reply', () => {
       chat.id,
       lastIs('member', (m) => m.content === 'Here now.'),
     )
+  })
+})
+
+describe('spend caps (enterprise and member layers)', () => {
+  for (const [layer, lift] of [
+    ['member', 'raised'],
+    ['enterprise', 'off'],
+  ] as const) {
+    it(`a ${layer} cap with no room holds the reply, which follows once the cap is ${lift === 'off' ? 'turned off' : lift}`, async () => {
+      const s = await tenant()
+      const cap = await t.call('PATCH', '/v1/spend/caps', {
+        ...s.as,
+        body: { layer, ...(layer === 'member' ? { layerId: s.member.id } : {}), moneyCentsDay: 0 },
+      })
+      expect(cap.status, JSON.stringify(cap.body)).toBe(200)
+      fake.script(s.key, { text: 'Paid for at last.', usage: { input: 100, output: 10 } })
+      const chat = await s.open()
+      await s.send(chat.id, 'Are you there?')
+      // The member says why it waits, and the reply is still to come (a new message is refused).
+      const held = await follow(s.e, chat.id, (d) =>
+        d.messages.some((m) => m.role === 'member' && /spend cap/.test(m.content)),
+      )
+      expect(held.replying).toBe(true)
+      const [turn] = await t.sql<{ status: string }[]>`
+        select status from chat_turns where chat_id = ${chat.id}`
+      expect(turn!.status).toBe('paused_spend')
+      expect(fake.callsWith(s.key)).toHaveLength(0)
+      const again = await t.call('POST', `/v1/chats/${chat.id}/messages`, {
+        ...s.as,
+        body: { content: 'Hello?' },
+      })
+      expect(again.status).toBe(409)
+
+      const lifted =
+        lift === 'off'
+          ? await t.call('PATCH', '/v1/spend/enabled', { ...s.as, body: { enabled: false } })
+          : await t.call('PATCH', '/v1/spend/caps', {
+              ...s.as,
+              body: { layer, layerId: s.member.id, moneyCentsDay: 100_000 },
+            })
+      expect(lifted.status, JSON.stringify(lifted.body)).toBe(200)
+      const done = await follow(
+        s.e,
+        chat.id,
+        lastIs('member', (m) => m.content === 'Paid for at last.'),
+      )
+      expect(done.replying).toBe(false)
+      expect(fake.callsWith(s.key)).toHaveLength(1)
+      const days = await t.sql<
+        { layer: string; reservedUsdMicros: number; spentUsdMicros: number }[]
+      >`
+        select layer, reserved_usd_micros, spent_usd_micros from spend_days
+         where enterprise_id = ${s.e.id} order by layer`
+      expect(days.map((d) => [d.layer, d.reservedUsdMicros, d.spentUsdMicros > 0])).toEqual([
+        ['enterprise', 0, true],
+        ['member', 0, true],
+      ])
+    })
+  }
+})
+
+describe('a turn taken over', () => {
+  it('releases the reservation an interrupted model call left on it, also when the chat closed meanwhile', async () => {
+    const s = await tenant()
+    const chat = await s.open()
+    const day = new Date().toISOString().slice(0, 10)
+    // What an engine that died in the middle of a model call left behind.
+    await t.sql`insert into spend_days (enterprise_id, day, layer, layer_id, reserved_usd_micros)
+                values (${s.e.id}, ${day}, 'enterprise', ${s.e.id}, 5000),
+                       (${s.e.id}, ${day}, 'member', ${s.member.id}, 5000)`
+    await t.sql`update chats set status = 'closed', outcome = 'closed' where id = ${chat.id}`
+    await t.sql`insert into chat_turns (enterprise_id, chat_id, status, lease_owner, lease_expires_at, reservation)
+                values (${s.e.id}, ${chat.id}, 'running', 'dead-engine', now() - interval '1 second',
+                        ${t.sql.json({ id: randomUUID(), day, micros: 5000, teamId: null })})`
+    engine.chats.wake()
+    await eventually(async () => {
+      const [turn] = await t.sql<{ status: string; reservation: unknown }[]>`
+        select status, reservation from chat_turns where chat_id = ${chat.id}`
+      return turn?.status === 'done' && turn.reservation === null
+    })
+    const days = await t.sql<{ reservedUsdMicros: number }[]>`
+      select reserved_usd_micros from spend_days where enterprise_id = ${s.e.id}`
+    expect(days.map((d) => d.reservedUsdMicros)).toEqual([0, 0])
   })
 })
 

@@ -86,3 +86,48 @@ it('finishes a reply after kill -9 without making its tool call twice', async ()
     select status, model_calls from chat_turns where chat_id = ${chat.id}`
   expect(turns).toEqual([{ status: 'done', modelCalls: 2 }])
 }, 120_000)
+
+it('releases the spend reservation of a model call the kill -9 interrupted, once', async () => {
+  await harness.stopAll() // only the engines of this test: the one killed holds the call
+  const enterprise = await harness.enterprise(`Chat spend crash ${randomUUID().slice(0, 6)}`)
+  const key = `key-${randomUUID()}`
+  await bindKey(db.sql, harness.sealer, enterprise.id, {
+    apiKey: key,
+    provider: 'provider_a',
+    layer: 'enterprise',
+  })
+  const member = await createMember(db.sql, enterprise.id, { name: 'Spend Member' }, 'osd.local')
+  // The first call hangs until its engine dies; the next engine's call answers.
+  model.script(
+    key,
+    { text: 'Never heard.', delayMs: 60_000 },
+    { text: 'Answered after all.', usage: { input: 1000, output: 100 } },
+  )
+  const chat = await createChat(db.sql, enterprise.id, { memberId: member.id })
+  const first = await harness.engine()
+  await sendMessage(db.sql, enterprise.id, chat.id, 'Anything?', 'token:spend-crash')
+  await eventually(() => model.callsWith(key).length === 1, 30_000, 'the model call to start')
+  await first.kill()
+
+  await harness.engine()
+  await eventually(
+    async () => {
+      const detail = await getChatDetail(db.sql, enterprise.id, chat.id, {})
+      return detail.messages.at(-1)?.content === 'Answered after all.' && !detail.replying
+    },
+    45_000,
+    'the next engine to finish the reply',
+  )
+  // Nothing stays reserved on any layer (enterprise, member); what was spent is the answered call.
+  const days = await db.sql<{ layer: string; reservedUsdMicros: number; spentUsdMicros: number }[]>`
+    select layer, reserved_usd_micros, spent_usd_micros from spend_days
+     where enterprise_id = ${enterprise.id} order by layer`
+  expect(days.map((d) => d.layer)).toEqual(['enterprise', 'member'])
+  for (const day of days) {
+    expect(day.reservedUsdMicros).toBe(0)
+    expect(day.spentUsdMicros).toBeGreaterThan(0)
+  }
+  const [turn] = await db.sql<{ reservation: unknown }[]>`
+    select reservation from chat_turns where chat_id = ${chat.id}`
+  expect(turn!.reservation).toBeNull()
+}, 120_000)
