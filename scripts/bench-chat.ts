@@ -1,31 +1,25 @@
-// npm run bench:chat: chat replies (issue 18, Speed). In process: the API, the engine and a fake model
-// provider answering at once, on a throwaway embedded PostgreSQL (or DATABASE_URL).
+// npm run bench:chat: chat replies (issue 18, Speed). osd runs as processes of its own, as bench:runs
+// starts them (benchDaemon: `osd serve` on a throwaway embedded PostgreSQL, or DATABASE_URL); this
+// process holds only what a deployment has elsewhere: the fake model provider (its URL given to osd as
+// OSD_PROVIDER_A_BASE_URL / OSD_PROVIDER_B_BASE_URL, an LLM key bound through POST /v1/llm/bindings) and
+// the clients, which talk HTTP to osd. It replaces the in-process variant, where the fake provider and the
+// 50 clients shared osd's event loop and slowed it as no deployment would. Two layouts in the same run:
+// one `osd serve` process (API and engine), then an API process and one `--role engine` process.
 //   reply:    from a message POST to the member's reply answered by the long-poll
 //             (GET /v1/chats/{id}?afterMessageId=<the message>&waitSeconds=10), one message at a time,
-//             BENCH_MESSAGES of them: p50 and p99 (targets: p50 <= 30 ms, p99 <= 100 ms);
-//   dispatch: BENCH_RUNS deterministic runs started BENCH_CONCURRENCY at a time, from each start to its
-//             run dispatched (running), alone and then while 50 chats keep replying (each sends its next message as
-//             soon as its reply is there; the fake answers those after BENCH_REPLY_MS, default 500, so 50
-//             replies are in progress at any time): the median latency of both, and their ratio (target:
-//             <= 1.10). BENCH_REPLY_MS=0 is the worst case: 50 chats in a closed loop, as fast as they go.
+//             BENCH_MESSAGES of them, the fake answering at once: p50 and p99 (targets: p50 <= 30 ms,
+//             p99 <= 100 ms);
+//   dispatch: BENCH_RUNS deterministic runs started BENCH_CONCURRENCY at a time, from each start's POST to
+//             its run read as dispatched (running, or past it) from the database, alone and then while 50
+//             chats keep replying (each sends its next message as soon as its reply is there; the fake
+//             answers those after BENCH_REPLY_MS, default 500, so 50 replies are in progress at any
+//             time): the median latency of both, and their ratio (target: <= 1.10). BENCH_REPLY_MS=0 is
+//             the worst case: 50 chats in a closed loop, as fast as they go.
 // Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
-import { mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import pino from 'pino'
-import { loadConfig } from '../server/config.js'
-import { createSealer } from '../server/crypto.js'
-import { openDatabase } from '../server/db/index.js'
-import { migrate } from '../server/db/migrate.js'
-import { createEnterprise } from '../server/domain/enterprises.js'
-import { createToken } from '../server/domain/tokens.js'
-import { createProviders } from '../server/engine/agent/providers.js'
-import { startEngine } from '../server/engine/index.js'
-import { createApp } from '../server/http/app.js'
-import { allScopes } from '../shared/scopes.js'
+import { freePort } from '../server/db/embedded.js'
 import { startFakeModelProvider } from '../test/fakes/model-provider.js'
-import { median, percentile } from './bench-lib.js'
+import { benchDaemon, median, percentile, watchRuns } from './bench-lib.js'
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 200)
 const runs = Number(process.env.BENCH_RUNS ?? 300)
@@ -33,28 +27,25 @@ const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const chatters = 50
 
-const log = pino({ level: process.env.OSD_LOG_LEVEL ?? 'warn' })
-const dataDir = await mkdtemp(join(tmpdir(), 'osd-bench-chat-'))
 const model = await startFakeModelProvider()
-const config = {
-  ...loadConfig({ dataDir }, { DATABASE_URL: process.env.DATABASE_URL ?? '' }),
-  providerBaseUrls: { provider_a: model.url, provider_b: model.url },
-}
-const db = await openDatabase(config, log)
-await migrate(db.sql)
-const { sql } = db
-const sealer = createSealer(randomBytes(32))
-const app = createApp({ sql, config, log, sealer })
-const providers = createProviders({ baseUrls: config.providerBaseUrls })
-const engine = await startEngine({ sql, log, config, sealer, providers })
+/** How long the fake takes to answer: at once for the reply latency; BENCH_REPLY_MS under load. */
+let replyMs = 0
+const loadReplyMs = Number(process.env.BENCH_REPLY_MS ?? 500)
+model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs }))
+const daemon = await benchDaemon({
+  OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'warn',
+  OSD_PROVIDER_A_BASE_URL: model.url,
+  OSD_PROVIDER_B_BASE_URL: model.url,
+})
+const { sql } = daemon
+const watch = await watchRuns(sql)
+/** Where the clients send their requests: the first process, then the API process of the split layout. */
+let base = daemon.url
 
-const enterprise = await createEnterprise(sql, { name: `Bench chat ${Date.now()}` }, config)
-await sql`update enterprises set concurrent_run_limit = 1000, chat_memory_depth = 'off' where id = ${enterprise.id}`
-const { token } = await createToken(sql, enterprise.id, { name: 'bench', scopes: allScopes })
 async function call<T = any>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await app.request(`/v1${path}`, {
+  const res = await fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   })
   const text = await res.text()
@@ -62,11 +53,9 @@ async function call<T = any>(method: string, path: string, body?: unknown): Prom
   return (text ? JSON.parse(text) : undefined) as T
 }
 
+await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 1000 })
+await sql`update enterprises set chat_memory_depth = 'off' where slug = ${daemon.enterpriseSlug}`
 await call('POST', '/llm/bindings', { apiKey: `bench-${randomBytes(6).toString('hex')}` })
-/** How long the fake takes to answer: at once for the reply latency; BENCH_REPLY_MS under load. */
-let replyMs = 0
-const loadReplyMs = Number(process.env.BENCH_REPLY_MS ?? 500)
-model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs }))
 const member = await call<{ id: string }>('POST', '/members', { name: 'Bench Member' })
 
 /** One message sent and its reply read by the long-poll: ms from the POST to the answer. */
@@ -104,7 +93,17 @@ for (let i = 0; i < concurrency; i++)
     }),
   )
 
-/** Median ms from a run's start to its dispatch (running, or past it), `concurrency` lanes of starts at a time. */
+/** Resolves once the run is past pending/queued in the database: at its next notification, or 100 ms. */
+async function dispatched(runId: string): Promise<void> {
+  for (;;) {
+    const moved = watch.next(runId)
+    const [run] = await sql<{ status: string }[]>`select status from runs where id = ${runId}`
+    if (run && run.status !== 'pending' && run.status !== 'queued') return
+    await Promise.race([moved, new Promise((r) => setTimeout(r, 100))])
+  }
+}
+
+/** Median ms from a run's start to its dispatch, `concurrency` lanes of starts at a time. */
 async function dispatch(): Promise<number> {
   const times: number[] = []
   let n = 0
@@ -113,19 +112,10 @@ async function dispatch(): Promise<number> {
       while (n < runs) {
         const i = n++
         const began = performance.now()
-        const run = await call<{ id: string; status: string }>('POST', `/tasks/${task.id}/runs`, {
+        const run = await call<{ id: string }>('POST', `/tasks/${task.id}/runs`, {
           n: `${Date.now()}-${i}`,
         })
-        let status = run.status
-        let after: string | undefined
-        while (status === 'pending' || status === 'queued') {
-          const detail = await call<{ status: string; events: { id: string }[] }>(
-            'GET',
-            `/runs/${run.id}?waitSeconds=5${after ? `&afterEventId=${after}` : ''}`,
-          )
-          status = detail.status
-          after = detail.events.at(-1)?.id ?? after
-        }
+        await dispatched(run.id)
         times.push(performance.now() - began)
       }
     }),
@@ -158,35 +148,67 @@ async function chatting(): Promise<{ stop(): Promise<number> }> {
   }
 }
 
-const results: { p50: number; p99: number; alone: number; busy: number; replies: number }[] = []
-for (let round = 1; round <= rounds; round++) {
-  const latency = await replyLatency()
-  const alone = await dispatch()
-  replyMs = loadReplyMs
-  const load = await chatting()
-  // Measured once the 50 chats reply steadily, not during their first burst of messages.
-  await new Promise((r) => setTimeout(r, 2 * loadReplyMs + 500))
-  const busy = await dispatch()
-  const replies = await load.stop()
-  replyMs = 0
-  results.push({ ...latency, alone, busy, replies })
+interface Round {
+  p50: number
+  p99: number
+  alone: number
+  busy: number
+  replies: number
+  benchCpu: number
+}
+
+async function layout(name: string): Promise<Round[]> {
+  const results: Round[] = []
+  for (let round = 1; round <= rounds; round++) {
+    const latency = await replyLatency()
+    const alone = await dispatch()
+    replyMs = loadReplyMs
+    const load = await chatting()
+    // Measured once the 50 chats reply steadily, not during their first burst of messages.
+    await new Promise((r) => setTimeout(r, 2 * loadReplyMs + 500))
+    const cpu = process.cpuUsage()
+    const wall = performance.now()
+    const busy = await dispatch()
+    // The bench process's own CPU (clients and fake provider) while it measured: on a small machine it
+    // competes with osd and PostgreSQL for the cores even out of osd's process.
+    const used = process.cpuUsage(cpu)
+    const benchCpu = (used.user + used.system) / 1000 / (performance.now() - wall)
+    const replies = await load.stop()
+    replyMs = 0
+    results.push({ ...latency, alone, busy, replies, benchCpu })
+    console.log(
+      `${name}, round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms; ` +
+        `run dispatch median ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${replies} replies meanwhile, bench process at ${(benchCpu * 100).toFixed(0)}% of a core)`,
+    )
+  }
+  return results
+}
+
+const layouts: [string, Round[]][] = []
+layouts.push(['1 process (osd serve)', await layout('1 process')])
+// An API process and an engine process take over; the first process stops, its engine with it.
+const apiPort = await freePort()
+const processes = [
+  await daemon.start(['--role', 'api', '--port', String(apiPort)]),
+  await daemon.start(['--role', 'engine']),
+]
+await daemon.first.stop()
+base = `http://127.0.0.1:${apiPort}/v1`
+layouts.push(['api + 1 engine', await layout('api + 1 engine')])
+for (const p of processes) await p.stop()
+await watch.stop()
+await daemon.close()
+await model.close()
+
+console.log(
+  `\nbench:chat  ${rounds} rounds, ${messages} messages, ${runs} runs ${concurrency} at a time; osd in processes of its own, fake provider in the bench process answering at once`,
+)
+for (const [name, results] of layouts) {
+  const alone = median(results.map((r) => r.alone))
+  const busy = median(results.map((r) => r.busy))
   console.log(
-    `round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms; ` +
-      `run dispatch median ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${replies} replies meanwhile)`,
+    `${name.padEnd(22)} reply (POST -> long-poll answer): p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(results.map((r) => r.p99)).toFixed(1)} ms (targets 30 / 100); ` +
+      `run dispatch: ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${loadReplyMs} ms each): x${(busy / alone).toFixed(2)} (target <= 1.10)`,
   )
 }
-const alone = median(results.map((r) => r.alone))
-const busy = median(results.map((r) => r.busy))
-console.log(
-  `\nbench:chat  ${rounds} rounds, ${messages} messages, ${runs} runs ${concurrency} at a time, fake provider answering at once`,
-)
-console.log(
-  `reply (POST -> long-poll answer): p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(results.map((r) => r.p99)).toFixed(1)} ms (targets 30 / 100)`,
-)
-console.log(
-  `run dispatch: ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (each reply taking ${loadReplyMs} ms): x${(busy / alone).toFixed(2)} (target <= 1.10)`,
-)
-await engine.stop()
-await model.close()
-await db.close()
 process.exit(0)
