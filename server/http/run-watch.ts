@@ -10,6 +10,11 @@ export class RunWatch {
   constructor(private readonly channel: string = runChannel) {}
 
   private waiters = new Map<string, Set<() => void>>()
+  /**
+   * Waiters to wake when a signal (the daemon's shutdown) aborts: one listener per signal, however many
+   * wait, rather than one each (Node warns past ten listeners on a signal, as under 50 long-polls).
+   */
+  private aborting = new WeakMap<AbortSignal, Set<() => void>>()
 
   follow(sql: Sql, onError: (err: unknown) => void): void {
     sql
@@ -36,17 +41,31 @@ export class RunWatch {
     this.waiters.set(runId, set)
     set.add(wake)
     const timer = setTimeout(wake, ms)
-    const onAbort = () => wake()
-    signal?.addEventListener('abort', onAbort, { once: true })
+    const stopWaking = signal ? this.wakeOnAbort(signal, wake) : undefined
     const cancel = () => {
       clearTimeout(timer)
-      signal?.removeEventListener('abort', onAbort)
+      stopWaking?.()
       set.delete(wake)
       if (set.size === 0) this.waiters.delete(runId)
       wake()
     }
     void ready.then(cancel)
     return { ready, cancel }
+  }
+
+  private wakeOnAbort(signal: AbortSignal, wake: () => void): () => void {
+    if (signal.aborted) {
+      wake()
+      return () => undefined
+    }
+    let set = this.aborting.get(signal)
+    if (!set) {
+      const waking = (set = new Set())
+      this.aborting.set(signal, waking)
+      signal.addEventListener('abort', () => waking.forEach((w) => w()), { once: true })
+    }
+    set.add(wake)
+    return () => set.delete(wake)
   }
 
   private wake(runId: string): void {
