@@ -14,6 +14,20 @@ async function terminate(pid: number): Promise<void> {
   await db.sql`select pg_terminate_backend(${pid})`
 }
 
+/**
+ * Cuts the backend `pid` once it is running a statement: a cut while it waits idle in its transaction
+ * is another case (the next write goes to a closed socket), and racing the two made this test flaky.
+ */
+async function terminateWhenBusy(pid: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const [backend] = await db.sql<{ state: string }[]>`
+      select state from pg_stat_activity where pid = ${pid}`
+    if (backend?.state === 'active') break
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  await terminate(pid)
+}
+
 /** What a query fails with, or undefined when it does not. */
 async function failure(query: Promise<unknown>): Promise<unknown> {
   return query.then(
@@ -30,7 +44,7 @@ describe('a transaction whose connection is cut', () => {
         const err = await failure(
           transaction(sql, async (tx) => {
             const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`
-            await Promise.all([tx`select pg_sleep(5)`, terminate(row!.pid)])
+            await Promise.all([tx`select pg_sleep(5)`, terminateWhenBusy(row!.pid)])
           }),
         )
         expect(isDatabaseUnavailable(err), String(err)).toBe(true)
