@@ -5,7 +5,6 @@ import type {
   Schedule,
   ScheduleInput,
   Successor,
-  TaskCopy,
   TaskDefinition,
   TaskRead,
   TaskSummary,
@@ -668,35 +667,6 @@ export async function deleteTask(db: Db, enterpriseId: string, id: string): Prom
     await tx`update tasks set current_version_id = null where id = ${id}`
     await tx`delete from tasks where enterprise_id = ${enterpriseId} and id = ${id}`
   })
-}
-
-/**
- * An independent copy of the task's current definition, on a team of the caller's choosing
- * (spec: POST /v1/tasks/{id}/copy); the assignee role defaults to the original's.
- */
-export async function copyTask(
-  db: Db,
-  enterpriseId: string,
-  id: string,
-  body: TaskCopy,
-): Promise<string> {
-  const task = await loadTask(db, enterpriseId, id)
-  const current = (await loadVersion(db, enterpriseId, task.currentVersionId))!
-  return createTask(
-    db,
-    enterpriseId,
-    {
-      ...current.definition,
-      name: body.name,
-      slug: body.slug,
-      teamId: body.teamId,
-      assigneeRole: body.assigneeRole === undefined ? task.assigneeRole : body.assigneeRole,
-      kind: task.kind,
-      serializeOn: task.serializeOn,
-      status: 'active',
-    },
-    { origin: 'copy', sourceTaskId: task.id },
-  )
 }
 
 // --- what Blockers shows ----------------------------------------------------------------------------

@@ -31,7 +31,6 @@ import { startRun, toRun } from '../domain/runs.js'
 import { requireOfferedModel } from '../domain/llm.js'
 import {
   clearTaskSchedule,
-  copyTask,
   createTask,
   deleteTask,
   getVersion,
@@ -44,6 +43,7 @@ import {
 } from '../domain/tasks.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
+import { copyTask } from '../domain/task-copy.js'
 
 const TaskParams = z.object({ id: Uuid })
 
