@@ -1,0 +1,81 @@
+import type { ApiClient } from './client.js'
+import type { Deps } from './deps.js'
+import { ApiRequestError, AuthError } from './errors.js'
+
+// The people side of osctl (issue 20): a person signs in with an email and a password, and the
+// portal-only routes (spec: Portal-only routes) answer that person's session, never an API token.
+
+/** A person as the API shows one (login, /auth/me). */
+export interface Person {
+  id: string
+  email: string
+  name: string | null
+}
+
+/** An enterprise of a person, with the person's role there. */
+export interface PersonEnterprise {
+  id: string
+  slug: string
+  name: string
+  role: 'owner' | 'member'
+}
+
+/** The answer of POST /auth/login and POST /auth/invites/accept. */
+export interface LoginAnswer {
+  user: Person
+  enterprise: PersonEnterprise | null
+  sessionToken: string
+  csrfToken: string
+  expiresAt: string
+}
+
+/** The answer of GET /auth/me and POST /auth/enterprise. */
+export interface Me {
+  user: Person
+  enterprise: PersonEnterprise | null
+  session: { id: string; createdAt: string; expiresAt: string; idleExpiresAt: string }
+}
+
+export const signInCommand = '`osctl auth login --email EMAIL`'
+
+/** The refusals a token hears on the portal-only routes (spec: Authentication 6-7). */
+const tokenRefusals = new Set([
+  'api_token_cannot_manage_tokens',
+  'api_token_cannot_manage_connections',
+  'api_token_scope',
+])
+
+/**
+ * Calls portal-only routes, which answer a person's session only. A refusal keeps the API's words
+ * (exit 1) and gains a hint: a token's refusal says a person must sign in; a session that has ended
+ * says to sign in again.
+ */
+export async function asPerson<T>(deps: Deps, call: (client: ApiClient) => Promise<T>): Promise<T> {
+  const target = deps.target()
+  if (!target.token)
+    throw new AuthError(`not signed in (profile "${target.profile}"): run ${signInCommand}`)
+  try {
+    return await call(deps.client())
+  } catch (err) {
+    if (err instanceof ApiRequestError) {
+      if (err.status === 403 && target.kind === 'token' && tokenRefusals.has(err.code)) {
+        err.hint = `API tokens cannot do this: a person must sign in with ${signInCommand}`
+      } else if (err.status === 403 && err.code === 'owner_only') {
+        err.hint = 'only an owner of the enterprise may do this'
+      } else if (err.status === 401 && target.kind === 'session') {
+        err.hint = `the session has ended (signed out, expired or revoked): sign in again with ${signInCommand}`
+      }
+    }
+    throw err
+  }
+}
+
+/** A person in words: "Ada Lovelace <ada@example.com>", or the email alone. */
+export function personText(user: Pick<Person, 'email' | 'name'>): string {
+  return user.name ? `${user.name} <${user.email}>` : user.email
+}
+
+/** An enterprise and the person's role there, in words. */
+export function enterpriseText(enterprise: PersonEnterprise | null): string {
+  return enterprise ? `${enterprise.slug} (${enterprise.role})` : '(none chosen)'
+}
