@@ -1,6 +1,6 @@
-import type { ApiClient } from './client.js'
+import { apiError, decode, type ApiClient, type RawAnswer } from './client.js'
 import type { Deps } from './deps.js'
-import { ApiRequestError, AuthError } from './errors.js'
+import { ApiRequestError, AuthError, type CliError } from './errors.js'
 
 // The people side of osctl (issue 20): a person signs in with an email and a password, and the
 // portal-only routes (spec: Portal-only routes) answer that person's session, never an API token.
@@ -78,4 +78,18 @@ export function personText(user: Pick<Person, 'email' | 'name'>): string {
 /** An enterprise and the person's role there, in words. */
 export function enterpriseText(enterprise: PersonEnterprise | null): string {
   return enterprise ? `${enterprise.slug} (${enterprise.role})` : '(none chosen)'
+}
+
+/**
+ * The answer of a route served without a credential (sign-in, an app's consent request), which
+ * ApiClient.request would not send without one. An error status is `refused`'s to word (default: the
+ * API's own refusal).
+ */
+export function publicAnswer<T>(
+  answer: RawAnswer,
+  refused: (err: ApiRequestError) => CliError = (err) => err,
+): T {
+  const parsed = decode(answer)
+  if (answer.status >= 400) throw refused(apiError(answer.status, parsed))
+  return parsed as T
 }

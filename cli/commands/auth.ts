@@ -1,11 +1,18 @@
 import type { Command } from 'commander'
 import type { EnterpriseOverview } from '../../shared/schemas/enterprise.js'
-import { apiError, decode, type ApiClient, type RawAnswer } from '../client.js'
+import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, AuthError, CliError, UsageError } from '../errors.js'
 import { printFields, show } from '../output.js'
-import { enterpriseText, personText, signInCommand, type LoginAnswer, type Me } from '../people.js'
+import {
+  enterpriseText,
+  personText,
+  publicAnswer,
+  signInCommand,
+  type LoginAnswer,
+  type Me,
+} from '../people.js'
 
 export interface LoginFlags {
   verify: boolean
@@ -51,10 +58,12 @@ async function loginPerson(deps: Deps, opts: LoginFlags): Promise<void> {
   const body: Record<string, string> = { email, password }
   if (opts.enterprise !== undefined) body.enterprise = opts.enterprise
   const client = deps.connect(url)
-  const answer = answerOf<LoginAnswer>(await client.raw('POST', '/auth/login', { body }), (err) =>
-    err.status === 401
-      ? new AuthError(`${url} refused the sign-in (401 ${err.code}): wrong email or password`)
-      : err,
+  const answer = publicAnswer<LoginAnswer>(
+    await client.raw('POST', '/auth/login', { body }),
+    (err) =>
+      err.status === 401
+        ? new AuthError(`${url} refused the sign-in (401 ${err.code}): wrong email or password`)
+        : err,
   )
   signedIn(deps, name, url, answer)
 }
@@ -80,7 +89,7 @@ export async function acceptInvite(
   const body: Record<string, string> = { inviteToken, password }
   if (opts.name !== undefined) body.name = opts.name
   const client = deps.connect(url)
-  const answer = answerOf<LoginAnswer>(
+  const answer = publicAnswer<LoginAnswer>(
     await client.raw('POST', '/auth/invites/accept', { body }),
     (err) =>
       err.status === 401
@@ -152,16 +161,6 @@ async function readPassword(
   }
   if (!password) throw new UsageError('the password is empty')
   return password
-}
-
-/**
- * The answer of a route served without a credential (sign-in), which ApiClient.request would not send
- * without one; an error status is `refused`'s to word.
- */
-function answerOf<T>(answer: RawAnswer, refused: (err: ApiRequestError) => CliError): T {
-  const parsed = decode(answer)
-  if (answer.status >= 400) throw refused(apiError(answer.status, parsed))
-  return parsed as T
 }
 
 interface TokenView {

@@ -2,9 +2,10 @@ import type { Command } from 'commander'
 import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { CliError, UsageError } from '../errors.js'
+import { CliError, UsageError, exitCodes } from '../errors.js'
 import { printTable, show } from '../output.js'
-import { asPerson, type Me, type PersonEnterprise } from '../people.js'
+import { asPerson, publicAnswer, type Me, type PersonEnterprise } from '../people.js'
+import { parseScopes } from '../../shared/scopes.js'
 import { isUuid } from '../resolve.js'
 
 // Consent for an app asking for access (issue 20): the app shows its user a code; an owner of the
@@ -106,6 +107,68 @@ export async function declineConsent(deps: Deps, code: string): Promise<void> {
   show(deps.out, answer ?? {}, () => deps.out.write(`declined request ${code}\n`))
 }
 
+interface ConsentRequest {
+  id: string
+  userCode: string
+  pollToken: string
+  expiresAt: string
+}
+
+interface ConsentState {
+  status: 'pending' | 'approved' | 'declined' | 'expired'
+  token?: string
+}
+
+/**
+ * The app's side (a script asking for access, no credential of its own): asks for the scopes, shows the
+ * code an owner approves, and waits. Once approved the token is printed on stdout, once; declined or
+ * expired exits 1, and --timeout running out exits 8 (still pending).
+ */
+export async function requestConsent(
+  deps: Deps,
+  opts: { app: string; scopes: string; timeout?: string },
+  pollMs = 2000,
+): Promise<void> {
+  const { scopes, unknown } = parseScopes(opts.scopes)
+  if (unknown.length || scopes.length === 0)
+    throw new UsageError(
+      `unknown scopes: ${unknown.join(', ') || '(none given)'}; scopes are <resource>:read|write, ` +
+        '<resource>:* or * for all',
+    )
+  const timeout = opts.timeout === undefined ? undefined : Number(opts.timeout)
+  if (timeout !== undefined && !(timeout >= 0))
+    throw new UsageError(`--timeout takes a number of seconds; got "${opts.timeout}"`)
+  const client = deps.connect(deps.target().url)
+  const request = publicAnswer<ConsentRequest>(
+    await client.raw('POST', '/consent/requests', { body: { appName: opts.app, scopes } }),
+  )
+  deps.out.error(
+    `code ${request.userCode}: an owner of the enterprise approves it with ` +
+      `\`osctl consent approve ${request.userCode}\` (until ${request.expiresAt}); waiting\n`,
+  )
+  const deadline = timeout === undefined ? Infinity : Date.now() + timeout * 1000
+  for (;;) {
+    const state = publicAnswer<ConsentState>(
+      await client.raw('GET', `/consent/requests/${request.id}`, {
+        headers: { 'x-osd-poll-token': request.pollToken },
+      }),
+    )
+    if (state.status === 'approved') {
+      deps.out.error('approved: the token is shown once, now; store it\n')
+      show(deps.out, state, () => deps.out.write(`${state.token ?? ''}\n`))
+      return
+    }
+    if (state.status !== 'pending')
+      throw new CliError(`request ${request.userCode} was ${state.status}`)
+    if (Date.now() >= deadline)
+      throw new CliError(
+        `request ${request.userCode} is still pending after ${timeout}s`,
+        exitCodes.pending,
+      )
+    await new Promise((resolve) => setTimeout(resolve, pollMs))
+  }
+}
+
 export function registerConsent(program: Command, makeDeps: MakeDeps): void {
   const consent = program
     .command('consent')
@@ -143,5 +206,21 @@ export function registerConsent(program: Command, makeDeps: MakeDeps): void {
       .description('the owners of an enterprise, whom a member can ask to approve an app')
       .action(actionOf(makeDeps, listConsentOwners)),
     'osctl consent owners --enterprise acme',
+  )
+  examples(
+    consent
+      .command('request')
+      .description(
+        "an app's side: ask for access, show the code to approve, wait, and print the token once approved",
+      )
+      .requiredOption('--app <name>', 'the name the owner sees')
+      .requiredOption('--scopes <list>', 'comma-separated scopes, e.g. tasks:read,runs:write')
+      .option('--timeout <seconds>', 'stop waiting after this long (exit 8)')
+      .action(
+        actionOf(makeDeps, (deps, opts: { app: string; scopes: string; timeout?: string }) =>
+          requestConsent(deps, opts),
+        ),
+      ),
+    'osctl --url https://osd.example.com/v1 consent request --app reports --scopes tasks:read > token',
   )
 }

@@ -5,7 +5,12 @@ import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { login, logout, status } from '../../cli/commands/auth.js'
-import { approveConsent, declineConsent, listConsentOwners } from '../../cli/commands/consent.js'
+import {
+  approveConsent,
+  declineConsent,
+  listConsentOwners,
+  requestConsent,
+} from '../../cli/commands/consent.js'
 import { listConnections, revokeConnection } from '../../cli/commands/connections.js'
 import { listEnterprises, useEnterprise } from '../../cli/commands/enterprises.js'
 import { createToken, listTokens, revokeToken, type ApiToken } from '../../cli/commands/tokens.js'
@@ -595,5 +600,54 @@ describe('osctl connections and consent', () => {
       query: { enterpriseId: acme.id },
     })
     expect(owners.stdout()).toMatch(/ada@example.com\s+Ada Lovelace/)
+  })
+
+  it("an app's request: shows the code, polls with its poll token, prints the token once approved", async () => {
+    const id = randomUUID()
+    const pollToken = `poll_${randomUUID()}`
+    const secret = `osd_${randomUUID()}`
+    const states = ['pending', 'pending', 'approved']
+    const api = routes({
+      'POST /consent/requests': (req) => ({
+        status: 201,
+        body: { id, userCode: 'WXYZ-1234', pollToken, expiresAt: later, sent: req.body },
+      }),
+      [`GET /consent/requests/${id}`]: () => {
+        const status = states.shift()!
+        return { body: status === 'approved' ? { status, token: secret } : { status } }
+      },
+    })
+    const f = fakeDeps(api, { target: { token: undefined, tokenSource: 'none' } })
+    await requestConsent(f.deps, { app: 'reports', scopes: 'tasks:read' }, 1)
+    expect(f.connected).toEqual([{ url, token: undefined }])
+    expect(api.sent[0]).toMatchObject({ body: { appName: 'reports', scopes: ['tasks:read'] } })
+    expect(api.sent.slice(1).map((r) => r.headers)).toEqual(
+      Array(3).fill({ 'x-osd-poll-token': pollToken }),
+    )
+    expect(f.stderr()).toContain('osctl consent approve WXYZ-1234')
+    expect(f.stdout()).toBe(`${secret}\n`)
+
+    const declined = routes({
+      'POST /consent/requests': {
+        status: 201,
+        body: { id, userCode: 'C', pollToken, expiresAt: later },
+      },
+      [`GET /consent/requests/${id}`]: { body: { status: 'declined' } },
+    })
+    const err = await rejected(
+      requestConsent(fakeDeps(declined).deps, { app: 'reports', scopes: 'tasks:read' }, 1),
+    )
+    expect(err).toMatchObject({ exitCode: exitCodes.failed, message: 'request C was declined' })
+    const pending = routes({
+      'POST /consent/requests': {
+        status: 201,
+        body: { id, userCode: 'C', pollToken, expiresAt: later },
+      },
+      [`GET /consent/requests/${id}`]: { body: { status: 'pending' } },
+    })
+    const waited = await rejected(
+      requestConsent(fakeDeps(pending).deps, { app: 'r', scopes: 'tasks:read', timeout: '0' }, 1),
+    )
+    expect(waited.exitCode).toBe(exitCodes.pending)
   })
 })

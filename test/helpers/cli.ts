@@ -11,6 +11,8 @@ export interface Sent {
   path: string
   query: Record<string, string>
   body: unknown
+  /** Headers a verb set itself, when it set any. */
+  headers?: Record<string, string>
 }
 
 export type Answer = { status?: number; body?: unknown }
@@ -28,6 +30,7 @@ export class FakeApi extends ApiClient {
       path: url.pathname.replace(/^\/v1/, ''),
       query: Object.fromEntries(url.searchParams),
       body: options.body,
+      ...(options.headers ? { headers: options.headers } : {}),
     }
     this.sent.push(req)
     const { status = 200, body } = this.answer(req)
