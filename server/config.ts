@@ -32,6 +32,8 @@ export interface Config {
   }
   /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10); undefined: off. */
   improveIntervalMinutes: number | undefined
+  /** A person's session ends after this long without a request, and this long after sign-in at most. */
+  session: { idleMinutes: number; maxHours: number }
   version: string
 }
 
@@ -76,6 +78,10 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
     },
     improveIntervalMinutes: improveIntervalMinutes(env),
+    session: {
+      idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
+      maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),
+    },
     version: packageVersion,
   }
 }
@@ -91,6 +97,11 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
   if (raw.toLowerCase() === 'off') return undefined
   const value = Number(raw)
   return Number.isFinite(value) && value >= 0 ? value : 60
+}
+
+function positive(raw: string | undefined, fallback: number): number {
+  const value = Number(raw)
+  return raw && Number.isFinite(value) && value > 0 ? value : fallback
 }
 
 function parsePort(value: string | number): number {

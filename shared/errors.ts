@@ -14,12 +14,17 @@ export const errorStatus = {
   skillMd_required: 400,
   gate_required_for_tool: 400,
   invalid_image: 400,
+  // 401: no or wrong credentials
+  invalid_credentials: 401,
   // 403: the token cannot do this
   api_token_scope: 403,
   api_token_cannot_manage_tokens: 403,
   api_token_cannot_manage_connections: 403,
   task_definition_read_only: 403,
   ceo_bind_only: 403,
+  csrf_required: 403,
+  owner_only: 403,
+  enterprise_not_chosen: 403,
   // 404: nothing with that id in the enterprise
   not_found: 404,
   enterprise_not_found: 404,
@@ -47,6 +52,8 @@ export const errorStatus = {
   chat_not_found: 404,
   tool_call_not_found: 404,
   grant_not_found: 404,
+  user_not_found: 404,
+  token_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -73,8 +80,12 @@ export const errorStatus = {
   note_not_active: 409,
   review_item_decided: 409,
   recommendation_not_applicable: 409,
+  email_taken: 409,
+  last_owner: 409,
   // 413: body over 100 KB
   body_too_large: 413,
+  // 429: too many attempts; the answer says when to try again (Retry-After)
+  login_locked: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
 } as const
@@ -94,6 +105,7 @@ export const statusName: Record<number, string> = {
   404: 'Not Found',
   409: 'Conflict',
   413: 'Payload Too Large',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 }

@@ -175,7 +175,7 @@ interface TokenView {
 async function whoAmI(client: ApiClient): Promise<TokenView> {
   try {
     const overview = await client.get<EnterpriseOverview>('/enterprise')
-    return { enterprise: overview.enterprise, scopes: overview.token.scopes }
+    return { enterprise: overview.enterprise, scopes: overview.token?.scopes ?? [] }
   } catch (err) {
     if (err instanceof ApiRequestError && err.status === 401) {
       throw new AuthError(`${client.baseUrl} refused the token (401): it is wrong or revoked`)

@@ -4,9 +4,10 @@ import { allScopes, parseScopes } from '../../shared/scopes.js'
 import { loadConfig, type Config } from '../config.js'
 import { openDatabase } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
-import type { Sql } from '../db/sql.js'
+import { transaction, type Db, type Sql } from '../db/sql.js'
 import { publish, unpublish, type Published } from '../domain/catalog.js'
 import { createEnterprise, findEnterpriseBySlug, listEnterprises } from '../domain/enterprises.js'
+import { createUser, findUserByEmail, setMembership } from '../domain/people.js'
 import { createToken, listTokens, revokeToken } from '../domain/tokens.js'
 import { createLogger } from '../log.js'
 
@@ -32,7 +33,29 @@ async function withDatabase<T>(
   }
 }
 
-async function enterpriseId(sql: Sql, slug: string): Promise<string> {
+async function personByEmail(db: Db, email: string) {
+  const found = await findUserByEmail(db, email)
+  if (!found)
+    throw new ApiError(
+      'user_not_found',
+      `No person with the email ${email}: osd admin user create first.`,
+    )
+  return found
+}
+
+/** The password piped to stdin, without its final line break; never taken from an argument. */
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) throw new UsageError('pipe the password to stdin (--password-stdin)')
+  const chunks: Buffer[] = []
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  const password = Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '')
+  if (!password) throw new UsageError('no password on stdin')
+  return password
+}
+
+async function enterpriseId(sql: Db, slug: string): Promise<string> {
   const enterprise = await findEnterpriseBySlug(sql, slug)
   if (!enterprise)
     throw new ApiError('enterprise_not_found', `No enterprise with the slug "${slug}".`)
@@ -53,16 +76,29 @@ export function registerAdmin(admin: Command): void {
     .description('create an enterprise and a token holding every scope')
     .requiredOption('--name <name>', 'display name')
     .option('--slug <slug>', 'URL name (made from the name when omitted)')
+    .option(
+      '--owner-email <email>',
+      'a person (osd admin user create) who becomes its owner, the chief executive',
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { name: string; slug?: string; json?: boolean }) => {
-      const result = await withDatabase(dbFlags(), async (sql, config) => {
-        const created = await createEnterprise(sql, { name: opts.name, slug: opts.slug }, config)
-        const { token } = await createToken(sql, created.id, { name: 'owner', scopes: allScopes })
-        return { enterprise: created, token }
-      })
+    .action(async (opts: { name: string; slug?: string; ownerEmail?: string; json?: boolean }) => {
+      const result = await withDatabase(dbFlags(), (sql, config) =>
+        transaction(sql, async (tx) => {
+          const owner = opts.ownerEmail ? await personByEmail(tx, opts.ownerEmail) : undefined
+          const created = await createEnterprise(tx, { name: opts.name, slug: opts.slug }, config)
+          if (owner) await setMembership(tx, created.id, owner.id, 'owner')
+          const { token } = await createToken(tx, created.id, { name: 'owner', scopes: allScopes })
+          return {
+            enterprise: created,
+            token,
+            ...(owner && { owner: { id: owner.id, email: owner.email } }),
+          }
+        }),
+      )
       print(opts.json ?? false, result, () =>
         [
           `enterprise ${result.enterprise.slug} (${result.enterprise.id}) created`,
+          ...(result.owner ? [`owner: ${result.owner.email}`] : []),
           `token (every scope; shown once): ${result.token}`,
         ].join('\n'),
       )
@@ -77,6 +113,55 @@ export function registerAdmin(admin: Command): void {
         rows.map((e) => `${e.slug}\t${e.id}\t${e.name}`).join('\n'),
       )
     })
+
+  const user = admin
+    .command('user')
+    .description('create people who sign in with email and password')
+  user
+    .command('create')
+    .description('create a person; the password is read from stdin, never from an argument')
+    .requiredOption('--email <email>', 'the email they sign in with')
+    .option('--password-stdin', 'read the password from stdin (required: arguments show in ps)')
+    .option('--name <name>', 'display name')
+    .option('--enterprise <slug>', 'make them a member of this enterprise')
+    .option('--owner', 'with --enterprise: an owner (the chief executive), not a member')
+    .option('--json', 'print JSON')
+    .action(
+      async (opts: {
+        email: string
+        passwordStdin?: boolean
+        name?: string
+        enterprise?: string
+        owner?: boolean
+        json?: boolean
+      }) => {
+        if (!opts.passwordStdin) throw new UsageError('--password-stdin is required')
+        if (opts.owner && !opts.enterprise) throw new UsageError('--owner needs --enterprise')
+        const password = await readPassword()
+        const result = await withDatabase(dbFlags(), (sql) =>
+          transaction(sql, async (tx) => {
+            const membership = opts.enterprise
+              ? {
+                  enterpriseId: await enterpriseId(tx, opts.enterprise),
+                  role: opts.owner ? ('owner' as const) : ('member' as const),
+                }
+              : null
+            const created = await createUser(tx, { email: opts.email, password, name: opts.name })
+            if (membership)
+              await setMembership(tx, membership.enterpriseId, created.id, membership.role)
+            return { user: created, membership }
+          }),
+        )
+        print(opts.json ?? false, result, () =>
+          [
+            `person ${result.user.email} (${result.user.id}) created`,
+            ...(result.membership && opts.enterprise
+              ? [`${result.membership.role} of ${opts.enterprise}`]
+              : []),
+          ].join('\n'),
+        )
+      },
+    )
 
   const token = admin.command('token').description('create, list and revoke API tokens')
   token

@@ -63,7 +63,7 @@ export async function getToken(db: Db, enterpriseId: string, id: string): Promis
     select id, name, scopes, last_chars, created_at, revoked_at
       from api_tokens
      where enterprise_id = ${enterpriseId} and id = ${id}`
-  if (!row) throw new ApiError('not_found', `No token ${id} in this enterprise.`)
+  if (!row) throw new ApiError('token_not_found', `No token ${id} in this enterprise.`)
   return toToken(row)
 }
 
@@ -80,24 +80,42 @@ export async function revokeToken(db: Db, enterpriseId: string, id: string): Pro
        returning id, name, scopes, last_chars, created_at, revoked_at
     )
     select revoked.*, pg_notify(${tokenRevokedChannel}, revoked.id::text) from revoked`
-  if (!row) throw new ApiError('not_found', `No token ${id} in this enterprise.`)
+  if (!row) throw new ApiError('token_not_found', `No token ${id} in this enterprise.`)
   return toToken(row)
 }
 
 export interface TokenCaller {
+  kind: 'token'
   tokenId: string
   enterpriseId: string
   scopes: ReadonlySet<string>
+  actor: string
 }
 
 /**
  * The caller a token stands for, or undefined, found by the token's SHA-256 (what the unique index
- * holds: a token's own bytes never reach the database).
+ * holds: a token's own bytes never reach the database). Notes when it was last used, to the minute.
  */
 export async function findCallerByHash(db: Db, hash: Buffer): Promise<TokenCaller | undefined> {
   const [row] = await db<{ id: string; enterpriseId: string; scopes: string[] }[]>`
-    select id, enterprise_id, scopes
-      from api_tokens
-     where token_hash = ${hash} and revoked_at is null`
-  return row && { tokenId: row.id, enterpriseId: row.enterpriseId, scopes: new Set(row.scopes) }
+    with found as (
+      select id, enterprise_id, scopes, last_used_at
+        from api_tokens
+       where token_hash = ${hash} and revoked_at is null
+    ), used as (
+      update api_tokens set last_used_at = now()
+        from found
+       where api_tokens.id = found.id
+         and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+    )
+    select id, enterprise_id, scopes from found`
+  return (
+    row && {
+      kind: 'token',
+      tokenId: row.id,
+      enterpriseId: row.enterpriseId,
+      scopes: new Set(row.scopes),
+      actor: `token:${row.id}`,
+    }
+  )
 }

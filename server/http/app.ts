@@ -1,3 +1,4 @@
+import { authRoutes } from '../routes/auth.js'
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
@@ -55,10 +56,11 @@ export function createApp(deps: AppDeps): Router {
     '*',
     requestLog(deps.log),
     readBody,
-    authenticate(deps.sql, publicRoutes, routeDeps.caches.callers),
+    authenticate(deps.sql, publicRoutes, routeDeps.caches, deps.config.session),
   )
 
   app.route('/v1', healthRoutes(routeDeps))
+  app.route('/v1', authRoutes(routeDeps))
   app.route('/v1/enterprise', enterpriseRoutes(routeDeps))
   app.route('/v1/teams', teamRoutes(routeDeps))
   app.route('/v1/members', memberRoutes(routeDeps))
@@ -82,7 +84,8 @@ export function createApp(deps: AppDeps): Router {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',
     scheme: 'bearer',
-    description: 'An API token of the enterprise: Authorization: Bearer <token>',
+    description:
+      "An API token of the enterprise, or a person's session secret (osds_...) from POST /v1/auth/login: Authorization: Bearer <secret>. Browsers send the session cookie instead, with x-osd-csrf on every change.",
   })
   app.openAPIRegistry.registerPath({
     operationId: 'getOpenApiDocument',

@@ -1,11 +1,12 @@
 import type { MiddlewareHandler } from 'hono'
+import { getCookie } from 'hono/cookie'
 import { ApiError, type ErrorCode } from '../../shared/errors.js'
-import { isResource, levelFor, resourceOf } from '../../shared/scopes.js'
+import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
 import type { Db } from '../db/sql.js'
-import { hashSecret } from '../domain/secrets.js'
+import { hashSecret, matchesHash } from '../domain/secrets.js'
+import { findSessionCaller, sessionPrefix, type SessionLifetime } from '../domain/sessions.js'
 import { findCallerByHash } from '../domain/tokens.js'
-import type { NotifiedCache } from '../db/notified-cache.js'
-import type { Caller } from './caller.js'
+import type { Caches } from './caches.js'
 import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
@@ -52,19 +53,34 @@ export class PublicRoutes {
   }
 }
 
+/** Paths a session may call while it acts in no enterprise: the person's own, and choosing one. */
+const enterpriseFree = ['/v1/auth', '/v1/enterprises', '/v1/consent']
+
+export const sessionCookie = 'osd_session'
+export const csrfHeader = 'x-osd-csrf'
+
 /**
- * Bearer-token authentication and the scope rule (spec: Authentication 1-7; DESIGN 4): the scope is
- * derived from the path, never declared per route. Paths of no known resource fall through to 404.
+ * Authentication and the scope rule (spec: Authentication 1-7; DESIGN 4, 8). A bearer API token acts with
+ * its scopes, the scope derived from the path, never declared per route; paths of no known resource fall
+ * through to 404. A person's session (the cookie, or `Bearer osds_...` from the command line) acts with
+ * every scope of its enterprise and may call the portal-only routes; a state-changing call by cookie
+ * needs the CSRF header the login answered.
  */
 export function authenticate(
   db: Db,
   publicRoutes: PublicRoutes,
-  callers: NotifiedCache<Caller>,
+  caches: Pick<Caches, 'callers' | 'sessions'>,
+  lifetime: SessionLifetime,
 ): MiddlewareHandler<AppEnv> {
-  // Keyed by the token itself: hashing it costs ~3% of a cached read, and this process's memory holds
-  // every token in flight anyway. At rest, tokens exist only as hashes (DESIGN 3).
+  // Keyed by the secret itself: hashing it costs ~3% of a cached read, and this process's memory holds
+  // every secret in flight anyway. At rest, they exist only as hashes (DESIGN 3).
   function callerOf(token: string) {
-    return callers.through(token, () => findCallerByHash(db, hashSecret(token)))
+    return caches.callers.through(token, () => findCallerByHash(db, hashSecret(token)))
+  }
+  function sessionOf(secret: string) {
+    return caches.sessions.through(secret, () =>
+      findSessionCaller(db, hashSecret(secret), lifetime),
+    )
   }
 
   return async (c, next) => {
@@ -73,8 +89,44 @@ export function authenticate(
     if (publicRoutes.has(method, path)) return next()
 
     const header = requestHeader(c, 'authorization')
-    const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
-    const caller = token && token.length <= 200 ? await callerOf(token) : undefined
+    const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
+    const cookie = bearer === undefined ? getCookie(c, sessionCookie) : undefined
+    const secret = bearer ?? cookie
+    if (!secret || secret.length > 200) return frameworkError(c, 401, 'Unauthorized')
+
+    if (secret.startsWith(sessionPrefix)) {
+      const session = await sessionOf(secret)
+      if (!session) return frameworkError(c, 401, 'Unauthorized')
+      if (cookie !== undefined && method !== 'GET' && method !== 'HEAD') {
+        const presented = requestHeader(c, csrfHeader)
+        if (!presented || !matchesHash(presented, session.csrfHash)) {
+          throw new ApiError(
+            'csrf_required',
+            `A change made with the session cookie needs the ${csrfHeader} header the sign-in answered.`,
+          )
+        }
+      }
+      c.set('session', session)
+      if (session.role) {
+        c.set('caller', {
+          kind: 'session',
+          sessionId: session.sessionId,
+          userId: session.userId,
+          role: session.role,
+          enterpriseId: session.enterpriseId,
+          scopes: everyScope,
+          actor: `user:${session.userId}`,
+        })
+      } else if (!enterpriseFree.some((prefix) => underPrefix(path, prefix))) {
+        throw new ApiError(
+          'enterprise_not_chosen',
+          'This session acts in no enterprise: choose one with POST /v1/auth/enterprise.',
+        )
+      }
+      return next()
+    }
+
+    const caller = cookie === undefined ? await callerOf(secret) : undefined
     if (!caller) return frameworkError(c, 401, 'Unauthorized')
 
     const resource = resourceOf(path)
@@ -97,3 +149,5 @@ export function authenticate(
     return next()
   }
 }
+
+const everyScope: ReadonlySet<string> = new Set(allScopes)

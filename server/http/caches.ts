@@ -6,18 +6,22 @@ import {
   type EnterpriseSettings,
   type WebhookSecretHolder,
 } from '../domain/enterprises.js'
+import { sessionChangedChannel } from '../domain/people.js'
+import type { FoundSession } from '../domain/sessions.js'
 import { tokenRevokedChannel } from '../domain/tokens.js'
 import type { Logger } from '../log.js'
 import type { Caller } from './caller.js'
 
 /**
  * What hot reads keep in memory, each dropped when its change is announced (db/notified-cache.ts):
- * the callers of recently seen tokens (dropped by token id on revocation),
+ * the callers of recently seen tokens (dropped by token id on revocation), the sessions of recently
+ * seen session secrets (dropped by session id or by their person's id),
  * enterprise settings (keyed and dropped by enterprise id), and the webhook secrets' hashes (keyed by
  * enterprise slug, dropped by enterprise id on rotation).
  */
 export interface Caches {
   callers: NotifiedCache<Caller>
+  sessions: NotifiedCache<FoundSession>
   settings: NotifiedCache<EnterpriseSettings>
   webhookSecrets: NotifiedCache<WebhookSecretHolder>
 }
@@ -26,7 +30,11 @@ export function createCaches(sql: Sql, log: Logger): Caches {
   const caches: Caches = {
     callers: new NotifiedCache<Caller>(
       tokenRevokedChannel,
-      (tokenId, _, caller) => caller.tokenId === tokenId,
+      (tokenId, _, caller) => caller.kind === 'token' && caller.tokenId === tokenId,
+    ),
+    sessions: new NotifiedCache<FoundSession>(
+      sessionChangedChannel,
+      (id, _, session) => session.sessionId === id || session.userId === id,
     ),
     settings: new NotifiedCache<EnterpriseSettings>(
       settingsChangedChannel,

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js'
 import type { Sealer } from '../crypto.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
 import type { Caches } from './caches.js'
+import type { FoundSession } from '../domain/sessions.js'
 import type { Caller } from './caller.js'
 import type { RunWatch } from './run-watch.js'
 
@@ -14,6 +15,8 @@ export interface AppEnv {
     /** The parsed JSON body; undefined when there is none or it is not sent as application/json. */
     body: unknown
     caller: Caller
+    /** The person's session, when the credential is one (also when it acts in no enterprise). */
+    session: FoundSession | undefined
   }
 }
 

@@ -24,6 +24,8 @@ export function frameworkError(
 export function errorWriter(log: Logger) {
   return (err: Error, c: Context<AppEnv>): Response => {
     if (err instanceof ApiError) {
+      const wait = err.extra?.retryAfterSeconds
+      if (typeof wait === 'number') c.header('Retry-After', String(wait))
       return c.json(err.toBody(), err.status as 400)
     }
     const where = { requestId: c.get('requestId'), method: c.req.method, path: c.req.path }

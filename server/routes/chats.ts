@@ -29,7 +29,7 @@ const ChatParams = z.object({ id: Uuid })
 const MemberQuery = z.object({ memberId: z.string().optional() })
 
 /** Who decides and whose grants: the token that calls (DESIGN 11). */
-const callerOf = (c: AppContext) => `token:${c.var.caller.tokenId}`
+const callerOf = (c: AppContext) => c.var.caller.actor
 
 /** Chats (spec: Endpoints Chats; DESIGN 11). The reply is the engine's; these routes store and read. */
 export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {

@@ -21,6 +21,7 @@ import {
   updateSettings,
   type EnterpriseSettings,
 } from '../domain/enterprises.js'
+import { getUser } from '../domain/people.js'
 import { getToken } from '../domain/tokens.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
@@ -46,18 +47,21 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
       operationId: 'getEnterprise',
       method: 'get',
       path: '/',
-      summary: 'The enterprise, and the calling token with its scopes (beyond the spec)',
+      summary: 'The enterprise, and the calling token with its scopes or the signed-in person (beyond the spec)',
       response: EnterpriseOverview,
     },
     async (c) => {
-      const { enterpriseId, tokenId } = c.var.caller
-      const [enterprise, token] = await Promise.all([
-        getEnterprise(sql, enterpriseId),
-        getToken(sql, enterpriseId, tokenId),
-      ])
+      const caller = c.var.caller
+      const enterprise = await getEnterprise(sql, caller.enterpriseId)
+      if (caller.kind === 'session') {
+        const user = await getUser(sql, caller.userId)
+        return { enterprise, token: null, person: { ...user, role: caller.role } }
+      }
+      const token = await getToken(sql, caller.enterpriseId, caller.tokenId)
       return {
         enterprise,
         token: { id: token.id, name: token.name, scopes: token.scopes, lastChars: token.lastChars },
+        person: null,
       }
     },
   )

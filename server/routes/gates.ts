@@ -50,7 +50,7 @@ export function gateRoutes({ sql }: RouteDeps) {
       errors: ['gate_not_waiting'],
     },
     async (c, { params, body }) =>
-      decideGate(sql, c.var.caller.enterpriseId, params.id, body, `token:${c.var.caller.tokenId}`),
+      decideGate(sql, c.var.caller.enterpriseId, params.id, body, c.var.caller.actor),
   )
   route(
     app,
@@ -72,7 +72,7 @@ export function gateRoutes({ sql }: RouteDeps) {
         c.var.caller.enterpriseId,
         params.chatId,
         body,
-        `token:${c.var.caller.tokenId}`,
+        c.var.caller.actor,
       ),
   )
   return app

@@ -33,7 +33,7 @@ import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 /** Who decides or writes: the caller's token. */
-export const writer = (c: AppContext) => `token:${c.var.caller.tokenId}`
+export const writer = (c: AppContext) => c.var.caller.actor
 
 const noSort = ['createdAt'] as const
 

@@ -83,7 +83,7 @@ export function recommendationRoutes({ sql }: RouteDeps) {
           enterprise(c),
           params.id,
           body,
-          `token:${c.var.caller.tokenId}`,
+          c.var.caller.actor,
         )
       ).recommendation,
   )

@@ -211,7 +211,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     async (c, { params, body }) => {
       await checkModel(c, body.spend)
       return publishVersion(sql, c.var.caller.enterpriseId, params.id, body, {
-        by: `token:${c.var.caller.tokenId}`,
+        by: c.var.caller.actor,
       })
     },
   )
@@ -317,7 +317,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
         ...body,
         layer: 'task',
-        createdBy: `token:${c.var.caller.tokenId}`,
+        createdBy: c.var.caller.actor,
       }),
   )
 
@@ -340,7 +340,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
     async (c, { params, body }) =>
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
         ...body,
-        createdBy: `token:${c.var.caller.tokenId}`,
+        createdBy: c.var.caller.actor,
       }),
   )
 

@@ -7,16 +7,23 @@ export const Enterprise = z
   .meta({ id: 'Enterprise' })
 export type Enterprise = z.infer<typeof Enterprise>
 
-/** The enterprise and the calling token as the daemon sees them (beyond the spec; for osctl auth status). */
+/** The enterprise and its caller (a token, or a person) as the daemon sees them (beyond the spec; for osctl auth status). */
 export const EnterpriseOverview = z
   .object({
     enterprise: Enterprise,
-    token: z.object({
-      id: Uuid,
-      name: z.string(),
-      scopes: z.array(z.string()),
-      lastChars: z.string(),
-    }),
+    token: z
+      .object({
+        id: Uuid,
+        name: z.string(),
+        scopes: z.array(z.string()),
+        lastChars: z.string(),
+      })
+      .nullable()
+      .meta({ description: 'the calling API token; null when a person calls with a session' }),
+    person: z
+      .object({ id: Uuid, email: z.string(), name: z.string(), role: z.enum(['owner', 'member']) })
+      .nullable()
+      .meta({ description: 'the signed-in person, with their role; null when a token calls' }),
   })
   .meta({ id: 'EnterpriseOverview' })
 export type EnterpriseOverview = z.infer<typeof EnterpriseOverview>

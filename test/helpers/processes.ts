@@ -140,6 +140,11 @@ export async function startCliDaemon(
   }
 }
 
-export function osd(args: string[], env: Record<string, string | undefined> = {}) {
-  return execa('node', [osdBin, ...args], { env, reject: false, stdin: 'ignore' })
+/** Runs `osd ARGS`; `input` is piped to its stdin (a password), else stdin is closed. */
+export function osd(args: string[], env: Record<string, string | undefined> = {}, input?: string) {
+  return execa('node', [osdBin, ...args], {
+    env,
+    reject: false,
+    ...(input === undefined ? { stdin: 'ignore' as const } : { input }),
+  })
 }

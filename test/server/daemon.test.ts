@@ -75,6 +75,99 @@ describe('osd admin (DESIGN 8)', () => {
     expect(JSON.parse(revoked.stdout).revokedAt).toBeTruthy()
   })
 
+  it('creates people from a piped password, and an enterprise owned by one; who then signs in', async () => {
+    const env = { DATABASE_URL: db.url }
+    const password = 'piped password 42'
+    const made = await osd(
+      [
+        'admin',
+        'user',
+        'create',
+        '--email',
+        'owner@example.com',
+        '--name',
+        'Olive',
+        '--password-stdin',
+        '--json',
+      ],
+      env,
+      password + '\n',
+    )
+    expect(made.exitCode, made.stderr).toBe(0)
+    const { user, membership } = JSON.parse(made.stdout)
+    expect(user).toMatchObject({ email: 'owner@example.com', name: 'Olive' })
+    expect(membership).toBeNull()
+    expect(made.stdout + made.stderr).not.toContain(password)
+
+    const enterprise = await osd(
+      [
+        'admin',
+        'enterprise',
+        'create',
+        '--name',
+        'Owned',
+        '--owner-email',
+        'OWNER@example.com',
+        '--json',
+      ],
+      env,
+    )
+    expect(enterprise.exitCode, enterprise.stderr).toBe(0)
+    const created = JSON.parse(enterprise.stdout)
+    expect(created.owner).toEqual({ id: user.id, email: 'owner@example.com' })
+
+    const member = await osd(
+      [
+        'admin',
+        'user',
+        'create',
+        '--email',
+        'm@example.com',
+        '--password-stdin',
+        '--enterprise',
+        'owned',
+        '--json',
+      ],
+      env,
+      'member password 42',
+    )
+    expect(JSON.parse(member.stdout).membership).toEqual({
+      enterpriseId: created.enterprise.id,
+      role: 'member',
+    })
+    const roles = await db.sql`
+      select u.email, p.role from enterprise_people p join users u on u.id = p.user_id
+       where p.enterprise_id = ${created.enterprise.id} order by u.email`
+    expect(roles.map((r) => [r.email, r.role])).toEqual([
+      ['m@example.com', 'member'],
+      ['owner@example.com', 'owner'],
+    ])
+
+    // Refusals: no --password-stdin, a taken email, an unknown owner (and no enterprise made then).
+    const noStdin = await osd(['admin', 'user', 'create', '--email', 'x@example.com'], env)
+    expect(noStdin.exitCode).toBe(2)
+    const taken = await osd(
+      ['admin', 'user', 'create', '--email', 'm@EXAMPLE.com', '--password-stdin'],
+      env,
+      'another password',
+    )
+    expect(taken.exitCode).toBe(1)
+    expect(taken.stderr).toContain('email_taken')
+    const short = await osd(
+      ['admin', 'user', 'create', '--email', 's@example.com', '--password-stdin'],
+      env,
+      'short',
+    )
+    expect(short.exitCode).toBe(1)
+    const ghost = await osd(
+      ['admin', 'enterprise', 'create', '--name', 'Ghostly', '--owner-email', 'ghost@example.com'],
+      env,
+    )
+    expect(ghost.exitCode).toBe(1)
+    expect(ghost.stderr).toContain('user_not_found')
+    expect(await db.sql`select 1 from enterprises where slug = 'ghostly'`).toHaveLength(0)
+  })
+
   it('refuses unknown scopes and an unknown enterprise', async () => {
     const scopes = await osd(
       ['admin', 'token', 'create', '--enterprise', 'tok', '--scopes', 'tasks:admin'],

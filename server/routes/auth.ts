@@ -1,0 +1,129 @@
+import { deleteCookie, setCookie } from 'hono/cookie'
+import { z } from 'zod'
+import { ApiError } from '../../shared/errors.js'
+import {
+  ChooseEnterprise,
+  LoginAnswer,
+  LoginInput,
+  Me,
+  MyEnterprise,
+} from '../../shared/schemas/people.js'
+import { enterprisesOf } from '../domain/people.js'
+import {
+  chooseEnterprise,
+  describeSession,
+  login,
+  revokeSession,
+  type FoundSession,
+} from '../domain/sessions.js'
+import { sessionCookie } from '../http/auth.js'
+import type { AppContext, RouteDeps } from '../http/context.js'
+import { requestHeader } from '../http/headers.js'
+import { createRouter, route } from '../http/router.js'
+
+// A person's sign-in and session (spec: Portal-only routes; DESIGN 8). Tokens never reach these but
+// login (the auth middleware refuses them, 403 api_token_scope); login itself needs no credential.
+
+/** The session of a portal route's caller; the middleware lets only sessions through. */
+export function sessionOf(c: AppContext): FoundSession {
+  const session = c.var.session
+  if (!session) throw new ApiError('api_token_scope', 'This route is for signed-in people.')
+  return session
+}
+
+/** Whether the request reached osd over HTTPS (directly, or through a proxy that says so). */
+function overHttps(c: AppContext): boolean {
+  return (
+    new URL(c.req.url).protocol === 'https:' ||
+    requestHeader(c, 'x-forwarded-proto')?.split(',')[0]?.trim() === 'https'
+  )
+}
+
+export function authRoutes({ sql, config }: RouteDeps) {
+  const app = createRouter()
+  const lifetime = config.session
+
+  route(
+    app,
+    {
+      operationId: 'login',
+      method: 'post',
+      path: '/auth/login',
+      summary: 'Sign a person in with email and password',
+      description:
+        'Sets the session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and answers the session secret once, for command-line use as a bearer credential. A state-changing call made with the cookie needs the header x-osd-csrf with the answered csrfToken. Ten failed sign-ins for one email within 15 minutes lock it for 15 minutes (429 login_locked, Retry-After); the answers never tell whether an email exists.',
+      body: LoginInput,
+      response: LoginAnswer,
+      errors: ['invalid_credentials', 'login_locked', 'enterprise_not_found'],
+      public: true,
+    },
+    async (c, { body }) => {
+      const answer = await login(sql, body, lifetime)
+      setCookie(c, sessionCookie, answer.sessionToken, {
+        httpOnly: true,
+        sameSite: 'Strict',
+        secure: overHttps(c),
+        path: '/',
+        maxAge: lifetime.maxHours * 3600,
+      })
+      c.header('Cache-Control', 'no-store')
+      return answer
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'logout',
+      method: 'post',
+      path: '/auth/logout',
+      summary: 'End the session, at once in every osd process',
+      status: 204,
+    },
+    async (c) => {
+      await revokeSession(sql, sessionOf(c).sessionId)
+      deleteCookie(c, sessionCookie, { path: '/' })
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'getMe',
+      method: 'get',
+      path: '/auth/me',
+      summary:
+        'The signed-in person, the enterprise the session acts in, and when the session ends',
+      response: Me,
+    },
+    async (c) => describeSession(sql, sessionOf(c), lifetime),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'chooseEnterprise',
+      method: 'post',
+      path: '/auth/enterprise',
+      summary: "Move the session to another of the person's enterprises",
+      body: ChooseEnterprise,
+      response: Me,
+      errors: ['enterprise_not_found'],
+    },
+    async (c, { body }) => chooseEnterprise(sql, sessionOf(c), body.enterprise, lifetime),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'listMyEnterprises',
+      method: 'get',
+      path: '/enterprises',
+      summary: "The signed-in person's enterprises, with their role in each",
+      response: z.array(MyEnterprise),
+    },
+    async (c) => enterprisesOf(sql, sessionOf(c).userId),
+  )
+
+  return app
+}
