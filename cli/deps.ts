@@ -73,11 +73,11 @@ export function makeDeps(
     },
     async password(question) {
       if (!terminal.stdin.isTTY || !terminal.stderr.isTTY) return undefined
-      terminal.stderr.write(question)
       // A terminal readline whose echo goes nowhere: it puts the terminal in raw mode, so nothing typed
-      // is shown, and Ctrl-C reaches it as SIGINT.
+      // is shown, and Ctrl-C reaches it as SIGINT. Asked once it is: nothing typed before then echoes.
       const silent = new Writable({ write: (_chunk, _encoding, done) => done() })
       const rl = createInterface({ input: terminal.stdin, output: silent, terminal: true })
+      terminal.stderr.write(question)
       const cancelled = new AbortController()
       rl.on('SIGINT', () => cancelled.abort())
       try {

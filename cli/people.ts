@@ -1,40 +1,18 @@
 import { apiError, decode, type ApiClient, type RawAnswer } from './client.js'
 import type { Deps } from './deps.js'
+import type { MyEnterprise, User } from '../shared/schemas/people.js'
 import { ApiRequestError, AuthError, type CliError } from './errors.js'
 
 // The people side of osctl (issue 20): a person signs in with an email and a password, and the
 // portal-only routes (spec: Portal-only routes) answer that person's session, never an API token.
 
-/** A person as the API shows one (login, /auth/me). */
-export interface Person {
-  id: string
-  email: string
-  name: string | null
-}
-
-/** An enterprise of a person, with the person's role there. */
-export interface PersonEnterprise {
-  id: string
-  slug: string
-  name: string
-  role: 'owner' | 'member'
-}
-
-/** The answer of POST /auth/login and POST /auth/invites/accept. */
-export interface LoginAnswer {
-  user: Person
-  enterprise: PersonEnterprise | null
-  sessionToken: string
-  csrfToken: string
-  expiresAt: string
-}
-
-/** The answer of GET /auth/me and POST /auth/enterprise. */
-export interface Me {
-  user: Person
-  enterprise: PersonEnterprise | null
-  session: { id: string; createdAt: string; expiresAt: string; idleExpiresAt: string }
-}
+/** A person, an enterprise with the person's role there, and the sign-in and session answers. */
+export type {
+  LoginAnswer,
+  Me,
+  MyEnterprise as PersonEnterprise,
+  User as Person,
+} from '../shared/schemas/people.js'
 
 export const signInCommand = '`osctl auth login --email EMAIL`'
 
@@ -71,12 +49,12 @@ export async function asPerson<T>(deps: Deps, call: (client: ApiClient) => Promi
 }
 
 /** A person in words: "Ada Lovelace <ada@example.com>", or the email alone. */
-export function personText(user: Pick<Person, 'email' | 'name'>): string {
+export function personText(user: Pick<User, 'email'> & { name: string | null }): string {
   return user.name ? `${user.name} <${user.email}>` : user.email
 }
 
 /** An enterprise and the person's role there, in words. */
-export function enterpriseText(enterprise: PersonEnterprise | null): string {
+export function enterpriseText(enterprise: MyEnterprise | null): string {
   return enterprise ? `${enterprise.slug} (${enterprise.role})` : '(none chosen)'
 }
 
