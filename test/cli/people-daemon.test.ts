@@ -86,6 +86,17 @@ describe('osctl auth login --email against a daemon', () => {
     expect(profile).toMatchObject({ url: cli.daemon.url, kind: 'session', email })
     expect(profile.token).toMatch(/^osds_/)
 
+    expect(await json(['profile', 'list'], env)).toEqual([
+      {
+        name: 'default',
+        url: cli.daemon.url,
+        current: true,
+        token: `…${profile.token.slice(-4)}`,
+        kind: 'session',
+        email,
+      },
+    ])
+
     const status = await json(['auth', 'status'], env)
     expect(status).toMatchObject({
       kind: 'session',
