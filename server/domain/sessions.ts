@@ -10,13 +10,14 @@ import {
   getUser,
   sessionChangedChannel,
 } from './people.js'
-import { hashSecret } from './secrets.js'
+import { hashSecret, newSecret } from './secrets.js'
 
 // Sessions (DESIGN 8): what a person's sign-in opens. The secret is answered once (and set as a cookie);
 // only its SHA-256 is stored, as is the CSRF token's. A session ends when idle too long, at its absolute
 // expiry, at logout, or when its person leaves the enterprise; every osd process hears of the last two at
 // once (NOTIFY on sessionChangedChannel), the first two are checked by every lookup.
 
+/** What a session secret starts with (newSecret('osds')); an API token starts osd_. */
 export const sessionPrefix = 'osds_'
 export const lockout = { failures: 10, windowMinutes: 15, lockMinutes: 15 } as const
 
@@ -92,7 +93,7 @@ export async function login(
   const enterprise = input.enterprise
     ? await enterpriseOf(db, user.id, input.enterprise)
     : (enterprises[0] ?? null)
-  const sessionToken = `${sessionPrefix}${randomBytes(32).toString('base64url')}`
+  const sessionToken = newSecret('osds')
   const csrfToken = randomBytes(24).toString('base64url')
   const [session] = await db<{ expiresAt: Date }[]>`
     insert into sessions (user_id, enterprise_id, token_hash, csrf_hash, expires_at)
