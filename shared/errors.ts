@@ -54,6 +54,7 @@ export const errorStatus = {
   grant_not_found: 404,
   user_not_found: 404,
   token_not_found: 404,
+  session_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,

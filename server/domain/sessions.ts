@@ -1,8 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { ApiError } from '../../shared/errors.js'
-import type { LoginAnswer, Me, MyEnterprise, PersonRole } from '../../shared/schemas/people.js'
+import type {
+  LoginAnswer,
+  Me,
+  MyEnterprise,
+  PersonRole,
+  User,
+} from '../../shared/schemas/people.js'
 import { transaction, type Db } from '../db/sql.js'
-import { unmatchableHash, verifyPassword } from './passwords.js'
+import { checkNewPassword, hashPassword, unmatchableHash, verifyPassword } from './passwords.js'
 import {
   enterpriseOf,
   enterprisesOf,
@@ -10,19 +16,31 @@ import {
   getUser,
   sessionChangedChannel,
 } from './people.js'
-import { hashSecret } from './secrets.js'
+import { hashSecret, newSecret } from './secrets.js'
 
 // Sessions (DESIGN 8): what a person's sign-in opens. The secret is answered once (and set as a cookie);
 // only its SHA-256 is stored, as is the CSRF token's. A session ends when idle too long, at its absolute
 // expiry, at logout, or when its person leaves the enterprise; every osd process hears of the last two at
 // once (NOTIFY on sessionChangedChannel), the first two are checked by every lookup.
 
+/** What a session secret starts with (newSecret('osds')); an API token starts osd_. */
 export const sessionPrefix = 'osds_'
 export const lockout = { failures: 10, windowMinutes: 15, lockMinutes: 15 } as const
 
 export interface SessionLifetime {
   idleMinutes: number
   maxHours: number
+}
+
+export interface SessionSummary {
+  id: string
+  /** The slug of the enterprise it acts in, or null. */
+  enterprise: string | null
+  current: boolean
+  createdAt: string
+  lastSeenAt: string
+  expiresAt: string
+  idleExpiresAt: string
 }
 
 /** What a request learns from a session's secret. */
@@ -39,18 +57,25 @@ export interface FoundSession {
 const emailHash = (email: string) =>
   createHash('sha256').update(email.trim().toLowerCase(), 'utf8').digest()
 
-/**
- * Checks an email and password and opens a session. Ten failures for one email in 15 minutes lock it for
- * 15 minutes (429 login_locked, Retry-After), whether or not a person has that email, and a wrong email
- * costs the same scrypt time as a wrong password: the answers tell nothing of who exists. An attempt
- * counts as a failure from before its password is checked, so parallel guesses cannot outrun the lock.
- */
+/** Checks an email and password (checkCredentials) and opens a session in one of their enterprises. */
 export async function login(
   db: Db,
   input: { email: string; password: string; enterprise?: string },
   lifetime: SessionLifetime,
 ): Promise<LoginAnswer> {
-  const key = emailHash(input.email)
+  const user = await checkCredentials(db, input.email, input.password)
+  return openSession(db, user, input.enterprise, lifetime)
+}
+
+/**
+ * The person with this email and password, or 401 invalid_credentials. Ten failures for one email in
+ * 15 minutes lock it for 15 minutes (429 login_locked, Retry-After), whether or not a person has that
+ * email, and a wrong email costs the same scrypt time as a wrong password: the answers tell nothing of
+ * who exists. An attempt counts as a failure from before its password is checked, so parallel guesses
+ * cannot outrun the lock.
+ */
+export async function checkCredentials(db: Db, email: string, password: string): Promise<User> {
+  const key = emailHash(email)
   const attempt = await transaction(db, async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtextextended(${key.toString('hex')}, 7))`
     const [lock] = await tx<{ seconds: number }[]>`
@@ -64,47 +89,57 @@ export async function login(
        where email_hash = ${key} and at > now() - make_interval(mins => ${lockout.windowMinutes})`
     if (counted!.failures > lockout.failures) {
       // Guesses sent in parallel with the tenth: the lock starts now, without checking this one.
-      await tx`
-        insert into login_locks (email_hash, until)
-        values (${key}, now() + make_interval(mins => ${lockout.lockMinutes}))
-        on conflict (email_hash) do update set until = excluded.until`
+      await lockEmail(tx, key)
       return { locked: lockout.lockMinutes * 60, failures: 0 }
     }
     return { locked: undefined, failures: counted!.failures }
   })
   if (attempt.locked !== undefined) throw lockedError(attempt.locked)
 
-  const user = await findUserByEmail(db, input.email)
-  const matches = await verifyPassword(input.password, user?.passwordHash ?? unmatchableHash)
+  const user = await findUserByEmail(db, email)
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash)
   if (!user || !matches) {
-    if (attempt.failures >= lockout.failures) {
-      await db`
-        insert into login_locks (email_hash, until)
-        values (${key}, now() + make_interval(mins => ${lockout.lockMinutes}))
-        on conflict (email_hash) do update set until = excluded.until`
-      await db`delete from login_failures where email_hash = ${key}`
-    }
+    if (attempt.failures >= lockout.failures) await lockEmail(db, key)
     throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
   }
   await db`delete from login_failures where email_hash = ${key}`
+  return { id: user.id, email: user.email, name: user.name }
+}
 
-  const enterprises = await enterprisesOf(db, user.id)
-  const enterprise = input.enterprise
-    ? await enterpriseOf(db, user.id, input.enterprise)
-    : (enterprises[0] ?? null)
-  const sessionToken = `${sessionPrefix}${randomBytes(32).toString('base64url')}`
+async function lockEmail(db: Db, key: Buffer): Promise<void> {
+  await db`
+    insert into login_locks (email_hash, until)
+    values (${key}, now() + make_interval(mins => ${lockout.lockMinutes}))
+    on conflict (email_hash) do update set until = excluded.until`
+  await db`delete from login_failures where email_hash = ${key}`
+}
+
+/**
+ * A new session of the person, acting in `enterprise` (slug or id; 404 unless theirs) or else in the
+ * first of theirs. Its secret and CSRF token are in this answer only.
+ */
+export async function openSession(
+  db: Db,
+  user: User,
+  enterprise: string | undefined,
+  lifetime: SessionLifetime,
+): Promise<LoginAnswer> {
+  const actsIn = enterprise
+    ? await enterpriseOf(db, user.id, enterprise)
+    : ((await enterprisesOf(db, user.id))[0] ?? null)
+  const sessionToken = newSecret('osds')
   const csrfToken = randomBytes(24).toString('base64url')
   const [session] = await db<{ expiresAt: Date }[]>`
     insert into sessions (user_id, enterprise_id, token_hash, csrf_hash, expires_at)
-    values (${user.id}, ${enterprise?.id ?? null}, ${hashSecret(sessionToken)}, ${hashSecret(csrfToken)},
+    values (${user.id}, ${actsIn?.id ?? null}, ${hashSecret(sessionToken)}, ${hashSecret(csrfToken)},
             now() + make_interval(hours => ${lifetime.maxHours}))
     returning expires_at`
-  // Old failures and locks of other emails go with the sign-ins that find them.
+  // Old failures and locks go with the sign-ins that find them.
   await db`delete from login_failures where at < now() - make_interval(mins => ${lockout.windowMinutes})`
   await db`delete from login_locks where until < now()`
   return {
-    user: { id: user.id, email: user.email, name: user.name },
-    enterprise,
+    user,
+    enterprise: actsIn,
     sessionToken,
     csrfToken,
     expiresAt: session!.expiresAt.toISOString(),
@@ -212,4 +247,75 @@ export async function describeSession(
       idleExpiresAt: row!.idleExpiresAt.toISOString(),
     },
   }
+}
+
+/** The person's open sessions, newest first; `current` marks the one asking. */
+export async function listSessions(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  lifetime: SessionLifetime,
+): Promise<SessionSummary[]> {
+  const rows = await db<
+    (Omit<
+      SessionSummary,
+      'createdAt' | 'expiresAt' | 'idleExpiresAt' | 'lastSeenAt' | 'current'
+    > & {
+      createdAt: Date
+      lastSeenAt: Date
+      expiresAt: Date
+      idleExpiresAt: Date
+    })[]
+  >`
+    select s.id, e.slug as enterprise, s.created_at, s.last_seen_at, s.expires_at,
+           least(s.expires_at, s.last_seen_at + make_interval(mins => ${lifetime.idleMinutes})) as idle_expires_at
+      from sessions s left join enterprises e on e.id = s.enterprise_id
+     where s.user_id = ${session.userId} and s.revoked_at is null and s.expires_at > now()
+       and s.last_seen_at > now() - make_interval(mins => ${lifetime.idleMinutes})
+     order by s.created_at desc, s.id`
+  return rows.map((r) => ({
+    id: r.id,
+    enterprise: r.enterprise,
+    current: r.id === session.sessionId,
+    createdAt: r.createdAt.toISOString(),
+    lastSeenAt: r.lastSeenAt.toISOString(),
+    expiresAt: r.expiresAt.toISOString(),
+    idleExpiresAt: r.idleExpiresAt.toISOString(),
+  }))
+}
+
+/** Ends one of the person's own sessions (404 session_not_found for any other id). */
+export async function revokeOwnSession(db: Db, userId: string, sessionId: string): Promise<void> {
+  const [row] = await db`
+    with ended as (
+      update sessions set revoked_at = coalesce(revoked_at, now())
+       where id = ${sessionId} and user_id = ${userId}
+       returning id
+    )
+    select pg_notify(${sessionChangedChannel}, id::text) from ended`
+  if (!row) throw new ApiError('session_not_found', `You have no session ${sessionId}.`)
+}
+
+/**
+ * Changes the person's password, given the current one (401 invalid_credentials, counted like a failed
+ * sign-in), and ends every other session of theirs at once: whoever knew the old one is signed out.
+ */
+export async function changePassword(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  input: { currentPassword: string; newPassword: string },
+): Promise<void> {
+  checkNewPassword(input.newPassword)
+  const user = await getUser(db, session.userId)
+  await checkCredentials(db, user.email, input.currentPassword)
+  const passwordHash = await hashPassword(input.newPassword)
+  await transaction(db, async (tx) => {
+    await tx`update users set password_hash = ${passwordHash}, updated_at = now() where id = ${session.userId}`
+    await tx`
+      with ended as (
+        update sessions set revoked_at = now()
+         where user_id = ${session.userId} and id <> ${session.sessionId} and revoked_at is null
+         returning id
+      )
+      select pg_notify(${sessionChangedChannel}, id::text) from ended`
+  })
 }

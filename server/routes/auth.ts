@@ -1,18 +1,24 @@
 import { deleteCookie, setCookie } from 'hono/cookie'
 import { z } from 'zod'
 import { ApiError } from '../../shared/errors.js'
+import { Uuid } from '../../shared/schemas/common.js'
 import {
+  ChangePassword,
   ChooseEnterprise,
   LoginAnswer,
   LoginInput,
   Me,
   MyEnterprise,
+  SessionSummary,
 } from '../../shared/schemas/people.js'
 import { enterprisesOf } from '../domain/people.js'
 import {
+  changePassword,
   chooseEnterprise,
   describeSession,
+  listSessions,
   login,
+  revokeOwnSession,
   revokeSession,
   type FoundSession,
 } from '../domain/sessions.js'
@@ -111,6 +117,53 @@ export function authRoutes({ sql, config }: RouteDeps) {
       errors: ['enterprise_not_found'],
     },
     async (c, { body }) => chooseEnterprise(sql, sessionOf(c), body.enterprise, lifetime),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'listMySessions',
+      method: 'get',
+      path: '/auth/sessions',
+      summary: "The person's open sessions, newest first; current marks this one",
+      response: z.array(SessionSummary),
+    },
+    async (c) => listSessions(sql, sessionOf(c), lifetime),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'revokeMySession',
+      method: 'delete',
+      path: '/auth/sessions/{id}',
+      summary: "End one of the person's sessions, at once in every osd process",
+      params: z.object({ id: Uuid }),
+      notFound: 'session_not_found',
+      status: 204,
+      errors: ['session_not_found'],
+    },
+    async (c, { params }) => {
+      await revokeOwnSession(sql, sessionOf(c).userId, params.id)
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'changePassword',
+      method: 'post',
+      path: '/auth/password',
+      summary: "Change the person's password; every other session of theirs ends at once",
+      description:
+        'The current password is checked as a sign-in is (a wrong one counts toward the lock). The new one: 12 to 1,024 characters.',
+      body: ChangePassword,
+      status: 204,
+      errors: ['invalid_credentials', 'login_locked'],
+    },
+    async (c, { body }) => {
+      await changePassword(sql, sessionOf(c), body)
+    },
   )
 
   route(

@@ -27,13 +27,9 @@ export const LoginInput = z
   .object({
     email: z.string().max(320),
     password: z.string().max(1024),
-    enterprise: z
-      .string()
-      .max(200)
-      .optional()
-      .meta({
-        description: 'slug or id of the enterprise to act in; else the first of the person',
-      }),
+    enterprise: z.string().max(200).optional().meta({
+      description: 'slug or id of the enterprise to act in; else the first of the person',
+    }),
   })
   .meta({ id: 'LoginInput' })
 
@@ -70,3 +66,19 @@ export type LoginAnswer = z.infer<typeof LoginAnswer>
 export const ChooseEnterprise = z
   .object({ enterprise: z.string().min(1).max(200).meta({ description: 'slug or id' }) })
   .meta({ id: 'ChooseEnterprise' })
+
+export const SessionSummary = z
+  .object({
+    id: Uuid,
+    enterprise: z.string().nullable().meta({ description: 'slug of the enterprise it acts in' }),
+    current: z.boolean().meta({ description: 'the session asking' }),
+    createdAt: IsoTime,
+    lastSeenAt: IsoTime,
+    expiresAt: IsoTime,
+    idleExpiresAt: IsoTime,
+  })
+  .meta({ id: 'SessionSummary' })
+
+export const ChangePassword = z
+  .object({ currentPassword: z.string().max(1024), newPassword: z.string().max(1024) })
+  .meta({ id: 'ChangePassword' })

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { isErrorCode } from '../../../shared/errors.js'
+import { signIn } from '../../helpers/people.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
 
@@ -327,10 +328,14 @@ function fill(path: string, values: Record<string, string>): string {
   return path.replace(/\{(\w+)\}/g, (_, name: string) => values[name]!)
 }
 
-function requestsFor(op: Operation, draw: Draw): Request[] {
+/** Paths only a person's session may call (spec: Portal-only routes): walked with an owner's session. */
+const portalPaths =
+  /^\/v1\/(auth|enterprises|users|consent|enterprise\/api-tokens|enterprise\/connections)(\/|$)/
+
+function requestsFor(op: Operation, draw: Draw, session: string | undefined): Request[] {
   const headers: Record<string, string> = op.public
     ? { 'x-os-webhook-secret': webhookSecret }
-    : { authorization: `Bearer ${t.acme.token}` }
+    : { authorization: `Bearer ${session ?? t.acme.token}` }
   const valid = Object.fromEntries(op.pathParams.map((p) => [p, idFor(draw, mine, op.path, p)]))
   const base = fill(op.path, valid)
   const baseBody = op.body ? sample(draw, op.body) : undefined
@@ -500,7 +505,10 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
     const failures: Failure[] = []
     let sent = 0
     for (const op of ops) {
-      const requests = requestsFor(op, draw)
+      // A session of its own per portal operation: the walk may log it out or change its password.
+      const person = !op.public && portalPaths.test(op.path) ? await signIn(t, 'owner') : undefined
+      if (person) secrets.push(person.session, person.csrf, person.password)
+      const requests = requestsFor(op, draw, person?.session)
       await inPool(requests, async (request) => {
         const answer = await send(request).catch((err: Error) => ({
           status: 599,

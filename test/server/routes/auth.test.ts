@@ -312,6 +312,70 @@ describe('logout and leaving an enterprise, seen by another osd process at once'
   })
 })
 
+describe('a person’s own sessions and password', () => {
+  it('lists their open sessions and ends another one', async () => {
+    const person = await signIn(t, 'member')
+    const second = LoginAnswer.parse(
+      (await login({ email: person.email, password: person.password })).body,
+    )
+    const list = await t.call('GET', '/v1/auth/sessions', { token: person.session })
+    expect(list.status).toBe(200)
+    expect(list.body).toHaveLength(2)
+    expect(list.body.map((s: { current: boolean }) => s.current)).toEqual([false, true])
+    expect(JSON.stringify(list.body)).not.toContain(person.session.slice(5))
+    const other = list.body.find((s: { current: boolean }) => !s.current)
+
+    const someoneElse = await signIn(t, 'member')
+    const foreign = await t.call('DELETE', `/v1/auth/sessions/${other.id}`, {
+      token: someoneElse.session,
+    })
+    expect(foreign.status).toBe(404)
+    expect(foreign.body.error).toBe('session_not_found')
+    expect((await t.call('GET', '/v1/tasks', { token: second.sessionToken })).status).toBe(200)
+
+    const ended = await t.call('DELETE', `/v1/auth/sessions/${other.id}`, { token: person.session })
+    expect(ended.status).toBe(204)
+    await eventually(
+      async () => (await t.call('GET', '/v1/tasks', { token: second.sessionToken })).status === 401,
+    )
+    expect((await t.call('GET', '/v1/auth/sessions', { token: person.session })).body).toHaveLength(
+      1,
+    )
+  })
+
+  it('changes the password given the current one, ending every other session', async () => {
+    const person = await signIn(t, 'member')
+    const second = LoginAnswer.parse(
+      (await login({ email: person.email, password: person.password })).body,
+    )
+    const wrong = await t.call('POST', '/v1/auth/password', {
+      token: person.session,
+      body: { currentPassword: 'not it at all', newPassword: 'a brand new password' },
+    })
+    expect(wrong.status).toBe(401)
+    expect(wrong.body.error).toBe('invalid_credentials')
+    const short = await t.call('POST', '/v1/auth/password', {
+      token: person.session,
+      body: { currentPassword: person.password, newPassword: 'short' },
+    })
+    expect(short.status).toBe(400)
+
+    const changed = await t.call('POST', '/v1/auth/password', {
+      token: person.session,
+      body: { currentPassword: person.password, newPassword: 'a brand new password' },
+    })
+    expect(changed.status).toBe(204)
+    await eventually(
+      async () => (await t.call('GET', '/v1/tasks', { token: second.sessionToken })).status === 401,
+    )
+    expect((await t.call('GET', '/v1/tasks', { token: person.session })).status).toBe(200)
+    expect((await login({ email: person.email, password: person.password })).status).toBe(401)
+    expect((await login({ email: person.email, password: 'a brand new password' })).status).toBe(
+      200,
+    )
+  })
+})
+
 describe('tokens on the session routes', () => {
   it('are refused 403 api_token_scope, whatever their scopes', async () => {
     for (const [method, path] of [
@@ -319,6 +383,8 @@ describe('tokens on the session routes', () => {
       ['POST', '/v1/auth/logout'],
       ['POST', '/v1/auth/enterprise'],
       ['GET', '/v1/enterprises'],
+      ['GET', '/v1/auth/sessions'],
+      ['POST', '/v1/auth/password'],
     ] as const) {
       const res = await t.call(method, path, { body: { enterprise: t.acme.slug } })
       expect(res.status, path).toBe(403)

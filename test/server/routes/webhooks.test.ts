@@ -389,9 +389,16 @@ describe('stored deliveries (spec: Webhook history)', () => {
 
   it('keeps the secret, and anything shaped like a secret, out of the delivery and the run, wherever it was sent', async () => {
     const lookalike = `whsec_${'A'.repeat(43)}` // not this enterprise's secret, but shaped like one
+    const session = `osds_${'B'.repeat(43)}` // shaped like a person's session secret
     const res = await hook(
       task.slug,
-      { [secret]: 1, list: ['x', `a ${secret} b`], other: lookalike, deep: { token: 't-1' } },
+      {
+        [secret]: 1,
+        list: ['x', `a ${secret} b`],
+        other: lookalike,
+        deep: { token: 't-1' },
+        note: `signed in as ${session}`,
+      },
       { 'x-os-webhook-secret': secret, 'x-forwarded-note': `sig=${secret}` },
     )
     expect(res.status).toBe(202)
@@ -400,6 +407,7 @@ describe('stored deliveries (spec: Webhook history)', () => {
         from webhook_deliveries where id = ${res.body.deliveryId}`
     expect(row!.kept).not.toContain(secret)
     expect(row!.kept).not.toContain(lookalike)
+    expect(row!.kept).not.toContain(session)
     expect(row!.kept).toContain('sig=[redacted]')
     expect(row!.containedSecret).toBe(true)
     // The run starts, with the secret taken out of its input: no answer of osd carries a secret.
@@ -409,6 +417,7 @@ describe('stored deliveries (spec: Webhook history)', () => {
       list: ['x', 'a [redacted] b'],
       other: '[redacted]',
       deep: { token: 't-1' }, // a field's name redacts it in the kept delivery only
+      note: 'signed in as [redacted]',
     })
 
     // A call whose header is wrong but whose body holds the real secret keeps it nowhere either.
