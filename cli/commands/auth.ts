@@ -1,11 +1,15 @@
 import type { Command } from 'commander'
+import type { z } from 'zod'
 import type { EnterpriseOverview } from '../../shared/schemas/enterprise.js'
+import type { SessionSummary } from '../../shared/schemas/people.js'
 import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, AuthError, CliError, UsageError } from '../errors.js'
-import { printFields, show } from '../output.js'
+import { printFields, printTable, show } from '../output.js'
+import { idRef } from '../resolve.js'
 import {
+  asPerson,
   enterpriseText,
   personText,
   publicAnswer,
@@ -291,6 +295,62 @@ export async function logout(deps: Deps): Promise<void> {
   )
 }
 
+type SessionSummary = z.infer<typeof SessionSummary>
+
+/** The person's open sessions (GET /auth/sessions), this one marked. */
+export async function listSessions(deps: Deps): Promise<void> {
+  const rows = await asPerson(deps, (client) => client.get<SessionSummary[]>('/auth/sessions'))
+  show(deps.out, rows, () =>
+    printTable(deps.out, rows, [
+      { header: '', value: (r) => (r.current ? '*' : ' ') },
+      { header: 'ID', value: (r) => r.id },
+      { header: 'ENTERPRISE', value: (r) => r.enterprise },
+      { header: 'CREATED', value: (r) => r.createdAt },
+      { header: 'LAST SEEN', value: (r) => r.lastSeenAt },
+      { header: 'EXPIRES', value: (r) => r.expiresAt },
+    ]),
+  )
+}
+
+/** Ends one of the person's sessions (another device, say) at once. */
+export async function revokeSession(deps: Deps, ref: string): Promise<void> {
+  const id = idRef(ref, 'a session')
+  await asPerson(deps, (client) => client.delete(`/auth/sessions/${id}`))
+  show(deps.out, { revoked: id }, () => deps.out.write(`ended session ${id}\n`))
+}
+
+/**
+ * Changes the person's password: the current one and the new one typed at prompts that do not echo
+ * (the new one twice), or two lines on stdin with --password-stdin. Every other session ends at once.
+ */
+export async function changePassword(deps: Deps, opts: { passwordStdin?: boolean }): Promise<void> {
+  let currentPassword: string | undefined
+  let newPassword: string | undefined
+  if (opts.passwordStdin) {
+    const lines = (await deps.stdin()).split(/\r?\n/)
+    ;[currentPassword, newPassword] = lines
+    if (lines.length > 3 || (lines.length === 3 && lines[2] !== ''))
+      throw new UsageError(
+        '--password-stdin takes two lines: the current password, then the new one',
+      )
+  } else {
+    currentPassword = await deps.password('current password: ')
+    if (currentPassword === undefined)
+      throw new UsageError(
+        'stdin is not a terminal to type passwords on: pass them with --password-stdin',
+      )
+    newPassword = await deps.password('new password: ')
+    if (newPassword !== (await deps.password('the new password again: ')))
+      throw new UsageError('the two new passwords differ')
+  }
+  if (!currentPassword || !newPassword)
+    throw new UsageError('give the current password and the new one')
+  await asPerson(deps, (client) => client.post('/auth/password', { currentPassword, newPassword }))
+  show(deps.out, { changed: true }, () =>
+    deps.out.write('password changed; your other sessions have ended\n'),
+  )
+}
+
 export function registerAuth(program: Command, makeDeps: MakeDeps): void {
   const auth = program
     .command('auth')
@@ -342,5 +402,34 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
       .option('--name <name>', 'your name, for a new account')
       .action(actionOf(makeDeps, acceptInvite)),
     'osctl --url https://osd.example.com/v1 auth accept-invite osdi_xxx --name "Ada Lovelace"',
+  )
+  const sessions = auth
+    .command('sessions')
+    .description("a signed-in person's sessions: list them, end one")
+  examples(
+    sessions
+      .command('list')
+      .description('your open sessions, newest first (* marks this one)')
+      .action(actionOf(makeDeps, listSessions)),
+    'osctl auth sessions list',
+  )
+  examples(
+    sessions
+      .command('revoke')
+      .argument('<id>', 'session id')
+      .description('end one of your sessions at once (this one too: then sign in again)')
+      .action(actionOf(makeDeps, revokeSession)),
+    'osctl auth sessions revoke 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    auth
+      .command('password')
+      .description('change your password; every other session of yours ends at once')
+      .option(
+        '--password-stdin',
+        'read two lines from stdin: the current password, then the new one',
+      )
+      .action(actionOf(makeDeps, changePassword)),
+    'osctl auth password',
   )
 }

@@ -129,6 +129,16 @@ describe('osctl auth login --email against a daemon', () => {
     expect(refusedSwitch.exitCode).toBe(1)
     expect(refusedSwitch.stderr).toContain('enterprise_not_found')
 
+    // A second session (another terminal): listed, and ended from the first at once.
+    const elsewhere = await personEnv()
+    await json(['auth', 'login', '--email', email, '--password-stdin'], elsewhere, `${password}\n`)
+    const sessions = await json(['auth', 'sessions', 'list'], env)
+    expect(sessions).toHaveLength(2)
+    const other = sessions.find((s: { current: boolean }) => !s.current)
+    expect(other.id).not.toBe(status.session.id)
+    await json(['auth', 'sessions', 'revoke', other.id], env)
+    expect((await osctl(['auth', 'status'], elsewhere)).exitCode).toBe(4)
+
     const logout = await osctl(['auth', 'logout'], env)
     expect(logout.exitCode, logout.stderr).toBe(0)
     expect(logout.stdout).toContain('signed out')

@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { login, logout, status } from '../../cli/commands/auth.js'
+import {
+  changePassword,
+  listSessions,
+  login,
+  logout,
+  revokeSession,
+  status,
+} from '../../cli/commands/auth.js'
 import {
   approveConsent,
   declineConsent,
@@ -307,6 +314,64 @@ describe('osctl auth status and logout with a session', () => {
     await logout(f.deps)
     expect(api.sent).toEqual([])
     expect(profiles.get('default')).toEqual({ url })
+  })
+})
+
+describe('osctl auth sessions and password', () => {
+  it('lists the sessions with this one marked, and ends one', async () => {
+    const other = { ...session, id: randomUUID(), enterprise: 'globex', current: false }
+    const api = routes({
+      'GET /auth/sessions': {
+        body: [
+          { ...session, enterprise: 'acme', current: true, lastSeenAt: session.createdAt },
+          { ...other, lastSeenAt: session.createdAt },
+        ],
+      },
+      [`DELETE /auth/sessions/${other.id}`]: { status: 204 },
+    })
+    const list = fakeDeps(api, { target: sessionTarget })
+    await listSessions(list.deps)
+    const lines = list.stdout().split('\n')
+    expect(lines[1]).toMatch(new RegExp(`^\\*\\s+${session.id}\\s+acme`))
+    expect(lines[2]).toMatch(new RegExp(`^\\s+${other.id}\\s+globex`))
+    const end = fakeDeps(api, { target: sessionTarget })
+    await revokeSession(end.deps, other.id)
+    expect(api.sent.at(-1)).toMatchObject({ method: 'DELETE', path: `/auth/sessions/${other.id}` })
+    expect((await rejected(revokeSession(end.deps, 'nope'))).exitCode).toBe(exitCodes.usage)
+  })
+
+  it('changes the password from two lines of stdin, or prompts that ask the new one twice', async () => {
+    const api = routes({ 'POST /auth/password': { status: 204 } })
+    const piped = fakeDeps(api, { target: sessionTarget, stdin: `${password}\nnew password 123\n` })
+    await changePassword(piped.deps, { passwordStdin: true })
+    expect(api.sent[0]!.body).toEqual({
+      currentPassword: password,
+      newPassword: 'new password 123',
+    })
+    expect(piped.stdout()).toBe('password changed; your other sessions have ended\n')
+
+    const typed = fakeDeps(api, { target: sessionTarget })
+    const answers = [password, 'new password 456', 'new password 456']
+    typed.deps.password = async () => answers.shift()
+    await changePassword(typed.deps, {})
+    expect(api.sent[1]!.body).toEqual({
+      currentPassword: password,
+      newPassword: 'new password 456',
+    })
+
+    const differ = fakeDeps(api, { target: sessionTarget })
+    const mistyped = [password, 'new password 456', 'new password 465']
+    differ.deps.password = async () => mistyped.shift()
+    const err = await rejected(changePassword(differ.deps, {}))
+    expect(err).toMatchObject({
+      exitCode: exitCodes.usage,
+      message: 'the two new passwords differ',
+    })
+    const noTerminal = await rejected(
+      changePassword(fakeDeps(api, { target: sessionTarget }).deps, {}),
+    )
+    expect(noTerminal.exitCode).toBe(exitCodes.usage)
+    expect(api.sent).toHaveLength(2)
   })
 })
 
