@@ -69,7 +69,7 @@ async function loginPerson(deps: Deps, opts: LoginFlags): Promise<void> {
         ? new AuthError(`${url} refused the sign-in (401 ${err.code}): wrong email or password`)
         : err,
   )
-  signedIn(deps, name, url, answer)
+  await signedIn(deps, name, url, answer)
 }
 
 /**
@@ -100,7 +100,7 @@ export async function acceptInvite(
         ? new AuthError(`${url} refused the invitation (401 ${err.code}): ${err.message}`)
         : err,
   )
-  signedIn(deps, profile, url, answer)
+  await signedIn(deps, profile, url, answer)
 }
 
 /** The profile a person signs in to: as every verb picks one (--profile, OSCTL_PROFILE, default). */
@@ -115,8 +115,16 @@ function signInUrl(deps: Deps, profile: string): string {
   return url
 }
 
-/** Keeps a session in the profile and says who signed in; never prints the session's secrets. */
-function signedIn(deps: Deps, name: string, url: string, answer: LoginAnswer): void {
+/**
+ * Keeps a session in the profile and says who signed in; never prints the session's secrets. A session
+ * the profile held before is ended first (best effort), not left open on the daemon unseen.
+ */
+async function signedIn(deps: Deps, name: string, url: string, answer: LoginAnswer): Promise<void> {
+  const before = deps.profiles().get(name)
+  if (before?.kind === 'session' && before.token && before.token !== answer.sessionToken) {
+    const client = deps.connect(before.url, before.token)
+    await client.post('/auth/logout').catch(() => undefined)
+  }
   deps.profiles().save(name, {
     url,
     token: answer.sessionToken,

@@ -132,6 +132,23 @@ describe('osctl auth login --email', () => {
     expect(profiles.get('work')).toMatchObject({ token: sessionToken, kind: 'session' })
   })
 
+  it('signing in again over a session ends the one the profile held', async () => {
+    const api = routes({ 'POST /auth/login': loginAnswer(), 'POST /auth/logout': { status: 204 } })
+    const { profiles } = await store()
+    profiles.save('default', { url, token: 'osds_old', kind: 'session', email: user.email })
+    const f = fakeDeps(api, { profiles, stdin: password })
+    await login(f.deps, { verify: true, email: user.email, passwordStdin: true })
+    expect(api.sent.map((r) => `${r.method} ${r.path}`)).toEqual([
+      'POST /auth/login',
+      'POST /auth/logout',
+    ])
+    expect(f.connected).toEqual([
+      { url, token: undefined },
+      { url, token: 'osds_old' },
+    ])
+    expect(profiles.get('default')?.token).toBe(sessionToken)
+  })
+
   it('refuses to prompt when stdin is not a terminal and --password-stdin is absent (exit 2)', async () => {
     const api = routes({ 'POST /auth/login': loginAnswer() })
     const { profiles } = await store()
