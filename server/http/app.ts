@@ -1,4 +1,5 @@
 import { authRoutes } from '../routes/auth.js'
+import { appConnectionRoutes, consentRoutes } from '../routes/consent.js'
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
@@ -62,6 +63,8 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1', healthRoutes(routeDeps))
   app.route('/v1', authRoutes(routeDeps))
   app.route('/v1/enterprise', enterpriseRoutes(routeDeps))
+  app.route('/v1/enterprise/connections', appConnectionRoutes(routeDeps))
+  app.route('/v1/consent', consentRoutes(routeDeps))
   app.route('/v1/teams', teamRoutes(routeDeps))
   app.route('/v1/members', memberRoutes(routeDeps))
   app.route('/v1/roles', roleRoutes(routeDeps))
