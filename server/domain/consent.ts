@@ -51,7 +51,7 @@ export async function createConsentRequest(
   db: Db,
   input: { appName: string; scopes: readonly Scope[] },
 ): Promise<{ id: string; userCode: string; pollToken: string; expiresAt: string }> {
-  const pollToken = `osdp_${randomBytes(32).toString('base64url')}`
+  const pollToken = newSecret('osdp')
   const scopes = [...new Set(input.scopes)]
   return transaction(db, async (tx) => {
     // One request at a time counts and adds, so the cap holds under parallel requests.
