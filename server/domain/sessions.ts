@@ -1,6 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { ApiError } from '../../shared/errors.js'
-import type { LoginAnswer, Me, MyEnterprise, PersonRole } from '../../shared/schemas/people.js'
+import type {
+  LoginAnswer,
+  Me,
+  MyEnterprise,
+  PersonRole,
+  User,
+} from '../../shared/schemas/people.js'
 import { transaction, type Db } from '../db/sql.js'
 import { unmatchableHash, verifyPassword } from './passwords.js'
 import {
@@ -50,7 +56,21 @@ export async function login(
   input: { email: string; password: string; enterprise?: string },
   lifetime: SessionLifetime,
 ): Promise<LoginAnswer> {
-  const key = emailHash(input.email)
+  const user = await checkPassword(db, input.email, input.password)
+  const enterprises = await enterprisesOf(db, user.id)
+  const enterprise = input.enterprise
+    ? await enterpriseOf(db, user.id, input.enterprise)
+    : (enterprises[0] ?? null)
+  return openSession(db, user, enterprise, lifetime)
+}
+
+/**
+ * The person with this email, when the password is theirs; else 401 invalid_credentials, or 429
+ * login_locked, counted by the lockout of login (which calls it; so does accepting an invite as a
+ * person who exists).
+ */
+export async function checkPassword(db: Db, email: string, password: string): Promise<User> {
+  const key = emailHash(email)
   const attempt = await transaction(db, async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtextextended(${key.toString('hex')}, 7))`
     const [lock] = await tx<{ seconds: number }[]>`
@@ -74,8 +94,8 @@ export async function login(
   })
   if (attempt.locked !== undefined) throw lockedError(attempt.locked)
 
-  const user = await findUserByEmail(db, input.email)
-  const matches = await verifyPassword(input.password, user?.passwordHash ?? unmatchableHash)
+  const user = await findUserByEmail(db, email)
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash)
   if (!user || !matches) {
     if (attempt.failures >= lockout.failures) {
       await db`
@@ -87,11 +107,16 @@ export async function login(
     throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
   }
   await db`delete from login_failures where email_hash = ${key}`
+  return { id: user.id, email: user.email, name: user.name }
+}
 
-  const enterprises = await enterprisesOf(db, user.id)
-  const enterprise = input.enterprise
-    ? await enterpriseOf(db, user.id, input.enterprise)
-    : (enterprises[0] ?? null)
+/** A new session of the person, acting in `enterprise` (one of theirs, or null): the login answer. */
+export async function openSession(
+  db: Db,
+  user: User,
+  enterprise: MyEnterprise | null,
+  lifetime: SessionLifetime,
+): Promise<LoginAnswer> {
   const sessionToken = `${sessionPrefix}${randomBytes(32).toString('base64url')}`
   const csrfToken = randomBytes(24).toString('base64url')
   const [session] = await db<{ expiresAt: Date }[]>`
