@@ -54,6 +54,7 @@ export const errorStatus = {
   grant_not_found: 404,
   user_not_found: 404,
   token_not_found: 404,
+  invite_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -82,6 +83,7 @@ export const errorStatus = {
   recommendation_not_applicable: 409,
   email_taken: 409,
   last_owner: 409,
+  already_member: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)
