@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { isErrorCode } from '../../../shared/errors.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { signIn } from '../../helpers/people.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
 
 // Every operation of the OpenAPI document, walked with hostile values: malformed and foreign ids in the
@@ -167,6 +168,9 @@ type Schema = Record<string, any>
 let t: TestApp
 let document: Schema
 let secrets: string[]
+/** An owner's session of acme: what the portal-only routes of people and tokens answer beyond refusals. */
+let ownerSession: string
+const sessionPaths = /^\/v1\/(users|enterprise\/api-tokens)(\/|$)/
 /** acme's webhook secret, which the inbound webhook routes are called with. */
 let webhookSecret: string
 /** Ids of acme's own objects and of the other enterprise's, by what they name. */
@@ -181,7 +185,9 @@ beforeAll(async () => {
   t = await createTestApp({ providerBaseUrls: { provider_a: nowhere, provider_b: nowhere } })
   document = (await t.call('GET', '/v1/openapi.json')).body
   words.push(...enumValues(document), 'true', 'false', '-1', '0', '1', '201', 'x')
-  secrets = [t.acme.token, t.other.token]
+  const owner = await signIn(t, 'owner')
+  ownerSession = owner.session
+  secrets = [t.acme.token, t.other.token, owner.session, owner.password]
   for (const [ids, enterprise] of [
     [mine, t.acme],
     [theirs, t.other],
@@ -330,7 +336,7 @@ function fill(path: string, values: Record<string, string>): string {
 function requestsFor(op: Operation, draw: Draw): Request[] {
   const headers: Record<string, string> = op.public
     ? { 'x-os-webhook-secret': webhookSecret }
-    : { authorization: `Bearer ${t.acme.token}` }
+    : { authorization: `Bearer ${sessionPaths.test(op.path) ? ownerSession : t.acme.token}` }
   const valid = Object.fromEntries(op.pathParams.map((p) => [p, idFor(draw, mine, op.path, p)]))
   const base = fill(op.path, valid)
   const baseBody = op.body ? sample(draw, op.body) : undefined
