@@ -1,7 +1,10 @@
+import pino from 'pino'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { LoginAnswer } from '../../../shared/schemas/people.js'
+import { ApiTokenCreated } from '../../../shared/schemas/tokens.js'
 import { InviteCreated, PendingInvite, Person } from '../../../shared/schemas/users.js'
 import { createUser } from '../../../server/domain/people.js'
+import { createApp } from '../../../server/http/app.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 
@@ -346,5 +349,51 @@ describe('DELETE /v1/users/{id}', () => {
       expect(res.body.error).toBe('user_not_found')
     }
     expect((await t.call('GET', '/v1/tasks', { token: outsider.session })).status).toBe(200)
+  })
+})
+
+describe('secrets', () => {
+  it('of invites, new passwords and tokens never reach a log line', async () => {
+    const lines: string[] = []
+    const log = pino({ level: 'trace' }, { write: (line: string) => lines.push(line) })
+    const app = createApp({ sql: t.sql, config: t.config, log, sealer: t.sealer })
+    const send = async (path: string, body: unknown, secret?: string) => {
+      const res = await app.request(path, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(secret ? { authorization: `Bearer ${secret}` } : {}),
+        },
+        body: JSON.stringify(body),
+      })
+      return res.json()
+    }
+    const made = InviteCreated.parse(
+      await send('/v1/users', { email: fresh('quiet') }, owner.session),
+    )
+    const secretPassword = 'nobody reads this password'
+    const answer = LoginAnswer.parse(
+      await send('/v1/auth/invites/accept', {
+        inviteToken: made.inviteToken,
+        password: secretPassword,
+      }),
+    )
+    const token = ApiTokenCreated.parse(
+      await send(
+        '/v1/enterprise/api-tokens',
+        { name: 'quiet', scopes: ['tasks:read'] },
+        answer.sessionToken,
+      ),
+    )
+    const logged = lines.join('\n')
+    expect(lines.length).toBeGreaterThanOrEqual(3)
+    for (const secret of [
+      made.inviteToken,
+      secretPassword,
+      answer.sessionToken,
+      answer.csrfToken,
+      token.token,
+    ])
+      expect(logged).not.toContain(secret)
   })
 })
