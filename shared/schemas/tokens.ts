@@ -31,12 +31,9 @@ export type ApiTokenCreated = z.infer<typeof ApiTokenCreated>
 export const ApiTokenInput = z
   .object({
     name: z.string().max(1000),
-    scopes: z
-      .array(z.string().max(200))
-      .max(200)
-      .meta({
-        description: 'resource:read or resource:write, at least one; duplicates count once',
-      }),
+    scopes: z.array(z.string().max(200)).max(200).meta({
+      description: 'resource:read or resource:write, at least one; duplicates count once',
+    }),
   })
   .meta({ id: 'ApiTokenInput' })
 
