@@ -57,6 +57,7 @@ export const errorStatus = {
   session_not_found: 404,
   consent_request_not_found: 404,
   app_connection_not_found: 404,
+  invite_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -86,6 +87,7 @@ export const errorStatus = {
   email_taken: 409,
   last_owner: 409,
   consent_request_decided: 409,
+  already_member: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)
