@@ -2,7 +2,6 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { isErrorCode } from '../../../shared/errors.js'
 import { signIn } from '../../helpers/people.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { signIn } from '../../helpers/people.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
 
 // Every operation of the OpenAPI document, walked with hostile values: malformed and foreign ids in the
