@@ -55,6 +55,9 @@ export const errorStatus = {
   user_not_found: 404,
   token_not_found: 404,
   session_not_found: 404,
+  consent_request_not_found: 404,
+  app_connection_not_found: 404,
+  invite_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -83,10 +86,13 @@ export const errorStatus = {
   recommendation_not_applicable: 409,
   email_taken: 409,
   last_owner: 409,
+  consent_request_decided: 409,
+  already_member: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)
   login_locked: 429,
+  too_many_consent_requests: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
 } as const

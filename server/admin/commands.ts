@@ -197,7 +197,7 @@ export function registerAdmin(admin: Command): void {
     .option('--json', 'print JSON')
     .action(async (opts: { enterprise: string; json?: boolean }) => {
       const rows = await withDatabase(dbFlags(), async (sql) =>
-        listTokens(sql, await enterpriseId(sql, opts.enterprise)),
+        listTokens(sql, await enterpriseId(sql, opts.enterprise), { includeRevoked: true }),
       )
       print(opts.json ?? false, rows, () =>
         rows

@@ -1,6 +1,7 @@
 import { ApiError } from '../../shared/errors.js'
 import type { MyEnterprise, PersonRole, User } from '../../shared/schemas/people.js'
 import { Email } from '../../shared/schemas/people.js'
+import type { Person } from '../../shared/schemas/users.js'
 import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
 import { checkNewPassword, hashPassword } from './passwords.js'
 
@@ -116,4 +117,14 @@ export async function enterpriseOf(
   if (!found)
     throw new ApiError('enterprise_not_found', `You belong to no enterprise "${slugOrId}".`)
   return found
+}
+
+/** The people of the enterprise with their roles, in the order they joined. */
+export async function listPeople(db: Db, enterpriseId: string): Promise<Person[]> {
+  const rows = await db<(Omit<Person, 'joinedAt'> & { joinedAt: Date })[]>`
+    select u.id, u.email, u.name, p.role, p.created_at as joined_at
+      from enterprise_people p join users u on u.id = p.user_id
+     where p.enterprise_id = ${enterpriseId}
+     order by p.created_at, u.id`
+  return rows.map((row) => ({ ...row, joinedAt: row.joinedAt.toISOString() }))
 }

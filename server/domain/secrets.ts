@@ -4,7 +4,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 // compared in constant time (DESIGN 3).
 
 /** A new secret: a prefix naming its kind, then 32 random bytes in base64url. */
-export function newSecret(prefix: 'osd' | 'osds' | 'whsec'): string {
+export function newSecret(prefix: 'osd' | 'osds' | 'osdp' | 'osdi' | 'whsec'): string {
   return `${prefix}_${randomBytes(32).toString('base64url')}`
 }
 

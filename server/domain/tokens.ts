@@ -11,7 +11,11 @@ export interface ApiToken {
   name: string
   scopes: string[]
   lastChars: string
+  /** To the minute: a token's use moves it at most once a minute. */
+  lastUsedAt: string | null
   createdAt: string
+  /** The person who made it; null for a token made on the server host (osd admin), or of a person gone. */
+  createdBy: { userId: string; email: string } | null
   revokedAt: string | null
 }
 
@@ -20,7 +24,10 @@ interface TokenRow {
   name: string
   scopes: string[]
   lastChars: string
+  lastUsedAt: Date | null
   createdAt: Date
+  createdByUser: string | null
+  createdByEmail: string | null
   revokedAt: Date | null
 }
 
@@ -30,39 +37,59 @@ function toToken(row: TokenRow): ApiToken {
     name: row.name,
     scopes: row.scopes,
     lastChars: row.lastChars,
+    lastUsedAt: row.lastUsedAt?.toISOString() ?? null,
     createdAt: row.createdAt.toISOString(),
+    createdBy:
+      row.createdByUser && row.createdByEmail
+        ? { userId: row.createdByUser, email: row.createdByEmail }
+        : null,
     revokedAt: row.revokedAt?.toISOString() ?? null,
   }
 }
 
-/** Creates a token; the secret is in this answer only and stored as its hash (spec: Authentication 6). */
+// The columns of a token, its creator's email included; `t` is api_tokens.
+const tokenColumns = (db: Db) => db`
+  t.id, t.name, t.scopes, t.last_chars, t.last_used_at, t.created_at, t.created_by_user,
+  (select u.email from users u where u.id = t.created_by_user) as created_by_email, t.revoked_at`
+
+/**
+ * Creates a token; the secret is in this answer only and stored as its hash (spec: Authentication 6).
+ * `createdBy` is the person who made it in the portal; none when made on the server host.
+ */
 export async function createToken(
   db: Db,
   enterpriseId: string,
-  input: { name: string; scopes: readonly Scope[] },
+  input: { name: string; scopes: readonly Scope[]; createdBy?: string },
 ): Promise<ApiToken & { token: string }> {
   const token = newSecret('osd')
   const [row] = await db<TokenRow[]>`
-    insert into api_tokens (enterprise_id, name, scopes, token_hash, last_chars)
-    values (${enterpriseId}, ${input.name}, ${db.array(input.scopes as string[])}, ${hashSecret(token)}, ${lastChars(token)})
-    returning id, name, scopes, last_chars, created_at, revoked_at`
+    insert into api_tokens as t (enterprise_id, name, scopes, token_hash, last_chars, created_by_user)
+    values (${enterpriseId}, ${input.name}, ${db.array(input.scopes as string[])}, ${hashSecret(token)},
+            ${lastChars(token)}, ${input.createdBy ?? null})
+    returning ${tokenColumns(db)}`
   return { ...toToken(row!), token }
 }
 
-export async function listTokens(db: Db, enterpriseId: string): Promise<ApiToken[]> {
+/** The enterprise's tokens, newest first; revoked ones only when asked for. Never their secrets. */
+export async function listTokens(
+  db: Db,
+  enterpriseId: string,
+  options: { includeRevoked?: boolean } = {},
+): Promise<ApiToken[]> {
   const rows = await db<TokenRow[]>`
-    select id, name, scopes, last_chars, created_at, revoked_at
-      from api_tokens
-     where enterprise_id = ${enterpriseId}
-     order by created_at, id`
+    select ${tokenColumns(db)}
+      from api_tokens t
+     where t.enterprise_id = ${enterpriseId}
+       ${options.includeRevoked ? db`` : db`and t.revoked_at is null`}
+     order by t.created_at desc, t.id desc`
   return rows.map(toToken)
 }
 
 export async function getToken(db: Db, enterpriseId: string, id: string): Promise<ApiToken> {
   const [row] = await db<TokenRow[]>`
-    select id, name, scopes, last_chars, created_at, revoked_at
-      from api_tokens
-     where enterprise_id = ${enterpriseId} and id = ${id}`
+    select ${tokenColumns(db)}
+      from api_tokens t
+     where t.enterprise_id = ${enterpriseId} and t.id = ${id}`
   if (!row) throw new ApiError('token_not_found', `No token ${id} in this enterprise.`)
   return toToken(row)
 }
@@ -74,10 +101,10 @@ export async function getToken(db: Db, enterpriseId: string, id: string): Promis
 export async function revokeToken(db: Db, enterpriseId: string, id: string): Promise<ApiToken> {
   const [row] = await db<TokenRow[]>`
     with revoked as (
-      update api_tokens
+      update api_tokens t
          set revoked_at = coalesce(revoked_at, now())
        where enterprise_id = ${enterpriseId} and id = ${id}
-       returning id, name, scopes, last_chars, created_at, revoked_at
+       returning ${tokenColumns(db)}
     )
     select revoked.*, pg_notify(${tokenRevokedChannel}, revoked.id::text) from revoked`
   if (!row) throw new ApiError('token_not_found', `No token ${id} in this enterprise.`)

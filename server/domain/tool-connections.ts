@@ -14,8 +14,17 @@ import type { Db } from '../db/sql.js'
 import { layerFilter, layerOwner } from './layers.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
-// system, on a layer. A token may connect tools on a team, member, role or task, never on the enterprise,
-// and may not change a mustGate list: those are the chief executive's (403 ceo_bind_only).
+// system, on a layer. A token, and a person who is not an owner, may connect tools on a team, member, role
+// or task, never on the enterprise, and may not change a mustGate list: those are the chief executive's
+// (403 ceo_bind_only). The chief executive is the session of an owner of the enterprise; the routes say
+// whether the caller is (mayBindEnterprise), so these functions never read a request.
+
+/** What the caller may do beyond a token: the chief executive binds on the enterprise and sets mustGate. */
+export interface BindRight {
+  mayBindEnterprise: boolean
+}
+
+const tokenRight: BindRight = { mayBindEnterprise: false }
 
 interface ConnectionRow {
   id: string
@@ -55,18 +64,24 @@ function toConnection(row: ConnectionRow): ToolConnection {
 const ceoOnly = (what: string) =>
   new ApiError(
     'ceo_bind_only',
-    `${what} is the chief executive's to change, in the portal; an API token cannot.`,
+    `${what} is the chief executive's to change: a signed-in owner of the enterprise, not an API token or a member.`,
   )
 
-/** The layer id a token may connect a tool under: never the enterprise's (403 ceo_bind_only). */
+/**
+ * The layer id to store a connection under: the enterprise's (stored as null) only for the chief
+ * executive (else 403 ceo_bind_only), any other layer's once it names one of the enterprise's own.
+ */
 async function checkLayer(
   db: Db,
   enterpriseId: string,
   layer: ToolLayer,
   layerId: string | undefined,
-): Promise<string> {
-  if (layer === 'enterprise') throw ceoOnly('A tool connection on the enterprise')
-  return layerOwner(db, enterpriseId, toolLayers, layer, layerId)
+  right: BindRight,
+): Promise<string | null> {
+  if (layer === 'enterprise' && !right.mayBindEnterprise)
+    throw ceoOnly('A tool connection on the enterprise')
+  const owner = await layerOwner(db, enterpriseId, toolLayers, layer, layerId)
+  return layer === 'enterprise' ? null : owner
 }
 
 function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' | 'browser' {
@@ -83,18 +98,25 @@ function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' 
   )
 }
 
-/** Connects a tool, by token: never on the enterprise, never with a mustGate list of its own. */
+/**
+ * Connects a tool. Only the chief executive connects on the enterprise or gives a mustGate list of its
+ * own; without one, the version-control connection starts with its merge tool on it (spec: Other records).
+ */
 export async function createToolConnection(
   db: Db,
   sealer: Sealer,
   enterpriseId: string,
   input: ToolConnectionCreate,
+  right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
-  if (input.mustGate !== undefined) throw ceoOnly('A mustGate list')
-  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId)
+  if (input.mustGate !== undefined && !right.mayBindEnterprise) throw ceoOnly('A mustGate list')
+  const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId, right)
   const kind = kindOf(input)
-  // The version-control connection starts with its merge tool on mustGate (spec: Other records).
-  const mustGate = input.name === 'vcs' ? [fixedTools.merge] : []
+  const mustGate = input.mustGate
+    ? [...new Set(input.mustGate)]
+    : input.name === 'vcs'
+      ? [fixedTools.merge]
+      : []
   const [row] = await db<ConnectionRow[]>`
     insert into tool_connections (enterprise_id, name, kind, url, token_ciphertext, sites, start_page, layer, layer_id,
                                   must_gate, description)
@@ -127,22 +149,36 @@ export async function listToolConnections(
   return rows.map(toConnection)
 }
 
-/** Changes a connection or moves it to another layer; not one on the enterprise, not its mustGate. */
+/**
+ * Changes a connection or moves it to another layer. One on the enterprise, a move there, and any
+ * mustGate list are the chief executive's.
+ */
 export async function updateToolConnection(
   db: Db,
   sealer: Sealer,
   enterpriseId: string,
   id: string,
   patch: ToolConnectionPatch,
+  right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
   const row = await loadConnection(db, enterpriseId, id)
-  if (row.layer === 'enterprise') throw ceoOnly('A tool connection on the enterprise')
-  if (patch.mustGate !== undefined) throw ceoOnly('A mustGate list')
+  if (row.layer === 'enterprise' && !right.mayBindEnterprise)
+    throw ceoOnly('A tool connection on the enterprise')
+  if (patch.mustGate !== undefined && !right.mayBindEnterprise) throw ceoOnly('A mustGate list')
   const layer = patch.layer ?? row.layer
+  // A layerId left out keeps the current one on the same layer; another layer's id never names this one.
+  const sameLayer = layer === row.layer
   const layerId =
     patch.layer || patch.layerId
-      ? await checkLayer(db, enterpriseId, layer, patch.layerId ?? row.layerId ?? undefined)
+      ? await checkLayer(
+          db,
+          enterpriseId,
+          layer,
+          patch.layerId ?? (sameLayer ? (row.layerId ?? undefined) : undefined),
+          right,
+        )
       : row.layerId
+  const mustGate = patch.mustGate === undefined ? row.mustGate : [...new Set(patch.mustGate)]
   const url = patch.url === undefined ? row.url : patch.url
   const sites = patch.sites === undefined ? row.sites : patch.sites
   const kind = kindOf({ url, sites })
@@ -152,7 +188,7 @@ export async function updateToolConnection(
            start_page = ${patch.startPage === undefined ? row.startPage : patch.startPage},
            token_ciphertext = ${patch.token === undefined ? row.tokenCiphertext : patch.token && sealer.seal(patch.token)},
            layer = ${layer}, layer_id = ${layerId}, description = ${patch.description ?? row.description},
-           updated_at = now()
+           must_gate = ${db.json(mustGate)}, updated_at = now()
      where id = ${id} returning *`
   return toConnection(updated!)
 }
@@ -161,9 +197,11 @@ export async function deleteToolConnection(
   db: Db,
   enterpriseId: string,
   id: string,
+  right: BindRight = tokenRight,
 ): Promise<void> {
   const row = await loadConnection(db, enterpriseId, id)
-  if (row.layer === 'enterprise') throw ceoOnly('A tool connection on the enterprise')
+  if (row.layer === 'enterprise' && !right.mayBindEnterprise)
+    throw ceoOnly('A tool connection on the enterprise')
   await db`delete from tool_connections where id = ${id}`
 }
 

@@ -30,10 +30,10 @@ const sensitive =
   /secret|token|password|passwd|api[-_]?key|authori[sz]ation|credential|private[-_]?key|session/i
 const redacted = '[redacted]'
 
-// What osd's own secrets look like (secrets.ts newSecret): a webhook secret, an API token or a person's
-// session secret is a secret wherever it appears, this enterprise's current one or not, and whatever
-// header the call sent.
-const secretShaped = /(?:whsec|osds?)_[A-Za-z0-9_-]{43}/
+// What osd's own secrets look like (secrets.ts newSecret): a webhook secret, an API token, a person's
+// session secret or an app's consent poll token is a secret wherever it appears, this enterprise's
+// current one or not, and whatever header the call sent.
+const secretShaped = /(?:whsec|osd[spi]?)_[A-Za-z0-9_-]{43}/
 const everySecretShaped = new RegExp(secretShaped.source, 'g')
 
 /** The caller's secret, if long enough to look for (a few characters would match everywhere). */

@@ -1,4 +1,6 @@
+import { apiTokenRoutes } from '../routes/api-tokens.js'
 import { authRoutes } from '../routes/auth.js'
+import { appConnectionRoutes, consentRoutes } from '../routes/consent.js'
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
@@ -21,6 +23,7 @@ import { orgRoutes } from '../routes/orgs.js'
 import { roleRoutes } from '../routes/roles.js'
 import { taskRoutes } from '../routes/tasks.js'
 import { teamRoutes } from '../routes/teams.js'
+import { inviteAcceptRoutes, userRoutes } from '../routes/users.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
 import { RunWatch } from './run-watch.js'
@@ -61,7 +64,12 @@ export function createApp(deps: AppDeps): Router {
 
   app.route('/v1', healthRoutes(routeDeps))
   app.route('/v1', authRoutes(routeDeps))
+  app.route('/v1/auth/invites', inviteAcceptRoutes(routeDeps))
+  app.route('/v1/enterprise/api-tokens', apiTokenRoutes(routeDeps))
   app.route('/v1/enterprise', enterpriseRoutes(routeDeps))
+  app.route('/v1/enterprise/connections', appConnectionRoutes(routeDeps))
+  app.route('/v1/consent', consentRoutes(routeDeps))
+  app.route('/v1/users', userRoutes(routeDeps))
   app.route('/v1/teams', teamRoutes(routeDeps))
   app.route('/v1/members', memberRoutes(routeDeps))
   app.route('/v1/roles', roleRoutes(routeDeps))

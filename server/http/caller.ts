@@ -1,6 +1,7 @@
 // Who calls: what auth.ts learns from the credential (an API token, or a person's session), kept by the
 // caches (caches.ts) and carried by every request (context.ts, which holds the caches).
 
+import { ApiError } from '../../shared/errors.js'
 import type { PersonRole } from '../../shared/schemas/people.js'
 
 /** What a request learns about its caller (spec: Authentication; DESIGN 8). */
@@ -24,3 +25,21 @@ export type Caller = {
 
 /** The session caller of a portal route; 403 for a token (the middleware refuses them before). */
 export type SessionCaller = Extract<Caller, { kind: 'session' }>
+
+/** The caller as a person's session; 403 api_token_scope for a token (the middleware refuses them first). */
+export function sessionCaller(caller: Caller): SessionCaller {
+  if (caller.kind !== 'session')
+    throw new ApiError(
+      'api_token_scope',
+      'This route is for signed-in people; API tokens cannot use it.',
+    )
+  return caller
+}
+
+/** The caller as a session of an owner of its enterprise (the chief executive); else 403 owner_only. */
+export function ownerCaller(caller: Caller): SessionCaller {
+  const person = sessionCaller(caller)
+  if (person.role !== 'owner')
+    throw new ApiError('owner_only', 'Only an owner of the enterprise may do this.')
+  return person
+}

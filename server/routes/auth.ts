@@ -21,6 +21,7 @@ import {
   revokeOwnSession,
   revokeSession,
   type FoundSession,
+  type SessionLifetime,
 } from '../domain/sessions.js'
 import { sessionCookie } from '../http/auth.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
@@ -45,6 +46,26 @@ function overHttps(c: AppContext): boolean {
   )
 }
 
+/**
+ * A new session's answer: sets its cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and keeps the
+ * answer, which holds the secret, out of every cache. Login and accepting an invite answer it.
+ */
+export function answerSession(
+  c: AppContext,
+  answer: LoginAnswer,
+  lifetime: SessionLifetime,
+): LoginAnswer {
+  setCookie(c, sessionCookie, answer.sessionToken, {
+    httpOnly: true,
+    sameSite: 'Strict',
+    secure: overHttps(c),
+    path: '/',
+    maxAge: lifetime.maxHours * 3600,
+  })
+  c.header('Cache-Control', 'no-store')
+  return answer
+}
+
 export function authRoutes({ sql, config }: RouteDeps) {
   const app = createRouter()
   const lifetime = config.session
@@ -64,16 +85,7 @@ export function authRoutes({ sql, config }: RouteDeps) {
       public: true,
     },
     async (c, { body }) => {
-      const answer = await login(sql, body, lifetime)
-      setCookie(c, sessionCookie, answer.sessionToken, {
-        httpOnly: true,
-        sameSite: 'Strict',
-        secure: overHttps(c),
-        path: '/',
-        maxAge: lifetime.maxHours * 3600,
-      })
-      c.header('Cache-Control', 'no-store')
-      return answer
+      return answerSession(c, await login(sql, body, lifetime), lifetime)
     },
   )
 

@@ -16,9 +16,19 @@ import {
   listToolConnections,
   startToolOAuth,
   updateToolConnection,
+  type BindRight,
 } from '../domain/tool-connections.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
+
+/**
+ * What the caller may bind (spec: Authentication 10): the chief executive, a signed-in owner of the
+ * enterprise, binds on the enterprise and sets mustGate lists; a member's session and every token do not.
+ */
+function rightOf(c: AppContext): BindRight {
+  const caller = c.var.caller
+  return { mayBindEnterprise: caller.kind === 'session' && caller.role === 'owner' }
+}
 
 /** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
 export function toolRoutes({ sql, sealer, config }: RouteDeps) {
@@ -53,21 +63,23 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       method: 'post',
       path: '/bindings',
       summary:
-        "Connect a tool on a team, member, role or task: a tool server's url and token, or a browser system's sites and start page",
+        "Connect a tool on a layer: a tool server's url and token, or a browser system's sites and start page",
       description:
-        'A token may not connect on the enterprise, nor set a mustGate list (403 ceo_bind_only). A connection named vcs starts with vcs.merge_pull_request on its mustGate.',
+        "Only the chief executive (a signed-in owner of the enterprise) connects on the enterprise layer or gives a mustGate list; a token or a member's session that tries gets 403 ceo_bind_only and nothing is stored. Without a mustGate list, a connection named vcs starts with vcs.merge_pull_request on it.",
       body: ToolConnectionCreate,
       status: 201,
       response: ToolConnection,
       errors: [
         'ceo_bind_only',
+        'enterprise_not_found',
         'team_not_found',
         'member_not_found',
         'role_not_found',
         'task_not_found',
       ],
     },
-    async (c, { body }) => createToolConnection(sql, sealer, c.var.caller.enterpriseId, body),
+    async (c, { body }) =>
+      createToolConnection(sql, sealer, c.var.caller.enterpriseId, body, rightOf(c)),
   )
   route(
     app,
@@ -78,12 +90,21 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       path: '/bindings/{id}',
       summary:
         'Change a connection or move it to another layer; only the chief executive may change mustGate',
+      description:
+        "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes.",
       body: ToolConnectionPatch,
       response: ToolConnection,
-      errors: ['ceo_bind_only'],
+      errors: [
+        'ceo_bind_only',
+        'enterprise_not_found',
+        'team_not_found',
+        'member_not_found',
+        'role_not_found',
+        'task_not_found',
+      ],
     },
     async (c, { params, body }) =>
-      updateToolConnection(sql, sealer, c.var.caller.enterpriseId, params.id, body),
+      updateToolConnection(sql, sealer, c.var.caller.enterpriseId, params.id, body, rightOf(c)),
   )
   route(
     app,
@@ -92,11 +113,13 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       operationId: 'deleteToolBinding',
       method: 'delete',
       path: '/bindings/{id}',
-      summary: 'Remove a connection',
+      summary:
+        "Remove a connection; one on the enterprise layer is the chief executive's to remove",
       status: 204,
       errors: ['ceo_bind_only'],
     },
-    async (c, { params }) => deleteToolConnection(sql, c.var.caller.enterpriseId, params.id),
+    async (c, { params }) =>
+      deleteToolConnection(sql, c.var.caller.enterpriseId, params.id, rightOf(c)),
   )
   route(
     app,

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Engine } from '../../../server/engine/index.js'
+import { ToolConnection } from '../../../shared/schemas/tools.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { cookieHeaders, signIn } from '../../helpers/people.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
@@ -553,8 +555,14 @@ describe('the merge rule at run time (spec: Definition checks)', () => {
       },
     })
     expect(task.status).toBe(201)
-    // The chief executive adds the release tool to the connection's mustGate after the task was saved.
-    await t.sql`update tool_connections set must_gate = must_gate || ${t.sql.json([`vcs.${release}`])} where id = ${s.connection.id}`
+    // The chief executive (an owner, signed in) adds the release tool to the connection's mustGate after
+    // the task was saved.
+    const ceo = await signIn(t, 'owner', s.e)
+    const gated = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      token: ceo.session,
+      body: { mustGate: [merge, `vcs.${release}`] },
+    })
+    expect(gated.status, gated.text).toBe(200)
     model.script(s.key, { toolCalls: [{ name: `vcs.${release}`, arguments: {} }] })
     const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...s.as, body: {} })).body
     const failed = await s.wait(run.id, ['failed'])
@@ -641,6 +649,131 @@ describe('tool connections (spec: Endpoints Tools; Authentication 10)', () => {
     expect((await t.call('DELETE', `/v1/tools/bindings/${ceoMade!.id}`, s.as)).body.error).toBe(
       'ceo_bind_only',
     )
+  })
+
+  it("lets the chief executive's session connect on the enterprise, set and change mustGate, move and remove", async () => {
+    const s = await setup()
+    const ceo = await signIn(t, 'owner', s.e)
+    const as = { token: ceo.session }
+    const made = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'billing', url: mcp.url, layer: 'enterprise', mustGate: ['billing.refund'] },
+    })
+    expect(made.status, made.text).toBe(201)
+    expect(ToolConnection.parse(made.body)).toMatchObject({
+      layer: 'enterprise',
+      layerId: null,
+      mustGate: ['billing.refund'],
+    })
+    // By the enterprise's own id too; a vcs connection without a list starts with its merge tool.
+    const vcs = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, layer: 'enterprise', layerId: s.e.id },
+    })
+    expect(vcs.status).toBe(201)
+    expect(vcs.body.mustGate).toEqual([merge])
+    const foreignId = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'crm', url: mcp.url, layer: 'enterprise', layerId: t.acme.id },
+    })
+    expect(foreignId.status).toBe(404)
+    expect(foreignId.body.error).toBe('enterprise_not_found')
+    const listed = await t.call('GET', `/v1/tools/bindings?layer=enterprise&layerId=${s.e.id}`, as)
+    expect(listed.body.map((c: { id: string }) => c.id)).toEqual([made.body.id, vcs.body.id])
+
+    // mustGate of one on the enterprise and of one on a team, by bearer and by cookie with CSRF.
+    const changed = await t.call('PATCH', `/v1/tools/bindings/${made.body.id}`, {
+      ...as,
+      body: {
+        mustGate: ['billing.refund', 'billing.void', 'billing.refund'],
+        description: 'money',
+      },
+    })
+    expect(changed.status, changed.text).toBe(200)
+    expect(changed.body).toMatchObject({
+      mustGate: ['billing.refund', 'billing.void'],
+      description: 'money',
+    })
+    const ungated = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      token: null,
+      headers: cookieHeaders(ceo),
+      body: { mustGate: [] },
+    })
+    expect(ungated.status, ungated.text).toBe(200)
+    expect(ungated.body.mustGate).toEqual([])
+    const [row] = await t.sql`select must_gate from tool_connections where id = ${s.connection.id}`
+    expect(row!.mustGate).toEqual([])
+
+    // Moved onto the enterprise (stored without a layer id) and off again, then removed.
+    const up = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...as,
+      body: { layer: 'enterprise' },
+    })
+    expect(up.body).toMatchObject({ layer: 'enterprise', layerId: null })
+    const down = await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+      ...as,
+      body: { layer: 'team', layerId: s.team.id },
+    })
+    expect(down.body).toMatchObject({ layer: 'team', layerId: s.team.id })
+    expect((await t.call('DELETE', `/v1/tools/bindings/${made.body.id}`, as)).status).toBe(204)
+    expect(await t.sql`select 1 from tool_connections where id = ${made.body.id}`).toHaveLength(0)
+
+    // An owner of another enterprise reaches none of these.
+    const outsider = await signIn(t, 'owner', t.other)
+    const foreign = await t.call('PATCH', `/v1/tools/bindings/${vcs.body.id}`, {
+      token: outsider.session,
+      body: { mustGate: [] },
+    })
+    expect(foreign.status).toBe(404)
+    expect(foreign.body.error).toBe('tool_connection_not_found')
+  })
+
+  it("refuses a member's session exactly as a token: ceo_bind_only, and nothing is stored or changed", async () => {
+    const s = await setup()
+    const member = await signIn(t, 'member', s.e)
+    const [ceoMade] = await t.sql<{ id: string }[]>`
+      insert into tool_connections (enterprise_id, name, kind, url, layer, must_gate)
+      values (${s.e.id}, 'billing', 'mcp', ${mcp.url}, 'enterprise', '["billing.refund"]') returning id`
+    const before =
+      await t.sql`select * from tool_connections where enterprise_id = ${s.e.id} order by id`
+    for (const as of [{ token: member.session }, s.as]) {
+      const refusals = [
+        await t.call('POST', '/v1/tools/bindings', {
+          ...as,
+          body: { name: 'crm', url: mcp.url, layer: 'enterprise' },
+        }),
+        await t.call('POST', '/v1/tools/bindings', {
+          ...as,
+          body: { name: 'crm', url: mcp.url, layer: 'team', layerId: s.team.id, mustGate: [] },
+        }),
+        await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+          ...as,
+          body: { mustGate: [] },
+        }),
+        await t.call('PATCH', `/v1/tools/bindings/${s.connection.id}`, {
+          ...as,
+          body: { layer: 'enterprise' },
+        }),
+        await t.call('PATCH', `/v1/tools/bindings/${ceoMade!.id}`, {
+          ...as,
+          body: { description: 'x' },
+        }),
+        await t.call('DELETE', `/v1/tools/bindings/${ceoMade!.id}`, as),
+      ]
+      for (const res of refusals) {
+        expect(res.status, res.text).toBe(403)
+        expect(res.body.error).toBe('ceo_bind_only')
+      }
+    }
+    expect(
+      await t.sql`select * from tool_connections where enterprise_id = ${s.e.id} order by id`,
+    ).toEqual(before)
+    // What a token may do, a member's session may too.
+    const onTeam = await t.call('POST', '/v1/tools/bindings', {
+      token: member.session,
+      body: { name: 'docs', url: mcp.url, layer: 'team', layerId: s.team.id },
+    })
+    expect(onTeam.status).toBe(201)
   })
 
   it('changes and moves a connection, and removes it', async () => {
