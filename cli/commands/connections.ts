@@ -1,4 +1,5 @@
 import type { Command } from 'commander'
+import type { AppConnection } from '../../shared/schemas/consent.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { printTable, show } from '../output.js'
@@ -8,18 +9,15 @@ import { idRef } from '../resolve.js'
 // Apps connected with the enterprise's consent (issue 20; spec: Authentication 6): a signed-in person
 // lists them and revokes one; a token cannot (api_token_cannot_manage_connections).
 
-export interface Connection {
-  id: string
-  appName: string
-  scopes: string[]
-  approvedBy: { userId: string; email: string } | null
-  approvedAt: string
-  lastUsedAt: string | null
-  revokedAt: string | null
-}
-
-export async function listConnections(deps: Deps): Promise<void> {
-  const rows = await asPerson(deps, (client) => client.get<Connection[]>('/enterprise/connections'))
+export async function listConnections(
+  deps: Deps,
+  opts: { includeRevoked?: boolean } = {},
+): Promise<void> {
+  const rows = await asPerson(deps, (client) =>
+    client.get<AppConnection[]>('/enterprise/connections', {
+      includeRevoked: opts.includeRevoked ? 'true' : undefined,
+    }),
+  )
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
       { header: 'ID', value: (c) => c.id },
@@ -42,10 +40,10 @@ export async function revokeConnection(
   const id = idRef(ref, 'a connected app')
   await confirmDestructive(deps, opts.yes, `Revoke connected app ${id} (its token stops at once)`)
   const revoked = await asPerson(deps, (client) =>
-    client.delete<Connection | undefined>(`/enterprise/connections/${id}`),
+    client.delete<AppConnection>(`/enterprise/connections/${id}`),
   )
-  show(deps.out, revoked ?? { revoked: id }, () =>
-    deps.out.write(`revoked connected app ${revoked?.appName ?? id}\n`),
+  show(deps.out, revoked, () =>
+    deps.out.write(`revoked connected app ${revoked.appName} (${revoked.id})\n`),
   )
 }
 
@@ -57,6 +55,7 @@ export function registerConnections(program: Command, makeDeps: MakeDeps): void 
     connections
       .command('list')
       .description('connected apps: scopes, who approved them, last use')
+      .option('--include-revoked', 'show revoked ones too')
       .action(actionOf(makeDeps, listConnections)),
     'osctl connections list',
   )

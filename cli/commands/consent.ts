@@ -3,27 +3,25 @@ import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes } from '../errors.js'
-import { printTable, show } from '../output.js'
+import { printFields, printTable, show } from '../output.js'
 import { asPerson, publicAnswer, type Me, type PersonEnterprise } from '../people.js'
+import type {
+  AppConnection,
+  ConsentPoll,
+  ConsentRequestCreated,
+  ConsentRequestView,
+} from '../../shared/schemas/consent.js'
+import type { z } from 'zod'
+import type { User } from '../../shared/schemas/people.js'
 import { parseScopes } from '../../shared/scopes.js'
-import { isUuid } from '../resolve.js'
 
 // Consent for an app asking for access (issue 20): the app shows its user a code; an owner of the
 // enterprise signed in approves it for that enterprise (the app then gets a token) or declines it.
 
-type ConsentEnterprise = Pick<PersonEnterprise, 'id' | 'slug' | 'name'> & { role?: string }
-
-interface Owner {
-  id?: string
-  userId?: string
-  email: string
-  name: string | null
-}
-
 /** The enterprises where you may approve an app: the ones you own. */
 export async function listConsentEnterprises(deps: Deps): Promise<void> {
   const rows = await asPerson(deps, (client) =>
-    client.get<ConsentEnterprise[]>('/consent/enterprises'),
+    client.get<PersonEnterprise[]>('/consent/enterprises'),
   )
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
@@ -37,8 +35,8 @@ export async function listConsentEnterprises(deps: Deps): Promise<void> {
 /** The owners of an enterprise (default: the session's), whom a member can ask to approve an app. */
 export async function listConsentOwners(deps: Deps, opts: { enterprise?: string }): Promise<void> {
   const rows = await asPerson(deps, async (client) => {
-    const enterpriseId = await personEnterpriseId(client, opts.enterprise)
-    return client.get<Owner[]>('/consent/members', { enterpriseId })
+    const enterpriseId = await personEnterprise(client, opts.enterprise)
+    return client.get<User[]>('/consent/members', { enterpriseId })
   })
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
@@ -48,19 +46,28 @@ export async function listConsentOwners(deps: Deps, opts: { enterprise?: string 
   )
 }
 
-/** The id of one of the person's enterprises named by slug or id; by default the session's own. */
-async function personEnterpriseId(client: ApiClient, ref: string | undefined): Promise<string> {
-  if (ref === undefined) {
-    const me = await client.get<Me>('/auth/me')
-    if (!me.enterprise)
-      throw new UsageError('the session acts in no enterprise: give --enterprise SLUG')
-    return me.enterprise.id
-  }
-  if (isUuid(ref)) return ref
-  const found = (await client.get<PersonEnterprise[]>('/enterprises')).find((e) => e.slug === ref)
-  if (!found)
-    throw new CliError(`you belong to no enterprise "${ref}"; see \`osctl enterprises list\``)
-  return found.id
+/** An enterprise of the person by slug or id, as given; by default the one the session acts in. */
+async function personEnterprise(client: ApiClient, ref: string | undefined): Promise<string> {
+  if (ref !== undefined) return ref
+  const me = await client.get<Me>('/auth/me')
+  if (!me.enterprise)
+    throw new UsageError('the session acts in no enterprise: give --enterprise SLUG')
+  return me.enterprise.id
+}
+
+/** What an app asks for, by the code it shows: read it before approving. */
+export async function showConsent(deps: Deps, code: string): Promise<void> {
+  const request = await asPerson(deps, (client) =>
+    client.get<ConsentRequestView>('/consent/requests', { userCode: code }),
+  )
+  show(deps.out, request, () =>
+    printFields(deps.out, [
+      ['app', request.appName],
+      ['scopes', request.scopes.join(' ')],
+      ['status', request.status],
+      ['expires', request.expiresAt],
+    ]),
+  )
 }
 
 /**
@@ -72,51 +79,35 @@ export async function approveConsent(
   code: string,
   opts: { enterprise?: string },
 ): Promise<void> {
-  const answer = await asPerson(deps, async (client) => {
-    const owned = await client.get<ConsentEnterprise[]>('/consent/enterprises')
-    const named =
-      opts.enterprise === undefined
-        ? owned
-        : owned.filter((e) => e.id === opts.enterprise || e.slug === opts.enterprise)
-    if (named.length === 0)
-      throw new CliError(
-        opts.enterprise === undefined
-          ? 'you own no enterprise, so you cannot approve an app: ask an owner (`osctl consent owners`)'
-          : `you own no enterprise "${opts.enterprise}"; see \`osctl consent enterprises\``,
-      )
-    if (named.length > 1)
-      throw new UsageError(
-        `you own ${named.length} enterprises: give --enterprise (${named.map((e) => e.slug).join(', ')})`,
-      )
-    const enterprise = named[0]!
-    const approved = await client.post<unknown>('/consent/approve', {
-      userCode: code,
-      enterpriseId: enterprise.id,
-    })
-    return { approved, enterprise }
+  const connection = await asPerson(deps, async (client) => {
+    const enterpriseId = opts.enterprise ?? (await onlyOwned(client))
+    return client.post<AppConnection>('/consent/approve', { userCode: code, enterpriseId })
   })
-  show(deps.out, answer.approved ?? {}, () =>
-    deps.out.write(`approved request ${code} for enterprise ${answer.enterprise.slug}\n`),
+  show(deps.out, connection, () =>
+    deps.out.write(
+      `approved ${connection.appName} (${connection.scopes.join(' ')}): connected app ${connection.id}\n`,
+    ),
+  )
+}
+
+/** The one enterprise the person owns, when --enterprise is left out. */
+async function onlyOwned(client: ApiClient): Promise<string> {
+  const owned = await client.get<PersonEnterprise[]>('/consent/enterprises')
+  if (owned.length === 1) return owned[0]!.id
+  if (owned.length === 0)
+    throw new CliError(
+      'you own no enterprise, so you cannot approve an app: ask an owner (`osctl consent owners`)',
+    )
+  throw new UsageError(
+    `you own ${owned.length} enterprises: give --enterprise (${owned.map((e) => e.slug).join(', ')})`,
   )
 }
 
 export async function declineConsent(deps: Deps, code: string): Promise<void> {
-  const answer = await asPerson(deps, (client) =>
-    client.post<unknown>('/consent/decline', { userCode: code }),
+  const request = await asPerson(deps, (client) =>
+    client.post<ConsentRequestView>('/consent/decline', { userCode: code }),
   )
-  show(deps.out, answer ?? {}, () => deps.out.write(`declined request ${code}\n`))
-}
-
-interface ConsentRequest {
-  id: string
-  userCode: string
-  pollToken: string
-  expiresAt: string
-}
-
-interface ConsentState {
-  status: 'pending' | 'approved' | 'declined' | 'expired'
-  token?: string
+  show(deps.out, request, () => deps.out.write(`declined ${request.appName} (${code})\n`))
 }
 
 /**
@@ -139,7 +130,7 @@ export async function requestConsent(
   if (timeout !== undefined && !(timeout >= 0))
     throw new UsageError(`--timeout takes a number of seconds; got "${opts.timeout}"`)
   const client = deps.connect(deps.target().url)
-  const request = publicAnswer<ConsentRequest>(
+  const request = publicAnswer<z.infer<typeof ConsentRequestCreated>>(
     await client.raw('POST', '/consent/requests', { body: { appName: opts.app, scopes } }),
   )
   deps.out.error(
@@ -148,7 +139,7 @@ export async function requestConsent(
   )
   const deadline = timeout === undefined ? Infinity : Date.now() + timeout * 1000
   for (;;) {
-    const state = publicAnswer<ConsentState>(
+    const state = publicAnswer<ConsentPoll>(
       await client.raw('GET', `/consent/requests/${request.id}`, {
         headers: { 'x-osd-poll-token': request.pollToken },
       }),
@@ -173,6 +164,14 @@ export function registerConsent(program: Command, makeDeps: MakeDeps): void {
   const consent = program
     .command('consent')
     .description("approve or decline an app's request for access (a signed-in person only)")
+  examples(
+    consent
+      .command('show')
+      .argument('<code>', 'the code the app shows')
+      .description('what an app asks for: its name, the scopes, whether still pending')
+      .action(actionOf(makeDeps, showConsent)),
+    'osctl consent show WXYZ-1234',
+  )
   examples(
     consent
       .command('approve')

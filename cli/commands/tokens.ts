@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
 import { parseScopes } from '../../shared/scopes.js'
+import type { ApiToken, ApiTokenCreated } from '../../shared/schemas/tokens.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
@@ -10,16 +11,7 @@ import { resolveRef } from '../resolve.js'
 // API tokens, managed by a signed-in person (issue 20; spec: Authentication 6): a token cannot make,
 // list or revoke tokens, so these verbs need a session (`osctl auth login --email`).
 
-export interface ApiToken {
-  id: string
-  name: string
-  scopes: string[]
-  lastChars: string
-  lastUsedAt: string | null
-  createdAt: string
-  createdBy: { userId: string; email: string } | null
-  revokedAt: string | null
-}
+export type { ApiToken }
 
 const path = '/enterprise/api-tokens'
 
@@ -58,7 +50,7 @@ export async function createToken(
         '<resource>:* or * for all',
     )
   const created = await asPerson(deps, (client) =>
-    client.post<ApiToken & { token: string }>(path, { name: opts.name, scopes }),
+    client.post<ApiTokenCreated>(path, { name: opts.name, scopes }),
   )
   deps.out.error(
     `token ${created.name} (${created.id}): the secret is shown once, now; store it, osd keeps only its hash\n`,

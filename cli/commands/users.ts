@@ -1,29 +1,17 @@
 import type { Command } from 'commander'
+import type { InviteCreated, PendingInvite, Person } from '../../shared/schemas/users.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printTable, show } from '../output.js'
 import { asPerson, personText } from '../people.js'
-import { resolveRef } from '../resolve.js'
+import { idRef, resolveRef } from '../resolve.js'
 
 // The people of the enterprise (issue 20): listed, invited and removed by its owners, signed in.
 // (Not `osctl members`: those are the enterprise's AI members.)
 
-export interface User {
-  id: string
-  email: string
-  name: string | null
-  role: 'owner' | 'member'
-  joinedAt: string
-}
-
-export interface Invited {
-  invite: { id: string; email: string; role: 'owner' | 'member'; expiresAt: string }
-  inviteToken: string
-}
-
 export async function listUsers(deps: Deps): Promise<void> {
-  const rows = await asPerson(deps, (client) => client.get<User[]>('/users'))
+  const rows = await asPerson(deps, (client) => client.get<Person[]>('/users'))
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
       { header: 'ID', value: (u) => u.id },
@@ -46,7 +34,7 @@ export async function inviteUser(
 ): Promise<void> {
   if (!email.includes('@')) throw new UsageError(`expected an email address; got "${email}"`)
   const invited = await asPerson(deps, (client) =>
-    client.post<Invited>('/users', { email, role: opts.owner ? 'owner' : 'member' }),
+    client.post<InviteCreated>('/users', { email, role: opts.owner ? 'owner' : 'member' }),
   )
   deps.out.error(
     `invited ${invited.invite.email} as ${invited.invite.role} until ${invited.invite.expiresAt}; ` +
@@ -64,7 +52,7 @@ export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean 
       client,
       'person',
       ref,
-      () => client.get<User[]>('/users'),
+      () => client.get<Person[]>('/users'),
       (u, r) => u.email.toLowerCase() === r.toLowerCase(),
       (u) => `${personText(u)} (${u.id})`,
     ),
@@ -77,6 +65,28 @@ export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean 
   )
   await asPerson(deps, (client) => client.delete(`/users/${id}`))
   show(deps.out, { removed: id }, () => deps.out.write(`removed ${who} from the enterprise\n`))
+}
+
+/** The invites that may still be accepted (owners only). */
+export async function listInvites(deps: Deps): Promise<void> {
+  const rows = await asPerson(deps, (client) => client.get<PendingInvite[]>('/users/invites'))
+  show(deps.out, rows, () =>
+    printTable(deps.out, rows, [
+      { header: 'ID', value: (i) => i.id },
+      { header: 'EMAIL', value: (i) => i.email },
+      { header: 'ROLE', value: (i) => i.role },
+      { header: 'INVITED BY', value: (i) => i.invitedBy?.email },
+      { header: 'CREATED', value: (i) => i.createdAt },
+      { header: 'EXPIRES', value: (i) => i.expiresAt },
+    ]),
+  )
+}
+
+/** Withdraws an invite not yet accepted: its token no longer signs anyone in. */
+export async function withdrawInvite(deps: Deps, ref: string): Promise<void> {
+  const id = idRef(ref, 'an invite')
+  await asPerson(deps, (client) => client.delete(`/users/invites/${id}`))
+  show(deps.out, { withdrawn: id }, () => deps.out.write(`withdrew invite ${id}\n`))
 }
 
 export function registerUsers(program: Command, makeDeps: MakeDeps): void {
@@ -99,6 +109,21 @@ export function registerUsers(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, inviteUser)),
     'osctl users invite grace@example.com',
     'osctl users invite ada@example.com --owner --json',
+  )
+  examples(
+    users
+      .command('invites')
+      .description('the invites that may still be accepted, newest first')
+      .action(actionOf(makeDeps, listInvites)),
+    'osctl users invites',
+  )
+  examples(
+    users
+      .command('withdraw-invite')
+      .argument('<id>', 'invite id')
+      .description('withdraw an invite not yet accepted')
+      .action(actionOf(makeDeps, withdrawInvite)),
+    'osctl users withdraw-invite 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
   )
   examples(
     users

@@ -17,11 +17,18 @@ import {
   declineConsent,
   listConsentOwners,
   requestConsent,
+  showConsent,
 } from '../../cli/commands/consent.js'
 import { listConnections, revokeConnection } from '../../cli/commands/connections.js'
 import { listEnterprises, useEnterprise } from '../../cli/commands/enterprises.js'
 import { createToken, listTokens, revokeToken, type ApiToken } from '../../cli/commands/tokens.js'
-import { inviteUser, listUsers, removeUser } from '../../cli/commands/users.js'
+import {
+  inviteUser,
+  listInvites,
+  listUsers,
+  removeUser,
+  withdrawInvite,
+} from '../../cli/commands/users.js'
 import { makeDeps } from '../../cli/deps.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
 import { ProfileStore, resolveTarget } from '../../cli/profiles.js'
@@ -594,6 +601,28 @@ describe('osctl users', () => {
     expect(remove.stdout()).toBe(`removed GRACE@example.com (${grace.id}) from the enterprise\n`)
   })
 
+  it('lists pending invites and withdraws one', async () => {
+    const invite = {
+      id: randomUUID(),
+      email: 'new@example.com',
+      role: 'member',
+      expiresAt: later,
+      createdAt: new Date().toISOString(),
+      invitedBy: { userId: user.id, email: user.email },
+    }
+    const api = routes({
+      'GET /users/invites': { body: [invite] },
+      [`DELETE /users/invites/${invite.id}`]: { status: 204 },
+    })
+    const list = fakeDeps(api, { target: sessionTarget })
+    await listInvites(list.deps)
+    expect(list.stdout()).toMatch(/new@example.com\s+member\s+ada@example.com/)
+    const withdraw = fakeDeps(api, { target: sessionTarget })
+    await withdrawInvite(withdraw.deps, invite.id)
+    expect(api.sent.at(-1)).toMatchObject({ method: 'DELETE', path: `/users/invites/${invite.id}` })
+    expect(withdraw.stdout()).toBe(`withdrew invite ${invite.id}\n`)
+  })
+
   it('a last owner refused is the API refusal', async () => {
     const api = routes({
       [`DELETE /users/${user.id}`]: {
@@ -638,42 +667,70 @@ describe('osctl connections and consent', () => {
       method: 'DELETE',
       path: `/enterprise/connections/${app.id}`,
     })
-    expect(revoke.stdout()).toBe('revoked connected app Zapier\n')
+    expect(revoke.stdout()).toBe(`revoked connected app Zapier (${app.id})\n`)
+    await listConnections(fakeDeps(api, { target: sessionTarget }).deps, { includeRevoked: true })
+    expect(api.sent.at(-1)).toMatchObject({ query: { includeRevoked: 'true' } })
   })
 
-  it('approve names the enterprise by slug among the ones you own; decline sends the code', async () => {
+  it('show reads a request by its code; approve takes --enterprise or the one enterprise you own; decline', async () => {
+    const view = { appName: 'reports', scopes: ['tasks:read'], status: 'pending', expiresAt: later }
+    const connection = {
+      id: randomUUID(),
+      appName: 'reports',
+      scopes: ['tasks:read'],
+      approvedBy: { userId: user.id, email: user.email },
+      approvedAt: new Date().toISOString(),
+      lastUsedAt: null,
+      revokedAt: null,
+    }
+    let owned = [acme, { ...acme, id: randomUUID(), slug: 'initech' }]
     const api = routes({
-      'GET /consent/enterprises': { body: [acme, { ...acme, id: randomUUID(), slug: 'initech' }] },
-      'POST /consent/approve': { body: { status: 'approved' } },
-      'POST /consent/decline': { body: { status: 'declined' } },
+      'GET /consent/requests': { body: view },
+      'GET /consent/enterprises': () => ({ body: owned }),
+      'POST /consent/approve': { status: 201, body: connection },
+      'POST /consent/decline': { body: { ...view, status: 'declined' } },
       'GET /auth/me': { body: { user, enterprise: acme, session } },
-      'GET /consent/members': { body: [{ userId: user.id, email: user.email, name: user.name }] },
+      'GET /consent/members': { body: [user] },
     })
+    const shown = fakeDeps(api, { target: sessionTarget })
+    await showConsent(shown.deps, 'WXYZ-1234')
+    expect(api.sent.at(-1)).toMatchObject({
+      path: '/consent/requests',
+      query: { userCode: 'WXYZ-1234' },
+    })
+    expect(shown.stdout()).toMatch(/app\s+reports\nscopes\s+tasks:read\nstatus\s+pending/)
+
     const ambiguous = await rejected(
       approveConsent(fakeDeps(api, { target: sessionTarget }).deps, 'WXYZ-1234', {}),
     )
     expect(ambiguous.exitCode).toBe(exitCodes.usage)
     expect(ambiguous.message).toContain('acme, initech')
     const approve = fakeDeps(api, { target: sessionTarget })
-    await approveConsent(approve.deps, 'WXYZ-1234', { enterprise: 'acme' })
+    await approveConsent(approve.deps, 'WXYZ-1234', { enterprise: 'initech' })
     expect(api.sent.at(-1)).toMatchObject({
       method: 'POST',
       path: '/consent/approve',
+      body: { userCode: 'WXYZ-1234', enterpriseId: 'initech' },
+    })
+    expect(approve.stdout()).toBe(`approved reports (tasks:read): connected app ${connection.id}\n`)
+    owned = [acme]
+    await approveConsent(fakeDeps(api, { target: sessionTarget }).deps, 'WXYZ-1234', {})
+    expect(api.sent.at(-1)).toMatchObject({
       body: { userCode: 'WXYZ-1234', enterpriseId: acme.id },
     })
-    expect(approve.stdout()).toBe('approved request WXYZ-1234 for enterprise acme\n')
-    const unknown = await rejected(
-      approveConsent(fakeDeps(api, { target: sessionTarget }).deps, 'WXYZ-1234', {
-        enterprise: 'globex',
-      }),
+    owned = []
+    const none = await rejected(
+      approveConsent(fakeDeps(api, { target: sessionTarget }).deps, 'WXYZ-1234', {}),
     )
-    expect(unknown.message).toContain('you own no enterprise "globex"')
+    expect(none.message).toContain('you own no enterprise')
 
-    await declineConsent(fakeDeps(api, { target: sessionTarget }).deps, 'WXYZ-1234')
+    const decline = fakeDeps(api, { target: sessionTarget })
+    await declineConsent(decline.deps, 'WXYZ-1234')
     expect(api.sent.at(-1)).toMatchObject({
       path: '/consent/decline',
       body: { userCode: 'WXYZ-1234' },
     })
+    expect(decline.stdout()).toBe('declined reports (WXYZ-1234)\n')
 
     const owners = fakeDeps(api, { target: sessionTarget })
     await listConsentOwners(owners.deps, {})
@@ -682,6 +739,8 @@ describe('osctl connections and consent', () => {
       query: { enterpriseId: acme.id },
     })
     expect(owners.stdout()).toMatch(/ada@example.com\s+Ada Lovelace/)
+    await listConsentOwners(fakeDeps(api, { target: sessionTarget }).deps, { enterprise: 'globex' })
+    expect(api.sent.at(-1)).toMatchObject({ query: { enterpriseId: 'globex' } })
   })
 
   it("an app's request: shows the code, polls with its poll token, prints the token once approved", async () => {
