@@ -7,6 +7,9 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { EnterpriseOverview } from '../../shared/schemas/enterprise.js'
 import { MyEnterprise } from '../../shared/schemas/people.js'
+import { ApiToken, ApiTokenCreated } from '../../shared/schemas/tokens.js'
+import { AppConnection, ConsentRequestView } from '../../shared/schemas/consent.js'
+import { Person } from '../../shared/schemas/users.js'
 import {
   hasScript,
   osctl,
@@ -17,9 +20,10 @@ import {
 } from '../helpers/processes.js'
 
 // osctl's people side end to end (issue 20): a person made on the server host (osd admin), signing in
-// with the built osctl against a real daemon, the session kept in a profile file of the test's own,
-// and a token profile refused on the portal-only verbs with the hint to sign in.
-// test/cli/people.test.ts covers every verb in process.
+// with the built osctl against a real daemon, the session kept in a profile file of the test's own;
+// tokens the person makes and revokes, an invited person, an app's consent, and a token profile
+// refused on the portal-only verbs with the hint to sign in. test/cli/people.test.ts covers every verb
+// in process.
 
 let cli: CliDaemon
 const email = `ada-${randomBytes(4).toString('hex')}@example.com`
@@ -129,6 +133,43 @@ describe('osctl auth login --email against a daemon', () => {
     expect(refusedSwitch.exitCode).toBe(1)
     expect(refusedSwitch.stderr).toContain('enterprise_not_found')
 
+    // Tokens made by the person: the secret printed once, used, listed, revoked and then refused.
+    const made = await osctl(
+      ['--json', 'tokens', 'create', '--name', 'ci', '--scopes', 'enterprise:read,tasks:read'],
+      env,
+    )
+    expect(made.exitCode, made.stderr).toBe(0)
+    expect(made.stderr).toContain('shown once')
+    const created = ApiTokenCreated.parse(JSON.parse(made.stdout))
+    expect([...created.scopes].sort()).toEqual(['enterprise:read', 'tasks:read'])
+    const tokenEnv = { ...env, OSCTL_TOKEN: created.token }
+    const seen = EnterpriseOverview.parse(await json(['enterprise', 'show'], tokenEnv))
+    expect(seen.enterprise.id).toBe(second.id) // the enterprise the session acted in
+    const plain = await osctl(
+      ['tokens', 'create', '--name', 'nightly', '--scopes', 'tasks:read'],
+      env,
+    )
+    expect(plain.exitCode, plain.stderr).toBe(0)
+    expect(plain.stdout).toMatch(/^osd_\S+$/) // the secret, nothing else on stdout (execa drops the newline)
+    const listed = z.array(ApiToken).parse(await json(['tokens', 'list'], env))
+    expect(listed.find((t) => t.id === created.id)).toMatchObject({
+      name: 'ci',
+      lastChars: created.token.slice(-4),
+      createdBy: { email },
+      revokedAt: null,
+    })
+    expect(JSON.stringify(listed)).not.toContain(created.token)
+    const unasked = await osctl(['tokens', 'revoke', 'ci'], env)
+    expect(unasked.exitCode).toBe(2)
+    expect((await osctl(['enterprise', 'show'], tokenEnv)).exitCode).toBe(0)
+    const revoked = await json(['tokens', 'revoke', 'ci', '--yes'], env)
+    expect(revoked).toMatchObject({ id: created.id, revokedAt: expect.any(String) })
+    const refused = await osctl(['enterprise', 'show'], tokenEnv)
+    expect(refused.exitCode).toBe(4)
+    expect(refused.stderr).toContain('401')
+    const all = z.array(ApiToken).parse(await json(['tokens', 'list', '--include-revoked'], env))
+    expect(all.find((t) => t.id === created.id)?.revokedAt).not.toBeNull()
+
     // A second session (another terminal): listed, and ended from the first at once.
     const elsewhere = await personEnv()
     await json(['auth', 'login', '--email', email, '--password-stdin'], elsewhere, `${password}\n`)
@@ -203,6 +244,101 @@ describe('osctl auth login --email against a daemon', () => {
     },
     60_000,
   )
+})
+
+describe('an owner and the people of the enterprise', () => {
+  it('invites a person who accepts with osctl, lists them, and removes them: their session ends', async () => {
+    const owner = await personEnv()
+    await json(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+      owner,
+      `${password}\n`,
+    )
+    const grace = `grace-${randomBytes(4).toString('hex')}@example.com`
+    const invited = await osctl(['users', 'invite', grace], owner)
+    expect(invited.exitCode, invited.stderr).toBe(0)
+    expect(invited.stderr).toContain('shown once')
+    const inviteToken = invited.stdout.trim()
+    expect(inviteToken).toMatch(/^osdi_/)
+    const pending = await json(['users', 'invites'], owner)
+    expect(pending.map((i: { email: string }) => i.email)).toContain(grace)
+
+    const member = await personEnv()
+    const accepted = await osctl(
+      ['auth', 'accept-invite', inviteToken, '--password-stdin', '--name', 'Grace'],
+      member,
+      'a new password of grace\n',
+    )
+    expect(accepted.exitCode, accepted.stderr).toBe(0)
+    expect(accepted.stdout).toContain(`as Grace <${grace}>`)
+    expect((await json(['auth', 'status'], member)).enterprise).toMatchObject({
+      id: first.id,
+      role: 'member',
+    })
+    // A member is not an owner: the API's refusal, and what it means.
+    const notOwner = await osctl(['users', 'list'], member)
+    expect(notOwner.exitCode).toBe(1)
+    expect(notOwner.stderr).toContain('owner_only')
+    expect(notOwner.stderr).toContain('hint: only an owner of the enterprise may do this')
+
+    const people = z.array(Person).parse(await json(['users', 'list'], owner))
+    expect(people.map((p) => [p.email, p.role]).sort()).toEqual(
+      [
+        [email, 'owner'],
+        [grace, 'member'],
+      ].sort(),
+    )
+    expect((await osctl(['users', 'remove', grace], owner)).exitCode).toBe(2) // no terminal, no --yes
+    await json(['users', 'remove', grace, '--yes'], owner)
+    const ended = await osctl(['auth', 'status'], member)
+    expect(ended.exitCode).toBe(4)
+    const lastOwner = await osctl(['users', 'remove', email, '--yes'], owner)
+    expect(lastOwner.exitCode).toBe(1)
+    expect(lastOwner.stderr).toContain('last_owner')
+  }, 60_000)
+
+  it('an app asks with osctl consent request; the owner reads and approves its code; revoking the connection stops its token', async () => {
+    const owner = await personEnv()
+    await json(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+      owner,
+      `${password}\n`,
+    )
+    const app = await personEnv() // no credential at all
+    const asking = osctl(
+      ['consent', 'request', '--app', 'reports', '--scopes', 'enterprise:read', '--timeout', '60'],
+      app,
+    )
+    let said = ''
+    const code = await new Promise<string>((resolve, reject) => {
+      asking.stderr!.on('data', (chunk: Buffer) => {
+        said += chunk.toString()
+        const match = /code (\S+):/.exec(said)
+        if (match) resolve(match[1]!)
+      })
+      void asking.then(() => reject(new Error(`consent request ended: ${said}`)))
+    })
+    const view = ConsentRequestView.parse(await json(['consent', 'show', code], owner))
+    expect(view).toMatchObject({
+      appName: 'reports',
+      scopes: ['enterprise:read'],
+      status: 'pending',
+    })
+    const connection = AppConnection.parse(
+      await json(['consent', 'approve', code, '--enterprise', first.slug], owner),
+    )
+    const result = await asking
+    expect(result.exitCode, result.stderr).toBe(0)
+    const appToken = result.stdout.trim()
+    const appEnv = { ...app, OSCTL_TOKEN: appToken }
+    expect(EnterpriseOverview.parse(await json(['enterprise', 'show'], appEnv)).enterprise.id).toBe(
+      first.id,
+    )
+    const apps = z.array(AppConnection).parse(await json(['connections', 'list'], owner))
+    expect(apps.map((a) => a.id)).toContain(connection.id)
+    await json(['connections', 'revoke', connection.id, '--yes'], owner)
+    expect((await osctl(['enterprise', 'show'], appEnv)).exitCode).toBe(4)
+  }, 60_000)
 })
 
 describe('a token profile on the portal-only verbs', () => {
