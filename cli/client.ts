@@ -7,6 +7,8 @@ export interface RequestOptions {
   query?: Query
   body?: unknown
   signal?: AbortSignal
+  /** Headers of a route's own (x-osd-poll-token); never authorization, which is the client's. */
+  headers?: Record<string, string>
 }
 
 export interface RawAnswer {
@@ -36,7 +38,7 @@ export class ApiClient {
 
   /** Sends a request and answers status, content type and bytes, whatever the status. */
   async raw(method: string, path: string, options: RequestOptions = {}): Promise<RawAnswer> {
-    const headers: Record<string, string> = { accept: 'application/json' }
+    const headers: Record<string, string> = { ...options.headers, accept: 'application/json' }
     if (this.token) headers.authorization = `Bearer ${this.token}`
     let body: string | undefined
     if (options.body !== undefined) {

@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline/promises'
+import { Writable } from 'node:stream'
 import { ApiClient } from './client.js'
-import { UsageError } from './errors.js'
+import { CliError, UsageError, exitCodes } from './errors.js'
 import { terminalOutput, type Output } from './output.js'
 import { ProfileStore, resolveTarget, type Target } from './profiles.js'
 
@@ -20,12 +21,19 @@ export interface Deps {
   globals: GlobalOptions
   target(): Target
   client(): ApiClient
+  /** A client of another daemon or credential than the target's (sign-in, sign-out of a profile). */
+  connect(url: string, token?: string): ApiClient
   profiles(): ProfileStore
   /**
    * Asks on a terminal (the answer typed on stdin, the question on stderr): true for yes, false for
    * no, undefined when there is no terminal to ask on. Never answers yes by itself.
    */
   confirm(question: string): Promise<boolean | undefined>
+  /**
+   * Asks for a secret on a terminal without echoing what is typed; undefined when there is no terminal
+   * to ask on (the caller then needs the secret from stdin).
+   */
+  password(question: string): Promise<string | undefined>
   /** Reads all of standard input (for `-f -`). */
   stdin(): Promise<string>
 }
@@ -50,6 +58,7 @@ export function makeDeps(
     globals,
     target: resolve,
     client: () => (client ??= new ApiClient(resolve().url, resolve().token)),
+    connect: (url, token) => new ApiClient(url, token),
     profiles,
     async confirm(question) {
       // Both: the answer is typed on stdin, but the question is asked on stderr, which must be seen.
@@ -60,6 +69,25 @@ export function makeDeps(
         return /^y(es)?$/i.test(answer.trim())
       } finally {
         rl.close()
+      }
+    },
+    async password(question) {
+      if (!terminal.stdin.isTTY || !terminal.stderr.isTTY) return undefined
+      // A terminal readline whose echo goes nowhere: it puts the terminal in raw mode, so nothing typed
+      // is shown, and Ctrl-C reaches it as SIGINT. Asked once it is: nothing typed before then echoes.
+      const silent = new Writable({ write: (_chunk, _encoding, done) => done() })
+      const rl = createInterface({ input: terminal.stdin, output: silent, terminal: true })
+      terminal.stderr.write(question)
+      const cancelled = new AbortController()
+      rl.on('SIGINT', () => cancelled.abort())
+      try {
+        return await rl.question('', { signal: cancelled.signal })
+      } catch (err) {
+        if (cancelled.signal.aborted) throw new CliError('cancelled', exitCodes.usage)
+        throw err
+      } finally {
+        rl.close()
+        terminal.stderr.write('\n')
       }
     },
     async stdin() {

@@ -3,6 +3,8 @@
 export const exitCodes = { ok: 0, failed: 1, usage: 2, auth: 4, pending: 8 } as const
 
 export class CliError extends Error {
+  /** What to do about it, printed on a line of its own after the error. */
+  hint?: string
   constructor(
     message: string,
     readonly exitCode: number = exitCodes.failed,

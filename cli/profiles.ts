@@ -2,10 +2,22 @@ import Conf from 'conf'
 
 export const defaultUrl = 'http://127.0.0.1:8080/v1'
 
+/**
+ * What a token of a profile is: an API token, or the session of a person signed in with
+ * `osctl auth login --email` (issue 20). Profiles written before sessions existed have no kind: tokens.
+ */
+export type CredentialKind = 'token' | 'session'
+
 export interface Profile {
   url: string
   token?: string
+  kind?: CredentialKind
+  /** The person's email, for a session. */
+  email?: string
 }
+
+/** Session tokens carry this prefix (login answers `osds_...`); API tokens do not. */
+export const sessionTokenPrefix = 'osds_'
 
 interface Stored {
   current?: string
@@ -75,6 +87,8 @@ export interface Target {
   profile: string
   /** Where the token came from, for `osctl auth status`. */
   tokenSource: 'flag' | 'env' | 'profile' | 'none'
+  /** A person's session or an API token (a token of a flag or the environment: by its prefix). */
+  kind: CredentialKind
 }
 
 /** Precedence (DESIGN 9): flag > OSCTL_URL / OSCTL_TOKEN / OSCTL_PROFILE > the active profile > default. */
@@ -86,7 +100,14 @@ export function resolveTarget(
   const name = flags.profile || env.OSCTL_PROFILE || store.current || 'default'
   const profile = store.get(name)
   const token = flags.token || env.OSCTL_TOKEN || profile?.token
+  const fromProfile = !flags.token && !env.OSCTL_TOKEN && Boolean(profile?.token)
+  const kind: CredentialKind = fromProfile
+    ? (profile?.kind ?? 'token')
+    : token?.startsWith(sessionTokenPrefix)
+      ? 'session'
+      : 'token'
   return {
+    kind,
     url: flags.url || env.OSCTL_URL || profile?.url || defaultUrl,
     token,
     profile: name,

@@ -7,7 +7,10 @@ import { registerBlockers } from './commands/blockers.js'
 import { registerCatalog } from './commands/catalog.js'
 import { registerChats } from './commands/chats.js'
 import { registerCompletion } from './commands/completion.js'
+import { registerConnections } from './commands/connections.js'
+import { registerConsent } from './commands/consent.js'
 import { registerEnterprise, registerTopLevelWebhookSecret } from './commands/enterprise.js'
+import { registerEnterprises } from './commands/enterprises.js'
 import { registerExecutions } from './commands/executions.js'
 import { registerGates } from './commands/gates.js'
 import { registerHealth } from './commands/health.js'
@@ -23,6 +26,8 @@ import { registerRoles } from './commands/roles.js'
 import { registerRuns } from './commands/runs.js'
 import { registerTasks } from './commands/tasks.js'
 import { registerTeams } from './commands/teams.js'
+import { registerTokens } from './commands/tokens.js'
+import { registerUsers } from './commands/users.js'
 import { registerProfile } from './commands/profile.js'
 import { registerWebhooks } from './commands/webhooks.js'
 
@@ -43,6 +48,11 @@ export function buildProgram(makeDeps: MakeDeps): Command {
 
   registerAuth(program, makeDeps)
   registerProfile(program, makeDeps)
+  registerEnterprises(program, makeDeps)
+  registerTokens(program, makeDeps)
+  registerUsers(program, makeDeps)
+  registerConnections(program, makeDeps)
+  registerConsent(program, makeDeps)
   registerHealth(program, makeDeps)
   registerEnterprise(program, makeDeps)
   registerTeams(program, makeDeps)

@@ -22,6 +22,7 @@ function report(err: unknown): number {
   }
   if (err instanceof ApiRequestError) {
     process.stderr.write(`error: ${err.code}: ${err.message} (${err.status})\n`)
+    if (err.hint) process.stderr.write(`hint: ${err.hint}\n`)
     if (program.opts().json && err.body !== undefined) {
       process.stdout.write(JSON.stringify(err.body, null, 2) + '\n')
     }
@@ -29,6 +30,7 @@ function report(err: unknown): number {
   }
   if (err instanceof CliError) {
     process.stderr.write(`error: ${err.message}\n`)
+    if (err.hint) process.stderr.write(`hint: ${err.hint}\n`)
     return err.exitCode
   }
   process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`)

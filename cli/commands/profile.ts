@@ -11,6 +11,9 @@ export async function listProfiles(deps: Deps): Promise<void> {
     url: r.profile.url,
     current: r.current,
     token: r.profile.token ? `…${r.profile.token.slice(-4)}` : null,
+    // A person's session, or an API token (profiles from before sessions hold tokens).
+    kind: r.profile.token ? (r.profile.kind ?? 'token') : null,
+    email: r.profile.email ?? null,
   }))
   show(deps.out, view, () =>
     printTable(deps.out, view, [
@@ -18,6 +21,8 @@ export async function listProfiles(deps: Deps): Promise<void> {
       { header: 'NAME', value: (r) => r.name },
       { header: 'URL', value: (r) => r.url },
       { header: 'TOKEN', value: (r) => r.token },
+      { header: 'KIND', value: (r) => r.kind },
+      { header: 'PERSON', value: (r) => r.email },
     ]),
   )
 }

@@ -165,8 +165,22 @@ describe('osctl credentials and profiles', () => {
     expect((await osctl(['health'], own)).exitCode).toBe(0)
     const list = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout)
     expect(list).toEqual([
-      { name: 'good', url: daemon.url, current: true, token: `…${token.slice(-4)}` },
-      { name: 'broken', url: 'http://127.0.0.1:1/v1', current: false, token: '…x' },
+      {
+        name: 'good',
+        url: daemon.url,
+        current: true,
+        token: `…${token.slice(-4)}`,
+        kind: 'token',
+        email: null,
+      },
+      {
+        name: 'broken',
+        url: 'http://127.0.0.1:1/v1',
+        current: false,
+        token: '…x',
+        kind: 'token',
+        email: null,
+      },
     ])
     expect((await osctl(['profile', 'remove', 'broken'], own)).exitCode).toBe(0)
     expect((await osctl(['profile', 'use', 'broken'], own)).exitCode).toBe(2)

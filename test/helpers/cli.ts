@@ -1,7 +1,7 @@
 import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
 import type { Deps } from '../../cli/deps.js'
 import type { Output } from '../../cli/output.js'
-import type { Target } from '../../cli/profiles.js'
+import type { ProfileStore, Target } from '../../cli/profiles.js'
 
 // osctl actions in process (STYLE: CLI actions are tested in process): a client whose transport is the
 // test, recording every request and answering what the test says, and deps with captured output.
@@ -11,6 +11,8 @@ export interface Sent {
   path: string
   query: Record<string, string>
   body: unknown
+  /** Headers a verb set itself, when it set any. */
+  headers?: Record<string, string>
 }
 
 export type Answer = { status?: number; body?: unknown }
@@ -28,6 +30,7 @@ export class FakeApi extends ApiClient {
       path: url.pathname.replace(/^\/v1/, ''),
       query: Object.fromEntries(url.searchParams),
       body: options.body,
+      ...(options.headers ? { headers: options.headers } : {}),
     }
     this.sent.push(req)
     const { status = 200, body } = this.answer(req)
@@ -42,8 +45,26 @@ export class FakeApi extends ApiClient {
 
 export function fakeDeps(
   api: FakeApi,
-  opts: { json?: boolean; confirm?: boolean; stdin?: string; color?: boolean } = {},
-): { deps: Deps; stdout: () => string; stderr: () => string } {
+  opts: {
+    json?: boolean
+    confirm?: boolean
+    stdin?: string
+    color?: boolean
+    /** What is typed at a password prompt; undefined: no terminal to ask on. */
+    password?: string
+    /** The target's credential (default: an API token from the environment). */
+    target?: Partial<Target>
+    /** A profile store of the test's own (a temporary directory); none by default. */
+    profiles?: ProfileStore
+  } = {},
+): {
+  deps: Deps
+  stdout: () => string
+  stderr: () => string
+  /** The daemons and credentials `deps.connect` was asked for, in order. */
+  connected: { url: string; token: string | undefined }[]
+} {
+  const connected: { url: string; token: string | undefined }[] = []
   let stdout = ''
   let stderr = ''
   const out: Output = {
@@ -60,17 +81,25 @@ export function fakeDeps(
     token: 'test-token',
     profile: 'test',
     tokenSource: 'env',
+    kind: 'token',
+    ...opts.target,
   }
   const deps: Deps = {
     out,
     globals: { json: opts.json },
     target: () => target,
     client: () => api,
+    connect: (url, token) => {
+      connected.push({ url, token })
+      return api
+    },
     profiles: () => {
-      throw new Error('no profiles in this test')
+      if (!opts.profiles) throw new Error('no profiles in this test')
+      return opts.profiles
     },
     confirm: async () => opts.confirm,
+    password: async () => opts.password,
     stdin: async () => opts.stdin ?? '',
   }
-  return { deps, stdout: () => stdout, stderr: () => stderr }
+  return { deps, stdout: () => stdout, stderr: () => stderr, connected }
 }

@@ -1,0 +1,364 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, readFile, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { execa } from 'execa'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import { EnterpriseOverview } from '../../shared/schemas/enterprise.js'
+import { MyEnterprise } from '../../shared/schemas/people.js'
+import { ApiToken, ApiTokenCreated } from '../../shared/schemas/tokens.js'
+import { AppConnection, ConsentRequestView } from '../../shared/schemas/consent.js'
+import { Person } from '../../shared/schemas/users.js'
+import {
+  hasScript,
+  osctl,
+  osctlBin,
+  osd,
+  startCliDaemon,
+  type CliDaemon,
+} from '../helpers/processes.js'
+
+// osctl's people side end to end (issue 20): a person made on the server host (osd admin), signing in
+// with the built osctl against a real daemon, the session kept in a profile file of the test's own;
+// tokens the person makes and revokes, an invited person, an app's consent, and a token profile
+// refused on the portal-only verbs with the hint to sign in. test/cli/people.test.ts covers every verb
+// in process.
+
+let cli: CliDaemon
+const email = `ada-${randomBytes(4).toString('hex')}@example.com`
+const password = `pw ${randomBytes(12).toString('base64url')}`
+let first: { id: string; slug: string }
+let second: { id: string; slug: string }
+
+/** osctl as the person: a config dir of its own, the daemon's URL, no token from the environment. */
+async function personEnv(): Promise<Record<string, string>> {
+  return {
+    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-person-')),
+    OSCTL_URL: cli.daemon.url,
+    OSCTL_TOKEN: '',
+  }
+}
+
+async function json(args: string[], env: Record<string, string>, input?: string): Promise<any> {
+  const res = await osctl(['--json', ...args], env, input)
+  expect(res.exitCode, res.stderr).toBe(0)
+  return JSON.parse(res.stdout)
+}
+
+beforeAll(async () => {
+  cli = await startCliDaemon('People Cli')
+  const dbEnv = { DATABASE_URL: cli.db.url }
+  const made = await osd(
+    ['admin', 'user', 'create', '--email', email, '--name', 'Ada', '--password-stdin', '--json'],
+    dbEnv,
+    `${password}\n`,
+  )
+  expect(made.exitCode, made.stderr).toBe(0)
+  const owned = async (name: string) => {
+    const res = await osd(
+      ['admin', 'enterprise', 'create', '--name', name, '--owner-email', email, '--json'],
+      dbEnv,
+    )
+    expect(res.exitCode, res.stderr).toBe(0)
+    return JSON.parse(res.stdout).enterprise as { id: string; slug: string }
+  }
+  first = await owned('People First')
+  second = await owned('People Second')
+}, 120_000)
+
+describe('osctl auth login --email against a daemon', () => {
+  it('signs in, shows the person, lists and switches enterprises, and signs out', async () => {
+    const env = await personEnv()
+    const login = await osctl(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+      env,
+      `${password}\n`,
+    )
+    expect(login.exitCode, login.stderr).toBe(0)
+    expect(login.stdout).toContain(
+      `as Ada <${email}>, profile "default", enterprise ${first.slug} (owner)`,
+    )
+
+    // The session is in the profile like a token, in a file readable by its owner only; the
+    // password is nowhere.
+    const file = join(env.OSCTL_CONFIG_DIR!, 'config.json')
+    expect((await stat(file)).mode & 0o777).toBe(0o600)
+    const text = await readFile(file, 'utf8')
+    expect(text).not.toContain(password)
+    const profile = JSON.parse(text).profiles.default
+    expect(profile).toMatchObject({ url: cli.daemon.url, kind: 'session', email })
+    expect(profile.token).toMatch(/^osds_/)
+
+    expect(await json(['profile', 'list'], env)).toEqual([
+      {
+        name: 'default',
+        url: cli.daemon.url,
+        current: true,
+        token: `…${profile.token.slice(-4)}`,
+        kind: 'session',
+        email,
+      },
+    ])
+
+    const status = await json(['auth', 'status'], env)
+    expect(status).toMatchObject({
+      kind: 'session',
+      tokenSource: 'profile',
+      user: { email, name: 'Ada' },
+      enterprise: { id: first.id, slug: first.slug, role: 'owner' },
+    })
+    expect(Date.parse(status.session.expiresAt)).toBeGreaterThan(Date.now())
+    expect(JSON.stringify(status)).not.toContain(profile.token)
+    const human = await osctl(['auth', 'status'], env)
+    expect(human.stdout).toMatch(new RegExp(`person\\s+Ada <${email}>`))
+    expect(human.stdout).toMatch(new RegExp(`enterprise\\s+${first.slug} \\(owner\\)`))
+
+    const mine = z.array(MyEnterprise).parse(await json(['enterprises', 'list'], env))
+    expect(mine.map((e) => [e.slug, e.role]).sort()).toEqual(
+      [
+        [first.slug, 'owner'],
+        [second.slug, 'owner'],
+      ].sort(),
+    )
+    // A session calls the ordinary routes too, in the enterprise it acts in.
+    const overview = EnterpriseOverview.parse(await json(['enterprise', 'show'], env))
+    expect(overview.enterprise.id).toBe(first.id)
+    expect(overview.person).toMatchObject({ email, role: 'owner' })
+
+    const used = await json(['enterprises', 'use', second.slug], env)
+    expect(used.enterprise).toMatchObject({ id: second.id, role: 'owner' })
+    expect((await json(['auth', 'status'], env)).enterprise.slug).toBe(second.slug)
+    const refusedSwitch = await osctl(['enterprises', 'use', cli.enterprise.slug], env)
+    expect(refusedSwitch.exitCode).toBe(1)
+    expect(refusedSwitch.stderr).toContain('enterprise_not_found')
+
+    // Tokens made by the person: the secret printed once, used, listed, revoked and then refused.
+    const made = await osctl(
+      ['--json', 'tokens', 'create', '--name', 'ci', '--scopes', 'enterprise:read,tasks:read'],
+      env,
+    )
+    expect(made.exitCode, made.stderr).toBe(0)
+    expect(made.stderr).toContain('shown once')
+    const created = ApiTokenCreated.parse(JSON.parse(made.stdout))
+    expect([...created.scopes].sort()).toEqual(['enterprise:read', 'tasks:read'])
+    const tokenEnv = { ...env, OSCTL_TOKEN: created.token }
+    const seen = EnterpriseOverview.parse(await json(['enterprise', 'show'], tokenEnv))
+    expect(seen.enterprise.id).toBe(second.id) // the enterprise the session acted in
+    const plain = await osctl(
+      ['tokens', 'create', '--name', 'nightly', '--scopes', 'tasks:read'],
+      env,
+    )
+    expect(plain.exitCode, plain.stderr).toBe(0)
+    expect(plain.stdout).toMatch(/^osd_\S+$/) // the secret, nothing else on stdout (execa drops the newline)
+    const listed = z.array(ApiToken).parse(await json(['tokens', 'list'], env))
+    expect(listed.find((t) => t.id === created.id)).toMatchObject({
+      name: 'ci',
+      lastChars: created.token.slice(-4),
+      createdBy: { email },
+      revokedAt: null,
+    })
+    expect(JSON.stringify(listed)).not.toContain(created.token)
+    const unasked = await osctl(['tokens', 'revoke', 'ci'], env)
+    expect(unasked.exitCode).toBe(2)
+    expect((await osctl(['enterprise', 'show'], tokenEnv)).exitCode).toBe(0)
+    const revoked = await json(['tokens', 'revoke', 'ci', '--yes'], env)
+    expect(revoked).toMatchObject({ id: created.id, revokedAt: expect.any(String) })
+    const refused = await osctl(['enterprise', 'show'], tokenEnv)
+    expect(refused.exitCode).toBe(4)
+    expect(refused.stderr).toContain('401')
+    const all = z.array(ApiToken).parse(await json(['tokens', 'list', '--include-revoked'], env))
+    expect(all.find((t) => t.id === created.id)?.revokedAt).not.toBeNull()
+
+    // A second session (another terminal): listed, and ended from the first at once.
+    const elsewhere = await personEnv()
+    await json(['auth', 'login', '--email', email, '--password-stdin'], elsewhere, `${password}\n`)
+    const sessions = await json(['auth', 'sessions', 'list'], env)
+    expect(sessions).toHaveLength(2)
+    const other = sessions.find((s: { current: boolean }) => !s.current)
+    expect(other.id).not.toBe(status.session.id)
+    await json(['auth', 'sessions', 'revoke', other.id], env)
+    expect((await osctl(['auth', 'status'], elsewhere)).exitCode).toBe(4)
+
+    const logout = await osctl(['auth', 'logout'], env)
+    expect(logout.exitCode, logout.stderr).toBe(0)
+    expect(logout.stdout).toContain('signed out')
+    expect(JSON.parse(await readFile(file, 'utf8')).profiles.default).toEqual({
+      url: cli.daemon.url,
+    })
+    // The session ended on the daemon, not only in the profile.
+    const after = await osctl(['enterprises', 'list'], { ...env, OSCTL_TOKEN: profile.token })
+    expect(after.exitCode).toBe(4)
+    expect(after.stderr).toContain('401')
+    expect(after.stderr).toContain('hint: the session has ended')
+    const status401 = await osctl(['auth', 'status'], { ...env, OSCTL_TOKEN: profile.token })
+    expect(status401.exitCode).toBe(4)
+    expect(status401.stderr).toContain('osctl auth login --email')
+  }, 60_000)
+
+  it('refuses a wrong password (exit 4) and a prompt with no terminal (exit 2), saving nothing', async () => {
+    const env = await personEnv()
+    const wrong = await osctl(
+      ['auth', 'login', '--email', email, '--password-stdin'],
+      env,
+      'not the password\n',
+    )
+    expect(wrong.exitCode).toBe(4)
+    expect(wrong.stderr).toContain('wrong email or password')
+    const unknown = await osctl(
+      ['auth', 'login', '--email', `nobody-${email}`, '--password-stdin'],
+      env,
+      `${password}\n`,
+    )
+    expect(unknown.exitCode).toBe(4)
+    expect(unknown.stderr).toBe(wrong.stderr) // the same words, whether the email exists or not
+    const noTerminal = await osctl(['auth', 'login', '--email', email], env)
+    expect(noTerminal.exitCode).toBe(2)
+    expect(noTerminal.stderr).toContain('--password-stdin')
+    const status = await osctl(['auth', 'status'], env)
+    expect(status.exitCode).toBe(4)
+  }, 60_000)
+
+  it.runIf(hasScript)(
+    'asks for the password on a terminal without echoing it',
+    async () => {
+      const env = await personEnv()
+      const child = execa(
+        'script',
+        ['-qfec', `node ${osctlBin} auth login --email ${email}`, '/dev/null'],
+        { env, reject: false },
+      )
+      let shown = ''
+      let typed = false
+      child.stdout!.on('data', (chunk: Buffer) => {
+        shown += chunk.toString()
+        if (!typed && shown.includes(`password for ${email}: `)) {
+          typed = true
+          child.stdin!.end(`${password}\r`)
+        }
+      })
+      const result = await child
+      expect(result.exitCode, shown).toBe(0)
+      expect(shown).toContain(`as Ada <${email}>`)
+      expect(shown).not.toContain(password)
+    },
+    60_000,
+  )
+})
+
+describe('an owner and the people of the enterprise', () => {
+  it('invites a person who accepts with osctl, lists them, and removes them: their session ends', async () => {
+    const owner = await personEnv()
+    await json(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+      owner,
+      `${password}\n`,
+    )
+    const grace = `grace-${randomBytes(4).toString('hex')}@example.com`
+    const invited = await osctl(['users', 'invite', grace], owner)
+    expect(invited.exitCode, invited.stderr).toBe(0)
+    expect(invited.stderr).toContain('shown once')
+    const inviteToken = invited.stdout.trim()
+    expect(inviteToken).toMatch(/^osdi_/)
+    const pending = await json(['users', 'invites'], owner)
+    expect(pending.map((i: { email: string }) => i.email)).toContain(grace)
+
+    const member = await personEnv()
+    const accepted = await osctl(
+      ['auth', 'accept-invite', inviteToken, '--password-stdin', '--name', 'Grace'],
+      member,
+      'a new password of grace\n',
+    )
+    expect(accepted.exitCode, accepted.stderr).toBe(0)
+    expect(accepted.stdout).toContain(`as Grace <${grace}>`)
+    expect((await json(['auth', 'status'], member)).enterprise).toMatchObject({
+      id: first.id,
+      role: 'member',
+    })
+    // A member is not an owner: the API's refusal, and what it means.
+    const notOwner = await osctl(['users', 'list'], member)
+    expect(notOwner.exitCode).toBe(1)
+    expect(notOwner.stderr).toContain('owner_only')
+    expect(notOwner.stderr).toContain('hint: only an owner of the enterprise may do this')
+
+    const people = z.array(Person).parse(await json(['users', 'list'], owner))
+    expect(people.map((p) => [p.email, p.role]).sort()).toEqual(
+      [
+        [email, 'owner'],
+        [grace, 'member'],
+      ].sort(),
+    )
+    expect((await osctl(['users', 'remove', grace], owner)).exitCode).toBe(2) // no terminal, no --yes
+    await json(['users', 'remove', grace, '--yes'], owner)
+    const ended = await osctl(['auth', 'status'], member)
+    expect(ended.exitCode).toBe(4)
+    const lastOwner = await osctl(['users', 'remove', email, '--yes'], owner)
+    expect(lastOwner.exitCode).toBe(1)
+    expect(lastOwner.stderr).toContain('last_owner')
+  }, 60_000)
+
+  it('an app asks with osctl consent request; the owner reads and approves its code; revoking the connection stops its token', async () => {
+    const owner = await personEnv()
+    await json(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+      owner,
+      `${password}\n`,
+    )
+    const app = await personEnv() // no credential at all
+    const asking = osctl(
+      ['consent', 'request', '--app', 'reports', '--scopes', 'enterprise:read', '--timeout', '60'],
+      app,
+    )
+    let said = ''
+    const code = await new Promise<string>((resolve, reject) => {
+      asking.stderr!.on('data', (chunk: Buffer) => {
+        said += chunk.toString()
+        const match = /code (\S+):/.exec(said)
+        if (match) resolve(match[1]!)
+      })
+      void asking.then(() => reject(new Error(`consent request ended: ${said}`)))
+    })
+    const view = ConsentRequestView.parse(await json(['consent', 'show', code], owner))
+    expect(view).toMatchObject({
+      appName: 'reports',
+      scopes: ['enterprise:read'],
+      status: 'pending',
+    })
+    const connection = AppConnection.parse(
+      await json(['consent', 'approve', code, '--enterprise', first.slug], owner),
+    )
+    const result = await asking
+    expect(result.exitCode, result.stderr).toBe(0)
+    const appToken = result.stdout.trim()
+    const appEnv = { ...app, OSCTL_TOKEN: appToken }
+    expect(EnterpriseOverview.parse(await json(['enterprise', 'show'], appEnv)).enterprise.id).toBe(
+      first.id,
+    )
+    const apps = z.array(AppConnection).parse(await json(['connections', 'list'], owner))
+    expect(apps.map((a) => a.id)).toContain(connection.id)
+    await json(['connections', 'revoke', connection.id, '--yes'], owner)
+    expect((await osctl(['enterprise', 'show'], appEnv)).exitCode).toBe(4)
+  }, 60_000)
+})
+
+describe('a token profile on the portal-only verbs', () => {
+  it('prints the API refusal and a hint that a person must sign in (exit 1)', async () => {
+    for (const [args, code] of [
+      [['tokens', 'list'], 'api_token_cannot_manage_tokens'],
+      [
+        ['tokens', 'create', '--name', 'x', '--scopes', 'tasks:read'],
+        'api_token_cannot_manage_tokens',
+      ],
+      [['connections', 'list'], 'api_token_cannot_manage_connections'],
+      [['users', 'list'], 'api_token_scope'],
+      [['enterprises', 'list'], 'api_token_scope'],
+    ] as const) {
+      const res = await osctl([...args], cli.env)
+      expect(res.exitCode, `${args.join(' ')}: ${res.stderr}`).toBe(1)
+      expect(res.stderr).toMatch(new RegExp(`^error: ${code}: .* \\(403\\)$`, 'm'))
+      expect(res.stderr).toContain(
+        'hint: API tokens cannot do this: a person must sign in with `osctl auth login --email EMAIL`',
+      )
+    }
+  }, 60_000)
+})
