@@ -3,7 +3,7 @@ import pino from 'pino'
 import { createSealer, type Sealer } from '../../server/crypto.js'
 import { allScopes, type Scope } from '../../shared/scopes.js'
 import { loadConfig, type Config } from '../../server/config.js'
-import type { Sql } from '../../server/db/sql.js'
+import { createSql, type Sql } from '../../server/db/sql.js'
 import { createEnterprise } from '../../server/domain/enterprises.js'
 import { createToken } from '../../server/domain/tokens.js'
 import { createApp } from '../../server/http/app.js'
@@ -112,5 +112,22 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     async tokenWith(scopes, enterprise = acme) {
       return (await createToken(db.sql, enterprise.id, { name: 'scoped', scopes })).token
     },
+  }
+}
+
+/**
+ * The same app on a pool of its own, as a second osd process on the database has: its own caches and
+ * listeners. `status(secret)` is what it answers GET /v1/tasks with that credential.
+ */
+export function anotherProcess(t: TestApp) {
+  const sql = createSql(t.dbUrl, { max: 2 })
+  const app = createApp({ sql, config: t.config, log: t.log, sealer: t.sealer })
+  return {
+    app,
+    async status(secret: string): Promise<number> {
+      const res = await app.request('/v1/tasks', { headers: { authorization: `Bearer ${secret}` } })
+      return res.status
+    },
+    close: () => sql.end(),
   }
 }

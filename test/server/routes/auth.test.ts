@@ -1,10 +1,9 @@
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
-import { createSql, type Sql } from '../../../server/db/sql.js'
 import { createUser } from '../../../server/domain/people.js'
 import { createApp } from '../../../server/http/app.js'
-import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn } from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -267,28 +266,23 @@ describe('a session', () => {
 })
 
 describe('logout and leaving an enterprise, seen by another osd process at once', () => {
-  let otherSql: Sql
-  let otherApp: ReturnType<typeof createApp>
-  beforeAll(async () => {
-    otherSql = createSql(t.dbUrl, { max: 2 })
-    otherApp = createApp({ sql: otherSql, config: t.config, log: t.log, sealer: t.sealer })
+  let other: ReturnType<typeof anotherProcess>
+  beforeAll(() => {
+    other = anotherProcess(t)
   })
-  afterAll(async () => {
-    await otherSql.end()
-  })
-  const asOther = (session: string) =>
-    otherApp.request('/v1/tasks', { headers: { authorization: `Bearer ${session}` } })
+  afterAll(() => other.close())
+  const asOther = (session: string) => other.status(session)
 
   it('logout ends the session everywhere, and clears the cookie', async () => {
     const person = await signIn(t, 'member')
-    expect((await asOther(person.session)).status).toBe(200) // now in the other process's cache
+    expect(await asOther(person.session)).toBe(200) // now in the other process's cache
     const out = await t.call('POST', '/v1/auth/logout', {
       token: null,
       headers: cookieHeaders(person),
     })
     expect(out.status).toBe(204)
     expect(out.headers.get('set-cookie')).toMatch(/osd_session=;.*Max-Age=0/)
-    await eventually(async () => (await asOther(person.session)).status === 401, 2000)
+    await eventually(async () => (await asOther(person.session)) === 401, 2000)
     expect((await t.call('GET', '/v1/tasks', { token: person.session })).status).toBe(401)
     const [row] = await t.sql`select revoked_at from sessions where user_id = ${person.id}`
     expect(row!.revokedAt).toBeInstanceOf(Date)
@@ -296,10 +290,10 @@ describe('logout and leaving an enterprise, seen by another osd process at once'
 
   it('a person taken out of the enterprise acts in it no more', async () => {
     const person = await signIn(t, 'member')
-    expect((await asOther(person.session)).status).toBe(200)
+    expect(await asOther(person.session)).toBe(200)
     const { removeMembership } = await import('../../../server/domain/people.js')
     await removeMembership(t.sql, t.acme.id, person.id)
-    await eventually(async () => (await asOther(person.session)).status === 401, 2000)
+    await eventually(async () => (await asOther(person.session)) === 401, 2000)
   })
 
   it('keeps the last owner', async () => {

@@ -7,10 +7,8 @@ import {
 } from '../../../shared/schemas/consent.js'
 import { MyEnterprise, User } from '../../../shared/schemas/people.js'
 import { allScopes } from '../../../shared/scopes.js'
-import { createSql, type Sql } from '../../../server/db/sql.js'
 import { consentLimits } from '../../../server/domain/consent.js'
-import { createApp } from '../../../server/http/app.js'
-import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -426,28 +424,22 @@ describe('who may call the consent and connection routes', () => {
 })
 
 describe('revoking a connection, seen by another osd process at once', () => {
-  let otherSql: Sql
-  let otherApp: ReturnType<typeof createApp>
-  beforeAll(async () => {
-    otherSql = createSql(t.dbUrl, { max: 2 })
-    otherApp = createApp({ sql: otherSql, config: t.config, log: t.log, sealer: t.sealer })
+  let other: ReturnType<typeof anotherProcess>
+  beforeAll(() => {
+    other = anotherProcess(t)
   })
-  afterAll(async () => {
-    await otherSql.end()
-  })
+  afterAll(() => other.close())
 
   it('the app’s token is refused there as soon as the revocation commits', async () => {
     const asked = await ask('Two Process App')
     const { body: connection } = await approve(owner, asked.userCode, t.acme.id)
     const { token } = ConsentPoll.parse((await poll(asked.id, asked.pollToken)).body)
-    const asOther = () =>
-      otherApp.request('/v1/tasks', { headers: { authorization: `Bearer ${token}` } })
-    expect((await asOther()).status).toBe(200) // now in the other process's cache
+    expect(await other.status(token!)).toBe(200) // now in the other process's cache
     const res = await t.call('DELETE', `/v1/enterprise/connections/${connection.id}`, {
       token: owner.session,
     })
     expect(res.status).toBe(200)
-    await eventually(async () => (await asOther()).status === 401, 2000)
+    await eventually(async () => (await other.status(token!)) === 401, 2000)
   })
 
   it('a connection revoked before its app collected the token hands out none', async () => {

@@ -1,8 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { ApiToken, ApiTokenCreated } from '../../../shared/schemas/tokens.js'
-import { createSql, type Sql } from '../../../server/db/sql.js'
-import { createApp } from '../../../server/http/app.js'
-import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -255,25 +253,18 @@ describe('DELETE /v1/enterprise/api-tokens/{id}', () => {
   })
 
   it('is seen by another osd process on the same database at once', async () => {
-    const otherSql: Sql = createSql(t.dbUrl, { max: 2 })
+    const other = anotherProcess(t)
     try {
-      const otherApp = createApp({ sql: otherSql, config: t.config, log: t.log, sealer: t.sealer })
       const mine = await made(member, ['tasks:read'])
-      const asOther = async () =>
-        (
-          await otherApp.request('/v1/tasks', {
-            headers: { authorization: `Bearer ${mine.token}` },
-          })
-        ).status
-      expect(await asOther()).toBe(200) // in the other process's cache now
+      expect(await other.status(mine.token)).toBe(200) // in the other process's cache now
       await t.call('DELETE', `${tokens}/${mine.id}`, { token: member.session })
       await eventually(
-        async () => (await asOther()) === 401,
+        async () => (await other.status(mine.token)) === 401,
         1000,
         'the other process to refuse it',
       )
     } finally {
-      await otherSql.end()
+      await other.close()
     }
   })
 })
