@@ -13,7 +13,7 @@ import type {
 } from '../../shared/schemas/consent.js'
 import type { z } from 'zod'
 import type { User } from '../../shared/schemas/people.js'
-import { parseScopes } from '../../shared/scopes.js'
+import { requiredScopes } from './tokens.js'
 
 // Consent for an app asking for access (issue 20): the app shows its user a code; an owner of the
 // enterprise signed in approves it for that enterprise (the app then gets a token) or declines it.
@@ -120,12 +120,7 @@ export async function requestConsent(
   opts: { app: string; scopes: string; timeout?: string },
   pollMs = 2000,
 ): Promise<void> {
-  const { scopes, unknown } = parseScopes(opts.scopes)
-  if (unknown.length || scopes.length === 0)
-    throw new UsageError(
-      `unknown scopes: ${unknown.join(', ') || '(none given)'}; scopes are <resource>:read|write, ` +
-        '<resource>:* or * for all',
-    )
+  const scopes = requiredScopes(opts.scopes)
   const timeout = opts.timeout === undefined ? undefined : Number(opts.timeout)
   if (timeout !== undefined && !(timeout >= 0))
     throw new UsageError(`--timeout takes a number of seconds; got "${opts.timeout}"`)

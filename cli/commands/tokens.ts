@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { parseScopes } from '../../shared/scopes.js'
+import { parseScopes, type Scope } from '../../shared/scopes.js'
 import type { ApiToken, ApiTokenCreated } from '../../shared/schemas/tokens.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
@@ -39,16 +39,22 @@ export async function listTokens(deps: Deps, opts: { includeRevoked?: boolean })
  * Makes a token with the scopes given (`*` for every one, `tasks:*` for both levels of a resource; an
  * unknown scope is a usage error, not dropped). The secret is printed once: the API keeps only its hash.
  */
-export async function createToken(
-  deps: Deps,
-  opts: { name: string; scopes: string },
-): Promise<void> {
-  const { scopes, unknown } = parseScopes(opts.scopes)
+/** The scopes of a comma-separated list; a usage error (exit 2) names any unknown, or none given. */
+export function requiredScopes(text: string): Scope[] {
+  const { scopes, unknown } = parseScopes(text)
   if (unknown.length || scopes.length === 0)
     throw new UsageError(
       `unknown scopes: ${unknown.join(', ') || '(none given)'}; scopes are <resource>:read|write, ` +
         '<resource>:* or * for all',
     )
+  return scopes
+}
+
+export async function createToken(
+  deps: Deps,
+  opts: { name: string; scopes: string },
+): Promise<void> {
+  const scopes = requiredScopes(opts.scopes)
   const created = await asPerson(deps, (client) =>
     client.post<ApiTokenCreated>(path, { name: opts.name, scopes }),
   )

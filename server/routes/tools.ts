@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import type { ErrorCode } from '../../shared/errors.js'
 import { Uuid } from '../../shared/schemas/common.js'
 import {
   SignIn,
@@ -31,6 +32,16 @@ function rightOf(c: AppContext): BindRight {
 }
 
 /** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
+/** What creating or changing a connection may answer: the chief executive's rule, then the layer's owner. */
+const bindErrors: ErrorCode[] = [
+  'ceo_bind_only',
+  'enterprise_not_found',
+  'team_not_found',
+  'member_not_found',
+  'role_not_found',
+  'task_not_found',
+]
+
 export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   const app = createRouter()
   const byId = { params: z.object({ id: Uuid }), notFound: 'tool_connection_not_found' } as const
@@ -69,14 +80,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       body: ToolConnectionCreate,
       status: 201,
       response: ToolConnection,
-      errors: [
-        'ceo_bind_only',
-        'enterprise_not_found',
-        'team_not_found',
-        'member_not_found',
-        'role_not_found',
-        'task_not_found',
-      ],
+      errors: bindErrors,
     },
     async (c, { body }) =>
       createToolConnection(sql, sealer, c.var.caller.enterpriseId, body, rightOf(c)),
@@ -94,14 +98,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
         "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes.",
       body: ToolConnectionPatch,
       response: ToolConnection,
-      errors: [
-        'ceo_bind_only',
-        'enterprise_not_found',
-        'team_not_found',
-        'member_not_found',
-        'role_not_found',
-        'task_not_found',
-      ],
+      errors: bindErrors,
     },
     async (c, { params, body }) =>
       updateToolConnection(sql, sealer, c.var.caller.enterpriseId, params.id, body, rightOf(c)),
