@@ -1,5 +1,4 @@
 import { z } from 'zod'
-import { ApiError } from '../../shared/errors.js'
 import { Uuid } from '../../shared/schemas/common.js'
 import {
   AppConnection,
@@ -14,7 +13,7 @@ import {
   ConsentRequestView,
 } from '../../shared/schemas/consent.js'
 import { MyEnterprise, User } from '../../shared/schemas/people.js'
-import type { SessionCaller } from '../http/caller.js'
+import { ownerCaller, sessionCaller } from '../http/caller.js'
 import {
   approveConsent,
   consentEnterprises,
@@ -26,7 +25,7 @@ import {
   pollConsentRequest,
   revokeConnection,
 } from '../domain/consent.js'
-import type { AppContext, RouteDeps } from '../http/context.js'
+import type { RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
 import { sessionOf } from './auth.js'
@@ -164,17 +163,6 @@ export function consentRoutes({ sql }: RouteDeps) {
   return app
 }
 
-/** The session caller of a connections route: the middleware lets no token through. */
-function personOf(c: AppContext): SessionCaller {
-  const caller = c.var.caller
-  if (caller.kind !== 'session')
-    throw new ApiError(
-      'api_token_cannot_manage_connections',
-      'Connected apps are managed only by a signed-in person in the portal.',
-    )
-  return caller
-}
-
 /** Mounted at /v1/enterprise/connections. */
 export function appConnectionRoutes({ sql }: RouteDeps) {
   const app = createRouter()
@@ -192,7 +180,11 @@ export function appConnectionRoutes({ sql }: RouteDeps) {
       errors: ['api_token_cannot_manage_connections'],
     },
     async (c, { query }) =>
-      listConnections(sql, personOf(c).enterpriseId, query.includeRevoked === 'true'),
+      listConnections(
+        sql,
+        sessionCaller(c.var.caller).enterpriseId,
+        query.includeRevoked === 'true',
+      ),
   )
 
   route(
@@ -209,13 +201,8 @@ export function appConnectionRoutes({ sql }: RouteDeps) {
       errors: ['api_token_cannot_manage_connections', 'owner_only', 'app_connection_not_found'],
     },
     async (c, { params }) => {
-      const person = personOf(c)
-      if (person.role !== 'owner')
-        throw new ApiError(
-          'owner_only',
-          'Only an owner of the enterprise may revoke a connected app.',
-        )
-      return revokeConnection(sql, person.enterpriseId, params.id)
+      const owner = ownerCaller(c.var.caller)
+      return revokeConnection(sql, owner.enterpriseId, params.id)
     },
   )
 

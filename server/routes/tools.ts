@@ -31,7 +31,6 @@ function rightOf(c: AppContext): BindRight {
   return { mayBindEnterprise: caller.kind === 'session' && caller.role === 'owner' }
 }
 
-/** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
 /** What creating or changing a connection may answer: the chief executive's rule, then the layer's owner. */
 const bindErrors: ErrorCode[] = [
   'ceo_bind_only',
@@ -42,6 +41,7 @@ const bindErrors: ErrorCode[] = [
   'task_not_found',
 ]
 
+/** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
 export function toolRoutes({ sql, sealer, config }: RouteDeps) {
   const app = createRouter()
   const byId = { params: z.object({ id: Uuid }), notFound: 'tool_connection_not_found' } as const
