@@ -391,8 +391,9 @@ async function listOf(
 ): Promise<string[] | undefined> {
   const version = row.updatedAt.getTime()
   const cached = listed.get(row.id)
-  if (cached && cached.version === version && Date.now() - cached.at < 10 * 60_000)
-    return cached.models
+  // A list is kept 10 minutes; a failure only 30 s, so a provider back up is asked again soon.
+  const keepMs = cached?.models ? 10 * 60_000 : 30_000
+  if (cached && cached.version === version && Date.now() - cached.at < keepMs) return cached.models
   let models: string[] | undefined
   try {
     models = await client.listModels(

@@ -70,8 +70,8 @@ export interface FakeModelProvider {
   onRequest(
     handler: (request: RecordedRequest) => Reply | undefined | Promise<Reply | undefined>,
   ): void
-  /** The models `GET /v1/models` lists for a format. */
-  setModels(format: Format, ids: string[]): void
+  /** The models `GET /v1/models` lists for a format; `null` makes the listing answer 503. */
+  setModels(format: Format, ids: string[] | null): void
   /** Calls made with this key so far. */
   callsWith(key: string): RecordedRequest[]
   close(): Promise<void>
@@ -91,7 +91,10 @@ type Handler = (request: RecordedRequest) => Reply | undefined | Promise<Reply |
 export async function startFakeModelProvider(): Promise<FakeModelProvider> {
   const requests: RecordedRequest[] = []
   const scripts = new Map<string, Reply[]>()
-  const models: Record<Format, string[]> = { a: [...defaultModels.a], b: [...defaultModels.b] }
+  const models: Record<Format, string[] | null> = {
+    a: [...defaultModels.a],
+    b: [...defaultModels.b],
+  }
   let handler: Handler | undefined
   const counters = { message: 0, toolu: 0, completion: 0, call: 0, request: 0 }
   const next = (name: keyof typeof counters) => ++counters[name]
@@ -322,6 +325,7 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       return sendError(res, format, 401, 'an API key is required')
     }
     const ids = models[format]
+    if (!ids) return sendError(res, format, 503, 'the models listing is down')
     const one = path.startsWith('/v1/models/')
       ? decodeURIComponent(path.slice('/v1/models/'.length))
       : undefined
@@ -405,7 +409,7 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       handler = h
     },
     setModels(format, ids) {
-      models[format] = [...ids]
+      models[format] = ids && [...ids]
     },
     callsWith(key) {
       return requests.filter((r) => r.key === key)

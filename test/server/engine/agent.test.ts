@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { getEventListeners } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { chooseModel, resolveKey } from '../../../server/domain/llm.js'
 import { AgentExecutor } from '../../../server/engine/agent/loop.js'
@@ -744,6 +744,28 @@ describe('model routes (spec: Endpoints Models)', () => {
     expect(models.every((m: { source: string }) => m.source === 'catalogue')).toBe(true)
     expect(models.map((m: { id: string }) => m.id)).toContain('claude-sonnet-5-5')
     expect(e.id).toBeDefined()
+  })
+
+  it('asks a provider whose listing failed again after 30 seconds, not 10 minutes', async () => {
+    const { as } = await tenant('provider_b')
+    const sources = async () =>
+      new Set(
+        (await t.call('GET', '/v1/llm/models', as)).body.models
+          .filter((m: { provider: string }) => m.provider === 'provider_b')
+          .map((m: { source: string }) => m.source),
+      )
+    fake.setModels('b', null)
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      expect(await sources()).toEqual(new Set(['catalogue']))
+      fake.setModels('b', ['gpt-5.4', 'back-again'])
+      expect(await sources()).toEqual(new Set(['catalogue'])) // the failure is kept a while
+      vi.setSystemTime(Date.now() + 31_000)
+      expect(await sources()).toEqual(new Set(['provider']))
+    } finally {
+      vi.useRealTimers()
+      fake.setModels('b', ['gpt-5.4', 'gpt-5.4-mini', 'gpt-5.4-nano'])
+    }
   })
 
   it('refuses bindings on layers it cannot find and bad providers', async () => {
