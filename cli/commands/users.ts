@@ -44,10 +44,9 @@ export async function inviteUser(
   show(deps.out, invited, () => deps.out.write(invited.inviteToken + '\n'))
 }
 
-/** Removes a person (by id or email) from the enterprise; their sessions there end at once. */
-export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
-  let who = ref
-  const id = await asPerson(deps, (client) =>
+/** The id of a person of the enterprise named by id or email. */
+function personId(deps: Deps, ref: string): Promise<string> {
+  return asPerson(deps, (client) =>
     resolveRef(
       client,
       'person',
@@ -57,6 +56,21 @@ export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean 
       (u) => `${personText(u)} (${u.id})`,
     ),
   )
+}
+
+/** Makes a person (by id or email) an owner or a member; their sessions act with it at once. */
+export async function changeUserRole(deps: Deps, ref: string, role: string): Promise<void> {
+  if (role !== 'owner' && role !== 'member')
+    throw new UsageError(`the role is owner or member; got "${role}"`)
+  const id = await personId(deps, ref)
+  const person = await asPerson(deps, (client) => client.patch<Person>(`/users/${id}`, { role }))
+  show(deps.out, person, () => deps.out.write(`${personText(person)} is now ${person.role}\n`))
+}
+
+/** Removes a person (by id or email) from the enterprise; their sessions there end at once. */
+export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
+  let who = ref
+  const id = await personId(deps, ref)
   if (id !== ref) who = `${ref} (${id})`
   await confirmDestructive(
     deps,
@@ -124,6 +138,17 @@ export function registerUsers(program: Command, makeDeps: MakeDeps): void {
       .description('withdraw an invite not yet accepted')
       .action(actionOf(makeDeps, withdrawInvite)),
     'osctl users withdraw-invite 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    users
+      .command('role')
+      .argument('<user>', 'id or email')
+      .argument('<role>', 'owner or member')
+      .description(
+        'make a person an owner (a chief executive) or a member; the last owner stays one',
+      )
+      .action(actionOf(makeDeps, changeUserRole)),
+    'osctl users role grace@example.com owner',
   )
   examples(
     users

@@ -2,7 +2,7 @@ import { ApiError } from '../../shared/errors.js'
 import type { MyEnterprise, PersonRole, User } from '../../shared/schemas/people.js'
 import { Email } from '../../shared/schemas/people.js'
 import type { Person } from '../../shared/schemas/users.js'
-import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
+import { isUniqueViolation, transaction, type Db, type Tx } from '../db/sql.js'
 import { checkNewPassword, hashPassword } from './passwords.js'
 
 // People (DESIGN 8): a person has an email, a password and memberships in enterprises with a role there;
@@ -71,6 +71,45 @@ export async function setMembership(
 }
 
 /**
+ * The person's membership, read with every other of the enterprise under a lock (so two owners taking
+ * each other out, or demoting each other, cannot both succeed); 409 last_owner when what is done to it
+ * (`leaving`: removed, made a member) would take away the last owner.
+ */
+async function lockMembership(
+  tx: Tx,
+  enterpriseId: string,
+  userId: string,
+  leaving: string | undefined,
+): Promise<{ role: PersonRole }> {
+  const people = await tx<{ userId: string; role: PersonRole }[]>`
+    select user_id, role from enterprise_people
+     where enterprise_id = ${enterpriseId} for update`
+  const person = people.find((p) => p.userId === userId)
+  if (!person) throw new ApiError('user_not_found', `No person ${userId} in this enterprise.`)
+  if (leaving && person.role === 'owner' && people.filter((p) => p.role === 'owner').length === 1)
+    throw new ApiError('last_owner', `The last owner of an enterprise cannot be ${leaving}.`)
+  return person
+}
+
+/**
+ * Makes a person of the enterprise an owner or a member; their sessions act with the new role at once
+ * in every osd process. The last owner stays one (409 last_owner).
+ */
+export async function changeRole(
+  db: Db,
+  enterpriseId: string,
+  userId: string,
+  role: PersonRole,
+): Promise<Person> {
+  return transaction(db, async (tx) => {
+    const leaving = role === 'member' ? 'made a member' : undefined
+    const person = await lockMembership(tx, enterpriseId, userId, leaving)
+    if (person.role !== role) await setMembership(tx, enterpriseId, userId, role)
+    return (await listPeople(tx, enterpriseId)).find((p) => p.id === userId)!
+  })
+}
+
+/**
  * Takes the person out of the enterprise; their sessions acting there stop at once in every osd process.
  * The last owner stays (409 last_owner): an enterprise always has a chief executive.
  */
@@ -80,14 +119,7 @@ export async function removeMembership(
   userId: string,
 ): Promise<void> {
   await transaction(db, async (tx) => {
-    // Owners are read under a lock so two owners removing each other cannot both succeed.
-    const people = await tx<{ userId: string; role: PersonRole }[]>`
-      select user_id, role from enterprise_people
-       where enterprise_id = ${enterpriseId} for update`
-    const person = people.find((p) => p.userId === userId)
-    if (!person) throw new ApiError('user_not_found', `No person ${userId} in this enterprise.`)
-    if (person.role === 'owner' && people.filter((p) => p.role === 'owner').length === 1)
-      throw new ApiError('last_owner', 'The last owner of an enterprise cannot be removed.')
+    await lockMembership(tx, enterpriseId, userId, 'removed')
     await tx`delete from enterprise_people where enterprise_id = ${enterpriseId} and user_id = ${userId}`
     await tx`
       update sessions set revoked_at = now()

@@ -7,9 +7,10 @@ import {
   InviteInput,
   PendingInvite,
   Person,
+  RoleChange,
 } from '../../shared/schemas/users.js'
 import { acceptInvite, createInvite, listInvites, withdrawInvite } from '../domain/invites.js'
-import { listPeople, removeMembership } from '../domain/people.js'
+import { changeRole, listPeople, removeMembership } from '../domain/people.js'
 import { ownerCaller } from '../http/caller.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
@@ -83,6 +84,35 @@ export function userRoutes({ sql, caches }: RouteDeps) {
     },
     async (c, { params }) => {
       await withdrawInvite(sql, ownerCaller(c.var.caller).enterpriseId, params.id)
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'changeUserRole',
+      method: 'patch',
+      path: '/{id}',
+      summary:
+        'Make a person of the enterprise an owner or a member (owners only); their sessions act with the new role at once',
+      description:
+        'The last owner cannot be made a member (409 last_owner): an enterprise always has a chief executive.',
+      params: IdParam,
+      notFound: 'user_not_found',
+      body: RoleChange,
+      response: Person,
+      errors: ['owner_only', 'last_owner'],
+    },
+    async (c, { params, body }) => {
+      const person = await changeRole(
+        sql,
+        ownerCaller(c.var.caller).enterpriseId,
+        params.id,
+        body.role,
+      )
+      // Other processes learn of it when the NOTIFY reaches them; this one at once.
+      caches.sessions.invalidate(params.id)
+      return person
     },
   )
 

@@ -16,6 +16,10 @@ export const Person = z
   .meta({ id: 'Person' })
 export type Person = z.infer<typeof Person>
 
+export const RoleChange = z
+  .object({ role: PersonRole.meta({ description: 'owner: the chief executive' }) })
+  .meta({ id: 'RoleChange' })
+
 export const InviteInput = z
   .object({
     email: z.string().max(320),

@@ -27,6 +27,7 @@ import {
   listInvites,
   listUsers,
   removeUser,
+  changeUserRole,
   withdrawInvite,
 } from '../../cli/commands/users.js'
 import { makeDeps } from '../../cli/deps.js'
@@ -579,6 +580,7 @@ describe('osctl users', () => {
         },
       }),
       [`DELETE /users/${grace.id}`]: { status: 204 },
+      [`PATCH /users/${grace.id}`]: { body: { ...grace, role: 'owner' } },
     })
     const list = fakeDeps(api, { target: sessionTarget })
     await listUsers(list.deps)
@@ -595,6 +597,19 @@ describe('osctl users', () => {
     )
     expect(refused.exitCode).toBe(exitCodes.usage)
     expect(api.sent.some((r) => r.method === 'DELETE')).toBe(false)
+    const role = fakeDeps(api, { target: sessionTarget })
+    await changeUserRole(role.deps, 'grace@example.com', 'owner')
+    expect(role.stdout()).toBe('Grace <grace@example.com> is now owner\n')
+    expect(api.sent.at(-1)).toMatchObject({
+      method: 'PATCH',
+      path: `/users/${grace.id}`,
+      body: { role: 'owner' },
+    })
+    const badRole = await rejected(
+      changeUserRole(fakeDeps(api, { target: sessionTarget }).deps, grace.id, 'admin'),
+    )
+    expect(badRole.exitCode).toBe(exitCodes.usage)
+
     const remove = fakeDeps(api, { target: sessionTarget })
     await removeUser(remove.deps, 'GRACE@example.com', { yes: true })
     expect(api.sent.at(-1)).toMatchObject({ method: 'DELETE', path: `/users/${grace.id}` })

@@ -49,8 +49,9 @@ describe('refusals', () => {
     ['GET', '/v1/users/invites'],
     ['DELETE', `/v1/users/invites/${someId}`],
     ['DELETE', `/v1/users/${someId}`],
+    ['PATCH', `/v1/users/${someId}`],
   ] as const
-  const body = { email: 'someone@example.com' }
+  const body = { email: 'someone@example.com', role: 'owner' }
 
   it('answer no credential 401, a token with every scope 403 api_token_scope', async () => {
     for (const [method, path] of routes) {
@@ -349,6 +350,68 @@ describe('DELETE /v1/users/{id}', () => {
       expect(res.body.error).toBe('user_not_found')
     }
     expect((await t.call('GET', '/v1/tasks', { token: outsider.session })).status).toBe(200)
+  })
+})
+
+describe('PATCH /v1/users/{id}', () => {
+  it('makes a member an owner and back; the session acts with the new role at once', async () => {
+    const e = await t.createEnterprise('Promotion Corp')
+    const boss = await signIn(t, 'owner', e)
+    const grace = await signIn(t, 'member', e)
+    const asGrace = () => t.call('GET', '/v1/users', { token: grace.session })
+    expect((await asGrace()).body.error).toBe('owner_only')
+
+    const promoted = await t.call('PATCH', `/v1/users/${grace.id}`, {
+      token: boss.session,
+      body: { role: 'owner' },
+    })
+    expect(promoted.status).toBe(200)
+    expect(Person.parse(promoted.body)).toMatchObject({ id: grace.id, role: 'owner' })
+    expect((await asGrace()).status).toBe(200)
+
+    const demoted = await t.call('PATCH', `/v1/users/${grace.id}`, {
+      token: null,
+      body: { role: 'member' },
+      headers: cookieHeaders(boss),
+    })
+    expect(demoted.body.role).toBe('member')
+    expect((await asGrace()).body.error).toBe('owner_only')
+  })
+
+  it('keeps the last owner an owner; refuses a member, another enterprise and a bad role', async () => {
+    const e = await t.createEnterprise('Sole Owner Corp')
+    const boss = await signIn(t, 'owner', e)
+    const member = await signIn(t, 'member', e)
+    const self = await t.call('PATCH', `/v1/users/${boss.id}`, {
+      token: boss.session,
+      body: { role: 'member' },
+    })
+    expect(self.status).toBe(409)
+    expect(self.body.error).toBe('last_owner')
+    const same = await t.call('PATCH', `/v1/users/${boss.id}`, {
+      token: boss.session,
+      body: { role: 'owner' },
+    })
+    expect(same.status).toBe(200)
+    const byMember = await t.call('PATCH', `/v1/users/${member.id}`, {
+      token: member.session,
+      body: { role: 'owner' },
+    })
+    expect(byMember.body.error).toBe('owner_only')
+    const outsider = await signIn(t, 'member', t.other)
+    const foreign = await t.call('PATCH', `/v1/users/${outsider.id}`, {
+      token: boss.session,
+      body: { role: 'owner' },
+    })
+    expect(foreign.status).toBe(404)
+    const bad = await t.call('PATCH', `/v1/users/${member.id}`, {
+      token: boss.session,
+      body: { role: 'admin' },
+    })
+    expect(bad.status).toBe(400)
+    const roles =
+      await t.sql`select role from enterprise_people where enterprise_id = ${e.id} order by role`
+    expect(roles.map((r) => r.role)).toEqual(['member', 'owner'])
   })
 })
 
