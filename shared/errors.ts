@@ -92,6 +92,7 @@ export const errorStatus = {
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)
   login_locked: 429,
+  sign_in_busy: 429,
   too_many_consent_requests: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,

@@ -12,13 +12,36 @@ const keyLength = 32
 
 export const passwordLimits = { min: 12, max: 1024 } as const
 
-function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
-  const maxmem = 256 * options.N! * options.r! + 1024 * 1024
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFC'), salt, keyLength, { ...options, maxmem }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
-  )
+/**
+ * At most this many hashes at once per process (each takes 32 MiB and a thread of libuv's pool, which
+ * file and DNS work share), and at most `waiting` more queued: beyond that a sign-in is answered 429
+ * sign_in_busy at once, so a flood of sign-ins with made-up emails cannot take the memory or the pool.
+ */
+export const hashing = { atOnce: 2, waiting: 64 }
+let running = 0
+const queue: (() => void)[] = []
+
+async function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+  if (running >= hashing.atOnce) {
+    if (queue.length >= hashing.waiting)
+      throw new ApiError('sign_in_busy', 'Too many sign-ins at once; try again in a second.', {
+        retryAfterSeconds: 1,
+      })
+    await new Promise<void>((resolve) => queue.push(resolve))
+  } else running++
+  try {
+    const maxmem = 256 * options.N! * options.r! + 1024 * 1024
+    return await new Promise((resolve, reject) =>
+      scrypt(password.normalize('NFC'), salt, keyLength, { ...options, maxmem }, (err, key) =>
+        err ? reject(err) : resolve(key),
+      ),
+    )
+  } finally {
+    // The slot passes to the next in the queue, or is given back.
+    const next = queue.shift()
+    if (next) next()
+    else running--
+  }
 }
 
 /** Refuses a password a person should not be allowed to choose (400 invalid_request). */

@@ -97,7 +97,15 @@ export async function checkCredentials(db: Db, email: string, password: string):
   if (attempt.locked !== undefined) throw lockedError(attempt.locked)
 
   const user = await findUserByEmail(db, email)
-  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash)
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash).catch(
+    async (err: unknown) => {
+      // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
+      await db`
+        delete from login_failures
+         where ctid = (select ctid from login_failures where email_hash = ${key} order by at desc limit 1)`
+      throw err
+    },
+  )
   if (!user || !matches) {
     if (attempt.failures >= lockout.failures) await lockEmail(db, key)
     throw new ApiError('invalid_credentials', 'The email or the password is wrong.')

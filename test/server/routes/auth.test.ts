@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
+import { hashing } from '../../../server/domain/passwords.js'
 import { createUser } from '../../../server/domain/people.js'
 import { createApp } from '../../../server/http/app.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
@@ -96,6 +98,30 @@ describe('POST /v1/auth/login', () => {
     const statuses = answers.map((a) => a.status)
     expect(statuses.filter((s) => s === 401)).toHaveLength(10)
     expect(statuses.filter((s) => s === 429)).toHaveLength(6)
+  })
+
+  it('hashes a few at a time and answers a flood beyond its queue 429 sign_in_busy, counting none of it', async () => {
+    const flood = Array.from({ length: hashing.atOnce + hashing.waiting + 20 }, (_, i) =>
+      login({ email: `flood-${i}@example.com`, password: 'made up' }),
+    )
+    const health = await t.call('GET', '/v1/health', { token: null })
+    expect(health.status).toBe(200)
+    const answers = await Promise.all(flood)
+    const busy = answers.filter((a) => a.status === 429)
+    expect(busy.length).toBeGreaterThanOrEqual(20)
+    expect(answers.filter((a) => a.status === 401)).toHaveLength(answers.length - busy.length)
+    for (const answer of busy) {
+      expect(answer.body.error).toBe('sign_in_busy')
+      expect(answer.headers.get('retry-after')).toBe('1')
+    }
+    // The ones answered busy were never checked, so they do not count against their email.
+    const hexes = answers.map((_, i) =>
+      createHash('sha256').update(`flood-${i}@example.com`).digest('hex'),
+    )
+    const [counted] = await t.sql`
+      select count(*)::int as n from login_failures
+       where encode(email_hash, 'hex') = any(${hexes}::text[])`
+    expect(counted!.n).toBe(answers.length - busy.length)
   })
 
   it('keeps passwords, session secrets and CSRF tokens out of the database and the log', async () => {
