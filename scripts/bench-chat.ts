@@ -103,9 +103,13 @@ async function dispatched(runId: string): Promise<void> {
   }
 }
 
+/** Medians of the starts' POSTs alone (ms), of the last dispatch() */
+let startMedian = 0
+
 /** Median ms from a run's start to its dispatch, `concurrency` lanes of starts at a time. */
 async function dispatch(): Promise<number> {
   const times: number[] = []
+  const starts: number[] = []
   let n = 0
   await Promise.all(
     tasks.map(async (task) => {
@@ -115,11 +119,13 @@ async function dispatch(): Promise<number> {
         const run = await call<{ id: string }>('POST', `/tasks/${task.id}/runs`, {
           n: `${Date.now()}-${i}`,
         })
+        starts.push(performance.now() - began)
         await dispatched(run.id)
         times.push(performance.now() - began)
       }
     }),
   )
+  startMedian = median(starts)
   return median(times)
 }
 
@@ -202,6 +208,7 @@ async function layout(name: string): Promise<Round[]> {
     const latency = await replyLatency()
     const quiet = await measureCpu()
     const alone = await dispatch()
+    const aloneStart = startMedian
     const before = await quiet.done()
     replyMs = loadReplyMs
     const load = await chatting()
@@ -212,6 +219,7 @@ async function layout(name: string): Promise<Round[]> {
     const loaded = await measureCpu()
     const repliesBefore = load.replies()
     const busy = await dispatch()
+    const busyStart = startMedian
     const during = await loaded.done()
     const repliesDuring = load.replies() - repliesBefore
     const replies = await load.stop()
@@ -224,7 +232,7 @@ async function layout(name: string): Promise<Round[]> {
     results.push({ ...latency, alone, busy, replies, perReply })
     console.log(
       `${name}, round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms; ` +
-        `run dispatch median ${alone.toFixed(1)} ms alone (${pct(before.cores)} of a core), ${busy.toFixed(1)} ms with ${chatters} chats replying (${pct(during.cores)}; ${repliesDuring} replies in ${(during.wallMs / 1000).toFixed(1)} s, ${replies} in all); ` +
+        `run dispatch median ${alone.toFixed(1)} ms alone (its POST ${aloneStart.toFixed(1)} ms; ${pct(before.cores)} of a core), ${busy.toFixed(1)} ms (its POST ${busyStart.toFixed(1)} ms) with ${chatters} chats replying (${pct(during.cores)}; ${repliesDuring} replies in ${(during.wallMs / 1000).toFixed(1)} s, ${replies} in all); ` +
         `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms`,
     )
   }
