@@ -687,35 +687,36 @@ class ChatReply {
     const final = reply.toolCalls.length === 0
     const step = await pipelinedTransaction(sql, async (tx, commit): Promise<Step> => {
       // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
-      // Two round trips for a final answer: begin, the chat's lock, the turn's (settleCall) and the
-      // usage; then the spend settled, the turn ended and the answer stored, with the commit.
+      // Two round trips for a final answer: begin, the chat's lock and the turn's (settleCall); then
+      // the spend settled, the turn ended, the answer stored and the usage counted, with the commit.
       const turnUpdate = () => tx`update chat_turns set model_calls = model_calls + 1,
                       cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
                       ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
                 where id = ${this.turn.id}`
-      const [mine] = await Promise.all([
-        this.settleCall(tx, held, cost, true, (mine) => {
-          if (!mine) return [commit()]
-          if (!final) return [turnUpdate()]
-          return [
-            turnUpdate(),
-            insertMessage(tx, this.chat, {
-              turnId: this.turn.id,
-              replyGroup: randomUUID(),
-              role: 'member',
-              content: reply.text ?? '',
-            }),
-            commit(),
-          ]
-        }),
-        tx`
+      // The key's usage row, like the spend counters, is every reply's of the enterprise: it is
+      // written in the last round trip, so its lock is held only until the commit that follows.
+      const usage = () => tx`
           insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
           values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
           on conflict (connection_id, day, model) do update
              set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
                  output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`,
-      ])
+                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      const mine = await this.settleCall(tx, held, cost, true, (mine) => {
+        if (!mine) return [usage(), commit()]
+        if (!final) return [usage(), turnUpdate()]
+        return [
+          turnUpdate(),
+          insertMessage(tx, this.chat, {
+            turnId: this.turn.id,
+            replyGroup: randomUUID(),
+            role: 'member',
+            content: reply.text ?? '',
+          }),
+          usage(),
+          commit(),
+        ]
+      })
       if (!mine) return 'stop'
       if (final) {
         this.modelCalls++
