@@ -15,6 +15,10 @@
 //             answers those after BENCH_REPLY_MS, default 500, so 50 replies are in progress at any
 //             time): the median latency of both, and their ratio (target: <= 1.10). BENCH_REPLY_MS=0 is
 //             the worst case: 50 chats in a closed loop, as fast as they go.
+//   CPU:      of osd, the embedded PostgreSQL and this process (from /proc) while dispatch is measured,
+//             alone and loaded, as a share of a core; and per reply: the loaded stretch's CPU less what
+//             the same dispatches cost alone, shared among the replies made meanwhile. On a small
+//             machine the three compete for the same cores.
 // Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
 import { freePort } from '../server/db/embedded.js'
