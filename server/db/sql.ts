@@ -96,27 +96,31 @@ export async function pipelinedTransaction<T>(
   const tx = connection as unknown as Tx
   const committed: (() => void)[] = []
   open.set(tx, { pool, committed })
-  let ending: Promise<unknown> | undefined
+  let ending: Promise<{ command: string }> | undefined
   // Sent a few microtasks late, so that it follows every statement fn sends with it, whatever their
   // order in its Promise.all: still in the same write to the server (postgres.js writes at setImmediate).
   const commit = () =>
     (ending ??= (async () => {
       await null
       await null
-      return connection`commit`
+      return (await connection`commit`) as unknown as { command: string }
     })())
+  /** Whether the commit went through: after a failed statement PostgreSQL answers it ROLLBACK. */
+  const wasCommitted = async () => (await ending?.catch(() => undefined))?.command === 'COMMIT'
   try {
     // Sent, not awaited: it precedes fn's first statements on the connection; a failure fails them.
     connection`begin`.catch(() => undefined)
     const result = await fn(tx, commit)
-    await commit()
+    if ((await commit()).command !== 'COMMIT')
+      throw new Error('pipelinedTransaction: a statement failed; the transaction was rolled back')
     open.delete(tx)
     for (const hook of committed) hook()
     return result
   } catch (err) {
     open.delete(tx)
-    // After a failed statement PostgreSQL answers a commit with a rollback; either way none is open now.
-    await connection`rollback`.catch(() => undefined)
+    // fn failed after its commit went through: what it wrote is there, and its hooks run.
+    if (await wasCommitted()) for (const hook of committed) hook()
+    else await connection`rollback`.catch(() => undefined)
     throw err
   } finally {
     connection.release()
