@@ -15,6 +15,10 @@
 //             answers those after BENCH_REPLY_MS, default 500, so 50 replies are in progress at any
 //             time): the median latency of both, and their ratio (target: <= 1.10). BENCH_REPLY_MS=0 is
 //             the worst case: 50 chats in a closed loop, as fast as they go.
+//   CPU:      of osd, the embedded PostgreSQL and this process (from /proc) while dispatch is measured,
+//             alone and loaded, as a share of a core; and per reply: the loaded stretch's CPU less what
+//             the same dispatches cost alone, shared among the replies made meanwhile. On a small
+//             machine the three compete for the same cores.
 // Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
 import { freePort } from '../server/db/embedded.js'
@@ -103,9 +107,13 @@ async function dispatched(runId: string): Promise<void> {
   }
 }
 
+/** Medians of the starts' POSTs alone (ms), of the last dispatch() */
+let startMedian = 0
+
 /** Median ms from a run's start to its dispatch, `concurrency` lanes of starts at a time. */
 async function dispatch(): Promise<number> {
   const times: number[] = []
+  const starts: number[] = []
   let n = 0
   await Promise.all(
     tasks.map(async (task) => {
@@ -115,11 +123,13 @@ async function dispatch(): Promise<number> {
         const run = await call<{ id: string }>('POST', `/tasks/${task.id}/runs`, {
           n: `${Date.now()}-${i}`,
         })
+        starts.push(performance.now() - began)
         await dispatched(run.id)
         times.push(performance.now() - began)
       }
     }),
   )
+  startMedian = median(starts)
   return median(times)
 }
 
@@ -140,6 +150,7 @@ async function chatting(): Promise<{ stop(): Promise<number> }> {
     }
   })
   return {
+    replies: () => replies,
     async stop() {
       going = false
       await Promise.all(loops)
@@ -148,37 +159,85 @@ async function chatting(): Promise<{ stop(): Promise<number> }> {
   }
 }
 
+/** CPU of each side over a stretch of time, as cores busy (1 = one core all the time). */
+interface Cores {
+  osd: number
+  postgres: number
+  bench: number
+}
+
+/** Starts measuring the CPU of osd, PostgreSQL and this process; `done` answers cores and CPU ms. */
+async function measureCpu(): Promise<{
+  done(): Promise<{ cores: Cores; ms: Cores; wallMs: number }>
+}> {
+  const before = await daemon.cpu()
+  const bench = process.cpuUsage()
+  const wall = performance.now()
+  return {
+    async done() {
+      const after = await daemon.cpu()
+      const used = process.cpuUsage(bench)
+      const wallMs = performance.now() - wall
+      const ms: Cores = {
+        osd: after.osd - before.osd,
+        postgres: after.postgres - before.postgres,
+        bench: (used.user + used.system) / 1000,
+      }
+      const cores: Cores = {
+        osd: ms.osd / wallMs,
+        postgres: ms.postgres / wallMs,
+        bench: ms.bench / wallMs,
+      }
+      return { cores, ms, wallMs }
+    },
+  }
+}
+
+const pct = (cores: Cores) =>
+  `osd ${(cores.osd * 100).toFixed(0)}%, PostgreSQL ${(cores.postgres * 100).toFixed(0)}%, bench ${(cores.bench * 100).toFixed(0)}%`
+
 interface Round {
   p50: number
   p99: number
   alone: number
   busy: number
   replies: number
-  benchCpu: number
+  /** CPU per reply (ms) in osd, PostgreSQL and the bench process, from the loaded dispatch's stretch. */
+  perReply: Cores
 }
 
 async function layout(name: string): Promise<Round[]> {
   const results: Round[] = []
   for (let round = 1; round <= rounds; round++) {
     const latency = await replyLatency()
+    const quiet = await measureCpu()
     const alone = await dispatch()
+    const aloneStart = startMedian
+    const before = await quiet.done()
     replyMs = loadReplyMs
     const load = await chatting()
     // Measured once the 50 chats reply steadily, not during their first burst of messages.
     await new Promise((r) => setTimeout(r, 2 * loadReplyMs + 500))
-    const cpu = process.cpuUsage()
-    const wall = performance.now()
+    // The CPU of every side while it measured: on a small machine the bench process (clients and fake
+    // provider) and PostgreSQL compete with osd for the cores even out of osd's process.
+    const loaded = await measureCpu()
+    const repliesBefore = load.replies()
     const busy = await dispatch()
-    // The bench process's own CPU (clients and fake provider) while it measured: on a small machine it
-    // competes with osd and PostgreSQL for the cores even out of osd's process.
-    const used = process.cpuUsage(cpu)
-    const benchCpu = (used.user + used.system) / 1000 / (performance.now() - wall)
+    const busyStart = startMedian
+    const during = await loaded.done()
+    const repliesDuring = load.replies() - repliesBefore
     const replies = await load.stop()
     replyMs = 0
-    results.push({ ...latency, alone, busy, replies, benchCpu })
+    // What the replies cost: the CPU of the loaded stretch less what its dispatches cost alone (their
+    // CPU per run, measured without chats), shared among the replies made meanwhile.
+    const perReply = {} as Cores
+    for (const side of ['osd', 'postgres', 'bench'] as const)
+      perReply[side] = Math.max(0, during.ms[side] - before.ms[side]) / Math.max(1, repliesDuring)
+    results.push({ ...latency, alone, busy, replies, perReply })
     console.log(
       `${name}, round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms; ` +
-        `run dispatch median ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${replies} replies meanwhile, bench process at ${(benchCpu * 100).toFixed(0)}% of a core)`,
+        `run dispatch median ${alone.toFixed(1)} ms alone (its POST ${aloneStart.toFixed(1)} ms; ${pct(before.cores)} of a core), ${busy.toFixed(1)} ms (its POST ${busyStart.toFixed(1)} ms) with ${chatters} chats replying (${pct(during.cores)}; ${repliesDuring} replies in ${(during.wallMs / 1000).toFixed(1)} s, ${replies} in all); ` +
+        `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms`,
     )
   }
   return results
@@ -208,7 +267,8 @@ for (const [name, results] of layouts) {
   const busy = median(results.map((r) => r.busy))
   console.log(
     `${name.padEnd(22)} reply (POST -> long-poll answer): p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(results.map((r) => r.p99)).toFixed(1)} ms (targets 30 / 100); ` +
-      `run dispatch: ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${loadReplyMs} ms each): x${(busy / alone).toFixed(2)} (target <= 1.10)`,
+      `run dispatch: ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${loadReplyMs} ms each): x${(busy / alone).toFixed(2)} (target <= 1.10); ` +
+      `CPU per reply: osd ${median(results.map((r) => r.perReply.osd)).toFixed(2)} ms, PostgreSQL ${median(results.map((r) => r.perReply.postgres)).toFixed(2)} ms, bench ${median(results.map((r) => r.perReply.bench)).toFixed(2)} ms`,
   )
 }
 process.exit(0)

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
@@ -21,7 +21,31 @@ export interface BenchDaemon {
   start(args?: string[], extraEnv?: Record<string, string>): Promise<{ stop(): Promise<void> }>
   /** The first process (role all, at `url`), to stop on its own once others have taken over. */
   first: { stop(): Promise<void> }
+  /**
+   * CPU ms used so far (user + system, from /proc: Linux only, else 0) by the osd processes still
+   * running and by the embedded PostgreSQL (its postmaster and every backend; 0 with DATABASE_URL).
+   */
+  cpu(): Promise<{ osd: number; postgres: number }>
   close(): Promise<void>
+}
+
+/** CPU ms (user + system) of each process, by pid, and each one's parent: one read of /proc. */
+async function processTimes(): Promise<Map<number, { ms: number; parent: number }>> {
+  const times = new Map<number, { ms: number; parent: number }>()
+  const entries = await readdir('/proc').catch(() => [] as string[])
+  await Promise.all(
+    entries
+      .filter((name) => /^\d+$/.test(name))
+      .map(async (name) => {
+        const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => undefined)
+        if (!stat) return
+        // After the command's closing parenthesis: state, ppid, ... utime (14th field), stime (15th).
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        const ticks = Number(fields[11]) + Number(fields[12])
+        times.set(Number(name), { ms: ticks * 10, parent: Number(fields[1]) })
+      }),
+  )
+  return times
 }
 
 const osd = join(projectRoot, 'bin', 'osd')
@@ -44,6 +68,7 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     enterprise: { slug: string }
   }
   const running: ResultPromise[] = []
+  const alive = new Set<number>()
 
   /**
    * Starts a process and waits until it is ready: one serving HTTP when its health answers, an engine
@@ -61,6 +86,7 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
       reject: false,
     })
     running.push(child)
+    if (child.pid) alive.add(child.pid)
     const portAt = args.indexOf('--port')
     const health = portAt >= 0 ? `http://127.0.0.1:${args[portAt + 1]}/v1/health` : undefined
     await new Promise<void>((resolve, reject) => {
@@ -86,6 +112,7 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
       async stop() {
         child.kill('SIGTERM')
         await child
+        alive.delete(child.pid!)
       },
     }
   }
@@ -103,6 +130,9 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     databaseUrl = `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${pid[3]}/osd`
   }
   const sql = await readySql(databaseUrl, { max: 4, applicationName: 'osd bench' })
+  const postmaster = process.env.DATABASE_URL
+    ? undefined
+    : Number((await readFile(join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0])
   return {
     url,
     token,
@@ -110,6 +140,16 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     sql,
     start,
     first,
+    async cpu() {
+      const times = await processTimes()
+      let osd = 0
+      let postgres = 0
+      for (const [pid, { ms, parent }] of times) {
+        if (alive.has(pid)) osd += ms
+        if (postmaster && (pid === postmaster || parent === postmaster)) postgres += ms
+      }
+      return { osd, postgres }
+    },
     async close() {
       await sql.end()
       for (const child of running) child.kill('SIGTERM')

@@ -40,10 +40,17 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
     sealer: createSealer(secretKey(config.dataDir)),
     shutdown: shutdown.signal,
   }
+  // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
   const engine =
     config.role === 'api'
       ? undefined
-      : await startEngine({ sql: db.sql, log, config, sealer: deps.sealer })
+      : await startEngine({
+          sql: db.sql,
+          chatSql: await db.pool({ max: 8, applicationName: 'osd chats' }),
+          log,
+          config,
+          sealer: deps.sealer,
+        })
   const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`

@@ -6,6 +6,8 @@ export interface Database {
   sql: Sql
   /** Where the database is, without its password, for logs. */
   location: string
+  /** Another pool on the same database, for work kept apart from sql's (ended by close). */
+  pool(options: { max: number; applicationName?: string }): Promise<Sql>
   close(): Promise<void>
 }
 
@@ -15,17 +17,32 @@ export async function openDatabase(
   log: EmbeddedLog,
   options: { max?: number; applicationName?: string } = {},
 ): Promise<Database> {
+  const others: Sql[] = []
+  const poolOn =
+    (url: string) =>
+    async (more: { max: number; applicationName?: string }): Promise<Sql> => {
+      const pool = await readySql(url, { ...options, ...more })
+      others.push(pool)
+      return pool
+    }
+  const endAll = (sql: Sql) => Promise.all([sql, ...others].map((pool) => pool.end({ timeout: 5 })))
   if (config.databaseUrl) {
     const sql = await readySql(config.databaseUrl, options)
-    return { sql, location: redact(config.databaseUrl), close: () => sql.end({ timeout: 5 }) }
+    return {
+      sql,
+      location: redact(config.databaseUrl),
+      pool: poolOn(config.databaseUrl),
+      close: async () => void (await endAll(sql)),
+    }
   }
   const server = await useEmbeddedServer(config.dataDir, log)
   const sql = await readySql(server.url, options)
   return {
     sql,
     location: `embedded PostgreSQL in ${config.dataDir}`,
+    pool: poolOn(server.url),
     async close() {
-      await sql.end({ timeout: 5 })
+      await endAll(sql)
       await server.stop()
     },
   }

@@ -80,6 +80,53 @@ export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promis
   return result
 }
 
+/**
+ * A transaction whose `begin` goes out with its first statements and whose `commit` (fn calls it) with
+ * its last, on one connection of the pool: a round trip for each group of statements fn sends together,
+ * rather than one more for each of begin and commit. For hot paths (a chat reply's spend and message):
+ * each round trip costs a write and a wake-up on both sides. fn sends statements without awaiting
+ * `begin`; it commits by sending `commit()` with its last statements (Promise.all), else it is committed
+ * once fn returns. A failure rolls it back. onCommit hooks and notifyAfterCommit work as in transaction().
+ */
+export async function pipelinedTransaction<T>(
+  pool: Sql,
+  fn: (tx: Tx, commit: () => Promise<unknown>) => Promise<T>,
+): Promise<T> {
+  const connection = await pool.reserve()
+  const tx = connection as unknown as Tx
+  const committed: (() => void)[] = []
+  open.set(tx, { pool, committed })
+  let ending: Promise<{ command: string }> | undefined
+  // Sent a few microtasks late, so that it follows every statement fn sends with it, whatever their
+  // order in its Promise.all: still in the same write to the server (postgres.js writes at setImmediate).
+  const commit = () =>
+    (ending ??= (async () => {
+      await null
+      await null
+      return (await connection`commit`) as unknown as { command: string }
+    })())
+  /** Whether the commit went through: after a failed statement PostgreSQL answers it ROLLBACK. */
+  const wasCommitted = async () => (await ending?.catch(() => undefined))?.command === 'COMMIT'
+  try {
+    // Sent, not awaited: it precedes fn's first statements on the connection; a failure fails them.
+    connection`begin`.catch(() => undefined)
+    const result = await fn(tx, commit)
+    if ((await commit()).command !== 'COMMIT')
+      throw new Error('pipelinedTransaction: a statement failed; the transaction was rolled back')
+    open.delete(tx)
+    for (const hook of committed) hook()
+    return result
+  } catch (err) {
+    open.delete(tx)
+    // fn failed after its commit went through: what it wrote is there, and its hooks run.
+    if (await wasCommitted()) for (const hook of committed) hook()
+    else await connection`rollback`.catch(() => undefined)
+    throw err
+  } finally {
+    connection.release()
+  }
+}
+
 /** Runs `hook` once what `db` wrote is committed: after its transaction, or now when it has none. */
 export function onCommit(db: Db, hook: (pool: Sql) => void): void {
   const tx = open.get(db)

@@ -252,22 +252,29 @@ function readLimit(limit: string | undefined): number | undefined {
   return n
 }
 
+/**
+ * The chat of the enterprise (chat_not_found if none) and, with afterMessageId, that message's seq, in
+ * one round trip.
+ */
 async function afterSeq(
   db: Db,
+  enterpriseId: string,
   chatId: string,
   afterMessageId: string | undefined,
 ): Promise<string | undefined> {
+  const messageId =
+    afterMessageId !== undefined && uuidPattern.test(afterMessageId) ? afterMessageId : null
+  const [chat] = await db<{ seq: string | null }[]>`
+    select (select seq from chat_messages m where m.chat_id = c.id and m.id = ${messageId}::uuid) as seq
+      from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${chatId}`
+  if (!chat) throw chatNotFound(chatId)
   if (afterMessageId === undefined) return undefined
-  const [row] = uuidPattern.test(afterMessageId)
-    ? await db<{ seq: string }[]>`
-        select seq from chat_messages where chat_id = ${chatId} and id = ${afterMessageId}`
-    : []
-  if (!row)
+  if (chat.seq === null)
     throw new ApiError(
       'invalid_request',
       `afterMessageId: no message ${afterMessageId} in chat ${chatId}.`,
     )
-  return row.seq
+  return chat.seq
 }
 
 async function readMessages(
@@ -281,13 +288,6 @@ async function readMessages(
      where m.chat_id = ${chatId} ${after ? db`and m.seq > ${after}` : db``}
      order by m.seq desc ${limit ? db`limit ${limit}` : db``}`
   return rows.reverse()
-}
-
-/** Whether the chat has a message after `after` (the long-poll's cheap check). */
-async function hasMessagesAfter(db: Db, chatId: string, after: string): Promise<boolean> {
-  const [row] = await db<{ found: boolean }[]>`
-    select exists (select 1 from chat_messages where chat_id = ${chatId} and seq > ${after}) as found`
-  return row!.found
 }
 
 /** What a long-poll waits with: RunWatch's subscribe, on the chat channel. */
@@ -306,24 +306,29 @@ export async function getChatDetail(
 ): Promise<ChatDetail> {
   const limit = readLimit(query.limit)
   if (!uuidPattern.test(id)) throw chatNotFound(id)
-  await loadChat(db, enterpriseId, id)
-  const after = await afterSeq(db, id, query.afterMessageId)
+  const after = await afterSeq(db, enterpriseId, id, query.afterMessageId)
   const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
+  let messages: MessageRow[]
   if (wait && after !== undefined && waitMs > 0) {
     const deadline = Date.now() + waitMs
-    // Each wait starts before the read it guards, so a message landing in between is not missed.
+    // Each wait starts before the read it guards, so a message landing in between is not missed. The
+    // read is the answer's own: a wait that finds messages needs no other round trip for them.
     let watch = wait.subscribe(id, waitMs)
     try {
-      while (!(await hasMessagesAfter(db, id, after))) {
+      for (;;) {
+        messages = await readMessages(db, id, limit, after)
+        if (messages.length > 0) break
         await watch.ready
-        if (Date.now() >= deadline || wait.signal?.aborted) break
+        if (Date.now() >= deadline || wait.signal?.aborted) {
+          messages = await readMessages(db, id, limit, after)
+          break
+        }
         watch = wait.subscribe(id, deadline - Date.now())
       }
     } finally {
       watch.cancel()
     }
-  }
-  const messages = await readMessages(db, id, limit, after)
+  } else messages = await readMessages(db, id, limit, after)
   const [row] = await db<ChatRow[]>`
     with read as (
       update chats c set read_seq = greatest(read_seq,
@@ -348,27 +353,39 @@ export async function sendMessage(
   content: string,
   caller: ChatCaller,
 ): Promise<ChatMessage> {
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
   try {
-    return await transaction(db, async (tx) => {
-      const chat = await loadChat(tx, enterpriseId, id, true)
-      if (chat.status === 'closed')
-        throw new ApiError('chat_closed', `Chat ${id} is closed: open another.`)
-      if (chat.replying)
-        throw new ApiError(
-          'chat_replying',
-          `The member is still replying in chat ${id}: wait for the reply (or decide its tool call).`,
-        )
-      const [turn] = await tx<{ id: string }[]>`
-        insert into chat_turns (enterprise_id, chat_id, caller) values (${enterpriseId}, ${id}, ${caller})
-        returning id`
-      const message = await insertMessage(tx, chat, {
-        role: 'person',
-        content,
-        turnId: turn!.id,
-      })
-      wakeChatTurns(tx, id)
-      return toChatMessage(message)
-    })
+    // One statement, one round trip (it is every chat message's): the chat locked and looked at, and
+    // when it is open and its member not replying, the turn, the message and the chat's lastMessageAt.
+    // A turn inserted meanwhile by another message is found by chat_turns_active (below).
+    const [row] = await db<(MessageRow & { chatStatus: string; chatReplying: boolean })[]>`
+      with c as (
+        select c.id, c.status,
+               exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying
+          from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}
+           for no key update of c),
+      t as (
+        insert into chat_turns (enterprise_id, chat_id, caller)
+        select ${enterpriseId}, c.id, ${caller} from c where c.status = 'open' and not c.replying
+        returning id),
+      m as (
+        insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
+        select ${enterpriseId}, ${id}, 'person', ${content}, t.id from t
+        returning *),
+      u as (update chats set last_message_at = (select created_at from m)
+             where id = ${id} and exists (select 1 from m))
+      select m.*, c.status as chat_status, c.replying as chat_replying from c left join m on true`
+    if (!row) throw chatNotFound(id)
+    if (row.chatStatus === 'closed')
+      throw new ApiError('chat_closed', `Chat ${id} is closed: open another.`)
+    if (row.chatReplying || !row.id)
+      throw new ApiError(
+        'chat_replying',
+        `The member is still replying in chat ${id}: wait for the reply (or decide its tool call).`,
+      )
+    chatChanged(db, id)
+    wakeChatTurns(db, id)
+    return toChatMessage(row)
   } catch (err) {
     // Two messages at once: the second finds the first one's turn.
     if (isUniqueViolation(err, 'chat_turns_active'))

@@ -48,6 +48,17 @@ export type Reservation =
  * cap. Must run in a transaction: the counters stay locked until it ends.
  */
 export async function reserve(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
+  const checked = await checkRoom(tx, run, worstMicros)
+  if (checked.ok) await holdReservation(tx, run, checked.day, worstMicros)
+  return checked
+}
+
+/**
+ * reserve's first half: locks the layers' counters of today (made if missing) and answers whether
+ * `worstMicros` fits under every cap; holdReservation then reserves it, in the same transaction. Apart,
+ * so a caller can send the hold with its own last statements (pipelinedTransaction).
+ */
+export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
   const day = today()
   const layers = layersOf(run)
   const kinds = tx.array(layers.map((l) => l.layer))
@@ -94,11 +105,16 @@ export async function reserve(tx: Db, run: RunLayers, worstMicros: number): Prom
       }
     }
   }
-  await tx`
+  return { ok: true, day }
+}
+
+/** reserve's second half: reserves `worstMicros` on the run's layers of `day` (checkRoom locked them). */
+export function holdReservation(tx: Db, run: RunLayers, day: string, worstMicros: number) {
+  const layers = layersOf(run)
+  return tx`
     update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
      where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))`
-  return { ok: true, day }
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
 }
 
 /** Replaces a reservation by what the call cost; the run's first call also counts it as a run of the day. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { priceOf, type Provider } from '../../shared/schemas/models.js'
 import type { ModelTier } from '../../shared/schemas/models.js'
 import type { Sealer } from '../crypto.js'
-import { transaction, type Db, type Sql } from '../db/sql.js'
+import { pipelinedTransaction, transaction, type Db, type Sql } from '../db/sql.js'
 import { chatChanged, chatTurnChannel, listenChatTurnsLocally } from '../domain/chat-turns.js'
 import {
   checkProposal,
@@ -14,7 +14,7 @@ import {
 import { openChatGate } from '../domain/gates.js'
 import { chooseModel, type OAuthSettings } from '../domain/llm.js'
 import { recallChatNotes } from '../domain/memory/index.js'
-import { reserve, settle, type RunLayers } from '../domain/spend.js'
+import { checkRoom, holdReservation, settle, type RunLayers } from '../domain/spend.js'
 import { connectionsForRun } from '../domain/tool-connections.js'
 import type { Logger } from '../log.js'
 import { McpTools } from './agent/mcp.js'
@@ -65,6 +65,23 @@ interface TurnRow {
   caller: string | null
   modelCalls: number
   recall: 'succeeded' | 'failed' | null
+  /** What the reply works with, read by the claim itself (null: the chat is gone). */
+  context: ChatContext | null
+}
+
+/** The chat, its member, the enterprise and the member's first team, as the claim reads them. */
+interface ChatContext {
+  id: string
+  enterpriseId: string
+  memberId: string
+  purpose: string | null
+  status: string
+  memberName: string | null
+  persona: string | null
+  enterpriseName: string | null
+  chatModelTier: ModelTier | null
+  chatMemoryDepth: string | null
+  teamId: string | null
 }
 
 /** Turns one claim statement takes. */
@@ -178,16 +195,31 @@ export class ChatLoop {
     }
   }
 
+  /** Claims turns and reads what their replies work with (ChatContext), in one round trip. */
   private async claim(): Promise<TurnRow[]> {
     const { sql, engineId } = this.options
     return sql<TurnRow[]>`
-      update chat_turns t
-         set status = 'running', lease_owner = ${engineId},
-             lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds}), updated_at = now()
-       where t.id in (select id from chat_turns
-                       where status = 'pending' or (status = 'running' and lease_expires_at < now())
-                       order by created_at limit ${claimBatch} for update skip locked)
-      returning t.*`
+      with claimed as (
+        update chat_turns t
+           set status = 'running', lease_owner = ${engineId},
+               lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds}), updated_at = now()
+         where t.id in (select id from chat_turns
+                         where status = 'pending' or (status = 'running' and lease_expires_at < now())
+                         order by created_at limit ${claimBatch} for update skip locked)
+        returning t.*)
+      select t.*,
+             (select json_build_object(
+                       'id', c.id, 'enterpriseId', c.enterprise_id, 'memberId', c.member_id,
+                       'purpose', c.purpose, 'status', c.status, 'memberName', m.name,
+                       'persona', m.persona, 'enterpriseName', e.name,
+                       'chatModelTier', e.chat_model_tier, 'chatMemoryDepth', e.chat_memory_depth,
+                       'teamId', (select team_id from team_members tm where tm.member_id = c.member_id
+                                   order by joined_at limit 1))
+                from chats c
+                left join members m on m.id = c.member_id
+                left join enterprises e on e.id = c.enterprise_id
+               where c.id = t.chat_id) as context
+        from claimed t`
   }
 
   private async renew(): Promise<void> {
@@ -241,6 +273,8 @@ class ChatReply {
   private tier: ModelTier = 'mid'
   private choice: Awaited<ReturnType<typeof chooseModel>> | undefined
   private modelCalls: number
+  /** The chat's messages as prepare read them, for the reply's first look at them. */
+  private read: MessageRow[] | undefined
 
   constructor(
     private readonly options: ChatLoopOptions,
@@ -295,27 +329,9 @@ class ChatReply {
   // --- what the reply works with -------------------------------------------------------------------
 
   private async prepare(): Promise<boolean> {
-    const { sql, turn } = this
-    // What the reply works with, in one round trip: the chat, its member, the enterprise, the team.
-    const [row] = await sql<
-      (typeof this.chat & {
-        memberName: string | null
-        persona: string | null
-        enterpriseName: string | null
-        chatModelTier: ModelTier | null
-        chatMemoryDepth: string | null
-        teamId: string | null
-      })[]
-    >`
-      select c.id, c.enterprise_id, c.member_id, c.purpose, c.status,
-             m.name as member_name, m.persona, e.name as enterprise_name, e.chat_model_tier,
-             e.chat_memory_depth,
-             (select team_id from team_members tm where tm.member_id = c.member_id
-               order by joined_at limit 1) as team_id
-        from chats c
-        left join members m on m.id = c.member_id
-        left join enterprises e on e.id = c.enterprise_id
-       where c.id = ${turn.chatId}`
+    const { sql } = this
+    // What the reply works with (the chat, its member, the enterprise, the team) came with the claim.
+    const row = this.turn.context
     if (row)
       this.layers = {
         enterpriseId: row.enterpriseId,
@@ -333,16 +349,23 @@ class ChatReply {
       row.memberName === null ? undefined : { name: row.memberName, persona: row.persona }
     const enterprise = row.enterpriseName === null ? undefined : { name: row.enterpriseName }
     this.tier = row.chatModelTier ?? 'mid'
-    const notes = await this.recall(row.chatMemoryDepth ?? 'medium')
+    // Together: the memory, the tool connections, the chat's messages and the model (each the pool's).
+    const [notes, connections, messages, choice] = await Promise.all([
+      this.recall(row.chatMemoryDepth ?? 'medium'),
+      connectionsForRun(
+        sql,
+        this.options.sealer,
+        { ...this.layers!, taskId: '00000000-0000-0000-0000-000000000000' },
+        undefined,
+      ),
+      this.messages(),
+      this.chooseModel(),
+    ])
+    this.read = messages
+    this.choice = choice
 
     this.tools = [osTools['os.ask_ceo']!]
     if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
-    const connections = await connectionsForRun(
-      sql,
-      this.options.sealer,
-      { ...this.layers, taskId: '00000000-0000-0000-0000-000000000000' },
-      undefined,
-    )
     if (connections.length) {
       this.mcp = new McpTools(connections, this.options.log)
       this.tools.push(...(await this.mcp.connect()))
@@ -394,7 +417,24 @@ class ChatReply {
     }
   }
 
+  /** The model and its key: chosen once per turn, its later calls use the same. */
+  private chooseModel(): ReturnType<typeof chooseModel> {
+    const { sql, options } = this
+    return chooseModel(
+      sql,
+      options.sealer,
+      this.chat.enterpriseId,
+      { memberId: this.chat.memberId, teamId: this.layers.teamId },
+      { maxModelTier: this.tier },
+      options.oauth,
+    )
+  }
+
   private async messages(): Promise<MessageRow[]> {
+    // The first read came with prepare's.
+    const read = this.read
+    this.read = undefined
+    if (read) return read
     return this.sql<MessageRow[]>`
       select * from chat_messages where chat_id = ${this.chat.id} order by seq`
   }
@@ -516,12 +556,15 @@ class ChatReply {
    * Settles a model call of this turn (its cost replaces its reservation) under the turn's row lock:
    * the reservation is released only if it is still on the turn (not already by an engine that took
    * the turn over), the cost is counted in any case. Answers whether the turn is still this engine's.
+   * `then` gives the statements to send with the settlement's (the commit among them, to end the
+   * transaction in the same round trip), knowing whether the turn is still this engine's.
    */
   private async settleCall(
     tx: Db,
     held: TurnReservation,
     costMicros: number,
     lockChat = false,
+    then: (mine: boolean) => Promise<unknown>[] = () => [],
   ): Promise<boolean> {
     // The chat's lock before the turn's, as everywhere (notice, waitForPerson): sent in this order.
     const [, [row]] = await Promise.all([
@@ -530,6 +573,7 @@ class ChatReply {
         select status, lease_owner, reservation from chat_turns where id = ${this.turn.id} for update`,
     ])
     const ours = row?.reservation?.id === held.id
+    const mine = row?.status === 'running' && row.leaseOwner === this.options.engineId
     await Promise.all([
       settle(
         tx,
@@ -540,8 +584,9 @@ class ChatReply {
         false,
       ),
       ...(ours ? [tx`update chat_turns set reservation = null where id = ${this.turn.id}`] : []),
+      ...then(mine),
     ])
-    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+    return mine
   }
 
   private async stillMine(): Promise<boolean> {
@@ -555,14 +600,7 @@ class ChatReply {
   private async modelCall(history: MessageRow[]): Promise<Step> {
     const { sql, options } = this
     // The model and its key are chosen once per turn: the turn's later calls use the same.
-    const choice = (this.choice ??= await chooseModel(
-      sql,
-      options.sealer,
-      this.chat.enterpriseId,
-      { memberId: this.chat.memberId, teamId: this.layers.teamId },
-      { maxModelTier: this.tier },
-      options.oauth,
-    ))
+    const choice = (this.choice ??= await this.chooseModel())
     if ('blocked' in choice) {
       this.choice = undefined
       await this.notice(
@@ -589,16 +627,19 @@ class ChatReply {
       micros: worst,
       teamId: this.layers.teamId,
     }
-    const reserved = await transaction(sql, async (tx) => {
-      const [mine, reservation] = await Promise.all([
-        this.lockTurn(tx),
-        reserve(tx, this.layers, worst),
-      ])
+    // Two round trips: begin, the turn's lock and the spend counters' (checkRoom); then the
+    // reservation held on the counters and on the turn, with the commit.
+    const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
+      const [mine, room] = await Promise.all([this.lockTurn(tx), checkRoom(tx, this.layers, worst)])
       if (!mine) throw new TurnGone()
-      if (!reservation.ok) return reservation
-      held.day = reservation.day
-      await tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}`
-      return reservation.day
+      if (!room.ok) return room
+      held.day = room.day
+      await Promise.all([
+        holdReservation(tx, this.layers, room.day, worst),
+        tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}`,
+        commit(),
+      ])
+      return room.day
     }).catch((err: unknown) => {
       if (err instanceof TurnGone) return 'gone' as const
       throw err
@@ -620,7 +661,9 @@ class ChatReply {
         this.signal,
       )
     } catch (err) {
-      await transaction(sql, (tx) => this.settleCall(tx, held, 0))
+      await pipelinedTransaction(sql, (tx, commit) =>
+        this.settleCall(tx, held, 0, false, () => [commit()]),
+      )
       const failure =
         err instanceof ProviderError
           ? err
@@ -639,41 +682,46 @@ class ChatReply {
       if (!call.name.startsWith('os.'))
         granted.set(call.id, await isGranted(sql, this.turn.caller, this.chat.memberId, call.name))
 
-    const step = await transaction(sql, async (tx): Promise<Step> => {
+    // A final answer ends the turn in the same commit: once the reply is readable, so is the next
+    // message's turn (no 409 chat_replying in between).
+    const final = reply.toolCalls.length === 0
+    const step = await pipelinedTransaction(sql, async (tx, commit): Promise<Step> => {
       // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
-      // Pipelined: the chat's lock, the turn's (settleCall), the spend and the usage in one round trip.
-      const [mine] = await Promise.all([
-        this.settleCall(tx, held, cost, true),
-        tx`
+      // Two round trips for a final answer: begin, the chat's lock and the turn's (settleCall); then
+      // the spend settled, the turn ended, the answer stored and the usage counted, with the commit.
+      const turnUpdate = () => tx`update chat_turns set model_calls = model_calls + 1,
+                      cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
+                      ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
+                where id = ${this.turn.id}`
+      // The key's usage row, like the spend counters, is every reply's of the enterprise: it is
+      // written in the last round trip, so its lock is held only until the commit that follows.
+      const usage = () => tx`
           insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
           values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
           on conflict (connection_id, day, model) do update
              set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
                  output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`,
-      ])
-      if (!mine) return 'stop'
-      // A final answer ends the turn in the same commit: once the reply is readable, so is the next
-      // message's turn (no 409 chat_replying in between).
-      const final = reply.toolCalls.length === 0
-      const turnUpdate = tx`update chat_turns set model_calls = model_calls + 1,
-                      cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
-                      ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
-                where id = ${this.turn.id}`
-      if (final) {
-        await Promise.all([
-          turnUpdate,
+                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      const mine = await this.settleCall(tx, held, cost, true, (mine) => {
+        if (!mine) return [usage(), commit()]
+        if (!final) return [usage(), turnUpdate()]
+        return [
+          turnUpdate(),
           insertMessage(tx, this.chat, {
             turnId: this.turn.id,
             replyGroup: randomUUID(),
             role: 'member',
             content: reply.text ?? '',
           }),
-        ])
+          usage(),
+          commit(),
+        ]
+      })
+      if (!mine) return 'stop'
+      if (final) {
         this.modelCalls++
         return 'stop'
       }
-      await turnUpdate
       const group = randomUUID()
       const base = { turnId: this.turn.id, replyGroup: group }
       if (reply.text || reply.toolCalls.length === 0)

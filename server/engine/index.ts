@@ -22,6 +22,12 @@ export interface Engine {
 
 export interface EngineOptions {
   sql: Sql
+  /**
+   * The pool of chat replies (sql unless given). Apart in osd serve: 50 replies waiting on each other's
+   * locks (every reply of an enterprise settles its spend on the same rows) would otherwise hold the
+   * connections run dispatch needs.
+   */
+  chatSql?: Sql
   log: Logger
   config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'>
   sealer: Sealer
@@ -53,7 +59,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   })
   const scheduler = new Scheduler(sql, log)
   const chats = new ChatLoop({
-    sql,
+    sql: options.chatSql ?? sql,
     log,
     sealer,
     providers,

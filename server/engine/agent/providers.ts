@@ -126,6 +126,28 @@ function classify(err: unknown): ProviderError {
   )
 }
 
+/** Clients kept at most, per provider: one per key in use. */
+const clientsKept = 64
+
+/**
+ * One SDK client per key, kept for the key's next calls: making one costs more than the call it makes
+ * to a fast provider (the Anthropic SDK reads its credential files from disk each time one is made).
+ */
+function clientsByKey<C>(make: (key: string) => C): (key: string) => C {
+  const clients = new Map<string, C>()
+  return (key) => {
+    let client = clients.get(key)
+    if (client) {
+      clients.delete(key) // kept in the order of use: the least recently used goes first
+    } else {
+      client = make(key)
+      if (clients.size >= clientsKept) clients.delete(clients.keys().next().value!)
+    }
+    clients.set(key, client)
+    return client
+  }
+}
+
 // --- provider_a: the Anthropic Messages API -----------------------------------------------------------
 
 function anthropicProvider({
@@ -135,15 +157,17 @@ function anthropicProvider({
 }: ProviderOptions): ModelProvider {
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
-  const client = (key: string) =>
-    new Anthropic({
-      apiKey: null,
-      authToken: null,
-      defaultHeaders: { 'x-api-key': key },
-      baseURL: baseUrls.provider_a,
-      timeout: timeoutMs,
-      maxRetries,
-    })
+  const client = clientsByKey(
+    (key: string) =>
+      new Anthropic({
+        apiKey: null,
+        authToken: null,
+        defaultHeaders: { 'x-api-key': key },
+        baseURL: baseUrls.provider_a,
+        timeout: timeoutMs,
+        maxRetries,
+      }),
+  )
   return {
     async call(request, credentials, signal) {
       const names = new ToolNames(request.tools.map((t) => t.name))
@@ -225,13 +249,15 @@ function openAiProvider({
   timeoutMs = 120_000,
   maxRetries = 2,
 }: ProviderOptions): ModelProvider {
-  const client = (key: string) =>
-    new OpenAI({
-      apiKey: key,
-      baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
-      timeout: timeoutMs,
-      maxRetries,
-    })
+  const client = clientsByKey(
+    (key: string) =>
+      new OpenAI({
+        apiKey: key,
+        baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
+        timeout: timeoutMs,
+        maxRetries,
+      }),
+  )
   return {
     async call(request, credentials, signal) {
       const names = new ToolNames(request.tools.map((t) => t.name))

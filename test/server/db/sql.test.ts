@@ -1,5 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest'
-import { createSql, isDatabaseUnavailable, transaction } from '../../../server/db/sql.js'
+import {
+  createSql,
+  isDatabaseUnavailable,
+  onCommit,
+  pipelinedTransaction,
+  transaction,
+} from '../../../server/db/sql.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 
 // The pool (server/db/sql.ts) against a real PostgreSQL whose connections are cut under it.
@@ -80,5 +86,79 @@ describe('isDatabaseUnavailable', () => {
     expect(isDatabaseUnavailable(await failure(db.sql`select 1/0`))).toBe(false)
     expect(isDatabaseUnavailable(new Error('anything'))).toBe(false)
     expect(isDatabaseUnavailable(undefined)).toBe(false)
+  })
+})
+
+describe('pipelinedTransaction', () => {
+  /** A table of this test's own, and what it holds. */
+  async function table(): Promise<{ name: string; rows: () => Promise<number[]> }> {
+    const name = `pipelined_${Math.random().toString(36).slice(2, 8)}`
+    await db.sql.unsafe(`create table ${name} (n int primary key)`)
+    return {
+      name,
+      rows: async () =>
+        (await db.sql.unsafe<{ n: number }[]>(`select n from ${name} order by n`)).map((r) => r.n),
+    }
+  }
+
+  it('commits what fn sent with its commit, then runs its onCommit hooks', async () => {
+    const t = await table()
+    const hooks: string[] = []
+    const result = await pipelinedTransaction(db.sql, async (tx, commit) => {
+      onCommit(tx, () => hooks.push('committed'))
+      await tx.unsafe(`insert into ${t.name} values (1)`)
+      // The last statements and the commit, in one round trip: the commit goes last in any order.
+      await Promise.all([commit(), tx.unsafe(`insert into ${t.name} values (2)`)])
+      expect(hooks).toEqual([])
+      return 'done'
+    })
+    expect(result).toBe('done')
+    expect(hooks).toEqual(['committed'])
+    expect(await t.rows()).toEqual([1, 2])
+  })
+
+  it('rolls everything back when a statement sent with the commit fails; no hook runs', async () => {
+    const t = await table()
+    const hooks: string[] = []
+    // One connection: what runs after on the pool runs on the connection the transaction had.
+    const one = createSql(db.url, { max: 1 })
+    try {
+      const err = await failure(
+        pipelinedTransaction(one, async (tx, commit) => {
+          onCommit(tx, () => hooks.push('committed'))
+          await tx.unsafe(`insert into ${t.name} values (1)`)
+          await Promise.all([
+            tx.unsafe(`insert into ${t.name} values (2)`),
+            tx.unsafe(`insert into ${t.name} values (1)`), // unique violation
+            commit(),
+          ])
+        }),
+      )
+      expect((err as { code?: string }).code).toBe('23505')
+      expect(hooks).toEqual([])
+      expect(await t.rows()).toEqual([])
+      // The connection went back out of any transaction (an aborted one would refuse this: 25P02).
+      const [row] = await one<{ n: number }[]>`select count(*)::int as n from pg_stat_activity
+                                               where pid = pg_backend_pid() and state = 'active'`
+      expect(row!.n).toBe(1)
+      expect((await one.unsafe(`select count(*)::int as n from ${t.name}`))[0]!.n).toBe(0)
+    } finally {
+      await one.end()
+    }
+  })
+
+  it('commits once fn returns when fn did not, and rolls back when fn throws', async () => {
+    const t = await table()
+    await pipelinedTransaction(db.sql, async (tx) => {
+      await tx.unsafe(`insert into ${t.name} values (3)`)
+    })
+    const err = await failure(
+      pipelinedTransaction(db.sql, async (tx) => {
+        await tx.unsafe(`insert into ${t.name} values (4)`)
+        throw new Error('changed my mind')
+      }),
+    )
+    expect((err as Error).message).toBe('changed my mind')
+    expect(await t.rows()).toEqual([3])
   })
 })
