@@ -134,7 +134,7 @@ async function dispatch(): Promise<number> {
 }
 
 /** 50 chats, each sending its next message as soon as its reply is there, until stopped. */
-async function chatting(): Promise<{ stop(): Promise<number> }> {
+async function chatting(): Promise<{ replies(): number; stop(): Promise<number> }> {
   const chats = await Promise.all(
     Array.from({ length: chatters }, () =>
       call<{ id: string }>('POST', '/chats', { memberId: member.id }),
