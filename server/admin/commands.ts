@@ -8,6 +8,7 @@ import { transaction, type Db, type Sql } from '../db/sql.js'
 import { publish, unpublish, type Published } from '../domain/catalog.js'
 import { createEnterprise, findEnterpriseBySlug, listEnterprises } from '../domain/enterprises.js'
 import { createUser, findUserByEmail, setMembership } from '../domain/people.js'
+import { setPassword } from '../domain/sessions.js'
 import { createToken, listTokens, revokeToken } from '../domain/tokens.js'
 import { createLogger } from '../log.js'
 
@@ -162,6 +163,27 @@ export function registerAdmin(admin: Command): void {
         )
       },
     )
+
+  user
+    .command('password')
+    .description(
+      "set a person's password (read from stdin) and end every session of theirs, e.g. when it is forgotten",
+    )
+    .requiredOption('--email <email>', 'the email they sign in with')
+    .option('--password-stdin', 'read the new password from stdin (required)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { email: string; passwordStdin?: boolean; json?: boolean }) => {
+      if (!opts.passwordStdin) throw new UsageError('--password-stdin is required')
+      const password = await readPassword()
+      const person = await withDatabase(dbFlags(), async (sql) => {
+        const found = await personByEmail(sql, opts.email)
+        await setPassword(sql, found.id, password)
+        return { id: found.id, email: found.email }
+      })
+      print(opts.json ?? false, { user: person }, () =>
+        [`password of ${person.email} set; every session of theirs ended`].join('\n'),
+      )
+    })
 
   const token = admin.command('token').description('create, list and revoke API tokens')
   token

@@ -315,15 +315,33 @@ export async function changePassword(
   checkNewPassword(input.newPassword)
   const user = await getUser(db, session.userId)
   await checkCredentials(db, user.email, input.currentPassword)
-  const passwordHash = await hashPassword(input.newPassword)
+  await setPassword(db, session.userId, input.newPassword, session.sessionId)
+}
+
+/**
+ * Gives the person a new password and ends their sessions at once in every osd process, all but `keep`
+ * (the session that changed it). An operator's reset (osd admin user password) keeps none.
+ */
+export async function setPassword(
+  db: Db,
+  userId: string,
+  password: string,
+  keep?: string,
+): Promise<void> {
+  checkNewPassword(password)
+  const passwordHash = await hashPassword(password)
   await transaction(db, async (tx) => {
-    await tx`update users set password_hash = ${passwordHash}, updated_at = now() where id = ${session.userId}`
+    await tx`update users set password_hash = ${passwordHash}, updated_at = now() where id = ${userId}`
     await tx`
       with ended as (
         update sessions set revoked_at = now()
-         where user_id = ${session.userId} and id <> ${session.sessionId} and revoked_at is null
+         where user_id = ${userId} and id is distinct from ${keep ?? null}::uuid and revoked_at is null
          returning id
       )
       select pg_notify(${sessionChangedChannel}, id::text) from ended`
+    // A reset also lifts a lock on the email: the person can sign in with the new one at once.
+    await tx`
+      delete from login_locks
+       where email_hash = (select sha256(convert_to(lower(email), 'UTF8')) from users where id = ${userId})`
   })
 }

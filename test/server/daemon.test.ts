@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { login } from '../../server/domain/sessions.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { osd, startOsd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
@@ -166,6 +167,55 @@ describe('osd admin (DESIGN 8)', () => {
     expect(ghost.exitCode).toBe(1)
     expect(ghost.stderr).toContain('user_not_found')
     expect(await db.sql`select 1 from enterprises where slug = 'ghostly'`).toHaveLength(0)
+  })
+
+  it("resets a person's password from stdin, ending their sessions and lifting a lock", async () => {
+    const env = { DATABASE_URL: db.url }
+    const lifetime = { idleMinutes: 60, maxHours: 24 }
+    const made = await osd(
+      ['admin', 'user', 'create', '--email', 'forgot@example.com', '--password-stdin', '--json'],
+      env,
+      'the old password',
+    )
+    const { user } = JSON.parse(made.stdout)
+    await login(db.sql, { email: 'forgot@example.com', password: 'the old password' }, lifetime)
+    for (let i = 0; i < 10; i++) {
+      await login(db.sql, { email: 'forgot@example.com', password: `guess ${i}` }, lifetime).catch(
+        () => undefined,
+      )
+    }
+    await expect(
+      login(db.sql, { email: 'forgot@example.com', password: 'the old password' }, lifetime),
+    ).rejects.toMatchObject({ code: 'login_locked' })
+
+    const reset = await osd(
+      ['admin', 'user', 'password', '--email', 'FORGOT@example.com', '--password-stdin', '--json'],
+      env,
+      'a brand new password\n',
+    )
+    expect(reset.exitCode, reset.stderr).toBe(0)
+    expect(JSON.parse(reset.stdout)).toEqual({ user: { id: user.id, email: 'forgot@example.com' } })
+    const open =
+      await db.sql`select 1 from sessions where user_id = ${user.id} and revoked_at is null`
+    expect(open).toHaveLength(0)
+    const answer = await login(
+      db.sql,
+      { email: 'forgot@example.com', password: 'a brand new password' },
+      lifetime,
+    )
+    expect(answer.user.id).toBe(user.id)
+    const short = await osd(
+      ['admin', 'user', 'password', '--email', 'forgot@example.com', '--password-stdin'],
+      env,
+      'short',
+    )
+    expect(short.exitCode).toBe(1)
+    const nobody = await osd(
+      ['admin', 'user', 'password', '--email', 'nobody@example.com', '--password-stdin'],
+      env,
+      'long enough password',
+    )
+    expect(nobody.stderr).toContain('user_not_found')
   })
 
   it('refuses unknown scopes and an unknown enterprise', async () => {
