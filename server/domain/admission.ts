@@ -82,14 +82,16 @@ export async function admitPending(
           from runs
          where status = 'pending' and (not_before is null or not_before <= now())
          order by lane, created_at, id
+      ), busy as materialized (
+        -- Read once, not per head: a per-head probe of runs is planned as a scan of runs per head when
+        -- the statistics still see runs nearly empty (a burst of fires), which took seconds a step.
+        select distinct lane from runs where status in ('queued', 'running', 'blocked', 'paused_spend')
       ), ready as materialized (
         select h.id, h.lane
           from heads h
           left join tasks t on t.id = h.task_id
           ${assigneeRoleJoin(tx)}
-         where not exists (
-                 select 1 from runs o
-                  where o.lane = h.lane and o.status in ('queued', 'running', 'blocked', 'paused_spend'))
+         where h.lane not in (select lane from busy)
            and (h.overlap_policy = 'os'
                 or case when h.member_id is not null then not ${memberBusy(tx, tx`h.member_id`)}
                         -- no role: admission fails the run, so it is taken too
