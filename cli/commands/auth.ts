@@ -26,7 +26,7 @@ export interface LoginFlags {
 }
 
 /**
- * Saves the global --url and --token as a profile (--profile, default "default") and makes it current,
+ * Saves the global --url and --token as a profile (--profile, OSCTL_PROFILE, default "default") and makes it current,
  * after checking that the daemon takes the token. With --email, a person signs in instead.
  */
 export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
@@ -37,7 +37,7 @@ export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
   const token = deps.globals.token ?? process.env.OSCTL_TOKEN
   if (!url) throw new UsageError('--url is required (or OSCTL_URL)')
   if (!token) throw new UsageError('--token is required (or OSCTL_TOKEN)')
-  const name = deps.globals.profile ?? 'default'
+  const name = signInProfile(deps)
   let seen: TokenView | undefined
   if (opts.verify) seen = await whoAmI(deps.connect(url, token))
   deps.profiles().save(name, { url, token, kind: 'token' })

@@ -131,6 +131,19 @@ describe('osctl credentials and profiles', () => {
     expect(JSON.parse(list.stdout)).toEqual([])
   })
 
+  it('auth login saves to the profile every verb would use: OSCTL_PROFILE without --profile', async () => {
+    const own = { OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')) }
+    const byEnv = await osctl(
+      ['auth', 'login', '--url', daemon.url, '--token', token, '--no-verify'],
+      { ...own, OSCTL_PROFILE: 'from-env' },
+    )
+    expect(byEnv.exitCode, byEnv.stderr).toBe(0)
+    const names = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout).map(
+      (p: { name: string }) => p.name,
+    )
+    expect(names).toEqual(['from-env'])
+  })
+
   it('follows flag > env > profile, and switches and removes profiles', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
     const own = { OSCTL_CONFIG_DIR: dir }
@@ -163,6 +176,7 @@ describe('osctl credentials and profiles', () => {
 
     expect((await osctl(['profile', 'use', 'good'], own)).exitCode).toBe(0)
     expect((await osctl(['health'], own)).exitCode).toBe(0)
+
     const list = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout)
     expect(list).toEqual([
       {
