@@ -367,7 +367,7 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
     auth
       .command('login')
       .description(
-        'save --url and --token as a profile (--profile, default "default") and make it current; ' +
+        'save --url and --token as a profile (--profile, else OSCTL_PROFILE, else "default") and make it current; ' +
           'with --email, sign in as a person and save the session instead',
       )
       .option('--email <email>', "sign in as a person: the password is asked for (it doesn't echo)")
