@@ -225,3 +225,47 @@ export async function requeuePaused(tx: Db, enterpriseId: string, why: string): 
   )
   return paused.length
 }
+
+/** A model's price per token, in micro-dollars (shared/schemas/models.ts priceOf). */
+export type TokenPrice = { input: number; output: number }
+
+/**
+ * The most a model call may cost, in micro-dollars, for its reservation: the prompt (system, messages
+ * and tools; about a token per 3 characters) and every token it may answer with.
+ */
+export function worstCaseMicros(price: TokenPrice, promptChars: number, maxTokens: number): number {
+  return Math.ceil(Math.ceil(promptChars / 3) * price.input + maxTokens * price.output)
+}
+
+/** What a model call cost, in micro-dollars, from the usage it answered with. */
+export function callCostMicros(
+  price: TokenPrice,
+  usage: { input: number; output: number },
+): number {
+  return Math.ceil(usage.input * price.input + usage.output * price.output)
+}
+
+/**
+ * Counts a model call on its key's usage row (one per connection, day and model: every call of the
+ * enterprise on that key writes it, so callers send it late in their transaction). Returned unawaited,
+ * for a pipelined transaction to send with its other statements.
+ */
+export function countUsage(
+  db: Db,
+  call: {
+    connectionId: string
+    enterpriseId: string
+    day: string
+    model: string
+    usage: { input: number; output: number }
+    costMicros: number
+  },
+) {
+  return db`
+    insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
+    values (${call.connectionId}, ${call.enterpriseId}, ${call.day}, ${call.model}, 1, ${call.usage.input}, ${call.usage.output}, ${call.costMicros})
+    on conflict (connection_id, day, model) do update
+       set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+           output_tokens = llm_usage.output_tokens + excluded.output_tokens,
+           cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+}

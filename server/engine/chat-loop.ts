@@ -14,7 +14,15 @@ import {
 import { openChatGate } from '../domain/gates.js'
 import { chooseModel, type OAuthSettings } from '../domain/llm.js'
 import { recallChatNotes } from '../domain/memory/index.js'
-import { checkRoom, holdReservation, settle, type RunLayers } from '../domain/spend.js'
+import {
+  callCostMicros,
+  checkRoom,
+  countUsage,
+  holdReservation,
+  settle,
+  worstCaseMicros,
+  type RunLayers,
+} from '../domain/spend.js'
 import { connectionsForRun } from '../domain/tool-connections.js'
 import type { Logger } from '../log.js'
 import { McpTools } from './agent/mcp.js'
@@ -613,12 +621,9 @@ class ChatReply {
     const maxTokens = options.maxTokens ?? 4096
     const messages = conversationOf(history)
     const price = priceOf(key.provider, model)
-    const promptChars = this.system.length + JSON.stringify(messages).length
-    const worst = Math.ceil(
-      Math.ceil(promptChars / 3) * price.input +
-        maxTokens * price.output +
-        (JSON.stringify(this.tools).length / 3) * price.input,
-    )
+    const promptChars =
+      this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length
+    const worst = worstCaseMicros(price, promptChars, maxTokens)
     // The reservation is kept on the turn until the call is settled: an engine that takes the turn
     // over after a crash releases it (releaseInterrupted), and only one of them does.
     const held: TurnReservation = {
@@ -672,7 +677,7 @@ class ChatReply {
       await this.notice(`The model could not answer: ${failure.message}`, 'done')
       return 'stop'
     }
-    const cost = Math.ceil(reply.usage.input * price.input + reply.usage.output * price.output)
+    const cost = callCostMicros(price, reply.usage)
     const checked = new Map<string, string | undefined>()
     for (const call of reply.toolCalls)
       if (call.name === 'os.create_task' && this.chat.purpose === 'create_task')
@@ -695,13 +700,15 @@ class ChatReply {
                 where id = ${this.turn.id}`
       // The key's usage row, like the spend counters, is every reply's of the enterprise: it is
       // written in the last round trip, so its lock is held only until the commit that follows.
-      const usage = () => tx`
-          insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
-          values (${key.connectionId}, ${this.chat.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
-          on conflict (connection_id, day, model) do update
-             set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
-                 output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-                 cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      const usage = () =>
+        countUsage(tx, {
+          connectionId: key.connectionId,
+          enterpriseId: this.chat.enterpriseId,
+          day: reserved,
+          model,
+          usage: reply.usage,
+          costMicros: cost,
+        })
       const mine = await this.settleCall(tx, held, cost, true, (mine) => {
         if (!mine) return [usage(), commit()]
         if (!final) return [usage(), turnUpdate()]

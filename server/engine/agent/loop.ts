@@ -26,7 +26,7 @@ import {
   type RunRow,
 } from '../../domain/runs.js'
 import { finishRun } from '../../domain/run-ends.js'
-import { reserve, settle } from '../../domain/spend.js'
+import { callCostMicros, countUsage, reserve, settle, worstCaseMicros } from '../../domain/spend.js'
 import { reaches } from '../../domain/task-checks.js'
 import { mustGateTools } from '../../domain/tasks.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tool-connections.js'
@@ -383,9 +383,8 @@ class RunExecution {
       maxTokens: this.maxTokens,
     }
     const price = priceOf(key.provider, model)
-    // The worst case: the prompt (about a token per 3 characters) and every token it may answer with.
-    const promptTokens = Math.ceil((this.system.length + conversation.size + this.toolsSize) / 3)
-    const worst = Math.ceil(promptTokens * price.input + this.maxTokens * price.output)
+    const promptChars = this.system.length + conversation.size + this.toolsSize
+    const worst = worstCaseMicros(price, promptChars, this.maxTokens)
 
     const perRun = this.definition.spend?.moneyUsdPerRun
     if (perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000) {
@@ -464,7 +463,7 @@ class RunExecution {
       return this.hold('blocked', failure.message)
     }
 
-    const cost = Math.ceil(reply.usage.input * price.input + reply.usage.output * price.output)
+    const cost = callCostMicros(price, reply.usage)
     const firstCall = this.modelCalls === 0
     const response = {
       text: reply.text,
@@ -488,13 +487,14 @@ class RunExecution {
       const [updated] = await tx<{ costUsdMicros: number }[]>`
         update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}
         returning cost_usd_micros`
-      await tx`
-        insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
-        values (${key.connectionId}, ${run.enterpriseId}, ${reserved}, ${model}, 1, ${reply.usage.input}, ${reply.usage.output}, ${cost})
-        on conflict (connection_id, day, model) do update
-           set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
-               output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-               cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+      await countUsage(tx, {
+        connectionId: key.connectionId,
+        enterpriseId: run.enterpriseId,
+        day: reserved,
+        model,
+        usage: reply.usage,
+        costMicros: cost,
+      })
       await appendEvent(tx, run, 'model.called', {
         model,
         provider: key.provider,
