@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici'
-import { ApiRequestError, CliError, UnreachableError, noTokenError } from './errors.js'
+import { ApiRequestError, UnreachableError, noTokenError } from './errors.js'
 
 export type Query = Record<string, string | number | boolean | undefined>
 

@@ -3,13 +3,7 @@ import type { LoginAnswer, PersonRole, User } from '../../shared/schemas/people.
 import type { InviteCreated, PendingInvite } from '../../shared/schemas/users.js'
 import { transaction, type Db, type Fragment } from '../db/sql.js'
 import { checkNewPassword } from './passwords.js'
-import {
-  createUser,
-  enterpriseOf,
-  findUserByEmail,
-  sessionChangedChannel,
-  validEmail,
-} from './people.js'
+import { createUser, findUserByEmail, sessionChangedChannel, validEmail } from './people.js'
 import { hashSecret, newSecret } from './secrets.js'
 import { checkCredentials, openSession, type SessionLifetime } from './sessions.js'
 
@@ -124,7 +118,8 @@ export async function acceptInvite(
 
   // The password is checked before the invite is used: a wrong one leaves it pending.
   const existing = await findUserByEmail(db, invite.email)
-  let user: User | undefined = existing && (await checkCredentials(db, invite.email, input.password))
+  let user: User | undefined =
+    existing && (await checkCredentials(db, invite.email, input.password))
   if (!existing) checkNewPassword(input.password)
 
   await transaction(db, async (tx) => {
