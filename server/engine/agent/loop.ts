@@ -31,11 +31,13 @@ import { reaches } from '../../domain/task-checks.js'
 import { mustGateTools } from '../../domain/tasks.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tool-connections.js'
 import type { Logger } from '../../log.js'
-import type { ExecutionContext, Executor } from '../executor.js'
+import { withCallSignal, type ExecutionContext, type Executor } from '../executor.js'
 import { Conversation } from './conversation.js'
+import { RunJournal } from './run-journal.js'
+import { finishResult, gateAnswer, systemPrompt } from './run-text.js'
 import { McpTools, type ToolOutcome } from './mcp.js'
 import { actOsTool, isOsTool, osTools } from './os-tools.js'
-import { briefingForRun, memorySection, readRecordedMemory, recallForRun } from './run-memory.js'
+import { briefingForRun, readRecordedMemory, recallForRun } from './run-memory.js'
 import {
   ProviderError,
   type ModelProvider,
@@ -87,22 +89,9 @@ export class AgentExecutor implements Executor {
 class RunExecution {
   private readonly sql: Sql
   private readonly log: Logger
-  /** The run's journal as the database has it (the entries this execution wrote, once committed). */
-  private journal: JournalEntry[] = []
-  /** The journal's tool steps by call id. */
-  private answers = new Map<string, JournalEntry>()
-  /** The latest model call that answered, whose tool calls the run carries out next. */
-  private lastModel: JournalEntry | undefined
-  private modelCalls = 0
-  /** The summary the run last set with os.set_gate_summary, for the gate it opens next. */
-  private gateSummary: string | null = null
-  /** What the run was told before its own input: a predecessor's conversation (resumeConversation). */
-  private prefix: Conversation | undefined
-  private conversation: Conversation | undefined
+  private journal!: RunJournal
   private definition!: VersionDefinition
   private system = ''
-  /** What the run is given with its input (a training run's material), in its first message. */
-  private briefing: string | undefined
   private tools: ToolSpec[] = []
   /** JSON.stringify(this.tools).length, for pricing a call's prompt. */
   private toolsSize = 0
@@ -131,7 +120,7 @@ class RunExecution {
     await this.settleInterrupted()
     for (;;) {
       if (this.context.signal.aborted || !(await this.stillMine())) return
-      const pending = this.pendingCalls()
+      const pending = this.journal.pendingCalls()
       const next = pending.length ? await this.toolCalls(pending) : await this.modelCall()
       if (next === 'stop') return
     }
@@ -161,17 +150,18 @@ class RunExecution {
       recallForRun(sql, run, this.definition.goal, recorded),
       briefingForRun(sql, run, this.definition, recorded),
     ])
-    this.briefing = briefing.text
     await this.record([memory.event, briefing.event].filter((e): e is NewEvent => !!e))
     this.sender = member?.email ?? 'osd@localhost'
-    this.remember(await readJournal(sql, run.id))
+    let prefix: Conversation | undefined
     if (run.resumeFromRunId) {
       const [previous] = await sql<
         { input: Record<string, unknown> }[]
       >`select input from runs where id = ${run.resumeFromRunId}`
       if (previous)
-        this.prefix = Conversation.of(previous.input, await readJournal(sql, run.resumeFromRunId))
+        prefix = Conversation.of(previous.input, await readJournal(sql, run.resumeFromRunId))
     }
+    this.journal = new RunJournal(run.input, prefix, briefing.text)
+    this.journal.remember(await readJournal(sql, run.id))
     this.mustGate = new Set(await mustGateTools(sql, run.enterpriseId))
 
     const allowed = this.definition.tools
@@ -186,24 +176,13 @@ class RunExecution {
       ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && allowed.includes(t.name)),
     ]
 
-    const lines = [
-      `You are ${member?.name ?? 'a team member'}${member?.persona ? `. ${member.persona}` : ''}.`,
-      `You carry out the task "${run.taskName}" for ${enterprise?.name ?? 'the enterprise'}.`,
-      '',
-      '# Skill',
-      this.definition.skillMd,
-    ]
-    if (this.definition.goal) lines.push('', '# Goal', this.definition.goal)
-    if (this.definition.metric?.text) lines.push('', '# Metric', this.definition.metric.text)
-    if (this.definition.guardrails.length)
-      lines.push('', '# Guardrails', ...this.definition.guardrails.map((g) => `- ${g}`))
-    lines.push(...memorySection(memory.notes))
-    lines.push(
-      '',
-      '# Finishing',
-      'Work with the tools you have. When you are done, call os.finish with an outcome and a summary.',
-    )
-    this.system = lines.join('\n')
+    this.system = systemPrompt({
+      member,
+      taskName: run.taskName,
+      enterpriseName: enterprise?.name,
+      definition: this.definition,
+      notes: memory.notes,
+    })
   }
 
   /** Appends events while the run is this engine's (one that lost it records nothing for it). */
@@ -225,71 +204,6 @@ class RunExecution {
       this.tools.push(...connected.filter((t) => reaches(this.definition.tools, t.name)))
       this.toolsSize = JSON.stringify(this.tools).length
     }
-  }
-
-  /**
-   * Runs a model or tool call with a signal of its own that aborts with the run's. Some clients leave a
-   * listener on the signal they are given once the call is over (the openai SDK, the MCP client): on the
-   * run's own signal they would pile up, one more at each step, for as long as the run goes on.
-   */
-  private async withCallSignal<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const run = this.context.signal
-    const own = new AbortController()
-    const abort = () => own.abort(run.reason)
-    run.addEventListener('abort', abort, { once: true })
-    if (run.aborted) abort()
-    try {
-      return await call(own.signal)
-    } finally {
-      run.removeEventListener('abort', abort)
-    }
-  }
-
-  /** Takes journal entries into memory, with what the loop looks up in them. */
-  private remember(entries: JournalEntry[]): void {
-    for (const entry of entries) {
-      this.journal.push(entry)
-      this.index(entry)
-    }
-  }
-
-  /** Adds an entry to the lookups (a tool entry answered later is the same object, changed in place). */
-  private index(entry: JournalEntry): void {
-    if (entry.kind === 'model') {
-      if (entry.state === 'done') {
-        this.lastModel = entry
-        this.modelCalls++
-      }
-      return
-    }
-    if (!this.answers.has(entry.request.callId)) this.answers.set(entry.request.callId, entry)
-    if (entry.request.name === fixedTools.gateSummary) {
-      const summary = entry.request.arguments?.summary
-      this.gateSummary = typeof summary === 'string' ? summary : null
-    }
-  }
-
-  /** The conversation so far: the journal's entries not yet in it are added (none is read again). */
-  private messages(): Conversation {
-    this.conversation ??= new Conversation(this.run.input, this.prefix?.messages, this.briefing)
-    return this.conversation.follow(this.journal, (id) => this.answers.get(id))
-  }
-
-  /** Calls of the last model reply that have no answer yet. */
-  private pendingCalls(): ToolCall[] {
-    const calls = (this.lastModel?.response?.toolCalls ?? []) as ToolCall[]
-    return calls.filter((call) => {
-      const entry = this.toolEntry(call.id)
-      return !entry || entry.state === 'started'
-    })
-  }
-
-  private toolEntry(callId: string): JournalEntry | undefined {
-    return this.answers.get(callId)
-  }
-
-  private nextStep(): number {
-    return (this.journal.at(-1)?.step ?? -1) + 1
   }
 
   /** Whether the run is still running under this engine's lease (it may have been cancelled). */
@@ -322,7 +236,7 @@ class RunExecution {
    */
   private async settleInterrupted(): Promise<void> {
     let answeredMeanwhile = false
-    for (const entry of this.journal.filter((e) => e.state === 'started')) {
+    for (const entry of this.journal.started()) {
       if (entry.kind === 'model') {
         // Only the worker that moves the step out of started releases the call's reservation.
         await transaction(this.sql, async (tx) => {
@@ -345,21 +259,14 @@ class RunExecution {
       }
     }
     // A call answered after all is the run's: the journal is read again to go on from it.
-    if (answeredMeanwhile) {
-      this.journal = []
-      this.answers.clear()
-      this.lastModel = undefined
-      this.modelCalls = 0
-      this.gateSummary = null
-      this.remember(await readJournal(this.sql, this.run.id))
-    }
+    if (answeredMeanwhile) this.journal.replace(await readJournal(this.sql, this.run.id))
   }
 
   // --- model calls ---------------------------------------------------------------------------------
 
   private async modelCall(): Promise<Step> {
     const { run } = this
-    const calls = this.modelCalls
+    const calls = this.journal.modelCalls
     if (calls >= this.maxModelCalls)
       return this.fail(`The run stopped after ${calls} model calls without finishing.`)
 
@@ -374,7 +281,7 @@ class RunExecution {
     if ('blocked' in choice) return this.hold('blocked', choice.blocked)
     const { key, model } = choice
     await this.connectTools()
-    const conversation = this.messages()
+    const conversation = this.journal.messages()
     const request = {
       model,
       system: this.system,
@@ -393,7 +300,7 @@ class RunExecution {
       )
     }
 
-    const step = this.nextStep()
+    const step = this.journal.nextStep()
     const reserved = await transaction(this.sql, async (tx) => {
       const current = await this.lockRun(tx)
       if (!current) return 'gone' as const
@@ -425,7 +332,7 @@ class RunExecution {
     if (reserved === 'paused') await this.writeLog()
     if (reserved === 'gone' || reserved === 'paused') return 'stop'
     const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
-      this.remember([
+      this.journal.remember([
         {
           step,
           kind: 'model',
@@ -441,7 +348,7 @@ class RunExecution {
 
     let reply: ModelReply
     try {
-      reply = await this.withCallSignal((signal) =>
+      reply = await withCallSignal(this.context.signal, (signal) =>
         this.options.providers[key.provider].call(request, { key: key.key }, signal),
       )
     } catch (err) {
@@ -464,7 +371,7 @@ class RunExecution {
     }
 
     const cost = callCostMicros(price, reply.usage)
-    const firstCall = this.modelCalls === 0
+    const firstCall = this.journal.modelCalls === 0
     const response = {
       text: reply.text,
       toolCalls: reply.toolCalls,
@@ -532,21 +439,11 @@ class RunExecution {
   }
 
   private async toolCall(call: ToolCall): Promise<Step> {
-    const entry = this.toolEntry(call.id)
+    const entry = this.journal.toolEntry(call.id)
     if (call.name === 'os.finish') {
-      const a = call.arguments
       if ((await this.answerNew(call, { content: 'Finished.', isError: false })) === 'stop')
         return 'stop'
-      return this.finish({
-        outcome: typeof a.outcome === 'string' && a.outcome ? a.outcome : 'succeeded',
-        summary: typeof a.summary === 'string' ? a.summary : '',
-        ...(a.issue !== undefined ? { issue: a.issue } : {}),
-        ...(a.pr !== undefined ? { pr: a.pr } : {}),
-        ...(a.output !== undefined ? { output: a.output } : {}),
-        ...(a.successorInput && typeof a.successorInput === 'object'
-          ? { successorInput: a.successorInput as Record<string, unknown> }
-          : {}),
-      })
+      return this.finish(finishResult(call.arguments))
     }
     if (!this.tools.some((t) => t.name === call.name)) {
       return this.answerNew(call, {
@@ -584,7 +481,7 @@ class RunExecution {
     call: ToolCall,
     gate: { owner: string; approval: string } | undefined,
   ): Promise<Step> {
-    const step = this.nextStep()
+    const step = this.journal.nextStep()
     const asking = call.name === fixedTools.askCeo
     const done = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
@@ -595,7 +492,7 @@ class RunExecution {
         arguments: call.arguments,
         owner: gate?.owner ?? 'ceo',
         approval: gate?.approval ?? 'specific',
-        summary: asking ? null : this.gateSummary,
+        summary: asking ? null : this.journal.gateSummary,
         choices:
           asking && Array.isArray(call.arguments.choices)
             ? (call.arguments.choices as { key: string; label: string }[])
@@ -607,7 +504,7 @@ class RunExecution {
         journalStep: step,
       })
       const entry = await startToolStep(tx, run, step, { ...requestOf(call), gateId: opened.id })
-      onCommit(tx, () => this.remember([entry]))
+      onCommit(tx, () => this.journal.remember([entry]))
       return true
     })
     if (done) await this.writeLog()
@@ -618,33 +515,8 @@ class RunExecution {
   private async afterGate(call: ToolCall, entry: JournalEntry): Promise<Step> {
     const gate = await gateOfStep(this.sql, this.run.id, entry.step)
     if (!gate || gate.status === 'waiting') return 'stop'
-    if (gate.kind === 'question') {
-      const answer = {
-        decision: gate.decision,
-        answers: gate.answers,
-        choice: gate.choice,
-        note: gate.note,
-      }
-      return this.answer(entry, {
-        content: JSON.stringify(answer),
-        // Answers given with a refusal still go to the model, but as a refusal.
-        isError: gate.decision !== 'approve',
-      })
-    }
-    if (gate.decision === 'reject') {
-      return this.answer(entry, {
-        content: `A person refused this call${gate.note ? `: ${gate.note}` : '.'}`,
-        isError: true,
-      })
-    }
-    if (gate.decision === 'request_changes') {
-      return this.answer(entry, {
-        content: `A person asked for changes before this call${gate.note ? `: ${gate.note}` : '.'} You may propose it again.`,
-        isError: true,
-      })
-    }
-    if (gate.decision !== 'approve')
-      return this.answer(entry, { content: 'The gate was closed undecided.', isError: true })
+    const answer = gateAnswer(gate)
+    if (answer !== 'approved') return this.answer(entry, answer)
     // Approved: marked as executing before the call, so a crash during it never makes it twice.
     const mine = await transaction(this.sql, async (tx) => {
       if (!(await this.lockRun(tx))) return false
@@ -663,7 +535,7 @@ class RunExecution {
     if (call.name === fixedTools.gateSummary)
       return this.answerNew(call, { content: 'Noted.', isError: false })
     if (isOsTool(call.name)) {
-      const step = this.nextStep()
+      const step = this.journal.nextStep()
       const mine = await transaction(this.sql, async (tx) => {
         const run = await this.lockRun(tx)
         if (!run) return false
@@ -673,13 +545,13 @@ class RunExecution {
       })
       return mine ? 'continue' : 'stop'
     }
-    const step = this.nextStep()
+    const step = this.journal.nextStep()
     // Journaled as started, under the run's lock, before the tool server is called: a worker that
     // lost the run never calls, and one that dies during the call never calls again.
     const entry = await transaction(this.sql, async (tx) => {
       if (!(await this.lockRun(tx))) return undefined
       const started = await startToolStep(tx, this.run, step, requestOf(call))
-      onCommit(tx, () => this.remember([started]))
+      onCommit(tx, () => this.journal.remember([started]))
       return started
     })
     if (!entry || this.context.signal.aborted) return 'stop'
@@ -700,7 +572,7 @@ class RunExecution {
       })
     }
     try {
-      return await this.withCallSignal((signal) =>
+      return await withCallSignal(this.context.signal, (signal) =>
         this.mcp!.call(call.name, call.arguments, signal),
       )
     } catch (err) {
@@ -726,7 +598,7 @@ class RunExecution {
 
   /** Journals a call that acted on nothing outside (or was refused) together with its answer. */
   private async answerNew(call: ToolCall, outcome: ToolOutcome): Promise<Step> {
-    const step = this.nextStep()
+    const step = this.journal.nextStep()
     const mine = await transaction(this.sql, async (tx) => {
       if (!(await this.lockRun(tx))) return false
       await this.insertDone(tx, step, call, outcome)
@@ -744,7 +616,7 @@ class RunExecution {
     const entry = await insertToolDone(tx, this.run, step, requestOf(call), outcome)
     await appendEvent(tx, this.run, 'tool.called', { name: call.name, isError: outcome.isError })
     // The journal in memory follows the database's once this commits, instead of reading it again.
-    onCommit(tx, () => this.remember([entry]))
+    onCommit(tx, () => this.journal.remember([entry]))
   }
 
   // --- how the run moves on --------------------------------------------------------------------------
@@ -808,23 +680,7 @@ class RunExecution {
    */
   private async writeLog(): Promise<void> {
     const lines = ['# System', this.system, '', '# Input', JSON.stringify(this.run.input, null, 2)]
-    if (this.briefing) lines.push('', this.briefing)
-    for (const entry of this.journal) {
-      if (entry.kind === 'model') {
-        lines.push('', `# Model call ${entry.step} (${entry.request.model ?? ''}): ${entry.state}`)
-        if (entry.response?.text) lines.push(entry.response.text)
-        for (const call of (entry.response?.toolCalls ?? []) as ToolCall[])
-          lines.push(`-> ${call.name} ${JSON.stringify(call.arguments)}`)
-        if (entry.response?.error) lines.push(`error: ${entry.response.error}`)
-      } else {
-        lines.push(
-          '',
-          `# Tool ${entry.request.name} (step ${entry.step}): ${entry.state}${entry.request.gateId ? ` (gate ${entry.request.gateId})` : ''}`,
-        )
-        if (entry.response)
-          lines.push(`${entry.response.isError ? 'error: ' : ''}${entry.response.content}`)
-      }
-    }
+    lines.push(...this.journal.transcript())
     await this.sql`
       insert into run_logs (run_id, enterprise_id, body) values (${this.run.id}, ${this.run.enterpriseId}, ${lines.join('\n')})
       on conflict (run_id) do update set body = excluded.body, updated_at = now()`
