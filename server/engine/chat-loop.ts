@@ -1,6 +1,7 @@
 import type { Sql } from '../db/sql.js'
 import { chatTurnChannel, listenChatTurnsLocally } from '../domain/chat-turns.js'
 import { ChatReply, type ChatReplyOptions, type TurnRow } from './chat-reply.js'
+import { followWakes } from './wakes.js'
 
 // The engine's chat replies (DESIGN 11): a chat turn (one per person message) is claimed like a run,
 // with a lease renewed while the reply is made and taken over once it lapses. The chat's messages are
@@ -25,13 +26,7 @@ export class ChatLoop {
   private again = false
   private stopped = false
   private timers: NodeJS.Timeout[] = []
-  private listener: { unlisten(): Promise<void> } | undefined
-  private unlistenLocally: (() => void) | undefined
-  /**
-   * Chats whose turn this process's own commit announced (listenChatTurnsLocally) and whose NOTIFY has
-   * not come back yet: when it does, it is not heard twice (a claim that finds nothing, for each reply).
-   */
-  private readonly heardLocally = new Set<string>()
+  private wakes: { stop(): Promise<void> } | undefined
 
   constructor(private readonly options: ChatLoopOptions) {}
 
@@ -41,23 +36,16 @@ export class ChatLoop {
 
   async start(): Promise<void> {
     const { sql, sweepMs = 5_000 } = this.options
-    this.unlistenLocally = listenChatTurnsLocally((chatId) => {
-      this.heardLocally.add(chatId)
-      this.wake()
+    // A chat whose turn this process's own commit announced is heard once, not again at its NOTIFY
+    // (a claim that finds nothing, for each reply).
+    this.wakes = await followWakes({
+      sql,
+      channel: chatTurnChannel,
+      listenLocally: listenChatTurnsLocally,
+      heard: () => this.wake(),
+      wake: () => this.wake(),
+      sweepMs,
     })
-    this.listener = await sql.listen(
-      chatTurnChannel,
-      (chatId) => {
-        if (!this.heardLocally.delete(chatId)) this.wake()
-      },
-      () => this.wake(),
-    )
-    this.timers.push(
-      setInterval(() => {
-        this.heardLocally.clear() // bounded, should a NOTIFY never come back: a spare wake at worst
-        this.wake()
-      }, sweepMs),
-    )
     this.timers.push(setInterval(() => void this.renew(), (this.leaseSeconds * 1000) / 3))
     this.wake()
   }
@@ -65,8 +53,7 @@ export class ChatLoop {
   async stop(): Promise<void> {
     this.stopped = true
     for (const timer of this.timers) clearInterval(timer)
-    this.unlistenLocally?.()
-    await this.listener?.unlisten().catch(() => undefined)
+    await this.wakes?.stop()
     for (const controller of this.executing.values()) controller.abort()
     await Promise.allSettled([...this.working])
     // What this engine was replying to goes back in line for the next engine, at once.

@@ -4,6 +4,7 @@ import { engineChannel, listenLocally } from '../domain/engine-wake.js'
 import type { RunRow } from '../domain/runs.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
+import { followWakes } from './wakes.js'
 
 export interface RunLoopOptions {
   sql: Sql
@@ -34,13 +35,7 @@ export class RunLoop {
   private timers: NodeJS.Timeout[] = []
   private dueTimer: NodeJS.Timeout | undefined
   private retryTimer: NodeJS.Timeout | undefined
-  private listener: { unlisten(): Promise<void> } | undefined
-  private unlistenLocally: (() => void) | undefined
-  /**
-   * Payloads heard from this process's own commits (listenLocally) whose NOTIFY has not come back yet:
-   * when it does, it is not heard twice.
-   */
-  private readonly heardLocally = new Set<string>()
+  private wakes: { stop(): Promise<void> } | undefined
 
   constructor(private readonly options: RunLoopOptions) {}
 
@@ -51,27 +46,17 @@ export class RunLoop {
   async start(): Promise<void> {
     const { sql, sweepMs = 5_000 } = this.options
     const renewMs = (this.leaseSeconds * 1000) / 3
-    const heard = (runId: string) => {
-      if (this.executing.has(runId)) void this.checkStillHeld(runId)
-      this.wake()
-    }
-    this.unlistenLocally = listenLocally((runId) => {
-      this.heardLocally.add(runId)
-      heard(runId)
-    })
-    this.listener = await sql.listen(
-      engineChannel,
-      (runId) => {
-        if (!this.heardLocally.delete(runId)) heard(runId)
-      },
-      () => this.wake(),
-    )
-    this.timers.push(
-      setInterval(() => {
-        this.heardLocally.clear() // bounded, should a NOTIFY never come back: a spare wake at worst
+    this.wakes = await followWakes({
+      sql,
+      channel: engineChannel,
+      listenLocally,
+      heard: (runId) => {
+        if (this.executing.has(runId)) void this.checkStillHeld(runId)
         this.wake()
-      }, sweepMs),
-    )
+      },
+      wake: () => this.wake(),
+      sweepMs,
+    })
     this.timers.push(setInterval(() => void this.renew(), renewMs))
     this.wake()
   }
@@ -210,8 +195,7 @@ export class RunLoop {
     for (const timer of this.timers) clearInterval(timer)
     clearTimeout(this.dueTimer)
     clearTimeout(this.retryTimer)
-    this.unlistenLocally?.()
-    await this.listener?.unlisten().catch(() => undefined)
+    await this.wakes?.stop()
     const ids = [...this.executing.keys()]
     for (const controller of this.executing.values()) controller.abort(new Error('engine stopping'))
     let grace: NodeJS.Timeout | undefined
