@@ -4,6 +4,7 @@ import type { ChatMessage } from '../../shared/schemas/chats.js'
 import { argumentsLine, clockTime } from '../chat.js'
 import { waitingMessage, type ChatState, type PickerEntry } from './chat-controller.js'
 import type { Mode } from './chat-keys.js'
+import { ChoiceList, Field, QuestionFields } from './fields.js'
 import { age, Footer, NoticeLine } from './gate-view.js'
 
 // The chat screen as pure components: props in, elements out. The conversation is laid out as lines
@@ -178,16 +179,6 @@ function Conversation(props: { lines: Line[]; rows: number; scroll: number }): R
   )
 }
 
-function Field(props: { active: boolean; text: string; prefix?: string }): ReactNode {
-  return (
-    <Text>
-      <Text color="cyan">{props.active ? (props.prefix ?? '› ') : '  '}</Text>
-      {props.text}
-      {props.active ? <Text inverse> </Text> : ''}
-    </Text>
-  )
-}
-
 /** The keys that work now, as `key label` pairs. */
 export function footerKeys(state: ChatState): [string, string][] {
   if (state.view === 'picker') {
@@ -256,25 +247,8 @@ function Prompt(props: { state: ChatState; mode: Mode; memberName: string }): Re
             : type an answer{question.choices.length ? ' and/or pick a choice' : ''}
           </Text>
         </Text>
-        {question.choices.length > 0 &&
-          ['no choice', ...question.choices.map((c) => `${c.label} (${c.key})`)].map(
-            (label, row) => (
-              <Text
-                key={row}
-                color={row - 1 === choice ? 'cyan' : undefined}
-                bold={row - 1 === choice}
-              >
-                {row - 1 === choice ? '  ◉ ' : '  ○ '}
-                {label}
-              </Text>
-            ),
-          )}
-        {questions.map((q, i) => (
-          <Box key={i} flexDirection="column">
-            <Text dimColor>{questions.length > 1 ? `${i + 1}. ${q}` : q}</Text>
-            <Field active={i === field} text={answers[i] ?? ''} />
-          </Box>
-        ))}
+        {question.choices.length > 0 && <ChoiceList choices={question.choices} choice={choice} />}
+        <QuestionFields questions={questions} answers={answers} field={field} />
       </Box>
     )
   }

@@ -3,6 +3,7 @@ import type { ReactNode } from 'react'
 import type { Gate } from '../../shared/schemas/gates.js'
 import { formatTime } from '../output.js'
 import type { Notice, ReviewState } from './gate-controller.js'
+import { ChoiceList, Field, QuestionFields } from './fields.js'
 import { noteRequired, questionsOf, type Decision, type Mode } from './gate-keys.js'
 
 // The gate review screen as pure components: props in, elements out. The size comes in as props too
@@ -284,16 +285,6 @@ export function ErrorLine(props: { error: string; stale: boolean; intervalMs: nu
   )
 }
 
-function Field(props: { active: boolean; text: string }): ReactNode {
-  return (
-    <Text>
-      <Text color="cyan">{props.active ? '› ' : '  '}</Text>
-      {props.text}
-      {props.active ? <Text inverse> </Text> : ''}
-    </Text>
-  )
-}
-
 export function NotePrompt(props: { mode: Extract<Mode, { kind: 'note' }> }): ReactNode {
   const { gate, decision, text, hint } = props.mode
   const required = noteRequired(decision)
@@ -322,24 +313,10 @@ export function AnswerForm(props: { mode: Extract<Mode, { kind: 'answer' }> }): 
       {choices.length > 0 && (
         <Box flexDirection="column">
           <Text dimColor>Choice (↑↓)</Text>
-          {['no choice', ...choices.map((c) => `${c.label} (${c.key})`)].map((label, row) => (
-            <Text
-              key={row}
-              color={row - 1 === choice ? 'cyan' : undefined}
-              bold={row - 1 === choice}
-            >
-              {row - 1 === choice ? '  ◉ ' : '  ○ '}
-              {label}
-            </Text>
-          ))}
+          <ChoiceList choices={choices} choice={choice} />
         </Box>
       )}
-      {questions.map((question, i) => (
-        <Box key={i} flexDirection="column">
-          <Text dimColor>{questions.length > 1 ? `${i + 1}. ${question}` : question}</Text>
-          <Field active={i === field} text={answers[i] ?? ''} />
-        </Box>
-      ))}
+      <QuestionFields questions={questions} answers={answers} field={field} />
       {hint && <Text color="yellow">{hint}</Text>}
     </Box>
   )
