@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { EventEmitter } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { mkdtemp } from 'node:fs/promises'
@@ -9,6 +8,7 @@ import { execa } from 'execa'
 import { render } from 'ink-testing-library'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { apiError } from '../../../cli/client.js'
+import { fakeTerminal } from '../../helpers/terminal.js'
 import { ChatController, type ChatScreenClient } from '../../../cli/tui/chat-controller.js'
 import { ChatApp, renderChat } from '../../../cli/tui/chat.js'
 import type { Chat, ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
@@ -395,43 +395,18 @@ describe('renderChat', () => {
 
   it('runs on a terminal until Ctrl+D, and ends its long-poll', async () => {
     const client = fakeClient([adaChat([message({ content: 'Morning.' })])])
-    const stdout = Object.assign(new EventEmitter(), {
-      isTTY: true,
-      columns: 100,
-      rows: 40,
-      output: '',
-      write(chunk: string) {
-        stdout.output += chunk
-        return true
-      },
-    })
-    const stdin = Object.assign(new EventEmitter(), {
-      isTTY: true,
-      queued: null as string | null,
-      setEncoding() {},
-      setRawMode() {},
-      ref() {},
-      unref() {},
-      resume() {},
-      pause() {},
-      read: () => {
-        const chunk = stdin.queued
-        stdin.queued = null
-        return chunk
-      },
-    })
+    const terminal = fakeTerminal()
     const done = renderChat(client as unknown as ChatScreenClient, {
       memberId: ada.id,
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      stdout: stdout as unknown as NodeJS.WriteStream,
+      stdin: terminal.stdin,
+      stdout: terminal.stdout,
     })
-    await vi.waitFor(() => expect(stdout.output).toContain('Morning.'))
+    await vi.waitFor(() => expect(terminal.output()).toContain('Morning.'))
     await vi.waitFor(() => expect(client.request).toHaveBeenCalled())
     const held = client.request.mock.calls[0]![2]!.signal!
-    stdin.queued = ctrlD
-    stdin.emit('readable')
+    terminal.press(ctrlD)
     await done
-    expect(stdout.output).toContain(`osctl chats get ${chat().id}`)
+    expect(terminal.output()).toContain(`osctl chats get ${chat().id}`)
     expect(held.aborted).toBe(true)
   })
 })

@@ -1,8 +1,8 @@
-import { EventEmitter } from 'node:events'
 import { render } from 'ink-testing-library'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
 import { apiError } from '../../../cli/client.js'
+import { fakeTerminal } from '../../helpers/terminal.js'
 import { ApiRequestError, CliError } from '../../../cli/errors.js'
 import { GateReviewController, type GateReviewClient } from '../../../cli/tui/gate-controller.js'
 import { browse } from '../../../cli/tui/gate-keys.js'
@@ -521,41 +521,16 @@ describe('renderGateReview', () => {
 
   it('runs on a terminal until q, and stops reading the list', async () => {
     const client = fakeClient([merge])
-    const stdout = Object.assign(new EventEmitter(), {
-      isTTY: true,
-      columns: 100,
-      rows: 40,
-      output: '',
-      write(chunk: string) {
-        stdout.output += chunk
-        return true
-      },
-    })
-    const stdin = Object.assign(new EventEmitter(), {
-      isTTY: true,
-      queued: null as string | null,
-      setEncoding() {},
-      setRawMode() {},
-      ref() {},
-      unref() {},
-      resume() {},
-      pause() {},
-      read: () => {
-        const chunk = stdin.queued
-        stdin.queued = null
-        return chunk
-      },
-    })
+    const terminal = fakeTerminal()
     const done = renderGateReview(client as GateReviewClient, {
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      stdout: stdout as unknown as NodeJS.WriteStream,
+      stdin: terminal.stdin,
+      stdout: terminal.stdout,
       intervalMs: 20,
     })
-    await vi.waitFor(() => expect(stdout.output).toContain('merger'))
-    stdin.queued = 'q'
-    stdin.emit('readable')
+    await vi.waitFor(() => expect(terminal.output()).toContain('merger'))
+    terminal.press('q')
     await done
-    expect(stdout.output).toContain('gates review: nothing decided.')
+    expect(terminal.output()).toContain('gates review: nothing decided.')
     const reads = client.get.mock.calls.length
     await new Promise((r) => setTimeout(r, 60))
     expect(client.get.mock.calls.length).toBe(reads)
