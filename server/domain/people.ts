@@ -105,7 +105,8 @@ export async function changeRole(
     const leaving = role === 'member' ? 'made a member' : undefined
     const person = await lockMembership(tx, enterpriseId, userId, leaving)
     if (person.role !== role) await setMembership(tx, enterpriseId, userId, role)
-    return (await listPeople(tx, enterpriseId)).find((p) => p.id === userId)!
+    const [changed] = await listPeople(tx, enterpriseId, { userId })
+    return changed!
   })
 }
 
@@ -152,11 +153,15 @@ export async function enterpriseOf(
 }
 
 /** The people of the enterprise with their roles, in the order they joined. */
-export async function listPeople(db: Db, enterpriseId: string): Promise<Person[]> {
+export async function listPeople(
+  db: Db,
+  enterpriseId: string,
+  only?: { userId: string },
+): Promise<Person[]> {
   const rows = await db<(Omit<Person, 'joinedAt'> & { joinedAt: Date })[]>`
     select u.id, u.email, u.name, p.role, p.created_at as joined_at
       from enterprise_people p join users u on u.id = p.user_id
-     where p.enterprise_id = ${enterpriseId}
+     where p.enterprise_id = ${enterpriseId} ${only ? db`and p.user_id = ${only.userId}` : db``}
      order by p.created_at, u.id`
   return rows.map((row) => ({ ...row, joinedAt: row.joinedAt.toISOString() }))
 }
