@@ -1,41 +1,70 @@
 // npm run bench:chat: chat replies (issue 18, Speed). osd runs as processes of its own, as bench:runs
-// starts them (benchDaemon: `osd serve` on a throwaway embedded PostgreSQL, or DATABASE_URL); this
-// process holds only what a deployment has elsewhere: the fake model provider (its URL given to osd as
-// OSD_PROVIDER_A_BASE_URL / OSD_PROVIDER_B_BASE_URL, an LLM key bound through POST /v1/llm/bindings) and
-// the clients, which talk HTTP to osd. It replaces the in-process variant, where the fake provider and the
-// 50 clients shared osd's event loop and slowed it as no deployment would. Two layouts in the same run:
-// one `osd serve` process (API and engine), then an API process and one `--role engine` process.
+// starts them (benchDaemon: `osd serve` on a throwaway embedded PostgreSQL, or DATABASE_URL). What a
+// deployment has elsewhere is in a worker thread of this process (bench-chat-load.ts): the fake model
+// provider (its URL given to osd as OSD_PROVIDER_A_BASE_URL / OSD_PROVIDER_B_BASE_URL, an LLM key bound
+// through POST /v1/llm/bindings) and the 50 chatting clients, so that their event loop is not the one
+// that times run dispatch. Two layouts in the same run: one `osd serve` process (API and engine), then an
+// API process and one `--role engine` process.
 //   reply:    from a message POST to the member's reply answered by the long-poll
 //             (GET /v1/chats/{id}?afterMessageId=<the message>&waitSeconds=10), one message at a time,
 //             BENCH_MESSAGES of them, the fake answering at once: p50 and p99 (targets: p50 <= 30 ms,
 //             p99 <= 100 ms);
-//   dispatch: BENCH_RUNS deterministic runs started BENCH_CONCURRENCY at a time, from each start's POST to
-//             its run read as dispatched (running, or past it) from the database, alone and then while 50
-//             chats keep replying (each sends its next message as soon as its reply is there; the fake
-//             answers those after BENCH_REPLY_MS, default 500, so 50 replies are in progress at any
-//             time): the median latency of both, and their ratio (target: <= 1.10). BENCH_REPLY_MS=0 is
-//             the worst case: 50 chats in a closed loop, as fast as they go.
-//   CPU:      of osd, the embedded PostgreSQL and this process (from /proc) while dispatch is measured,
-//             alone and loaded, as a share of a core; and per reply: the loaded stretch's CPU less what
-//             the same dispatches cost alone, shared among the replies made meanwhile. On a small
-//             machine the three compete for the same cores.
-// Medians of BENCH_ROUNDS rounds. Reports; asserts nothing.
+//   dispatch: deterministic runs started BENCH_CONCURRENCY at a time for BENCH_SECONDS, from each start's
+//             POST to its run read as dispatched (running, or past it) from the database, while 50 chats
+//             keep replying, and alone for half that time before and half after (pooled): the median
+//             latency of both and their ratio (target: <= 1.10), with the parts the database's
+//             timestamps tell (the POST, queued -> started). The 50 chats each send their next message
+//             as soon as their reply is there, so 50 replies are in progress at any time; the fake takes
+//             each answer time of BENCH_REPLY_MS (a comma list, default 500,2000,5000 ms, each answer
+//             +-25% so that the chats, started spread over one answer time, do not reply in waves). 500
+//             ms makes ~100 replies a second, far more than 50 people at a real model; 5,000 ms is a
+//             quick real model's answer.
+//   CPU:      of osd, the embedded PostgreSQL and this process (from /proc), as a share of a core, alone
+//             and loaded; and per reply: the loaded window's CPU less what its runs cost alone (CPU per
+//             run alone), shared among the replies made meanwhile. On a small machine the three compete
+//             for the same cores.
+// Medians of BENCH_ROUNDS rounds (the ratio: the median of each round's own). Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
+import { Worker } from 'node:worker_threads'
 import { freePort } from '../server/db/embedded.js'
-import { startFakeModelProvider } from '../test/fakes/model-provider.js'
+import type { LoadRequest } from './bench-chat-load.js'
 import { benchDaemon, median, percentile, watchRuns } from './bench-lib.js'
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 200)
-const runs = Number(process.env.BENCH_RUNS ?? 300)
+const windowMs = Number(process.env.BENCH_SECONDS ?? 6) * 1000
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const answerTimes = (process.env.BENCH_REPLY_MS ?? '500,2000,5000').split(',').map(Number)
 const chatters = 50
 
-const model = await startFakeModelProvider()
-/** How long the fake takes to answer: at once for the reply latency; BENCH_REPLY_MS under load. */
-let replyMs = 0
-const loadReplyMs = Number(process.env.BENCH_REPLY_MS ?? 500)
-model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs }))
+// The fake provider and the 50 chatting clients: a worker thread, asked by message. Its hooks are
+// registered in the worker itself: Node 20 loads a worker's entry before inherited --import hooks apply.
+const load = new Worker(
+  `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
+    new URL('./bench-chat-load.ts', import.meta.url).href,
+  )}) })`,
+  { eval: true },
+)
+const answers = new Map<number, (answer: unknown) => void>()
+let asked = 0
+const modelUrl = new Promise<string>((resolve) => answers.set(0, resolve as (a: unknown) => void))
+load.on('message', ({ id, answer }: { id: number; answer: unknown }) => {
+  answers.get(id)?.(answer)
+  answers.delete(id)
+})
+load.on('error', (err) => {
+  console.error('bench load failed:', err)
+  process.exit(1)
+})
+type Ask = LoadRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never
+function ask<T = unknown>(request: Ask): Promise<T> {
+  const id = ++asked
+  const answered = new Promise<T>((resolve) => answers.set(id, resolve as (a: unknown) => void))
+  load.postMessage({ ...request, id })
+  return answered
+}
+
+const model = { url: await modelUrl }
 const daemon = await benchDaemon({
   OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'warn',
   OSD_PROVIDER_A_BASE_URL: model.url,
@@ -79,6 +108,7 @@ async function exchange(chatId: string, n: number): Promise<number> {
 }
 
 async function replyLatency(): Promise<{ p50: number; p99: number }> {
+  await ask({ kind: 'delay', ms: 0 })
   const chat = await call<{ id: string }>('POST', '/chats', { memberId: member.id })
   const times: number[] = []
   for (let n = 0; n < messages; n++) times.push(await exchange(chat.id, n))
@@ -107,69 +137,50 @@ async function dispatched(runId: string): Promise<void> {
   }
 }
 
-/** Medians of the starts' POSTs alone (ms), of the last dispatch() */
-let startMedian = 0
+/** Runs started `concurrency` at a time for `ms`: each one's ms to dispatch and its POST's ms. */
+interface Dispatches {
+  times: number[]
+  posts: number[]
+  ids: string[]
+}
 
-/** Median ms from a run's start to its dispatch, `concurrency` lanes of starts at a time. */
-async function dispatch(): Promise<number> {
-  const times: number[] = []
-  const starts: number[] = []
-  let n = 0
+async function dispatch(ms: number, into: Dispatches = { times: [], posts: [], ids: [] }) {
+  const until = performance.now() + ms
   await Promise.all(
     tasks.map(async (task) => {
-      while (n < runs) {
-        const i = n++
+      while (performance.now() < until) {
         const began = performance.now()
         const run = await call<{ id: string }>('POST', `/tasks/${task.id}/runs`, {
-          n: `${Date.now()}-${i}`,
+          n: `${Date.now()}-${randomBytes(4).toString('hex')}`,
         })
-        starts.push(performance.now() - began)
+        into.posts.push(performance.now() - began)
+        into.ids.push(run.id)
         await dispatched(run.id)
-        times.push(performance.now() - began)
+        into.times.push(performance.now() - began)
       }
     }),
   )
-  startMedian = median(starts)
-  return median(times)
+  return into
 }
 
-/** 50 chats, each sending its next message as soon as its reply is there, until stopped. */
-async function chatting(): Promise<{ replies(): number; stop(): Promise<number> }> {
-  const chats = await Promise.all(
-    Array.from({ length: chatters }, () =>
-      call<{ id: string }>('POST', '/chats', { memberId: member.id }),
-    ),
-  )
-  let going = true
-  let replies = 0
-  const loops = chats.map(async (chat) => {
-    let n = 0
-    while (going) {
-      await exchange(chat.id, n++)
-      replies++
-    }
-  })
-  return {
-    replies: () => replies,
-    async stop() {
-      going = false
-      await Promise.all(loops)
-      return replies
-    },
-  }
+/** The median of queued -> started, from the runs' own timestamps (ms). */
+async function claimMedian(ids: string[]): Promise<number> {
+  const [row] = await sql<{ ms: number }[]>`
+    select percentile_cont(0.5) within group (order by extract(epoch from started_at - queued_at) * 1000) as ms
+      from runs where id = any(${sql.array(ids)}::uuid[])`
+  return row!.ms
 }
 
-/** CPU of each side over a stretch of time, as cores busy (1 = one core all the time). */
+/** CPU of each side over a stretch of time. */
 interface Cores {
   osd: number
   postgres: number
   bench: number
 }
+const sides = ['osd', 'postgres', 'bench'] as const
 
-/** Starts measuring the CPU of osd, PostgreSQL and this process; `done` answers cores and CPU ms. */
-async function measureCpu(): Promise<{
-  done(): Promise<{ cores: Cores; ms: Cores; wallMs: number }>
-}> {
+/** Starts measuring the CPU of osd, PostgreSQL and this process; `done` answers the CPU ms and wall ms. */
+async function measureCpu(): Promise<{ done(): Promise<{ ms: Cores; wallMs: number }> }> {
   const before = await daemon.cpu()
   const bench = process.cpuUsage()
   const wall = performance.now()
@@ -177,73 +188,112 @@ async function measureCpu(): Promise<{
     async done() {
       const after = await daemon.cpu()
       const used = process.cpuUsage(bench)
-      const wallMs = performance.now() - wall
-      const ms: Cores = {
-        osd: after.osd - before.osd,
-        postgres: after.postgres - before.postgres,
-        bench: (used.user + used.system) / 1000,
+      return {
+        ms: {
+          osd: after.osd - before.osd,
+          postgres: after.postgres - before.postgres,
+          bench: (used.user + used.system) / 1000,
+        },
+        wallMs: performance.now() - wall,
       }
-      const cores: Cores = {
-        osd: ms.osd / wallMs,
-        postgres: ms.postgres / wallMs,
-        bench: ms.bench / wallMs,
-      }
-      return { cores, ms, wallMs }
     },
   }
 }
 
-const pct = (cores: Cores) =>
-  `osd ${(cores.osd * 100).toFixed(0)}%, PostgreSQL ${(cores.postgres * 100).toFixed(0)}%, bench ${(cores.bench * 100).toFixed(0)}%`
+const pct = (cpu: { ms: Cores; wallMs: number }) =>
+  sides
+    .map(
+      (s) =>
+        `${s === 'postgres' ? 'PostgreSQL' : s} ${((cpu.ms[s] / cpu.wallMs) * 100).toFixed(0)}%`,
+    )
+    .join(', ')
 
 interface Round {
-  p50: number
-  p99: number
   alone: number
   busy: number
-  replies: number
-  /** CPU per reply (ms) in osd, PostgreSQL and the bench process, from the loaded dispatch's stretch. */
+  ratio: number
+  postAlone: number
+  postBusy: number
+  claimAlone: number
+  claimBusy: number
+  repliesPerSecond: number
+  /** CPU per reply (ms) in osd, PostgreSQL and the bench process, from the loaded window. */
   perReply: Cores
 }
 
-async function layout(name: string): Promise<Round[]> {
-  const results: Round[] = []
-  for (let round = 1; round <= rounds; round++) {
-    const latency = await replyLatency()
-    const quiet = await measureCpu()
-    const alone = await dispatch()
-    const aloneStart = startMedian
-    const before = await quiet.done()
-    replyMs = loadReplyMs
-    const load = await chatting()
-    // Measured once the 50 chats reply steadily, not during their first burst of messages.
-    await new Promise((r) => setTimeout(r, 2 * loadReplyMs + 500))
-    // The CPU of every side while it measured: on a small machine the bench process (clients and fake
-    // provider) and PostgreSQL compete with osd for the cores even out of osd's process.
-    const loaded = await measureCpu()
-    const repliesBefore = load.replies()
-    const busy = await dispatch()
-    const busyStart = startMedian
-    const during = await loaded.done()
-    const repliesDuring = load.replies() - repliesBefore
-    const replies = await load.stop()
-    replyMs = 0
-    // What the replies cost: the CPU of the loaded stretch less what its dispatches cost alone (their
-    // CPU per run, measured without chats), shared among the replies made meanwhile.
-    const perReply = {} as Cores
-    for (const side of ['osd', 'postgres', 'bench'] as const)
-      perReply[side] = Math.max(0, during.ms[side] - before.ms[side]) / Math.max(1, repliesDuring)
-    results.push({ ...latency, alone, busy, replies, perReply })
-    console.log(
-      `${name}, round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms; ` +
-        `run dispatch median ${alone.toFixed(1)} ms alone (its POST ${aloneStart.toFixed(1)} ms; ${pct(before.cores)} of a core), ${busy.toFixed(1)} ms (its POST ${busyStart.toFixed(1)} ms) with ${chatters} chats replying (${pct(during.cores)}; ${repliesDuring} replies in ${(during.wallMs / 1000).toFixed(1)} s, ${replies} in all); ` +
-        `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms`,
-    )
+/** Dispatch alone (half before, half after) and while the 50 chats reply, the fake taking `answerMs`. */
+async function loaded(answerMs: number): Promise<Round> {
+  const quiet = await measureCpu()
+  const alone = await dispatch(windowMs / 2)
+  const aloneCpu = await quiet.done()
+  await ask({ kind: 'delay', ms: answerMs })
+  const chats = await Promise.all(
+    Array.from({ length: chatters }, () =>
+      call<{ id: string }>('POST', '/chats', { memberId: member.id }),
+    ),
+  )
+  await ask({
+    kind: 'chat',
+    base,
+    token: daemon.token,
+    chatIds: chats.map((c) => c.id),
+    spreadMs: answerMs,
+  })
+  // Measured once every chat replies steadily: all have started within one answer time.
+  await new Promise((r) => setTimeout(r, 1.5 * answerMs + 500))
+  const busyCpu = await measureCpu()
+  const repliesBefore = await ask<number>({ kind: 'replies' })
+  const busy = await dispatch(windowMs)
+  const during = await busyCpu.done()
+  const replies = (await ask<number>({ kind: 'replies' })) - repliesBefore
+  await ask({ kind: 'stop' })
+  const after = await measureCpu()
+  await dispatch(windowMs / 2, alone)
+  const afterCpu = await after.done()
+  const aloneMs = Object.fromEntries(
+    sides.map((s) => [s, aloneCpu.ms[s] + afterCpu.ms[s]]),
+  ) as unknown as Cores
+  const aloneCores = { ms: aloneMs, wallMs: aloneCpu.wallMs + afterCpu.wallMs }
+  // What the replies cost: the loaded window's CPU less what as many runs cost alone.
+  const perReply = {} as Cores
+  for (const side of sides)
+    perReply[side] =
+      Math.max(0, during.ms[side] - (aloneMs[side] / alone.times.length) * busy.times.length) /
+      Math.max(1, replies)
+  const round: Round = {
+    alone: median(alone.times),
+    busy: median(busy.times),
+    ratio: median(busy.times) / median(alone.times),
+    postAlone: median(alone.posts),
+    postBusy: median(busy.posts),
+    claimAlone: await claimMedian(alone.ids),
+    claimBusy: await claimMedian(busy.ids),
+    repliesPerSecond: (replies / during.wallMs) * 1000,
+    perReply,
   }
-  return results
+  console.log(
+    `  answers in ${answerMs} ms: run dispatch ${round.alone.toFixed(1)} ms alone (${alone.times.length} runs; POST ${round.postAlone.toFixed(1)} ms, queued -> started ${round.claimAlone.toFixed(1)} ms; ${pct(aloneCores)} of a core), ` +
+      `${round.busy.toFixed(1)} ms with ${chatters} chats replying (${busy.times.length} runs; POST ${round.postBusy.toFixed(1)} ms, queued -> started ${round.claimBusy.toFixed(1)} ms; ${pct(during)}; ${replies} replies in ${(during.wallMs / 1000).toFixed(1)} s): x${round.ratio.toFixed(2)}; ` +
+      `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms`,
+  )
+  return round
 }
 
-const layouts: [string, Round[]][] = []
+async function layout(name: string) {
+  const latencies: { p50: number; p99: number }[] = []
+  const results = new Map<number, Round[]>(answerTimes.map((ms) => [ms, []]))
+  for (let round = 1; round <= rounds; round++) {
+    const latency = await replyLatency()
+    latencies.push(latency)
+    console.log(
+      `${name}, round ${round}: reply p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms`,
+    )
+    for (const ms of answerTimes) results.get(ms)!.push(await loaded(ms))
+  }
+  return { latencies, results }
+}
+
+const layouts: [string, Awaited<ReturnType<typeof layout>>][] = []
 layouts.push(['1 process (osd serve)', await layout('1 process')])
 // An API process and an engine process take over; the first process stops, its engine with it.
 const apiPort = await freePort()
@@ -257,18 +307,23 @@ layouts.push(['api + 1 engine', await layout('api + 1 engine')])
 for (const p of processes) await p.stop()
 await watch.stop()
 await daemon.close()
-await model.close()
+await ask({ kind: 'close' })
 
+const f = (n: number) => n.toFixed(1)
 console.log(
-  `\nbench:chat  ${rounds} rounds, ${messages} messages, ${runs} runs ${concurrency} at a time; osd in processes of its own, fake provider in the bench process answering at once`,
+  `\nbench:chat  ${rounds} rounds, ${messages} messages; dispatch ${windowMs / 1000} s alone and ${windowMs / 1000} s loaded per round and answer time, ${concurrency} runs at a time; osd in processes of its own, the fake provider and the chatting clients in a worker thread of the bench`,
 )
-for (const [name, results] of layouts) {
-  const alone = median(results.map((r) => r.alone))
-  const busy = median(results.map((r) => r.busy))
+for (const [name, { latencies, results }] of layouts) {
   console.log(
-    `${name.padEnd(22)} reply (POST -> long-poll answer): p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(results.map((r) => r.p99)).toFixed(1)} ms (targets 30 / 100); ` +
-      `run dispatch: ${alone.toFixed(1)} ms alone, ${busy.toFixed(1)} ms with ${chatters} chats replying (${loadReplyMs} ms each): x${(busy / alone).toFixed(2)} (target <= 1.10); ` +
-      `CPU per reply: osd ${median(results.map((r) => r.perReply.osd)).toFixed(2)} ms, PostgreSQL ${median(results.map((r) => r.perReply.postgres)).toFixed(2)} ms, bench ${median(results.map((r) => r.perReply.bench)).toFixed(2)} ms`,
+    `${name}: reply (POST -> long-poll answer, fake answering at once): p50 ${f(median(latencies.map((l) => l.p50)))} ms, p99 ${f(median(latencies.map((l) => l.p99)))} ms (targets 30 / 100)`,
   )
+  for (const [ms, list] of results) {
+    const m = (pick: (r: Round) => number) => median(list.map(pick))
+    console.log(
+      `  answers in ${String(ms).padStart(5)} ms (${f(m((r) => r.repliesPerSecond))} replies/s): run dispatch ${f(m((r) => r.alone))} ms alone, ${f(m((r) => r.busy))} ms loaded: x${m((r) => r.ratio).toFixed(2)} (target <= 1.10; rounds ${list.map((r) => r.ratio.toFixed(2)).join(', ')}); ` +
+        `POST ${f(m((r) => r.postAlone))} -> ${f(m((r) => r.postBusy))} ms, queued -> started ${f(m((r) => r.claimAlone))} -> ${f(m((r) => r.claimBusy))} ms; ` +
+        `CPU per reply: osd ${m((r) => r.perReply.osd).toFixed(2)} ms, PostgreSQL ${m((r) => r.perReply.postgres).toFixed(2)} ms, bench ${m((r) => r.perReply.bench).toFixed(2)} ms`,
+    )
+  }
 }
 process.exit(0)
