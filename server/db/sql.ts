@@ -127,6 +127,18 @@ export async function pipelinedTransaction<T>(
   }
 }
 
+/**
+ * In a statement's select list: its transaction commits without waiting for the WAL flush
+ * (synchronous_commit off, for this transaction only). For writes a database crash may lose without
+ * harm, because they are simply made again or never mattered: notifications, read marks, a claim the
+ * next engine makes again. Such a commit neither queues behind other commits' flushes nor holds
+ * PostgreSQL's single notify lock through one, and what it wrote is flushed with the next commit that
+ * waits. Nothing a person was told is stored, and nothing acted on, may use it.
+ */
+export function unflushedCommit(db: Db): Fragment {
+  return db`set_config('synchronous_commit', 'off', true)`
+}
+
 /** Runs `hook` once what `db` wrote is committed: after its transaction, or now when it has none. */
 export function onCommit(db: Db, hook: (pool: Sql) => void): void {
   const tx = open.get(db)
@@ -155,8 +167,9 @@ export function notifyAfterCommit(db: Db, channel: string, payloads: Iterable<st
         unsent.delete(pool)
         // One statement for every channel: a notification each, of every payload gathered.
         const sent = [...channels!].flatMap(([name, values]) => [...values].map((v) => [name, v]))
+        // Notifications are not kept across a crash anyway: their commit need not wait for a flush.
         pool`
-          select pg_notify(n, v)
+          select ${unflushedCommit(pool)}, pg_notify(n, v)
             from unnest(${pool.array(sent.map(([n]) => n!))}::text[],
                         ${pool.array(sent.map(([, v]) => v!))}::text[]) as x(n, v)`.catch(
           () => undefined,

@@ -4,6 +4,7 @@ import {
   isDatabaseUnavailable,
   onCommit,
   pipelinedTransaction,
+  unflushedCommit,
   transaction,
 } from '../../../server/db/sql.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
@@ -160,5 +161,45 @@ describe('pipelinedTransaction', () => {
     )
     expect((err as Error).message).toBe('changed my mind')
     expect(await t.rows()).toEqual([3])
+  })
+})
+
+describe('unflushedCommit', () => {
+  it("turns synchronous_commit off for its statement's transaction only, not the connection", async () => {
+    const pool = createSql(db.url, { max: 1 })
+    try {
+      const [during] = await pool<{ setting: string }[]>`
+        select ${unflushedCommit(pool)}, current_setting('synchronous_commit') as setting`
+      expect(during!.setting).toBe('off')
+      // The pool's one connection, next statement: every other commit still waits for its flush.
+      const [after] = await pool<{ setting: string }[]>`
+        select current_setting('synchronous_commit') as setting`
+      expect(after!.setting).toBe('on')
+    } finally {
+      await pool.end()
+    }
+  })
+
+  it('still commits what its statement wrote, and sends its notifications', async () => {
+    const pool = createSql(db.url, { max: 2 })
+    const heard: string[] = []
+    try {
+      const listener = await pool.listen('osd_unflushed_test', (payload) => heard.push(payload))
+      const t = { name: `unflushed_${Date.now()}` }
+      await pool.unsafe(`create table ${t.name} (n int)`)
+      await pool`
+        with w as (insert into ${pool(t.name)} values (1) returning n)
+        select ${unflushedCommit(pool)}, pg_notify('osd_unflushed_test', n::text) from w`
+      const [row] = await db.sql.unsafe<{ count: number }[]>(
+        `select count(*)::int as count from ${t.name}`,
+      )
+      expect(row!.count).toBe(1)
+      for (let i = 0; i < 100 && heard.length === 0; i++)
+        await new Promise((r) => setTimeout(r, 10))
+      expect(heard).toEqual(['1'])
+      await listener.unlisten()
+    } finally {
+      await pool.end()
+    }
   })
 })
