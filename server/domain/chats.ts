@@ -7,7 +7,7 @@ import type {
   ChatToolGrant,
 } from '../../shared/schemas/chats.js'
 import { TaskDefinition } from '../../shared/schemas/tasks.js'
-import { isUniqueViolation, transaction, type Db } from '../db/sql.js'
+import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../db/sql.js'
 import { chatChanged, wakeChatTurns } from './chat-turns.js'
 import { createTask } from './tasks.js'
 
@@ -252,42 +252,77 @@ function readLimit(limit: string | undefined): number | undefined {
   return n
 }
 
-/**
- * The chat of the enterprise (chat_not_found if none) and, with afterMessageId, that message's seq, in
- * one round trip.
- */
-async function afterSeq(
-  db: Db,
-  enterpriseId: string,
-  chatId: string,
-  afterMessageId: string | undefined,
-): Promise<string | undefined> {
-  const messageId =
-    afterMessageId !== undefined && uuidPattern.test(afterMessageId) ? afterMessageId : null
-  const [chat] = await db<{ seq: string | null }[]>`
-    select (select seq from chat_messages m where m.chat_id = c.id and m.id = ${messageId}::uuid) as seq
-      from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${chatId}`
-  if (!chat) throw chatNotFound(chatId)
-  if (afterMessageId === undefined) return undefined
-  if (chat.seq === null)
-    throw new ApiError(
-      'invalid_request',
-      `afterMessageId: no message ${afterMessageId} in chat ${chatId}.`,
-    )
-  return chat.seq
+/** What readDetail reads: a message (all null when there is none) beside its chat. */
+type DetailRow = { [K in keyof MessageRow]: MessageRow[K] | null } & {
+  chat: Omit<ChatRow, 'lastMessageAt' | 'createdAt' | 'readSeq' | 'enterpriseId'> & {
+    lastMessageAt: string | null
+    createdAt: string
+  }
+  afterSeq: string | null
 }
 
-async function readMessages(
+/**
+ * The chat of the enterprise (chat_not_found if none) and its messages (after afterMessageId's, the
+ * newest `limit`), in one statement: a long-poll's read repeats it, and its reply's read is its answer.
+ * `mark` marks the chat read: always, or only when messages are there (a long-poll's read that finds
+ * none waits and reads again). The read mark commits without waiting for its flush: a crash that loses
+ * it shows a reply unread again.
+ */
+async function readDetail(
   db: Db,
-  chatId: string,
+  enterpriseId: string,
+  id: string,
+  afterMessageId: string | undefined,
   limit: number | undefined,
-  after: string | undefined,
-): Promise<MessageRow[]> {
-  const rows = await db<MessageRow[]>`
-    select ${messageColumns(db)} from chat_messages m left join gates g on g.id = m.gate_id
-     where m.chat_id = ${chatId} ${after ? db`and m.seq > ${after}` : db``}
-     order by m.seq desc ${limit ? db`limit ${limit}` : db``}`
-  return rows.reverse()
+  mark: 'always' | 'if found',
+): Promise<ChatDetail> {
+  const after = afterMessageId !== undefined
+  const messageId = after && uuidPattern.test(afterMessageId) ? afterMessageId : null
+  const rows = await db<DetailRow[]>`
+    with c as (
+      select c.*,
+             (select seq from chat_messages m where m.chat_id = c.id and m.id = ${messageId}::uuid) as after_seq
+        from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}),
+    found as (
+      select ${messageColumns(db)}
+        from c join chat_messages m on m.chat_id = c.id left join gates g on g.id = m.gate_id
+       where ${after ? db`m.seq > c.after_seq` : db`true`}
+       order by m.seq desc ${limit ? db`limit ${limit}` : db``}),
+    marked as (
+      update chats x set read_seq = newest.seq
+        from c, (select max(seq) as seq from chat_messages where chat_id = ${id}) newest
+       where x.id = c.id and x.read_seq < newest.seq
+         and ${after ? db`c.after_seq is not null` : db`true`}
+         and ${mark === 'always' ? db`true` : db`exists (select 1 from found)`}
+      returning x.id)
+    select ${unflushedCommit(db)},
+           json_build_object(
+             'id', c.id, 'memberId', c.member_id, 'purpose', c.purpose, 'status', c.status,
+             'outcome', c.outcome, 'taskId', c.task_id, 'lastMessageAt', c.last_message_at,
+             'createdAt', c.created_at, 'unread', 0,
+             'replying', exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done')
+           ) as chat,
+           c.after_seq, m.*
+      from c left join found m on true
+     order by m.seq`
+  const [first] = rows
+  if (!first) throw chatNotFound(id)
+  if (after && first.afterSeq === null)
+    throw new ApiError(
+      'invalid_request',
+      `afterMessageId: no message ${afterMessageId} in chat ${id}.`,
+    )
+  const { chat } = first
+  return {
+    ...toChat({
+      ...chat,
+      enterpriseId,
+      readSeq: '0',
+      lastMessageAt: chat.lastMessageAt === null ? null : new Date(chat.lastMessageAt),
+      createdAt: new Date(chat.createdAt),
+    }),
+    messages: rows.filter((row) => row.id !== null).map((row) => toChatMessage(row as MessageRow)),
+  }
 }
 
 /** What a long-poll waits with: RunWatch's subscribe, on the chat channel. */
@@ -306,38 +341,32 @@ export async function getChatDetail(
 ): Promise<ChatDetail> {
   const limit = readLimit(query.limit)
   if (!uuidPattern.test(id)) throw chatNotFound(id)
-  const after = await afterSeq(db, enterpriseId, id, query.afterMessageId)
+  const after = query.afterMessageId
   const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
-  let messages: MessageRow[]
-  if (wait && after !== undefined && waitMs > 0) {
-    const deadline = Date.now() + waitMs
-    // Each wait starts before the read it guards, so a message landing in between is not missed. The
-    // read is the answer's own: a wait that finds messages needs no other round trip for them.
-    let watch = wait.subscribe(id, waitMs)
-    try {
-      for (;;) {
-        messages = await readMessages(db, id, limit, after)
-        if (messages.length > 0) break
-        await watch.ready
-        if (Date.now() >= deadline || wait.signal?.aborted) {
-          messages = await readMessages(db, id, limit, after)
-          break
-        }
-        watch = wait.subscribe(id, deadline - Date.now())
-      }
-    } finally {
-      watch.cancel()
+  if (!wait || after === undefined || waitMs === 0)
+    return readDetail(db, enterpriseId, id, after, limit, 'always')
+  const deadline = Date.now() + waitMs
+  // Each wait starts before the read it guards, so a message landing in between is not missed. The
+  // read is the answer's own: a wait that finds messages needs no other round trip for them.
+  let watch = wait.subscribe(id, waitMs)
+  try {
+    for (let last = false; ;) {
+      const detail = await readDetail(
+        db,
+        enterpriseId,
+        id,
+        after,
+        limit,
+        last ? 'always' : 'if found',
+      )
+      if (detail.messages.length > 0 || last) return detail
+      await watch.ready
+      last = Date.now() >= deadline || wait.signal?.aborted === true
+      if (!last) watch = wait.subscribe(id, deadline - Date.now())
     }
-  } else messages = await readMessages(db, id, limit, after)
-  const [row] = await db<ChatRow[]>`
-    with read as (
-      update chats c set read_seq = greatest(read_seq,
-               coalesce((select max(seq) from chat_messages where chat_id = ${id}), 0))
-       where c.id = ${id} returning c.*)
-    select c.*, 0 as unread,
-           exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying
-      from read c`
-  return { ...toChat(row!), messages: messages.map(toChatMessage) }
+  } finally {
+    watch.cancel()
+  }
 }
 
 // --- sending, deciding, closing -------------------------------------------------------------------
