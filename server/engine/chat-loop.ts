@@ -1,4 +1,4 @@
-import type { Sql } from '../db/sql.js'
+import { unflushedCommit, type Sql } from '../db/sql.js'
 import { chatTurnChannel, listenChatTurnsLocally } from '../domain/chat-turns.js'
 import { ChatReply, type ChatReplyOptions, type TurnRow } from './chat-reply.js'
 import { followWakes } from './wakes.js'
@@ -99,7 +99,11 @@ export class ChatLoop {
     }
   }
 
-  /** Claims turns and reads what their replies work with (ChatContext), in one round trip. */
+  /**
+   * Claims turns and reads what their replies work with (ChatContext), in one round trip. The claim
+   * commits without waiting for its flush (as lease renewals do): a crash of the database that loses it
+   * puts the turn back in line, and nothing the reply does before its next flushed commit acts outside.
+   */
   private async claim(): Promise<TurnRow[]> {
     const { sql, engineId } = this.options
     return sql<TurnRow[]>`
@@ -111,7 +115,7 @@ export class ChatLoop {
                          where status = 'pending' or (status = 'running' and lease_expires_at < now())
                          order by created_at limit ${claimBatch} for update skip locked)
         returning t.*)
-      select t.*,
+      select t.*, ${unflushedCommit(sql)},
              (select json_build_object(
                        'id', c.id, 'enterpriseId', c.enterprise_id, 'memberId', c.member_id,
                        'purpose', c.purpose, 'status', c.status, 'memberName', m.name,
@@ -128,11 +132,15 @@ export class ChatLoop {
 
   private async renew(): Promise<void> {
     if (this.executing.size === 0) return
-    await this.options.sql`
-      update chat_turns set lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds})
-       where lease_owner = ${this.options.engineId} and status = 'running'
-         and id = any(${this.options.sql.array([...this.executing.keys()])}::uuid[])`.catch(
-      (err: unknown) => this.options.log.warn({ err }, 'could not renew chat leases'),
+    const { sql } = this.options
+    await sql`
+      with renewed as (
+        update chat_turns set lease_expires_at = now() + make_interval(secs => ${this.leaseSeconds})
+         where lease_owner = ${this.options.engineId} and status = 'running'
+           and id = any(${sql.array([...this.executing.keys()])}::uuid[])
+        returning 1)
+      select ${unflushedCommit(sql)} from renewed limit 1`.catch((err: unknown) =>
+      this.options.log.warn({ err }, 'could not renew chat leases'),
     )
   }
 
