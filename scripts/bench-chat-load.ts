@@ -3,6 +3,7 @@
 // off the event loop that times run dispatch, whose latency would otherwise include the wait behind 50
 // clients' responses and the fake's answers. They still share the machine's cores with osd.
 import { parentPort } from 'node:worker_threads'
+import { Pool } from 'undici'
 import { startFakeModelProvider } from '../test/fakes/model-provider.js'
 
 export type LoadRequest =
@@ -20,24 +21,35 @@ model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs * (0.75 + Math.random() 
 
 let going = false
 let replies = 0
+/** The API's path prefix (/v1), from the base URL each chat request gives. */
+let prefix = ''
 let loops: Promise<void>[] = []
+const clients: Pool[] = []
 
-/** One message sent and its reply read by the long-poll (the bench's exchange, over plain fetch). */
-async function exchange(base: string, token: string, chatId: string, n: number): Promise<void> {
+/**
+ * One message sent and its reply read by the long-poll, with undici's request rather than fetch: the
+ * clients stand in for other machines, so the less CPU they take from osd here the better.
+ */
+async function exchange(client: Pool, token: string, chatId: string, n: number): Promise<void> {
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
-  const sent = await fetch(`${base}/chats/${chatId}/messages`, {
+  const sent = await client.request({
     method: 'POST',
+    path: `${prefix}/chats/${chatId}/messages`,
     headers,
     body: JSON.stringify({ content: `message ${n}` }),
   })
-  const message = (await sent.json()) as { id: string }
-  if (!sent.ok) throw new Error(`POST message: ${sent.status} ${JSON.stringify(message)}`)
+  const message = (await sent.body.json()) as { id: string }
+  if (sent.statusCode !== 201)
+    throw new Error(`POST message: ${sent.statusCode} ${JSON.stringify(message)}`)
   for (;;) {
-    const res = await fetch(`${base}/chats/${chatId}?afterMessageId=${message.id}&waitSeconds=10`, {
+    const res = await client.request({
+      method: 'GET',
+      path: `${prefix}/chats/${chatId}?afterMessageId=${message.id}&waitSeconds=10`,
       headers,
     })
-    const detail = (await res.json()) as { messages: { role: string }[] }
-    if (!res.ok) throw new Error(`GET chat: ${res.status} ${JSON.stringify(detail)}`)
+    const detail = (await res.body.json()) as { messages: { role: string }[] }
+    if (res.statusCode !== 200)
+      throw new Error(`GET chat: ${res.statusCode} ${JSON.stringify(detail)}`)
     if (detail.messages.some((m) => m.role === 'member')) return
   }
 }
@@ -51,12 +63,18 @@ port.on('message', async (request: LoadRequest) => {
     case 'chat':
       going = true
       replies = 0
+      prefix = new URL(request.base).pathname
+      // A connection for each chat's long-poll and one for its message, as 50 clients have.
+      const client = new Pool(new URL(request.base).origin, {
+        connections: 2 * request.chatIds.length,
+      })
+      clients.push(client)
       loops = request.chatIds.map(async (chatId, i) => {
         // Started spread over spreadMs, so that replies come steadily from the first.
         await new Promise((r) => setTimeout(r, (i * request.spreadMs) / request.chatIds.length))
         let n = 0
         while (going) {
-          await exchange(request.base, request.token, chatId, n++)
+          await exchange(client, request.token, chatId, n++)
           replies++
         }
       })
@@ -67,6 +85,7 @@ port.on('message', async (request: LoadRequest) => {
     case 'stop':
       going = false
       await Promise.all(loops)
+      await Promise.all(clients.splice(0).map((c) => c.close()))
       answer = replies
       break
     case 'close':
