@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { priceOf, type Provider } from '../../shared/schemas/models.js'
 import type { ModelTier } from '../../shared/schemas/models.js'
 import type { Sealer } from '../crypto.js'
-import { pipelinedTransaction, transaction, type Db, type Sql } from '../db/sql.js'
+import { pipelinedTransaction, unflushedCommit, transaction, type Db, type Sql } from '../db/sql.js'
 import { chatChanged } from '../domain/chat-turns.js'
 import {
   checkProposal,
@@ -475,7 +475,11 @@ export class ChatReply {
       teamId: this.layers.teamId,
     }
     // Two round trips: begin, the turn's lock and the spend counters' (checkRoom); then the
-    // reservation held on the counters and on the turn, with the commit.
+    // reservation held on the counters and on the turn, with the commit. The commit does not wait for
+    // the WAL flush: every reply of the enterprise locks the same counters, and a flush inside that
+    // lock made 50 replies queue behind each other's flushes. A database crash that loses the
+    // reservation loses its mark on the turn with it, and an interrupted call is released uncharged
+    // either way; only the room it held may then be given to another call before this one settles.
     const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
       const [mine, room] = await Promise.all([this.lockTurn(tx), checkRoom(tx, this.layers, worst)])
       if (!mine) throw new TurnGone()
@@ -483,7 +487,8 @@ export class ChatReply {
       held.day = room.day
       await Promise.all([
         holdReservation(tx, this.layers, room.day, worst),
-        tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}`,
+        tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}
+           returning ${unflushedCommit(tx)}`,
         commit(),
       ])
       return room.day
