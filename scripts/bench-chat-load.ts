@@ -5,6 +5,7 @@
 import { parentPort } from 'node:worker_threads'
 import { Pool } from 'undici'
 import { startFakeModelProvider } from '../test/fakes/model-provider.js'
+import { chatExchange } from './bench-lib.js'
 
 export type LoadRequest =
   | { id: number; kind: 'delay'; ms: number }
@@ -21,38 +22,8 @@ model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs * (0.75 + Math.random() 
 
 let going = false
 let replies = 0
-/** The API's path prefix (/v1), from the base URL each chat request gives. */
-let prefix = ''
 let loops: Promise<void>[] = []
 const clients: Pool[] = []
-
-/**
- * One message sent and its reply read by the long-poll, with undici's request rather than fetch: the
- * clients stand in for other machines, so the less CPU they take from osd here the better.
- */
-async function exchange(client: Pool, token: string, chatId: string, n: number): Promise<void> {
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
-  const sent = await client.request({
-    method: 'POST',
-    path: `${prefix}/chats/${chatId}/messages`,
-    headers,
-    body: JSON.stringify({ content: `message ${n}` }),
-  })
-  const message = (await sent.body.json()) as { id: string }
-  if (sent.statusCode !== 201)
-    throw new Error(`POST message: ${sent.statusCode} ${JSON.stringify(message)}`)
-  for (;;) {
-    const res = await client.request({
-      method: 'GET',
-      path: `${prefix}/chats/${chatId}?afterMessageId=${message.id}&waitSeconds=10`,
-      headers,
-    })
-    const detail = (await res.body.json()) as { messages: { role: string }[] }
-    if (res.statusCode !== 200)
-      throw new Error(`GET chat: ${res.statusCode} ${JSON.stringify(detail)}`)
-    if (detail.messages.some((m) => m.role === 'member')) return
-  }
-}
 
 port.on('message', async (request: LoadRequest) => {
   let answer: unknown
@@ -63,7 +34,6 @@ port.on('message', async (request: LoadRequest) => {
     case 'chat':
       going = true
       replies = 0
-      prefix = new URL(request.base).pathname
       // A connection for each chat's long-poll and one for its message, as 50 clients have.
       const client = new Pool(new URL(request.base).origin, {
         connections: 2 * request.chatIds.length,
@@ -74,7 +44,7 @@ port.on('message', async (request: LoadRequest) => {
         await new Promise((r) => setTimeout(r, (i * request.spreadMs) / request.chatIds.length))
         let n = 0
         while (going) {
-          await exchange(client, request.token, chatId, n++)
+          await chatExchange(client, { url: request.base, token: request.token }, chatId, n++)
           replies++
         }
       })

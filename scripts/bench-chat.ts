@@ -28,7 +28,8 @@ import { randomBytes } from 'node:crypto'
 import { Worker } from 'node:worker_threads'
 import { freePort } from '../server/db/embedded.js'
 import type { LoadRequest } from './bench-chat-load.js'
-import { benchDaemon, median, percentile, watchRuns } from './bench-lib.js'
+import { Pool } from 'undici'
+import { api, benchDaemon, chatExchange, median, percentile, watchRuns } from './bench-lib.js'
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 200)
 const windowMs = Number(process.env.BENCH_SECONDS ?? 6) * 1000
@@ -75,43 +76,25 @@ const watch = await watchRuns(sql)
 /** Where the clients send their requests: the first process, then the API process of the split layout. */
 let base = daemon.url
 
-async function call<T = any>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`)
-  return (text ? JSON.parse(text) : undefined) as T
-}
+/** The bench's own calls (setup, starts), to the first process and then the split layout's API. */
+let call = api({ url: base, token: daemon.token })
 
 await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 1000 })
 await sql`update enterprises set chat_memory_depth = 'off' where slug = ${daemon.enterpriseSlug}`
 await call('POST', '/llm/bindings', { apiKey: `bench-${randomBytes(6).toString('hex')}` })
 const member = await call<{ id: string }>('POST', '/members', { name: 'Bench Member' })
 
-/** One message sent and its reply read by the long-poll: ms from the POST to the answer. */
-async function exchange(chatId: string, n: number): Promise<number> {
-  const began = performance.now()
-  const sent = await call<{ id: string }>('POST', `/chats/${chatId}/messages`, {
-    content: `message ${n}`,
-  })
-  for (;;) {
-    const detail = await call<{ messages: { role: string }[]; replying: boolean }>(
-      'GET',
-      `/chats/${chatId}?afterMessageId=${sent.id}&waitSeconds=10`,
-    )
-    // The reply ends its turn in the same commit: the next message may follow at once.
-    if (detail.messages.some((m) => m.role === 'member')) return performance.now() - began
-  }
-}
-
 async function replyLatency(): Promise<{ p50: number; p99: number }> {
   await ask({ kind: 'delay', ms: 0 })
   const chat = await call<{ id: string }>('POST', '/chats', { memberId: member.id })
   const times: number[] = []
-  for (let n = 0; n < messages; n++) times.push(await exchange(chat.id, n))
+  const client = new Pool(new URL(base).origin)
+  for (let n = 0; n < messages; n++) {
+    const began = performance.now()
+    await chatExchange(client, { url: base, token: daemon.token }, chat.id, n)
+    times.push(performance.now() - began)
+  }
+  await client.close()
   return { p50: median(times), p99: percentile(times, 99) }
 }
 
@@ -303,6 +286,7 @@ const processes = [
 ]
 await daemon.first.stop()
 base = `http://127.0.0.1:${apiPort}/v1`
+call = api({ url: base, token: daemon.token })
 layouts.push(['api + 1 engine', await layout('api + 1 engine')])
 for (const p of processes) await p.stop()
 await watch.stop()

@@ -2,6 +2,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
+import type { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
 import { readySql, type Sql } from '../server/db/sql.js'
 import { projectRoot } from '../shared/paths.js'
@@ -182,6 +183,43 @@ export async function watchRuns(sql: Sql) {
         }),
       ),
     stop: () => listener.unlisten(),
+  }
+}
+
+/**
+ * bench:chat's unit of load: a chat message sent and its reply read by the long-poll
+ * (GET /v1/chats/{id}?afterMessageId=&waitSeconds=10), through `client` (a Pool to the API's origin)
+ * with undici's request rather than fetch: the clients stand in for other machines, so the less CPU
+ * they take from osd on the same cores the better. The reply ends its turn in the same commit, so the
+ * next message may follow at once.
+ */
+export async function chatExchange(
+  client: Pool,
+  daemon: Pick<BenchDaemon, 'url' | 'token'>,
+  chatId: string,
+  n: number,
+): Promise<void> {
+  const prefix = new URL(daemon.url).pathname
+  const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' }
+  const sent = await client.request({
+    method: 'POST',
+    path: `${prefix}/chats/${chatId}/messages`,
+    headers,
+    body: JSON.stringify({ content: `message ${n}` }),
+  })
+  const message = (await sent.body.json()) as { id: string }
+  if (sent.statusCode !== 201)
+    throw new Error(`POST message: ${sent.statusCode} ${JSON.stringify(message)}`)
+  for (;;) {
+    const res = await client.request({
+      method: 'GET',
+      path: `${prefix}/chats/${chatId}?afterMessageId=${message.id}&waitSeconds=10`,
+      headers,
+    })
+    const detail = (await res.body.json()) as { messages: { role: string }[] }
+    if (res.statusCode !== 200)
+      throw new Error(`GET chat: ${res.statusCode} ${JSON.stringify(detail)}`)
+    if (detail.messages.some((m) => m.role === 'member')) return
   }
 }
 
