@@ -58,11 +58,15 @@ export interface MessageRow {
 /** Who decides: the token (or a person's session) that made the call. Grants are the caller's own. */
 export type ChatCaller = string
 
+/** Whether the member of chat `c` is still replying: a turn of the chat not done. */
+const replying = (db: Db) =>
+  db`exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done')`
+
 const chatColumns = (db: Db) => db`
   c.*,
   (select count(*)::int from chat_messages m
     where m.chat_id = c.id and m.role = 'member' and m.seq > c.read_seq) as unread,
-  exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying`
+  ${replying(db)} as replying`
 
 export function toChat(row: ChatRow): Chat {
   return {
@@ -300,7 +304,7 @@ async function readDetail(
              'id', c.id, 'memberId', c.member_id, 'purpose', c.purpose, 'status', c.status,
              'outcome', c.outcome, 'taskId', c.task_id, 'lastMessageAt', c.last_message_at,
              'createdAt', c.created_at, 'unread', 0,
-             'replying', exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done')
+             'replying', ${replying(db)}
            ) as chat,
            c.after_seq, m.*
       from c left join found m on true
@@ -390,7 +394,7 @@ export async function sendMessage(
     const [row] = await db<(MessageRow & { chatStatus: string; chatReplying: boolean })[]>`
       with c as (
         select c.id, c.status,
-               exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done') as replying
+               ${replying(db)} as replying
           from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}
            for no key update of c),
       t as (
