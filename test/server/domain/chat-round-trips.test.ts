@@ -98,14 +98,27 @@ describe('a chat message', () => {
 })
 
 describe('the long-poll for a reply', () => {
+  /** The member's reply, as the engine ends a turn: the turn done and its message stored. */
+  async function reply(chatId: string, content: string): Promise<void> {
+    const [turn] = await t.sql<{ id: string }[]>`
+      update chat_turns set status = 'done' where chat_id = ${chatId} returning id`
+    await t.sql`
+      insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
+      values (${t.acme.id}, ${chatId}, 'member', ${content}, ${turn!.id})`
+  }
+
+  /** The member's messages of the chat after its read mark. */
+  async function unread(chatId: string): Promise<number> {
+    const [row] = await t.sql<{ unread: number }[]>`
+      select count(*)::int as unread from chat_messages m join chats c on c.id = m.chat_id
+       where c.id = ${chatId} and m.role = 'member' and m.seq > c.read_seq`
+    return row!.unread
+  }
+
   it('answers a reply already there in one statement, and marks the chat read', async () => {
     const chat = await openChat()
     const message = await sendMessage(counted, t.acme.id, chat.id, 'Ahoy', caller)
-    const [turn] = await t.sql<{ id: string }[]>`
-      update chat_turns set status = 'done' where chat_id = ${chat.id} returning id`
-    await t.sql`
-      insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
-      values (${t.acme.id}, ${chat.id}, 'member', 'Aye.', ${turn!.id})`
+    await reply(chat.id, 'Aye.')
     const { statements, result } = await counting(() =>
       getChatDetail(
         counted,
@@ -119,10 +132,7 @@ describe('the long-poll for a reply', () => {
     expect(result.messages.map((m) => [m.role, m.content])).toEqual([['member', 'Aye.']])
     expect(result.unread).toBe(0)
     expect(result.replying).toBe(false)
-    const [row] = await t.sql<{ unread: number }[]>`
-      select count(*)::int as unread from chat_messages m join chats c on c.id = m.chat_id
-       where c.id = ${chat.id} and m.role = 'member' and m.seq > c.read_seq`
-    expect(row!.unread).toBe(0)
+    expect(await unread(chat.id)).toBe(0)
   })
 
   it('waits in two statements: one that finds nothing and marks nothing, one that answers', async () => {
@@ -145,21 +155,14 @@ describe('the long-poll for a reply', () => {
         select read_seq, (select max(seq) from chat_messages where chat_id = ${chat.id}) as newest
           from chats where id = ${chat.id}`
       expect(Number(waiting!.readSeq)).toBeLessThan(Number(waiting!.newest))
-      const [turn] = await t.sql<{ id: string }[]>`
-        update chat_turns set status = 'done' where chat_id = ${chat.id} returning id`
-      await t.sql`
-        insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
-        values (${t.acme.id}, ${chat.id}, 'member', 'Aye, waited.', ${turn!.id})`
+      await reply(chat.id, 'Aye, waited.')
       woken()
       return answer
     })
     expect(statements).toHaveLength(2)
     expect(result.messages.map((m) => [m.role, m.content])).toEqual([['member', 'Aye, waited.']])
     expect(result).toMatchObject({ id: chat.id, unread: 0, replying: false, status: 'open' })
-    const [row] = await t.sql<{ unread: number }[]>`
-      select count(*)::int as unread from chat_messages m join chats c on c.id = m.chat_id
-       where c.id = ${chat.id} and m.role = 'member' and m.seq > c.read_seq`
-    expect(row!.unread).toBe(0)
+    expect(await unread(chat.id)).toBe(0)
   })
 
   it('still refuses a chat of another enterprise and a message of another chat', async () => {
