@@ -73,6 +73,7 @@ export const errorStatus = {
   illegal_transition: 409,
   chat_replying: 409,
   chat_closed: 409,
+  use_gate_decision: 409,
   no_coo: 409,
   task_busy: 409,
   team_last: 409,

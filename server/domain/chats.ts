@@ -9,7 +9,7 @@ import type {
 import { TaskDefinition } from '../../shared/schemas/tasks.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../db/sql.js'
 import { chatChanged, wakeChatTurns } from './chat-turns.js'
-import { createTask } from './tasks.js'
+import { createTask, mustGateTools } from './tasks.js'
 
 // Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
 // routes' side (open, list, read, send, decide, close, grants) and what the engine's chat loop writes
@@ -36,6 +36,8 @@ export interface StoredToolCall {
   arguments: Record<string, unknown>
   status: ChatToolCall['status']
   result: string | null
+  /** On a tool connection's mustGate list when the call was made: decided each time, never always. */
+  mustGate?: boolean
 }
 
 export interface MessageRow {
@@ -53,6 +55,10 @@ export interface MessageRow {
   gateQuestions?: string[] | null
   gateChoices?: { key: string; label: string }[] | null
   gateStatus?: 'waiting' | 'decided' | null
+  gateDecision?: 'approve' | 'reject' | 'request_changes' | null
+  gateChoice?: string | null
+  gateAnswers?: unknown
+  gateNote?: string | null
 }
 
 /** Who decides: the token (or a person's session) that made the call. Grants are the caller's own. */
@@ -83,36 +89,54 @@ export function toChat(row: ChatRow): Chat {
   }
 }
 
+/** What the reply's loop said in the member's name about why it could not reply: a notice. */
+export const isNotice = (row: Pick<MessageRow, 'role' | 'replyGroup' | 'turnId'>) =>
+  row.role === 'member' && !row.replyGroup && !!row.turnId
+
 export function toChatMessage(row: MessageRow): ChatMessage {
   const call = row.toolCall
+  // A question (os.ask_ceo) is a question, not a tool call to allow or deny (DESIGN 11).
+  const question = row.gateId && row.gateQuestions
   return {
     id: row.id,
     role: row.role,
     content: row.content,
-    toolCall: call
-      ? {
-          id: row.id,
-          name: call.name,
-          arguments: call.arguments,
-          status: call.status,
-          result: call.result,
-        }
-      : null,
-    question:
-      row.gateId && row.gateQuestions
+    toolCall:
+      call && !question
         ? {
-            gateId: row.gateId,
-            questions: row.gateQuestions,
-            choices: row.gateChoices ?? [],
-            status: row.gateStatus === 'waiting' ? 'waiting' : 'answered',
+            id: row.id,
+            name: call.name,
+            arguments: call.arguments,
+            status: call.status,
+            result: call.result,
+            mustGate: call.mustGate === true,
           }
         : null,
+    question: question
+      ? {
+          gateId: row.gateId!,
+          questions: row.gateQuestions!,
+          choices: row.gateChoices ?? [],
+          status: row.gateStatus === 'waiting' ? 'waiting' : 'answered',
+          answer:
+            row.gateStatus === 'waiting'
+              ? null
+              : {
+                  decision: row.gateDecision ?? null,
+                  choice: row.gateChoice ?? null,
+                  answers: row.gateAnswers ?? null,
+                  note: row.gateNote ?? null,
+                },
+        }
+      : null,
+    notice: isNotice(row),
     createdAt: row.createdAt.toISOString(),
   }
 }
 
 const messageColumns = (db: Db) => db`
-  m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status`
+  m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status,
+  g.decision as gate_decision, g.choice as gate_choice, g.answers as gate_answers, g.note as gate_note`
 
 function chatNotFound(id: string): ApiError {
   return new ApiError('chat_not_found', `No chat ${id} in this enterprise.`)
@@ -218,7 +242,10 @@ export async function createChat(
   })
 }
 
-/** GET /v1/chats: most recently active first; purpose chats are not listed. */
+/**
+ * GET /v1/chats: most recently active first; purpose chats are not listed, nor chats with no message
+ * yet (a chat opened and left keeps no empty line in anyone's list).
+ */
 export async function listChats(
   db: Db,
   enterpriseId: string,
@@ -227,7 +254,7 @@ export async function listChats(
   if (filters.memberId !== undefined && !uuidPattern.test(filters.memberId)) return []
   const rows = await db<ChatRow[]>`
     select ${chatColumns(db)} from chats c
-     where c.enterprise_id = ${enterpriseId} and c.purpose is null
+     where c.enterprise_id = ${enterpriseId} and c.purpose is null and c.last_message_at is not null
        ${filters.memberId ? db`and c.member_id = ${filters.memberId}` : db``}
      order by coalesce(c.last_message_at, c.created_at) desc, c.id desc`
   return rows.map(toChat)
@@ -451,16 +478,24 @@ export async function decideToolCall(
     if (!message)
       throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
     const call = message.toolCall!
+    if (message.gateId)
+      throw new ApiError(
+        'use_gate_decision',
+        `Message ${callId} is a question, not a tool call: answer it with POST /v1/gates/chat/${chatId}/decision.`,
+        { gateId: message.gateId, route: `POST /v1/gates/chat/${chatId}/decision` },
+      )
     if (chat.status === 'closed' && (call.status === 'waiting' || call.result === closedCallResult))
       throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
     if (call.status !== 'waiting')
       throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
         status: call.status,
       })
-    if (message.gateId)
+    // The chief executive's must-gate list wins over a person's convenience: each such call is decided.
+    if (decision === 'always' && (await mustGateTools(tx, enterpriseId)).includes(call.name))
       throw new ApiError(
-        'illegal_transition',
-        `Tool call ${callId} is a question: answer it with POST /v1/gates/chat/${chatId}/decision.`,
+        'gate_required_for_tool',
+        `${call.name} is on a tool connection's mustGate list: allow or deny this call; it cannot be allowed always.`,
+        { tool: call.name },
       )
     const set = (status: StoredToolCall['status'], result: string | null) => tx`
       update chat_messages set tool_call = tool_call || ${tx.json({ status, result } as never)}

@@ -8,6 +8,7 @@ import {
   checkProposal,
   insertMessage,
   isGranted,
+  isNotice,
   type MessageRow,
   type StoredToolCall,
 } from '../domain/chats.js'
@@ -23,6 +24,7 @@ import {
   worstCaseMicros,
   type RunLayers,
 } from '../domain/spend.js'
+import { mustGateTools } from '../domain/tasks.js'
 import { connectionsForRun } from '../domain/tool-connections.js'
 import type { Logger } from '../log.js'
 import { McpTools } from './agent/mcp.js'
@@ -111,6 +113,8 @@ export class ChatReply {
   private readonly sql: Sql
   private system = ''
   private tools: ToolSpec[] = []
+  /** Tools on a tool connection's mustGate list: asked each time, whatever the person granted. */
+  private mustGate = new Set<string>()
   private mcp: McpTools | undefined
   private chat!: {
     id: string
@@ -200,7 +204,7 @@ export class ChatReply {
     const enterprise = row.enterpriseName === null ? undefined : { name: row.enterpriseName }
     this.tier = row.chatModelTier ?? 'mid'
     // Together: the memory, the tool connections, the chat's messages and the model (each the pool's).
-    const [notes, connections, messages, choice] = await Promise.all([
+    const [notes, connections, messages, choice, mustGate] = await Promise.all([
       this.recall(row.chatMemoryDepth ?? 'medium'),
       connectionsForRun(
         sql,
@@ -210,7 +214,9 @@ export class ChatReply {
       ),
       this.messages(),
       this.chooseModel(),
+      mustGateTools(sql, enterpriseId),
     ])
+    this.mustGate = new Set(mustGate)
     this.read = messages
     this.choice = choice
 
@@ -531,7 +537,7 @@ export class ChatReply {
         checked.set(call.id, await checkProposal(sql, this.chat.enterpriseId, call.arguments))
     const granted = new Map<string, boolean>()
     for (const call of reply.toolCalls)
-      if (!call.name.startsWith('os.'))
+      if (!call.name.startsWith('os.') && !this.mustGate.has(call.name))
         granted.set(call.id, await isGranted(sql, this.turn.caller, this.chat.memberId, call.name))
 
     // A final answer ends the turn in the same commit: once the reply is readable, so is the next
@@ -590,6 +596,7 @@ export class ChatReply {
           arguments: call.arguments,
           status,
           result,
+          ...(this.mustGate.has(call.name) ? { mustGate: true } : {}),
         })
         if (call.name === 'os.ask_ceo') {
           const questions = Array.isArray(call.arguments.questions)
@@ -637,8 +644,6 @@ export class ChatReply {
   }
 }
 
-/** What the loop said in the member's name about why it could not reply: not part of the conversation. */
-const isNotice = (row: MessageRow) => row.role === 'member' && !row.replyGroup && !!row.turnId
 
 /** The model's view of the chat: the person's messages, the member's replies and their tool calls. */
 export function conversationOf(rows: readonly MessageRow[]): Message[] {

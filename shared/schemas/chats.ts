@@ -1,5 +1,11 @@
 import { z } from 'zod'
-import { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses } from '../values.js'
+import {
+  chatDecisions,
+  chatMessageRoles,
+  chatPurposes,
+  chatStatuses,
+  gateDecisions,
+} from '../values.js'
 import { IsoTime, JsonObject, Uuid } from './common.js'
 export { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses }
 
@@ -44,6 +50,10 @@ export const ChatToolCall = z
     status: z.enum(toolCallStatuses),
     /** What the call answered, once it ran (or why it was refused). */
     result: z.string().nullable(),
+    mustGate: z.boolean().meta({
+      description:
+        "The tool is on a tool connection's mustGate list: it is decided each time (allow or deny); always answers 400 gate_required_for_tool",
+    }),
   })
   .meta({ id: 'ChatToolCall' })
 export type ChatToolCall = z.infer<typeof ChatToolCall>
@@ -55,9 +65,23 @@ export const ChatQuestion = z
     questions: z.array(z.string()),
     choices: z.array(z.object({ key: z.string(), label: z.string() })),
     status: z.enum(['waiting', 'answered']),
+    /** How it was answered (null while it waits; decided by the chat closing: decision only). */
+    answer: z
+      .object({
+        decision: z.enum(gateDecisions).nullable(),
+        choice: z.string().nullable(),
+        answers: z.unknown().nullable(),
+        note: z.string().nullable(),
+      })
+      .nullable(),
   })
   .meta({ id: 'ChatQuestion' })
+export type ChatQuestion = z.infer<typeof ChatQuestion>
 
+/**
+ * A message of the chat. A member's question (os.ask_ceo) is a message with `question` set and no
+ * `toolCall`: it is answered through POST /v1/gates/chat/{chatId}/decision, never as a tool call.
+ */
 export const ChatMessage = z
   .object({
     id: Uuid,
@@ -65,6 +89,11 @@ export const ChatMessage = z
     content: z.string(),
     toolCall: ChatToolCall.nullable(),
     question: ChatQuestion.nullable(),
+    /**
+     * osd's own words in the member's place about why the reply is not (yet) made: no key, a spend cap,
+     * a provider that did not answer. Not part of the conversation the model sees.
+     */
+    notice: z.boolean(),
     createdAt: IsoTime,
   })
   .meta({ id: 'ChatMessage' })
@@ -100,6 +129,26 @@ export const ChatToolGrant = z
 export type ChatToolGrant = z.infer<typeof ChatToolGrant>
 
 export const ChatUnread = z.object({ count: z.number().int() }).meta({ id: 'ChatUnread' })
+
+// GET /v1/chats/{id}/events (text/event-stream): each event is `event: <name>` and `data: <one JSON
+// line>`. `message` (a ChatMessage, with `id:` its id) and `message.updated` (a ChatMessage again,
+// changed: a call decided, run, done; a question answered), `delta` (the next text of the reply being
+// made), `chat` (the chat closed, or its member started or ended a reply).
+
+/** A piece of the member's reply being made; joined in order, a message's deltas are its content. */
+export const ChatDeltaEvent = z
+  .object({ messageId: Uuid, text: z.string() })
+  .meta({ id: 'ChatDeltaEvent' })
+export type ChatDeltaEvent = z.infer<typeof ChatDeltaEvent>
+
+export const ChatStatusEvent = z
+  .object({ status: z.enum(chatStatuses), replying: z.boolean() })
+  .meta({ id: 'ChatStatusEvent' })
+export type ChatStatusEvent = z.infer<typeof ChatStatusEvent>
+
+/** The events of GET /v1/chats/{id}/events, by name. */
+export const chatEventNames = ['message', 'message.updated', 'delta', 'chat'] as const
+export type ChatEventName = (typeof chatEventNames)[number]
 
 /** GET /v1/chats/{id} beyond the spec: wait (up to 30 s) for a message after afterMessageId. */
 export const ChatDetailQuery = z.object({

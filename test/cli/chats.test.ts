@@ -59,6 +59,7 @@ function message(overrides: Partial<ChatMessage> = {}): ChatMessage {
     content: 'Hello',
     toolCall: null,
     question: null,
+    notice: false,
     createdAt: '2026-03-02T11:58:00.000Z',
     ...overrides,
   })
@@ -106,6 +107,7 @@ describe('osctl chats, in process', () => {
           arguments: { number: 7 },
           status: 'waiting',
           result: null,
+          mustGate: false,
         },
       }),
       message({
@@ -115,6 +117,7 @@ describe('osctl chats, in process', () => {
           questions: ['Ship today?'],
           choices: [{ key: 'yes', label: 'Yes' }],
           status: 'waiting',
+          answer: null,
         },
       }),
     ]
@@ -245,6 +248,7 @@ describe('osctl chats, in process', () => {
         arguments: {},
         status: 'waiting',
         result: null,
+          mustGate: false,
       },
     })
     const api = new FakeApi(
@@ -287,6 +291,7 @@ describe('osctl chats, in process', () => {
       arguments: {},
       status: 'allowed' as const,
       result: null,
+      mustGate: false,
     }
     const api = new FakeApi(() => ({ body: message({ toolCall }) }))
     const { deps, stdout } = fakeDeps(api)

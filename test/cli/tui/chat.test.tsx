@@ -52,6 +52,7 @@ function message(fields: Partial<ChatMessage> = {}): ChatMessage {
     content: 'Hello',
     toolCall: null,
     question: null,
+    notice: false,
     createdAt: new Date(clock).toISOString(),
     ...fields,
   }
@@ -253,6 +254,7 @@ describe('the chat screen', () => {
         arguments: { repo: 'acme/web', number: 7 },
         status: 'waiting',
         result: null,
+          mustGate: false,
       },
     })
     const client = fakeClient([adaChat([call])])
@@ -289,6 +291,7 @@ describe('the chat screen', () => {
           { key: 'mon', label: 'Monday' },
         ],
         status: 'waiting',
+        answer: null,
       },
     })
     const client = fakeClient([adaChat([asks])])

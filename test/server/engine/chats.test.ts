@@ -417,6 +417,67 @@ describe('closing a chat', () => {
     ],
   }
 
+  it('a question is answered at its gate, never as a tool call; a must-gate tool is never allowed always', async () => {
+    const s = await tenant()
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    fake.script(
+      s.key,
+      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Merge #7?'] } }] },
+      { toolCalls: [{ name: 'vcs.merge_pull_request', arguments: { number: 7 } }] },
+      { text: 'Merged.' },
+    )
+    const chat = await s.open()
+    await s.send(chat.id, 'Ship it')
+    let detail = await follow(s.e, chat.id, (d) =>
+      d.messages.some((m) => m.question?.status === 'waiting'),
+    )
+    const asked = detail.messages.find((m) => m.question)!
+    expect(asked.toolCall).toBeNull()
+    expect(asked.question).toMatchObject({ questions: ['Merge #7?'], answer: null })
+    const wrong = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${asked.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    expect(wrong.status).toBe(409)
+    expect(wrong.body).toMatchObject({
+      error: 'use_gate_decision',
+      gateId: asked.question!.gateId,
+      route: `POST /v1/gates/chat/${chat.id}/decision`,
+    })
+    const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', note: 'yes' },
+    })
+    expect(answered.status, JSON.stringify(answered.body)).toBe(201)
+    detail = await follow(s.e, chat.id, waitingCall)
+    expect(detail.messages.find((m) => m.id === asked.id)!.question).toMatchObject({
+      status: 'answered',
+      answer: { decision: 'approve', note: 'yes' },
+    })
+    const merge = detail.messages.find((m) => m.toolCall?.status === 'waiting')!
+    expect(merge.toolCall).toMatchObject({ name: 'vcs.merge_pull_request', mustGate: true })
+    const always = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${merge.id}/decision`, {
+      ...s.as,
+      body: { decision: 'always' },
+    })
+    expect(always.status).toBe(400)
+    expect(always.body).toMatchObject({
+      error: 'gate_required_for_tool',
+      tool: 'vcs.merge_pull_request',
+    })
+    expect((await t.call('GET', '/v1/chats/tool-grants', s.as)).body).toEqual([])
+    const allowed = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${merge.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(201)
+    await follow(s.e, chat.id, lastIs('member', (m) => m.content === 'Merged.'))
+  })
+
   it('closes its waiting question gate and its waiting tool calls; nothing of it runs', async () => {
     const s = await tenant()
     const bound = await t.call('POST', '/v1/tools/bindings', {
@@ -441,9 +502,12 @@ describe('closing a chat', () => {
     expect(gate.body).toMatchObject({ status: 'decided', decidedBy: 'chat closed' })
     const read = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
     expect(read.replying).toBe(false)
+    // The question is a question (no tool call of its own): answered by the closing, with no decision.
     const calls = read.messages.filter((m) => m.toolCall)
-    expect(calls.map((m) => m.toolCall!.status)).toEqual(['denied', 'denied'])
-    expect(calls.every((m) => m.question === null || m.question.status !== 'waiting')).toBe(true)
+    expect(calls.map((m) => m.toolCall!.status)).toEqual(['denied'])
+    const question = read.messages.find((m) => m.question)!
+    expect(question.toolCall).toBeNull()
+    expect(question.question).toMatchObject({ status: 'answered', answer: { decision: null } })
     // The closed chat's question cannot be answered any more, and nothing more is asked of the model.
     const answer = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
       ...s.as,
