@@ -590,7 +590,7 @@ describe('request checks', () => {
     ])
   })
 
-  it('rejects a system message in the Anthropic messages and a streamed call', async () => {
+  it('rejects a system message in the Anthropic messages; streams a streamed call', async () => {
     const key = newKey('c')
     const raw = (body: unknown) =>
       fetch(`${fake.url}/v1/messages`, {
@@ -614,7 +614,17 @@ describe('request checks', () => {
       stream: true,
       messages: [{ role: 'user', content: 'y' }],
     })
-    expect(streamed.status).toBe(400)
+    expect(streamed.status).toBe(200)
+    expect(streamed.headers.get('content-type')).toBe('text/event-stream')
+    const events = (await streamed.text()).match(/^event: \S+/gm)
+    expect(events).toEqual([
+      'event: message_start',
+      'event: content_block_start',
+      'event: content_block_delta',
+      'event: content_block_stop',
+      'event: message_delta',
+      'event: message_stop',
+    ])
   })
 })
 

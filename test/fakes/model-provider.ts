@@ -21,7 +21,14 @@
  *
  * Requests are checked as the real providers check them (roles, tool_use/tool_result pairing, tool
  * names, required fields) and a malformed one is answered 400 without taking a scripted reply; its
- * `invalid` names the problem. Streaming (`stream: true`) is not supported and is answered 400 too.
+ * `invalid` names the problem.
+ *
+ * Streaming (`stream: true`) answers `text/event-stream` in each format's own events: provider_a's
+ * message_start, content_block_start/delta/stop (text_delta, input_json_delta), message_delta and
+ * message_stop; provider_b's chat.completion.chunk deltas (content, tool_calls by index), a last chunk
+ * with finish_reason and, with `stream_options.include_usage`, a usage chunk with no choices. The text is
+ * sent a token at a time (a word and the space after it, or the reply's own `tokens`), `tokenMs` apart;
+ * `failAfterTokens` drops the connection after that many tokens (a provider that dies mid-answer).
  */
 import http, {
   type IncomingHttpHeaders,
@@ -37,7 +44,16 @@ export type Reply = (
   | { text: string }
   | { toolCalls: { name: string; arguments: Record<string, unknown> }[]; text?: string }
   | { status: number; message?: string; retryAfter?: number } // an error answer
-) & { delayMs?: number; usage?: { input: number; output: number } }
+) & {
+  delayMs?: number
+  usage?: { input: number; output: number }
+  /** Streaming only: the pieces the text is sent in (default: a word and its space each). */
+  tokens?: string[]
+  /** Streaming only: milliseconds between two pieces of text. */
+  tokenMs?: number
+  /** Streaming only: the connection is dropped after this many pieces of text. */
+  failAfterTokens?: number
+}
 
 export interface RecordedRequest {
   format: Format
@@ -199,9 +215,141 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       }
       return sendError(res, format, reply.status, reply.message, headers)
     }
+    if (record.body.stream === true) return streamReply(res, record, reply, closed.signal)
     const body200 =
       format === 'a' ? anthropicMessage(record, reply) : openAICompletion(record, reply)
     send(res, 200, body200, requestIdHeader(format))
+  }
+
+  /** A scripted reply as the format's stream of events, its text a token at a time. */
+  async function streamReply(
+    res: ServerResponse,
+    record: RecordedRequest,
+    reply: Exclude<Reply, { status: number }>,
+    closed: AbortSignal,
+  ): Promise<void> {
+    const final = record.format === 'a' ? anthropicMessage(record, reply) : undefined
+    const completion = record.format === 'b' ? openAICompletion(record, reply) : undefined
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      ...requestIdHeader(record.format),
+    })
+    const event = (name: string | null, data: unknown) =>
+      res.write(`${name ? `event: ${name}\n` : ''}data: ${JSON.stringify(data)}\n\n`)
+    const text = 'text' in reply && reply.text ? reply.text : ''
+    const tokens = reply.tokens ?? text.match(/\S+\s*|\s+/g) ?? []
+    const calls = 'toolCalls' in reply ? reply.toolCalls : []
+    const usage = reply.usage ?? defaultUsage
+    let sent = 0
+    /** Sends the text's tokens; false when the reply is to fail (or the client left) meanwhile. */
+    const sendTokens = async (one: (token: string) => void): Promise<boolean> => {
+      for (const token of tokens) {
+        if (reply.failAfterTokens !== undefined && sent >= reply.failAfterTokens) {
+          // What was written reaches the client first; then the connection drops mid-answer.
+          await new Promise<void>((resolve) => res.write('', () => resolve()))
+          await sleep(20)
+          res.destroy()
+          return false
+        }
+        if (sent > 0 && reply.tokenMs) {
+          try {
+            await sleep(reply.tokenMs, undefined, { signal: closed })
+          } catch {
+            return false
+          }
+        }
+        if (closed.aborted) return false
+        one(token)
+        sent++
+      }
+      return true
+    }
+    if (final) {
+      const { content, ...message } = final
+      event('message_start', {
+        type: 'message_start',
+        message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } },
+      })
+      let index = 0
+      if (tokens.length) {
+        event('content_block_start', {
+          type: 'content_block_start',
+          index,
+          content_block: { type: 'text', text: '', citations: null },
+        })
+        const ok = await sendTokens((token) =>
+          event('content_block_delta', {
+            type: 'content_block_delta',
+            index,
+            delta: { type: 'text_delta', text: token },
+          }),
+        )
+        if (!ok) return
+        event('content_block_stop', { type: 'content_block_stop', index })
+        index++
+      }
+      for (const block of content as { type: string; id?: string; name?: string; input?: unknown }[]) {
+        if (block.type !== 'tool_use') continue
+        event('content_block_start', {
+          type: 'content_block_start',
+          index,
+          content_block: { ...block, input: {} },
+        })
+        const json = JSON.stringify(block.input)
+        // The arguments in two pieces, as the provider sends partial JSON.
+        for (const part of [json.slice(0, json.length >> 1), json.slice(json.length >> 1)])
+          event('content_block_delta', {
+            type: 'content_block_delta',
+            index,
+            delta: { type: 'input_json_delta', partial_json: part },
+          })
+        event('content_block_stop', { type: 'content_block_stop', index })
+        index++
+      }
+      event('message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: final.stop_reason, stop_sequence: null, container: null },
+        usage: {
+          input_tokens: usage.input,
+          output_tokens: usage.output,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: 0,
+          server_tool_use: null,
+        },
+      })
+      event('message_stop', { type: 'message_stop' })
+      res.end()
+      return
+    }
+    const base = {
+      id: completion!.id,
+      object: 'chat.completion.chunk',
+      created: completion!.created,
+      model: completion!.model,
+      system_fingerprint: 'fp_fake',
+    }
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      event(null, { ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
+    chunk({ role: 'assistant', content: '', refusal: null })
+    const ok = await sendTokens((token) => chunk({ content: token }))
+    if (!ok) return
+    const message = completion!.choices[0]!.message as { tool_calls?: any[] }
+    for (const [i, call] of (message.tool_calls ?? []).entries()) {
+      chunk({
+        tool_calls: [
+          { index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+        ],
+      })
+      const json: string = call.function.arguments
+      for (const part of [json.slice(0, json.length >> 1), json.slice(json.length >> 1)])
+        chunk({ tool_calls: [{ index: i, function: { arguments: part } }] })
+    }
+    chunk({}, calls.length > 0 ? 'tool_calls' : 'stop')
+    if (record.body.stream_options?.include_usage)
+      event(null, { ...base, choices: [], usage: completion!.usage })
+    res.write('data: [DONE]\n\n')
+    res.end()
   }
 
   function requestIdHeader(format: Format): Record<string, string> {
@@ -562,8 +710,8 @@ function checkTools(
 /** What the Anthropic Messages API would answer 400 for, or undefined. */
 function checkAnthropic(body: any): string | undefined {
   if (!isObject(body)) return 'the request body must be a JSON object'
-  if (body.stream === true)
-    return 'stream: the fake model provider does not stream; send stream: false'
+  if (body.stream !== undefined && typeof body.stream !== 'boolean')
+    return 'stream: Input should be a valid boolean'
   if (typeof body.model !== 'string' || body.model === '') return 'model: Field required'
   if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
     return 'max_tokens: Field required (a positive integer)'
@@ -675,8 +823,8 @@ function checkAnthropic(body: any): string | undefined {
 /** What the OpenAI Chat Completions API would answer 400 for, or undefined. */
 function checkOpenAI(body: any): string | undefined {
   if (!isObject(body)) return 'the request body must be a JSON object'
-  if (body.stream === true)
-    return 'stream: the fake model provider does not stream; send stream: false'
+  if (body.stream_options !== undefined && body.stream !== true)
+    return "The 'stream_options' parameter is only allowed when 'stream' is enabled."
   if (typeof body.model !== 'string' || body.model === '')
     return 'you must provide a model parameter'
   for (const field of ['max_tokens', 'max_completion_tokens']) {

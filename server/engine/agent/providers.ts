@@ -43,8 +43,19 @@ export interface Credentials {
   key: string
 }
 
+/**
+ * Text of the answer as it comes, for a call made with streaming on (a chat reply shown as it is
+ * made). The call's answer is the same as without it: joined in order, the pieces are its text.
+ */
+export type OnText = (text: string) => void
+
 export interface ModelProvider {
-  call(request: ModelRequest, credentials: Credentials, signal: AbortSignal): Promise<ModelReply>
+  call(
+    request: ModelRequest,
+    credentials: Credentials,
+    signal: AbortSignal,
+    onText?: OnText,
+  ): Promise<ModelReply>
   listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
 }
 
@@ -169,7 +180,7 @@ function anthropicProvider({
       }),
   )
   return {
-    async call(request, credentials, signal) {
+    async call(request, credentials, signal, onText) {
       const names = new ToolNames(request.tools.map((t) => t.name))
       const messages: Anthropic.MessageParam[] = request.messages.map((m) => {
         if (m.role === 'user') return { role: 'user', content: m.text }
@@ -196,21 +207,20 @@ function anthropicProvider({
         }
         return { role: 'assistant', content }
       })
+      const params: Anthropic.MessageCreateParamsNonStreaming = {
+        model: request.model,
+        max_tokens: request.maxTokens,
+        system: request.system,
+        messages,
+        tools: request.tools.map((t) => ({
+          name: names.wire(t.name),
+          description: t.description,
+          input_schema: t.parameters as Anthropic.Tool.InputSchema,
+        })),
+      }
       try {
-        const reply = await client(credentials.key).messages.create(
-          {
-            model: request.model,
-            max_tokens: request.maxTokens,
-            system: request.system,
-            messages,
-            tools: request.tools.map((t) => ({
-              name: names.wire(t.name),
-              description: t.description,
-              input_schema: t.parameters as Anthropic.Tool.InputSchema,
-            })),
-          },
-          { signal },
-        )
+        if (onText) return await streamAnthropic(client(credentials.key), params, names, signal, onText)
+        const reply = await client(credentials.key).messages.create(params, { signal })
         const text = reply.content
           .filter((b) => b.type === 'text')
           .map((b) => (b as Anthropic.TextBlock).text)
@@ -259,7 +269,7 @@ function openAiProvider({
       }),
   )
   return {
-    async call(request, credentials, signal) {
+    async call(request, credentials, signal, onText) {
       const names = new ToolNames(request.tools.map((t) => t.name))
       const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
         { role: 'system', content: request.system },
@@ -285,27 +295,26 @@ function openAiProvider({
           })
         }
       }
+      const params: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming = {
+        model: request.model,
+        max_completion_tokens: request.maxTokens,
+        messages,
+        ...(request.tools.length
+          ? {
+              tools: request.tools.map((t) => ({
+                type: 'function' as const,
+                function: {
+                  name: names.wire(t.name),
+                  description: t.description,
+                  parameters: t.parameters,
+                },
+              })),
+            }
+          : {}),
+      }
       try {
-        const reply = await client(credentials.key).chat.completions.create(
-          {
-            model: request.model,
-            max_completion_tokens: request.maxTokens,
-            messages,
-            ...(request.tools.length
-              ? {
-                  tools: request.tools.map((t) => ({
-                    type: 'function' as const,
-                    function: {
-                      name: names.wire(t.name),
-                      description: t.description,
-                      parameters: t.parameters,
-                    },
-                  })),
-                }
-              : {}),
-          },
-          { signal },
-        )
+        if (onText) return await streamOpenAi(client(credentials.key), params, names, signal, onText)
+        const reply = await client(credentials.key).chat.completions.create(params, { signal })
         const message = reply.choices[0]?.message
         return {
           text: message?.content ?? null,
@@ -345,5 +354,117 @@ function parseArguments(text: string): Record<string, unknown> {
       : { value }
   } catch {
     return { unparsed: text }
+  }
+}
+
+// --- streaming: the same answer, its text told as it comes ----------------------------------------------
+// The raw events are read rather than the SDKs' stream helpers, which parse a tool call's partial JSON
+// again at each piece of it: here each tool call's arguments are parsed once, when they are complete.
+
+/** provider_a with `stream: true`: message_start, content blocks and their deltas, message_delta. */
+async function streamAnthropic(
+  client: Anthropic,
+  params: Anthropic.MessageCreateParamsNonStreaming,
+  names: ToolNames,
+  signal: AbortSignal,
+  onText: OnText,
+): Promise<ModelReply> {
+  const stream = await client.messages.create({ ...params, stream: true }, { signal })
+  const texts: string[] = []
+  const blocks = new Map<number, { id: string; name: string; json: string } | 'text'>()
+  const calls: ToolCall[] = []
+  const usage = { input: 0, output: 0 }
+  let model = params.model
+  for await (const event of stream) {
+    if (event.type === 'content_block_delta') {
+      const block = blocks.get(event.index)
+      if (event.delta.type === 'text_delta') {
+        texts.push(event.delta.text)
+        if (event.delta.text) onText(event.delta.text)
+      } else if (event.delta.type === 'input_json_delta' && block && block !== 'text')
+        block.json += event.delta.partial_json
+    } else if (event.type === 'content_block_start') {
+      const block = event.content_block
+      if (block.type === 'text') {
+        // Blocks of text are joined by a new line, as the unstreamed answer's are.
+        if (texts.length) {
+          texts.push('\n')
+          onText('\n')
+        }
+        blocks.set(event.index, 'text')
+        if (block.text) {
+          texts.push(block.text)
+          onText(block.text)
+        }
+      } else if (block.type === 'tool_use')
+        blocks.set(event.index, { id: block.id, name: block.name, json: '' })
+    } else if (event.type === 'content_block_stop') {
+      const block = blocks.get(event.index)
+      if (block && block !== 'text')
+        calls.push({
+          id: block.id,
+          name: names.original(block.name),
+          arguments: parseArguments(block.json),
+        })
+    } else if (event.type === 'message_start') {
+      model = event.message.model
+      usage.input = event.message.usage.input_tokens
+      usage.output = event.message.usage.output_tokens
+    } else if (event.type === 'message_delta') {
+      // Cumulative counts: the last one is the call's.
+      usage.output = event.usage.output_tokens
+      if (event.usage.input_tokens !== null) usage.input = event.usage.input_tokens
+    }
+  }
+  // An abort may end the stream's iteration without an error: the answer is not whole.
+  if (signal.aborted) throw new ProviderError('aborted', 'aborted')
+  const text = texts.join('')
+  return { text: text || null, toolCalls: calls, usage, model }
+}
+
+/** provider_b with `stream: true`: chunks of deltas, the usage in a last chunk of its own. */
+async function streamOpenAi(
+  client: OpenAI,
+  params: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
+  names: ToolNames,
+  signal: AbortSignal,
+  onText: OnText,
+): Promise<ModelReply> {
+  const stream = await client.chat.completions.create(
+    { ...params, stream: true, stream_options: { include_usage: true } },
+    { signal },
+  )
+  const texts: string[] = []
+  const calls: { id: string; name: string; json: string }[] = []
+  const usage = { input: 0, output: 0 }
+  let model = params.model
+  for await (const chunk of stream) {
+    model = chunk.model || model
+    if (chunk.usage) {
+      usage.input = chunk.usage.prompt_tokens
+      usage.output = chunk.usage.completion_tokens
+    }
+    const delta = chunk.choices[0]?.delta
+    if (!delta) continue
+    if (delta.content) {
+      texts.push(delta.content)
+      onText(delta.content)
+    }
+    for (const call of delta.tool_calls ?? []) {
+      const held = (calls[call.index] ??= { id: '', name: '', json: '' })
+      if (call.id) held.id = call.id
+      if (call.function?.name) held.name += call.function.name
+      if (call.function?.arguments) held.json += call.function.arguments
+    }
+  }
+  if (signal.aborted) throw new ProviderError('aborted', 'aborted')
+  const text = texts.join('')
+  return {
+    text: text || null,
+    toolCalls: calls
+      .filter((c) => c !== undefined)
+      .map((c) => ({ id: c.id, name: names.original(c.name), arguments: parseArguments(c.json) })),
+    usage,
+    model,
   }
 }
