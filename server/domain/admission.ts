@@ -299,6 +299,30 @@ export async function renewLeases(
 }
 
 /**
+ * Hands this engine's leases of these runs back at once (it is stopping): released with no owner, so the
+ * engine that takes them over does not count it as a death.
+ */
+export async function releaseLeases(db: Db, engineId: string, runIds: string[]): Promise<void> {
+  await db`
+    update runs set lease_expires_at = now(), lease_owner = null
+     where id = any(${db.array(runIds)}::uuid[]) and lease_owner = ${engineId} and status = 'running'`
+}
+
+/** Whether the run is still running under this engine's lease (it may have been cancelled). */
+export async function holdsRun(db: Db, engineId: string, runId: string): Promise<boolean> {
+  const [row] = await db<{ status: string; leaseOwner: string | null }[]>`
+    select status, lease_owner from runs where id = ${runId}`
+  return row?.status === 'running' && row.leaseOwner === engineId
+}
+
+/** When the next delayed pending run (a successor's delay) or held run (a back-off) becomes due. */
+export async function nextDueRun(db: Db): Promise<Date | null> {
+  const [next] = await db<{ at: Date | null }[]>`
+    select min(not_before) as at from runs where status in ('pending', 'blocked') and not_before > now()`
+  return next?.at ?? null
+}
+
+/**
  * How many times a run may be taken over from a worker that died with it before it is failed instead:
  * a run that kills its worker (or whose executor fails) each time must end, not hold its slot forever.
  * A run handed over by an engine that stopped in good order does not count.

@@ -8,7 +8,7 @@ import type {
 } from '../../shared/schemas/chats.js'
 import { TaskDefinition } from '../../shared/schemas/tasks.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../db/sql.js'
-import { chatChanged, wakeChatTurns } from './chat-turns.js'
+import { chatChanged, insertTurn, moveTurns, wakeChatTurns } from './chat-turns.js'
 import { createTask, mustGateTools } from './tasks.js'
 
 // Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
@@ -158,6 +158,8 @@ export async function insertMessage(
   tx: Db,
   chat: { id: string; enterpriseId: string },
   message: {
+    /** The id the message will have (a streamed reply's deltas name it before it is stored). */
+    id?: string
     role: ChatMessage['role']
     content: string
     toolCall?: StoredToolCall
@@ -169,8 +171,8 @@ export async function insertMessage(
   // One round trip: the chat's last_message_at moves in the same statement.
   const [row] = await tx<MessageRow[]>`
     with m as (
-      insert into chat_messages (enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
-      values (${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
+      insert into chat_messages (id, enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
+      values (coalesce(${message.id ?? null}::uuid, gen_random_uuid()), ${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
               ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
               ${message.replyGroup ?? null}, ${message.turnId ?? null})
       returning *),
@@ -178,6 +180,78 @@ export async function insertMessage(
     select * from m`
   chatChanged(tx, chat.id)
   return row!
+}
+
+/**
+ * A notice of a reply (why it is not made yet, in osd's words), once: the turn's notice that ends the
+ * chat so far is brought up to date rather than repeated (a provider still away says so in one line).
+ */
+export async function noticeMessage(
+  tx: Db,
+  chat: { id: string; enterpriseId: string },
+  turnId: string,
+  content: string,
+): Promise<void> {
+  const [last] = await tx<MessageRow[]>`
+    select * from chat_messages where chat_id = ${chat.id} order by seq desc limit 1`
+  if (last && isNotice(last) && last.turnId === turnId) {
+    if (last.content !== content) {
+      await tx`update chat_messages set content = ${content} where id = ${last.id}`
+      chatChanged(tx, chat.id)
+    }
+    return
+  }
+  await insertMessage(tx, chat, { role: 'member', content, turnId })
+}
+
+/**
+ * Marks an allowed tool call of the turn as executing, before it acts, while this engine holds the
+ * turn: answers false when the call was begun already (or the turn is no longer this engine's).
+ */
+export async function markExecuting(
+  db: Db,
+  messageId: string,
+  turnId: string,
+  engineId: string,
+): Promise<boolean> {
+  const [marked] = await db<{ id: string }[]>`
+    update chat_messages set executing_at = now()
+     where id = ${messageId} and executing_at is null and tool_call ->> 'status' = 'allowed'
+       and exists (select 1 from chat_turns where id = ${turnId} and status = 'running'
+                    and lease_owner = ${engineId})
+    returning id`
+  return Boolean(marked)
+}
+
+/** What a tool call of a reply answered (done) or why it failed. */
+export async function answerToolCall(
+  db: Db,
+  chatId: string,
+  messageId: string,
+  outcome: { content: string; isError: boolean },
+): Promise<void> {
+  await db`
+    update chat_messages
+       set tool_call = tool_call || ${db.json({
+         status: outcome.isError ? 'failed' : 'done',
+         result: outcome.content,
+       } as never)}
+     where id = ${messageId}`
+  chatChanged(db, chatId)
+}
+
+/** Calls of the turn found executing after a crash may have acted: answered, never made again. */
+export async function settleInterruptedCalls(
+  db: Db,
+  chatId: string,
+  turnId: string,
+  result: string,
+): Promise<void> {
+  await db`
+    update chat_messages
+       set tool_call = tool_call || jsonb_build_object('status', 'failed', 'result', ${result}::text)
+     where turn_id = ${turnId} and executing_at is not null and tool_call ->> 'status' = 'allowed'`
+  chatChanged(db, chatId)
 }
 
 // --- opening and listing ----------------------------------------------------------------------------
@@ -424,10 +498,7 @@ export async function sendMessage(
                ${replying(db)} as replying
           from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}
            for no key update of c),
-      t as (
-        insert into chat_turns (enterprise_id, chat_id, caller)
-        select ${enterpriseId}, c.id, ${caller} from c where c.status = 'open' and not c.replying
-        returning id),
+      t as (${insertTurn(db, enterpriseId, caller, db`c`)}),
       m as (
         insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
         select ${enterpriseId}, ${id}, 'person', ${content}, t.id from t
@@ -500,8 +571,8 @@ export async function decideToolCall(
     const set = (status: StoredToolCall['status'], result: string | null) => tx`
       update chat_messages set tool_call = tool_call || ${tx.json({ status, result } as never)}
        where id = ${message.id}`
-    const goOn = () => tx`update chat_turns set status = 'pending', updated_at = now()
-                           where id = ${message.turnId} and status = 'waiting'`
+    const goOn = () =>
+      message.turnId && moveTurns(tx, 'pending', { ids: [message.turnId], from: ['waiting'] })
     if (decision === 'always')
       await tx`
         insert into chat_tool_grants (enterprise_id, caller, member_id, tool)
@@ -597,8 +668,10 @@ const closedCallResult = 'The chat was closed before this call was decided.'
  * and the question gates it waits on (decided by the chat closing, as a run's end closes its gates).
  */
 async function endChatWork(tx: Db, chatId: string): Promise<void> {
-  await tx`update chat_turns set status = 'done', lease_owner = null, lease_expires_at = null, updated_at = now()
-            where chat_id = ${chatId} and status <> 'done'`
+  await moveTurns(tx, 'done', {
+    chatId,
+    from: ['pending', 'running', 'waiting', 'blocked', 'paused_spend'],
+  })
   await tx`
     update chat_messages
        set tool_call = tool_call || ${tx.json({ status: 'denied', result: closedCallResult } as never)}

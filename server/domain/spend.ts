@@ -5,7 +5,7 @@ import {
   type SpendView,
 } from '../../shared/schemas/spend.js'
 import { transaction, type Db } from '../db/sql.js'
-import { wakeChatTurns } from './chat-turns.js'
+import { moveTurns } from './chat-turns.js'
 import { layerOwner } from './layers.js'
 import { transitionAll, type RunRow } from './runs.js'
 
@@ -43,20 +43,14 @@ function layersOf(run: RunLayers): { layer: SpendLayer; layerId: string }[] {
 export type Reservation =
   { ok: true; day: string } | { ok: false; layer: SpendLayer; layerId: string; capCents: number }
 
-/**
- * Reserves `worstMicros` on every layer of the run for today, unless a capped layer would go over its
- * cap. Must run in a transaction: the counters stay locked until it ends.
- */
-export async function reserve(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
-  const checked = await checkRoom(tx, run, worstMicros)
-  if (checked.ok) await holdReservation(tx, run, checked.day, worstMicros)
-  return checked
-}
+/** Why a model call found no room: the capped layer it would pass. */
+export type SpendRefusal = Extract<Reservation, { ok: false }>
 
 /**
- * reserve's first half: locks the layers' counters of today (made if missing) and answers whether
- * `worstMicros` fits under every cap; holdReservation then reserves it, in the same transaction. Apart,
- * so a caller can send the hold with its own last statements (pipelinedTransaction).
+ * The reservation of a model call's worst case (DESIGN 6), in two halves sent in one transaction (the
+ * model call step, engine/models/call.ts): this one locks the layers' counters of today (made if
+ * missing) and answers whether `worstMicros` fits under every cap; holdReservation then reserves it.
+ * Apart, so the caller sends the hold with its own last statements (pipelinedTransaction).
  */
 export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
   const day = today()
@@ -108,7 +102,7 @@ export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Pr
   return { ok: true, day }
 }
 
-/** reserve's second half: reserves `worstMicros` on the run's layers of `day` (checkRoom locked them). */
+/** The reservation's second half: `worstMicros` on the layers of `day` (checkRoom locked them). */
 export function holdReservation(tx: Db, run: RunLayers, day: string, worstMicros: number) {
   const layers = layersOf(run)
   return tx`
@@ -211,11 +205,7 @@ export async function setEnabled(
  * chat replies a cap held (the engines' chat loops claim them again).
  */
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
-  const turns = await tx<{ chatId: string }[]>`
-    update chat_turns set status = 'pending', updated_at = now()
-     where enterprise_id = ${enterpriseId} and status = 'paused_spend'
-     returning chat_id`
-  for (const { chatId } of turns) wakeChatTurns(tx, chatId)
+  await moveTurns(tx, 'pending', { enterpriseId, from: ['paused_spend'] })
   const paused = await tx<RunRow[]>`
     select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
   await transitionAll(

@@ -1,48 +1,51 @@
 import { randomUUID } from 'node:crypto'
-import { priceOf, type Provider } from '../../shared/schemas/models.js'
+import type { Provider } from '../../shared/schemas/models.js'
 import type { ModelTier } from '../../shared/schemas/models.js'
 import type { Sealer } from '../crypto.js'
-import { pipelinedTransaction, unflushedCommit, transaction, type Db, type Sql } from '../db/sql.js'
-import { chatChanged } from '../domain/chat-turns.js'
+import { transaction, type Sql, type Tx } from '../db/sql.js'
+import { DeltaPublisher } from '../domain/chat-deltas.js'
 import {
+  countTurnCall,
+  keepReservation,
+  lockTurn,
+  moveTurns,
+  recordRecall,
+  type TurnReservation,
+  type TurnRow,
+} from '../domain/chat-turns.js'
+import {
+  answerToolCall,
   checkProposal,
   insertMessage,
   isGranted,
   isNotice,
+  markExecuting,
+  noticeMessage,
+  settleInterruptedCalls,
   type MessageRow,
   type StoredToolCall,
 } from '../domain/chats.js'
 import { openChatGate } from '../domain/gates.js'
 import { chooseModel, type OAuthSettings } from '../domain/llm.js'
 import { recallChatNotes } from '../domain/memory/index.js'
-import {
-  callCostMicros,
-  checkRoom,
-  countUsage,
-  holdReservation,
-  settle,
-  worstCaseMicros,
-  type RunLayers,
-} from '../domain/spend.js'
+import { settle, type RunLayers } from '../domain/spend.js'
 import { mustGateTools } from '../domain/tasks.js'
 import { connectionsForRun } from '../domain/tool-connections.js'
 import type { Logger } from '../log.js'
+import { backoffMs } from './agent/loop.js'
 import { McpTools } from './agent/mcp.js'
-import { osTools } from './agent/os-tools.js'
-import {
-  ProviderError,
-  type Message,
-  type ModelProvider,
-  type ModelReply,
-  type ToolSpec,
-} from './agent/providers.js'
+import { askCeoArguments, interruptedCallResult, osTools } from './agent/os-tools.js'
+import type { Message, ModelProvider, ToolSpec } from './agent/providers.js'
 import { memorySection, type PromptNote } from './agent/run-memory.js'
+import { withCallSignal } from './executor.js'
+import { callModel, type CallOutcome, type ModelChoice } from './models/call.js'
 
 // A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (chat-loop.ts). The chat's
 // messages are the turn's journal: a model call's answer is stored (text and tool calls) before
 // anything acts on it, and a tool call is marked executing before it acts, so an engine that takes a
 // turn over finishes the reply and never makes a tool call twice (one found executing is answered as of
-// unknown outcome).
+// unknown outcome). Model calls go through the one model call step (models/call.ts), streamed: the
+// reply's text reaches the chat's readers as it is made (chat-deltas.ts).
 
 export interface ChatReplyOptions {
   sql: Sql
@@ -56,41 +59,6 @@ export interface ChatReplyOptions {
   maxTokens?: number
 }
 
-/** The spend reservation of a turn's model call in flight (released once if a crash interrupts it). */
-export interface TurnReservation {
-  id: string
-  day: string
-  micros: number
-  teamId: string | null
-}
-
-export interface TurnRow {
-  reservation: TurnReservation | null
-  id: string
-  enterpriseId: string
-  chatId: string
-  status: string
-  caller: string | null
-  modelCalls: number
-  recall: 'succeeded' | 'failed' | null
-  /** What the reply works with, read by the claim itself (null: the chat is gone). */
-  context: ChatContext | null
-}
-
-/** The chat, its member, the enterprise and the member's first team, as the claim reads them. */
-export interface ChatContext {
-  id: string
-  enterpriseId: string
-  memberId: string
-  purpose: string | null
-  status: string
-  memberName: string | null
-  persona: string | null
-  enterpriseName: string | null
-  chatModelTier: ModelTier | null
-  chatMemoryDepth: string | null
-  teamId: string | null
-}
 /** How many notes a reply recalls at each chatMemoryDepth. */
 const depthNotes: Record<string, number> = { off: 0, small: 3, medium: 8, large: 20 }
 
@@ -106,8 +74,10 @@ const createTaskTool: ToolSpec = {
 }
 type Step = 'continue' | 'stop'
 
-/** The turn is no longer this engine's (taken over, closed): what it was doing stops. */
-class TurnGone extends Error {}
+/** How long a reply waits after its model provider did not answer, before it is tried again. */
+function retryWords(ms: number): string {
+  return ms < 60_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`
+}
 
 export class ChatReply {
   private readonly sql: Sql
@@ -155,7 +125,7 @@ export class ChatReply {
       if (this.signal.aborted) return
       let messages = await this.messages()
       if (first && messages.some((m) => this.interrupted(m))) {
-        await this.settleInterrupted()
+        await settleInterruptedCalls(this.sql, this.chat.id, this.turn.id, interruptedCallResult)
         messages = await this.messages()
       }
       first = false
@@ -171,7 +141,7 @@ export class ChatReply {
       }
       // A notice (no key, a cap) is not the member's answer: the reply is still to be made.
       const last = messages.filter((m) => !isNotice(m)).at(-1)
-      if (!last || last.role === 'member') return void (await this.end('done'))
+      if (!last || last.role === 'member') return void (await this.end())
       if (this.modelCalls >= max) {
         await this.notice(`I stopped after ${max} model calls without a final answer.`, 'done')
         return
@@ -194,7 +164,7 @@ export class ChatReply {
         memberId: row.memberId,
       }
     if (!row || row.status === 'closed') {
-      await this.end('done')
+      await this.end()
       return false
     }
     const { id, enterpriseId, memberId, purpose, status } = row
@@ -229,7 +199,7 @@ export class ChatReply {
     const lines = [
       `You are ${member?.name ?? 'a team member'}${member?.persona ? `. ${member.persona}` : ''}.`,
       `You work for ${enterprise?.name ?? 'the enterprise'} and are chatting with one of its people.`,
-      'Answer in plain text. Each tool call you make is shown to the person, who allows or denies it.',
+      'Answer in Markdown. Each tool call you make is shown to the person, who allows or denies it.',
       'To ask the person something you need decided, call os.ask_ceo.',
     ]
     if (chat.purpose === 'create_task')
@@ -260,15 +230,11 @@ export class ChatReply {
         limit,
         first,
       )
-      if (first)
-        await this.sql`update chat_turns set recall = 'succeeded', recalled_at = now()
-                        where id = ${this.turn.id} and recall is null`
+      if (first) await recordRecall(this.sql, this.turn.id, 'succeeded')
       return notes.map(({ id, layer, text }) => ({ id, layer, text }))
     } catch (err) {
       this.options.log.warn({ err }, 'chat recall failed')
-      if (first)
-        await this.sql`update chat_turns set recall = 'failed', recalled_at = now()
-                        where id = ${this.turn.id} and recall is null`
+      if (first) await recordRecall(this.sql, this.turn.id, 'failed')
       return []
     }
   }
@@ -295,33 +261,33 @@ export class ChatReply {
       select * from chat_messages where chat_id = ${this.chat.id} order by seq`
   }
 
-  /** Locks the turn while it is this engine's to move; false once it is not (taken over, closed). */
-  private async lockTurn(tx: Db): Promise<boolean> {
-    const [row] = await tx<{ status: string; leaseOwner: string | null }[]>`
-      select status, lease_owner from chat_turns where id = ${this.turn.id} for update`
-    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+  /** The turn, while it is this engine's: ids, statuses it moves from, and the lease it holds. */
+  private running() {
+    return {
+      ids: [this.turn.id],
+      from: ['running'] as const,
+      owner: this.options.engineId,
+    }
   }
 
-  private async end(status: 'done' | 'blocked'): Promise<void> {
-    await this.sql`
-      update chat_turns set status = ${status}, lease_owner = null, lease_expires_at = null, updated_at = now()
-       where id = ${this.turn.id} and status = 'running' and lease_owner = ${this.options.engineId}`
+  private async end(): Promise<void> {
+    await moveTurns(this.sql, 'done', this.running())
   }
 
-  /** A message of the member about why it cannot reply (no key, a cap, a failed call), once. */
+  /**
+   * A notice of the member about why it cannot reply (no key, a cap, a provider that did not answer),
+   * once, and the turn moved on (`notBefore`: when a blocked reply is tried again).
+   */
   private async notice(
     content: string,
     status: 'done' | 'blocked' | 'paused_spend',
+    notBefore?: Date,
   ): Promise<void> {
     await transaction(this.sql, async (tx) => {
       await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await this.lockTurn(tx))) return
-      const [last] = await tx<{ content: string }[]>`
-        select content from chat_messages where chat_id = ${this.chat.id} order by seq desc limit 1`
-      if (last?.content !== content)
-        await insertMessage(tx, this.chat, { role: 'member', content, turnId: this.turn.id })
-      await tx`update chat_turns set status = ${status}, lease_owner = null, lease_expires_at = null,
-                      updated_at = now() where id = ${this.turn.id}`
+      if (!(await lockTurn(tx, this.options.engineId, this.turn.id))) return
+      await noticeMessage(tx, this.chat, this.turn.id, content)
+      await moveTurns(tx, status, this.running(), { notBefore })
     })
   }
 
@@ -332,14 +298,13 @@ export class ChatReply {
   private async waitForPerson(): Promise<boolean> {
     return transaction(this.sql, async (tx) => {
       await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await this.lockTurn(tx))) return true
+      if (!(await lockTurn(tx, this.options.engineId, this.turn.id))) return true
       const [row] = await tx<{ waiting: boolean; allowed: boolean }[]>`
         select bool_or(tool_call ->> 'status' = 'waiting') as waiting,
                bool_or(tool_call ->> 'status' = 'allowed') as allowed
           from chat_messages where turn_id = ${this.turn.id} and tool_call is not null`
       if (!row?.waiting || row.allowed) return false
-      await tx`update chat_turns set status = 'waiting', lease_owner = null, lease_expires_at = null,
-                      updated_at = now() where id = ${this.turn.id}`
+      await moveTurns(tx, 'waiting', this.running())
       return true
     })
   }
@@ -362,87 +327,29 @@ export class ChatReply {
       if (!held) return
       await Promise.all([
         settle(tx, { ...this.layers, teamId: held.teamId }, held.day, held.micros, 0, false),
-        tx`update chat_turns set reservation = null where id = ${this.turn.id}`,
+        keepReservation(tx, this.turn.id, null),
       ])
     })
-  }
-
-  /** A call found executing may have acted: it is answered as of unknown outcome, never made again. */
-  private async settleInterrupted(): Promise<void> {
-    await this.sql`
-      update chat_messages
-         set tool_call = tool_call || jsonb_build_object('status', 'failed', 'result',
-               'This call was interrupted: whether it happened is unknown. Check before trying it again.')
-       where turn_id = ${this.turn.id} and executing_at is not null and tool_call ->> 'status' = 'allowed'`
   }
 
   // --- tool calls -----------------------------------------------------------------------------------
 
   private async runTool(message: MessageRow): Promise<Step> {
     const call = message.toolCall!
-    const [marked] = await this.sql<{ id: string }[]>`
-      update chat_messages set executing_at = now()
-       where id = ${message.id} and executing_at is null and tool_call ->> 'status' = 'allowed'
-         and exists (select 1 from chat_turns where id = ${this.turn.id} and status = 'running'
-                      and lease_owner = ${this.options.engineId})
-      returning id`
-    if (!marked) return (await this.stillMine()) ? 'continue' : 'stop'
+    if (!(await markExecuting(this.sql, message.id, this.turn.id, this.options.engineId)))
+      return (await this.stillMine()) ? 'continue' : 'stop'
     let outcome: { content: string; isError: boolean }
     try {
       outcome = this.mcp
-        ? await this.mcp.call(call.name, call.arguments, this.signal)
+        ? await withCallSignal(this.signal, (signal) =>
+            this.mcp!.call(call.name, call.arguments, signal),
+          )
         : { content: `No tool ${call.name} is connected.`, isError: true }
     } catch (err) {
       outcome = { content: (err as Error).message || String(err), isError: true }
     }
-    await transaction(this.sql, async (tx) => {
-      await tx`
-        update chat_messages
-           set tool_call = tool_call || ${tx.json({
-             status: outcome.isError ? 'failed' : 'done',
-             result: outcome.content,
-           } as never)}
-         where id = ${message.id}`
-      chatChanged(tx, this.chat.id)
-    })
+    await answerToolCall(this.sql, this.chat.id, message.id, outcome)
     return 'continue'
-  }
-
-  /**
-   * Settles a model call of this turn (its cost replaces its reservation) under the turn's row lock:
-   * the reservation is released only if it is still on the turn (not already by an engine that took
-   * the turn over), the cost is counted in any case. Answers whether the turn is still this engine's.
-   * `then` gives the statements to send with the settlement's (the commit among them, to end the
-   * transaction in the same round trip), knowing whether the turn is still this engine's.
-   */
-  private async settleCall(
-    tx: Db,
-    held: TurnReservation,
-    costMicros: number,
-    lockChat = false,
-    then: (mine: boolean) => Promise<unknown>[] = () => [],
-  ): Promise<boolean> {
-    // The chat's lock before the turn's, as everywhere (notice, waitForPerson): sent in this order.
-    const [, [row]] = await Promise.all([
-      lockChat ? tx`select 1 from chats where id = ${this.chat.id} for no key update` : undefined,
-      tx<{ status: string; leaseOwner: string | null; reservation: TurnReservation | null }[]>`
-        select status, lease_owner, reservation from chat_turns where id = ${this.turn.id} for update`,
-    ])
-    const ours = row?.reservation?.id === held.id
-    const mine = row?.status === 'running' && row.leaseOwner === this.options.engineId
-    await Promise.all([
-      settle(
-        tx,
-        { ...this.layers, teamId: held.teamId },
-        held.day,
-        ours ? held.micros : 0,
-        costMicros,
-        false,
-      ),
-      ...(ours ? [tx`update chat_turns set reservation = null where id = ${this.turn.id}`] : []),
-      ...then(mine),
-    ])
-    return mine
   }
 
   private async stillMine(): Promise<boolean> {
@@ -454,7 +361,6 @@ export class ChatReply {
   // --- model calls ----------------------------------------------------------------------------------
 
   private async modelCall(history: MessageRow[]): Promise<Step> {
-    const { sql, options } = this
     // The model and its key are chosen once per turn: the turn's later calls use the same.
     const choice = (this.choice ??= await this.chooseModel())
     if ('blocked' in choice) {
@@ -465,185 +371,204 @@ export class ChatReply {
       )
       return 'stop'
     }
-    const { key, model } = choice
-    const maxTokens = options.maxTokens ?? 4096
     const messages = conversationOf(history)
-    const price = priceOf(key.provider, model)
-    const promptChars =
-      this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length
-    const worst = worstCaseMicros(price, promptChars, maxTokens)
-    // The reservation is kept on the turn until the call is settled: an engine that takes the turn
-    // over after a crash releases it (releaseInterrupted), and only one of them does.
-    const held: TurnReservation = {
-      id: randomUUID(),
-      day: '',
-      micros: worst,
-      teamId: this.layers.teamId,
-    }
-    // Two round trips: begin, the turn's lock and the spend counters' (checkRoom); then the
-    // reservation held on the counters and on the turn, with the commit. The commit does not wait for
-    // the WAL flush: every reply of the enterprise locks the same counters, and a flush inside that
-    // lock made 50 replies queue behind each other's flushes. A database crash that loses the
-    // reservation loses its mark on the turn with it, and an interrupted call is released uncharged
-    // either way; only the room it held may then be given to another call before this one settles.
-    const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
-      const [mine, room] = await Promise.all([this.lockTurn(tx), checkRoom(tx, this.layers, worst)])
-      if (!mine) throw new TurnGone()
-      if (!room.ok) return room
-      held.day = room.day
-      await Promise.all([
-        holdReservation(tx, this.layers, room.day, worst),
-        tx`update chat_turns set reservation = ${tx.json(held as never)} where id = ${this.turn.id}
-           returning ${unflushedCommit(tx)}`,
-        commit(),
-      ])
-      return room.day
-    }).catch((err: unknown) => {
-      if (err instanceof TurnGone) return 'gone' as const
-      throw err
+    // The id the reply's text will be stored with: its deltas name it while it is made.
+    const deltas = new DeltaPublisher(this.sql, this.chat.id, randomUUID())
+    const checked = new Map<string, string | undefined>()
+    const granted = new Set<string>()
+    let step: Step = 'stop'
+    const result = await callModel({
+      sql: this.sql,
+      providers: this.options.providers,
+      choice,
+      request: {
+        system: this.system,
+        messages,
+        tools: this.tools,
+        maxTokens: this.options.maxTokens ?? 4096,
+      },
+      promptChars:
+        this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length,
+      signal: this.signal,
+      onText: deltas.push,
+      owner: {
+        layers: this.layers,
+        lock: (tx) => lockTurn(tx, this.options.engineId, this.turn.id),
+        // Kept on the turn until the call is settled: an engine that takes the turn over after a crash
+        // releases it (releaseInterrupted), and only one of them does. The commit does not wait for the
+        // WAL flush: every reply of the enterprise locks the same counters, and a flush inside that lock
+        // made 50 replies queue behind each other's flushes. A database crash that loses the
+        // reservation loses its mark on the turn with it, and an interrupted call is released
+        // uncharged either way; only the room it held may then go to another call before this one
+        // settles (DESIGN 3).
+        hold: (tx, held) =>
+          keepReservation(
+            tx,
+            this.turn.id,
+            { id: held.id, day: held.day, micros: held.micros, teamId: this.layers.teamId },
+            { unflushed: true },
+          ),
+        beforeSettle: async (outcome) => {
+          // Every piece of the text has gone out before the message is stored: readers see the
+          // deltas, then the message.
+          await deltas.flush()
+          if (!('reply' in outcome)) return
+          for (const call of outcome.reply.toolCalls) {
+            if (call.name === 'os.create_task' && this.chat.purpose === 'create_task')
+              checked.set(call.id, await checkProposal(this.sql, this.chat.enterpriseId, call.arguments))
+            else if (
+              !call.name.startsWith('os.') &&
+              !this.mustGate.has(call.name) &&
+              (await isGranted(this.sql, this.turn.caller, this.chat.memberId, call.name))
+            )
+              granted.add(call.id)
+          }
+        },
+        claim: (tx, held, outcome) => this.claimSettlement(tx, held.id, 'reply' in outcome),
+        record: async (tx, outcome, { ours, mine }, last) => {
+          // Sent now, before the answer's statements (a query is sent once awaited or executed).
+          const release = ours ? keepReservation(tx, this.turn.id, null).execute() : undefined
+          if (!('reply' in outcome) || !mine) return void (await Promise.all([release, last()]))
+          step = await this.storeAnswer(tx, outcome, deltas.messageId, checked, granted, last)
+          await release
+        },
+      },
     })
-    if (reserved === 'gone') return 'stop'
-    if (typeof reserved !== 'string') {
+    if (result.kind === 'gone' || result.kind === 'over_limit') return 'stop'
+    if (result.kind === 'no_room') {
       // Held like a paused_spend run: retried when the cap is raised or spend limits are turned off.
+      const { refusal } = result
       await this.notice(
-        `I cannot reply yet: the ${reserved.layer} daily spend cap of ${reserved.capCents} cents has no room for another model call. I will reply once it is raised.`,
+        `I cannot reply yet: the ${refusal.layer} daily spend cap of ${refusal.capCents} cents has no room for another model call. I will reply once it is raised.`,
         'paused_spend',
       )
       return 'stop'
     }
-    let reply: ModelReply
-    try {
-      reply = await options.providers[key.provider].call(
-        { model, system: this.system, messages, tools: this.tools, maxTokens },
-        { key: key.key },
-        this.signal,
-      )
-    } catch (err) {
-      await pipelinedTransaction(sql, (tx, commit) =>
-        this.settleCall(tx, held, 0, false, () => [commit()]),
-      )
-      const failure =
-        err instanceof ProviderError
-          ? err
-          : new ProviderError('bad_request', (err as Error).message)
+    if (result.kind === 'failed') {
+      const { failure } = result
       if (failure.kind === 'aborted' || this.signal.aborted) return 'stop'
-      await this.notice(`The model could not answer: ${failure.message}`, 'done')
-      return 'stop'
-    }
-    const cost = callCostMicros(price, reply.usage)
-    const checked = new Map<string, string | undefined>()
-    for (const call of reply.toolCalls)
-      if (call.name === 'os.create_task' && this.chat.purpose === 'create_task')
-        checked.set(call.id, await checkProposal(sql, this.chat.enterpriseId, call.arguments))
-    const granted = new Map<string, boolean>()
-    for (const call of reply.toolCalls)
-      if (!call.name.startsWith('os.') && !this.mustGate.has(call.name))
-        granted.set(call.id, await isGranted(sql, this.turn.caller, this.chat.memberId, call.name))
-
-    // A final answer ends the turn in the same commit: once the reply is readable, so is the next
-    // message's turn (no 409 chat_replying in between).
-    const final = reply.toolCalls.length === 0
-    const step = await pipelinedTransaction(sql, async (tx, commit): Promise<Step> => {
-      // The call was made and is paid for in any case; its answer is the turn's only while it holds it.
-      // Two round trips for a final answer: begin, the chat's lock and the turn's (settleCall); then
-      // the spend settled, the turn ended, the answer stored and the usage counted, with the commit.
-      const turnUpdate = () => tx`update chat_turns set model_calls = model_calls + 1,
-                      cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now()
-                      ${final ? tx`, status = 'done', lease_owner = null, lease_expires_at = null` : tx``}
-                where id = ${this.turn.id}`
-      // The key's usage row, like the spend counters, is every reply's of the enterprise: it is
-      // written in the last round trip, so its lock is held only until the commit that follows.
-      const usage = () =>
-        countUsage(tx, {
-          connectionId: key.connectionId,
-          enterpriseId: this.chat.enterpriseId,
-          day: reserved,
-          model,
-          usage: reply.usage,
-          costMicros: cost,
-        })
-      const mine = await this.settleCall(tx, held, cost, true, (mine) => {
-        if (!mine) return [usage(), commit()]
-        if (!final) return [usage(), turnUpdate()]
-        return [
-          turnUpdate(),
-          insertMessage(tx, this.chat, {
-            turnId: this.turn.id,
-            replyGroup: randomUUID(),
-            role: 'member',
-            content: reply.text ?? '',
-          }),
-          usage(),
-          commit(),
-        ]
-      })
-      if (!mine) return 'stop'
-      if (final) {
-        this.modelCalls++
+      const status = failure.status ? ` (${failure.status})` : ''
+      if (failure.kind === 'bad_request') {
+        await this.notice(
+          `I could not reply: the model provider refused the request${status}.`,
+          'done',
+        )
         return 'stop'
       }
-      const group = randomUUID()
-      const base = { turnId: this.turn.id, replyGroup: group }
-      if (reply.text || reply.toolCalls.length === 0)
-        await insertMessage(tx, this.chat, { ...base, role: 'member', content: reply.text ?? '' })
-      for (const call of reply.toolCalls) {
-        const stored = (
-          status: StoredToolCall['status'],
-          result: string | null,
-        ): StoredToolCall => ({
-          callId: call.id,
-          name: call.name,
-          arguments: call.arguments,
-          status,
-          result,
-          ...(this.mustGate.has(call.name) ? { mustGate: true } : {}),
-        })
-        if (call.name === 'os.ask_ceo') {
-          const questions = Array.isArray(call.arguments.questions)
-            ? call.arguments.questions.map(String)
-            : [String(call.arguments.questions ?? '')]
-          const choices = Array.isArray(call.arguments.choices)
-            ? (call.arguments.choices as { key: string; label: string }[])
-            : []
-          const gate = await openChatGate(tx, this.chat, { questions, choices, summary: null })
-          await insertMessage(tx, this.chat, {
-            ...base,
-            role: 'tool',
-            content: questions.join('\n'),
-            toolCall: stored('waiting', null),
-            gateId: gate.id,
-          })
-        } else if (!this.tools.some((t) => t.name === call.name)) {
-          await insertMessage(tx, this.chat, {
-            ...base,
-            role: 'tool',
-            content: '',
-            toolCall: stored('failed', `${call.name} is not one of your tools.`),
-          })
-        } else if (call.name === 'os.create_task') {
-          const problem = checked.get(call.id)
-          await insertMessage(tx, this.chat, {
-            ...base,
-            role: 'tool',
-            content: '',
-            toolCall: problem ? stored('failed', problem) : stored('waiting', null),
-          })
-        } else {
-          await insertMessage(tx, this.chat, {
-            ...base,
-            role: 'tool',
-            content: '',
-            toolCall: stored(granted.get(call.id) ? 'allowed' : 'waiting', null),
-          })
-        }
+      if (failure.kind === 'refused_key') {
+        this.choice = undefined
+        await this.notice(
+          `I cannot reply yet: the model provider refused the key${status}. I will reply once a working key is bound.`,
+          'blocked',
+        )
+        return 'stop'
       }
-      this.modelCalls++
-      return final ? 'stop' : 'continue'
-    })
+      // An outage: tried again after a back-off, which grows with each try of this turn's.
+      const wait = backoffMs(await this.outages())
+      await this.notice(
+        `The model provider did not answer${status}; the reply is retried in ${retryWords(wait)}.`,
+        'blocked',
+        new Date(Date.now() + wait),
+      )
+      return 'stop'
+    }
+    if (!result.mine) return 'stop'
+    this.modelCalls++
     return step
   }
-}
 
+  /** How many times this turn's model provider did not answer so far (its notices that say so). */
+  private async outages(): Promise<number> {
+    const [row] = await this.sql<{ count: number }[]>`
+      select count(*)::int as count from chat_messages
+       where turn_id = ${this.turn.id} and role = 'member' and reply_group is null
+         and content like 'The model provider did not answer%'`
+    return row?.count ?? 0
+  }
+
+  /**
+   * Settles a model call of this turn under the turn's row lock (the chat's first when an answer is to
+   * be stored, as everywhere: sent in this order). The reservation is the settlement's to release only if
+   * it is still on the turn (not already by an engine that took the turn over).
+   */
+  private async claimSettlement(tx: Tx, heldId: string, answered: boolean) {
+    const [, [row]] = await Promise.all([
+      answered ? tx`select 1 from chats where id = ${this.chat.id} for no key update` : undefined,
+      tx<{ status: string; leaseOwner: string | null; reservation: TurnReservation | null }[]>`
+        select status, lease_owner, reservation from chat_turns where id = ${this.turn.id} for update`,
+    ])
+    return {
+      ours: row?.reservation?.id === heldId,
+      mine: row?.status === 'running' && row.leaseOwner === this.options.engineId,
+    }
+  }
+
+  /**
+   * Stores the model's answer on the turn: a final answer ends the turn in the same commit (once the reply
+   * is readable, so is the next message's turn: no 409 chat_replying in between); tool calls are
+   * stored waiting for the person (or allowed, when granted), a question opens its gate.
+   */
+  private async storeAnswer(
+    tx: Tx,
+    outcome: Extract<CallOutcome, { reply: unknown }>,
+    messageId: string,
+    checked: Map<string, string | undefined>,
+    granted: Set<string>,
+    last: () => Promise<unknown>,
+  ): Promise<Step> {
+    const { reply, costMicros } = outcome
+    const group = randomUUID()
+    const base = { turnId: this.turn.id, replyGroup: group }
+    if (reply.toolCalls.length === 0) {
+      await Promise.all([
+        moveTurns(tx, 'done', this.running(), { countCall: costMicros }),
+        insertMessage(tx, this.chat, {
+          ...base,
+          id: messageId,
+          role: 'member',
+          content: reply.text ?? '',
+        }),
+        last(),
+      ])
+      return 'stop'
+    }
+    await countTurnCall(tx, this.turn.id, costMicros)
+    if (reply.text)
+      await insertMessage(tx, this.chat, { ...base, id: messageId, role: 'member', content: reply.text })
+    for (const call of reply.toolCalls) {
+      const stored = (status: StoredToolCall['status'], result: string | null): StoredToolCall => ({
+        callId: call.id,
+        name: call.name,
+        arguments: call.arguments,
+        status,
+        result,
+        ...(this.mustGate.has(call.name) ? { mustGate: true } : {}),
+      })
+      const message = (toolCall: StoredToolCall, gateId?: string) =>
+        insertMessage(tx, this.chat, { ...base, role: 'tool', content: '', toolCall, gateId })
+      if (call.name === 'os.ask_ceo') {
+        const { questions, choices } = askCeoArguments(call.arguments)
+        const gate = await openChatGate(tx, this.chat, { questions, choices, summary: null })
+        await insertMessage(tx, this.chat, {
+          ...base,
+          role: 'tool',
+          content: questions.join('\n'),
+          toolCall: stored('waiting', null),
+          gateId: gate.id,
+        })
+      } else if (!this.tools.some((t) => t.name === call.name)) {
+        await message(stored('failed', `${call.name} is not one of your tools.`))
+      } else if (call.name === 'os.create_task') {
+        const problem = checked.get(call.id)
+        await message(problem ? stored('failed', problem) : stored('waiting', null))
+      } else {
+        await message(stored(granted.has(call.id) ? 'allowed' : 'waiting', null))
+      }
+    }
+    await last()
+    return 'continue'
+  }
+}
 
 /** The model's view of the chat: the person's messages, the member's replies and their tool calls. */
 export function conversationOf(rows: readonly MessageRow[]): Message[] {
@@ -688,3 +613,5 @@ export function conversationOf(rows: readonly MessageRow[]): Message[] {
   }
   return messages.filter((m) => m.role !== 'tool' || m.results.length > 0)
 }
+
+export type { TurnRow, ModelChoice }

@@ -1,4 +1,4 @@
-import { priceOf, type Provider } from '../../../shared/schemas/models.js'
+import type { Provider } from '../../../shared/schemas/models.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
 import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
@@ -26,25 +26,26 @@ import {
   type RunRow,
 } from '../../domain/runs.js'
 import { finishRun } from '../../domain/run-ends.js'
-import { callCostMicros, countUsage, reserve, settle, worstCaseMicros } from '../../domain/spend.js'
+import { settle } from '../../domain/spend.js'
 import { reaches } from '../../domain/task-checks.js'
 import { mustGateTools } from '../../domain/tasks.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tool-connections.js'
 import type { Logger } from '../../log.js'
 import { withCallSignal, type ExecutionContext, type Executor } from '../executor.js'
+import { callModel, type CallOutcome } from '../models/call.js'
 import { Conversation } from './conversation.js'
 import { RunJournal } from './run-journal.js'
 import { finishResult, gateAnswer, systemPrompt } from './run-text.js'
 import { McpTools, type ToolOutcome } from './mcp.js'
-import { actOsTool, isOsTool, osTools } from './os-tools.js'
-import { briefingForRun, readRecordedMemory, recallForRun } from './run-memory.js'
 import {
-  ProviderError,
-  type ModelProvider,
-  type ModelReply,
-  type ToolCall,
-  type ToolSpec,
-} from './providers.js'
+  actOsTool,
+  askCeoArguments,
+  interruptedCallResult,
+  isOsTool,
+  osTools,
+} from './os-tools.js'
+import { briefingForRun, readRecordedMemory, recallForRun } from './run-memory.js'
+import type { ModelProvider, ToolCall, ToolSpec } from './providers.js'
 
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
@@ -251,11 +252,7 @@ class RunExecution {
         })
         Object.assign(entry, { state: 'failed', response: { interrupted: true } })
       } else if (!entry.request.gateId || entry.request.executing) {
-        await this.answer(entry, {
-          content:
-            'This call was interrupted: whether it happened is unknown. Check before trying it again.',
-          isError: true,
-        })
+        await this.answer(entry, { content: interruptedCallResult, isError: true })
       }
     }
     // A call answered after all is the run's: the journal is read again to go on from it.
@@ -282,142 +279,127 @@ class RunExecution {
     const { key, model } = choice
     await this.connectTools()
     const conversation = this.journal.messages()
-    const request = {
-      model,
-      system: this.system,
-      messages: [...conversation.messages],
-      tools: this.tools,
-      maxTokens: this.maxTokens,
-    }
-    const price = priceOf(key.provider, model)
-    const promptChars = this.system.length + conversation.size + this.toolsSize
-    const worst = worstCaseMicros(price, promptChars, this.maxTokens)
-
-    const perRun = this.definition.spend?.moneyUsdPerRun
-    if (perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000) {
-      return this.fail(
-        `The next model call could cost up to $${(worst / 1e6).toFixed(4)}; with $${(run.costUsdMicros / 1e6).toFixed(4)} spent it would exceed spend.moneyUsdPerRun ($${perRun}).`,
-      )
-    }
-
     const step = this.journal.nextStep()
-    const reserved = await transaction(this.sql, async (tx) => {
-      const current = await this.lockRun(tx)
-      if (!current) return 'gone' as const
-      const reservation = await reserve(tx, current, worst)
-      if (!reservation.ok) {
-        await transition(
-          tx,
-          current,
-          'paused_spend',
-          { reason: undefined },
-          {
-            because: `the ${reservation.layer} daily cap of ${reservation.capCents} cents has no room for the next model call`,
-            layer: reservation.layer,
-            layerId: reservation.layerId,
-          },
-        )
-        return 'paused' as const
-      }
-      await startModelStep(tx, run, {
-        step,
-        request: { provider: key.provider, model },
-        reservedUsdMicros: worst,
-        spendDay: reservation.day,
-        connectionId: key.connectionId,
-      })
-      return reservation.day
+    const request = { provider: key.provider, model }
+    const perRun = this.definition.spend?.moneyUsdPerRun
+    let locked: RunRow | undefined
+    let spent = run.costUsdMicros
+    const result = await callModel({
+      sql: this.sql,
+      providers: this.options.providers,
+      choice,
+      request: {
+        system: this.system,
+        messages: [...conversation.messages],
+        tools: this.tools,
+        maxTokens: this.maxTokens,
+      },
+      promptChars: this.system.length + conversation.size + this.toolsSize,
+      signal: this.context.signal,
+      firstCall: calls === 0,
+      overLimit: (worst) =>
+        perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000
+          ? `The next model call could cost up to $${(worst / 1e6).toFixed(4)}; with $${(run.costUsdMicros / 1e6).toFixed(4)} spent it would exceed spend.moneyUsdPerRun ($${perRun}).`
+          : undefined,
+      owner: {
+        layers: run,
+        lock: async (tx) => Boolean((locked = await this.lockRun(tx))),
+        // The journal's step records the reservation: only the worker that moves the step out of
+        // started releases it (settleInterrupted, after a crash).
+        hold: (tx, held) =>
+          startModelStep(tx, run, {
+            step,
+            request,
+            reservedUsdMicros: held.micros,
+            spendDay: held.day,
+            connectionId: held.connectionId,
+          }),
+        refused: (tx, refusal) =>
+          transition(
+            tx,
+            locked!,
+            'paused_spend',
+            { reason: undefined },
+            {
+              because: `the ${refusal.layer} daily cap of ${refusal.capCents} cents has no room for the next model call`,
+              layer: refusal.layer,
+              layerId: refusal.layerId,
+            },
+          ),
+        // The call was made and is paid for whoever holds the run now. If another engine holds it
+        // (this one stalled past its lease), that one has ended the step as interrupted and released
+        // its reservation: the answer is not this run's to act on, and the reservation is not
+        // released twice.
+        claim: async (tx, _held, outcome) => {
+          const [row, ended] = await Promise.all([
+            this.lockRun(tx),
+            endModelStep(
+              tx,
+              run.id,
+              step,
+              'reply' in outcome
+                ? { state: 'done', response: responseOf(outcome), costUsdMicros: outcome.costMicros }
+                : { state: 'failed', response: responseOf(outcome) },
+            ),
+          ])
+          return { mine: Boolean(row), ours: ended }
+        },
+        record: async (tx, outcome, { ours, mine }, last) => {
+          if (!('reply' in outcome)) return void (await last())
+          const { reply, costMicros } = outcome
+          const [, [updated]] = await Promise.all([
+            ours ? undefined : setStepCost(tx, run.id, step, costMicros),
+            tx<{ costUsdMicros: number }[]>`
+              update runs set cost_usd_micros = cost_usd_micros + ${costMicros}, updated_at = now()
+               where id = ${run.id} returning cost_usd_micros`,
+            appendEvent(tx, run, 'model.called', {
+              model,
+              provider: key.provider,
+              inputTokens: reply.usage.input,
+              outputTokens: reply.usage.output,
+              costUsdCents: costMicros / 10_000,
+              toolCalls: reply.toolCalls.map((c) => c.name),
+              ...(mine ? {} : { afterTakeover: true }),
+            }),
+            last(),
+          ])
+          spent = updated!.costUsdMicros
+        },
+      },
     })
+    if (result.kind === 'over_limit') return this.fail(result.reason)
     // A run taken over meanwhile is the other engine's to log.
-    if (reserved === 'paused') await this.writeLog()
-    if (reserved === 'gone' || reserved === 'paused') return 'stop'
+    if (result.kind === 'no_room') await this.writeLog()
+    if (result.kind === 'gone' || result.kind === 'no_room') return 'stop'
     const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
       this.journal.remember([
         {
           step,
           kind: 'model',
           state,
-          request: { provider: key.provider, model },
+          request,
           response: stored(response),
           costUsdMicros: cost,
-          reservedUsdMicros: worst,
-          spendDay: reserved,
+          reservedUsdMicros: result.held.micros,
+          spendDay: result.held.day,
           connectionId: key.connectionId,
         },
       ])
-
-    let reply: ModelReply
-    try {
-      reply = await withCallSignal(this.context.signal, (signal) =>
-        this.options.providers[key.provider].call(request, { key: key.key }, signal),
-      )
-    } catch (err) {
-      const failure =
-        err instanceof ProviderError
-          ? err
-          : new ProviderError('bad_request', (err as Error).message)
-      // Cancelled or stopping (aborted), or refused: the step ends failed here, its reservation
-      // released, whether or not the run is ever resumed (a resumed run makes the call again).
-      const response =
-        failure.kind === 'aborted' ? { interrupted: true } : { error: failure.message }
-      await transaction(this.sql, async (tx) => {
-        if (await endModelStep(tx, run.id, step, { state: 'failed', response }))
-          await settle(tx, run, reserved, worst, 0, false)
-      })
-      ended('failed', response)
+    if (result.kind === 'failed') {
+      // Cancelled or stopping (aborted), or refused: the step ended failed, its reservation released,
+      // whether or not the run is ever resumed (a resumed run makes the call again).
+      const { failure } = result
+      ended('failed', responseOf({ failure, costMicros: 0 }))
       if (failure.kind === 'aborted') return 'stop'
       if (failure.kind === 'bad_request') return this.fail(failure.message)
       return this.hold('blocked', failure.message)
     }
-
-    const cost = callCostMicros(price, reply.usage)
-    const firstCall = this.journal.modelCalls === 0
-    const response = {
-      text: reply.text,
-      toolCalls: reply.toolCalls,
-      usage: reply.usage,
-      model: reply.model,
-    }
-    const recorded = await transaction(this.sql, async (tx) => {
-      // The call was made and is paid for whoever holds the run now: its cost is recorded in any
-      // case, under the run's lock like every event of it. If another engine holds the run (this one
-      // stalled past its lease), that one has settled the step as interrupted and released its
-      // reservation: the answer is not this run's to act on, and the reservation is not released twice.
-      const mine = Boolean(await this.lockRun(tx))
-      const endedHere = await endModelStep(tx, run.id, step, {
-        state: 'done',
-        response,
-        costUsdMicros: cost,
-      })
-      if (!endedHere) await setStepCost(tx, run.id, step, cost)
-      await settle(tx, run, reserved, endedHere ? worst : 0, cost, firstCall)
-      const [updated] = await tx<{ costUsdMicros: number }[]>`
-        update runs set cost_usd_micros = cost_usd_micros + ${cost}, updated_at = now() where id = ${run.id}
-        returning cost_usd_micros`
-      await countUsage(tx, {
-        connectionId: key.connectionId,
-        enterpriseId: run.enterpriseId,
-        day: reserved,
-        model,
-        usage: reply.usage,
-        costMicros: cost,
-      })
-      await appendEvent(tx, run, 'model.called', {
-        model,
-        provider: key.provider,
-        inputTokens: reply.usage.input,
-        outputTokens: reply.usage.output,
-        costUsdCents: cost / 10_000,
-        toolCalls: reply.toolCalls.map((c) => c.name),
-        ...(mine ? {} : { afterTakeover: true }),
-      })
-      return { spent: updated!.costUsdMicros, mine }
-    })
-    if (!recorded.mine) return 'stop'
+    if (!result.mine) return 'stop'
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
     // before this call's cost: it takes the total the update answered.
-    this.run.costUsdMicros = recorded.spent
-    ended('done', response, cost)
+    this.run.costUsdMicros = spent
+    const { reply } = result
+    ended('done', responseOf({ reply, costMicros: result.costMicros }), result.costMicros)
 
     // An answer without tool calls is the final answer.
     if (reply.toolCalls.length === 0) {
@@ -483,6 +465,7 @@ class RunExecution {
   ): Promise<Step> {
     const step = this.journal.nextStep()
     const asking = call.name === fixedTools.askCeo
+    const question = asking ? askCeoArguments(call.arguments) : undefined
     const done = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
       if (!run) return false
@@ -493,14 +476,8 @@ class RunExecution {
         owner: gate?.owner ?? 'ceo',
         approval: gate?.approval ?? 'specific',
         summary: asking ? null : this.journal.gateSummary,
-        choices:
-          asking && Array.isArray(call.arguments.choices)
-            ? (call.arguments.choices as { key: string; label: string }[])
-            : null,
-        questions:
-          asking && Array.isArray(call.arguments.questions)
-            ? (call.arguments.questions as string[])
-            : null,
+        choices: question && Array.isArray(call.arguments.choices) ? question.choices : null,
+        questions: question?.questions ?? null,
         journalStep: step,
       })
       const entry = await startToolStep(tx, run, step, { ...requestOf(call), gateId: opened.id })
@@ -685,6 +662,17 @@ class RunExecution {
       insert into run_logs (run_id, enterprise_id, body) values (${this.run.id}, ${this.run.enterpriseId}, ${lines.join('\n')})
       on conflict (run_id) do update set body = excluded.body, updated_at = now()`
   }
+}
+
+/** What the journal keeps of a model call's outcome: its answer, or why it did not answer. */
+function responseOf(outcome: CallOutcome): Record<string, unknown> {
+  if ('reply' in outcome) {
+    const { text, toolCalls, usage, model } = outcome.reply
+    return { text, toolCalls, usage, model }
+  }
+  return outcome.failure.kind === 'aborted'
+    ? { interrupted: true }
+    : { error: outcome.failure.message }
 }
 
 /** A tool step's request for a call of the model's. */

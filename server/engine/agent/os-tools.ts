@@ -123,6 +123,40 @@ export const osTools: Record<string, ToolSpec> = {
 
 export const isOsTool = (name: string) => name in osTools
 
+/**
+ * What a tool call found started but not answered after a crash or a takeover is answered: it may have
+ * acted, so it is never made again (DESIGN 5, 11).
+ */
+export const interruptedCallResult =
+  'This call was interrupted: whether it happened is unknown. Check before trying it again.'
+
+/** A choice os.ask_ceo offers. */
+export interface AskChoice {
+  key: string
+  label: string
+}
+
+/**
+ * os.ask_ceo's arguments as a question gate holds them, in runs and chats alike: its questions (one
+ * string is one question) and the choices that have a key (a choice without a label shows its key).
+ */
+export function askCeoArguments(args: Record<string, unknown>): {
+  questions: string[]
+  choices: AskChoice[]
+} {
+  const asked = args.questions
+  const questions = (Array.isArray(asked) ? asked : asked === undefined ? [] : [asked])
+    .map((q) => (typeof q === 'string' ? q : JSON.stringify(q)))
+    .filter((q) => q.trim() !== '')
+  const choices = (Array.isArray(args.choices) ? args.choices : []).flatMap((c: unknown) => {
+    const choice = c as { key?: unknown; label?: unknown } | null
+    if (!choice || typeof choice !== 'object' || choice.key === undefined) return []
+    const key = String(choice.key)
+    return [{ key, label: typeof choice.label === 'string' ? choice.label : key }]
+  })
+  return { questions, choices }
+}
+
 const text = (value: unknown) => (typeof value === 'string' ? value : JSON.stringify(value ?? ''))
 
 /**

@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto'
+import { priceOf, type Provider } from '../../../shared/schemas/models.js'
+import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
+import type { ResolvedKey } from '../../domain/llm.js'
+import {
+  callCostMicros,
+  checkRoom,
+  countUsage,
+  holdReservation,
+  settle,
+  worstCaseMicros,
+  type RunLayers,
+  type SpendRefusal,
+} from '../../domain/spend.js'
+import { withCallSignal } from '../executor.js'
+import {
+  ProviderError,
+  type ModelProvider,
+  type ModelReply,
+  type ModelRequest,
+  type OnText,
+} from '../agent/providers.js'
+
+// The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
+// chat reply both go through: the worst case priced, reserved on every spend layer under the counters'
+// row locks and kept on the caller's record (the run's journal, the chat turn) in the same commit; the
+// call, streamed when asked; its failure classified; its cost settled in place of the reservation and
+// counted on the key's usage, with the caller's record of the answer in the same commit. A reservation
+// is released exactly once: by the settlement while it is still on the record, else by the engine that
+// took the work over and found it there.
+
+/** The model and key a call is made with (domain/llm.ts chooseModel). */
+export interface ModelChoice {
+  key: ResolvedKey
+  model: string
+}
+
+/** A call's reservation: kept on the caller's record until the call is settled. */
+export interface HeldCall {
+  /** Tells this reservation apart from another call's on the same record. */
+  id: string
+  day: string
+  micros: number
+  provider: Provider
+  model: string
+  connectionId: string
+}
+
+export type CallOutcome =
+  | { reply: ModelReply; costMicros: number }
+  | { failure: ProviderError; costMicros: 0 }
+
+/** Where a settlement finds the caller's record: still its reservation (ours), still its work (mine). */
+export interface Claimed {
+  ours: boolean
+  mine: boolean
+}
+
+/** What the step needs of the work that makes the call (a run, a chat turn). */
+export interface CallOwner {
+  /** The spend layers the call is charged to. */
+  layers: RunLayers
+  /** Sent with the spend counters' locks at the reservation: whether the work is still this engine's. */
+  lock(tx: Tx): Promise<boolean>
+  /** Keeps the reservation on the work's record; sent with the reservation itself and the commit. */
+  hold(tx: Tx, held: HeldCall): Promise<unknown>
+  /**
+   * After the call, before its settlement's transaction begins: reads the work needs to record the
+   * outcome (through the pool: inside the transaction they would hold its connection waiting on another).
+   */
+  beforeSettle?(outcome: CallOutcome): Promise<void>
+  /** No room under a cap: what the work does in the reservation's transaction (a run pauses), if any. */
+  refused?(tx: Tx, refusal: SpendRefusal): Promise<unknown>
+  /**
+   * Sent first at the settlement: locks the work and takes the reservation off its record if it is still
+   * there (ours: this settlement releases it), and answers whether the work is still this engine's.
+   */
+  claim(tx: Tx, held: HeldCall, outcome: CallOutcome): Promise<Claimed>
+  /**
+   * The work's record of the outcome, in the settlement's transaction. `last` sends the key's usage
+   * (every call of the enterprise on that key writes its row) and the commit: the work calls it with its
+   * last statements, so that row's lock is held only for the commit's round trip.
+   */
+  record(
+    tx: Tx,
+    outcome: CallOutcome,
+    claimed: Claimed,
+    last: () => Promise<unknown>,
+  ): Promise<void>
+}
+
+export interface ModelCall {
+  sql: Sql
+  providers: Record<Provider, ModelProvider>
+  choice: ModelChoice
+  request: Omit<ModelRequest, 'model'>
+  /** The prompt's size in characters (system, messages and tools), for its worst case. */
+  promptChars: number
+  owner: CallOwner
+  signal: AbortSignal
+  /** Streams the call: its text as it comes. */
+  onText?: OnText
+  /** The run's first call also counts as a run of the day on the spend layers. */
+  firstCall?: boolean
+  /** The owner's own limit on the worst case (a run's spend.moneyUsdPerRun): why it refuses, if it does. */
+  overLimit?: (worstMicros: number) => string | undefined
+}
+
+export type ModelCallResult =
+  | { kind: 'gone' }
+  | { kind: 'over_limit'; reason: string }
+  | { kind: 'no_room'; refusal: SpendRefusal }
+  | { kind: 'failed'; failure: ProviderError; held: HeldCall }
+  | { kind: 'answered'; reply: ModelReply; costMicros: number; mine: boolean; held: HeldCall }
+
+/** The most a call may cost, priced at its model's rates, in micro-dollars. */
+export function worstCaseOf(choice: ModelChoice, promptChars: number, maxTokens: number): number {
+  return worstCaseMicros(priceOf(choice.key.provider, choice.model), promptChars, maxTokens)
+}
+
+export async function callModel(call: ModelCall): Promise<ModelCallResult> {
+  const { sql, choice, owner } = call
+  const { key, model } = choice
+  const worst = worstCaseOf(choice, call.promptChars, call.request.maxTokens)
+  const over = call.overLimit?.(worst)
+  if (over) return { kind: 'over_limit', reason: over }
+
+  const held: HeldCall = {
+    id: randomUUID(),
+    day: '',
+    micros: worst,
+    provider: key.provider,
+    model,
+    connectionId: key.connectionId,
+  }
+  // Two round trips: begin, the work's lock and the counters' (checkRoom); then the reservation held
+  // on the counters and on the work's record, with the commit.
+  const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
+    const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
+    if (!mine) return { kind: 'gone' } as const
+    if (!room.ok) {
+      await Promise.all([owner.refused?.(tx, room), commit()])
+      return { kind: 'no_room', refusal: room } as const
+    }
+    held.day = room.day
+    await Promise.all([
+      holdReservation(tx, owner.layers, room.day, worst),
+      owner.hold(tx, held),
+      commit(),
+    ])
+    return undefined
+  })
+  if (reserved) return reserved
+
+  let outcome: CallOutcome
+  try {
+    const reply = await withCallSignal(call.signal, (signal) =>
+      call.providers[key.provider].call(
+        { ...call.request, model },
+        { key: key.key },
+        signal,
+        call.onText,
+      ),
+    )
+    outcome = { reply, costMicros: callCostMicros(priceOf(key.provider, model), reply.usage) }
+  } catch (err) {
+    const failure =
+      err instanceof ProviderError
+        ? err
+        : call.signal.aborted
+          ? new ProviderError('aborted', 'aborted')
+          : new ProviderError('bad_request', (err as Error).message)
+    outcome = { failure, costMicros: 0 }
+  }
+
+  await owner.beforeSettle?.(outcome)
+  // The call was made and is paid for in any case: its cost is counted whoever holds the work now.
+  // Two round trips: begin, the work's lock and record; then the spend settled, the work's record of
+  // the outcome, the usage and the commit.
+  const mine = await pipelinedTransaction(sql, async (tx, commit) => {
+    const claimed = await owner.claim(tx, held, outcome)
+    const settled = settle(
+      tx,
+      owner.layers,
+      held.day,
+      claimed.ours ? held.micros : 0,
+      outcome.costMicros,
+      call.firstCall === true && 'reply' in outcome,
+    )
+    let sent: Promise<unknown> | undefined
+    const last = () =>
+      (sent ??= Promise.all([
+        'reply' in outcome
+          ? countUsage(tx, {
+              connectionId: key.connectionId,
+              enterpriseId: owner.layers.enterpriseId,
+              day: held.day,
+              model,
+              usage: outcome.reply.usage,
+              costMicros: outcome.costMicros,
+            })
+          : undefined,
+        commit(),
+      ]))
+    await Promise.all([settled, owner.record(tx, outcome, claimed, last)])
+    await last()
+    return claimed.mine
+  })
+  if ('failure' in outcome) return { kind: 'failed', failure: outcome.failure, held }
+  return { kind: 'answered', reply: outcome.reply, costMicros: outcome.costMicros, mine, held }
+}
