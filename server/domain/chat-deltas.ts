@@ -44,6 +44,8 @@ export class DeltaPublisher {
   private waiting = ''
   private sending: Promise<void> | undefined
   private sentAt = 0
+  /** Pieces sent so far. */
+  private sent = 0
   private flushing = false
 
   constructor(
@@ -75,8 +77,9 @@ export class DeltaPublisher {
       const text = this.waiting
       this.waiting = ''
       this.sentAt = Date.now()
+      // Numbered: PostgreSQL delivers identical payloads of one transaction once.
       const payloads = pieces(text).map((t) =>
-        JSON.stringify({ o: origin, c: this.chatId, m: this.messageId, t }),
+        JSON.stringify({ o: origin, c: this.chatId, m: this.messageId, n: this.sent++, t }),
       )
       // Deltas are not kept: the commit need not wait for a flush, and a lost one loses nothing.
       await this.sql`

@@ -65,7 +65,7 @@ export interface MessageRow {
 export type ChatCaller = string
 
 /** Whether the member of chat `c` is still replying: a turn of the chat not done. */
-const replying = (db: Db) =>
+export const replying = (db: Db) =>
   db`exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done')`
 
 const chatColumns = (db: Db) => db`
@@ -134,7 +134,7 @@ export function toChatMessage(row: MessageRow): ChatMessage {
   }
 }
 
-const messageColumns = (db: Db) => db`
+export const messageColumns = (db: Db) => db`
   m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status,
   g.decision as gate_decision, g.choice as gate_choice, g.answers as gate_answers, g.note as gate_note`
 

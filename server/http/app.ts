@@ -42,7 +42,7 @@ export function createApp(deps: AppDeps): Router {
   const publicRoutes = new PublicRoutes()
   const runWatch = new RunWatch()
   runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
-  const chatWatch = new RunWatch(chatChannel)
+  const chatWatch = deps.chatWatch ?? new RunWatch(chatChannel)
   chatWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow chat messages'))
   const providers = deps.providers ?? createProviders({ baseUrls: deps.config.providerBaseUrls })
   const routeDeps = {

@@ -33,6 +33,8 @@ export interface AppDeps {
   shutdown?: AbortSignal
   /** Model providers (to list their models); by default those of config.providerBaseUrls. */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
+  /** What chat readers wait with (one following the chat channel is made unless given: tests look in). */
+  chatWatch?: RunWatch
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */

@@ -68,6 +68,13 @@ export class RunWatch {
     return () => set.delete(wake)
   }
 
+  /** How many waits are open now, over every run (for tests that check none is left behind). */
+  get waiting(): number {
+    let n = 0
+    for (const set of this.waiters.values()) n += set.size
+    return n
+  }
+
   private wake(runId: string): void {
     for (const wake of this.waiters.get(runId) ?? []) wake()
   }

@@ -22,7 +22,10 @@ import {
   listGrants,
   sendMessage,
 } from '../domain/chats.js'
+import { followDeltas } from '../domain/chat-deltas.js'
+import { openChatEvents } from '../domain/chat-events.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
+import { sseResponse } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
 const ChatParams = z.object({ id: Uuid })
@@ -120,6 +123,37 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
         subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, shutdown),
         signal: shutdown,
       }),
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'followChatEvents',
+      method: 'get',
+      path: '/{id}/events',
+      summary:
+        'The chat as it happens (text/event-stream): message, message.updated, delta and chat events',
+      description:
+        'Events: `message` (a stored ChatMessage, with `id:` its id), `message.updated` (a stored message changed: a tool call decided or done, a question answered), `delta` (ChatDeltaEvent: the next text of the reply being made; joined in order, the deltas of a message are its content), `chat` (ChatStatusEvent; sent first, then when the chat closes or its member starts or ends a reply). With `Last-Event-ID` (a message id of this chat) the messages after it and the older ones changed since are sent first; without it nothing old. A `: ping` comment every 15 s. The stream ends when the chat closes or the daemon stops. Deltas are not kept: a client that reconnects gets the stored messages, then live deltas again.',
+      rawResponse: 'text/event-stream',
+    },
+    async (c, { params }) => {
+      // Ends when the client goes away (the stream is cancelled) or the daemon stops.
+      const controller = new AbortController()
+      const signal = shutdown ? AbortSignal.any([controller.signal, shutdown]) : controller.signal
+      const events = await openChatEvents(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        c.req.header('last-event-id'),
+        {
+          subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, signal),
+          deltas: (chatId, listener) => followDeltas(sql, chatId, listener),
+          signal,
+        },
+      )
+      return sseResponse(events, controller)
+    },
   )
   route(
     app,

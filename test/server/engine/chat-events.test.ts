@@ -1,0 +1,276 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Chat, ChatMessage } from '../../../shared/schemas/chats.js'
+import { chatChannel } from '../../../server/domain/chat-turns.js'
+import { deltaReaders } from '../../../server/domain/chat-deltas.js'
+import type { Engine } from '../../../server/engine/index.js'
+import { createApp } from '../../../server/http/app.js'
+import { RunWatch } from '../../../server/http/run-watch.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { startTestEngine } from '../../helpers/runs.js'
+import { SseReader } from '../../helpers/sse.js'
+import { eventually } from '../../helpers/wait.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
+
+// GET /v1/chats/{id}/events (issue 26; DESIGN 13) in one process: the reply streams from the model
+// through the engine to the reader, tool calls and questions update in place, the stream resumes from
+// Last-Event-ID and leaves nothing behind when its reader goes away. (Across processes:
+// test/server/processes/chat-stream.test.ts.)
+
+let t: TestApp
+let fake: FakeModelProvider
+let mcp: FakeMcpServer
+let engine: Engine
+let watch: RunWatch
+let app: ReturnType<typeof createApp>
+
+beforeAll(async () => {
+  fake = await startFakeModelProvider()
+  mcp = await startFakeMcpServer()
+  t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
+  // The same app with a chat watch the tests can look into.
+  watch = new RunWatch(chatChannel)
+  app = createApp({ sql: t.sql, config: t.config, log: t.log, sealer: t.sealer, chatWatch: watch })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await fake?.close()
+  await mcp?.close()
+})
+
+async function tenant(provider: 'provider_a' | 'provider_b' = 'provider_a') {
+  const e = await t.createEnterprise(`Stream ${randomUUID().slice(0, 8)}`)
+  const key = `key-${randomUUID()}`
+  const as = { token: e.token }
+  const bound = await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key, provider } })
+  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const res = await t.call('POST', '/v1/members', { ...as, body: { name: 'Grace Stream' } })
+  const member = res.body as { id: string }
+  const open = async () => {
+    const opened = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.id } })
+    expect(opened.status, JSON.stringify(opened.body)).toBe(201)
+    return Chat.parse(opened.body)
+  }
+  const send = async (chatId: string, content: string) => {
+    const sent = await t.call('POST', `/v1/chats/${chatId}/messages`, { ...as, body: { content } })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+    return ChatMessage.parse(sent.body)
+  }
+  const events = async (chatId: string, lastEventId?: string, token = e.token) => {
+    const res = await app.request(`/v1/chats/${chatId}/events`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+      },
+    })
+    return res
+  }
+  const follow = async (chatId: string, lastEventId?: string) => {
+    const res = await events(chatId, lastEventId)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    return new SseReader(res)
+  }
+  return { e, key, as, member, open, send, events, follow }
+}
+
+const named = (name: string) => (e: { event: string; comment?: string }) =>
+  !e.comment && e.event === name
+const lastChatIs = (replying: boolean) => (events: { event: string; data: any }[]) =>
+  events.filter(named('chat')).at(-1)?.data.replying === replying
+
+const markdown =
+  '# Plan\n\n- **Monday**: the invoices\n- *Tuesday*: the review\n\n```ts\nconst a = 1\n```\n'
+
+describe.each(['provider_a', 'provider_b'] as const)('a reply streamed through %s', (provider) => {
+  it('comes as deltas that join to the stored message, between replying and not', async () => {
+    const s = await tenant(provider)
+    fake.script(s.key, { text: markdown, tokenMs: 10 })
+    const chat = await s.open()
+    const stream = await s.follow(chat.id)
+    await stream.until((events) => events.length >= 1)
+    expect(stream.events[0]).toMatchObject({ event: 'chat', data: { status: 'open', replying: false } })
+    const sent = await s.send(chat.id, 'Plan the week')
+    await stream.until(
+      (events) => events.some((e) => e.event === 'message' && e.data.role === 'member') && lastChatIs(false)(events),
+      15_000,
+      'the stored reply and the end of replying',
+    )
+    const names = stream.named().map((e) => e.event)
+    const person = stream.named('message')[0]!
+    expect(person.data).toMatchObject({ id: sent.id, role: 'person', content: 'Plan the week' })
+    expect(person.id).toBe(sent.id)
+    const reply = stream.named('message').find((e) => e.data.role === 'member')!
+    ChatMessage.parse(reply.data)
+    const deltas = stream.named('delta')
+    expect(deltas.length).toBeGreaterThan(5)
+    expect(deltas.every((d) => d.data.messageId === reply.data.id)).toBe(true)
+    expect(deltas.map((d) => d.data.text).join('')).toBe(markdown)
+    expect(reply.data.content).toBe(markdown)
+    // In order: replying, the deltas, the message, not replying.
+    const at = (i: number) => stream.events.indexOf(stream.named()[i]!)
+    const firstDelta = names.indexOf('delta')
+    const replyAt = names.lastIndexOf('message')
+    expect(names.slice(0, 3)).toEqual(['chat', 'message', 'chat'])
+    expect(firstDelta).toBeGreaterThan(2)
+    expect(replyAt).toBeGreaterThan(names.lastIndexOf('delta'))
+    expect(names.at(-1)).toBe('chat')
+    expect(at(replyAt)).toBeGreaterThan(at(firstDelta))
+    // The model was asked to stream.
+    expect(fake.callsWith(s.key).at(-1)!.body.stream).toBe(true)
+    await stream.cancel()
+  })
+})
+
+describe('the stream', () => {
+  it('resumes after Last-Event-ID; an id it does not know streams from now', async () => {
+    const s = await tenant()
+    fake.script(s.key, { text: 'First answer.' }, { text: 'Second answer.' })
+    const chat = await s.open()
+    const sent = await s.send(chat.id, 'One')
+    const live = await s.follow(chat.id)
+    await live.until(lastChatIs(false))
+    await eventually(async () => {
+      const detail = (await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body
+      return detail.messages.length === 2 && !detail.replying
+    })
+    await live.cancel()
+    const resumed = await s.follow(chat.id, sent.id)
+    await resumed.until((events) => events.some(named('message')))
+    expect(resumed.named('message').map((e) => e.data.content)).toEqual(['First answer.'])
+    expect(resumed.named('message')[0]!.id).toBe(resumed.named('message')[0]!.data.id)
+    await resumed.cancel()
+    // Not a message of this chat: nothing old, then live events.
+    const fresh = await s.follow(chat.id, randomUUID())
+    await fresh.until((events) => events.length >= 1)
+    await s.send(chat.id, 'Two')
+    await fresh.until((events) => events.filter(named('message')).length >= 2)
+    expect(fresh.named('message').map((e) => e.data.content)).toEqual(['Two', 'Second answer.'])
+    await fresh.cancel()
+  })
+
+  it('updates a tool call in place as it is decided and done, and a question as it is answered', async () => {
+    const s = await tenant()
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
+    })
+    expect(bound.status).toBe(201)
+    fake.script(
+      s.key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'ping' } }] },
+      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Ship?'], choices: [{ key: 'y', label: 'Yes' }] } }] },
+      { text: 'Shipped.' },
+    )
+    const chat = await s.open()
+    const stream = await s.follow(chat.id)
+    await s.send(chat.id, 'Echo and ship')
+    const [call] = await stream
+      .until((events) => events.some((e) => e.event === 'message' && e.data.toolCall?.status === 'waiting'))
+      .then((events) => events.filter((e) => e.event === 'message' && e.data.toolCall))
+    const decided = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${call!.data.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    expect(decided.status).toBe(201)
+    await stream.until((events) =>
+      events.some(
+        (e) => e.event === 'message.updated' && e.data.id === call!.data.id && e.data.toolCall.status === 'done',
+      ),
+    )
+    const updates = stream.named('message.updated').filter((e) => e.data.id === call!.data.id)
+    // Changes that land together are told once, as the message now is.
+    expect(['allowed,done', 'done']).toContain(updates.map((e) => e.data.toolCall.status).join())
+    expect(updates.at(-1)!.data.toolCall.result).toBe('ping')
+    // The question: answered through its gate (as osctl gates review would), updated in place.
+    const question = (
+      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.question))
+    ).find((e) => e.event === 'message' && e.data.question)!
+    expect(question.data).toMatchObject({ toolCall: null, question: { questions: ['Ship?'], status: 'waiting' } })
+    const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', choice: 'y' },
+    })
+    expect(answered.status, JSON.stringify(answered.body)).toBe(201)
+    await stream.until((events) =>
+      events.some((e) => e.event === 'message' && e.data.content === 'Shipped.'),
+    )
+    const answer = stream.named('message.updated').find((e) => e.data.id === question.data.id)!
+    expect(answer.data.question).toMatchObject({ status: 'answered', answer: { decision: 'approve', choice: 'y' } })
+    // Closing ends the stream, after saying so.
+    await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
+    await stream.end()
+    expect(stream.named().at(-1)).toMatchObject({ event: 'chat', data: { status: 'closed' } })
+  })
+
+  it('answers 404 for a chat of another enterprise; a closed chat ends at once', async () => {
+    const s = await tenant()
+    const chat = await s.open()
+    const other = await t.createEnterprise(`Other ${randomUUID().slice(0, 6)}`)
+    const foreign = await s.events(chat.id, undefined, other.token)
+    expect(foreign.status).toBe(404)
+    expect(await foreign.json()).toMatchObject({ error: 'chat_not_found' })
+    expect((await s.events('not-a-uuid')).status).toBe(404)
+    await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
+    const closed = await s.follow(chat.id)
+    await closed.end(3_000)
+    expect(closed.named()).toEqual([expect.objectContaining({ event: 'chat', data: { status: 'closed', replying: false } })])
+  })
+
+  it('a reader that goes away mid-reply leaves no listener behind', async () => {
+    const s = await tenant()
+    fake.script(s.key, { text: 'word '.repeat(100), tokenMs: 20 })
+    const chat = await s.open()
+    const before = { deltas: deltaReaders().readers, waits: watch.waiting }
+    const stream = await s.follow(chat.id)
+    await s.send(chat.id, 'Talk a while')
+    await stream.until((events) => events.filter(named('delta')).length >= 3)
+    expect(deltaReaders().readers).toBe(before.deltas + 1)
+    await stream.cancel()
+    await eventually(
+      () => deltaReaders().readers === before.deltas && watch.waiting === before.waits,
+      3_000,
+      'the stream to let go of its listeners',
+    )
+    // The reply goes on without its reader, and is stored whole.
+    await eventually(async () => {
+      const detail = (await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body
+      return detail.messages.at(-1)?.content === 'word '.repeat(100)
+    }, 15_000)
+  })
+
+  it('a provider that fails says so in a sentence and the reply is tried again', async () => {
+    const s = await tenant()
+    // The SDK's own two retries fail too: the call fails.
+    const down = { status: 503, message: '{"error":"overloaded","detail":"raw"}', retryAfter: 0 }
+    fake.script(s.key, down, down, down, { text: 'Back now.' })
+    const chat = await s.open()
+    const stream = await s.follow(chat.id)
+    await s.send(chat.id, 'Hello?')
+    const notice = (
+      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.notice))
+    ).find((e) => e.event === 'message' && e.data.notice)!
+    expect(notice.data.content).toBe(
+      'The model provider did not answer (503); the reply is retried in 30 s.',
+    )
+    expect(notice.data.role).toBe('member')
+    const [turn] = await t.sql<{ status: string; notBefore: Date }[]>`
+      select status, not_before from chat_turns where chat_id = ${chat.id}`
+    expect(turn!.status).toBe('blocked')
+    expect(turn!.notBefore.getTime() - Date.now()).toBeGreaterThan(20_000)
+    // Its time come (not waited for here), the engine tries again and the reply is made.
+    await t.sql`update chat_turns set not_before = now() where chat_id = ${chat.id}`
+    engine.chats.wake()
+    await stream.until(
+      (events) =>
+        events.some((e) => e.event === 'message' && e.data.content === 'Back now.') &&
+        lastChatIs(false)(events),
+    )
+    // One notice for the outage, no raw answer of the provider anywhere.
+    expect(stream.named('message').filter((e) => e.data.notice)).toHaveLength(1)
+    expect(JSON.stringify(stream.events)).not.toContain('overloaded')
+    await stream.cancel()
+  })
+})

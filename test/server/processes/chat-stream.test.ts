@@ -1,0 +1,79 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { allScopes } from '../../../shared/scopes.js'
+import { createChat } from '../../../server/domain/chats.js'
+import { bindKey } from '../../../server/domain/llm.js'
+import { createMember } from '../../../server/domain/members.js'
+import { createToken } from '../../../server/domain/tokens.js'
+import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { engineHarness } from '../../helpers/engines.js'
+import { startOsd, type OsdProcess } from '../../helpers/processes.js'
+import { SseReader } from '../../helpers/sse.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+
+// The chat's event stream when the API and the engine are different processes (issue 26; DESIGN 13):
+// the reply's deltas cross from the engine to the API by NOTIFY, in order and before the stored
+// message; a reply longer than a NOTIFY carries goes in pieces.
+
+let db: TestDatabase
+let model: FakeModelProvider
+let harness: Awaited<ReturnType<typeof engineHarness>>
+let api: OsdProcess
+
+beforeAll(async () => {
+  db = await createTestDatabase()
+  model = await startFakeModelProvider()
+  harness = await engineHarness(db, model.url)
+  await harness.engine()
+  api = await startOsd(harness.env, ['--role', 'api'])
+}, 120_000)
+afterAll(async () => {
+  await api?.stop()
+  await harness?.stopAll()
+  await model?.close()
+})
+
+it('streams a reply made by another process, long text in pieces, before the stored message', async () => {
+  const enterprise = await harness.enterprise(`Split ${randomUUID().slice(0, 6)}`)
+  const key = `key-${randomUUID()}`
+  await bindKey(db.sql, harness.sealer, enterprise.id, {
+    apiKey: key,
+    provider: 'provider_b',
+    layer: 'enterprise',
+  })
+  const { token } = await createToken(db.sql, enterprise.id, { name: 'all', scopes: allScopes })
+  const member = await createMember(db.sql, enterprise.id, { name: 'Split Member' }, 'osd.local')
+  const chat = await createChat(db.sql, enterprise.id, { memberId: member.id })
+  // Words, then one piece longer than a NOTIFY can carry (with characters of several bytes).
+  const long = 'é☕'.repeat(3_000)
+  const tokens = ['Hello ', 'from ', 'the ', 'engine. ', long]
+  model.script(key, { text: tokens.join(''), tokens, tokenMs: 20 })
+
+  const headers = { authorization: `Bearer ${token}` }
+  const res = await fetch(`${api.url}/chats/${chat.id}/events`, { headers })
+  expect(res.status).toBe(200)
+  const stream = new SseReader(res)
+  await stream.until((events) => events.length >= 1)
+  const sent = await fetch(`${api.url}/chats/${chat.id}/messages`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ content: 'Say hello' }),
+  })
+  expect(sent.status).toBe(201)
+  await stream.until(
+    (events) => events.some((e) => e.event === 'message' && e.data.role === 'member'),
+    30_000,
+    'the stored reply',
+  )
+  const reply = stream.named('message').find((e) => e.data.role === 'member')!
+  const deltas = stream.named('delta')
+  expect(deltas.map((d) => d.data.text).join('')).toBe(tokens.join(''))
+  expect(deltas.every((d) => d.data.messageId === reply.data.id)).toBe(true)
+  // The first word came as it was made, on its own; what followed came in several NOTIFYs (a few
+  // tokens each at most: one NOTIFY each 30 ms), the long piece split to fit.
+  expect(deltas[0]!.data.text).toBe('Hello ')
+  expect(deltas.length).toBeGreaterThanOrEqual(3 + Math.ceil(long.length / 1_000))
+  expect(stream.events.indexOf(reply)).toBeGreaterThan(stream.events.indexOf(deltas.at(-1)!))
+  expect(reply.data.content).toBe(tokens.join(''))
+  await stream.cancel()
+}, 60_000)
