@@ -8,12 +8,14 @@ create index chat_turns_due on chat_turns (not_before) where status = 'blocked';
 -- GET /v1/chats/{id}/events tells each change of a message once: every insert, and every update of its
 -- content or tool call, takes the next change_seq. The number is taken under the chat's row lock, held to
 -- the commit, so a chat's changes commit in the order of their numbers and a reader that has seen n
--- misses nothing by asking for what is after n.
+-- misses nothing by asking for what is after n. first_change is the number the message was stored with:
+-- a client that holds a message has seen every change before it (Last-Event-ID).
 create sequence chat_message_changes;
-alter table chat_messages add column change_seq bigint;
-update chat_messages set change_seq = seq;
+alter table chat_messages add column change_seq bigint, add column first_change bigint;
+update chat_messages set change_seq = seq, first_change = seq;
 select setval('chat_message_changes', (select coalesce(max(seq), 0) + 1 from chat_messages), false);
-alter table chat_messages alter column change_seq set not null;
+alter table chat_messages alter column change_seq set not null,
+  alter column first_change set not null;
 create index chat_messages_changes on chat_messages (chat_id, change_seq);
 
 create function chat_message_changed() returns trigger language plpgsql as $$
@@ -25,6 +27,9 @@ begin
   end if;
   perform 1 from chats where id = new.chat_id for no key update;
   new.change_seq := nextval('chat_message_changes');
+  if tg_op = 'INSERT' then
+    new.first_change := new.change_seq;
+  end if;
   return new;
 end
 $$;

@@ -5,10 +5,25 @@
 import { parentPort } from 'node:worker_threads'
 import { Pool } from 'undici'
 import { startFakeModelProvider } from '../test/fakes/model-provider.js'
-import { chatExchange } from './bench-lib.js'
+import { randomUUID } from 'node:crypto'
+import { chatExchange, followChatEvents } from './bench-lib.js'
 
 export type LoadRequest =
   | { id: number; kind: 'delay'; ms: number }
+  | {
+      id: number
+      kind: 'stream'
+      base: string
+      token: string
+      chatIds: string[]
+      /** Replies each chat asks for, one after another. */
+      replies: number
+      /** Tokens of each reply, one each `tokenMs`. */
+      tokens: number
+      tokenMs: number
+      /** The daemon streams (else the fake answers whole, after as long as the stream would take). */
+      streamed: boolean
+    }
   | { id: number; kind: 'chat'; base: string; token: string; chatIds: string[]; spreadMs: number }
   | { id: number; kind: 'replies' }
   | { id: number; kind: 'stop' }
@@ -18,7 +33,67 @@ const port = parentPort!
 const model = await startFakeModelProvider()
 /** How long the fake takes to answer: each answer +-25%, so that the chats do not reply in waves. */
 let replyMs = 0
-model.onRequest(() => ({ text: 'Aye.', delayMs: replyMs * (0.75 + Math.random() / 2) }))
+/** While the stream part runs: each reply's tokens, and the time between two of them. */
+let streaming: { tokens: string[]; tokenMs: number } | undefined
+model.onRequest((request) => {
+  if (!streaming) return { text: 'Aye.', delayMs: replyMs * (0.75 + Math.random() / 2) }
+  const { tokens, tokenMs } = streaming
+  return request.body.stream
+    ? { text: tokens.join(''), tokens, tokenMs }
+    : { text: tokens.join(''), delayMs: tokens.length * tokenMs }
+})
+
+/**
+ * The stream part: each chat, followed through its event stream, asks for `replies` replies one after
+ * another; answers each reply's time from the fake's first token to the first delta the reader got, and
+ * the replies made.
+ */
+async function streamReplies(
+  request: Extract<LoadRequest, { kind: 'stream' }>,
+): Promise<{ firstDeltaMs: number[]; replies: number }> {
+  streaming = {
+    tokens: Array.from({ length: request.tokens }, (_, i) => `word${i} `),
+    tokenMs: request.tokenMs,
+  }
+  const client = new Pool(new URL(request.base).origin, { connections: 2 * request.chatIds.length })
+  const daemon = { url: request.base, token: request.token }
+  const firstDeltaMs: number[] = []
+  let replies = 0
+  await Promise.all(
+    request.chatIds.map(async (chatId) => {
+      let firstDelta: number | undefined
+      let stored: (() => void) | undefined
+      const stop = await followChatEvents(client, daemon, chatId, (event, data) => {
+        if (event === 'delta') firstDelta ??= performance.now()
+        if (event === 'message' && data.role === 'member') stored?.()
+      })
+      for (let n = 0; n < request.replies; n++) {
+        firstDelta = undefined
+        const marker = `sample ${randomUUID()}`
+        const replied = new Promise<void>((resolve) => (stored = resolve))
+        const prefix = new URL(request.base).pathname
+        const sent = await client.request({
+          method: 'POST',
+          path: `${prefix}/chats/${chatId}/messages`,
+          headers: { authorization: `Bearer ${request.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ content: marker }),
+        })
+        await sent.body.dump()
+        await replied
+        replies++
+        const call = model.requests.find((r) => JSON.stringify(r.body.messages).includes(marker))
+        const firstToken = call?.tokenTimes?.[0]
+        if (request.streamed && firstToken !== undefined && firstDelta !== undefined)
+          firstDeltaMs.push(firstDelta - firstToken)
+      }
+      stop()
+    }),
+  )
+  await client.close()
+  streaming = undefined
+  model.requests.length = 0
+  return { firstDeltaMs, replies }
+}
 
 let going = false
 let replies = 0
@@ -51,6 +126,9 @@ port.on('message', async (request: LoadRequest) => {
       break
     case 'replies':
       answer = replies
+      break
+    case 'stream':
+      answer = await streamReplies(request)
       break
     case 'stop':
       going = false

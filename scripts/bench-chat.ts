@@ -23,6 +23,14 @@
 //             and loaded; and per reply: the loaded window's CPU less what its runs cost alone (CPU per
 //             run alone), shared among the replies made meanwhile. On a small machine the three compete
 //             for the same cores.
+//   stream:   (issue 26) the fake streams a token every 20 ms and a reader follows each chat through
+//             GET /v1/chats/{id}/events: the time from the fake writing a reply's first token to the reader
+//             getting its first delta, BENCH_STREAM_SAMPLES replies of 50 tokens one after another, p50
+//             and p99 (target: p50 <= 20 ms), in both layouts; and the CPU of osd and PostgreSQL per
+//             reply of 200 tokens, 10 chats replying 3 times each, streamed and then unstreamed (a
+//             process with OSD_CHAT_STREAM=off, the fake answering whole after the same 4 s): their
+//             ratio (target: osd <= 2x).
+// BENCH_PARTS=dispatch or =stream runs one part (default both).
 // Medians of BENCH_ROUNDS rounds (the ratio: the median of each round's own). Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
 import { Worker } from 'node:worker_threads'
@@ -276,8 +284,61 @@ async function layout(name: string) {
   return { latencies, results }
 }
 
+const parts = (process.env.BENCH_PARTS ?? 'dispatch,stream').split(',')
+const samples = Number(process.env.BENCH_STREAM_SAMPLES ?? 20)
+
+interface Streamed {
+  firstDelta?: { p50: number; p99: number; n: number }
+  /** CPU ms per reply of 200 tokens. */
+  perReply?: { osd: number; postgres: number; replies: number }
+}
+
+/** The stream part on the processes serving `base`: first-delta latency (streamed) and CPU per reply. */
+async function streamPart(streamed: boolean): Promise<Streamed> {
+  const result: Streamed = {}
+  const chat = (n: number) =>
+    Promise.all(
+      Array.from({ length: n }, () => call<{ id: string }>('POST', '/chats', { memberId: member.id })),
+    )
+  if (streamed) {
+    const latency = await ask<{ firstDeltaMs: number[] }>({
+      kind: 'stream',
+      base,
+      token: daemon.token,
+      chatIds: (await chat(1)).map((c) => c.id),
+      replies: samples,
+      tokens: 50,
+      tokenMs: 20,
+      streamed,
+    })
+    const ms = latency.firstDeltaMs
+    result.firstDelta = { p50: median(ms), p99: percentile(ms, 99), n: ms.length }
+  }
+  const chats = (await chat(10)).map((c) => c.id)
+  const before = await daemon.cpu()
+  const made = await ask<{ replies: number }>({
+    kind: 'stream',
+    base,
+    token: daemon.token,
+    chatIds: chats,
+    replies: 3,
+    tokens: 200,
+    tokenMs: 20,
+    streamed,
+  })
+  const after = await daemon.cpu()
+  result.perReply = {
+    osd: (after.osd - before.osd) / made.replies,
+    postgres: (after.postgres - before.postgres) / made.replies,
+    replies: made.replies,
+  }
+  return result
+}
+
 const layouts: [string, Awaited<ReturnType<typeof layout>>][] = []
-layouts.push(['1 process (osd serve)', await layout('1 process')])
+const streams: [string, Streamed][] = []
+if (parts.includes('dispatch')) layouts.push(['1 process (osd serve)', await layout('1 process')])
+if (parts.includes('stream')) streams.push(['1 process, streamed', await streamPart(true)])
 // An API process and an engine process take over; the first process stops, its engine with it.
 const apiPort = await freePort()
 const processes = [
@@ -287,8 +348,18 @@ const processes = [
 await daemon.first.stop()
 base = `http://127.0.0.1:${apiPort}/v1`
 call = api({ url: base, token: daemon.token })
-layouts.push(['api + 1 engine', await layout('api + 1 engine')])
+if (parts.includes('dispatch')) layouts.push(['api + 1 engine', await layout('api + 1 engine')])
+if (parts.includes('stream')) streams.push(['api + 1 engine, streamed', await streamPart(true)])
 for (const p of processes) await p.stop()
+if (parts.includes('stream')) {
+  // The same replies unstreamed, for what streaming costs: one process with streaming off.
+  const port = await freePort()
+  const unstreamed = await daemon.start(['--port', String(port)], { OSD_CHAT_STREAM: 'off' })
+  base = `http://127.0.0.1:${port}/v1`
+  call = api({ url: base, token: daemon.token })
+  streams.push(['1 process, unstreamed', await streamPart(false)])
+  await unstreamed.stop()
+}
 await watch.stop()
 await daemon.close()
 await ask({ kind: 'close' })
@@ -309,5 +380,24 @@ for (const [name, { latencies, results }] of layouts) {
         `CPU per reply: osd ${m((r) => r.perReply.osd).toFixed(2)} ms, PostgreSQL ${m((r) => r.perReply.postgres).toFixed(2)} ms, bench ${m((r) => r.perReply.bench).toFixed(2)} ms`,
     )
   }
+}
+if (streams.length) {
+  console.log(
+    `stream: a token every 20 ms; first delta over ${samples} replies of 50 tokens; CPU over 10 chats x 3 replies of 200 tokens`,
+  )
+  for (const [name, r] of streams) {
+    const first = r.firstDelta
+      ? `first delta after the first token: p50 ${f(r.firstDelta.p50)} ms, p99 ${f(r.firstDelta.p99)} ms (${r.firstDelta.n} replies; target p50 <= 20); `
+      : ''
+    console.log(
+      `  ${name}: ${first}CPU per reply: osd ${f(r.perReply!.osd)} ms, PostgreSQL ${f(r.perReply!.postgres)} ms (${r.perReply!.replies} replies)`,
+    )
+  }
+  const on = streams.find(([n]) => n === '1 process, streamed')?.[1].perReply
+  const off = streams.find(([n]) => n === '1 process, unstreamed')?.[1].perReply
+  if (on && off)
+    console.log(
+      `  streamed / unstreamed, one process: osd x${(on.osd / off.osd).toFixed(2)} (target <= 2), PostgreSQL x${(on.postgres / Math.max(0.01, off.postgres)).toFixed(2)}`,
+    )
 }
 process.exit(0)

@@ -247,3 +247,39 @@ export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
+
+/**
+ * Follows GET /v1/chats/{id}/events through `client` (a Pool to the API's origin): `onEvent` gets each
+ * event's name and parsed data, at the moment it arrives. Answers the function that ends it.
+ */
+export async function followChatEvents(
+  client: Pool,
+  daemon: Pick<BenchDaemon, 'url' | 'token'>,
+  chatId: string,
+  onEvent: (event: string, data: any) => void,
+): Promise<() => void> {
+  const prefix = new URL(daemon.url).pathname
+  const controller = new AbortController()
+  const res = await client.request({
+    method: 'GET',
+    path: `${prefix}/chats/${chatId}/events`,
+    headers: { authorization: `Bearer ${daemon.token}` },
+    signal: controller.signal,
+  })
+  if (res.statusCode !== 200) throw new Error(`GET events: ${res.statusCode}`)
+  let pending = ''
+  res.body.setEncoding('utf8')
+  res.body.on('data', (chunk: string) => {
+    pending += chunk
+    let end: number
+    while ((end = pending.indexOf('\n\n')) !== -1) {
+      const frame = pending.slice(0, end)
+      pending = pending.slice(end + 2)
+      const name = /^event: (.*)$/m.exec(frame)?.[1]
+      const data = /^data: (.*)$/m.exec(frame)?.[1]
+      if (name && data) onEvent(name, JSON.parse(data))
+    }
+  })
+  res.body.on('error', () => undefined)
+  return () => controller.abort()
+}

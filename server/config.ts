@@ -22,6 +22,11 @@ export interface Config {
   mailDomain: string
   /** Base URLs of the model providers (DESIGN 6): any compatible server can stand in. */
   providerBaseUrls: { provider_a: string; provider_b: string }
+  /**
+   * Chat replies call the model with streaming on, their text shown as it comes (DESIGN 13).
+   * OSD_CHAT_STREAM=off makes them unstreamed: for a compatible server that cannot stream.
+   */
+  chatStreaming: boolean
   /** provider_b subscription sign-in (OAuth authorization code with PKCE). */
   providerBOAuth: {
     authorizeUrl: string
@@ -66,6 +71,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       provider_a: (env.OSD_PROVIDER_A_BASE_URL || 'https://api.anthropic.com').replace(/\/+$/, ''),
       provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
     },
+    chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:
         env.OSD_PROVIDER_B_OAUTH_AUTHORIZE_URL || 'https://auth.openai.com/oauth/authorize',

@@ -47,7 +47,9 @@ type Changed = MessageRow & { changeSeq: string }
 
 /**
  * Where a stream starts: after the client's Last-Event-ID (a message of this chat: the messages after it,
- * and the older ones changed since), else now. chat_not_found for a chat the enterprise does not have.
+ * and every message changed since it was stored, itself included: the client read it at some time since,
+ * and may have missed what changed meanwhile), else now. chat_not_found for a chat the enterprise does not
+ * have.
  */
 async function startingPoint(
   db: Db,
@@ -59,7 +61,7 @@ async function startingPoint(
   const [row] = await db<(Omit<Position, 'seq' | 'change'> & { seq: string; change: string })[]>`
     select c.status, ${replying(db)} as replying,
            coalesce(l.seq, (select max(seq) from chat_messages where chat_id = c.id), 0) as seq,
-           coalesce(l.change_seq, (select max(change_seq) from chat_messages where chat_id = c.id), 0) as change
+           coalesce(l.first_change, (select max(change_seq) from chat_messages where chat_id = c.id), 0) as change
       from chats c
       left join chat_messages l on l.chat_id = c.id and l.id = ${known}::uuid
      where c.enterprise_id = ${enterpriseId} and c.id = ${chatId}`

@@ -57,6 +57,8 @@ export interface ChatReplyOptions {
   /** Model calls one reply may make. */
   maxModelCalls?: number
   maxTokens?: number
+  /** Calls the model with streaming on, the text told as it comes (Config.chatStreaming; default on). */
+  streaming?: boolean
 }
 
 /** How many notes a reply recalls at each chatMemoryDepth. */
@@ -390,7 +392,7 @@ export class ChatReply {
       promptChars:
         this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length,
       signal: this.signal,
-      onText: deltas.push,
+      onText: this.options.streaming === false ? undefined : deltas.push,
       owner: {
         layers: this.layers,
         lock: (tx) => lockTurn(tx, this.options.engineId, this.turn.id),

@@ -29,7 +29,8 @@ export interface EngineOptions {
    */
   chatSql?: Sql
   log: Logger
-  config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'>
+  config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'> &
+    Partial<Pick<Config, 'chatStreaming'>>
   sealer: Sealer
   /** Providers to use instead of the configured ones (none in production). */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
@@ -67,6 +68,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     leaseSeconds: config.leaseSeconds,
     sweepMs: options.sweepMs,
     oauth: config.providerBOAuth,
+    streaming: config.chatStreaming ?? true,
   })
   await runs.start()
   await chats.start()

@@ -70,6 +70,8 @@ export interface RecordedRequest {
   headers: IncomingHttpHeaders
   /** Set when the request was answered 400 for being malformed: what a real provider would object to. */
   invalid?: string
+  /** A streamed answer: performance.now() as each piece of its text was written. */
+  tokenTimes?: number[]
 }
 
 export interface FakeModelProvider {
@@ -261,6 +263,7 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
         }
         if (closed.aborted) return false
         one(token)
+        ;(record.tokenTimes ??= []).push(performance.now())
         sent++
       }
       return true

@@ -205,6 +205,35 @@ describe('the stream', () => {
     expect(stream.named().at(-1)).toMatchObject({ event: 'chat', data: { status: 'closed' } })
   })
 
+  it('after Last-Event-ID, a change to that message itself made meanwhile is sent', async () => {
+    const s = await tenant()
+    await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
+    })
+    fake.script(s.key, { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'later' } }] }, { text: 'Echoed.' })
+    const chat = await s.open()
+    await s.send(chat.id, 'Echo later')
+    let waiting: ChatMessage | undefined
+    await eventually(async () => {
+      const detail = (await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body
+      waiting = detail.messages.at(-1)
+      return waiting?.toolCall?.status === 'waiting'
+    }, 10_000)
+    // The reader holds the waiting call as the newest message; it is decided while nobody reads.
+    await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${waiting!.id}/decision`, {
+      ...s.as,
+      body: { decision: 'allow' },
+    })
+    const resumed = await s.follow(chat.id, waiting!.id)
+    await resumed.until((events) =>
+      events.some((e) => e.event === 'message.updated' && e.data.id === waiting!.id),
+    )
+    expect(resumed.named('message.updated').find((e) => e.data.id === waiting!.id)!.data.toolCall.status).not.toBe('waiting')
+    await resumed.until((events) => events.some((e) => e.event === 'message' && e.data.content === 'Echoed.'))
+    await resumed.cancel()
+  })
+
   it('answers 404 for a chat of another enterprise; a closed chat ends at once', async () => {
     const s = await tenant()
     const chat = await s.open()
