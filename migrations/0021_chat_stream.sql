@@ -36,3 +36,14 @@ $$;
 
 create trigger chat_message_changed before insert or update on chat_messages
   for each row execute function chat_message_changed();
+
+-- Which osd processes have readers of a chat's event stream now (chat-deltas.ts): an engine sends a
+-- reply's deltas by NOTIFY only when another process reads that chat. Not kept across a crash: a row
+-- lost or left behind costs at most a second of deltas, or some NOTIFYs nobody hears (rows not seen for
+-- three minutes are ignored).
+create unlogged table chat_readers (
+  chat_id uuid not null,
+  process text not null,
+  seen_at timestamptz not null default now(),
+  primary key (chat_id, process)
+);

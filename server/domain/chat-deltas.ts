@@ -5,8 +5,10 @@ import { unflushedCommit, type Sql } from '../db/sql.js'
 
 // The text of a reply as the model makes it (DESIGN 13; issue 26): told to the readers of the chat's
 // event stream in this process at once, and to other processes' (`--role api` beside `--role engine`)
-// by NOTIFY. Deltas are never stored: the stored message is the record, and a reader that comes late
-// gets the message when it is stored. A NOTIFY carries at most 8,000 bytes: longer text goes in pieces.
+// by NOTIFY, when another process has a reader of the chat (chat_readers: each process says which
+// chats it reads; an engine looks once a second while it replies). Deltas are never stored: the stored
+// message is the record, and a reader that comes late gets the message when it is stored. A NOTIFY
+// carries at most 8,000 bytes: longer text goes in pieces.
 
 export const chatDeltaChannel = 'osd_chat_delta'
 
@@ -44,6 +46,9 @@ export class DeltaPublisher {
   private waiting = ''
   private sending: Promise<void> | undefined
   private sentAt = 0
+  /** Whether another process reads the chat, and when that was last looked up. */
+  private remote = false
+  private lookedAt = -Infinity
   /** Pieces sent so far. */
   private sent = 0
   private flushing = false
@@ -52,7 +57,7 @@ export class DeltaPublisher {
     private readonly sql: Sql,
     private readonly chatId: string,
     readonly messageId: string,
-    private readonly intervalMs = 30,
+    private readonly intervalMs = 50,
   ) {}
 
   /** The next piece of the reply's text. */
@@ -74,9 +79,14 @@ export class DeltaPublisher {
     this.sending = (async () => {
       const wait = this.sentAt + this.intervalMs - Date.now()
       if (wait > 0 && !this.flushing) await sleep(wait)
+      if (Date.now() - this.lookedAt >= lookEveryMs) {
+        this.lookedAt = Date.now()
+        this.remote = await readElsewhere(this.sql, this.chatId).catch(() => true)
+      }
       const text = this.waiting
       this.waiting = ''
       this.sentAt = Date.now()
+      if (!this.remote) return
       // Numbered: PostgreSQL delivers identical payloads of one transaction once.
       const payloads = pieces(text).map((t) =>
         JSON.stringify({ o: origin, c: this.chatId, m: this.messageId, n: this.sent++, t }),
@@ -95,10 +105,40 @@ export class DeltaPublisher {
   }
 }
 
+/** How often a reply looks whether another process reads its chat. */
+const lookEveryMs = 1_000
+
+/** How long a process's word that it reads a chat holds without being said again. */
+const readerTtlSeconds = 180
+
+/** Whether a process other than this one has a reader of the chat's events. */
+async function readElsewhere(sql: Sql, chatId: string): Promise<boolean> {
+  const [row] = await sql<{ found: boolean }[]>`
+    select exists (select 1 from chat_readers
+                    where chat_id = ${chatId} and process <> ${origin}
+                      and seen_at > now() - make_interval(secs => ${readerTtlSeconds})) as found`
+  return row!.found
+}
+
+/** This process reads the chat (or no longer does): what engines elsewhere look up. */
+function sayReading(sql: Sql, chatId: string, reading: boolean): Promise<unknown> {
+  return (
+    reading
+      ? sql`insert into chat_readers (chat_id, process) values (${chatId}, ${origin})
+            on conflict (chat_id, process) do update set seen_at = now()`
+      : sql`delete from chat_readers where chat_id = ${chatId} and process = ${origin}`
+  ).catch(() => undefined)
+}
+
 /** One LISTEN per pool, held while this process has readers of deltas. */
 const following = new WeakMap<
   Sql,
-  { readers: number; listening: Promise<{ unlisten(): Promise<void> }> | undefined }
+  {
+    readers: number
+    listening: Promise<{ unlisten(): Promise<void> }> | undefined
+    /** Says again, while there are readers, which chats this process reads. */
+    refresh: NodeJS.Timeout | undefined
+  }
 >()
 
 /**
@@ -107,11 +147,21 @@ const following = new WeakMap<
  */
 export function followDeltas(sql: Sql, chatId: string, listener: Listener): () => void {
   let set = listeners.get(chatId)
-  if (!set) listeners.set(chatId, (set = new Set()))
+  if (!set) {
+    listeners.set(chatId, (set = new Set()))
+    void sayReading(sql, chatId, true)
+  }
   set.add(listener)
   let state = following.get(sql)
-  if (!state) following.set(sql, (state = { readers: 0, listening: undefined }))
-  if (state.readers++ === 0)
+  if (!state) following.set(sql, (state = { readers: 0, listening: undefined, refresh: undefined }))
+  if (state.readers++ === 0) {
+    state.refresh = setInterval(
+      () =>
+        void sql`update chat_readers set seen_at = now() where process = ${origin}`.catch(
+          () => undefined,
+        ),
+      (readerTtlSeconds * 1000) / 3,
+    ).unref()
     state.listening = sql
       .listen(chatDeltaChannel, (payload) => {
         try {
@@ -122,13 +172,18 @@ export function followDeltas(sql: Sql, chatId: string, listener: Listener): () =
         }
       })
       .catch(() => ({ unlisten: async () => undefined }))
+  }
   let stopped = false
   return () => {
     if (stopped) return
     stopped = true
     set.delete(listener)
-    if (set.size === 0) listeners.delete(chatId)
+    if (set.size === 0) {
+      listeners.delete(chatId)
+      void sayReading(sql, chatId, false)
+    }
     if (--state.readers === 0) {
+      clearInterval(state.refresh)
       const listening = state.listening
       state.listening = undefined
       void listening?.then((l) => l.unlisten()).catch(() => undefined)

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Chat, ChatMessage } from '../../../shared/schemas/chats.js'
 import { chatChannel } from '../../../server/domain/chat-turns.js'
-import { deltaReaders } from '../../../server/domain/chat-deltas.js'
+import { chatDeltaChannel, deltaReaders } from '../../../server/domain/chat-deltas.js'
+import { createSql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createApp } from '../../../server/http/app.js'
 import { RunWatch } from '../../../server/http/run-watch.js'
@@ -232,6 +233,37 @@ describe('the stream', () => {
     expect(resumed.named('message.updated').find((e) => e.data.id === waiting!.id)!.data.toolCall.status).not.toBe('waiting')
     await resumed.until((events) => events.some((e) => e.event === 'message' && e.data.content === 'Echoed.'))
     await resumed.cancel()
+  })
+
+  it('sends deltas by NOTIFY only while another process reads the chat', async () => {
+    const s = await tenant()
+    const listener = createSql(t.dbUrl, { max: 1 })
+    const heard: string[] = []
+    await listener.listen(chatDeltaChannel, (payload) => heard.push(payload))
+    try {
+      fake.script(s.key, { text: 'one two three four', tokenMs: 10 }, { text: 'five six seven', tokenMs: 10 })
+      const chat = await s.open()
+      const stream = await s.follow(chat.id)
+      await s.send(chat.id, 'Count')
+      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.role === 'member'))
+      // Read only in this process: told here, no NOTIFY.
+      expect(stream.named('delta').length).toBeGreaterThan(1)
+      expect(heard).toEqual([])
+      await stream.until(lastChatIs(false))
+      // Another process says it reads the chat: the next reply goes out by NOTIFY too.
+      await t.sql`insert into chat_readers (chat_id, process) values (${chat.id}, 'elsewhere')`
+      await s.send(chat.id, 'Again')
+      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.content === 'five six seven'))
+      await eventually(() => heard.length > 0, 3_000, 'a NOTIFY of the deltas')
+      expect(heard.map((h) => JSON.parse(h).t).join('')).toBe('five six seven')
+      await stream.cancel()
+      await eventually(async () => {
+        const rows = await t.sql`select process from chat_readers where chat_id = ${chat.id}`
+        return rows.length === 1 && rows[0]!.process === 'elsewhere'
+      }, 3_000, 'this process to say it no longer reads the chat')
+    } finally {
+      await listener.end()
+    }
   })
 
   it('answers 404 for a chat of another enterprise; a closed chat ends at once', async () => {
