@@ -20,8 +20,10 @@ export function terminalOutput(json: boolean): Output {
     errorIsTTY: Boolean(process.stderr.isTTY),
     color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
     columns: process.stdout.columns || 100,
-    write: (text) => void process.stdout.write(text),
-    error: (text) => void process.stderr.write(text),
+    // Once a reader has gone (EPIPE), the stream is destroyed at once but says so a moment later
+    // (shared/pipes.ts ends the process then): what is written meanwhile goes nowhere, quietly.
+    write: (text) => void (process.stdout.destroyed || process.stdout.write(text)),
+    error: (text) => void (process.stderr.destroyed || process.stderr.write(text)),
   }
 }
 

@@ -1,4 +1,5 @@
 import { CommanderError } from 'commander'
+import { isClosedPipe } from '../shared/pipes.js'
 import { ApiRequestError, CliError, exitCodes } from './errors.js'
 import { buildProgram } from './program.js'
 
@@ -15,6 +16,8 @@ try {
 
 /** Errors on stderr as `error: <code>: <message>`; with --json the API's body also goes to stdout. */
 function report(err: unknown): number {
+  // A reader that has gone is no failure (issue 27; main.ts ends the process on the stream's error).
+  if (isClosedPipe(err)) return exitCodes.ok
   if (err instanceof CommanderError) {
     return ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(err.code)
       ? exitCodes.ok
