@@ -266,15 +266,9 @@ describe('osctl enterprise', () => {
   })
 })
 
+// Usage errors (unknown commands, missing arguments) are osctl's own: test/cli/usage.test.ts, in
+// process.
 describe('osctl usage', () => {
-  it('exits 2 on an unknown command or a missing argument, 0 on --help', async () => {
-    expect((await osctl(['no-such-command'], env)).exitCode).toBe(2)
-    expect((await osctl(['profile', 'use'], env)).exitCode).toBe(2)
-    const help = await osctl(['enterprise', 'concurrency', 'set', '--help'], env)
-    expect(help.exitCode).toBe(0)
-    expect(help.stdout).toContain('Examples:')
-  })
-
   it.each(['bash', 'zsh', 'fish'])(
     'prints a %s completion script naming the commands',
     async (shell) => {
