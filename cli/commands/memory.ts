@@ -27,9 +27,17 @@ type TrainLayer = (typeof trainLayers)[number]
 const noteRef = (ref: string) => idRef(ref, 'a note')
 const itemRef = (ref: string) => idRef(ref, 'a review item')
 
-/** A note's text on one line, cut to `width` characters: a table shows the start of it. */
-export function shorten(text: string, width = 60): string {
-  const line = text.replace(/\s+/g, ' ').trim()
+/**
+ * A note's text on one line. Tables print it whole: on a terminal printTable cuts it to fit, in a pipe
+ * nothing is cut (issue 27).
+ */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim()
+}
+
+/** A text on one line, cut to `width` characters, for a line of prose that quotes it. */
+function shorten(text: string, width: number): string {
+  const line = oneLine(text)
   return line.length <= width ? line : `${line.slice(0, width - 1)}…`
 }
 
@@ -42,7 +50,7 @@ const noteColumns = [
   { header: 'ID', value: (n: MemoryNote) => n.id },
   { header: 'LAYER', value: (n: MemoryNote) => n.layer },
   { header: 'OWNER', value: owner },
-  { header: 'TEXT', value: (n: MemoryNote) => shorten(n.text) },
+  { header: 'TEXT', value: (n: MemoryNote) => oneLine(n.text) },
   { header: 'RATINGS', value: ratings },
   { header: 'RECALLS', value: (n: MemoryNote) => n.recalls },
 ]
@@ -51,18 +59,17 @@ const recalledColumns = [
   { header: 'SCORE', value: (n: RecalledNote) => n.score.toFixed(3) },
   { header: 'LAYER', value: (n: RecalledNote) => n.layer },
   { header: 'KIND', value: (n: RecalledNote) => n.kind },
-  { header: 'TEXT', value: (n: RecalledNote) => shorten(n.text) },
+  { header: 'TEXT', value: (n: RecalledNote) => oneLine(n.text) },
   { header: 'ID', value: (n: RecalledNote) => n.id },
 ]
 
 const reviewColumns = [
   { header: 'ID', value: (i: ReviewItem) => i.id },
   { header: 'KIND', value: (i: ReviewItem) => i.kind },
-  { header: 'NOTE', value: (i: ReviewItem) => shorten(i.note.text, 40) },
+  { header: 'NOTE', value: (i: ReviewItem) => oneLine(i.note.text) },
   {
     header: 'WHY',
-    value: (i: ReviewItem) =>
-      i.correction ? `proposed: ${shorten(i.correction.text, 40)}` : i.reason,
+    value: (i: ReviewItem) => (i.correction ? `proposed: ${oneLine(i.correction.text)}` : i.reason),
   },
   { header: 'NOTE ID', value: (i: ReviewItem) => i.note.id },
   { header: 'CREATED', value: (i: ReviewItem) => i.createdAt },
@@ -72,7 +79,7 @@ const historyColumns = [
   { header: 'DECIDED', value: (d: ReviewDecision) => d.decidedAt },
   { header: 'DECISION', value: (d: ReviewDecision) => d.decision },
   { header: 'KIND', value: (d: ReviewDecision) => d.kind },
-  { header: 'REASON', value: (d: ReviewDecision) => shorten(d.reason, 50) },
+  { header: 'REASON', value: (d: ReviewDecision) => oneLine(d.reason) },
   { header: 'BY', value: (d: ReviewDecision) => d.decidedBy },
   { header: 'NOTE', value: (d: ReviewDecision) => d.noteId },
   { header: 'CORRECTION', value: (d: ReviewDecision) => d.correctionId },
@@ -171,7 +178,7 @@ export async function askMemory(
     limit: opts.limit,
   })
   show(deps.out, answer, () => {
-    deps.out.error(`recalled for: ${shorten(answer.question, 100)}\n`)
+    deps.out.error(`recalled for: ${oneLine(answer.question)}\n`)
     printTable(deps.out, answer.notes, recalledColumns)
   })
 }

@@ -136,12 +136,12 @@ describe('osctl memory, in process', () => {
     expect(one.stderr()).toBe('page 1 of 3, 5 notes: --page N for another, --all for every one\n')
   })
 
-  it('list names the task and team by slug and shortens long notes to one line', async () => {
+  it('list names the task and team by slug, and prints a long note on one line: whole in a pipe, cut on a terminal', async () => {
     const long = note({ text: `first line\n${'word '.repeat(40)}` })
     const api = new FakeApi(
       (req) => lookups(req) ?? { body: { notes: [long], page: 1, limit: 25, total: 1 } },
     )
-    const { deps, stdout } = fakeDeps(api)
+    const { deps, stdout } = fakeDeps(api, { tty: true, columns: 120 })
     await listNotes(deps, { q: 'invoice', task: 'nightly', team: 'platform', kind: 'note' })
     expect(api.sent.at(-1)!.query).toEqual({
       q: 'invoice',
@@ -150,9 +150,14 @@ describe('osctl memory, in process', () => {
       kind: 'note',
     })
     const row = stdout().split('\n')[1]!
-    expect(row).toContain('first line word word')
+    expect(row).toContain('first line word')
     expect(row).toContain('…')
+    expect(row).toContain(long.id)
+    expect(Math.max(...stdout().split('\n').map((l) => l.length))).toBe(120)
     expect(row).not.toContain('word '.repeat(40).trim())
+    const piped = fakeDeps(api)
+    await listNotes(piped.deps, {})
+    expect(piped.stdout().split('\n')[1]).toContain(`first line ${'word '.repeat(40).trim()}  `)
   })
 
   it('train starts the training run of a layer and prints it; --json is the run unchanged', async () => {
