@@ -3,6 +3,7 @@ import { memoryLayers, noteKinds, noteStatuses, trainLayers } from '../../shared
 import type {
   MemoryAsk,
   MemoryNote,
+  NotePage,
   RecallHealth,
   RecalledNote,
   ReviewDecision,
@@ -14,7 +15,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show } from '../output.js'
-import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { positiveInt, printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, taskId, teamId } from '../resolve.js'
 import { showStarted, waitTimeout } from './runs.js'
 
@@ -164,8 +165,32 @@ export async function getNote(deps: Deps, ref: string): Promise<void> {
   showNote(deps, await deps.client().get<MemoryNote>(`/memory/${noteRef(ref)}`))
 }
 
-/** What a run of the task would recall for the question (the task's goal without one). */
+/**
+ * `memory ask QUESTION [--task TASK]` (issue 27): without a task, the enterprise's memory searched for
+ * the question, best match first (GET /memory?q=); with one, what a run of that task would recall.
+ */
 export async function askMemory(
+  deps: Deps,
+  question: string,
+  opts: { task?: string; limit?: string },
+): Promise<void> {
+  if (!question.trim()) throw new UsageError('the question is empty')
+  if (opts.task !== undefined) return askTaskMemory(deps, opts.task, question, opts)
+  const answer = await deps
+    .client()
+    .get<NotePage>('/memory', { q: question, limit: positiveInt('--limit', opts.limit) })
+  show(deps.out, answer, () => {
+    deps.out.error(`searched the enterprise's memory for: ${oneLine(question)}\n`)
+    printTable(deps.out, answer.notes, noteColumns)
+    if (answer.total > answer.notes.length)
+      deps.out.error(
+        `${answer.notes.length} of ${answer.total} notes that match: --limit N for more\n`,
+      )
+  })
+}
+
+/** What a run of the task would recall for the question (the task's goal without one). */
+export async function askTaskMemory(
   deps: Deps,
   task: string,
   question: string | undefined,
@@ -379,7 +404,7 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
       .argument('[question]', "the text to recall for (default: the task's goal)")
       .option('--limit <n>', 'notes to answer, 1 to 50 (default 10)')
       .description('exactly what a run of the task would recall, best first, with layer and score')
-      .action(actionOf(makeDeps, askMemory)),
+      .action(actionOf(makeDeps, askTaskMemory)),
     'osctl tasks memory ask nightly-report "when do EU figures arrive?"',
   )
 }
@@ -416,13 +441,18 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
   examples(
     memory
       .command('ask')
-      .argument('<task>', 'id or slug')
-      .argument('[question]', "the text to recall for (default: the task's goal)")
-      .option('--limit <n>', 'notes to answer, 1 to 50 (default 10)')
-      .description('exactly what a run of the task would recall, best first, with layer and score')
+      .argument('<question>', 'what to look for, in words')
+      .option(
+        '--task <task>',
+        'id or slug: answer exactly what a run of this task would recall, with layer and score',
+      )
+      .option('--limit <n>', 'notes to answer (with --task 1 to 50, default 10)')
+      .description(
+        "search the enterprise's memory, every layer, best match first; with --task, what a run of that task would recall",
+      )
       .action(actionOf(makeDeps, askMemory)),
-    'osctl memory ask nightly-report "when do EU figures arrive?"',
-    'osctl memory ask nightly-report --json',
+    'osctl memory ask "when do EU figures arrive?"',
+    'osctl memory ask "when do EU figures arrive?" --task nightly-report --json',
   )
   examples(
     memory
