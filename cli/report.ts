@@ -32,7 +32,8 @@ export function report(
     return err.exitCode
   }
   if (err instanceof CliError) {
-    io.stderr.write(`error: ${err.message}\n`)
+    // An error without words: the command has said what there was to say (a wait's summary).
+    if (err.message) io.stderr.write(`error: ${err.message}\n`)
     if (err.hint) io.stderr.write(`hint: ${err.hint}\n`)
     return err.exitCode
   }
