@@ -21,7 +21,6 @@ export interface Profile {
   previous?: string
 }
 
-
 /** Session tokens carry this prefix (login answers `osds_...`); API tokens do not. */
 export const sessionTokenPrefix = 'osds_'
 

@@ -154,7 +154,13 @@ describe('osctl memory, in process', () => {
     expect(row).toContain('first line word')
     expect(row).toContain('…')
     expect(row).toContain(long.id)
-    expect(Math.max(...stdout().split('\n').map((l) => l.length))).toBe(120)
+    expect(
+      Math.max(
+        ...stdout()
+          .split('\n')
+          .map((l) => l.length),
+      ),
+    ).toBe(120)
     expect(row).not.toContain('word '.repeat(40).trim())
     const piped = fakeDeps(api)
     await listNotes(piped.deps, {})
