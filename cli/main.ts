@@ -1,4 +1,9 @@
 import { packageVersion } from '../shared/paths.js'
+import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
+
+// A pipe whose reader has gone (`osctl ... | head -1`) ends any command quietly, exit 0 (issue 27):
+// set before anything is written, --version and --help included.
+exitQuietlyWhenReaderGoes()
 
 // osctl starts for every command a pipeline runs. `osctl --version` answers before the command tree
 // (commander and every command module) is loaded, with the line commander prints for it; anything else

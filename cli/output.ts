@@ -20,8 +20,10 @@ export function terminalOutput(json: boolean): Output {
     errorIsTTY: Boolean(process.stderr.isTTY),
     color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
     columns: process.stdout.columns || 100,
-    write: (text) => void process.stdout.write(text),
-    error: (text) => void process.stderr.write(text),
+    // Once a reader has gone (EPIPE), the stream is destroyed at once but says so a moment later
+    // (shared/pipes.ts ends the process then): what is written meanwhile goes nowhere, quietly.
+    write: (text) => void (process.stdout.destroyed || process.stdout.write(text)),
+    error: (text) => void (process.stderr.destroyed || process.stderr.write(text)),
   }
 }
 
@@ -38,25 +40,35 @@ export function show(out: Output, value: unknown, human: () => void): void {
 export interface Column<T> {
   header: string
   value: (row: T) => unknown
+  /**
+   * What the next command takes to name the row (a slug, say): never cut. Columns whose every value
+   * holds a UUID are ids without saying so.
+   */
+  id?: boolean
 }
 
-/** A table sized to the terminal: the widest columns give way first, cut with an ellipsis. */
+/** Space between two columns. */
+const gap = 2
+/** A column that gives way is cut no narrower than this (or its own width, if less). */
+const narrowest = 10
+
+/**
+ * A table, one row a line. On a terminal it is fitted to the width: the widest column that is not an
+ * id gives way first, cut with an ellipsis, down to `narrowest`; ids are never cut, since an id is what
+ * the next command needs (issue 27), so a terminal too narrow for them wraps the line instead. Off a
+ * terminal (a pipe, a file) every column is printed whole.
+ */
 export function printTable<T>(out: Output, rows: T[], columns: Column<T>[]): void {
   if (rows.length === 0) {
     out.error('(none)\n')
     return
   }
-  const cells = rows.map((row) => columns.map((c) => cellText(out, c.value(row))))
-  const widths = columns.map((c, i) =>
+  const cells = rows.map((row) => columns.map((c) => oneLine(cellText(out, c.value(row)))))
+  const natural = columns.map((c, i) =>
     Math.max(c.header.length, ...cells.map((r) => visible(r[i]!).length)),
   )
-  const gap = 2
-  const budget = out.isTTY ? out.columns : Infinity
-  while (widths.reduce((a, b) => a + b + gap, -gap) > budget) {
-    const widest = widths.indexOf(Math.max(...widths))
-    if (widths[widest]! <= 8) break
-    widths[widest]!--
-  }
+  const whole = columns.map((c, i) => c.id === true || cells.every((r) => holdsIds(visible(r[i]!))))
+  const widths = out.isTTY ? fitted(natural, whole, out.columns) : natural
   const line = (values: string[]) =>
     values
       .map((v, i) => fit(v, widths[i]!))
@@ -64,6 +76,36 @@ export function printTable<T>(out: Output, rows: T[], columns: Column<T>[]): voi
       .trimEnd() + '\n'
   out.write(line(columns.map((c) => (out.color ? bold(c.header) : c.header))))
   for (const row of cells) out.write(line(row))
+}
+
+/** Column widths within `budget`: the widest column that may give way loses a character at a time. */
+function fitted(natural: number[], whole: boolean[], budget: number): number[] {
+  const widths = [...natural]
+  const floor = natural.map((w) => Math.min(w, narrowest))
+  let total = widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1)
+  while (total > budget) {
+    let widest = -1
+    for (let i = 0; i < widths.length; i++) {
+      if (whole[i] || widths[i]! <= floor[i]!) continue
+      if (widest < 0 || widths[i]! > widths[widest]!) widest = i
+    }
+    if (widest < 0) break
+    widths[widest]!--
+    total--
+  }
+  return widths
+}
+
+const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i
+
+/** A cell of an id column: it names a record by its UUID (or is empty). */
+function holdsIds(text: string): boolean {
+  return text === '-' || uuid.test(text)
+}
+
+/** A cell is one line, so a row is one line: line breaks and tabs in a value read as spaces. */
+function oneLine(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*|\t/g, ' ')
 }
 
 /** Label and value lines for one record. */

@@ -14,6 +14,11 @@ export interface Profile {
   kind?: CredentialKind
   /** The person's email, for a session. */
   email?: string
+  /**
+   * For a session: the profile that was current before the sign-in made this one current, made
+   * current again by `osctl auth logout` (issue 27).
+   */
+  previous?: string
 }
 
 /** Session tokens carry this prefix (login answers `osds_...`); API tokens do not. */

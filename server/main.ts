@@ -7,6 +7,11 @@ import { migrate } from './db/migrate.js'
 import { createLogger } from './log.js'
 import { startDaemon } from './serve.js'
 import { packageVersion } from '../shared/paths.js'
+import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
+
+// `osd admin ... | head -1` ends quietly, exit 0, once the reader has gone (issue 27), as osctl does.
+// Not `osd serve`: its stdout carries the logs, and what a daemon does without them is another matter.
+if (process.argv[2] !== 'serve') exitQuietlyWhenReaderGoes()
 
 const program = new Command('osd')
   .description('osd: the task automation daemon')

@@ -7,6 +7,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, AuthError, CliError, UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
+import type { Profile, Target } from '../profiles.js'
 import { idRef } from '../resolve.js'
 import {
   asPerson,
@@ -23,6 +24,7 @@ export interface LoginFlags {
   email?: string
   passwordStdin?: boolean
   enterprise?: string
+  force?: boolean
 }
 
 /**
@@ -31,13 +33,13 @@ export interface LoginFlags {
  */
 export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
   if (opts.email !== undefined) return loginPerson(deps, opts)
-  if (opts.passwordStdin || opts.enterprise !== undefined)
-    throw new UsageError('--password-stdin and --enterprise go with --email')
+  if (opts.passwordStdin || opts.enterprise !== undefined || opts.force)
+    throw new UsageError('--password-stdin, --enterprise and --force go with --email')
   const url = deps.globals.url ?? process.env.OSCTL_URL
   const token = deps.globals.token ?? process.env.OSCTL_TOKEN
   if (!url) throw new UsageError('--url is required (or OSCTL_URL)')
   if (!token) throw new UsageError('--token is required (or OSCTL_TOKEN)')
-  const name = signInProfile(deps)
+  const name = chosenProfile(deps) ?? 'default'
   let seen: TokenView | undefined
   if (opts.verify) seen = await whoAmI(deps.connect(url, token))
   deps.profiles().save(name, { url, token, kind: 'token' })
@@ -49,14 +51,17 @@ export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
 
 /**
  * A person signs in (issue 20): POST /auth/login with the email and a password typed at a prompt that
- * does not echo, or read from stdin. The session token is kept in the profile like a token, marked as a
- * session with the person's email; the password is never stored.
+ * does not echo, or read from stdin. The session token is kept in a profile like a token, marked as a
+ * session with the person's email; the password is never stored. The profile is --profile, else
+ * OSCTL_PROFILE, else one named after the email, and becomes current; one that holds an API token is
+ * refused unless --force (issue 27): the daemon showed that token once.
  */
 async function loginPerson(deps: Deps, opts: LoginFlags): Promise<void> {
   if (deps.globals.token !== undefined) throw new UsageError('give --email or --token, not both')
   const email = opts.email!.trim()
   if (!email) throw new UsageError('--email needs an address')
-  const name = signInProfile(deps)
+  const name = chosenProfile(deps) ?? email.toLowerCase()
+  keepApiToken(deps, name, opts.force)
   const url = signInUrl(deps, name)
   const password = await readPassword(deps, opts.passwordStdin, `password for ${email}: `)
   const body: Record<string, string> = { email, password }
@@ -74,17 +79,19 @@ async function loginPerson(deps: Deps, opts: LoginFlags): Promise<void> {
 
 /**
  * Accepts an invitation (POST /auth/invites/accept): a new person chooses a password; a person who
- * already has one gives it. Signs in as `auth login --email` does.
+ * already has one gives it. Signs in as `auth login --email` does, to a profile named after the email
+ * the invitation was for unless one is chosen.
  */
 export async function acceptInvite(
   deps: Deps,
   inviteToken: string,
-  opts: { passwordStdin?: boolean; name?: string },
+  opts: { passwordStdin?: boolean; name?: string; force?: boolean },
 ): Promise<void> {
   if (deps.globals.token !== undefined)
     throw new UsageError('an invitation signs a person in: --token does not go with it')
-  const profile = signInProfile(deps)
-  const url = signInUrl(deps, profile)
+  const chosen = chosenProfile(deps)
+  if (chosen !== undefined) keepApiToken(deps, chosen, opts.force)
+  const url = signInUrl(deps, chosen)
   const password = await readPassword(
     deps,
     opts.passwordStdin,
@@ -100,40 +107,96 @@ export async function acceptInvite(
         ? new AuthError(`${url} refused the invitation (401 ${err.code}): ${err.message}`)
         : err,
   )
-  await signedIn(deps, profile, url, answer)
+  // The email is known now: its profile is checked as a chosen one was before asking.
+  const name = chosen ?? answer.user.email.toLowerCase()
+  if (chosen === undefined && !opts.force && holdsApiToken(deps.profiles().get(name))) {
+    await deps
+      .connect(url, answer.sessionToken)
+      .post('/auth/logout')
+      .catch(() => undefined)
+    const refusal = apiTokenRefusal(name)
+    refusal.message = `the invitation is accepted, but ${refusal.message}`
+    refusal.hint = `sign in with \`osctl auth login --email ${answer.user.email} --profile NAME\``
+    throw refusal
+  }
+  await signedIn(deps, name, url, answer)
 }
 
-/** The profile a person signs in to: as every verb picks one (--profile, OSCTL_PROFILE, default). */
-function signInProfile(deps: Deps): string {
-  return deps.globals.profile || process.env.OSCTL_PROFILE || 'default'
+/**
+ * An API token (profiles from before sessions hold tokens): the daemon showed it once, so a sign-in
+ * never writes over it unasked (issue 27).
+ */
+function holdsApiToken(profile: Profile | undefined): boolean {
+  return Boolean(profile?.token) && (profile?.kind ?? 'token') === 'token'
 }
 
-/** The daemon to sign in to: --url, OSCTL_URL, or the one the profile already names. */
-function signInUrl(deps: Deps, profile: string): string {
-  const url = deps.globals.url || process.env.OSCTL_URL || deps.profiles().get(profile)?.url
+/** The profile named by --profile or OSCTL_PROFILE, as every verb picks one; undefined if neither. */
+function chosenProfile(deps: Deps): string | undefined {
+  return deps.globals.profile || process.env.OSCTL_PROFILE || undefined
+}
+
+/** Refuses to sign in over a profile's API token (exit 2) unless --force says to. */
+function keepApiToken(deps: Deps, name: string, force: boolean | undefined): void {
+  if (!force && holdsApiToken(deps.profiles().get(name))) throw apiTokenRefusal(name)
+}
+
+function apiTokenRefusal(name: string): UsageError {
+  return new UsageError(
+    `profile "${name}" holds an API token, which the daemon showed only once: a sign-in would ` +
+      'replace it. Sign in to another profile with --profile NAME, or replace the token with --force',
+  )
+}
+
+/**
+ * The daemon to sign in to: --url, OSCTL_URL, the one the profile already names, or the one of the
+ * current profile (the daemon osctl talks to now).
+ */
+function signInUrl(deps: Deps, profile: string | undefined): string {
+  const profiles = deps.profiles()
+  const url =
+    deps.globals.url ||
+    process.env.OSCTL_URL ||
+    (profile !== undefined ? profiles.get(profile)?.url : undefined) ||
+    (profiles.current !== undefined ? profiles.get(profiles.current)?.url : undefined)
   if (!url) throw new UsageError('--url is required (or OSCTL_URL)')
   return url
 }
 
 /**
- * Keeps a session in the profile and says who signed in; never prints the session's secrets. A session
- * the profile held before is ended first (best effort), not left open on the daemon unseen.
+ * Keeps a session in the profile, makes it current, and says who signed in; never prints the session's
+ * secrets. A session the profile held before is ended first (best effort), not left open on the daemon
+ * unseen. The profile that was current is remembered, for `auth logout` to make current again.
  */
 async function signedIn(deps: Deps, name: string, url: string, answer: LoginAnswer): Promise<void> {
-  const before = deps.profiles().get(name)
+  const profiles = deps.profiles()
+  const before = profiles.get(name)
   if (before?.kind === 'session' && before.token && before.token !== answer.sessionToken) {
     const client = deps.connect(before.url, before.token)
     await client.post('/auth/logout').catch(() => undefined)
   }
-  deps.profiles().save(name, {
+  const current = profiles.current
+  const previous =
+    current !== undefined && current !== name && profiles.get(current) ? current : before?.previous
+  profiles.save(name, {
     url,
     token: answer.sessionToken,
     kind: 'session',
     email: answer.user.email,
+    ...(previous !== undefined && { previous }),
   })
+  if (holdsApiToken(before)) deps.out.error(`note: replaced the API token of profile "${name}"\n`)
+  if (current !== name)
+    deps.out.error(
+      `profile "${name}" is current now` +
+        (previous !== undefined ? ` (\`osctl auth logout\` goes back to "${previous}")\n` : '\n'),
+    )
   if (process.env.OSCTL_TOKEN)
     deps.out.error(
       'note: OSCTL_TOKEN is set and is used before the profile: unset it to act as this person\n',
+    )
+  else if (process.env.OSCTL_PROFILE && process.env.OSCTL_PROFILE !== name)
+    deps.out.error(
+      `note: OSCTL_PROFILE names profile "${process.env.OSCTL_PROFILE}", which is used before the current one\n`,
     )
   const view = {
     profile: name,
@@ -221,7 +284,7 @@ export async function status(deps: Deps): Promise<void> {
     printFields(deps.out, [
       ['url', view.url],
       ['profile', view.profile],
-      ['token', `…${view.tokenLastChars} (from ${view.tokenSource})`],
+      ['credential', `API token …${view.tokenLastChars} (from ${sourceText(view.tokenSource)})`],
       [
         'enterprise',
         seen.enterprise
@@ -231,6 +294,11 @@ export async function status(deps: Deps): Promise<void> {
       ['scopes', view.scopes.join(' ')],
     ]),
   )
+}
+
+/** Where the credential came from, in words. */
+function sourceText(source: Target['tokenSource']): string {
+  return { flag: '--token', env: 'OSCTL_TOKEN', profile: 'the profile', none: 'nowhere' }[source]
 }
 
 /** A person's session: who, in which enterprise with which role, and until when (GET /auth/me). */
@@ -260,7 +328,8 @@ async function sessionStatus(deps: Deps): Promise<void> {
   show(deps.out, view, () =>
     printFields(deps.out, [
       ['url', view.url],
-      ['profile', `${view.profile} (session, from ${view.tokenSource})`],
+      ['profile', view.profile],
+      ['credential', `a person's session (from ${sourceText(view.tokenSource)})`],
       ['person', personText(me.user)],
       ['enterprise', enterpriseText(me.enterprise)],
       ['expires', me.session.expiresAt],
@@ -272,7 +341,9 @@ async function sessionStatus(deps: Deps): Promise<void> {
 /**
  * Forgets the credential of the current profile. A session is first ended on the daemon
  * (POST /auth/logout); one the daemon already refuses (401) is forgotten all the same, but one that
- * could not be ended (osd unreachable, or another failure) stays, so it can be ended later.
+ * could not be ended (osd unreachable, or another failure) stays, so it can be ended later. The
+ * profile keeps its URL (and a session's email), for signing in again; the other profiles are left
+ * alone, and the one that was current before the sign-in is current again (issue 27).
  */
 export async function logout(deps: Deps): Promise<void> {
   const name = deps.target().profile
@@ -293,14 +364,29 @@ export async function logout(deps: Deps): Promise<void> {
       }
     }
   }
-  deps.profiles().save(name, { url: profile.url }, false)
-  show(deps.out, { profile: name, kind: profile.kind ?? 'token', signedOut: ended }, () =>
+  const profiles = deps.profiles()
+  profiles.save(name, { url: profile.url, ...(session && { email: profile.email }) }, false)
+  const back = profile.previous
+  if (profiles.current === name && back !== undefined && profiles.get(back)?.token)
+    profiles.use(back)
+  const current = profiles.current ?? null
+  const view = { profile: name, kind: profile.kind ?? 'token', signedOut: ended, current }
+  show(deps.out, view, () => {
     deps.out.write(
       session
         ? `${ended ? 'signed out' : 'the session had already ended'}; removed it from profile "${name}"\n`
         : `removed the token of profile "${name}"\n`,
-    ),
-  )
+    )
+    const credential = current === null ? undefined : profiles.get(current)?.token
+    deps.out.error(
+      current === null
+        ? 'no profile is current now\n'
+        : `profile "${current}" is current now` +
+            (credential
+              ? '\n'
+              : `; it holds no credential: sign in with ${signInCommand} or \`osctl auth login --token TOKEN\`\n`),
+    )
+  })
 }
 
 type SessionSummary = z.infer<typeof SessionSummary>
@@ -368,14 +454,17 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
       .command('login')
       .description(
         'save --url and --token as a profile (--profile, else OSCTL_PROFILE, else "default") and make it current; ' +
-          'with --email, sign in as a person and save the session instead',
+          'with --email, sign in as a person and save the session to a profile (--profile, else OSCTL_PROFILE, ' +
+          'else one named after the email) that becomes current; a profile holding an API token is never signed in over without --force',
       )
       .option('--email <email>', "sign in as a person: the password is asked for (it doesn't echo)")
       .option('--password-stdin', 'with --email: read the password from stdin')
       .option('--enterprise <slug>', 'with --email: the enterprise to act in (slug or id)')
+      .option('--force', "with --email: sign in over the profile's API token (it is lost)")
       .option('--no-verify', 'with --token: save without asking the daemon')
       .action(actionOf(makeDeps, login)),
     'osctl auth login --url http://127.0.0.1:8080/v1 --email ada@example.com',
+    'osctl auth login --email ada@example.com --profile work',
     'printf %s "$OSD_PASSWORD" | osctl auth login --email ada@example.com --password-stdin --enterprise acme',
     'osctl auth login --url http://127.0.0.1:8080/v1 --token osd_xxx',
     'osctl auth login --profile prod --url https://osd.example.com/v1 --token "$OSD_TOKEN"',
@@ -384,7 +473,7 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
     auth
       .command('status')
       .description(
-        "show the URL and profile, and the person, enterprise, role and session expiry of a session, or a token's last characters and scopes",
+        "show the URL, the profile and whether its credential is an API token or a person's session: a session's person, enterprise, role and expiry, or a token's last characters and scopes",
       )
       .action(actionOf(makeDeps, status)),
     'osctl auth status',
@@ -394,7 +483,7 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
     auth
       .command('logout')
       .description(
-        'forget the credential of the current profile; a session is ended on the daemon first',
+        'forget the credential of the current profile; a session is ended on the daemon first, and the profile current before the sign-in is current again',
       )
       .action(actionOf(makeDeps, logout)),
     'osctl auth logout',
@@ -404,10 +493,11 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
       .command('accept-invite')
       .argument('<invite-token>', 'the invite token `osctl users invite` printed')
       .description(
-        'accept an invitation to an enterprise and sign in (a new person chooses a password)',
+        'accept an invitation to an enterprise and sign in (a new person chooses a password), as `auth login --email` does',
       )
       .option('--password-stdin', 'read the password from stdin')
       .option('--name <name>', 'your name, for a new account')
+      .option('--force', "sign in over the profile's API token (it is lost)")
       .action(actionOf(makeDeps, acceptInvite)),
     'osctl --url https://osd.example.com/v1 auth accept-invite osdi_xxx --name "Ada Lovelace"',
   )

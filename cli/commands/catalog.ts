@@ -67,7 +67,7 @@ function roleEntryId(client: ApiClient, ref: string): Promise<string> {
 }
 
 const taskColumns = [
-  { header: 'SLUG', value: (e: CatalogTask) => e.slug },
+  { header: 'SLUG', value: (e: CatalogTask) => e.slug, id: true },
   { header: 'NAME', value: (e: CatalogTask) => e.name },
   { header: 'KIND', value: (e: CatalogTask) => e.kind },
   { header: 'STATUS', value: (e: CatalogTask) => e.status },
@@ -78,7 +78,7 @@ const taskColumns = [
 ]
 
 const roleColumns = [
-  { header: 'SLUG', value: (r: CatalogRole) => r.slug },
+  { header: 'SLUG', value: (r: CatalogRole) => r.slug, id: true },
   { header: 'NAME', value: (r: CatalogRole) => r.name },
   { header: 'TASKS', value: (r: CatalogRole) => r.tasks.length },
   { header: 'PROVENANCE', value: provenance },
@@ -86,7 +86,7 @@ const roleColumns = [
 ]
 
 const roleTaskColumns = [
-  { header: 'SLUG', value: (t: CatalogRole['tasks'][number]) => t.slug },
+  { header: 'SLUG', value: (t: CatalogRole['tasks'][number]) => t.slug, id: true },
   { header: 'NAME', value: (t: CatalogRole['tasks'][number]) => t.name },
   { header: 'STATUS', value: (t: CatalogRole['tasks'][number]) => t.status },
   { header: 'ID', value: (t: CatalogRole['tasks'][number]) => t.id },

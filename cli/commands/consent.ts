@@ -25,7 +25,7 @@ export async function listConsentEnterprises(deps: Deps): Promise<void> {
   )
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
-      { header: 'SLUG', value: (e) => e.slug },
+      { header: 'SLUG', value: (e) => e.slug, id: true },
       { header: 'NAME', value: (e) => e.name },
       { header: 'ID', value: (e) => e.id },
     ]),

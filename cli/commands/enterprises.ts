@@ -10,7 +10,7 @@ export async function listEnterprises(deps: Deps): Promise<void> {
   const rows = await asPerson(deps, (client) => client.get<PersonEnterprise[]>('/enterprises'))
   show(deps.out, rows, () =>
     printTable(deps.out, rows, [
-      { header: 'SLUG', value: (e) => e.slug },
+      { header: 'SLUG', value: (e) => e.slug, id: true },
       { header: 'NAME', value: (e) => e.name },
       { header: 'ROLE', value: (e) => e.role },
       { header: 'ID', value: (e) => e.id },

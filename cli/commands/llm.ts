@@ -193,7 +193,7 @@ function showTiers(deps: Deps, answer: TierTable): void {
     printTable(deps.out, rows, [
       { header: 'PROVIDER', value: (r) => r.provider },
       { header: 'TIER', value: (r) => r.tier },
-      { header: 'MODEL', value: (r) => r.model },
+      { header: 'MODEL', value: (r) => r.model, id: true },
       { header: 'OVERRIDDEN', value: (r) => (r.overridden ? 'yes' : '') },
     ]),
   )
@@ -216,7 +216,7 @@ export async function listModels(deps: Deps): Promise<void> {
   show(deps.out, answer, () =>
     printTable(deps.out, answer.models, [
       { header: 'PROVIDER', value: (m) => m.provider },
-      { header: 'MODEL', value: (m) => m.id },
+      { header: 'MODEL', value: (m) => m.id, id: true },
       {
         header: 'FROM',
         value: (m) => (m.source === 'provider' ? 'provider' : 'shipped catalogue'),

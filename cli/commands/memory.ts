@@ -3,6 +3,7 @@ import { memoryLayers, noteKinds, noteStatuses, trainLayers } from '../../shared
 import type {
   MemoryAsk,
   MemoryNote,
+  NotePage,
   RecallHealth,
   RecalledNote,
   ReviewDecision,
@@ -14,7 +15,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show } from '../output.js'
-import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { positiveInt, printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, taskId, teamId } from '../resolve.js'
 import { showStarted, waitTimeout } from './runs.js'
 
@@ -27,9 +28,17 @@ type TrainLayer = (typeof trainLayers)[number]
 const noteRef = (ref: string) => idRef(ref, 'a note')
 const itemRef = (ref: string) => idRef(ref, 'a review item')
 
-/** A note's text on one line, cut to `width` characters: a table shows the start of it. */
-export function shorten(text: string, width = 60): string {
-  const line = text.replace(/\s+/g, ' ').trim()
+/**
+ * A note's text on one line. Tables print it whole: on a terminal printTable cuts it to fit, in a pipe
+ * nothing is cut (issue 27).
+ */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim()
+}
+
+/** A text on one line, cut to `width` characters, for a line of prose that quotes it. */
+function shorten(text: string, width: number): string {
+  const line = oneLine(text)
   return line.length <= width ? line : `${line.slice(0, width - 1)}…`
 }
 
@@ -42,7 +51,7 @@ const noteColumns = [
   { header: 'ID', value: (n: MemoryNote) => n.id },
   { header: 'LAYER', value: (n: MemoryNote) => n.layer },
   { header: 'OWNER', value: owner },
-  { header: 'TEXT', value: (n: MemoryNote) => shorten(n.text) },
+  { header: 'TEXT', value: (n: MemoryNote) => oneLine(n.text) },
   { header: 'RATINGS', value: ratings },
   { header: 'RECALLS', value: (n: MemoryNote) => n.recalls },
 ]
@@ -51,18 +60,17 @@ const recalledColumns = [
   { header: 'SCORE', value: (n: RecalledNote) => n.score.toFixed(3) },
   { header: 'LAYER', value: (n: RecalledNote) => n.layer },
   { header: 'KIND', value: (n: RecalledNote) => n.kind },
-  { header: 'TEXT', value: (n: RecalledNote) => shorten(n.text) },
+  { header: 'TEXT', value: (n: RecalledNote) => oneLine(n.text) },
   { header: 'ID', value: (n: RecalledNote) => n.id },
 ]
 
 const reviewColumns = [
   { header: 'ID', value: (i: ReviewItem) => i.id },
   { header: 'KIND', value: (i: ReviewItem) => i.kind },
-  { header: 'NOTE', value: (i: ReviewItem) => shorten(i.note.text, 40) },
+  { header: 'NOTE', value: (i: ReviewItem) => oneLine(i.note.text) },
   {
     header: 'WHY',
-    value: (i: ReviewItem) =>
-      i.correction ? `proposed: ${shorten(i.correction.text, 40)}` : i.reason,
+    value: (i: ReviewItem) => (i.correction ? `proposed: ${oneLine(i.correction.text)}` : i.reason),
   },
   { header: 'NOTE ID', value: (i: ReviewItem) => i.note.id },
   { header: 'CREATED', value: (i: ReviewItem) => i.createdAt },
@@ -72,7 +80,7 @@ const historyColumns = [
   { header: 'DECIDED', value: (d: ReviewDecision) => d.decidedAt },
   { header: 'DECISION', value: (d: ReviewDecision) => d.decision },
   { header: 'KIND', value: (d: ReviewDecision) => d.kind },
-  { header: 'REASON', value: (d: ReviewDecision) => shorten(d.reason, 50) },
+  { header: 'REASON', value: (d: ReviewDecision) => oneLine(d.reason) },
   { header: 'BY', value: (d: ReviewDecision) => d.decidedBy },
   { header: 'NOTE', value: (d: ReviewDecision) => d.noteId },
   { header: 'CORRECTION', value: (d: ReviewDecision) => d.correctionId },
@@ -157,8 +165,32 @@ export async function getNote(deps: Deps, ref: string): Promise<void> {
   showNote(deps, await deps.client().get<MemoryNote>(`/memory/${noteRef(ref)}`))
 }
 
-/** What a run of the task would recall for the question (the task's goal without one). */
+/**
+ * `memory ask QUESTION [--task TASK]` (issue 27): without a task, the enterprise's memory searched for
+ * the question, best match first (GET /memory?q=); with one, what a run of that task would recall.
+ */
 export async function askMemory(
+  deps: Deps,
+  question: string,
+  opts: { task?: string; limit?: string },
+): Promise<void> {
+  if (!question.trim()) throw new UsageError('the question is empty')
+  if (opts.task !== undefined) return askTaskMemory(deps, opts.task, question, opts)
+  const answer = await deps
+    .client()
+    .get<NotePage>('/memory', { q: question, limit: positiveInt('--limit', opts.limit) })
+  show(deps.out, answer, () => {
+    deps.out.error(`searched the enterprise's memory for: ${oneLine(question)}\n`)
+    printTable(deps.out, answer.notes, noteColumns)
+    if (answer.total > answer.notes.length)
+      deps.out.error(
+        `${answer.notes.length} of ${answer.total} notes that match: --limit N for more\n`,
+      )
+  })
+}
+
+/** What a run of the task would recall for the question (the task's goal without one). */
+export async function askTaskMemory(
   deps: Deps,
   task: string,
   question: string | undefined,
@@ -171,7 +203,7 @@ export async function askMemory(
     limit: opts.limit,
   })
   show(deps.out, answer, () => {
-    deps.out.error(`recalled for: ${shorten(answer.question, 100)}\n`)
+    deps.out.error(`recalled for: ${oneLine(answer.question)}\n`)
     printTable(deps.out, answer.notes, recalledColumns)
   })
 }
@@ -372,7 +404,7 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
       .argument('[question]', "the text to recall for (default: the task's goal)")
       .option('--limit <n>', 'notes to answer, 1 to 50 (default 10)')
       .description('exactly what a run of the task would recall, best first, with layer and score')
-      .action(actionOf(makeDeps, askMemory)),
+      .action(actionOf(makeDeps, askTaskMemory)),
     'osctl tasks memory ask nightly-report "when do EU figures arrive?"',
   )
 }
@@ -409,13 +441,18 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
   examples(
     memory
       .command('ask')
-      .argument('<task>', 'id or slug')
-      .argument('[question]', "the text to recall for (default: the task's goal)")
-      .option('--limit <n>', 'notes to answer, 1 to 50 (default 10)')
-      .description('exactly what a run of the task would recall, best first, with layer and score')
+      .argument('<question>', 'what to look for, in words')
+      .option(
+        '--task <task>',
+        'id or slug: answer exactly what a run of this task would recall, with layer and score',
+      )
+      .option('--limit <n>', 'notes to answer (with --task 1 to 50, default 10)')
+      .description(
+        "search the enterprise's memory, every layer, best match first; with --task, what a run of that task would recall",
+      )
       .action(actionOf(makeDeps, askMemory)),
-    'osctl memory ask nightly-report "when do EU figures arrive?"',
-    'osctl memory ask nightly-report --json',
+    'osctl memory ask "when do EU figures arrive?"',
+    'osctl memory ask "when do EU figures arrive?" --task nightly-report --json',
   )
   examples(
     memory

@@ -18,7 +18,7 @@ export async function listProfiles(deps: Deps): Promise<void> {
   show(deps.out, view, () =>
     printTable(deps.out, view, [
       { header: '', value: (r) => (r.current ? '*' : ' ') },
-      { header: 'NAME', value: (r) => r.name },
+      { header: 'NAME', value: (r) => r.name, id: true },
       { header: 'URL', value: (r) => r.url },
       { header: 'TOKEN', value: (r) => r.token },
       { header: 'KIND', value: (r) => r.kind },

@@ -13,7 +13,7 @@ import { printFields, printTable, show } from '../output.js'
 import { memberId, roleId, taskId, teamId } from '../resolve.js'
 
 const columns = [
-  { header: 'SLUG', value: (r: Role) => r.slug },
+  { header: 'SLUG', value: (r: Role) => r.slug, id: true },
   { header: 'NAME', value: (r: Role) => r.name },
   { header: 'SCOPE', value: (r: Role) => (r.teamId ? `team ${r.teamId}` : 'enterprise') },
   { header: 'HOLDERS', value: (r: Role) => r.holderCount },

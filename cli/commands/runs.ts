@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander'
 import { runSorts, runStatuses } from '../../shared/values.js'
-import type { OsToolView, Run, RunDetail, RunStatus } from '../../shared/schemas/runs.js'
+import type { OsToolView, Run, RunDetail, RunEvent, RunStatus } from '../../shared/schemas/runs.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, CliError, UsageError, exitCodes } from '../errors.js'
@@ -9,8 +9,9 @@ import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
 import { colour, printFields, printJson, show, type Output } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { usd } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
-import { startSpinner } from '../spinner.js'
+import { elapsed, startSpinner } from '../spinner.js'
 
 export function statusText(out: Output, status: RunStatus): string {
   if (status === 'succeeded') return colour(out, 'green', status)
@@ -63,17 +64,54 @@ function timeoutSeconds(value: string | undefined): number | undefined {
 
 const runRef = (ref: string) => idRef(ref, 'a run')
 
+/** The gate a run waits at, as its `run.waiting_on_gate` event names it (DESIGN 6). */
+interface WaitingGate {
+  id: string
+  kind: string
+  tool: string | null
+}
+
+function gateOf(event: RunEvent): WaitingGate | undefined {
+  if (event.type !== 'run.waiting_on_gate') return undefined
+  const { gateId, kind, tool } = event.payload
+  if (typeof gateId !== 'string') return undefined
+  return { id: gateId, kind: String(kind ?? 'tool'), tool: typeof tool === 'string' ? tool : null }
+}
+
+/** What a follower says once when the run stops at a gate: which, and the command that decides it. */
+export function gateNote(gate: WaitingGate): string {
+  const how =
+    gate.kind === 'question'
+      ? `a question: answer it with \`osctl gates answer ${gate.id} --answer TEXT\``
+      : `a tool call${gate.tool ? ` (${gate.tool})` : ''}: decide it with ` +
+        `\`osctl gates decide ${gate.id} --approve\` (or --reject --note WHY)`
+  return `the run waits at gate ${gate.id}, ${how}, or in \`osctl gates review\`; still waiting`
+}
+
 /**
  * The one follower of `runs start --wait`, `runs wait` and `runs watch`: each event as a line on
- * stderr, and on a terminal a spinner with the run's status and the time spent waiting.
+ * stderr, and on a terminal a spinner with the run's status and the time spent waiting. A run that
+ * stops at a gate is said once per gate, with the command that decides it (issue 27); a gate of the
+ * run's past (the first read answers every event so far) is not, since the run no longer waits there.
  */
 async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowResult> {
   const spinner = startSpinner(deps.out, `run ${id.slice(0, 8)}`)
+  let lastGate: WaitingGate | undefined
+  const told = new Set<string>()
   try {
     return await followRun(deps.client(), id, {
       timeoutSeconds: timeout,
-      onEvent: (event) => spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY })),
-      onRun: (run) => spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`),
+      onEvent: (event) => {
+        spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY }))
+        lastGate = gateOf(event) ?? lastGate
+      },
+      onRun: (run) => {
+        spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`)
+        if (run.status === 'waiting_on_gate' && lastGate && !told.has(lastGate.id)) {
+          told.add(lastGate.id)
+          spinner.line(gateNote(lastGate))
+        }
+      },
       onRetry: (err, ms) =>
         spinner.line(`${err.message}; reading again in ${(ms / 1000).toFixed(1)}s`),
     })
@@ -83,17 +121,46 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
 }
 
 /**
- * The end of a wait: the run's JSON on stdout, and the exit code of waitExitCode (0 succeeded, 1 ended
- * otherwise, 8 timeout) with the reason on stderr.
+ * The end of a wait, with the exit code of waitExitCode (0 succeeded, 1 ended otherwise, 8 timeout).
+ * On a terminal a short summary of the run (issue 27); with --json or off a terminal the run's JSON on
+ * stdout and the reason on stderr, as pipelines have always read it.
  */
 function endWait(deps: Deps, result: FollowResult, timeout: number | undefined): void {
-  printJson(deps.out, result.run)
   const code = waitExitCode(result)
   const { id, status, reason } = result.run
+  const human = deps.out.isTTY && !deps.out.json
+  if (human) printRunSummary(deps.out, result.run)
+  else printJson(deps.out, result.run)
   if (code === exitCodes.pending)
     throw new CliError(`run ${id} is still ${status} after ${timeout}s`, code)
+  // The summary has said how it ended and why: the exit code is left to say the rest.
   if (code !== exitCodes.ok)
-    throw new CliError(`run ${id} ${status}${reason ? `: ${reason}` : ''}`, code)
+    throw new CliError(human ? '' : `run ${id} ${status}${reason ? `: ${reason}` : ''}`, code)
+}
+
+/** A run as a person reads it at the end of a wait: how it ended, why, what it cost, how long. */
+export function printRunSummary(out: Output, run: Run, now = Date.now()): void {
+  const reason = run.reason ?? run.blockedReason ?? null
+  const started = Date.parse(run.startedAt ?? run.createdAt)
+  const ended = run.finishedAt ? Date.parse(run.finishedAt) : now
+  const fields: [string, unknown][] = [
+    ['status', statusText(out, run.status)],
+    ['outcome', run.result?.outcome],
+    ['summary', run.result?.summary],
+    ['reason', reason],
+    ['cost', usd(run.costUsdCents)],
+    ['duration', `${duration(ended - started)}${run.finishedAt ? '' : ' so far'}`],
+    ['run', `${run.id} (${run.taskSlug})`],
+  ]
+  printFields(
+    out,
+    fields.filter(([, value]) => value !== undefined && value !== null && value !== ''),
+  )
+}
+
+/** 0.4s, 12.0s, 2m05s. */
+function duration(ms: number): string {
+  return ms < 60_000 ? `${(Math.max(0, ms) / 1000).toFixed(1)}s` : elapsed(ms)
 }
 
 export async function listRuns(

@@ -28,7 +28,7 @@ import { isUuid, taskId, teamId } from '../resolve.js'
 type Published = z.infer<typeof VersionPublished>
 
 const columns = [
-  { header: 'SLUG', value: (t: TaskSummary) => t.slug },
+  { header: 'SLUG', value: (t: TaskSummary) => t.slug, id: true },
   { header: 'NAME', value: (t: TaskSummary) => t.name },
   { header: 'KIND', value: (t: TaskSummary) => t.kind },
   { header: 'STATUS', value: (t: TaskSummary) => t.status },

@@ -14,7 +14,7 @@ import { printFields, printTable, show } from '../output.js'
 import { memberId, roleId, teamId } from '../resolve.js'
 
 const columns = [
-  { header: 'SLUG', value: (t: Team) => t.slug },
+  { header: 'SLUG', value: (t: Team) => t.slug, id: true },
   { header: 'NAME', value: (t: Team) => t.name },
   { header: 'MEMBERS', value: (t: Team) => t.members.length },
   { header: 'LIMIT', value: (t: Team) => t.concurrentRunLimit },

@@ -121,84 +121,8 @@ describe('osctl credentials and profiles', () => {
     expect(status.stdout).not.toContain(token)
   })
 
-  it('refuses to save a profile whose token the daemon refuses', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
-    const res = await osctl(['auth', 'login', '--url', daemon.url, '--token', 'osd_bad'], {
-      OSCTL_CONFIG_DIR: dir,
-    })
-    expect(res.exitCode).toBe(4)
-    const list = await osctl(['profile', 'list', '--json'], { OSCTL_CONFIG_DIR: dir })
-    expect(JSON.parse(list.stdout)).toEqual([])
-  })
-
-  it('auth login saves to the profile every verb would use: OSCTL_PROFILE without --profile', async () => {
-    const own = { OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')) }
-    const byEnv = await osctl(
-      ['auth', 'login', '--url', daemon.url, '--token', token, '--no-verify'],
-      { ...own, OSCTL_PROFILE: 'from-env' },
-    )
-    expect(byEnv.exitCode, byEnv.stderr).toBe(0)
-    const names = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout).map(
-      (p: { name: string }) => p.name,
-    )
-    expect(names).toEqual(['from-env'])
-  })
-
-  it('follows flag > env > profile, and switches and removes profiles', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
-    const own = { OSCTL_CONFIG_DIR: dir }
-    await osctl(['auth', 'login', '--profile', 'good', '--url', daemon.url, '--token', token], own)
-    await osctl(
-      [
-        'auth',
-        'login',
-        '--profile',
-        'broken',
-        '--url',
-        'http://127.0.0.1:1/v1',
-        '--token',
-        'x',
-        '--no-verify',
-      ],
-      own,
-    )
-
-    expect((await osctl(['health'], own)).exitCode).toBe(1) // broken is current
-    expect((await osctl(['health'], { ...own, OSCTL_PROFILE: 'good' })).exitCode).toBe(0)
-    expect(
-      (await osctl(['--profile', 'broken', 'health'], { ...own, OSCTL_PROFILE: 'good' })).exitCode,
-    ).toBe(1)
-    expect((await osctl(['health'], { ...own, OSCTL_URL: daemon.url })).exitCode).toBe(0)
-    expect(
-      (await osctl(['--url', 'http://127.0.0.1:1/v1', 'health'], { ...own, OSCTL_URL: daemon.url }))
-        .exitCode,
-    ).toBe(1)
-
-    expect((await osctl(['profile', 'use', 'good'], own)).exitCode).toBe(0)
-    expect((await osctl(['health'], own)).exitCode).toBe(0)
-
-    const list = JSON.parse((await osctl(['profile', 'list', '--json'], own)).stdout)
-    expect(list).toEqual([
-      {
-        name: 'good',
-        url: daemon.url,
-        current: true,
-        token: `…${token.slice(-4)}`,
-        kind: 'token',
-        email: null,
-      },
-      {
-        name: 'broken',
-        url: 'http://127.0.0.1:1/v1',
-        current: false,
-        token: '…x',
-        kind: 'token',
-        email: null,
-      },
-    ])
-    expect((await osctl(['profile', 'remove', 'broken'], own)).exitCode).toBe(0)
-    expect((await osctl(['profile', 'use', 'broken'], own)).exitCode).toBe(2)
-  })
+  // Saving a token to the profile every verb would use, refusing one the daemon refuses, and the
+  // precedence of flag, environment and profile are osctl's own: test/cli/profiles.test.ts.
 })
 
 describe('osctl enterprise', () => {
@@ -266,15 +190,9 @@ describe('osctl enterprise', () => {
   })
 })
 
+// Usage errors (unknown commands, missing arguments) are osctl's own: test/cli/usage.test.ts, in
+// process.
 describe('osctl usage', () => {
-  it('exits 2 on an unknown command or a missing argument, 0 on --help', async () => {
-    expect((await osctl(['no-such-command'], env)).exitCode).toBe(2)
-    expect((await osctl(['profile', 'use'], env)).exitCode).toBe(2)
-    const help = await osctl(['enterprise', 'concurrency', 'set', '--help'], env)
-    expect(help.exitCode).toBe(0)
-    expect(help.stdout).toContain('Examples:')
-  })
-
   it.each(['bash', 'zsh', 'fish'])(
     'prints a %s completion script naming the commands',
     async (shell) => {

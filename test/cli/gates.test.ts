@@ -195,7 +195,7 @@ describe('osctl gates on a question', () => {
     const { run, gate } = await runToGate('ask')
     const bare = await osctl(['gates', 'reject', gate.id], env)
     expect(bare.exitCode).toBe(2)
-    expect(bare.stderr).toContain("required option '--note <text>'")
+    expect(bare.stderr).toContain('error: required option "--note <text>" not specified')
     expect((await osctl(['gates', 'reject', gate.id, '--note', '  '], env)).exitCode).toBe(2)
     expect((await osctl(['gates', 'request-changes', gate.id], env)).exitCode).toBe(2)
     expect((await osctl(['gates', 'decide', gate.id, '--decision', 'reject'], env)).exitCode).toBe(

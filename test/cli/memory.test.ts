@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import {
   addNote,
   askMemory,
+  askTaskMemory,
   dismissItem,
   listNotes,
   listReview,
@@ -136,12 +137,12 @@ describe('osctl memory, in process', () => {
     expect(one.stderr()).toBe('page 1 of 3, 5 notes: --page N for another, --all for every one\n')
   })
 
-  it('list names the task and team by slug and shortens long notes to one line', async () => {
+  it('list names the task and team by slug, and prints a long note on one line: whole in a pipe, cut on a terminal', async () => {
     const long = note({ text: `first line\n${'word '.repeat(40)}` })
     const api = new FakeApi(
       (req) => lookups(req) ?? { body: { notes: [long], page: 1, limit: 25, total: 1 } },
     )
-    const { deps, stdout } = fakeDeps(api)
+    const { deps, stdout } = fakeDeps(api, { tty: true, columns: 120 })
     await listNotes(deps, { q: 'invoice', task: 'nightly', team: 'platform', kind: 'note' })
     expect(api.sent.at(-1)!.query).toEqual({
       q: 'invoice',
@@ -150,9 +151,20 @@ describe('osctl memory, in process', () => {
       kind: 'note',
     })
     const row = stdout().split('\n')[1]!
-    expect(row).toContain('first line word word')
+    expect(row).toContain('first line word')
     expect(row).toContain('…')
+    expect(row).toContain(long.id)
+    expect(
+      Math.max(
+        ...stdout()
+          .split('\n')
+          .map((l) => l.length),
+      ),
+    ).toBe(120)
     expect(row).not.toContain('word '.repeat(40).trim())
+    const piped = fakeDeps(api)
+    await listNotes(piped.deps, {})
+    expect(piped.stdout().split('\n')[1]).toContain(`first line ${'word '.repeat(40).trim()}  `)
   })
 
   it('train starts the training run of a layer and prints it; --json is the run unchanged', async () => {
@@ -347,7 +359,7 @@ describe('osctl memory, in process', () => {
     expect(MemoryNote.parse(JSON.parse(trained.stdout()))).toEqual(written)
 
     const ask = fakeDeps(api)
-    await askMemory(ask.deps, 'nightly', 'when do invoices arrive?', { limit: '5' })
+    await askMemory(ask.deps, 'when do invoices arrive?', { task: 'nightly', limit: '5' })
     expect(api.sent.at(-1)).toMatchObject({
       method: 'GET',
       path: `/tasks/${taskUuid}/memory/ask`,
@@ -358,8 +370,35 @@ describe('osctl memory, in process', () => {
     )
     expect(ask.stderr()).toBe('recalled for: when do invoices arrive?\n')
 
-    await askMemory(fakeDeps(api).deps, 'nightly', undefined, {})
+    await askTaskMemory(fakeDeps(api).deps, 'nightly', undefined, {})
     expect(api.sent.at(-1)!.query).toEqual({})
+  })
+
+  it("memory ask QUESTION without a task searches the enterprise's memory, best match first (issue 27)", async () => {
+    const found = [note({ layer: 'enterprise', taskId: null }), note()]
+    const api = new FakeApi(() => ({ body: { notes: found, page: 1, limit: 2, total: 3 } }))
+    const asked = fakeDeps(api)
+    await askMemory(asked.deps, 'when do invoices arrive?', { limit: '2' })
+    expect(api.sent).toEqual([
+      {
+        method: 'GET',
+        path: '/memory',
+        query: { q: 'when do invoices arrive?', limit: '2' },
+        body: undefined,
+      },
+    ])
+    const [header, ...rows] = asked.stdout().trimEnd().split('\n')
+    expect(header).toMatch(/^ID\s+LAYER\s+OWNER\s+TEXT\s+RATINGS\s+RECALLS$/)
+    expect(rows.map((r) => r.split(' ')[0])).toEqual(found.map((n) => n.id))
+    expect(asked.stderr()).toBe(
+      "searched the enterprise's memory for: when do invoices arrive?\n" +
+        '2 of 3 notes that match: --limit N for more\n',
+    )
+    const json = fakeDeps(api, { json: true })
+    await askMemory(json.deps, 'invoices', {})
+    expect(NotePage.parse(JSON.parse(json.stdout())).notes).toEqual(found)
+    const empty = await failure(askMemory(fakeDeps(api).deps, '  ', {}))
+    expect([empty.exitCode, empty.message]).toEqual([exitCodes.usage, 'the question is empty'])
   })
 
   it('review prints the queue from its {items, ...} page', async () => {
@@ -461,9 +500,12 @@ describe('osctl memory against a daemon', () => {
     )
 
     const asked = MemoryAsk.parse(
-      await json(['memory', 'ask', 'nightly', 'when do invoices arrive']),
+      await json(['memory', 'ask', 'when do invoices arrive', '--task', 'nightly']),
     )
     expect(asked.notes[0]).toMatchObject({ id: invoices.id, layer: 'task' })
+    // Without a task: the enterprise's memory, every layer, no task needed.
+    const searched = NotePage.parse(await json(['memory', 'ask', 'invoices']))
+    expect(searched.notes.map((n) => n.id)).toEqual([invoices.id])
     const byGoal = MemoryAsk.parse(await json(['tasks', 'memory', 'ask', 'nightly']))
     expect(byGoal.question).toBe('Summarise the EU invoices of the day')
 

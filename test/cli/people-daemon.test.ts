@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, readFile, stat } from 'node:fs/promises'
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
@@ -77,7 +77,7 @@ describe('osctl auth login --email against a daemon', () => {
     )
     expect(login.exitCode, login.stderr).toBe(0)
     expect(login.stdout).toContain(
-      `as Ada <${email}>, profile "default", enterprise ${first.slug} (owner)`,
+      `as Ada <${email}>, profile "${email}", enterprise ${first.slug} (owner)`,
     )
 
     // The session is in the profile like a token, in a file readable by its owner only; the
@@ -86,13 +86,14 @@ describe('osctl auth login --email against a daemon', () => {
     expect((await stat(file)).mode & 0o777).toBe(0o600)
     const text = await readFile(file, 'utf8')
     expect(text).not.toContain(password)
-    const profile = JSON.parse(text).profiles.default
+    // No profile named: one named after the email (issue 27).
+    const profile = JSON.parse(text).profiles[email]
     expect(profile).toMatchObject({ url: cli.daemon.url, kind: 'session', email })
     expect(profile.token).toMatch(/^osds_/)
 
     expect(await json(['profile', 'list'], env)).toEqual([
       {
-        name: 'default',
+        name: email,
         url: cli.daemon.url,
         current: true,
         token: `…${profile.token.slice(-4)}`,
@@ -183,8 +184,9 @@ describe('osctl auth login --email against a daemon', () => {
     const logout = await osctl(['auth', 'logout'], env)
     expect(logout.exitCode, logout.stderr).toBe(0)
     expect(logout.stdout).toContain('signed out')
-    expect(JSON.parse(await readFile(file, 'utf8')).profiles.default).toEqual({
+    expect(JSON.parse(await readFile(file, 'utf8')).profiles[email]).toEqual({
       url: cli.daemon.url,
+      email,
     })
     // The session ended on the daemon, not only in the profile.
     const after = await osctl(['enterprises', 'list'], { ...env, OSCTL_TOKEN: profile.token })
@@ -220,9 +222,17 @@ describe('osctl auth login --email against a daemon', () => {
   }, 60_000)
 
   it.runIf(hasScript)(
-    'asks for the password on a terminal without echoing it',
+    'asks for the password on a terminal without echoing it, beside a token profile it leaves alone',
     async () => {
-      const env = await personEnv()
+      // The CI token is in profile "default", current, naming the daemon: no --url, no OSCTL_URL.
+      const env: Record<string, string> = { ...(await personEnv()), OSCTL_URL: '' }
+      const file = join(env.OSCTL_CONFIG_DIR!, 'config.json')
+      const tokenProfile = { url: cli.daemon.url, token: cli.enterprise.token, kind: 'token' }
+      await writeFile(
+        file,
+        JSON.stringify({ current: 'default', profiles: { default: tokenProfile } }),
+        { mode: 0o600 },
+      )
       const child = execa(
         'script',
         ['-qfec', `node ${osctlBin} auth login --email ${email}`, '/dev/null'],
@@ -239,8 +249,20 @@ describe('osctl auth login --email against a daemon', () => {
       })
       const result = await child
       expect(result.exitCode, shown).toBe(0)
-      expect(shown).toContain(`as Ada <${email}>`)
+      expect(shown).toContain(`as Ada <${email}>, profile "${email}"`)
+      expect(shown).toContain(
+        `profile "${email}" is current now (\`osctl auth logout\` goes back to "default")`,
+      )
       expect(shown).not.toContain(password)
+      const saved = JSON.parse(await readFile(file, 'utf8'))
+      expect(saved.current).toBe(email)
+      expect(saved.profiles.default).toEqual(tokenProfile)
+      expect(saved.profiles[email]).toMatchObject({
+        url: cli.daemon.url,
+        kind: 'session',
+        email,
+        previous: 'default',
+      })
     },
     60_000,
   )

@@ -3,8 +3,9 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import {
+  acceptInvite,
   changePassword,
   listSessions,
   login,
@@ -109,20 +110,22 @@ describe('osctl auth login --email', () => {
       },
     ])
     expect(f.connected).toEqual([{ url, token: undefined }])
-    expect(profiles.get('default')).toEqual({
+    // No profile chosen: one named after the email, made current.
+    expect(profiles.get('ada@example.com')).toEqual({
       url,
       token: sessionToken,
       kind: 'session',
       email: 'ada@example.com',
     })
-    expect(profiles.current).toBe('default')
+    expect(profiles.current).toBe('ada@example.com')
     expect((await stat(join(dir, 'config.json'))).mode & 0o777).toBe(0o600)
     const file = await readFile(join(dir, 'config.json'), 'utf8')
     expect(file).not.toContain(password)
     expect(file).not.toContain(csrfToken)
     expect(f.stdout()).toBe(
-      `signed in to ${url} as Ada Lovelace <ada@example.com>, profile "default", enterprise acme (owner)\n`,
+      `signed in to ${url} as Ada Lovelace <ada@example.com>, profile "ada@example.com", enterprise acme (owner)\n`,
     )
+    expect(f.stderr()).toBe('profile "ada@example.com" is current now\n')
     for (const secret of [password, sessionToken, csrfToken])
       expect(f.stdout() + f.stderr()).not.toContain(secret)
   })
@@ -143,7 +146,7 @@ describe('osctl auth login --email', () => {
   it('signing in again over a session ends the one the profile held', async () => {
     const api = routes({ 'POST /auth/login': loginAnswer(), 'POST /auth/logout': { status: 204 } })
     const { profiles } = await store()
-    profiles.save('default', { url, token: 'osds_old', kind: 'session', email: user.email })
+    profiles.save(user.email, { url, token: 'osds_old', kind: 'session', email: user.email })
     const f = fakeDeps(api, { profiles, stdin: password })
     await login(f.deps, { verify: true, email: user.email, passwordStdin: true })
     expect(api.sent.map((r) => `${r.method} ${r.path}`)).toEqual([
@@ -154,7 +157,7 @@ describe('osctl auth login --email', () => {
       { url, token: undefined },
       { url, token: 'osds_old' },
     ])
-    expect(profiles.get('default')?.token).toBe(sessionToken)
+    expect(profiles.get(user.email)?.token).toBe(sessionToken)
   })
 
   it('refuses to prompt when stdin is not a terminal and --password-stdin is absent (exit 2)', async () => {
@@ -306,7 +309,8 @@ describe('osctl auth status and logout with a session', () => {
     await logout(f.deps)
     expect(f.connected).toEqual([{ url, token: sessionToken }])
     expect(api.sent.map((r) => `${r.method} ${r.path}`)).toEqual(['POST /auth/logout'])
-    expect(profiles.get('default')).toEqual({ url })
+    // The URL and the email stay, for signing in again.
+    expect(profiles.get('default')).toEqual({ url, email: user.email })
     expect(f.stdout()).toBe('signed out; removed it from profile "default"\n')
   })
 
@@ -327,7 +331,7 @@ describe('osctl auth status and logout with a session', () => {
     })
     const f = fakeDeps(ended, { profiles, target })
     await logout(f.deps)
-    expect(profiles.get('default')).toEqual({ url })
+    expect(profiles.get('default')).toEqual({ url, email: user.email })
     expect(f.stdout()).toContain('the session had already ended')
   })
 
@@ -339,6 +343,166 @@ describe('osctl auth status and logout with a session', () => {
     await logout(f.deps)
     expect(api.sent).toEqual([])
     expect(profiles.get('default')).toEqual({ url })
+  })
+})
+
+describe('a sign-in beside a profile that holds an API token (issue 27)', () => {
+  const ciToken = 'osd_shown_once_1234'
+
+  /** A store whose current profile, "default", holds an API token, as `auth login --token` leaves it. */
+  async function withToken() {
+    const made = await store()
+    made.profiles.save('default', { url, token: ciToken, kind: 'token' })
+    made.profiles.save('prod', { url: 'https://osd.example.com/v1', token: 'osd_prod' }, false)
+    return made
+  }
+
+  const signIn = (profiles: ProfileStore, flags: { profile?: string; force?: boolean } = {}) => {
+    const api = routes({ 'POST /auth/login': loginAnswer(), 'POST /auth/logout': { status: 204 } })
+    const f = fakeDeps(api, { profiles, stdin: password })
+    if (flags.profile) f.deps.globals.profile = flags.profile
+    const run = login(f.deps, {
+      verify: true,
+      email: 'Ada@Example.com',
+      passwordStdin: true,
+      force: flags.force,
+    })
+    return { api, f, run }
+  }
+
+  it("signs in to a profile named after the email, on the current profile's daemon, and leaves the token alone", async () => {
+    const { profiles, dir } = await withToken()
+    const { f, run } = signIn(profiles)
+    await run
+    expect(profiles.get('default')).toEqual({ url, token: ciToken, kind: 'token' })
+    expect(profiles.get('ada@example.com')).toEqual({
+      url, // no --url: the daemon of the profile that was current
+      token: sessionToken,
+      kind: 'session',
+      email: 'ada@example.com',
+      previous: 'default',
+    })
+    expect(profiles.current).toBe('ada@example.com')
+    expect(f.stderr()).toBe(
+      'profile "ada@example.com" is current now (`osctl auth logout` goes back to "default")\n',
+    )
+    // What a user finds in the file: the token is still there, readable by its owner only.
+    const file = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))
+    expect(file.profiles.default.token).toBe(ciToken)
+    expect(file.current).toBe('ada@example.com')
+  })
+
+  it('refuses a chosen profile that holds a token (exit 2, naming --profile and --force), by flag or OSCTL_PROFILE', async () => {
+    const { profiles } = await withToken()
+    const byFlag = signIn(profiles, { profile: 'default' })
+    const err = await rejected(byFlag.run)
+    expect(err.exitCode).toBe(exitCodes.usage)
+    expect(err.message).toBe(
+      'profile "default" holds an API token, which the daemon showed only once: a sign-in would ' +
+        'replace it. Sign in to another profile with --profile NAME, or replace the token with --force',
+    )
+    expect(byFlag.api.sent).toEqual([]) // refused before the password was even sent
+    vi.stubEnv('OSCTL_PROFILE', 'prod')
+    try {
+      const byEnv = signIn(profiles)
+      expect((await rejected(byEnv.run)).message).toContain('profile "prod" holds an API token')
+    } finally {
+      vi.unstubAllEnvs()
+    }
+    expect(profiles.get('default')?.token).toBe(ciToken)
+    expect(profiles.get('prod')?.token).toBe('osd_prod')
+    expect(profiles.current).toBe('default')
+  })
+
+  it('--force signs in over the token, and says it is gone; --profile NAME signs in beside it', async () => {
+    const { profiles } = await withToken()
+    const forced = signIn(profiles, { profile: 'default', force: true })
+    await forced.run
+    expect(profiles.get('default')).toMatchObject({ token: sessionToken, kind: 'session' })
+    expect(forced.f.stderr()).toBe('note: replaced the API token of profile "default"\n')
+
+    const other = await withToken()
+    const work = signIn(other.profiles, { profile: 'work' })
+    await work.run
+    expect(other.profiles.get('work')).toMatchObject({ token: sessionToken, previous: 'default' })
+    expect(other.profiles.get('default')?.token).toBe(ciToken)
+  })
+
+  it('logout of the session ends it, leaves the other profiles alone and makes the token profile current again', async () => {
+    const { profiles } = await withToken()
+    await signIn(profiles).run
+    const api = routes({ 'POST /auth/logout': { status: 204 } })
+    const f = fakeDeps(api, {
+      profiles,
+      target: { ...sessionTarget, profile: 'ada@example.com' },
+    })
+    await logout(f.deps)
+    expect(f.stdout()).toBe('signed out; removed it from profile "ada@example.com"\n')
+    expect(f.stderr()).toBe('profile "default" is current now\n')
+    expect(profiles.current).toBe('default')
+    expect(profiles.get('default')).toEqual({ url, token: ciToken, kind: 'token' })
+    expect(profiles.get('prod')).toEqual({ url: 'https://osd.example.com/v1', token: 'osd_prod' })
+    expect(profiles.get('ada@example.com')).toEqual({ url, email: 'ada@example.com' })
+
+    const json = fakeDeps(routes({}), { profiles, json: true, target: { profile: 'prod' } })
+    await logout(json.deps)
+    expect(JSON.parse(json.stdout())).toEqual({
+      profile: 'prod',
+      kind: 'token',
+      signedOut: false,
+      current: 'default',
+    })
+  })
+
+  it('logout with nothing to go back to says the current profile holds no credential', async () => {
+    const { profiles } = await store()
+    profiles.save('default', { url, token: 'osd_x' })
+    const f = fakeDeps(routes({}), { profiles, target: { profile: 'default' } })
+    await logout(f.deps)
+    expect(f.stderr()).toBe(
+      'profile "default" is current now; it holds no credential: sign in with ' +
+        '`osctl auth login --email EMAIL` or `osctl auth login --token TOKEN`\n',
+    )
+  })
+
+  it('accept-invite signs in to a profile named after the invited email, and refuses a chosen token profile', async () => {
+    const { profiles } = await withToken()
+    const accept = { status: 200, body: loginAnswer().body }
+    const api = routes({ 'POST /auth/invites/accept': accept })
+    const f = fakeDeps(api, { profiles, stdin: password })
+    await acceptInvite(f.deps, 'osdi_x', { passwordStdin: true })
+    expect(profiles.get('ada@example.com')).toMatchObject({
+      token: sessionToken,
+      previous: 'default',
+    })
+    expect(profiles.get('default')?.token).toBe(ciToken)
+
+    const chosen = fakeDeps(api, { profiles, stdin: password })
+    chosen.deps.globals.profile = 'prod'
+    const err = await rejected(acceptInvite(chosen.deps, 'osdi_y', { passwordStdin: true }))
+    expect(err.exitCode).toBe(exitCodes.usage)
+    expect(api.sent).toHaveLength(1)
+  })
+
+  it("status says whether the credential is an API token or a person's session", async () => {
+    const token = routes({
+      'GET /enterprise': {
+        body: {
+          enterprise: { id: acme.id, slug: 'acme', name: 'Acme' },
+          token: { scopes: ['a:read'] },
+        },
+      },
+    })
+    const t = fakeDeps(token, { target: { token: ciToken, tokenSource: 'profile' } })
+    await status(t.deps)
+    expect(t.stdout()).toContain('credential  API token …1234 (from the profile)\n')
+    const me = routes({ 'GET /auth/me': { body: { user, enterprise: acme, session } } })
+    const p = fakeDeps(me, { target: sessionTarget })
+    await status(p.deps)
+    expect(p.stdout()).toContain("credential   a person's session (from the profile)\n")
+    const env = fakeDeps(me, { target: { ...sessionTarget, tokenSource: 'env' } })
+    await status(env.deps)
+    expect(env.stdout()).toContain("credential   a person's session (from OSCTL_TOKEN)\n")
   })
 })
 

@@ -1,6 +1,9 @@
 import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { buildProgram } from '../../cli/program.js'
 import { referenceFile, renderReference } from '../../scripts/cli-reference.js'
+import { projectRoot } from '../../shared/paths.js'
 
 describe('docs/osctl.md', () => {
   it('is the reference the command definitions make', async () => {
@@ -11,5 +14,19 @@ describe('docs/osctl.md', () => {
       written === fresh,
       'docs/osctl.md is out of date with the osctl commands: run `npm run docs:cli`',
     ).toBe(true)
+  })
+})
+
+describe("the README's osctl summary", () => {
+  it('names every command group', async () => {
+    const readme = await readFile(join(projectRoot, 'README.md'), 'utf8')
+    const summary = readme.split('## Using osctl')[1]!.split('```')[1]!
+    const program = buildProgram(() => {
+      throw new Error('no command runs in this test')
+    })
+    const missing = program.commands
+      .map((c) => c.name())
+      .filter((name) => !new RegExp(`(^|\\s)osctl ${name}(\\s|$)`, 'm').test(summary))
+    expect(missing).toEqual([])
   })
 })

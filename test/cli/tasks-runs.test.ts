@@ -265,24 +265,7 @@ describe('osctl runs', () => {
     expect(JSON.parse(refused.stdout).error).toBe('illegal_transition')
   })
 
-  it('refuses bad flags as usage errors before calling the API', async () => {
-    expect((await osctl(['runs', 'start', 'echo', '--timeout', '5'], env)).exitCode).toBe(2)
-    expect((await osctl(['runs', 'start', 'echo', '--input', 'novalue'], env)).exitCode).toBe(2)
-    expect((await osctl(['runs', 'list', '--limit', '0'], env)).exitCode).toBe(2)
-    expect((await osctl(['runs', 'list', '--status', 'nope'], env)).exitCode).toBe(2)
-    expect((await osctl(['runs', 'wait', 'not-an-id'], env)).exitCode).toBe(2)
-    expect((await osctl(['tasks', 'list', '--all', '--page', '2'], env)).exitCode).toBe(2)
-    // An unset variable in a script gives an empty value: that is no timeout, not zero seconds.
-    for (const timeout of ['', ' ', 'abc', '-1'])
-      expect(
-        (await osctl(['runs', 'start', 'echo', '--wait', '--timeout', timeout], env)).exitCode,
-        `--timeout "${timeout}"`,
-      ).toBe(2)
-    // An input must be an object; null is not "no input".
-    const nothing = await osctl(['runs', 'start', 'echo', '-d', 'null'], env)
-    expect(nothing.exitCode).toBe(2)
-    expect(nothing.stderr).toContain('the input must be a JSON object')
-  })
+  // Bad flags refused before calling the API: test/cli/usage.test.ts, in process.
 
   it('sends --input numbers only when they read back as typed: versions and long ids stay strings', async () => {
     const run = await json([

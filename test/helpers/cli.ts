@@ -50,6 +50,10 @@ export function fakeDeps(
     confirm?: boolean
     stdin?: string
     color?: boolean
+    /** stdout is a terminal (without colour); `color` implies it. */
+    tty?: boolean
+    /** The terminal's width (default 100). */
+    columns?: number
     /** What is typed at a password prompt; undefined: no terminal to ask on. */
     password?: string
     /** The target's credential (default: an API token from the environment). */
@@ -69,10 +73,10 @@ export function fakeDeps(
   let stderr = ''
   const out: Output = {
     json: Boolean(opts.json),
-    isTTY: Boolean(opts.color),
+    isTTY: Boolean(opts.color || opts.tty),
     errorIsTTY: false,
     color: Boolean(opts.color),
-    columns: 100,
+    columns: opts.columns ?? 100,
     write: (text) => void (stdout += text),
     error: (text) => void (stderr += text),
   }
