@@ -1,11 +1,6 @@
 import { Box, Static, Text } from 'ink'
 import type { ReactNode } from 'react'
-import {
-  waitingMessage,
-  type ChatState,
-  type LogItem,
-  type PickerEntry,
-} from './chat-state.js'
+import { waitingMessage, type ChatState, type LogItem, type PickerEntry } from './chat-state.js'
 import type { Mode } from './chat-keys.js'
 import { DraftView, MessageView, QuestionBox, ToolCallBox, messageRows } from './chat-message.js'
 import { Prompt, promptRows } from './chat-prompt.js'
