@@ -341,7 +341,7 @@ export class ChatController {
     this.set({ sending: true, notice: null })
     try {
       const message = await this.client.post<ChatMessage>(`/chats/${chat.id}/messages`, {
-        content: text,
+        content: text.trimEnd(),
       })
       const now = this.state.chat?.id === chat.id ? this.state.chat : chat
       this.setMessages(mergeMessages(this.state.messages, [message]), {
