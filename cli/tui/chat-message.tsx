@@ -179,7 +179,10 @@ export function DraftView(props: {
         justifyContent="flex-end"
         {...(clip ? { height: Math.max(1, rows - 1), overflow: 'hidden' as const } : {})}
       >
-        <Markdown text={text} width={width - 2} />
+        {/* Not shrunk to the box: it keeps its height and the box shows its newest rows. */}
+        <Box flexShrink={0} flexDirection="column">
+          <Markdown text={text} width={width - 2} />
+        </Box>
       </Box>
     </Box>
   )
