@@ -85,6 +85,45 @@ export class ApiClient {
     return parsed as T
   }
 
+  /**
+   * Opens a streamed answer (GET, text/event-stream unless `accept` says otherwise) and resolves once
+   * its headers are in, with its body to read as it comes. An error status throws as request() does;
+   * the signal ends the stream.
+   */
+  async stream(
+    path: string,
+    options: RequestOptions & { accept?: string } = {},
+  ): Promise<AsyncIterable<Buffer>> {
+    if (!this.token) throw noTokenError()
+    const headers: Record<string, string> = {
+      ...options.headers,
+      accept: options.accept ?? 'text/event-stream',
+      authorization: `Bearer ${this.token}`,
+    }
+    const { request } = await import('undici')
+    let res: Dispatcher.ResponseData
+    try {
+      res = await request(this.url(path, options.query), {
+        method: 'GET',
+        headers,
+        signal: options.signal,
+        dispatcher: this.dispatcher,
+        // A stream is quiet between events (the daemon pings); the reader watches for silence.
+        bodyTimeout: 0,
+      })
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err
+      const reason = (err as { code?: string }).code ?? (err as Error).message
+      throw new UnreachableError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
+    }
+    if (res.statusCode >= 400) {
+      const body = Buffer.from(await res.body.arrayBuffer())
+      const contentType = String(res.headers['content-type'] ?? '')
+      throw apiError(res.statusCode, decode({ status: res.statusCode, contentType, body }))
+    }
+    return res.body
+  }
+
   get<T = unknown>(path: string, query?: Query): Promise<T> {
     return this.request<T>('GET', path, { query })
   }

@@ -9,11 +9,12 @@ import type {
 import type { Gate } from '../../shared/schemas/gates.js'
 import { chatDecisions } from '../../shared/values.js'
 import { maxWaitSeconds, messagesAfter, transcriptLines, turnOver, waitingOn } from '../chat.js'
+import { chatMarkdown } from '../chat-export.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
-import { colour, printFields, printTable, show } from '../output.js'
+import { colour, printFields, printJson, printTable, show } from '../output.js'
 import { idRef, memberId } from '../resolve.js'
 import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
 
@@ -108,6 +109,30 @@ export async function listChats(deps: Deps, opts: { member?: string }): Promise<
 export async function getChat(deps: Deps, ref: string, opts: { limit?: string }): Promise<void> {
   const limit = limitOf(opts.limit)
   await showChat(deps, await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`, { limit }))
+}
+
+export const exportFormats = ['md', 'json'] as const
+
+/**
+ * A chat's whole transcript: md a markdown document (times, speakers, tool calls with their decision
+ * and result, questions with their answers), json the API's detail unchanged. To stdout, so it is
+ * redirected to a file.
+ */
+export async function exportChat(
+  deps: Deps,
+  ref: string,
+  opts: { format?: string },
+): Promise<void> {
+  const format = opts.format ?? (deps.out.json ? 'json' : 'md')
+  if (!(exportFormats as readonly string[]).includes(format))
+    throw new UsageError(`--format takes md or json; got "${format}"`)
+  const detail = await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`)
+  if (format === 'json') {
+    printJson(deps.out, detail)
+    return
+  }
+  const name = (await memberNames(deps)).get(detail.memberId)
+  deps.out.write(chatMarkdown(detail, name ?? 'member'))
 }
 
 /** Opens a chat with a member, or with --create-task a chat with the COO that ends in a new task. */
@@ -336,6 +361,21 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, getChat)),
     'osctl chats get 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
     'osctl chats get 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f --limit 20 --json',
+  )
+  examples(
+    chats
+      .command('export')
+      .argument('<chat>', 'chat id')
+      .option(
+        '--format <format>',
+        "md (a markdown document; the default) or json (the API's detail)",
+      )
+      .description(
+        'the whole transcript: times, speakers, tool calls with their decisions and results, questions with their answers',
+      )
+      .action(actionOf(makeDeps, exportChat)),
+    'osctl chats export 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f > chat.md',
+    'osctl chats export 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f --format json',
   )
   examples(
     chats

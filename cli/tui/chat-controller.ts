@@ -1,62 +1,35 @@
 import type { Chat, ChatDetail, ChatMessage } from '../../shared/schemas/chats.js'
-import type { chatDecisions } from '../../shared/values.js'
-import { maxWaitSeconds, messagesAfter, waitingOn, type ChatClient } from '../chat.js'
-import type { Query } from '../client.js'
+import type { ChatClient } from '../chat.js'
+import type { ChatEvent, OpenChatEvents } from './chat-events.js'
+import {
+  historyLimit,
+  mergeMessages,
+  settled,
+  type ChatDecision,
+  type ChatState,
+  type Member,
+  type PickerEntry,
+} from './chat-state.js'
 import { describeError, type Notice } from './gate-controller.js'
 
-// The data side of `osctl chat` (DESIGN 9, 11): the picker of chats and members, one open chat and its
-// messages kept current by a long-poll (GET /v1/chats/{id} with afterMessageId and waitSeconds: one
-// request held by the daemon until a message comes, never a busy loop), and what the person sends:
-// messages, tool-call decisions, answers to questions, a new create-task chat. No ink here, so it is
-// tested on its own and the screen stays pure.
+// The data side of `osctl chat` (DESIGN 9, 11, 13): the picker of chats and members, one open chat
+// followed through its events (GET /v1/chats/{id}/events: messages, changes, the reply as it is
+// written; reconnecting with Last-Event-ID when the stream drops), and what the person sends:
+// messages, tool-call decisions, answers to questions, a new create-task chat. It also keeps the log
+// the screen prints once into the terminal's scrollback: the chat's messages from the first on, each
+// once it has settled. No ink here, so it is tested on its own and the screen stays pure.
 
-export type ChatDecision = (typeof chatDecisions)[number]
-
-/** What the screen needs of ApiClient: `request` carries the signal that ends a held long-poll. */
-export interface ChatScreenClient extends ChatClient {
-  request<T = unknown>(
-    method: string,
-    path: string,
-    options?: { query?: Query; body?: unknown; signal?: AbortSignal },
-  ): Promise<T>
-}
-
-export interface Member {
-  id: string
-  name: string
-  email: string
-}
-
-/** A row of the picker: an open chat, or a member to start one with. */
-export type PickerEntry = { kind: 'chat'; chat: Chat } | { kind: 'member'; member: Member }
-
-export interface ChatState {
-  view: 'picker' | 'chat'
-  /** The first read of the current view has answered (data or an error). */
-  loaded: boolean
-  /** The picker's rows: open chats, most recently active first, then members without one. */
-  entries: PickerEntry[]
-  members: Member[]
-  chat: Chat | null
-  /** The chat's messages, oldest first. */
-  messages: ChatMessage[]
-  /** Why the last read failed; cleared by the next read that works. */
-  error: string | null
-  /** A message, decision or answer is on its way. */
-  sending: boolean
-  /** The status line: what came of the last thing sent (409 chat_replying, a decision). */
-  notice: Notice | null
-}
+export type { ChatState, PickerEntry } from './chat-state.js'
 
 export interface ChatControllerOptions {
   /** Open (or start) the chat with this member instead of the picker. */
   memberId?: string
-  /** Seconds each long-poll asks the daemon to hold (30 unless told). */
-  waitSeconds?: number
-  /** The least time between two reads that brought nothing (a daemon that does not hold). */
-  minGapMs?: number
-  /** How long to wait after a failed read before the next (2 s unless told). */
+  /** Opens a chat's events (chat-events.ts; tests hand in their own). */
+  events: OpenChatEvents
+  /** The first wait before opening a dropped stream again; it doubles up to 15 s (1 s unless told). */
   retryMs?: number
+  /** How often the picker reads the chats again, for their unread counts (5 s unless told). */
+  pickerMs?: number
 }
 
 const decisionWords: Record<ChatDecision, string> = {
@@ -76,21 +49,6 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true })
   })
 
-/** Messages merged by id: a message read again (a decided tool call) replaces the one held. */
-export function mergeMessages(held: ChatMessage[], fresh: ChatMessage[]): ChatMessage[] {
-  if (fresh.length === 0) return held
-  const byId = new Map(fresh.map((m) => [m.id, m]))
-  const merged = held.map((m) => byId.get(m.id) ?? m)
-  const known = new Set(held.map((m) => m.id))
-  return [...merged, ...fresh.filter((m) => !known.has(m.id))]
-}
-
-/** The newest message that waits for the person (a tool call or a question), if any. */
-export function waitingMessage(messages: ChatMessage[]): ChatMessage | undefined {
-  for (let i = messages.length - 1; i >= 0; i--) if (waitingOn(messages[i]!)) return messages[i]
-  return undefined
-}
-
 export class ChatController {
   private state: ChatState = {
     view: 'picker',
@@ -99,18 +57,26 @@ export class ChatController {
     members: [],
     chat: null,
     messages: [],
+    drafts: [],
+    log: [],
+    logged: 0,
+    link: 'connecting',
     error: null,
     sending: false,
     notice: null,
   }
   private readonly listeners = new Set<() => void>()
-  /** Ends the long-poll of the chat shown (on stop, and when another chat is opened). */
-  private polling: AbortController | undefined
+  /** Ends what follows the view shown: the chat's stream, or the picker's reads. */
+  private following: AbortController | undefined
+  /** Messages already in the log (a chat opened again prints only what it has not). */
+  private readonly printed = new Set<string>()
+  /** Member messages came by the stream since the chat was read: leaving marks them read. */
+  private unreadSeen = false
   private stopped = false
 
   constructor(
-    private readonly client: ChatScreenClient,
-    private readonly options: ChatControllerOptions = {},
+    private readonly client: ChatClient,
+    private readonly options: ChatControllerOptions,
   ) {}
 
   getState = (): ChatState => this.state
@@ -127,44 +93,51 @@ export class ChatController {
     else await this.showPicker()
   }
 
-  stop(): void {
+  /** Ends the stream and the picker's reads; what came by the stream is marked read on the way. */
+  async stop(): Promise<void> {
     this.stopped = true
-    this.polling?.abort()
-    this.polling = undefined
+    this.following?.abort()
+    this.following = undefined
+    await this.markRead()
   }
 
   memberName(id: string | undefined): string {
-    const member = this.state.members.find((m) => m.id === id)
-    return member?.name ?? 'member'
+    return this.state.members.find((m) => m.id === id)?.name ?? 'member'
   }
 
-  /** Reads the chats and the members for the picker. */
+  /** Reads the chats and the members for the picker, and again every few seconds while it shows. */
   async showPicker(): Promise<void> {
-    this.polling?.abort()
-    this.polling = undefined
-    this.set({ view: 'picker', loaded: false, chat: null, messages: [], notice: null })
+    await this.leave()
+    const following = (this.following = new AbortController())
+    this.set({ view: 'picker', loaded: false, chat: null, messages: [], drafts: [], notice: null })
+    await this.readPicker(following.signal)
+    void (async () => {
+      while (!following.signal.aborted && !this.stopped) {
+        await sleep(this.options.pickerMs ?? 5000, following.signal)
+        if (!following.signal.aborted) await this.readPicker(following.signal)
+      }
+    })()
+  }
+
+  private async readPicker(signal: AbortSignal): Promise<void> {
     try {
       const [chats, members] = await Promise.all([
         this.client.get<Chat[]>('/chats'),
         this.client.get<Member[]>('/members'),
       ])
-      if (this.stopped || this.state.view !== 'picker') return
+      if (signal.aborted || this.stopped) return
       const open = (Array.isArray(chats) ? chats : []).filter((c) => c.status === 'open')
       const talking = new Set(open.map((c) => c.memberId))
+      const list = Array.isArray(members) ? members : []
       const entries: PickerEntry[] = [
         ...open.map((chat) => ({ kind: 'chat' as const, chat })),
-        ...(Array.isArray(members) ? members : [])
+        ...list
           .filter((m) => !talking.has(m.id))
           .map((member) => ({ kind: 'member' as const, member })),
       ]
-      this.set({
-        loaded: true,
-        error: null,
-        entries,
-        members: Array.isArray(members) ? members : [],
-      })
+      this.set({ loaded: true, error: null, entries, members: list })
     } catch (err) {
-      if (!this.stopped) this.set({ loaded: true, error: describeError(err) })
+      if (!signal.aborted && !this.stopped) this.set({ loaded: true, error: describeError(err) })
     }
   }
 
@@ -176,6 +149,7 @@ export class ChatController {
 
   /** The member's newest open chat, or a new one. */
   async openMember(memberId: string): Promise<void> {
+    await this.leave()
     this.set({ view: 'chat', loaded: false, chat: null, messages: [], notice: null, error: null })
     try {
       if (this.state.members.length === 0) {
@@ -209,63 +183,143 @@ export class ChatController {
     }
   }
 
-  /** Shows the chat (reading it whole unless it came with its messages) and follows it. */
+  /** Shows the chat: its newest messages read whole (unless they came along), then its events. */
   async openChat(id: string, known?: Chat | ChatDetail): Promise<void> {
-    this.polling?.abort()
-    const polling = (this.polling = new AbortController())
-    this.set({ view: 'chat', loaded: false, chat: known ?? null, messages: [], error: null })
+    await this.leave()
+    const following = (this.following = new AbortController())
+    this.set({
+      view: 'chat',
+      loaded: false,
+      chat: known ?? null,
+      messages: [],
+      drafts: [],
+      logged: 0,
+      link: 'connecting',
+      error: null,
+    })
     try {
       const detail =
         known && 'messages' in known && Array.isArray(known.messages)
           ? known
-          : await this.client.get<ChatDetail>(`/chats/${id}`)
-      if (polling.signal.aborted) return
-      this.setDetail(detail, detail.messages, { loaded: true, error: null })
+          : await this.client.get<ChatDetail>(`/chats/${id}`, { limit: historyLimit })
+      if (following.signal.aborted) return
+      const { messages, ...chat } = detail
+      const name = this.memberName(chat.memberId)
+      this.set({
+        log: [
+          ...this.state.log,
+          { key: `chat-${id}-${Date.now()}`, kind: 'chat', chat, memberName: name },
+        ],
+      })
+      this.setMessages(messages, { chat, loaded: true, error: null })
     } catch (err) {
-      if (polling.signal.aborted) return
+      if (following.signal.aborted) return
       this.set({ loaded: true, error: describeError(err) })
+      return
     }
-    void this.follow(id, polling.signal)
+    void this.follow(id, following.signal)
   }
 
-  /** The long-poll: one held read after another, each from the newest message seen. */
+  /**
+   * Follows the chat's events until it closes or the view changes. A stream that fails or ends
+   * while the chat is open is opened again after a wait that doubles (1 s to 15 s, with jitter), from
+   * the newest message held (Last-Event-ID), and the chat's status is read again then.
+   */
   private async follow(id: string, signal: AbortSignal): Promise<void> {
-    const gap = this.options.minGapMs ?? 1000
+    let wait = this.options.retryMs ?? 1000
+    let again = false
     while (!signal.aborted && !this.stopped) {
-      const after = this.state.messages.at(-1)?.id
-      const began = Date.now()
       try {
-        const detail = await this.client.request<ChatDetail>('GET', `/chats/${id}`, {
-          query: {
-            afterMessageId: after,
-            waitSeconds: this.options.waitSeconds ?? maxWaitSeconds,
-          },
-          signal,
-        })
+        const events = await this.options.events(id, this.state.messages.at(-1)?.id, signal)
         if (signal.aborted) return
-        const fresh = messagesAfter(detail, after ?? null)
-        this.setDetail(detail, fresh, { error: null, loaded: true })
-        // A daemon that answers at once with nothing new is not asked again straight away.
-        if (fresh.length === 0 && Date.now() - began < gap) await sleep(gap, signal)
+        this.set({ link: 'live', error: null })
+        if (again) void this.refreshChat(id, signal)
+        for await (const event of events) {
+          if (signal.aborted) return
+          this.apply(event)
+          wait = this.options.retryMs ?? 1000
+        }
+        if (this.state.chat?.status === 'closed') return
+        this.set({ link: 'lost', error: 'osd ended the stream' })
       } catch (err) {
         if (signal.aborted) return
-        this.set({ error: describeError(err) })
-        await sleep(this.options.retryMs ?? 2000, signal)
+        if (errorCode(err) === 'chat_not_found' || (err as { status?: number }).status === 401) {
+          this.set({ link: 'lost', error: describeError(err) })
+          return
+        }
+        this.set({ link: 'lost', error: describeError(err) })
       }
+      again = true
+      await sleep(wait * (0.8 + Math.random() * 0.4), signal)
+      wait = Math.min(wait * 2, 15_000)
     }
   }
 
-  /** Reads the whole chat again now (after a decision, whose change brings no new message). */
-  async reread(): Promise<void> {
+  /** One event merged into the state (by message id: a message replaces the one held). */
+  apply(event: ChatEvent): void {
     const chat = this.state.chat
     if (!chat) return
-    try {
-      const detail = await this.client.get<ChatDetail>(`/chats/${chat.id}`)
-      if (this.state.chat?.id !== chat.id) return
-      this.setDetail(detail, detail.messages, { error: null })
-    } catch (err) {
-      this.set({ error: describeError(err) })
+    if (event.type === 'delta') {
+      const { messageId, text } = event.delta
+      if (this.state.messages.some((m) => m.id === messageId)) return
+      const drafts = this.state.drafts.some((d) => d.messageId === messageId)
+        ? this.state.drafts.map((d) =>
+            d.messageId === messageId ? { ...d, text: d.text + text } : d,
+          )
+        : [...this.state.drafts, { messageId, text }]
+      return this.set({ drafts })
     }
+    if (event.type === 'chat') {
+      const closed = event.chat.status === 'closed'
+      this.setMessages(this.state.messages, {
+        chat: { ...chat, ...event.chat },
+        drafts: closed ? [] : this.state.drafts,
+      })
+      if (closed) void this.refreshChat(chat.id)
+      return
+    }
+    const message = event.message
+    const held = this.state.messages.some((m) => m.id === message.id)
+    // A change to a message older than those read is not this screen's to show.
+    if (event.type === 'message.updated' && !held) return
+    if (event.type === 'message' && message.role === 'member') this.unreadSeen = true
+    this.setMessages(mergeMessages(this.state.messages, [message]), {
+      drafts: this.state.drafts.filter((d) => d.messageId !== message.id),
+    })
+  }
+
+  /**
+   * Reads the chat again from its first unsettled message on (its own fields with it: status,
+   * outcome, task): after a reconnect, since the events sent then tell the changes of messages older
+   * than the newest held, not a change to that one; and when it closes, for its outcome.
+   */
+  private async refreshChat(id: string, signal?: AbortSignal): Promise<void> {
+    try {
+      const lastSettled = this.state.messages[this.state.logged - 1]?.id
+      const detail = await this.client.get<ChatDetail>(
+        `/chats/${id}`,
+        lastSettled ? { afterMessageId: lastSettled } : { limit: historyLimit },
+      )
+      if (signal?.aborted || this.state.chat?.id !== id) return
+      const { messages, ...chat } = detail
+      this.setMessages(mergeMessages(this.state.messages, messages), { chat })
+    } catch {
+      // The stream tells what matters; this read only adds detail.
+    }
+  }
+
+  /** Leaving a chat: its stream ends and what came by it is marked read (a read of its newest). */
+  private async leave(): Promise<void> {
+    this.following?.abort()
+    this.following = undefined
+    await this.markRead()
+  }
+
+  private async markRead(): Promise<void> {
+    const chat = this.state.chat
+    if (!chat || !this.unreadSeen) return
+    this.unreadSeen = false
+    await this.client.get(`/chats/${chat.id}`, { limit: 1 }).catch(() => undefined)
   }
 
   /**
@@ -274,8 +328,7 @@ export class ChatController {
    */
   async send(text: string): Promise<boolean> {
     const chat = this.state.chat
-    const content = text.trim()
-    if (!chat || !content || this.state.sending) return false
+    if (!chat || !text.trim() || this.state.sending) return false
     if (chat.status === 'closed') {
       this.set({
         notice: {
@@ -288,61 +341,59 @@ export class ChatController {
     this.set({ sending: true, notice: null })
     try {
       const message = await this.client.post<ChatMessage>(`/chats/${chat.id}/messages`, {
-        content: text,
+        content: text.trimEnd(),
       })
       const now = this.state.chat?.id === chat.id ? this.state.chat : chat
-      this.set({
+      this.setMessages(mergeMessages(this.state.messages, [message]), {
         sending: false,
         chat: { ...now, replying: true },
-        messages: mergeMessages(this.state.messages, [message]),
       })
       return true
     } catch (err) {
-      const code = errorCode(err)
       const notice: Notice =
-        code === 'chat_replying'
+        errorCode(err) === 'chat_replying'
           ? {
               tone: 'error',
               text: 'The member is still replying: send again once the reply is in (your text is kept).',
             }
-          : { tone: 'error', text: `Not sent: ${describeError(err)}` }
+          : { tone: 'error', text: `Not sent (your text is kept): ${describeError(err)}` }
       this.set({ sending: false, notice })
-      if (code === 'chat_replying' || (err as { status?: number }).status === 409)
-        void this.reread()
       return false
     }
   }
 
-  /** Decides a waiting tool call (a, A, d), then reads the chat again. */
+  /** Decides a waiting tool call (a, A, d); the daemon's answer is the message as it now is. */
   async decide(message: ChatMessage, decision: ChatDecision): Promise<void> {
     const chat = this.state.chat
     const call = message.toolCall
     if (!chat || !call || this.state.sending) return
     this.set({ sending: true, notice: null })
     try {
-      await this.client.post(`/chats/${chat.id}/tool-calls/${call.id}/decision`, { decision })
-      const decided = {
-        ...message,
-        toolCall: {
-          ...call,
-          status: decision === 'deny' ? ('denied' as const) : ('allowed' as const),
-        },
-      }
-      this.set({
+      const decided = await this.client.post<ChatMessage>(
+        `/chats/${chat.id}/tool-calls/${message.id}/decision`,
+        { decision },
+      )
+      const fresh = decided && typeof decided === 'object' && 'toolCall' in decided ? [decided] : []
+      this.setMessages(mergeMessages(this.state.messages, fresh), {
         sending: false,
-        messages: mergeMessages(this.state.messages, [decided]),
         notice: { tone: 'success', text: `${decisionWords[decision]} ${call.name}` },
       })
     } catch (err) {
-      this.set({
-        sending: false,
-        notice: { tone: 'error', text: `Could not decide ${call.name}: ${describeError(err)}` },
-      })
+      const code = errorCode(err)
+      const text =
+        code === 'gate_required_for_tool'
+          ? `${call.name} is on the must-gate list of its connection: decided each time, allow or deny.`
+          : code === 'already_decided'
+            ? `${call.name} was already decided elsewhere.`
+            : `Could not decide ${call.name}: ${describeError(err)}`
+      this.set({ sending: false, notice: { tone: 'error', text } })
     }
-    await this.reread()
   }
 
-  /** Answers a waiting question (os.ask_ceo) through POST /gates/chat/{chatId}/decision. */
+  /**
+   * Answers a waiting question (os.ask_ceo) through POST /gates/chat/{chatId}/decision: a choice
+   * and/or an answer per question, as `osctl gates review` sends them.
+   */
   async answer(
     message: ChatMessage,
     body: { answers?: string[]; choice?: string },
@@ -351,33 +402,58 @@ export class ChatController {
     const question = message.question
     if (!chat || !question || this.state.sending) return false
     this.set({ sending: true, notice: null })
-    let ok = false
     try {
       await this.client.post(`/gates/chat/${chat.id}/decision`, {
         decision: 'approve',
         gateId: question.gateId,
         ...body,
       })
-      ok = true
-      const answered = { ...message, question: { ...question, status: 'answered' as const } }
-      this.set({
-        sending: false,
-        messages: mergeMessages(this.state.messages, [answered]),
-        notice: { tone: 'success', text: 'Answered; the reply goes on' },
-      })
+      const answer = {
+        decision: 'approve' as const,
+        choice: body.choice ?? null,
+        answers: body.answers ?? null,
+        note: null,
+      }
+      const answered = {
+        ...message,
+        question: { ...question, status: 'answered' as const, answer },
+      }
+      const current = this.state.messages.find((m) => m.id === message.id)
+      this.setMessages(
+        current?.question?.status === 'waiting'
+          ? mergeMessages(this.state.messages, [answered])
+          : this.state.messages,
+        { sending: false, notice: { tone: 'success', text: 'Answered; the reply goes on' } },
+      )
+      return true
     } catch (err) {
-      this.set({
-        sending: false,
-        notice: { tone: 'error', text: `Could not answer: ${describeError(err)}` },
-      })
+      const text =
+        (err as { status?: number }).status === 409
+          ? 'This question was already answered (or its chat closed).'
+          : `Could not answer: ${describeError(err)}`
+      this.set({ sending: false, notice: { tone: 'error', text } })
+      return false
     }
-    await this.reread()
-    return ok
   }
 
-  private setDetail(detail: ChatDetail, fresh: ChatMessage[], rest: Partial<ChatState>): void {
-    const { messages: _m, ...chat } = detail
-    this.set({ ...rest, chat, messages: mergeMessages(this.state.messages, fresh ?? []) })
+  /** New messages (and chat fields): the settled ones from the first on go to the log. */
+  private setMessages(messages: ChatMessage[], rest: Partial<ChatState>): void {
+    const chat = rest.chat !== undefined ? rest.chat : this.state.chat
+    let logged = this.state.logged
+    const log = [...this.state.log]
+    const name = this.memberName(chat?.memberId)
+    while (logged < messages.length && settled(messages[logged]!, chat)) {
+      const message = messages[logged++]!
+      if (this.printed.has(message.id)) continue
+      this.printed.add(message.id)
+      log.push({ key: message.id, kind: 'message', message, memberName: name })
+    }
+    this.set({
+      ...rest,
+      messages,
+      logged,
+      log: log.length === this.state.log.length ? this.state.log : log,
+    })
   }
 
   private set(patch: Partial<ChatState>): void {

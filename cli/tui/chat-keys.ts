@@ -1,37 +1,43 @@
-import type { Key } from 'ink'
 import type { ChatMessage } from '../../shared/schemas/chats.js'
-import type { ChatDecision, ChatState, PickerEntry } from './chat-controller.js'
-import { waitingMessage } from './chat-controller.js'
+import type { ChatDecision, ChatState, PickerEntry } from './chat-state.js'
+import { sentHistory, waitingMessage } from './chat-state.js'
+import { editKey, emptyEditor, type Editor } from './editor.js'
+import type { KeyPress } from './keys.js'
 
 // What each key does on the chat screen, as a pure function of the mode, the controller's state and the
-// key: the screen keeps the mode in React state and carries out the action this answers.
+// key: the screen keeps the mode in React state and carries out the action this answers. The prompt is
+// an editor (editor.ts); a waiting tool call takes the keys a, A and d; a waiting question takes ↑↓ and
+// the choices' numbers, and its free answer is typed in the prompt.
 
-/** The answer being filled in for a waiting question: a choice (-1: none yet) and a text per question. */
+/** The answer being given to the waiting question: its choice (-1: none yet) and the answers so far. */
 export interface AnswerForm {
   gateId: string
   choice: number
-  field: number
+  /** Answers to its first questions, when it asks several (the prompt holds the next one's). */
   answers: string[]
 }
 
 export interface Mode {
   /** The picker's selected row. */
   index: number
-  /** The prompt line. */
-  text: string
-  /** Lines the conversation is scrolled up by (PageUp/PageDown). */
-  scroll: number
+  editor: Editor
   answer: AnswerForm | null
   hint: string | null
 }
 
-export const startMode: Mode = { index: 0, text: '', scroll: 0, answer: null, hint: null }
+export const startMode: Mode = { index: 0, editor: emptyEditor, answer: null, hint: null }
 
 export type Action =
   | { type: 'pick'; entry: PickerEntry }
   | { type: 'send'; text: string }
   | { type: 'decide'; message: ChatMessage; decision: ChatDecision }
-  | { type: 'answer'; message: ChatMessage; body: { answers?: string[]; choice?: string } }
+  | {
+      type: 'answer'
+      message: ChatMessage
+      body: { answers?: string[]; choice?: string }
+      text: string
+    }
+  | { type: 'external' }
   | { type: 'newTask' }
   | { type: 'picker' }
   | { type: 'quit' }
@@ -41,114 +47,139 @@ export interface KeyResult {
   action?: Action
 }
 
-function typed(input: string, key: Key): string {
-  if (key.ctrl || key.meta) return ''
-  return input.replace(/[\x00-\x1f\x7f]/g, '')
+/** Why a must-gate tool is offered allow and deny only (the chief executive's list wins). */
+export const mustGateReason = 'on the must-gate list of its connection: decided each time'
+
+/** The form for a question: the one being filled for it, or a fresh one. */
+export function formFor(message: ChatMessage, held: AnswerForm | null): AnswerForm {
+  const gateId = message.question!.gateId
+  return held?.gateId === gateId ? held : { gateId, choice: -1, answers: [] }
 }
 
-function edit(text: string, input: string, key: Key): string {
-  if (key.backspace || key.delete) return text.slice(0, -1)
-  if (key.ctrl && input === 'u') return ''
-  return text + typed(input, key)
-}
+const is = (key: KeyPress, name: string) => key.name === name && !key.ctrl && !key.meta
 
-/** The form for a question, fresh, or the one already being filled for the same gate. */
-function formFor(message: ChatMessage, held: AnswerForm | null): AnswerForm {
-  const question = message.question!
-  if (held?.gateId === question.gateId) return held
-  const count = Math.max(1, question.questions.length)
-  return { gateId: question.gateId, choice: -1, field: 0, answers: Array(count).fill('') }
+function onToolCall(mode: Mode, key: KeyPress, message: ChatMessage, state: ChatState): KeyResult {
+  const call = message.toolCall!
+  const decision =
+    key.name === 'text' && !key.ctrl && !key.meta ? decisionKeys[key.text] : undefined
+  if (decision === 'always' && call.mustGate)
+    return { mode: { ...mode, hint: `${call.name} is ${mustGateReason}: a allow · d deny.` } }
+  if (decision && !state.sending)
+    return { mode: { ...mode, hint: null }, action: { type: 'decide', message, decision } }
+  if (key.name === 'text' || key.name === 'paste' || is(key, 'return')) {
+    const keys = call.mustGate ? 'a allow · d deny' : 'a allow · A always · d deny'
+    return { mode: { ...mode, hint: `The member waits on this tool call: ${keys}.` } }
+  }
+  return { mode }
 }
 
 const decisionKeys: Record<string, ChatDecision> = { a: 'allow', A: 'always', d: 'deny' }
 
+function onQuestion(mode: Mode, key: KeyPress, message: ChatMessage): KeyResult {
+  const question = message.question!
+  const form = formFor(message, mode.answer)
+  const choices = question.choices
+  const text = mode.editor.text
+  const asked = Math.max(1, question.questions.length)
+  if ((is(key, 'up') || is(key, 'down')) && choices.length > 0) {
+    const choice = Math.min(
+      choices.length - 1,
+      Math.max(-1, form.choice + (is(key, 'up') ? -1 : 1)),
+    )
+    return { mode: { ...mode, answer: { ...form, choice }, hint: null } }
+  }
+  if (key.name === 'text' && !key.ctrl && !key.meta && !text && /^[1-9]$/.test(key.text)) {
+    const choice = Number(key.text) - 1
+    if (choice < choices.length)
+      return { mode: { ...mode, answer: { ...form, choice }, hint: null } }
+  }
+  if (is(key, 'return') && !key.shift) {
+    const typed = text.trim()
+    const choice = choices[form.choice]?.key
+    if (!typed && !choice)
+      return {
+        mode: {
+          ...mode,
+          answer: form,
+          hint: choices.length
+            ? 'Type an answer, or pick a choice with ↑↓ or its number, then Enter.'
+            : 'Type an answer, then Enter.',
+        },
+      }
+    const answers = typed ? [...form.answers, typed] : form.answers
+    // Several questions: each Enter answers the next one, the last sends them all.
+    if (typed && answers.length < asked)
+      return { mode: { ...mode, editor: emptyEditor, answer: { ...form, answers }, hint: null } }
+    const body = { ...(answers.length ? { answers } : {}), ...(choice ? { choice } : {}) }
+    return {
+      mode: { ...mode, editor: emptyEditor, answer: form, hint: null },
+      action: { type: 'answer', message, body, text },
+    }
+  }
+  if (is(key, 'escape')) {
+    if (form.choice >= 0) return { mode: { ...mode, answer: { ...form, choice: -1 } } }
+    if (text) return { mode: { ...mode, editor: emptyEditor } }
+    return { mode: { ...mode, answer: null, hint: null }, action: { type: 'picker' } }
+  }
+  const edited = editKey(mode.editor, key)
+  if (edited.external) return { mode: { ...mode, answer: form }, action: { type: 'external' } }
+  return { mode: { ...mode, answer: form, editor: edited.editor, hint: null } }
+}
+
 /** Handles one key. */
-export function onKey(mode: Mode, input: string, key: Key, state: ChatState): KeyResult {
-  if (key.ctrl && input === 'd') return { mode, action: { type: 'quit' } }
-  if (key.ctrl && input === 'n')
+export function onKey(mode: Mode, key: KeyPress, state: ChatState): KeyResult {
+  const draft = mode.editor.text
+  if (key.ctrl && key.name === 'c') {
+    // Ctrl+C clears a draft; with none it quits (as a shell's prompt does).
+    if (state.view === 'chat' && draft)
+      return { mode: { ...mode, editor: emptyEditor, hint: null } }
+    return { mode, action: { type: 'quit' } }
+  }
+  if (key.ctrl && key.name === 'd' && !draft) return { mode, action: { type: 'quit' } }
+  if (key.ctrl && key.name === 'n')
     return { mode: { ...mode, hint: null }, action: { type: 'newTask' } }
 
   if (state.view === 'picker') {
     const last = state.entries.length - 1
-    if (key.escape || input === 'q') return { mode, action: { type: 'quit' } }
-    if (key.upArrow || input === 'k')
+    const typed = key.name === 'text' ? key.text : ''
+    if (is(key, 'escape') || typed === 'q') return { mode, action: { type: 'quit' } }
+    if (is(key, 'up') || typed === 'k')
       return { mode: { ...mode, index: Math.max(0, mode.index - 1) } }
-    if (key.downArrow || input === 'j')
+    if (is(key, 'down') || typed === 'j')
       return { mode: { ...mode, index: Math.max(0, Math.min(last, mode.index + 1)) } }
     const entry = state.entries[Math.min(mode.index, last)]
-    if (key.return && entry) return { mode: { ...startMode }, action: { type: 'pick', entry } }
+    if (is(key, 'return') && entry)
+      return { mode: { ...startMode }, action: { type: 'pick', entry } }
     return { mode }
   }
 
-  if (key.pageUp) return { mode: { ...mode, scroll: mode.scroll + 10 } }
-  if (key.pageDown) return { mode: { ...mode, scroll: Math.max(0, mode.scroll - 10) } }
-
-  const waiting = waitingMessage(state.messages)
-  if (waiting?.toolCall?.status === 'waiting') {
-    if (key.escape) return { mode: { ...mode, hint: null }, action: { type: 'picker' } }
-    const decision = decisionKeys[input]
-    if (decision && !state.sending) {
-      return {
-        mode: { ...mode, hint: null },
-        action: { type: 'decide', message: waiting, decision },
-      }
-    }
-    if (input && !key.return)
-      return {
-        mode: { ...mode, hint: 'The member waits on this tool call: a allow · A always · d deny.' },
-      }
-    return { mode }
+  const waiting = waitingMessage(state)
+  if (waiting?.toolCall) {
+    if (is(key, 'escape')) return { mode: { ...mode, hint: null }, action: { type: 'picker' } }
+    return onToolCall(mode, key, waiting, state)
   }
+  if (waiting?.question) return onQuestion(mode, key, waiting)
 
-  if (waiting?.question?.status === 'waiting') {
-    if (key.escape)
-      return { mode: { ...mode, answer: null, hint: null }, action: { type: 'picker' } }
-    const form = formFor(waiting, mode.answer)
-    const choices = waiting.question.choices
-    const fields = form.answers.length
-    if (key.upArrow || key.downArrow) {
-      if (choices.length === 0) return { mode: { ...mode, answer: form } }
-      const choice = Math.min(
-        choices.length - 1,
-        Math.max(-1, form.choice + (key.upArrow ? -1 : 1)),
-      )
-      return { mode: { ...mode, answer: { ...form, choice }, hint: null } }
-    }
-    if (key.tab) {
-      const field = (form.field + (key.shift ? fields - 1 : 1)) % fields
-      return { mode: { ...mode, answer: { ...form, field } } }
-    }
-    if (key.return) {
-      const choice = choices[form.choice]?.key
-      const answered = form.answers.some((a) => a.trim())
-      if (!choice && !answered) {
-        return { mode: { ...mode, answer: form, hint: 'Type an answer or pick a choice with ↑↓.' } }
-      }
-      const body = {
-        ...(answered ? { answers: form.answers.map((a) => a.trim()) } : {}),
-        ...(choice ? { choice } : {}),
-      }
-      return {
-        mode: { ...mode, answer: form, hint: null },
-        action: { type: 'answer', message: waiting, body },
-      }
-    }
-    const answers = form.answers.map((a, i) => (i === form.field ? edit(a, input, key) : a))
-    return { mode: { ...mode, answer: { ...form, answers }, hint: null } }
-  }
-
-  if (key.escape) {
-    if (mode.text) return { mode: { ...mode, text: '', hint: null } }
+  if (is(key, 'escape')) {
+    if (draft) return { mode: { ...mode, editor: emptyEditor, hint: null } }
     return { mode: { ...mode, hint: null }, action: { type: 'picker' } }
   }
-  if (key.return) {
-    if (!mode.text.trim()) return { mode }
-    return { mode: { ...mode, scroll: 0, hint: null }, action: { type: 'send', text: mode.text } }
+  if (state.chat?.status === 'closed') {
+    if (key.name === 'text' || key.name === 'paste' || is(key, 'return'))
+      return {
+        mode: {
+          ...mode,
+          hint: 'This chat is closed: Esc picks another, Ctrl+N starts a create-task chat.',
+        },
+      }
+    return { mode }
   }
-  return { mode: { ...mode, text: edit(mode.text, input, key), hint: null } }
-}
-
-/** After a send landed: the prompt is cleared if it still holds what was sent. */
-export function sent(mode: Mode, text: string): Mode {
-  return mode.text === text ? { ...mode, text: '' } : mode
+  const edited = editKey(mode.editor, key, sentHistory(state.messages))
+  const next = { ...mode, editor: edited.editor, hint: edited.handled ? null : mode.hint }
+  if (edited.external) return { mode: next, action: { type: 'external' } }
+  if (edited.send) {
+    if (!draft.trim()) return { mode: next }
+    return { mode: next, action: { type: 'send', text: draft } }
+  }
+  return { mode: next }
 }

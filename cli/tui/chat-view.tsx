@@ -1,102 +1,32 @@
-import { Box, Text } from 'ink'
+import { Box, Static, Text } from 'ink'
 import type { ReactNode } from 'react'
-import type { ChatMessage } from '../../shared/schemas/chats.js'
-import { argumentsLine, clockTime } from '../chat.js'
-import { waitingMessage, type ChatState, type PickerEntry } from './chat-controller.js'
+import { waitingMessage, type ChatState, type LogItem, type PickerEntry } from './chat-state.js'
 import type { Mode } from './chat-keys.js'
-import { ChoiceList, Field, QuestionFields } from './fields.js'
+import { DraftView, MessageView, QuestionBox, ToolCallBox, messageRows } from './chat-message.js'
+import { Prompt, promptRows } from './chat-prompt.js'
 import { age, Footer, NoticeLine } from './gate-view.js'
 
-// The chat screen as pure components: props in, elements out. The conversation is laid out as lines
-// wrapped to the width, and the newest that fit the rows left are shown (PageUp scrolls back).
+// The chat screen as pure components: props in, elements out. What is settled goes once into the
+// terminal's own scrollback (ink's <Static>), so the terminal scrolls it and the mouse copies it;
+// below it only what still changes is drawn again: a call or question waiting, the reply being
+// written, the status line, the prompt and the keys. That part is kept shorter than the terminal.
 
-interface Line {
-  text: string
-  color?: 'cyan' | 'green' | 'yellow' | 'red' | 'magenta'
-  dim?: boolean
-  bold?: boolean
-}
-
-/** Text cut into lines of at most `width` characters, at spaces where it can. */
-export function wrap(text: string, width: number): string[] {
-  const room = Math.max(width, 8)
-  return text.split('\n').flatMap((line) => {
-    const out: string[] = []
-    let rest = line
-    while (rest.length > room) {
-      const space = rest.lastIndexOf(' ', room)
-      const cut = space > room / 2 ? space : room
-      out.push(rest.slice(0, cut))
-      rest = rest.slice(cut).replace(/^ /, '')
-    }
-    out.push(rest)
-    return out
-  })
-}
-
-/** A message as screen lines: `HH:MM who  text`, then its tool call or question. */
-export function messageLines(message: ChatMessage, memberName: string, width: number): Line[] {
-  const who = message.role === 'person' ? 'you' : message.role === 'tool' ? 'tool' : memberName
-  const head = `${clockTime(message.createdAt)} ${who}`
-  const color = message.role === 'person' ? 'green' : message.role === 'tool' ? undefined : 'cyan'
-  const lines: Line[] = [{ text: head, color, bold: true }]
-  const body = message.content.trimEnd()
-  if (body)
-    for (const l of wrap(body, width - 2))
-      lines.push({ text: `  ${l}`, dim: message.role === 'tool' })
-  const call = message.toolCall
-  if (call) {
-    const waiting = call.status === 'waiting'
-    lines.push({
-      text: `  ⚙ ${call.name} ${waiting ? '(waits for you)' : `(${call.status})`}`,
-      color: waiting ? 'yellow' : undefined,
-      bold: waiting,
-    })
-    for (const l of wrap(argumentsLine(call.arguments, 2000), width - 4))
-      lines.push({ text: `    ${l}`, dim: !waiting })
-    if (call.result)
-      for (const l of wrap(call.result, width - 4).slice(0, 3))
-        lines.push({ text: `    → ${l}`, dim: true })
+/** A line of the log: a chat opened, or a settled message. */
+export function LogLine(props: { item: LogItem; width: number }): ReactNode {
+  const { item, width } = props
+  if (item.kind === 'chat') {
+    const chat = item.chat
+    const purpose = chat.purpose === 'create_task' ? ' · create a task' : ''
+    return (
+      <Box marginTop={1} marginBottom={1}>
+        <Text bold>{`── ${item.memberName}${purpose} `}</Text>
+        <Text dimColor>{`chat ${chat.id}`}</Text>
+      </Box>
+    )
   }
-  const question = message.question
-  if (question) {
-    const waiting = question.status === 'waiting'
-    lines.push({
-      text: `  ? ${waiting ? 'asks you' : 'answered'}`,
-      color: 'magenta',
-      bold: waiting,
-    })
-    question.questions.forEach((q, i) => {
-      for (const l of wrap(`${i + 1}. ${q}`, width - 4)) lines.push({ text: `    ${l}` })
-    })
-    if (question.choices.length)
-      lines.push({
-        text: `    choices: ${question.choices.map((c) => `${c.label} (${c.key})`).join(', ')}`,
-        dim: true,
-      })
-  }
-  return lines
-}
-
-function Header(props: { state: ChatState; memberName: string }): ReactNode {
-  const { chat, view } = props.state
-  let status = ''
-  if (view === 'picker') status = 'pick a chat'
-  else if (chat?.status === 'closed') status = `closed${chat.outcome ? ` (${chat.outcome})` : ''}`
-  else if (chat?.replying) status = `${props.memberName} is replying…`
-  else if (chat) status = 'open'
-  const title =
-    view === 'chat'
-      ? `osctl chat · ${props.memberName}${chat?.purpose === 'create_task' ? ' · create a task' : ''}`
-      : 'osctl chat'
   return (
     <Box marginBottom={1}>
-      <Text bold>{title}</Text>
-      <Text dimColor>
-        {'  '}
-        {status}
-        {props.state.sending ? '  sending…' : ''}
-      </Text>
+      <MessageView message={item.message} memberName={item.memberName} width={width} />
     </Box>
   )
 }
@@ -132,23 +62,17 @@ export function Picker(props: {
       {entries.slice(first, first + room).map((entry, i) => {
         const selected = first + i === at
         const id = entry.kind === 'chat' ? entry.chat.id : entry.member.id
-        const detail =
-          entry.kind === 'chat'
-            ? `${entry.chat.unread ? `${entry.chat.unread} unread · ` : ''}${entry.chat.lastMessageAt ? age(entry.chat.lastMessageAt, props.now) : 'no messages'}`
-            : 'new chat'
+        const chat = entry.kind === 'chat' ? entry.chat : null
+        const when = chat?.lastMessageAt ? age(chat.lastMessageAt, props.now) : 'no messages'
         return (
           <Box key={id}>
             <Text color={selected ? 'cyan' : undefined} bold={selected}>
               {selected ? '› ' : '  '}
               {entryLabel(entry, members)}
             </Text>
-            <Text
-              dimColor={!(entry.kind === 'chat' && entry.chat.unread)}
-              color={entry.kind === 'chat' && entry.chat.unread ? 'yellow' : undefined}
-            >
-              {'  '}
-              {detail}
-            </Text>
+            {chat?.replying && <Text color="cyan">{'  ✎ replying…'}</Text>}
+            {chat && chat.unread > 0 && <Text color="yellow">{`  ${chat.unread} unread`}</Text>}
+            <Text dimColor>{`  ${chat ? when : 'new chat'}`}</Text>
           </Box>
         )
       })}
@@ -156,111 +80,72 @@ export function Picker(props: {
   )
 }
 
-function Conversation(props: { lines: Line[]; rows: number; scroll: number }): ReactNode {
-  const { lines, rows } = props
-  const scroll = Math.min(props.scroll, Math.max(0, lines.length - rows))
-  const end = lines.length - scroll
-  const shown = rows > 0 ? lines.slice(Math.max(0, end - rows), end) : lines
-  const above = rows > 0 ? Math.max(0, end - rows) : 0
-  return (
-    <Box flexDirection="column">
-      {above > 0 && (
-        <Text dimColor>{`  ↑ ${above} more line${above === 1 ? '' : 's'} (PgUp)`}</Text>
-      )}
-      {shown.map((line, i) => (
-        <Text key={i} color={line.color} dimColor={line.dim} bold={line.bold} wrap="truncate-end">
-          {line.text || ' '}
-        </Text>
-      ))}
-      {scroll > 0 && (
-        <Text dimColor>{`  ↓ ${scroll} newer line${scroll === 1 ? '' : 's'} (PgDn)`}</Text>
-      )}
-    </Box>
-  )
-}
-
 /** The keys that work now, as `key label` pairs. */
 export function footerKeys(state: ChatState): [string, string][] {
-  if (state.view === 'picker') {
+  if (state.view === 'picker')
     return [
       ['↑↓', 'select'],
       ['Enter', 'open'],
       ['Ctrl+N', 'new task chat'],
       ['q', 'quit'],
     ]
-  }
-  const waiting = waitingMessage(state.messages)
-  if (waiting?.toolCall?.status === 'waiting') {
+  const waiting = waitingMessage(state)
+  if (waiting?.toolCall)
     return [
       ['a', 'allow'],
-      ['A', 'always'],
+      ...(waiting.toolCall.mustGate ? [] : ([['A', 'always']] as [string, string][])),
       ['d', 'deny'],
       ['Esc', 'chats'],
-      ['Ctrl+D', 'quit'],
+      ['Ctrl+C', 'quit'],
     ]
-  }
-  if (waiting?.question?.status === 'waiting') {
+  if (waiting?.question)
     return [
-      ...((waiting.question.choices.length ? [['↑↓', 'choice']] : []) as [string, string][]),
-      ...((waiting.question.questions.length > 1 ? [['Tab', 'next']] : []) as [string, string][]),
+      ...(waiting.question.choices.length ? ([['↑↓/1-9', 'choice']] as [string, string][]) : []),
       ['Enter', 'answer'],
+      ['Alt+Enter', 'new line'],
       ['Esc', 'chats'],
-      ['Ctrl+D', 'quit'],
     ]
-  }
+  if (state.chat?.status === 'closed')
+    return [
+      ['Esc', 'chats'],
+      ['Ctrl+N', 'new task chat'],
+      ['Ctrl+C', 'quit'],
+    ]
   return [
     ['Enter', 'send'],
-    ['PgUp/PgDn', 'scroll'],
+    ['Alt+Enter', 'new line'],
+    ['↑', 'history'],
+    ['Ctrl+G', '$EDITOR'],
     ['Esc', 'chats'],
-    ['Ctrl+N', 'new task chat'],
-    ['Ctrl+D', 'quit'],
+    ['Ctrl+C', 'clear/quit'],
   ]
 }
 
-function Prompt(props: { state: ChatState; mode: Mode; memberName: string }): ReactNode {
-  const { state, mode } = props
+function Status(props: { state: ChatState; memberName: string }): ReactNode {
+  const { state, memberName } = props
   const chat = state.chat
-  const waiting = waitingMessage(state.messages)
-  if (waiting?.toolCall?.status === 'waiting') {
-    const call = waiting.toolCall
+  if (state.error)
     return (
-      <Box flexDirection="column" borderStyle="round" borderColor="yellow" paddingX={1}>
-        <Text bold>
-          {props.memberName} wants to call {call.name}
-          <Text dimColor>: a allow once · A always for this tool · d deny</Text>
-        </Text>
-      </Box>
-    )
-  }
-  if (waiting?.question?.status === 'waiting') {
-    const question = waiting.question
-    const form = mode.answer?.gateId === question.gateId ? mode.answer : null
-    const answers = form?.answers ?? Array(Math.max(1, question.questions.length)).fill('')
-    const field = form?.field ?? 0
-    const choice = form?.choice ?? -1
-    const questions = question.questions.length ? question.questions : ['Answer']
-    return (
-      <Box flexDirection="column" borderStyle="round" borderColor="magenta" paddingX={1}>
-        <Text bold>
-          Answer {props.memberName}
-          <Text dimColor>
-            : type an answer{question.choices.length ? ' and/or pick a choice' : ''}
-          </Text>
-        </Text>
-        {question.choices.length > 0 && <ChoiceList choices={question.choices} choice={choice} />}
-        <QuestionFields questions={questions} answers={answers} field={field} />
-      </Box>
-    )
-  }
-  if (chat?.status === 'closed') {
-    return (
-      <Text dimColor>
-        This chat is closed{chat.taskId ? ` (task ${chat.taskId})` : ''}. Esc picks another chat,
-        Ctrl+N starts a create-task chat.
+      <Text color="red">
+        ✗ {state.error}
+        {state.link === 'lost' ? ' (trying again)' : ''}
       </Text>
     )
-  }
-  return <Field active text={mode.text} />
+  if (!state.loaded) return <Text dimColor>Reading the chat…</Text>
+  if (!chat) return null
+  if (chat.status === 'closed')
+    return (
+      <Text dimColor>
+        This chat is closed{chat.outcome ? ` (${chat.outcome})` : ''}
+        {chat.taskId ? `: task ${chat.taskId}` : ''}. Esc picks another chat.
+      </Text>
+    )
+  if (state.messages.length === 0 && !chat.replying)
+    return <Text dimColor>No messages yet: say something to {memberName}.</Text>
+  // While a call or question waits its box says so; after osd's notice, the notice does.
+  const quiet = waitingMessage(state) || state.messages.at(-1)?.notice || state.drafts.length
+  if (chat.replying && !quiet) return <Text color="cyan">{memberName} is replying…</Text>
+  return null
 }
 
 export interface ScreenProps {
@@ -269,65 +154,86 @@ export interface ScreenProps {
   memberName: string
   now: number
   width: number
-  /** Terminal rows; 0 when not known (no clipping). */
+  /** Terminal rows; 0 when not known (nothing is cut). */
   height: number
-}
-
-/** Rows the prompt area takes, for the rows left to the conversation. */
-function promptRows(state: ChatState): number {
-  const waiting = waitingMessage(state.messages)
-  if (waiting?.toolCall?.status === 'waiting') return 3
-  if (waiting?.question?.status === 'waiting') {
-    const q = waiting.question
-    return 3 + (q.choices.length ? q.choices.length + 1 : 0) + Math.max(1, q.questions.length) * 2
-  }
-  return state.chat?.status === 'closed' ? 2 : 1
 }
 
 export function ChatScreen(props: ScreenProps): ReactNode {
   const { state, mode, width, height, memberName } = props
-  const keys: [string, string][] = footerKeys(state)
+  const log = (
+    <Static items={state.log}>
+      {(item) => <LogLine key={item.key} item={item} width={width} />}
+    </Static>
+  )
   if (state.view === 'picker') {
     return (
       <Box flexDirection="column" width={width}>
-        <Header state={state} memberName={memberName} />
+        {log}
+        <Box marginBottom={1}>
+          <Text bold>osctl chat</Text>
+          <Text dimColor>{'  pick a chat'}</Text>
+        </Box>
         {state.error && <Text color="red">✗ {state.error}</Text>}
         {!state.loaded && <Text dimColor>Reading the chats…</Text>}
         {state.loaded && !state.error && (
           <Picker state={state} index={mode.index} now={props.now} height={height} />
         )}
         {state.notice && <NoticeLine notice={state.notice} />}
-        <Footer keys={keys} />
+        <Footer keys={footerKeys(state)} />
       </Box>
     )
   }
-  const lines = state.messages.flatMap((m) => messageLines(m, memberName, width))
+
+  const waiting = waitingMessage(state)
+  const live = state.messages.slice(state.logged)
+  const boxLines = height > 0 ? Math.max(4, Math.min(16, Math.floor(height / 3))) : 40
+  const promptLines = height > 0 ? Math.max(3, Math.floor(height / 4)) : 0
+  const showPrompt = !waiting?.toolCall && state.chat?.status !== 'closed'
+  // Rows the live area takes besides the reply being written; what is left is the reply's.
   const used =
-    2 + // header
-    (state.error ? 1 : 0) +
-    (state.notice ? 1 : 0) +
+    live.reduce((sum, m) => sum + messageRows(m, width, boxLines) + 1, 0) +
+    2 + // the status and notice lines
     (mode.hint ? 1 : 0) +
-    1 + // the line above the prompt
-    promptRows(state) +
-    2 + // the footer and the line above it
-    1 + // the line the cursor rests on
-    2 // the "more" lines
-  const rows = height > 0 ? Math.max(3, height - used) : 0
+    (showPrompt ? promptRows(mode.editor, promptLines) : 0) +
+    3 // the keys, the line above them, the line the cursor rests on
+  const draftRows = height > 0 ? Math.max(3, height - used - 1) : 0
+  const perDraft = draftRows > 0 ? Math.max(3, Math.floor(draftRows / state.drafts.length)) : 0
   return (
     <Box flexDirection="column" width={width}>
-      <Header state={state} memberName={memberName} />
-      {state.error && <Text color="red">✗ {state.error} (trying again)</Text>}
-      {!state.loaded && <Text dimColor>Reading the chat…</Text>}
-      {state.loaded && state.messages.length === 0 && (
-        <Text dimColor>No messages yet: say something to {memberName}.</Text>
+      {log}
+      {live.map((message) => (
+        <Box key={message.id} marginBottom={1}>
+          {message === waiting && message.toolCall ? (
+            <ToolCallBox call={message.toolCall} memberName={memberName} maxLines={boxLines} />
+          ) : message === waiting && message.question ? (
+            <QuestionBox question={message.question} memberName={memberName} form={mode.answer} />
+          ) : (
+            <MessageView message={message} memberName={memberName} width={width} />
+          )}
+        </Box>
+      ))}
+      {state.drafts.map((draft) => (
+        <Box key={draft.messageId} marginBottom={1}>
+          <DraftView text={draft.text} memberName={memberName} width={width} rows={perDraft} />
+        </Box>
+      ))}
+      <Status state={state} memberName={memberName} />
+      {state.notice && <NoticeLine notice={state.notice} />}
+      {mode.hint && <Text color="yellow">{mode.hint}</Text>}
+      {showPrompt && (
+        <Prompt
+          editor={mode.editor}
+          rows={promptLines}
+          active={!state.sending}
+          color={waiting?.question ? 'magenta' : 'cyan'}
+          placeholder={
+            waiting?.question
+              ? 'your answer'
+              : `message ${memberName} (Enter sends, Alt+Enter adds a line)`
+          }
+        />
       )}
-      {state.messages.length > 0 && <Conversation lines={lines} rows={rows} scroll={mode.scroll} />}
-      <Box marginTop={1} flexDirection="column">
-        {state.notice && <NoticeLine notice={state.notice} />}
-        {mode.hint && <Text color="yellow">{mode.hint}</Text>}
-        <Prompt state={state} mode={mode} memberName={memberName} />
-      </Box>
-      <Footer keys={keys} />
+      <Footer keys={footerKeys(state)} />
     </Box>
   )
 }

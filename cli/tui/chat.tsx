@@ -1,67 +1,102 @@
-import { render, useApp, useInput } from 'ink'
+import { render, useApp, useStdin } from 'ink'
 import { useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from 'react'
-import { useTerminalSize } from './terminal-size.js'
-import {
-  ChatController,
-  type ChatControllerOptions,
-  type ChatScreenClient,
-} from './chat-controller.js'
-import { onKey, sent, startMode, type Mode } from './chat-keys.js'
+import type { ChatClient } from '../chat.js'
+import { chatEventSource, type StreamClient } from './chat-events.js'
+import { ChatController, type ChatControllerOptions } from './chat-controller.js'
+import { onKey, startMode, type Action, type Mode } from './chat-keys.js'
 import { ChatScreen, Summary } from './chat-view.js'
-import { splitKeys } from './gate-keys.js'
+import { afterSend, emptyEditor, withText } from './editor.js'
+import { editExternally, type EditorRun } from './external-editor.js'
+import { bracketedPasteOff, bracketedPasteOn, KeyReader, type KeyPress } from './keys.js'
+import { useTerminalSize } from './terminal-size.js'
 import { chatInstead, requireTerminal } from './terminal.js'
 
-// `osctl chat` (DESIGN 9, 11): a conversation with a member, its replies as they come, tool calls and
-// questions decided in place. The controller reads and sends; the view draws; this file wires keys and
-// size to them.
+// `osctl chat` (DESIGN 9, 11, 13): a conversation with a member, its replies as they are written,
+// tool calls and questions decided in place. The controller reads, follows and sends; the view
+// draws; this file wires the keys (read from ink's raw inputs: keys.ts), the size and $EDITOR to them.
 
 export interface ChatProps {
   controller: ChatController
   now?: () => number
+  /** Runs $EDITOR on the draft (Ctrl+G); the screen waits until it returns. */
+  editDraft?: (text: string) => EditorRun
 }
 
-export function ChatApp({ controller, now = Date.now }: ChatProps): ReactNode {
+export function ChatApp({
+  controller,
+  now = Date.now,
+  editDraft = editExternally,
+}: ChatProps): ReactNode {
   const state = useSyncExternalStore(controller.subscribe, controller.getState)
   const [mode, setMode] = useState<Mode>(startMode)
+  // Keys that arrive before React draws again must see the mode the previous key left.
   const modeRef = useRef<Mode>(startMode)
   const [quitting, setQuitting] = useState(false)
   const { exit } = useApp()
+  const { setRawMode, internal_eventEmitter: inputs } = useStdin()
   const { width, height } = useTerminalSize()
   const setBoth = (next: Mode) => {
     modeRef.current = next
     setMode(next)
   }
 
-  useInput(
-    (input, key) => {
-      for (const [char, pressed] of splitKeys(input, key)) {
-        const result = onKey(modeRef.current, char, pressed, controller.getState())
-        setBoth(result.mode)
-        const action = result.action
-        if (!action) continue
-        if (action.type === 'quit') return setQuitting(true)
-        if (action.type === 'pick') void controller.pick(action.entry)
-        else if (action.type === 'picker') {
-          setBoth(startMode)
-          void controller.showPicker()
-        } else if (action.type === 'newTask') {
-          setBoth(startMode)
-          void controller.newCreateTask()
-        } else if (action.type === 'decide') void controller.decide(action.message, action.decision)
-        else if (action.type === 'answer') {
-          void controller.answer(action.message, action.body).then((ok) => {
-            if (ok) setBoth({ ...modeRef.current, answer: null })
-          })
-        } else if (action.type === 'send') {
-          const text = action.text
-          void controller.send(text).then((ok) => {
-            if (ok) setBoth(sent(modeRef.current, text))
-          })
-        }
+  const act = (action: Action) => {
+    switch (action.type) {
+      case 'quit':
+        return setQuitting(true)
+      case 'pick':
+        return void controller.pick(action.entry)
+      case 'picker':
+        setBoth({ ...startMode })
+        return void controller.showPicker()
+      case 'newTask':
+        setBoth({ ...startMode })
+        return void controller.newCreateTask()
+      case 'decide':
+        return void controller.decide(action.message, action.decision)
+      case 'answer':
+        return void controller.answer(action.message, action.body).then((ok) => {
+          const now = modeRef.current
+          if (ok) setBoth({ ...now, answer: null })
+          // Not answered: the answer typed comes back to the prompt.
+          else if (!now.editor.text) setBoth({ ...now, editor: withText(emptyEditor, action.text) })
+        })
+      case 'send':
+        return void controller.send(action.text).then((ok) => {
+          if (ok)
+            setBoth({ ...modeRef.current, editor: afterSend(modeRef.current.editor, action.text) })
+        })
+      case 'external': {
+        const now = modeRef.current
+        const run = editDraft(now.editor.text)
+        if (run.text !== null)
+          setBoth({ ...now, editor: withText(now.editor, run.text), hint: null })
+        else setBoth({ ...now, hint: `The draft is kept: ${run.error ?? 'the editor failed'}` })
+        return
       }
-    },
-    { isActive: !quitting },
-  )
+    }
+  }
+  const press = useRef<(key: KeyPress) => void>(() => {})
+  press.current = (key) => {
+    const result = onKey(modeRef.current, key, controller.getState())
+    setBoth(result.mode)
+    if (result.action) act(result.action)
+  }
+
+  useEffect(() => {
+    if (quitting) return
+    const reader = new KeyReader()
+    // ink's own inputs (its parser splits escape sequences from text), named here: keys.ts.
+    const onInput = (input: string) => {
+      for (const key of reader.read(input)) press.current(key)
+    }
+    setRawMode(true)
+    inputs.on('input', onInput)
+    return () => {
+      inputs.off('input', onInput)
+      setRawMode(false)
+    }
+  }, [quitting, inputs, setRawMode])
 
   useEffect(() => {
     if (quitting) exit()
@@ -81,14 +116,18 @@ export function ChatApp({ controller, now = Date.now }: ChatProps): ReactNode {
   )
 }
 
-export interface ChatOptions extends ChatControllerOptions {
+export interface ChatOptions extends Partial<ChatControllerOptions> {
   stdin?: NodeJS.ReadStream
   stdout?: NodeJS.WriteStream
 }
 
+/** What the screen needs of ApiClient. */
+export type ChatScreenClient = ChatClient & StreamClient
+
 /**
- * Runs the chat screen until the person quits (Ctrl+D, q in the picker, or Ctrl+C). Refuses, with a
- * usage error that names the non-interactive verbs, unless stdin and stdout are terminals.
+ * Runs the chat screen until the person quits (Ctrl+C on an empty prompt, Ctrl+D, q in the picker).
+ * Refuses, with a usage error that names the non-interactive verbs, unless stdin and stdout are
+ * terminals. Asks the terminal for bracketed pastes while it runs, so a paste is text, never keys.
  */
 export async function renderChat(
   client: ChatScreenClient,
@@ -97,12 +136,37 @@ export async function renderChat(
   const stdin = options.stdin ?? process.stdin
   const stdout = options.stdout ?? process.stdout
   requireTerminal('chat', chatInstead, { stdin, stdout })
-  const controller = new ChatController(client, options)
-  const app = render(<ChatApp controller={controller} />, { stdin, stdout, patchConsole: false })
+  const controller = new ChatController(client, {
+    ...options,
+    events: options.events ?? chatEventSource(client),
+  })
+  // $EDITOR gets the terminal as a shell leaves it: cooked, without bracketed paste, cursor shown.
+  const editDraft = (text: string): EditorRun => {
+    stdout.write(bracketedPasteOff + '\x1b[?25h')
+    stdin.setRawMode?.(false)
+    try {
+      return editExternally(text)
+    } finally {
+      stdin.setRawMode?.(true)
+      stdout.write(bracketedPasteOn + '\x1b[?25l')
+    }
+  }
+  const pasteOff = () => stdout.write(bracketedPasteOff)
+  process.once('exit', pasteOff)
+  stdout.write(bracketedPasteOn)
+  const app = render(<ChatApp controller={controller} editDraft={editDraft} />, {
+    stdin,
+    stdout,
+    patchConsole: false,
+    // Ctrl+C is the screen's: it clears a draft, and quits only on an empty prompt.
+    exitOnCtrlC: false,
+  })
   void controller.start()
   try {
     await app.waitUntilExit()
   } finally {
-    controller.stop()
+    pasteOff()
+    process.off('exit', pasteOff)
+    await controller.stop()
   }
 }

@@ -23,6 +23,7 @@ export const chatInstead = [
   'osctl chats list [--member M]',
   'osctl chats new MEMBER | --create-task',
   'osctl chats get CHAT [--limit N]',
+  'osctl chats export CHAT [--format md|json]',
   'osctl chats send CHAT TEXT [--wait]',
   'osctl chats decide CHAT CALL --allow|--always|--deny',
   'osctl chats answer CHAT [--gate G] [--answer TEXT ...] [--choice KEY]',
