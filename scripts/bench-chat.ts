@@ -27,7 +27,7 @@
 //             GET /v1/chats/{id}/events: the time from the fake writing a reply's first token to the reader
 //             getting its first delta, BENCH_STREAM_SAMPLES replies of 50 tokens one after another, p50
 //             and p99 (target: p50 <= 20 ms), in both layouts; and the CPU of osd and PostgreSQL per
-//             reply of 200 tokens, 10 chats replying 3 times each, streamed and then unstreamed (a
+//             reply of 200 tokens, 10 chats replying 5 times each, streamed and then unstreamed (a
 //             process with OSD_CHAT_STREAM=off, the fake answering whole after the same 4 s): their
 //             ratio (target: osd <= 2x).
 // BENCH_PARTS=dispatch or =stream runs one part (default both).
@@ -286,6 +286,8 @@ async function layout(name: string) {
 
 const parts = (process.env.BENCH_PARTS ?? 'dispatch,stream').split(',')
 const samples = Number(process.env.BENCH_STREAM_SAMPLES ?? 20)
+/** Replies each of the 10 chats makes for the CPU figures. */
+const cpuReplies = Number(process.env.BENCH_STREAM_REPLIES ?? 5)
 
 interface Streamed {
   firstDelta?: { p50: number; p99: number; n: number }
@@ -315,13 +317,25 @@ async function streamPart(streamed: boolean): Promise<Streamed> {
     result.firstDelta = { p50: median(ms), p99: percentile(ms, 99), n: ms.length }
   }
   const chats = (await chat(10)).map((c) => c.id)
+  // Warmed up first (a process's first replies also compile its code), as the streamed side is by
+  // its first-delta replies.
+  await ask({
+    kind: 'stream',
+    base,
+    token: daemon.token,
+    chatIds: chats,
+    replies: 1,
+    tokens: 50,
+    tokenMs: 20,
+    streamed,
+  })
   const before = await daemon.cpu()
   const made = await ask<{ replies: number }>({
     kind: 'stream',
     base,
     token: daemon.token,
     chatIds: chats,
-    replies: 3,
+    replies: cpuReplies,
     tokens: 200,
     tokenMs: 20,
     streamed,
@@ -383,7 +397,7 @@ for (const [name, { latencies, results }] of layouts) {
 }
 if (streams.length) {
   console.log(
-    `stream: a token every 20 ms; first delta over ${samples} replies of 50 tokens; CPU over 10 chats x 3 replies of 200 tokens`,
+    `stream: a token every 20 ms; first delta over ${samples} replies of 50 tokens; CPU over 10 chats x ${cpuReplies} replies of 200 tokens, after 10 replies to warm up`,
   )
   for (const [name, r] of streams) {
     const first = r.firstDelta

@@ -64,6 +64,8 @@ export class DeltaPublisher {
   readonly push = (text: string): void => {
     if (!text) return
     tell(this.chatId, { messageId: this.messageId, text })
+    // Nobody reads the chat elsewhere, as looked up less than a second ago: nothing to send.
+    if (!this.remote && Date.now() - this.lookedAt < lookEveryMs) return
     this.waiting += text
     this.pump()
   }
@@ -80,8 +82,9 @@ export class DeltaPublisher {
       const wait = this.sentAt + this.intervalMs - Date.now()
       if (wait > 0 && !this.flushing) await sleep(wait)
       if (Date.now() - this.lookedAt >= lookEveryMs) {
-        this.lookedAt = Date.now()
+        // Known once answered: what comes meanwhile waits for the answer, rather than being dropped.
         this.remote = await readElsewhere(this.sql, this.chatId).catch(() => true)
+        this.lookedAt = Date.now()
       }
       const text = this.waiting
       this.waiting = ''

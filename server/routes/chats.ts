@@ -25,7 +25,7 @@ import {
 import { followDeltas } from '../domain/chat-deltas.js'
 import { openChatEvents } from '../domain/chat-events.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
-import { sseResponse } from '../http/sse.js'
+import { sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
 const ChatParams = z.object({ id: Uuid })
@@ -152,7 +152,7 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
           signal,
         },
       )
-      return sseResponse(events, controller)
+      return sseAnswer(c, events, controller)
     },
   )
   route(

@@ -69,10 +69,10 @@ it('streams a reply made by another process, long text in pieces, before the sto
   const deltas = stream.named('delta')
   expect(deltas.map((d) => d.data.text).join('')).toBe(tokens.join(''))
   expect(deltas.every((d) => d.data.messageId === reply.data.id)).toBe(true)
-  // The first word came as it was made, on its own; what followed came in several NOTIFYs (a few
-  // tokens each at most: one NOTIFY each 30 ms), the long piece split to fit.
+  // The first word came as it was made, on its own; what followed came in NOTIFYs at most 50 ms
+  // apart (what came meanwhile together), the long piece split to fit.
   expect(deltas[0]!.data.text).toBe('Hello ')
-  expect(deltas.length).toBeGreaterThanOrEqual(3 + Math.ceil(long.length / 1_000))
+  expect(deltas.length).toBeGreaterThanOrEqual(1 + Math.ceil(long.length / 1_000))
   expect(stream.events.indexOf(reply)).toBeGreaterThan(stream.events.indexOf(deltas.at(-1)!))
   expect(reply.data.content).toBe(tokens.join(''))
   await stream.cancel()
