@@ -296,13 +296,16 @@ interface Streamed {
 }
 
 /** The stream part on the processes serving `base`: first-delta latency (streamed) and CPU per reply. */
-async function streamPart(streamed: boolean): Promise<Streamed> {
+async function streamPart(
+  streamed: boolean,
+  { firstDelta = true }: { firstDelta?: boolean } = {},
+): Promise<Streamed> {
   const result: Streamed = {}
   const chat = (n: number) =>
     Promise.all(
       Array.from({ length: n }, () => call<{ id: string }>('POST', '/chats', { memberId: member.id })),
     )
-  if (streamed) {
+  if (streamed && firstDelta) {
     const latency = await ask<{ firstDeltaMs: number[] }>({
       kind: 'stream',
       base,
@@ -365,14 +368,28 @@ call = api({ url: base, token: daemon.token })
 if (parts.includes('dispatch')) layouts.push(['api + 1 engine', await layout('api + 1 engine')])
 if (parts.includes('stream')) streams.push(['api + 1 engine, streamed', await streamPart(true)])
 for (const p of processes) await p.stop()
+/** CPU per reply of fresh one-process layouts, streamed and unstreamed, alternating, BENCH_ROUNDS times. */
+const cpuRounds: { streamed: Streamed['perReply'][]; unstreamed: Streamed['perReply'][] } = {
+  streamed: [],
+  unstreamed: [],
+}
 if (parts.includes('stream')) {
-  // The same replies unstreamed, for what streaming costs: one process with streaming off.
-  const port = await freePort()
-  const unstreamed = await daemon.start(['--port', String(port)], { OSD_CHAT_STREAM: 'off' })
-  base = `http://127.0.0.1:${port}/v1`
-  call = api({ url: base, token: daemon.token })
-  streams.push(['1 process, unstreamed', await streamPart(false)])
-  await unstreamed.stop()
+  for (let round = 1; round <= rounds; round++) {
+    for (const streamed of [true, false]) {
+      const port = await freePort()
+      const process = await daemon.start(['--port', String(port)], {
+        OSD_CHAT_STREAM: streamed ? 'on' : 'off',
+      })
+      base = `http://127.0.0.1:${port}/v1`
+      call = api({ url: base, token: daemon.token })
+      const { perReply } = await streamPart(streamed, { firstDelta: false })
+      ;(streamed ? cpuRounds.streamed : cpuRounds.unstreamed).push(perReply)
+      console.log(
+        `stream round ${round}, one fresh process, ${streamed ? 'streamed' : 'unstreamed'}: CPU per reply: osd ${perReply!.osd.toFixed(1)} ms, PostgreSQL ${perReply!.postgres.toFixed(1)} ms`,
+      )
+      await process.stop()
+    }
+  }
 }
 await watch.stop()
 await daemon.close()
@@ -407,11 +424,12 @@ if (streams.length) {
       `  ${name}: ${first}CPU per reply: osd ${f(r.perReply!.osd)} ms, PostgreSQL ${f(r.perReply!.postgres)} ms (${r.perReply!.replies} replies)`,
     )
   }
-  const on = streams.find(([n]) => n === '1 process, streamed')?.[1].perReply
-  const off = streams.find(([n]) => n === '1 process, unstreamed')?.[1].perReply
-  if (on && off)
-    console.log(
-      `  streamed / unstreamed, one process: osd x${(on.osd / off.osd).toFixed(2)} (target <= 2), PostgreSQL x${(on.postgres / Math.max(0.01, off.postgres)).toFixed(2)}`,
-    )
+  const on = median(cpuRounds.streamed.map((r) => r!.osd))
+  const off = median(cpuRounds.unstreamed.map((r) => r!.osd))
+  const onPg = median(cpuRounds.streamed.map((r) => r!.postgres))
+  const offPg = median(cpuRounds.unstreamed.map((r) => r!.postgres))
+  console.log(
+    `  one fresh process per measure, ${rounds} rounds each (medians): CPU per reply of 200 tokens streamed osd ${f(on)} ms, PostgreSQL ${f(onPg)} ms; unstreamed osd ${f(off)} ms, PostgreSQL ${f(offPg)} ms: osd x${(on / off).toFixed(2)} (target <= 2), PostgreSQL x${(onPg / offPg).toFixed(2)}`,
+  )
 }
 process.exit(0)
