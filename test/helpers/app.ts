@@ -8,6 +8,7 @@ import { createEnterprise } from '../../server/domain/enterprises.js'
 import { createToken } from '../../server/domain/tokens.js'
 import { createApp } from '../../server/http/app.js'
 import type { Logger } from '../../server/log.js'
+import { Contract } from './contract.js'
 import { createTestDatabase } from './db.js'
 
 export interface Answer<T = any> {
@@ -44,7 +45,13 @@ export interface TestApp {
   acme: TestEnterprise
   /** Another enterprise, whose ids must be invisible to acme (spec: Concepts, Enterprise). */
   other: TestEnterprise
+  /**
+   * A request to the app. Its answer is held against the app's OpenAPI document (helpers/contract.ts):
+   * an answer the document does not declare fails the test that saw it.
+   */
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<Answer<T>>
+  /** The app's OpenAPI document as a validator holds it, for tests that send requests of their own. */
+  contract(): Promise<Contract>
   /** A token of acme holding exactly these scopes. */
   tokenWith(scopes: Scope[], enterprise?: TestEnterprise): Promise<string>
   createEnterprise(name: string): Promise<TestEnterprise>
@@ -89,6 +96,15 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     }
     const res = await app.request(path, { method, headers, body: body as RequestInit['body'] })
     const text = await res.text()
+    const problems = (await contract()).problems({
+      method,
+      url: path,
+      status: res.status,
+      headers: res.headers,
+      text,
+    })
+    if (problems.length > 0)
+      throw new Error(`the answer breaks the OpenAPI document:\n${problems.join('\n')}`)
     let parsed: unknown = text
     try {
       parsed = text ? JSON.parse(text) : undefined
@@ -97,6 +113,9 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     }
     return { status: res.status, body: parsed as T, headers: res.headers, text }
   }
+
+  let checker: Promise<Contract> | undefined
+  const contract = () => (checker ??= contractOf(app))
 
   return {
     sql: db.sql,
@@ -108,11 +127,22 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     acme,
     other,
     call,
+    contract,
     createEnterprise: makeEnterprise,
     async tokenWith(scopes, enterprise = acme) {
       return (await createToken(db.sql, enterprise.id, { name: 'scoped', scopes })).token
     },
   }
+}
+
+/** Documents already compiled into a validator, by their text: every app of a test file serves one. */
+const contracts = new Map<string, Contract>()
+
+async function contractOf(app: ReturnType<typeof createApp>): Promise<Contract> {
+  const text = await (await app.request('/v1/openapi.json')).text()
+  let contract = contracts.get(text)
+  if (!contract) contracts.set(text, (contract = new Contract(JSON.parse(text))))
+  return contract
 }
 
 /**
