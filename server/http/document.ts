@@ -3,7 +3,7 @@ import { resourceOf } from '../../shared/scopes.js'
 import { secretHeader } from '../domain/webhooks.js'
 import { pollTokenHeader } from '../routes/consent.js'
 import { authRefusals, csrfHeader, sessionCookie } from './auth.js'
-import { addErrorCodes, frameworkAnswer, unstorableRule, type Responses, type Router } from './router.js'
+import { addErrorCodes, addFrameworkAnswer, unstorableRule, type Responses, type Router } from './router.js'
 
 // The OpenAPI document as a whole (DESIGN 4): what route() cannot know about one operation (its path
 // under the mount point, what the middleware answers there), the checks that keep its names unique,
@@ -33,11 +33,11 @@ export function finishDocument(app: Router): void {
     route.tags = [resourceOf(route.path) ?? 'service']
     if (!isPublic(route)) {
       addErrorCodes(responses, authRefusals(method, route.path))
-      responses[401] = frameworkAnswer('no credential, or one that is wrong, revoked or expired')
+      addFrameworkAnswer(responses, 401, 'no credential, or one that is wrong, revoked or expired')
     }
     // The body middleware reads a body sent to any method but GET, whatever the route takes.
     if (method !== 'GET') addErrorCodes(responses, ['invalid_json', 'body_too_large'])
-    responses[500] = frameworkAnswer('a failure on the service side: message Internal server error')
+    addFrameworkAnswer(responses, 500, 'a failure on the service side: message Internal server error')
   }
 }
 

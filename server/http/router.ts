@@ -258,7 +258,7 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
   codes.add('database_unavailable')
   addErrorCodes(responses, codes)
   if (def.credential === 'webhookSecret')
-    responses[401] = frameworkAnswer('the webhook secret is wrong, or no enterprise has that slug')
+    addFrameworkAnswer(responses, 401, 'the webhook secret is wrong, or no enterprise has that slug')
   for (const [s, { description, schema }] of Object.entries(def.otherAnswers ?? {}))
     responses[s] = { description, content: { 'application/json': { schema } } }
   return responses
@@ -268,9 +268,19 @@ function shapeOf(schema: unknown): z.ZodRawShape | undefined {
   return (schema as Partial<z.ZodObject<z.ZodRawShape>> | undefined)?.shape
 }
 
-/** A refusal in the second error shape (spec: Errors, Two body shapes): 401, 500. */
-export function frameworkAnswer(description: string): ResponseEntry {
-  return { description, content: { 'application/json': { schema: FrameworkErrorBody } } }
+/**
+ * Declares a refusal in the second error shape (spec: Errors, Two body shapes): 401, 500. Where the
+ * route also answers codes of that status in the first shape (login's 401 invalid_credentials beside the
+ * 401 of no credential), the answer is either shape.
+ */
+export function addFrameworkAnswer(responses: Responses, status: 401 | 500, description: string) {
+  const declared = responses[status]
+  const codes = declared?.content?.['application/json']?.schema
+  const schema = codes ? z.union([FrameworkErrorBody, codes as z.ZodType]) : FrameworkErrorBody
+  responses[status] = {
+    description: declared ? `${description}; or ${declared.description}` : description,
+    content: { 'application/json': { schema } },
+  }
 }
 
 /** Answers that tell the caller when to try again. */

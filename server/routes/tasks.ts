@@ -206,6 +206,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
         'gate_required_for_tool',
         'task_definition_read_only',
         'os_task_immutable',
+        'llm_model_not_in_catalogue',
       ],
     },
     async (c, { params, body }) => {
