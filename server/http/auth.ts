@@ -163,7 +163,8 @@ export function authRefusals(method: string, path: string): ErrorCode[] {
   const codes: ErrorCode[] = ['api_token_scope']
   const portal = portalOnly.find((p) => underPrefix(path, p.prefix))
   if (portal) codes.push(portal.code)
-  if (!enterpriseFree.some((prefix) => underPrefix(path, prefix))) codes.push('enterprise_not_chosen')
+  if (!enterpriseFree.some((prefix) => underPrefix(path, prefix)))
+    codes.push('enterprise_not_chosen')
   if (method !== 'GET' && method !== 'HEAD') codes.push('csrf_required')
   return codes
 }

@@ -3,7 +3,13 @@ import { resourceOf } from '../../shared/scopes.js'
 import { secretHeader } from '../domain/webhooks.js'
 import { pollTokenHeader } from '../routes/consent.js'
 import { authRefusals, csrfHeader, sessionCookie } from './auth.js'
-import { addErrorCodes, addFrameworkAnswer, unstorableRule, type Responses, type Router } from './router.js'
+import {
+  addErrorCodes,
+  addFrameworkAnswer,
+  unstorableRule,
+  type Responses,
+  type Router,
+} from './router.js'
 
 // The OpenAPI document as a whole (DESIGN 4): what route() cannot know about one operation (its path
 // under the mount point, what the middleware answers there), the checks that keep its names unique,
@@ -37,7 +43,11 @@ export function finishDocument(app: Router): void {
     }
     // The body middleware reads a body sent to any method but GET, whatever the route takes.
     if (method !== 'GET') addErrorCodes(responses, ['invalid_json', 'body_too_large'])
-    addFrameworkAnswer(responses, 500, 'a failure on the service side: message Internal server error')
+    addFrameworkAnswer(
+      responses,
+      500,
+      'a failure on the service side: message Internal server error',
+    )
   }
 }
 
@@ -136,7 +146,8 @@ export function requireUniqueSchemaIds(app: Router): void {
       const schema: unknown = route.request?.[part]
       if (isSchema(schema)) visit(schema, `${op} ${part}`)
     }
-    const body = route.request?.body as { content?: Record<string, { schema?: unknown }> } | undefined
+    const body = route.request?.body as
+      { content?: Record<string, { schema?: unknown }> } | undefined
     for (const { schema } of Object.values(body?.content ?? {}))
       if (isSchema(schema)) visit(schema, `${op} body`)
     for (const [status, answer] of Object.entries(route.responses)) {
@@ -174,7 +185,7 @@ function shapeText(schema: AnySchema): string {
 /** The document's own text: what a client needs besides the operations. */
 const description = [
   'The HTTP API of osd, the task automation service.',
-  'Credentials: every operation names its security. Most take an API token or a person\'s session secret as a bearer credential (scope rule: resource = first path segment after /v1, read for GET, write otherwise; a token without it: 403 api_token_scope), or the session cookie with the x-osd-csrf header on every call but a GET. Operations with an empty security take no credential; the inbound webhooks take the enterprise webhook secret.',
+  "Credentials: every operation names its security. Most take an API token or a person's session secret as a bearer credential (scope rule: resource = first path segment after /v1, read for GET, write otherwise; a token without it: 403 api_token_scope), or the session cookie with the x-osd-csrf header on every call but a GET. Operations with an empty security take no credential; the inbound webhooks take the enterprise webhook secret.",
   'Errors come in two shapes: {error, message?, ...} (Error: match on error, the code; each operation lists the codes it answers per status) and, for refusals before any route (no credential, a failure on the service side, a method a path does not have), {message, error, statusCode} (FrameworkError). 429 and 503 carry Retry-After.',
   'Methods: a method a path does not have answers 405 with Allow listing those it has, in the FrameworkError shape; OPTIONS on any path answers 204 with Allow, without a credential. HEAD is answered wherever GET is. A path the document does not name answers 404 (401 first when no credential is sent).',
   'Answers carry only the fields their schemas name; a new field may be added to an answer in a later version, so a client should ignore fields it does not know.',

@@ -258,7 +258,11 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
   codes.add('database_unavailable')
   addErrorCodes(responses, codes)
   if (def.credential === 'webhookSecret')
-    addFrameworkAnswer(responses, 401, 'the webhook secret is wrong, or no enterprise has that slug')
+    addFrameworkAnswer(
+      responses,
+      401,
+      'the webhook secret is wrong, or no enterprise has that slug',
+    )
   for (const [s, { description, schema }] of Object.entries(def.otherAnswers ?? {}))
     responses[s] = { description, content: { 'application/json': { schema } } }
   return responses

@@ -17,7 +17,7 @@ import addFormats from 'ajv-formats'
 // the members of an allOf, each of which sees only part of the object.
 
 type Schema = { [keyword: string]: unknown }
-interface Document {
+export interface OpenApiDocument {
   paths: Record<string, Record<string, Operation>>
   components: { schemas: Record<string, Schema> }
 }
@@ -28,7 +28,7 @@ interface Operation {
 interface ResponseObject {
   description: string
   content?: Record<string, { schema?: Schema }>
-  headers?: Record<string, { required?: boolean }>
+  headers?: Record<string, { required?: boolean; schema?: Schema }>
 }
 
 /** One request and its answer, as a test saw them. */
@@ -83,7 +83,7 @@ export class Contract {
   private readonly paths: PathTemplate[]
   private readonly validators = new Map<object, ValidateFunction>()
 
-  constructor(document: Document) {
+  constructor(document: OpenApiDocument) {
     this.ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true })
     // OpenAPI's own annotation, not a JSON Schema keyword.
     this.ajv.addVocabulary(['example'])

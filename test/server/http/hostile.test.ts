@@ -490,9 +490,7 @@ function judge(method: string, status: number, text: string): string | undefined
   return undefined
 }
 
-async function send(
-  request: Request,
-): Promise<{ status: number; text: string; headers: Headers }> {
+async function send(request: Request): Promise<{ status: number; text: string; headers: Headers }> {
   const res = await t.app.request(request.url, {
     method: request.method,
     headers: request.headers,
