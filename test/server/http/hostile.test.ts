@@ -332,6 +332,20 @@ function sample(draw: Draw, raw: Schema, depth = 0): unknown {
   }
 }
 
+/** The methods of every documented path that `url` matches (/v1/users/invites is also /v1/users/{id}). */
+function methodsAt(url: string): Set<string> {
+  const methods = new Set<string>()
+  for (const [path, item] of Object.entries(document.paths as Schema)) {
+    const pattern = new RegExp(`^${path.replace(/\{\w+\}/g, '[^/]+')}$`)
+    if (pattern.test(url)) for (const m of Object.keys(item)) methods.add(m.toUpperCase())
+  }
+  return methods
+}
+
+function pathParamsOf(path: string): string[] {
+  return [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!)
+}
+
 function fill(path: string, values: Record<string, string>): string {
   return path.replace(/\{(\w+)\}/g, (_, name: string) => values[name]!)
 }
@@ -538,6 +552,31 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
           body: answer.text.slice(0, 300),
         })
       })
+    }
+    // Every path, asked what it offers and called with a method it does not have: 204 and 405 with
+    // Allow, whatever the credential (the contract check holds the Allow to the document's methods).
+    for (const path of Object.keys(document.paths as Schema)) {
+      const url = fill(path, Object.fromEntries(pathParamsOf(path).map((p) => [p, draw.uuid()])))
+      const offered = methodsAt(url)
+      const lacking = ['PATCH', 'PUT', 'DELETE', 'POST'].find((m) => !offered.has(m))
+      const token = { authorization: `Bearer ${t.acme.token}` }
+      const calls: Request[] = [{ label: 'OPTIONS', method: 'OPTIONS', url, headers: {} }]
+      if (lacking)
+        for (const headers of [{}, token])
+          calls.push({ label: `${lacking} it does not have`, method: lacking, url, headers })
+      for (const request of calls) {
+        const answer = await send(request)
+        sent++
+        const broken = contract.problems({ method: request.method, url, ...answer })
+        const expected = request.method === 'OPTIONS' ? 204 : 405
+        if (answer.status === expected && broken.length === 0) continue
+        failures.push({
+          case: `${request.method} ${path} ${request.label}`,
+          status: answer.status,
+          why: broken.join('; ') || `not ${expected}`,
+          body: answer.text.slice(0, 300),
+        })
+      }
     }
     console.log(`hostile.test.ts: ${sent} requests over ${ops.length} operations`)
     const report = failures
