@@ -224,6 +224,7 @@ interface ResponseEntry {
 const rawDescriptions: Record<string, string> = {
   'text/event-stream': 'a stream of server-sent events',
   'application/octet-stream': 'the file',
+  '*/*': 'the file, in its own media type',
 }
 
 function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, status: number) {

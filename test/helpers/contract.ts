@@ -168,7 +168,10 @@ export class Contract {
     }
     if (head) return problems
     const mediaMatch = media.find(
-      (m) => m === type || (m.endsWith('/*') && type.startsWith(m.slice(0, -1))),
+      (m) =>
+        m === type ||
+        (m === '*/*' && type !== '') ||
+        (m.endsWith('/*') && type.startsWith(m.slice(0, -1))),
     )
     if (!mediaMatch) {
       problems.push(

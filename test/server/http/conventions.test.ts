@@ -24,6 +24,7 @@ describe('GET /v1/health', () => {
     const dead = createSql('postgres://osd:x@127.0.0.1:1/none', { max: 1 })
     const app = createApp({ sql: dead, config: t.config, log: silentLog, sealer: t.sealer })
     const res = await app.request('/v1/health')
+    await t.expectDocumented('GET', '/v1/health', res)
     expect(res.status).toBe(503)
     expect(await res.json()).toEqual({ status: 'degraded', version: t.config.version })
     expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
@@ -150,6 +151,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       // undici needs this for a streamed request body
       duplex: 'half',
     })
+    await t.expectDocumented('PATCH', '/v1/enterprise/metrics', res)
     expect(res.status).toBe(413)
   })
 
@@ -430,6 +432,7 @@ describe('errors', () => {
     const res = await app.request('/v1/enterprise/concurrency', {
       headers: { authorization: `Bearer ${token}` },
     })
+    await t.expectDocumented('GET', '/v1/enterprise/concurrency', res)
     expect(res.status).toBe(500)
     const text = await res.text()
     expect(JSON.parse(text)).toEqual({
@@ -454,6 +457,7 @@ describe('errors', () => {
         headers: { authorization: `Bearer ${t.acme.token}`, 'content-type': 'application/json' },
         ...(method === 'POST' ? { body: '{}' } : {}),
       })
+      await t.expectDocumented(method, path, res)
       expect(res.status, path).toBe(503)
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
       expect(res.headers.get('x-request-id')).toBeTruthy()
