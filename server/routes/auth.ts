@@ -66,7 +66,7 @@ export function answerSession(
   return answer
 }
 
-export function authRoutes({ sql, config }: RouteDeps) {
+export function authRoutes({ sql, config, caches }: RouteDeps) {
   const app = createRouter()
   const lifetime = config.session
 
@@ -128,7 +128,14 @@ export function authRoutes({ sql, config }: RouteDeps) {
       response: Me,
       errors: ['enterprise_not_found'],
     },
-    async (c, { body }) => chooseEnterprise(sql, sessionOf(c), body.enterprise, lifetime),
+    async (c, { body }) => {
+      const session = sessionOf(c)
+      const me = await chooseEnterprise(sql, session, body.enterprise, lifetime)
+      // Other processes learn of the move when the NOTIFY reaches them; this one at once, so the
+      // session's next call acts in the enterprise it chose.
+      caches.sessions.invalidate(session.sessionId)
+      return me
+    },
   )
 
   route(
