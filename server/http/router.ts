@@ -282,6 +282,8 @@ export function addFrameworkAnswer(responses: Responses, status: 401 | 500, desc
   const declared = responses[status]
   const codes = declared?.content?.['application/json']?.schema
   const schema = codes ? z.union([FrameworkErrorBody, codes as z.ZodType]) : FrameworkErrorBody
+  if (codes) codesOf.set(schema, codesOf.get(codes) ?? [])
+  framework.set(schema, description)
   responses[status] = {
     description: declared ? `${description}; or ${declared.description}` : description,
     content: { 'application/json': { schema } },
@@ -311,6 +313,7 @@ export function addErrorCodes(responses: Responses, codes: Iterable<ErrorCode>):
     byStatus.set(status, set.add(code))
   }
   for (const [status, set] of byStatus) {
+    const declared = responses[status]?.content?.['application/json']?.schema
     const list = [...set].sort() as [string, ...string[]]
     const schema = ErrorBody.and(z.object({ error: z.enum(list) }))
     codesOf.set(schema, list)
@@ -319,8 +322,13 @@ export function addErrorCodes(responses: Responses, codes: Iterable<ErrorCode>):
       content: { 'application/json': { schema } },
       ...(status === 429 || status === 503 ? { headers: retryAfter } : {}),
     }
+    // A framework refusal declared at this status before stays declared.
+    const refusal = declared ? framework.get(declared) : undefined
+    if (refusal) addFrameworkAnswer(responses, status as 401 | 500, refusal)
   }
 }
 
 /** The codes an error answer's schema lists, to add more to it. */
 const codesOf = new WeakMap<object, string[]>()
+/** Answers that include a framework refusal, with its description. */
+const framework = new WeakMap<object, string>()
