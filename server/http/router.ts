@@ -49,7 +49,11 @@ export interface RouteDef<P, Q, B, R> {
   rawDescription?: string
   /** Code answered when a path parameter is malformed (an id that cannot exist is simply not found). */
   notFound?: ErrorCode
-  /** Error codes this route answers, for the document. */
+  /**
+   * Error codes this route answers, for the document. Those of its input (invalid_request, a field's
+   * own code, the path's not-found codes) are added here, and those of the middleware (credentials,
+   * scope, CSRF, body) by document.ts: list the ones the handler and the domain answer.
+   */
   errors?: ErrorCode[]
   /**
    * Other answers, for the document: health's 503 degraded; a repeat answering 200 what its first call
