@@ -112,6 +112,7 @@ export const statusName: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  405: 'Method Not Allowed',
   409: 'Conflict',
   413: 'Payload Too Large',
   429: 'Too Many Requests',
@@ -120,7 +121,7 @@ export const statusName: Record<number, string> = {
 }
 
 /** The framework-level body: the code in `message` (spec: Errors, Two body shapes). */
-export function frameworkBody(status: 401 | 404 | 500 | 503, message: string) {
+export function frameworkBody(status: 401 | 404 | 405 | 500 | 503, message: string) {
   return { message, error: statusName[status]!, statusCode: status }
 }
 

@@ -3,7 +3,7 @@ import { ApiError, type ErrorCode } from './errors.js'
 
 // Fields whose refusal has its own code in the spec (Errors, Codes); every other field answers
 // invalid_request with a message naming it.
-const fieldCodes: Record<string, ErrorCode> = {
+export const fieldCodes: Record<string, ErrorCode> = {
   name: 'invalid_name',
   slug: 'invalid_slug',
   serializeOn: 'serialize_on_invalid',

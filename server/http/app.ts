@@ -31,7 +31,9 @@ import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
 import { requestLog } from './headers.js'
-import { createRouter, requireOperationIds, unstorableRule, type Router } from './router.js'
+import { finishDocument, isPublic, openApiDocument } from './document.js'
+import { KnownPaths, methodCheck } from './methods.js'
+import { createRouter, type Router } from './router.js'
 
 /**
  * The whole HTTP app, middleware and errors included (STYLE: createApp(deps)). Tests call
@@ -40,6 +42,7 @@ import { createRouter, requireOperationIds, unstorableRule, type Router } from '
 export function createApp(deps: AppDeps): Router {
   const app = createRouter()
   const publicRoutes = new PublicRoutes()
+  const knownPaths = new KnownPaths()
   const runWatch = new RunWatch()
   runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
   const chatWatch = deps.chatWatch ?? new RunWatch(chatChannel)
@@ -53,11 +56,13 @@ export function createApp(deps: AppDeps): Router {
     providers,
   }
 
-  // DESIGN 4: request id (and its log line) -> body limit and JSON body -> authentication and scope
-  // -> route -> errors. Each is one middleware: every level of Hono's dispatch costs on a hot read.
+  // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) -> body
+  // limit and JSON body -> authentication and scope -> route -> errors. Each is one middleware: every
+  // level of Hono's dispatch costs on a hot read.
   app.use(
     '*',
     requestLog(deps.log),
+    methodCheck(knownPaths),
     readBody,
     authenticate(deps.sql, publicRoutes, routeDeps.caches, deps.config.session),
   )
@@ -89,17 +94,13 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
   app.route('/v1/catalog', catalogRoutes(routeDeps))
 
-  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
-    type: 'http',
-    scheme: 'bearer',
-    description:
-      "An API token of the enterprise, or a person's session secret (osds_...) from POST /v1/auth/login: Authorization: Bearer <secret>. Browsers send the session cookie instead, with x-osd-csrf on every change.",
-  })
+  finishDocument(app)
   app.openAPIRegistry.registerPath({
     operationId: 'getOpenApiDocument',
     method: 'get',
     path: '/v1/openapi.json',
     summary: 'This document',
+    tags: ['service'],
     security: [],
     responses: {
       200: {
@@ -108,12 +109,12 @@ export function createApp(deps: AppDeps): Router {
       },
     },
   })
-  requireOperationIds(app)
-  // Routes declared public are the ones the auth middleware lets through without a token.
   for (const definition of app.openAPIRegistry.definitions) {
-    if (definition.type === 'route' && definition.route.security?.length === 0) {
-      publicRoutes.add(definition.route.method, definition.route.path)
-    }
+    if (definition.type !== 'route') continue
+    const { method, path } = definition.route
+    knownPaths.add(method, path)
+    // Routes declared public are the ones the auth middleware lets through without a token.
+    if (isPublic(definition.route)) publicRoutes.add(method, path)
   }
   const document = openApiDocument(app, deps.config.version)
   app.get('/v1/openapi.json', (c) => c.json(document()))
@@ -121,19 +122,4 @@ export function createApp(deps: AppDeps): Router {
   app.notFound((c) => frameworkError(c, 404, 'Not Found'))
   app.onError(errorWriter(deps.log))
   return app
-}
-
-/** Built once, on first request: the routes do not change while the process runs. */
-function openApiDocument(app: Router, version: string) {
-  let document: unknown
-  return () =>
-    (document ??= app.getOpenAPI31Document({
-      openapi: '3.1.0',
-      info: {
-        title: 'osd: task automation service',
-        version,
-        description: `The HTTP API of osd. Every route but the public ones needs a bearer token. ${unstorableRule}`,
-      },
-      servers: [{ url: '/' }],
-    }))
 }

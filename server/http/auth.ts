@@ -48,8 +48,10 @@ export class PublicRoutes {
     this.patterns.push({ method: method.toUpperCase(), pattern: new RegExp(`^${source}/?$`) })
   }
 
+  /** Whether `method` is public at `path`; HEAD is answered as GET is, so it is public where GET is. */
   has(method: string, path: string): boolean {
-    return this.patterns.some((p) => p.method === method && p.pattern.test(path))
+    const as = method === 'HEAD' ? 'GET' : method
+    return this.patterns.some((p) => p.method === as && p.pattern.test(path))
   }
 }
 
@@ -151,3 +153,18 @@ export function authenticate(
 }
 
 const everyScope: ReadonlySet<string> = new Set(allScopes)
+
+/**
+ * The refusals this middleware can answer on an operation that takes a credential, for the document:
+ * a token without the scope (or on a portal-only path), the portal-only path's own code, a session in
+ * no enterprise, a change by cookie without the CSRF header.
+ */
+export function authRefusals(method: string, path: string): ErrorCode[] {
+  const codes: ErrorCode[] = ['api_token_scope']
+  const portal = portalOnly.find((p) => underPrefix(path, p.prefix))
+  if (portal) codes.push(portal.code)
+  if (!enterpriseFree.some((prefix) => underPrefix(path, prefix)))
+    codes.push('enterprise_not_chosen')
+  if (method !== 'GET' && method !== 'HEAD') codes.push('csrf_required')
+  return codes
+}

@@ -1,9 +1,9 @@
 import { OpenAPIHono } from '@hono/zod-openapi'
-import type { z } from 'zod'
+import { z } from 'zod'
 import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
 import { ErrorBody, FrameworkErrorBody } from '../../shared/schemas/common.js'
 import type { AppContext, AppEnv } from './context.js'
-import { validationError } from '../../shared/validation.js'
+import { fieldCodes, validationError } from '../../shared/validation.js'
 import { storable, unstorable } from '../../shared/text.js'
 
 export type Router = OpenAPIHono<AppEnv>
@@ -40,16 +40,37 @@ export interface RouteDef<P, Q, B, R> {
   status?: 200 | 201 | 202 | 204
   /** Schema of the success answer, for the OpenAPI document and the handler's return type. */
   response?: R
-  /** Media type of a raw answer (an image), when the handler returns a Response. */
+  /**
+   * Media type of an answer that is not JSON (an image, a file, a text/event-stream), when the handler
+   * returns a Response: the document declares the status and the media type, not a body schema.
+   */
   rawResponse?: string
+  /** What that answer is, for the document; by default said from its media type. */
+  rawDescription?: string
   /** Code answered when a path parameter is malformed (an id that cannot exist is simply not found). */
   notFound?: ErrorCode
-  /** Error codes this route answers, for the document. */
+  /**
+   * Error codes this route answers, for the document. Those of its input (invalid_request, a field's
+   * own code, the path's not-found codes) are added here, and those of the middleware (credentials,
+   * scope, CSRF, body) by document.ts: list the ones the handler and the domain answer.
+   */
   errors?: ErrorCode[]
-  /** Other answers, for the document: health's 503 degraded. */
+  /**
+   * Other answers, for the document: health's 503 degraded; a repeat answering 200 what its first call
+   * answered 201.
+   */
   otherAnswers?: Record<number, { description: string; schema: Schema }>
-  /** Served without a token (spec: Routes without a token). The auth middleware reads this. */
+  /**
+   * Served without a token (spec: Routes without a token): the document declares no bearer scheme for
+   * it, and the auth middleware lets through the routes so declared.
+   */
   public?: boolean
+  /**
+   * What a public route takes instead of a token, declared as its security scheme (document.ts): the
+   * inbound webhooks' secret header (spec: Authentication 8), with the 401 a wrong one answers; or a
+   * consent request's poll token.
+   */
+  credential?: 'webhookSecret' | 'pollToken'
 }
 
 export interface RouteInput<P, Q, B> {
@@ -82,7 +103,7 @@ export function route<
     summary: def.summary,
     description: def.description,
     tags: [],
-    security: def.public ? [] : [{ bearer: [] }],
+    security: securityOf(def),
     request: {
       params: def.params as never,
       query: def.query as never,
@@ -185,17 +206,42 @@ function parse(schema: Schema, value: unknown, fail: (e: z.ZodError) => ApiError
   return result.data
 }
 
+/**
+ * The credentials a route takes (securitySchemes are declared in document.ts): a token or a person's
+ * session secret as a bearer credential, or the session cookie, which needs x-osd-csrf on a change;
+ * or, on a public route, none or the inbound webhooks' secret.
+ */
+function securityOf(def: RouteDef<unknown, unknown, unknown, unknown>): Record<string, string[]>[] {
+  if (def.public) return def.credential ? [{ [def.credential]: [] }] : []
+  return def.method === 'get'
+    ? [{ bearer: [] }, { session: [] }]
+    : [{ bearer: [] }, { session: [], csrf: [] }]
+}
+
+export type Responses = Record<string, ResponseEntry>
+interface ResponseEntry {
+  description: string
+  content?: Record<string, { schema: unknown }>
+  headers?: Record<string, { description: string; required?: boolean; schema: unknown }>
+}
+
+const rawDescriptions: Record<string, string> = {
+  'text/event-stream': 'a stream of server-sent events',
+  'application/octet-stream': 'the file',
+  '*/*': 'the file, in its own media type',
+}
+
 function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, status: number) {
-  const responses: Record<
-    string,
-    { description: string; content?: Record<string, { schema: unknown }> }
-  > = {}
+  const responses: Responses = {}
   if (def.rawResponse) {
-    const file = { type: 'string', format: 'binary' }
-    responses[status] = {
-      description: 'the file',
-      content: { [def.rawResponse]: { schema: file } },
-    }
+    const media = def.rawResponse
+    const description =
+      def.rawDescription ??
+      rawDescriptions[media] ??
+      (media.startsWith('image/') ? 'the image' : 'the file')
+    const schema =
+      media === 'text/event-stream' ? { type: 'string' } : { type: 'string', format: 'binary' }
+    responses[status] = { description, content: { [media]: { schema } } }
   } else if (def.response) {
     responses[status] = {
       description: 'success',
@@ -205,50 +251,88 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
     responses[status] = { description: 'success, empty body' }
   }
   const codes = new Set<ErrorCode>(def.errors ?? [])
-  if (def.body || def.query) codes.add('invalid_request')
+  if (def.body || def.bodyDoc || def.query) codes.add('invalid_request')
+  // The fields whose refusal has its own code (shared/validation.ts), where the body has them.
+  for (const field of Object.keys(shapeOf(def.body) ?? {}))
+    if (fieldCodes[field]) codes.add(fieldCodes[field])
   if (def.params) {
     codes.add(def.notFound ?? 'not_found')
-    const shape = (def.params as Partial<z.ZodObject<z.ZodRawShape>>).shape ?? {}
-    for (const param of Object.keys(shape))
+    for (const param of Object.keys(shapeOf(def.params) ?? {}))
       if (paramNotFound[param]) codes.add(paramNotFound[param])
   }
-  if (!def.public) codes.add('api_token_scope')
-  // Answered by the body middleware and the error writer, whatever the route.
-  if (def.body || def.bodyDoc) codes.add('invalid_json').add('body_too_large')
   codes.add('database_unavailable')
-  const byStatus = new Map<number, string[]>()
-  for (const code of codes)
-    byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])
-  for (const [s, list] of [...byStatus].sort(([a], [b]) => a - b)) {
-    responses[s] = {
-      description: `error: ${list.join(', ')}`,
-      content: { 'application/json': { schema: ErrorBody } },
-    }
-  }
-  if (!def.public)
-    responses[401] = {
-      description: 'no or invalid token',
-      content: { 'application/json': { schema: FrameworkErrorBody } },
-    }
+  addErrorCodes(responses, codes)
+  if (def.credential === 'webhookSecret')
+    addFrameworkAnswer(
+      responses,
+      401,
+      'the webhook secret is wrong, or no enterprise has that slug',
+    )
   for (const [s, { description, schema }] of Object.entries(def.otherAnswers ?? {}))
     responses[s] = { description, content: { 'application/json': { schema } } }
   return responses
 }
 
+function shapeOf(schema: unknown): z.ZodRawShape | undefined {
+  return (schema as Partial<z.ZodObject<z.ZodRawShape>> | undefined)?.shape
+}
+
 /**
- * Refuses an app in which two operations share an operationId, or one has none: a generated client would
- * name two functions alike, or invent a name from the path. createApp calls it once every route is in.
+ * Declares a refusal in the second error shape (spec: Errors, Two body shapes): 401, 500. Where the
+ * route also answers codes of that status in the first shape (login's 401 invalid_credentials beside the
+ * 401 of no credential), the answer is either shape.
  */
-export function requireOperationIds(app: Router): void {
-  const seen = new Map<string, string>()
-  for (const definition of app.openAPIRegistry.definitions) {
-    if (definition.type !== 'route') continue
-    const { operationId, method, path } = definition.route
-    const where = `${method.toUpperCase()} ${path}`
-    if (!operationId) throw new Error(`${where} has no operationId`)
-    const first = seen.get(operationId)
-    if (first)
-      throw new Error(`operationId ${operationId} is declared twice: ${first} and ${where}`)
-    seen.set(operationId, where)
+export function addFrameworkAnswer(responses: Responses, status: 401 | 500, description: string) {
+  const declared = responses[status]
+  const codes = declared?.content?.['application/json']?.schema
+  const schema = codes ? z.union([FrameworkErrorBody, codes as z.ZodType]) : FrameworkErrorBody
+  if (codes) codesOf.set(schema, codesOf.get(codes) ?? [])
+  framework.set(schema, description)
+  responses[status] = {
+    description: declared ? `${description}; or ${declared.description}` : description,
+    content: { 'application/json': { schema } },
   }
 }
+
+/** Answers that tell the caller when to try again. */
+const retryAfter = {
+  'Retry-After': {
+    description: 'seconds to wait before trying again',
+    required: true,
+    schema: { type: 'integer', minimum: 1 },
+  },
+}
+
+/**
+ * Declares that the route answers these codes, each under its status (shared/errors.ts), merged with the
+ * codes already declared: the first error shape, whose `error` is one of the codes of that status, so a
+ * client generated from the document knows every code an operation can answer.
+ */
+export function addErrorCodes(responses: Responses, codes: Iterable<ErrorCode>): void {
+  const byStatus = new Map<number, Set<string>>()
+  for (const code of codes) {
+    const status = errorStatus[code]
+    const declared = responses[status]?.content?.['application/json']?.schema
+    const set = byStatus.get(status) ?? new Set(declared ? codesOf.get(declared) : [])
+    byStatus.set(status, set.add(code))
+  }
+  for (const [status, set] of byStatus) {
+    const declared = responses[status]?.content?.['application/json']?.schema
+    const list = [...set].sort() as [string, ...string[]]
+    const schema = ErrorBody.and(z.object({ error: z.enum(list) }))
+    codesOf.set(schema, list)
+    responses[status] = {
+      description: `error: ${list.join(', ')}`,
+      content: { 'application/json': { schema } },
+      ...(status === 429 || status === 503 ? { headers: retryAfter } : {}),
+    }
+    // A framework refusal declared at this status before stays declared.
+    const refusal = declared ? framework.get(declared) : undefined
+    if (refusal) addFrameworkAnswer(responses, status as 401 | 500, refusal)
+  }
+}
+
+/** The codes an error answer's schema lists, to add more to it. */
+const codesOf = new WeakMap<object, string[]>()
+/** Answers that include a framework refusal, with its description. */
+const framework = new WeakMap<object, string>()

@@ -66,7 +66,7 @@ export function answerSession(
   return answer
 }
 
-export function authRoutes({ sql, config }: RouteDeps) {
+export function authRoutes({ sql, config, caches }: RouteDeps) {
   const app = createRouter()
   const lifetime = config.session
 
@@ -81,7 +81,7 @@ export function authRoutes({ sql, config }: RouteDeps) {
         'Sets the session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and answers the session secret once, for command-line use as a bearer credential. A state-changing call made with the cookie needs the header x-osd-csrf with the answered csrfToken. Ten failed sign-ins for one email within 15 minutes lock it for 15 minutes (429 login_locked, Retry-After); the answers never tell whether an email exists.',
       body: LoginInput,
       response: LoginAnswer,
-      errors: ['invalid_credentials', 'login_locked', 'enterprise_not_found'],
+      errors: ['invalid_credentials', 'login_locked', 'sign_in_busy', 'enterprise_not_found'],
       public: true,
     },
     async (c, { body }) => {
@@ -128,7 +128,14 @@ export function authRoutes({ sql, config }: RouteDeps) {
       response: Me,
       errors: ['enterprise_not_found'],
     },
-    async (c, { body }) => chooseEnterprise(sql, sessionOf(c), body.enterprise, lifetime),
+    async (c, { body }) => {
+      const session = sessionOf(c)
+      const me = await chooseEnterprise(sql, session, body.enterprise, lifetime)
+      // Other processes learn of the move when the NOTIFY reaches them; this one at once, so the
+      // session's next call acts in the enterprise it chose.
+      caches.sessions.invalidate(session.sessionId)
+      return me
+    },
   )
 
   route(
@@ -171,7 +178,7 @@ export function authRoutes({ sql, config }: RouteDeps) {
         'The current password is checked as a sign-in is (a wrong one counts toward the lock). The new one: 12 to 1,024 characters.',
       body: ChangePassword,
       status: 204,
-      errors: ['invalid_credentials', 'login_locked'],
+      errors: ['invalid_credentials', 'login_locked', 'sign_in_busy'],
     },
     async (c, { body }) => {
       await changePassword(sql, sessionOf(c), body)

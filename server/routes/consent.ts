@@ -74,6 +74,7 @@ export function consentRoutes({ sql }: RouteDeps) {
       response: ConsentPoll,
       errors: ['consent_request_not_found'],
       public: true,
+      credential: 'pollToken',
     },
     async (c, { params }) => {
       c.header('Cache-Control', 'no-store')

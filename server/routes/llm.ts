@@ -126,6 +126,7 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       summary: 'Start a provider_b subscription sign-in: answers the address to sign in at',
       body: OAuthStart,
       response: OAuthStarted,
+      errors: ['enterprise_not_found', 'team_not_found', 'member_not_found'],
     },
     async (c, { body }) =>
       startOAuth(sql, sealer, config.providerBOAuth, c.var.caller.enterpriseId, body),

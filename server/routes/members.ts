@@ -235,7 +235,8 @@ export function memberRoutes({ sql, config }: RouteDeps) {
       path: '/{id}/emails/{emailId}/attachments/{attachmentId}',
       summary: 'An attachment, as the file',
       params: z.object({ id: Uuid, emailId: Uuid, attachmentId: Uuid }),
-      rawResponse: 'application/octet-stream',
+      // The file in its own media type (the one it was attached with), named by content-disposition.
+      rawResponse: '*/*',
       errors: ['email_not_found', 'attachment_not_found'],
     },
     async (c, { params }) => {

@@ -73,7 +73,9 @@ export function recommendationRoutes({ sql }: RouteDeps) {
         'task_not_runnable',
         'task_version_conflict',
         'recommendation_not_applicable',
+        // The version is checked when approved: a must-gate list may have grown since the proposal.
         'invalid_task_definition',
+        'gate_required_for_tool',
       ],
     },
     async (c, { params, body }) =>

@@ -130,6 +130,9 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
         "A new pending run on the task's current version, its input carrying priorRunId; repeated while it is pending, the same run",
       status: 201,
       response: Run,
+      otherAnswers: {
+        200: { description: 'repeated while the retry is still pending: that run', schema: Run },
+      },
       errors: ['task_not_found', 'task_not_runnable'],
     },
     async (c, { params }) => {

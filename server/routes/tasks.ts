@@ -150,7 +150,15 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       body: TaskCopy,
       status: 201,
       response: TaskRead,
-      errors: ['team_not_found', 'task_slug_taken', 'invalid_slug', 'assignee_member_removed'],
+      // The copy is checked as a new task is: the enterprise's rules may have changed since the original.
+      errors: [
+        'team_not_found',
+        'task_slug_taken',
+        'invalid_slug',
+        'assignee_member_removed',
+        'invalid_task_definition',
+        'gate_required_for_tool',
+      ],
     },
     async (c, { params, body }) =>
       read(c, await copyTask(sql, c.var.caller.enterpriseId, params.id, body)),
@@ -206,6 +214,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
         'gate_required_for_tool',
         'task_definition_read_only',
         'os_task_immutable',
+        'llm_model_not_in_catalogue',
       ],
     },
     async (c, { params, body }) => {

@@ -156,7 +156,13 @@ export function inviteAcceptRoutes({ sql, config }: RouteDeps) {
         'A person new to osd is made with the password (and name) given; a person who has the invited email gives their own password (401 invalid_credentials otherwise, counted by the lockout of login). An invite is used once; used, withdrawn, expired or unknown invites answer the same 404 invite_not_found. Answers as login does, setting the session cookie.',
       body: AcceptInviteInput,
       response: LoginAnswer,
-      errors: ['invite_not_found', 'invalid_credentials', 'login_locked', 'email_taken'],
+      errors: [
+        'invite_not_found',
+        'invalid_credentials',
+        'login_locked',
+        'sign_in_busy',
+        'email_taken',
+      ],
       public: true,
     },
     async (c, { body }) =>

@@ -8,7 +8,7 @@ import {
   WebhookDelivery,
   webhookSorts,
 } from '../../shared/schemas/webhooks.js'
-import { Gate, WebhookGateDecision } from '../../shared/schemas/gates.js'
+import { GateDecidedByWebhook, WebhookGateDecision } from '../../shared/schemas/gates.js'
 import { RunInput } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
 import {
@@ -65,6 +65,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
       response: WebhookAccepted,
       errors: ['task_not_found', 'task_not_runnable'],
       public: true,
+      credential: 'webhookSecret',
     },
     async (c, { params }) => receive(c, 'task', params.enterprise, params.task),
   )
@@ -82,9 +83,10 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
       params: z.object({ enterprise: z.string(), gateId: z.string() }),
       bodyDoc: WebhookGateDecision,
       status: 201,
-      response: Gate,
+      response: GateDecidedByWebhook,
       errors: ['gate_not_found', 'gate_not_waiting'],
       public: true,
+      credential: 'webhookSecret',
     },
     async (c, { params }) => receive(c, 'gate', params.enterprise, params.gateId),
   )
@@ -132,6 +134,12 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
       body: ReplayInput,
       status: 201,
       response: WebhookDelivery,
+      otherAnswers: {
+        200: {
+          description: 'the same key on the same delivery again: the replay it made first',
+          schema: WebhookDelivery,
+        },
+      },
       errors: [
         'replay_idempotency_key_reused',
         'delivery_not_replayable',

@@ -24,17 +24,50 @@ export const IsoTime = z.iso
 
 export const IdParam = z.object({ id: Uuid.meta({ param: { name: 'id', in: 'path' } }) })
 
-/** First error shape: the code in `error` (spec: Errors, Two body shapes). */
+/**
+ * First error shape: the code in `error` (spec: Errors, Two body shapes). Open: some refusals add fields
+ * of their own, named here where more than one code carries them.
+ */
 export const ErrorBody = z
   .looseObject({
     error: z.string().meta({ description: 'error code; match on this, not on the message' }),
     message: z.string().optional(),
+    issues: z
+      .array(
+        z.object({
+          field: z.string().optional().meta({ description: 'the field at fault (a.b for nested)' }),
+          severity: z.enum(['error', 'warning']).optional(),
+          code: z.string().optional().meta({ description: 'a definition check: its code' }),
+          message: z.string(),
+        }),
+      )
+      .optional()
+      .meta({
+        description:
+          'what is wrong, one entry per fault: a field of the request (invalid_request, invalid_name, ...) or a definition check (invalid_task_definition, gate_required_for_tool)',
+      }),
+    retryAfterSeconds: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'with 429: the seconds Retry-After also says' }),
   })
-  .meta({ id: 'Error' })
+  .meta({
+    id: 'Error',
+    description:
+      'Other fields some codes add: needed and held (api_token_scope), runId (overlap, member_busy: the run recorded as skipped), currentVersionId (task_version_conflict), decision (gate_not_waiting), status (already_decided), taskId (recommendation_not_applicable), slugs (a role clone whose task slugs exist), deliveryId (the refused replay of a webhook delivery).',
+  })
 
-/** Second error shape, for framework-level refusals: the code in `message`. */
+/**
+ * Second error shape, for refusals before any route (no credential, a method the path does not have, an
+ * unknown path) and failures: the code in `message`, the status's name in `error`.
+ */
 export const FrameworkErrorBody = z
-  .object({ message: z.string(), error: z.string().optional(), statusCode: z.number().int() })
+  .object({
+    message: z.string().meta({ description: 'the code: Unauthorized, Not Found, ...' }),
+    error: z.string().meta({ description: "the status's name" }),
+    statusCode: z.number().int(),
+  })
   .meta({ id: 'FrameworkError' })
 
 export type ErrorBody = z.infer<typeof ErrorBody>

@@ -40,6 +40,11 @@ export const Gate = z
   .meta({ id: 'Gate' })
 export type Gate = z.infer<typeof Gate>
 
+/** The answer of a gate decided by webhook: the gate, and the delivery that decided it. */
+export const GateDecidedByWebhook = Gate.extend({
+  deliveryId: Uuid.meta({ description: 'the stored delivery (GET /v1/webhooks/{id})' }),
+}).meta({ id: 'GateDecidedByWebhook' })
+
 export const GateDecision = z
   .object({
     decision: z.enum(gateDecisions),

@@ -31,14 +31,18 @@ export const SerializeOn = z
     description: 'null: one lane for the task; else up to 8 input keys whose values make the lane',
   })
 
-export const Gate = z
+/**
+ * A task's gate rule (spec: Task definition, gates): a call of `tool` waits for `owner`'s approval. Not
+ * the gate a person decides (shared/schemas/gates.ts), which a run opens under such a rule.
+ */
+export const GateRule = z
   .object({
     tool: z.string().min(1),
     owner: z.string().min(1).default('ceo'),
     approval: z.string().min(1).default('specific'),
   })
-  .meta({ id: 'Gate' })
-export type Gate = z.infer<typeof Gate>
+  .meta({ id: 'GateRule' })
+export type GateRule = z.infer<typeof GateRule>
 
 export const TaskInput = z
   .object({
@@ -51,7 +55,11 @@ export const TaskInput = z
   })
   .meta({ id: 'TaskInput' })
 
-export const Spend = z
+/**
+ * A task's spend limits (spec: Task definition, spend). Not the enterprise's spend days and caps
+ * (shared/schemas/spend.ts).
+ */
+export const SpendLimits = z
   .object({
     moneyUsdPerRun: z
       .number()
@@ -61,7 +69,7 @@ export const Spend = z
     maxModelTier: ModelTier.optional(),
     model: z.string().min(1).optional().meta({ description: 'an exact model; overrides the tier' }),
   })
-  .meta({ id: 'Spend' })
+  .meta({ id: 'SpendLimits' })
 
 export const Workspace = z
   .looseObject({ branch: z.string().optional(), files: z.array(z.string()).optional() })
@@ -106,9 +114,9 @@ const versionFields = {
   guardrails: z.array(z.string()),
   skillMd: z.string().max(60_000),
   tools: z.array(z.string().min(1)),
-  gates: z.array(Gate),
+  gates: z.array(GateRule),
   inputs: z.array(TaskInput).nullable(),
-  spend: Spend.nullable(),
+  spend: SpendLimits.nullable(),
   workspace: Workspace.nullable(),
   successors: z.array(Successor).nullable(),
 }

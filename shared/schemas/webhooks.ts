@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
-import { deliveryStatuses, deliveryKinds, webhookSorts } from '../values.js'
+import { deliveryStatuses, deliveryKinds, runStatuses, webhookSorts } from '../values.js'
 export { deliveryStatuses, deliveryKinds, webhookSorts }
 
 // Inbound webhook deliveries (spec: Webhook history; Routes without a token).
@@ -56,5 +56,10 @@ export const ReplayInput = z
   .meta({ id: 'ReplayInput' })
 
 export const WebhookAccepted = z
-  .object({ runId: Uuid, executionId: Uuid, status: z.string(), deliveryId: Uuid })
+  .object({
+    runId: Uuid,
+    executionId: Uuid,
+    status: z.enum(runStatuses).meta({ description: 'queued, or pending while it waits its turn' }),
+    deliveryId: Uuid,
+  })
   .meta({ id: 'WebhookAccepted' })

@@ -8,6 +8,7 @@ import { createEnterprise } from '../../server/domain/enterprises.js'
 import { createToken } from '../../server/domain/tokens.js'
 import { createApp } from '../../server/http/app.js'
 import type { Logger } from '../../server/log.js'
+import { Contract } from './contract.js'
 import { createTestDatabase } from './db.js'
 
 export interface Answer<T = any> {
@@ -44,7 +45,18 @@ export interface TestApp {
   acme: TestEnterprise
   /** Another enterprise, whose ids must be invisible to acme (spec: Concepts, Enterprise). */
   other: TestEnterprise
+  /**
+   * A request to the app. Its answer is held against the app's OpenAPI document (helpers/contract.ts):
+   * an answer the document does not declare fails the test that saw it.
+   */
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<Answer<T>>
+  /** The app's OpenAPI document as a validator holds it, for tests that send requests of their own. */
+  contract(): Promise<Contract>
+  /**
+   * Holds an answer a test got on its own (from another app, a streamed request, a file, an event
+   * stream) against the document as call() does; the answer stays unread.
+   */
+  expectDocumented(method: string, url: string, res: Response): Promise<void>
   /** A token of acme holding exactly these scopes. */
   tokenWith(scopes: Scope[], enterprise?: TestEnterprise): Promise<string>
   createEnterprise(name: string): Promise<TestEnterprise>
@@ -89,6 +101,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     }
     const res = await app.request(path, { method, headers, body: body as RequestInit['body'] })
     const text = await res.text()
+    await documented(method, path, res, text)
     let parsed: unknown = text
     try {
       parsed = text ? JSON.parse(text) : undefined
@@ -96,6 +109,20 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
       // not JSON: the text is the body
     }
     return { status: res.status, body: parsed as T, headers: res.headers, text }
+  }
+
+  let checker: Promise<Contract> | undefined
+  const contract = () => (checker ??= contractOf(app))
+  async function documented(method: string, url: string, res: Response, text: string) {
+    const problems = (await contract()).problems({
+      method,
+      url,
+      status: res.status,
+      headers: res.headers,
+      text,
+    })
+    if (problems.length > 0)
+      throw new Error(`the answer breaks the OpenAPI document:\n${problems.join('\n')}`)
   }
 
   return {
@@ -108,11 +135,27 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     acme,
     other,
     call,
+    contract,
+    async expectDocumented(method, url, res) {
+      // An event stream may never end: its status and media type are checked, its body left unread.
+      const stream = res.headers.get('content-type')?.startsWith('text/event-stream')
+      await documented(method, url, res, stream ? '' : await res.clone().text())
+    },
     createEnterprise: makeEnterprise,
     async tokenWith(scopes, enterprise = acme) {
       return (await createToken(db.sql, enterprise.id, { name: 'scoped', scopes })).token
     },
   }
+}
+
+/** Documents already compiled into a validator, by their text: every app of a test file serves one. */
+const contracts = new Map<string, Contract>()
+
+async function contractOf(app: ReturnType<typeof createApp>): Promise<Contract> {
+  const text = await (await app.request('/v1/openapi.json')).text()
+  let contract = contracts.get(text)
+  if (!contract) contracts.set(text, (contract = new Contract(JSON.parse(text))))
+  return contract
 }
 
 /**

@@ -928,6 +928,12 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
     expect(url.searchParams.get('code_challenge_method')).toBe('S256')
     expect(url.searchParams.get('state')).toBe(started.state)
     expect(url.searchParams.get('client_id')).toBe('osd-client')
+    // A sign-in for a layer the enterprise does not have is refused before it starts.
+    const nowhere = await app.call('POST', '/v1/llm/provider_b/oauth/start', {
+      body: { layer: 'team', layerId: randomUUID() },
+    })
+    expect(nowhere.status).toBe(404)
+    expect(nowhere.body.error).toBe('team_not_found')
     const bad = await app.call('POST', '/v1/llm/provider_b/oauth/complete', {
       body: { code: 'c', state: 'forged-state' },
     })

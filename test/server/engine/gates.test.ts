@@ -563,6 +563,13 @@ describe('the merge rule at run time (spec: Definition checks)', () => {
       body: { mustGate: [merge, `vcs.${release}`] },
     })
     expect(gated.status, gated.text).toBe(200)
+    // A copy is checked as a new task is: under the grown list, it is refused.
+    const copy = await t.call('POST', `/v1/tasks/${task.body.id}/copy`, {
+      ...s.as,
+      body: { teamId: s.team.id, name: 'Releaser copy' },
+    })
+    expect(copy.status).toBe(400)
+    expect(copy.body.error).toBe('gate_required_for_tool')
     model.script(s.key, { toolCalls: [{ name: `vcs.${release}`, arguments: {} }] })
     const run = (await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...s.as, body: {} })).body
     const failed = await s.wait(run.id, ['failed'])

@@ -24,6 +24,7 @@ describe('GET /v1/health', () => {
     const dead = createSql('postgres://osd:x@127.0.0.1:1/none', { max: 1 })
     const app = createApp({ sql: dead, config: t.config, log: silentLog, sealer: t.sealer })
     const res = await app.request('/v1/health')
+    await t.expectDocumented('GET', '/v1/health', res)
     expect(res.status).toBe(503)
     expect(await res.json()).toEqual({ status: 'degraded', version: t.config.version })
     expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
@@ -94,11 +95,11 @@ describe('portal-only routes (spec: Authentication 6-7)', () => {
     ['POST', '/v1/enterprise/api-tokens', 'api_token_cannot_manage_tokens'],
     ['DELETE', `/v1/enterprise/api-tokens/${randomUUID()}`, 'api_token_cannot_manage_tokens'],
     ['GET', '/v1/enterprise/connections', 'api_token_cannot_manage_connections'],
-    ['POST', '/v1/enterprise/connections/x', 'api_token_cannot_manage_connections'],
+    ['DELETE', '/v1/enterprise/connections/x', 'api_token_cannot_manage_connections'],
     ['GET', '/v1/users', 'api_token_scope'],
     ['GET', '/v1/enterprises', 'api_token_scope'],
     ['GET', '/v1/auth/me', 'api_token_scope'],
-    ['GET', '/v1/auth/enterprise', 'api_token_scope'],
+    ['POST', '/v1/auth/enterprise', 'api_token_scope'],
     ['POST', '/v1/auth/logout', 'api_token_scope'],
     ['GET', '/v1/consent/enterprises', 'api_token_scope'],
     ['POST', '/v1/consent/approve', 'api_token_scope'],
@@ -150,6 +151,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       // undici needs this for a streamed request body
       duplex: 'half',
     })
+    await t.expectDocumented('PATCH', '/v1/enterprise/metrics', res)
     expect(res.status).toBe(413)
   })
 
@@ -358,6 +360,54 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
   })
 })
 
+describe('methods (DESIGN 4)', () => {
+  it('answers a method a path does not have 405 with Allow, before authentication', async () => {
+    for (const [method, path, allow] of [
+      ['PATCH', `/v1/enterprise/api-tokens/${randomUUID()}`, 'DELETE, OPTIONS'],
+      ['POST', '/v1/enterprise/connections', 'GET, HEAD, OPTIONS'],
+      ['PUT', '/v1/tasks', 'GET, HEAD, OPTIONS, POST'],
+      ['DELETE', '/v1/health', 'GET, HEAD, OPTIONS'],
+      // Two paths match: the static one and the one with an id; both offer GET only.
+      ['POST', '/v1/chats/unread', 'GET, HEAD, OPTIONS'],
+    ] as const) {
+      for (const token of [t.acme.token, null]) {
+        const res = await t.call(method, path, { token, body: {} })
+        expect(res.status, `${method} ${path}`).toBe(405)
+        expect(res.headers.get('allow')).toBe(allow)
+        expect(res.body).toEqual({
+          message: 'Method Not Allowed',
+          error: 'Method Not Allowed',
+          statusCode: 405,
+        })
+      }
+    }
+  })
+
+  it('answers OPTIONS 204 with Allow and no body, without a token', async () => {
+    for (const [path, allow] of [
+      ['/v1/health', 'GET, HEAD, OPTIONS'],
+      [`/v1/tasks/${randomUUID()}`, 'DELETE, GET, HEAD, OPTIONS'],
+      ['/v1/enterprise/concurrency', 'GET, HEAD, OPTIONS, PATCH'],
+    ] as const) {
+      const res = await t.call('OPTIONS', path, { token: null })
+      expect(res.status, path).toBe(204)
+      expect(res.headers.get('allow')).toBe(allow)
+      expect(res.text).toBe('')
+    }
+  })
+
+  it('answers HEAD where GET is, without a body', async () => {
+    const res = await t.call('HEAD', '/v1/health', { token: null })
+    expect(res.status).toBe(200)
+    expect(res.text).toBe('')
+  })
+
+  it('leaves a path no operation has to the 401 and 404 it answered before', async () => {
+    expect((await t.call('OPTIONS', '/v1/nothing-here', { token: null })).status).toBe(401)
+    expect((await t.call('OPTIONS', '/v1/nothing-here')).status).toBe(404)
+  })
+})
+
 describe('errors', () => {
   it('answers an unknown route 404 in the framework shape', async () => {
     for (const path of ['/v1/nothing-here', '/v1/enterprise/nothing', '/elsewhere']) {
@@ -382,6 +432,7 @@ describe('errors', () => {
     const res = await app.request('/v1/enterprise/concurrency', {
       headers: { authorization: `Bearer ${token}` },
     })
+    await t.expectDocumented('GET', '/v1/enterprise/concurrency', res)
     expect(res.status).toBe(500)
     const text = await res.text()
     expect(JSON.parse(text)).toEqual({
@@ -406,6 +457,7 @@ describe('errors', () => {
         headers: { authorization: `Bearer ${t.acme.token}`, 'content-type': 'application/json' },
         ...(method === 'POST' ? { body: '{}' } : {}),
       })
+      await t.expectDocumented(method, path, res)
       expect(res.status, path).toBe(503)
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
       expect(res.headers.get('x-request-id')).toBeTruthy()
@@ -438,8 +490,33 @@ describe('GET /v1/openapi.json', () => {
     )
     const patch = res.body.paths['/v1/enterprise/concurrency'].patch
     expect(patch.requestBody.content['application/json'].schema).toBeDefined()
-    expect(patch.security).toEqual([{ bearer: [] }])
+    // A token or a session secret as bearer, or the session cookie with its CSRF header on a change.
+    expect(patch.security).toEqual([{ bearer: [] }, { session: [], csrf: [] }])
+    expect(res.body.paths['/v1/enterprise/concurrency'].get.security).toEqual([
+      { bearer: [] },
+      { session: [] },
+    ])
+    expect(res.body.components.securitySchemes.session).toMatchObject({
+      type: 'apiKey',
+      in: 'cookie',
+      name: 'osd_session',
+    })
+    expect(res.body.components.securitySchemes.csrf).toMatchObject({
+      type: 'apiKey',
+      in: 'header',
+      name: 'x-osd-csrf',
+    })
     expect(res.body.paths['/v1/health'].get.security).toEqual([])
+    // The inbound webhooks take the enterprise's webhook secret instead, and say what a wrong one answers.
+    const hook = res.body.paths['/v1/webhooks/{enterprise}/tasks/{task}'].post
+    expect(hook.security).toEqual([{ webhookSecret: [] }])
+    expect(res.body.components.securitySchemes.webhookSecret).toMatchObject({
+      in: 'header',
+      name: 'x-os-webhook-secret',
+    })
+    expect(hook.responses['401'].content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/FrameworkError',
+    })
     expect(res.body.info.description).toContain('U+0000')
   })
 })
@@ -450,11 +527,13 @@ describe('every documented route', () => {
     const doc = (await t.call('GET', '/v1/openapi.json', { token: null })).body
     const tokenWithout = new Map<string, string>()
     let checked = 0
-    for (const [path, ops] of Object.entries<Record<string, { security?: unknown[] }>>(doc.paths)) {
+    type Security = Record<string, string[]>[]
+    for (const [path, ops] of Object.entries<Record<string, { security?: Security }>>(doc.paths)) {
       for (const [method, op] of Object.entries(ops)) {
         const concrete = path.replace(/\{[^}]+\}/g, () => randomUUID())
         const verb = method.toUpperCase()
-        if (op.security?.length === 0) continue
+        // Public: no bearer scheme (none at all, or the webhook secret, or a consent poll token).
+        if (!op.security?.some((requirement) => 'bearer' in requirement)) continue
         const anonymous = await t.call(verb, concrete, { token: null, body: {} })
         expect(anonymous.status, `${verb} ${path} without a token`).toBe(401)
         const needed = `${resourceOf(concrete)}:${levelFor(verb)}`

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import { isErrorCode } from '../../../shared/errors.js'
 import { signIn } from '../../helpers/people.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import type { Contract } from '../../helpers/contract.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
 
 // Every operation of the OpenAPI document, walked with hostile values: malformed and foreign ids in the
@@ -9,7 +10,9 @@ import { apiStart, deterministicTask } from '../../helpers/runs.js'
 // in the query; bodies that are not JSON, not objects, 5,000 levels deep, with __proto__ or constructor
 // keys, with a wrong type in each field, under a wrong content type. No answer may be a 5xx, an error
 // body of neither of the spec's two shapes (Errors, Two body shapes), carry a stack, SQL or a secret, or
-// be a success of a change that records itself refused (a replay its target refuses is refused).
+// be a success of a change that records itself refused (a replay its target refuses is refused). Every
+// answer is also held against the document, as the route tests' answers are (helpers/contract.ts): its
+// status declared, its body valid, its error code one the operation lists.
 //
 // Which values each operation gets is drawn from a seeded generator: a failure prints its seed, and
 // OSD_FUZZ_SEED=<seed> draws the same cases again.
@@ -158,6 +161,8 @@ interface Operation {
   method: string
   path: string
   public: boolean
+  /** Takes the enterprise's webhook secret (the inbound webhooks). */
+  webhook: boolean
   pathParams: string[]
   queryParams: string[]
   body?: Schema
@@ -167,6 +172,7 @@ type Schema = Record<string, any>
 
 let t: TestApp
 let document: Schema
+let contract: Contract
 let secrets: string[]
 /** acme's webhook secret, which the inbound webhook routes are called with. */
 let webhookSecret: string
@@ -181,6 +187,7 @@ beforeAll(async () => {
   const nowhere = 'http://127.0.0.1:9'
   t = await createTestApp({ providerBaseUrls: { provider_a: nowhere, provider_b: nowhere } })
   document = (await t.call('GET', '/v1/openapi.json')).body
+  contract = await t.contract()
   words.push(...enumValues(document), 'true', 'false', '-1', '0', '1', '201', 'x')
   secrets = [t.acme.token, t.other.token]
   for (const [ids, enterprise] of [
@@ -254,7 +261,8 @@ function operations(): Operation[] {
       found.push({
         method: method.toUpperCase(),
         path,
-        public: Array.isArray(op.security) && op.security.length === 0,
+        public: !(op.security as Schema[]).some((requirement) => 'bearer' in requirement),
+        webhook: (op.security as Schema[]).some((requirement) => 'webhookSecret' in requirement),
         pathParams: params.filter((p) => p.in === 'path').map((p) => p.name),
         queryParams: params.filter((p) => p.in === 'query').map((p) => p.name),
         body: body ? resolve(body) : undefined,
@@ -324,6 +332,20 @@ function sample(draw: Draw, raw: Schema, depth = 0): unknown {
   }
 }
 
+/** The methods of every documented path that `url` matches (/v1/users/invites is also /v1/users/{id}). */
+function methodsAt(url: string): Set<string> {
+  const methods = new Set<string>()
+  for (const [path, item] of Object.entries(document.paths as Schema)) {
+    const pattern = new RegExp(`^${path.replace(/\{\w+\}/g, '[^/]+')}$`)
+    if (pattern.test(url)) for (const m of Object.keys(item)) methods.add(m.toUpperCase())
+  }
+  return methods
+}
+
+function pathParamsOf(path: string): string[] {
+  return [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!)
+}
+
 function fill(path: string, values: Record<string, string>): string {
   return path.replace(/\{(\w+)\}/g, (_, name: string) => values[name]!)
 }
@@ -333,9 +355,11 @@ const portalPaths =
   /^\/v1\/(auth|enterprises|users|consent|enterprise\/api-tokens|enterprise\/connections)(\/|$)/
 
 function requestsFor(op: Operation, draw: Draw, session: string | undefined): Request[] {
-  const headers: Record<string, string> = op.public
+  const headers: Record<string, string> = op.webhook
     ? { 'x-os-webhook-secret': webhookSecret }
-    : { authorization: `Bearer ${session ?? t.acme.token}` }
+    : op.public
+      ? {}
+      : { authorization: `Bearer ${session ?? t.acme.token}` }
   const valid = Object.fromEntries(op.pathParams.map((p) => [p, idFor(draw, mine, op.path, p)]))
   const base = fill(op.path, valid)
   const baseBody = op.body ? sample(draw, op.body) : undefined
@@ -480,13 +504,13 @@ function judge(method: string, status: number, text: string): string | undefined
   return undefined
 }
 
-async function send(request: Request): Promise<{ status: number; text: string }> {
+async function send(request: Request): Promise<{ status: number; text: string; headers: Headers }> {
   const res = await t.app.request(request.url, {
     method: request.method,
     headers: request.headers,
     body: request.body,
   })
-  return { status: res.status, text: await res.text() }
+  return { status: res.status, text: await res.text(), headers: res.headers }
 }
 
 async function inPool<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
@@ -498,7 +522,7 @@ async function inPool<T>(items: T[], work: (item: T) => Promise<void>): Promise<
 }
 
 describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
-  it('answers no 5xx, only the two error shapes, and no stack, SQL or secret', async () => {
+  it('answers no 5xx, only the two error shapes, and no stack, SQL or secret; as documented', async () => {
     const draw = generator(seed)
     const ops = operations()
     expect(ops.length).toBeGreaterThan(50)
@@ -513,9 +537,13 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
         const answer = await send(request).catch((err: Error) => ({
           status: 599,
           text: String(err),
+          headers: new Headers(),
         }))
         sent++
-        const why = judge(request.method, answer.status, answer.text)
+        const broken = contract.problems({ method: request.method, url: request.url, ...answer })
+        const why =
+          judge(request.method, answer.status, answer.text) ??
+          (broken.length > 0 ? `breaks the document: ${broken.join('; ')}` : undefined)
         if (!why) return
         failures.push({
           case: `${op.method} ${op.path} ${request.label} (${request.method} ${request.url.slice(0, 120)})`,
@@ -524,6 +552,31 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
           body: answer.text.slice(0, 300),
         })
       })
+    }
+    // Every path, asked what it offers and called with a method it does not have: 204 and 405 with
+    // Allow, whatever the credential (the contract check holds the Allow to the document's methods).
+    for (const path of Object.keys(document.paths as Schema)) {
+      const url = fill(path, Object.fromEntries(pathParamsOf(path).map((p) => [p, draw.uuid()])))
+      const offered = methodsAt(url)
+      const lacking = ['PATCH', 'PUT', 'DELETE', 'POST'].find((m) => !offered.has(m))
+      const token = { authorization: `Bearer ${t.acme.token}` }
+      const calls: Request[] = [{ label: 'OPTIONS', method: 'OPTIONS', url, headers: {} }]
+      if (lacking)
+        for (const headers of [{}, token])
+          calls.push({ label: `${lacking} it does not have`, method: lacking, url, headers })
+      for (const request of calls) {
+        const answer = await send(request)
+        sent++
+        const broken = contract.problems({ method: request.method, url, ...answer })
+        const expected = request.method === 'OPTIONS' ? 204 : 405
+        if (answer.status === expected && broken.length === 0) continue
+        failures.push({
+          case: `${request.method} ${path} ${request.label}`,
+          status: answer.status,
+          why: broken.join('; ') || `not ${expected}`,
+          body: answer.text.slice(0, 300),
+        })
+      }
     }
     console.log(`hostile.test.ts: ${sent} requests over ${ops.length} operations`)
     const report = failures

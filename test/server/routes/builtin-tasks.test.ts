@@ -240,7 +240,9 @@ describe('nobody changes or deletes them: 409 os_task_immutable', () => {
       token: e.token,
       body: { name: 'x' },
     })
-    expect(res.status).toBe(404)
+    // The path has no PATCH at all (DESIGN 4: 405 with Allow), built-in task or not.
+    expect(res.status).toBe(405)
+    expect(res.headers.get('allow')).not.toContain('PATCH')
   })
 })
 

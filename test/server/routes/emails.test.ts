@@ -124,10 +124,11 @@ describe('a member inbox', () => {
     expect(email.body.attachments).toEqual([
       { id, filename: 'chart "q3".png', contentType: 'image/png', bytes: 8 },
     ])
-    const file = await t.app.request(
-      `/v1/members/${member.id}/emails/${sent.id}/attachments/${id}`,
-      { headers: { authorization: `Bearer ${t.acme.token}` } },
-    )
+    const path = `/v1/members/${member.id}/emails/${sent.id}/attachments/${id}`
+    const file = await t.app.request(path, {
+      headers: { authorization: `Bearer ${t.acme.token}` },
+    })
+    await t.expectDocumented('GET', path, file)
     expect(file.status).toBe(200)
     expect(file.headers.get('content-type')).toBe('image/png')
     expect(file.headers.get('content-disposition')).toBe('attachment; filename="chart _q3_.png"')

@@ -418,6 +418,7 @@ describe('members', () => {
     const res = await t.app.request(`/v1/members/${m.id}/avatar`, {
       headers: { authorization: `Bearer ${t.acme.token}` },
     })
+    await t.expectDocumented('GET', `/v1/members/${m.id}/avatar`, res)
     expect(res.status).toBe(200)
     expect(res.headers.get('content-type')).toBe('image/png')
     expect(Buffer.from(await res.arrayBuffer()).equals(png)).toBe(true)
