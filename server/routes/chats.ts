@@ -184,7 +184,13 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
       body: ChatToolCallDecision,
       status: 201,
       response: ChatMessage,
-      errors: ['tool_call_not_found', 'already_decided', 'illegal_transition', 'chat_closed'],
+      errors: [
+        'tool_call_not_found',
+        'already_decided',
+        'use_gate_decision',
+        'gate_required_for_tool',
+        'chat_closed',
+      ],
     },
     async (c, { params, body }) =>
       decideToolCall(

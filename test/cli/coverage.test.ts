@@ -36,6 +36,7 @@ const httpMethods: Record<string, string> = {
   put: 'PUT',
   patch: 'PATCH',
   delete: 'DELETE',
+  stream: 'GET', // a text/event-stream read (the chat screen's events)
 }
 
 /** A path as the source spells it: a literal (template spans become `{}`), else a name to resolve. */

@@ -81,6 +81,8 @@ beforeAll(async () => {
   const [item] = (await api('GET', '/memory/review')).items
   await api('POST', `/memory/review/${item.id}/dismiss`, { reason: 'still true' })
   const chat = await api('POST', '/chats', { memberId })
+  // A chat with no message is not listed.
+  await api('POST', `/chats/${chat.id}/messages`, { content: 'Hello' })
   for (const summary of ['Ship it?', 'Refund it?'])
     await openChatGate(
       cli.db.sql,

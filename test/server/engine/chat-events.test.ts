@@ -66,6 +66,8 @@ async function tenant(provider: 'provider_a' | 'provider_b' = 'provider_a') {
         ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
       },
     })
+    // Held against the document: its status and media type (the stream itself is left unread).
+    await t.expectDocumented('GET', `/v1/chats/${chatId}/events`, res)
     return res
   }
   const follow = async (chatId: string, lastEventId?: string) => {
