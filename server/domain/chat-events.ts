@@ -29,6 +29,12 @@ export interface FollowChat {
   signal: AbortSignal
   /** How long a quiet stream waits before a ping (15 s unless told). */
   pingMs?: number
+  /**
+   * The least time between two delta events (40 ms unless told): the first goes at once, what comes
+   * within this time of it goes together in the next. Text at 25 frames a second reads as live, and a
+   * frame per token of a fast model would cost a write each.
+   */
+  deltaGapMs?: number
 }
 
 /** The most changes one read sends; the next read takes the rest at once. */
@@ -110,6 +116,17 @@ export async function openChatEvents(
   return events(db, chatId, position, follow)
 }
 
+/** Deltas in order, the consecutive ones of one message joined into one. */
+function joined(deltas: ChatDeltaEvent[]): ChatDeltaEvent[] {
+  const out: ChatDeltaEvent[] = []
+  for (const delta of deltas) {
+    const last = out.at(-1)
+    if (last?.messageId === delta.messageId) last.text += delta.text
+    else out.push({ ...delta })
+  }
+  return out
+}
+
 async function* events(
   db: Db,
   chatId: string,
@@ -117,7 +134,9 @@ async function* events(
   follow: FollowChat,
 ): AsyncGenerator<ChatStreamEvent> {
   const pingMs = follow.pingMs ?? 15_000
+  const deltaGapMs = follow.deltaGapMs ?? 40
   const { signal } = follow
+  let lastDelta = -Infinity
   /** Ids of the messages this stream has sent as stored: their deltas are over. */
   const stored = new Set<string>()
   const deltas: ChatDeltaEvent[] = []
@@ -142,6 +161,13 @@ async function* events(
       for (const row of read.changed) {
         const message = toChatMessage(row)
         const fresh = BigInt(row.seq) > BigInt(at.seq)
+        // The message's deltas still waiting for their time go first: joined, a message's deltas are
+        // its whole content.
+        if (deltas.some((d) => d.messageId === row.id)) {
+          const own = deltas.filter((d) => d.messageId === row.id)
+          deltas.splice(0, deltas.length, ...deltas.filter((d) => d.messageId !== row.id))
+          for (const delta of joined(own)) yield { event: 'delta', data: delta }
+        }
         if (fresh) at.seq = String(row.seq)
         at.change = String(row.changeSeq)
         stored.add(row.id)
@@ -172,13 +198,22 @@ async function* events(
         poke?.()
       })
       while (!woken && !signal.aborted) {
-        if (deltas.length === 0)
-          await Promise.race([new Promise<void>((resolve) => (poke = resolve)), aborted])
+        const wait = lastDelta + deltaGapMs - Date.now()
+        if (deltas.length === 0 || wait > 0)
+          await Promise.race([
+            new Promise<void>((resolve) => {
+              poke = resolve
+              // Deltas are waiting for their time: woken at it (or sooner, by the chat's change).
+              if (deltas.length > 0) setTimeout(resolve, wait)
+            }),
+            aborted,
+          ])
         poke = undefined
-        for (const delta of deltas.splice(0)) {
+        if (deltas.length === 0 || woken || Date.now() < lastDelta + deltaGapMs) continue
+        for (const delta of joined(deltas.splice(0))) {
           if (stored.has(delta.messageId)) continue
           yield { event: 'delta', data: delta }
-          lastSent = Date.now()
+          lastSent = lastDelta = Date.now()
         }
       }
       watch.cancel()

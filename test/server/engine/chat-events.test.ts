@@ -108,7 +108,7 @@ describe.each(['provider_a', 'provider_b'] as const)('a reply streamed through %
     const reply = stream.named('message').find((e) => e.data.role === 'member')!
     ChatMessage.parse(reply.data)
     const deltas = stream.named('delta')
-    expect(deltas.length).toBeGreaterThan(5)
+    expect(deltas.length).toBeGreaterThan(2)
     expect(deltas.every((d) => d.data.messageId === reply.data.id)).toBe(true)
     expect(deltas.map((d) => d.data.text).join('')).toBe(markdown)
     expect(reply.data.content).toBe(markdown)
@@ -243,7 +243,7 @@ describe('the stream', () => {
     const heard: string[] = []
     await listener.listen(chatDeltaChannel, (payload) => heard.push(payload))
     try {
-      fake.script(s.key, { text: 'one two three four', tokenMs: 10 }, { text: 'five six seven', tokenMs: 10 })
+      fake.script(s.key, { text: 'one two three four', tokenMs: 60 }, { text: 'five six seven', tokenMs: 10 })
       const chat = await s.open()
       const stream = await s.follow(chat.id)
       await s.send(chat.id, 'Count')

@@ -70,9 +70,9 @@ it('streams a reply made by another process, long text in pieces, before the sto
   expect(deltas.map((d) => d.data.text).join('')).toBe(tokens.join(''))
   expect(deltas.every((d) => d.data.messageId === reply.data.id)).toBe(true)
   // The first word came as it was made, on its own; what followed came in NOTIFYs at most 50 ms
-  // apart (what came meanwhile together), the long piece split to fit.
+  // apart (the long piece split to fit one: joined here again) and events at most 40 ms apart.
   expect(deltas[0]!.data.text).toBe('Hello ')
-  expect(deltas.length).toBeGreaterThanOrEqual(1 + Math.ceil(long.length / 1_000))
+  expect(deltas.length).toBeGreaterThanOrEqual(2)
   expect(stream.events.indexOf(reply)).toBeGreaterThan(stream.events.indexOf(deltas.at(-1)!))
   expect(reply.data.content).toBe(tokens.join(''))
   await stream.cancel()
