@@ -137,19 +137,25 @@ async function* events(
   const deltaGapMs = follow.deltaGapMs ?? 40
   const { signal } = follow
   let lastDelta = -Infinity
+  let lastDeltaOf: string | undefined
   /** Ids of the messages this stream has sent as stored: their deltas are over. */
   const stored = new Set<string>()
   const deltas: ChatDeltaEvent[] = []
+  // What the stream waits on: a delta, the chat's change, a delta's time, or the end. One waiter at a
+  // time, woken by whichever comes first (no promise that lives as long as the stream is raced: each
+  // race would leave a reaction on it).
   let poke: (() => void) | undefined
+  const nudge = () => {
+    const wake = poke
+    poke = undefined
+    wake?.()
+  }
   const stopDeltas = follow.deltas(chatId, (delta) => {
     if (stored.has(delta.messageId)) return
     deltas.push(delta)
-    poke?.()
+    nudge()
   })
-  const aborted = new Promise<void>((resolve) => {
-    if (signal.aborted) resolve()
-    else signal.addEventListener('abort', () => resolve(), { once: true })
-  })
+  signal.addEventListener('abort', nudge, { once: true })
   try {
     // The chat as it is now: whether its member is replying.
     yield { event: 'chat', data: { status: at.status, replying: at.replying } }
@@ -195,25 +201,28 @@ async function* events(
       let woken = false
       void watch.ready.then(() => {
         woken = true
-        poke?.()
+        nudge()
       })
       while (!woken && !signal.aborted) {
-        const wait = lastDelta + deltaGapMs - Date.now()
-        if (deltas.length === 0 || wait > 0)
-          await Promise.race([
-            new Promise<void>((resolve) => {
-              poke = resolve
-              // Deltas are waiting for their time: woken at it (or sooner, by the chat's change).
-              if (deltas.length > 0) setTimeout(resolve, wait)
-            }),
-            aborted,
-          ])
-        poke = undefined
-        if (deltas.length === 0 || woken || Date.now() < lastDelta + deltaGapMs) continue
+        // A reply's first delta goes at once; its next ones at most one each deltaGapMs.
+        const wait =
+          deltas[0]?.messageId === lastDeltaOf ? lastDelta + deltaGapMs - Date.now() : 0
+        if (deltas.length === 0 || wait > 0) {
+          let timer: NodeJS.Timeout | undefined
+          await new Promise<void>((resolve) => {
+            poke = resolve
+            // Deltas are waiting for their time: woken at it (or sooner, by the chat's change).
+            if (deltas.length > 0) timer = setTimeout(nudge, wait)
+          })
+          clearTimeout(timer)
+        }
+        if (deltas.length === 0 || woken) continue
+        if (deltas[0]!.messageId === lastDeltaOf && Date.now() < lastDelta + deltaGapMs - 1) continue
         for (const delta of joined(deltas.splice(0))) {
           if (stored.has(delta.messageId)) continue
           yield { event: 'delta', data: delta }
           lastSent = lastDelta = Date.now()
+          lastDeltaOf = delta.messageId
         }
       }
       watch.cancel()
@@ -224,6 +233,7 @@ async function* events(
       }
     }
   } finally {
+    signal.removeEventListener('abort', nudge)
     stopDeltas()
   }
 }

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import type { Provider } from '../../../shared/schemas/models.js'
+import { postStream, StreamError, type StreamRequest } from './provider-stream.js'
 
 // Model providers behind one interface (DESIGN 6): provider_a speaks the Anthropic Messages API,
 // provider_b the OpenAI Chat Completions API, through their official SDKs. Base URLs are configurable so
@@ -219,7 +220,19 @@ function anthropicProvider({
         })),
       }
       try {
-        if (onText) return await streamAnthropic(client(credentials.key), params, names, signal, onText)
+        if (onText)
+          return await streamAnthropic(
+            {
+              url: `${baseUrls.provider_a.replace(/\/+$/, '')}/v1/messages`,
+              headers: { 'x-api-key': credentials.key, 'anthropic-version': anthropicVersion },
+              signal,
+              timeoutMs,
+              maxRetries,
+            },
+            params,
+            names,
+            onText,
+          )
         const reply = await client(credentials.key).messages.create(params, { signal })
         const text = reply.content
           .filter((b) => b.type === 'text')
@@ -313,7 +326,19 @@ function openAiProvider({
           : {}),
       }
       try {
-        if (onText) return await streamOpenAi(client(credentials.key), params, names, signal, onText)
+        if (onText)
+          return await streamOpenAi(
+            {
+              url: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1/chat/completions`,
+              headers: { authorization: `Bearer ${credentials.key}` },
+              signal,
+              timeoutMs,
+              maxRetries,
+            },
+            params,
+            names,
+            onText,
+          )
         const reply = await client(credentials.key).chat.completions.create(params, { signal })
         const message = reply.choices[0]?.message
         return {
@@ -358,109 +383,129 @@ function parseArguments(text: string): Record<string, unknown> {
 }
 
 // --- streaming: the same answer, its text told as it comes ----------------------------------------------
-// The raw events are read rather than the SDKs' stream helpers, which parse a tool call's partial JSON
-// again at each piece of it: here each tool call's arguments are parsed once, when they are complete.
+// Made with provider-stream.ts rather than the SDKs (see there why); each tool call's arguments are
+// parsed once, when they are complete, rather than at each piece as the SDKs' stream helpers do.
+
+/** The Messages API version the SDK sends, sent with streamed calls too. */
+const anthropicVersion = '2023-06-01'
+
+type StreamTarget = Omit<StreamRequest, 'body' | 'onEvent'>
 
 /** provider_a with `stream: true`: message_start, content blocks and their deltas, message_delta. */
 async function streamAnthropic(
-  client: Anthropic,
+  target: StreamTarget,
   params: Anthropic.MessageCreateParamsNonStreaming,
   names: ToolNames,
-  signal: AbortSignal,
   onText: OnText,
 ): Promise<ModelReply> {
-  const stream = await client.messages.create({ ...params, stream: true }, { signal })
   const texts: string[] = []
   const blocks = new Map<number, { id: string; name: string; json: string } | 'text'>()
   const calls: ToolCall[] = []
   const usage = { input: 0, output: 0 }
   let model = params.model
-  for await (const event of stream) {
-    if (event.type === 'content_block_delta') {
-      const block = blocks.get(event.index)
-      if (event.delta.type === 'text_delta') {
-        texts.push(event.delta.text)
-        if (event.delta.text) onText(event.delta.text)
-      } else if (event.delta.type === 'input_json_delta' && block && block !== 'text')
-        block.json += event.delta.partial_json
-    } else if (event.type === 'content_block_start') {
-      const block = event.content_block
-      if (block.type === 'text') {
-        // Blocks of text are joined by a new line, as the unstreamed answer's are.
-        if (texts.length) {
-          texts.push('\n')
-          onText('\n')
-        }
-        blocks.set(event.index, 'text')
-        if (block.text) {
-          texts.push(block.text)
-          onText(block.text)
-        }
-      } else if (block.type === 'tool_use')
-        blocks.set(event.index, { id: block.id, name: block.name, json: '' })
-    } else if (event.type === 'content_block_stop') {
-      const block = blocks.get(event.index)
-      if (block && block !== 'text')
-        calls.push({
-          id: block.id,
-          name: names.original(block.name),
-          arguments: parseArguments(block.json),
-        })
-    } else if (event.type === 'message_start') {
-      model = event.message.model
-      usage.input = event.message.usage.input_tokens
-      usage.output = event.message.usage.output_tokens
-    } else if (event.type === 'message_delta') {
-      // Cumulative counts: the last one is the call's.
-      usage.output = event.usage.output_tokens
-      if (event.usage.input_tokens !== null) usage.input = event.usage.input_tokens
-    }
+  const text = (piece: string) => {
+    texts.push(piece)
+    onText(piece)
   }
-  // An abort may end the stream's iteration without an error: the answer is not whole.
-  if (signal.aborted) throw new ProviderError('aborted', 'aborted')
-  const text = texts.join('')
-  return { text: text || null, toolCalls: calls, usage, model }
+  await postStream({
+    ...target,
+    body: { ...params, stream: true },
+    onEvent(name, data) {
+      const event = JSON.parse(data) as
+        | Anthropic.RawMessageStreamEvent
+        | { type: 'error'; error: { message?: string } }
+        | { type: 'ping' }
+      if (event.type === 'content_block_delta') {
+        const block = blocks.get(event.index)
+        if (event.delta.type === 'text_delta') {
+          if (event.delta.text) text(event.delta.text)
+        } else if (event.delta.type === 'input_json_delta' && block && block !== 'text')
+          block.json += event.delta.partial_json
+      } else if (event.type === 'content_block_start') {
+        const block = event.content_block
+        if (block.type === 'text') {
+          // Blocks of text are joined by a new line, as the unstreamed answer's are.
+          if (texts.length) text('\n')
+          blocks.set(event.index, 'text')
+          if (block.text) text(block.text)
+        } else if (block.type === 'tool_use')
+          blocks.set(event.index, { id: block.id, name: block.name, json: '' })
+      } else if (event.type === 'content_block_stop') {
+        const block = blocks.get(event.index)
+        if (block && block !== 'text')
+          calls.push({
+            id: block.id,
+            name: names.original(block.name),
+            arguments: parseArguments(block.json),
+          })
+      } else if (event.type === 'message_start') {
+        model = event.message.model
+        usage.input = event.message.usage.input_tokens
+        usage.output = event.message.usage.output_tokens
+      } else if (event.type === 'message_delta') {
+        // Cumulative counts: the last one is the call's.
+        usage.output = event.usage.output_tokens
+        if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined)
+          usage.input = event.usage.input_tokens
+      } else if (event.type === 'error' || name === 'error') {
+        // The provider gave up mid-answer (overloaded, say).
+        throw new StreamError(
+          `the answer stopped: ${(event as { error?: { message?: string } }).error?.message ?? data}`,
+          529,
+        )
+      }
+    },
+  })
+  // An abort may end the stream's reading without an error: the answer is not whole.
+  if (target.signal.aborted) throw new ProviderError('aborted', 'aborted')
+  const whole = texts.join('')
+  return { text: whole || null, toolCalls: calls, usage, model }
 }
 
 /** provider_b with `stream: true`: chunks of deltas, the usage in a last chunk of its own. */
 async function streamOpenAi(
-  client: OpenAI,
+  target: StreamTarget,
   params: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
   names: ToolNames,
-  signal: AbortSignal,
   onText: OnText,
 ): Promise<ModelReply> {
-  const stream = await client.chat.completions.create(
-    { ...params, stream: true, stream_options: { include_usage: true } },
-    { signal },
-  )
   const texts: string[] = []
   const calls: { id: string; name: string; json: string }[] = []
   const usage = { input: 0, output: 0 }
   let model = params.model
-  for await (const chunk of stream) {
-    model = chunk.model || model
-    if (chunk.usage) {
-      usage.input = chunk.usage.prompt_tokens
-      usage.output = chunk.usage.completion_tokens
-    }
-    const delta = chunk.choices[0]?.delta
-    if (!delta) continue
-    if (delta.content) {
-      texts.push(delta.content)
-      onText(delta.content)
-    }
-    for (const call of delta.tool_calls ?? []) {
-      const held = (calls[call.index] ??= { id: '', name: '', json: '' })
-      if (call.id) held.id = call.id
-      if (call.function?.name) held.name += call.function.name
-      if (call.function?.arguments) held.json += call.function.arguments
-    }
-  }
-  if (signal.aborted) throw new ProviderError('aborted', 'aborted')
-  const text = texts.join('')
+  await postStream({
+    ...target,
+    body: { ...params, stream: true, stream_options: { include_usage: true } },
+    onEvent(_name, data) {
+      if (data === '[DONE]') return
+      const chunk = JSON.parse(data) as OpenAI.Chat.ChatCompletionChunk & {
+        error?: { message?: string }
+      }
+      if (chunk.error)
+        throw new StreamError(`the answer stopped: ${chunk.error.message ?? data}`, 500)
+      model = chunk.model || model
+      if (chunk.usage) {
+        usage.input = chunk.usage.prompt_tokens
+        usage.output = chunk.usage.completion_tokens
+      }
+      const delta = chunk.choices?.[0]?.delta
+      if (!delta) return
+      if (delta.content) {
+        texts.push(delta.content)
+        onText(delta.content)
+      }
+      for (const call of delta.tool_calls ?? []) {
+        const held = (calls[call.index] ??= { id: '', name: '', json: '' })
+        if (call.id) held.id = call.id
+        if (call.function?.name) held.name += call.function.name
+        if (call.function?.arguments) held.json += call.function.arguments
+      }
+    },
+  })
+  if (target.signal.aborted) throw new ProviderError('aborted', 'aborted')
+  const whole = texts.join('')
   return {
-    text: text || null,
+    text: whole || null,
     toolCalls: calls
       .filter((c) => c !== undefined)
       .map((c) => ({ id: c.id, name: names.original(c.name), arguments: parseArguments(c.json) })),

@@ -17,7 +17,7 @@ beforeAll(async () => {
   fake = await startFakeModelProvider()
   providers = createProviders({
     baseUrls: { provider_a: fake.url, provider_b: fake.url },
-    maxRetries: 0,
+    maxRetries: 2,
   })
 })
 afterAll(async () => fake?.close())
@@ -98,6 +98,29 @@ describe.each(['provider_a', 'provider_b'] as const)('%s streaming', (provider) 
     expect(failed).toBeInstanceOf(ProviderError)
     expect((failed as ProviderError).kind).toBe('outage')
     expect(pieces.join('')).toBe('one two ')
+  })
+
+  it('tries a throttled call again as the SDK would, honouring retry-after; a refused key is not tried again', async () => {
+    const key = `k-${provider}-retry`
+    fake.script(key, { status: 429, retryAfter: 0.2 }, { status: 503, retryAfter: 0 }, { text: 'at last' })
+    const started = Date.now()
+    const reply = await providers[provider].call(
+      request,
+      { key },
+      new AbortController().signal,
+      () => undefined,
+    )
+    expect(reply.text).toBe('at last')
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200)
+    expect(fake.callsWith(key)).toHaveLength(3)
+    const refused = `k-${provider}-refused`
+    fake.script(refused, { status: 401, message: 'invalid x-api-key' })
+    const failed = (await providers[provider]
+      .call(request, { key: refused }, new AbortController().signal, () => undefined)
+      .catch((err: unknown) => err)) as ProviderError
+    expect(failed.kind).toBe('refused_key')
+    expect(failed.status).toBe(401)
+    expect(fake.callsWith(refused)).toHaveLength(1)
   })
 
   it('an abort while streaming ends the call as aborted', async () => {
