@@ -152,8 +152,8 @@ async function* events(
   }
   const stopDeltas = follow.deltas(chatId, (delta) => {
     if (stored.has(delta.messageId)) return
-    deltas.push(delta)
-    nudge()
+    // The stream is woken by the first delta that waits; those after it go with it at its time.
+    if (deltas.push(delta) === 1) nudge()
   })
   signal.addEventListener('abort', nudge, { once: true })
   try {

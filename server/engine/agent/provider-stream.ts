@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { Readable } from 'node:stream'
 import { request } from 'undici'
 
 // A streamed model call over HTTP, for both wire formats (providers.ts): the request is POSTed with
@@ -81,29 +82,51 @@ export async function postStream(call: StreamRequest): Promise<void> {
   }
 }
 
-/** Reads server-sent events from the answer's body: `event:` and `data:` lines up to a blank line. */
-async function readEvents(
-  body: AsyncIterable<string> & { setEncoding(e: string): void },
-  call: StreamRequest,
-) {
-  body.setEncoding('utf8')
-  let pending = ''
-  for await (const chunk of body) {
-    pending += chunk
-    for (let end = frameEnd(pending); end.at !== -1; end = frameEnd(pending)) {
-      const frame = pending.slice(0, end.at)
-      pending = pending.slice(end.at + end.length)
-      let name: string | undefined
-      let data: string | undefined
-      for (const line of frame.split(/\r?\n/)) {
-        if (line.startsWith('data:')) {
-          const value = line.slice(line[5] === ' ' ? 6 : 5)
-          data = data === undefined ? value : `${data}\n${value}`
-        } else if (line.startsWith('event:')) name = line.slice(line[6] === ' ' ? 7 : 6)
+/**
+ * Reads server-sent events from the answer's body: `event:` and `data:` lines up to a blank line.
+ * Read by its data events (an async iterator over a stream costs a few promises per piece).
+ */
+function readEvents(body: Readable, call: StreamRequest): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let pending = ''
+    body.setEncoding('utf8')
+    body.on('data', (chunk: string) => {
+      pending += chunk
+      try {
+        for (let end = frameEnd(pending); end.at !== -1; end = frameEnd(pending)) {
+          const frame = pending.slice(0, end.at)
+          pending = pending.slice(end.at + end.length)
+          let name: string | undefined
+          let data: string | undefined
+          for (const line of frame.split(/\r?\n/)) {
+            if (line.startsWith('data:')) {
+              const value = line.slice(line[5] === ' ' ? 6 : 5)
+              data = data === undefined ? value : `${data}\n${value}`
+            } else if (line.startsWith('event:')) name = line.slice(line[6] === ' ' ? 7 : 6)
+          }
+          if (data !== undefined) call.onEvent(name, data)
+        }
+      } catch (err) {
+        body.destroy()
+        reject(err)
       }
-      if (data !== undefined) call.onEvent(name, data)
-    }
-  }
+    })
+    let ended = false
+    body.once('error', reject)
+    body.once('end', () => {
+      ended = true
+      resolve()
+    })
+    // Closed without its end and without an error: aborted, or cut off. Never a whole answer.
+    body.once('close', () => {
+      if (!ended)
+        reject(
+          call.signal.aborted
+            ? Object.assign(new Error('aborted'), { name: 'AbortError' })
+            : new StreamError('the answer was cut off'),
+        )
+    })
+  })
 }
 
 /** Where the first event of `text` ends, and how long its blank line is. */
