@@ -129,7 +129,7 @@ describe('the import graph (STYLE: No import circles)', () => {
     ])
     expect(circles(made)).toEqual([['a.ts', 'b.ts', 'c.ts', 'a.ts']])
     const graph = importGraph()
-    expect(graph.get('server/domain/runs/start.ts')).toContain('server/domain/tasks.ts')
+    expect(graph.get('server/domain/runs/start.ts')).toContain('server/domain/tasks/tasks.ts')
     expect(graph.get('server/http/context.ts')).toContain('server/http/caches.ts') // import type
     expect(graph.get('cli/commands/gates.ts')).toContain('cli/tui/gate-review.tsx') // import()
   })

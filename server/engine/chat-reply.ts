@@ -3,7 +3,7 @@ import type { Provider } from '../../shared/schemas/models.js'
 import type { ModelTier } from '../../shared/schemas/models.js'
 import type { Sealer } from '../crypto.js'
 import { transaction, type Sql, type Tx } from '../db/sql.js'
-import { DeltaPublisher } from '../domain/chat-deltas.js'
+import { DeltaPublisher } from '../domain/chats/deltas.js'
 import {
   countTurnCall,
   keepReservation,
@@ -12,7 +12,7 @@ import {
   recordRecall,
   type TurnReservation,
   type TurnRow,
-} from '../domain/chat-turns.js'
+} from '../domain/chats/turns.js'
 import {
   answerToolCall,
   checkProposal,
@@ -24,13 +24,13 @@ import {
   settleInterruptedCalls,
   type MessageRow,
   type StoredToolCall,
-} from '../domain/chats.js'
-import { openChatGate } from '../domain/gates.js'
-import { chooseModel, type OAuthSettings } from '../domain/llm.js'
-import { recallChatNotes } from '../domain/memory/index.js'
-import { settle, type RunLayers } from '../domain/spend.js'
-import { mustGateTools } from '../domain/tasks.js'
-import { connectionsForRun } from '../domain/tool-connections.js'
+} from '../domain/chats/chats.js'
+import { openChatGate } from '../domain/gates/gates.js'
+import { chooseModel, type OAuthSettings } from '../domain/models/llm.js'
+import { recallChatNotes } from '../domain/learning/memory/index.js'
+import { settle, type RunLayers } from '../domain/models/spend.js'
+import { mustGateTools } from '../domain/tasks/tasks.js'
+import { connectionsForRun } from '../domain/tools/connections.js'
 import type { Logger } from '../log.js'
 import { backoffMs } from './agent/loop.js'
 import { McpTools } from './agent/mcp.js'

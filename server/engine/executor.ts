@@ -1,6 +1,6 @@
 import type { Db, Sql } from '../db/sql.js'
-import { finishAll } from '../domain/run-ends.js'
-import type { RunRow } from '../domain/runs.js'
+import { finishAll } from '../domain/runs/ends.js'
+import type { RunRow } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'
 
 /**

@@ -6,9 +6,9 @@ import {
   releaseLeases,
   renewLeases,
   takeOverLapsed,
-} from '../domain/admission.js'
+} from '../domain/runs/admission.js'
 import { engineChannel, listenLocally } from '../domain/engine-wake.js'
-import type { RunRow } from '../domain/runs.js'
+import type { RunRow } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
 import { LeaseLoop, type Leased, type WorkKind } from './lease-loop.js'

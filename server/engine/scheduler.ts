@@ -1,7 +1,7 @@
 import cron, { type ScheduledTask } from 'node-cron'
 import { ApiError } from '../../shared/errors.js'
 import { isRetryable, transaction, type Sql } from '../db/sql.js'
-import { enqueueRuns } from '../domain/runs.js'
+import { enqueueRuns } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'
 
 interface ScheduleRow {

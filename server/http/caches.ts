@@ -5,10 +5,10 @@ import {
   webhookSecretRotatedChannel,
   type EnterpriseSettings,
   type WebhookSecretHolder,
-} from '../domain/enterprises.js'
-import { sessionChangedChannel } from '../domain/people.js'
-import type { FoundSession } from '../domain/sessions.js'
-import { tokenRevokedChannel } from '../domain/tokens.js'
+} from '../domain/enterprises/enterprises.js'
+import { sessionChangedChannel } from '../domain/people/people.js'
+import type { FoundSession } from '../domain/people/sessions.js'
+import { tokenRevokedChannel } from '../domain/people/tokens.js'
 import type { Logger } from '../log.js'
 import type { Caller } from './caller.js'
 

@@ -1,5 +1,5 @@
 import type { Sql } from '../db/sql.js'
-import { runChannel } from '../domain/runs.js'
+import { runChannel } from '../domain/runs/index.js'
 
 /**
  * Readers waiting for a run's next event (GET /v1/runs/{id}?waitSeconds, DESIGN 5), woken by the NOTIFY

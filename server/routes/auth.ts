@@ -11,7 +11,7 @@ import {
   MyEnterprise,
   SessionSummary,
 } from '../../shared/schemas/people.js'
-import { enterprisesOf } from '../domain/people.js'
+import { enterprisesOf } from '../domain/people/people.js'
 import {
   changePassword,
   chooseEnterprise,
@@ -22,7 +22,7 @@ import {
   revokeSession,
   type FoundSession,
   type SessionLifetime,
-} from '../domain/sessions.js'
+} from '../domain/people/sessions.js'
 import { sessionCookie } from '../http/auth.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'

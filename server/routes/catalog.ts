@@ -23,9 +23,9 @@ import {
   getCatalogTask,
   listCatalogRoles,
   listCatalogTasks,
-} from '../domain/catalog.js'
-import { getRole } from '../domain/roles.js'
-import { readTask } from '../domain/tasks.js'
+} from '../domain/catalog/catalog.js'
+import { getRole } from '../domain/org/roles.js'
+import { readTask } from '../domain/tasks/tasks.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -21,9 +21,9 @@ import {
   listChats,
   listGrants,
   sendMessage,
-} from '../domain/chats.js'
-import { followDeltas } from '../domain/chat-deltas.js'
-import { openChatEvents } from '../domain/chat-events.js'
+} from '../domain/chats/chats.js'
+import { followDeltas } from '../domain/chats/deltas.js'
+import { openChatEvents } from '../domain/chats/events.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'

@@ -20,9 +20,9 @@ import {
   setEnterpriseAvatar,
   updateSettings,
   type EnterpriseSettings,
-} from '../domain/enterprises.js'
-import { getUser } from '../domain/people.js'
-import { getToken } from '../domain/tokens.js'
+} from '../domain/enterprises/enterprises.js'
+import { getUser } from '../domain/people/people.js'
+import { getToken } from '../domain/people/tokens.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

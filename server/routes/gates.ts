@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { ChatGateDecision, Gate, GateDecision, GateListQuery } from '../../shared/schemas/gates.js'
-import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates.js'
+import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates/gates.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

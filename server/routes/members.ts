@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { PageQuery, Uuid, pagedEnvelope } from '../../shared/schemas/common.js'
 import { readPage } from '../db/paging.js'
-import { getAttachment, listEmails, openEmail } from '../domain/mail.js'
+import { getAttachment, listEmails, openEmail } from '../domain/org/mail.js'
 import { Avatar, AvatarInput } from '../../shared/schemas/enterprise.js'
 import { Email } from '../../shared/schemas/mail.js'
 import { Member, MemberCreate, MemberPatch, RoleGrant } from '../../shared/schemas/organisation.js'
@@ -15,8 +15,8 @@ import {
   requireMember,
   setMemberAvatar,
   updateMember,
-} from '../domain/members.js'
-import { grantRole, revokeRole } from '../domain/roles.js'
+} from '../domain/org/members.js'
+import { grantRole, revokeRole } from '../domain/org/roles.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -16,7 +16,7 @@ import {
 } from '../../shared/schemas/memory.js'
 import { Run } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
-import { toRun } from '../domain/runs.js'
+import { toRun } from '../domain/runs/index.js'
 import {
   dismissReview,
   getNote,
@@ -28,7 +28,7 @@ import {
   resolveReview,
   startTraining,
   tombstoneNote,
-} from '../domain/memory/index.js'
+} from '../domain/learning/memory/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -10,7 +10,7 @@ import {
   decideRecommendation,
   getRecommendation,
   listRecommendations,
-} from '../domain/recommendations.js'
+} from '../domain/learning/recommendations.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -16,7 +16,7 @@ import {
   listRoles,
   revokeRole,
   unassignTaskFromRole,
-} from '../domain/roles.js'
+} from '../domain/org/roles.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

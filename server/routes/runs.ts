@@ -11,9 +11,9 @@ import {
   runSorts,
 } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
-import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/run-views.js'
-import { cancelRun } from '../domain/run-ends.js'
-import { clearRun, listEvents, retryRun, toRun } from '../domain/runs.js'
+import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/runs/views.js'
+import { cancelRun } from '../domain/runs/ends.js'
+import { clearRun, listEvents, retryRun, toRun } from '../domain/runs/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

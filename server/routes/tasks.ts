@@ -23,12 +23,12 @@ import {
   TaskNoteInput,
   TaskTrainInput,
 } from '../../shared/schemas/memory.js'
-import { askTaskMemory, taskMemory, writeTaskNote } from '../domain/memory/index.js'
+import { askTaskMemory, taskMemory, writeTaskNote } from '../domain/learning/memory/index.js'
 import { Recommendation, TaskRecommendationQuery } from '../../shared/schemas/recommendations.js'
-import { listTaskRecommendations } from '../domain/recommendations.js'
+import { listTaskRecommendations } from '../domain/learning/recommendations.js'
 import { readPage } from '../db/paging.js'
-import { startRun, toRun } from '../domain/runs.js'
-import { requireOfferedModel } from '../domain/llm.js'
+import { startRun, toRun } from '../domain/runs/index.js'
+import { requireOfferedModel } from '../domain/models/llm.js'
 import {
   clearTaskSchedule,
   createTask,
@@ -40,10 +40,10 @@ import {
   publishVersion,
   readTask,
   setTaskSchedule,
-} from '../domain/tasks.js'
+} from '../domain/tasks/tasks.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
-import { copyTask } from '../domain/task-copy.js'
+import { copyTask } from '../domain/tasks/copy.js'
 
 const TaskParams = z.object({ id: Uuid })
 

@@ -8,8 +8,8 @@ import {
   listTeams,
   removeTeamMember,
   updateTeam,
-} from '../domain/teams.js'
-import { addTeamMember } from '../domain/roles.js'
+} from '../domain/org/teams.js'
+import { addTeamMember } from '../domain/org/roles.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -1,7 +1,7 @@
 import { expect } from 'vitest'
 import { startEngine, type Engine } from '../../server/engine/index.js'
 import type { Db } from '../../server/db/sql.js'
-import { startRun } from '../../server/domain/runs.js'
+import { startRun } from '../../server/domain/runs/index.js'
 import type { TestApp } from './app.js'
 
 /** An API start through the domain, as POST /v1/tasks/{id}/runs makes it. */

@@ -2,7 +2,7 @@ import type { Provider } from '../../../shared/schemas/models.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
 import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
-import { gateOfStep, openGate } from '../../domain/gates.js'
+import { gateOfStep, openGate } from '../../domain/gates/gates.js'
 import {
   answerToolStep,
   endModelStep,
@@ -15,8 +15,8 @@ import {
   stored,
   type JournalEntry,
   type ToolRequest,
-} from '../../domain/journal.js'
-import { chooseModel, type OAuthSettings } from '../../domain/llm.js'
+} from '../../domain/runs/journal.js'
+import { chooseModel, type OAuthSettings } from '../../domain/models/llm.js'
 import {
   appendEvent,
   appendEvents,
@@ -24,12 +24,12 @@ import {
   transition,
   type NewEvent,
   type RunRow,
-} from '../../domain/runs.js'
-import { finishRun } from '../../domain/run-ends.js'
-import { settle } from '../../domain/spend.js'
-import { reaches } from '../../domain/task-checks.js'
-import { mustGateTools } from '../../domain/tasks.js'
-import { connectionsForRun, type RunConnection } from '../../domain/tool-connections.js'
+} from '../../domain/runs/index.js'
+import { finishRun } from '../../domain/runs/ends.js'
+import { settle } from '../../domain/models/spend.js'
+import { reaches } from '../../domain/tasks/checks.js'
+import { mustGateTools } from '../../domain/tasks/tasks.js'
+import { connectionsForRun, type RunConnection } from '../../domain/tools/connections.js'
 import type { Logger } from '../../log.js'
 import { withCallSignal, type ExecutionContext, type Executor } from '../executor.js'
 import { callModel, type CallOutcome } from '../models/call.js'

@@ -1,13 +1,13 @@
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
-import { proposeChangeTool, rememberTool } from '../../domain/builtin-tasks.js'
+import { proposeChangeTool, rememberTool } from '../../domain/tasks/builtin.js'
 import {
   chooseImproveMaterial,
   improveBriefing,
   type ImproveMaterial,
-} from '../../domain/improve-briefing.js'
-import { improvedTaskId } from '../../domain/recommendations.js'
+} from '../../domain/learning/briefing.js'
+import { improvedTaskId } from '../../domain/learning/recommendations.js'
 import {
   chooseTrainingMaterial,
   defaultRecallLimit,
@@ -15,8 +15,8 @@ import {
   trainingBriefing,
   trainingScope,
   type TrainingMaterial,
-} from '../../domain/memory/index.js'
-import type { NewEvent, RunRow } from '../../domain/runs.js'
+} from '../../domain/learning/memory/index.js'
+import type { NewEvent, RunRow } from '../../domain/runs/index.js'
 
 // What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)
 // and has the notes in its prompt; a training run (one that may call os.remember) is also given its

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { priceOf, type Provider } from '../../../shared/schemas/models.js'
 import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
-import type { ResolvedKey } from '../../domain/llm.js'
+import type { ResolvedKey } from '../../domain/models/llm.js'
 import {
   callCostMicros,
   checkRoom,
@@ -11,7 +11,7 @@ import {
   worstCaseMicros,
   type RunLayers,
   type SpendRefusal,
-} from '../../domain/spend.js'
+} from '../../domain/models/spend.js'
 import { withCallSignal } from '../executor.js'
 import {
   ProviderError,

@@ -5,7 +5,7 @@ import {
   dispatchQueued,
   maxTakeovers,
   takeOverLapsed,
-} from '../../../server/domain/admission.js'
+} from '../../../server/domain/runs/admission.js'
 import { completeDeterministic } from '../../../server/engine/executor.js'
 import { transaction, type Db } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
@@ -15,7 +15,7 @@ import {
   startRun,
   startRunsIn,
   transitionAll,
-} from '../../../server/domain/runs.js'
+} from '../../../server/domain/runs/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'

@@ -1,0 +1,742 @@
+import { ApiError } from '../../../shared/errors.js'
+import type {
+  Chat,
+  ChatDetail,
+  ChatMessage,
+  ChatToolCall,
+  ChatToolGrant,
+} from '../../../shared/schemas/chats.js'
+import { TaskDefinition } from '../../../shared/schemas/tasks.js'
+import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import { chatChanged, insertTurn, moveTurns, wakeChatTurns } from './turns.js'
+import { createTask, mustGateTools } from '../tasks/tasks.js'
+
+// Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
+// routes' side (open, list, read, send, decide, close, grants) and what the engine's chat loop writes
+// of a reply (its messages are the reply's journal).
+
+export interface ChatRow {
+  id: string
+  enterpriseId: string
+  memberId: string
+  purpose: 'create_task' | null
+  status: 'open' | 'closed'
+  outcome: Chat['outcome']
+  taskId: string | null
+  readSeq: string
+  lastMessageAt: Date | null
+  createdAt: Date
+  unread: number
+  replying: boolean
+}
+
+export interface StoredToolCall {
+  callId: string
+  name: string
+  arguments: Record<string, unknown>
+  status: ChatToolCall['status']
+  result: string | null
+  /** On a tool connection's mustGate list when the call was made: decided each time, never always. */
+  mustGate?: boolean
+}
+
+export interface MessageRow {
+  id: string
+  chatId: string
+  seq: string
+  role: ChatMessage['role']
+  content: string
+  toolCall: StoredToolCall | null
+  executingAt: Date | null
+  gateId: string | null
+  replyGroup: string | null
+  turnId: string | null
+  createdAt: Date
+  gateQuestions?: string[] | null
+  gateChoices?: { key: string; label: string }[] | null
+  gateStatus?: 'waiting' | 'decided' | null
+  gateDecision?: 'approve' | 'reject' | 'request_changes' | null
+  gateChoice?: string | null
+  gateAnswers?: unknown
+  gateNote?: string | null
+}
+
+/** Who decides: the token (or a person's session) that made the call. Grants are the caller's own. */
+export type ChatCaller = string
+
+/** Whether the member of chat `c` is still replying: a turn of the chat not done. */
+export const replying = (db: Db) =>
+  db`exists (select 1 from chat_turns t where t.chat_id = c.id and t.status <> 'done')`
+
+const chatColumns = (db: Db) => db`
+  c.*,
+  (select count(*)::int from chat_messages m
+    where m.chat_id = c.id and m.role = 'member' and m.seq > c.read_seq) as unread,
+  ${replying(db)} as replying`
+
+export function toChat(row: ChatRow): Chat {
+  return {
+    id: row.id,
+    memberId: row.memberId,
+    purpose: row.purpose,
+    status: row.status,
+    outcome: row.outcome,
+    taskId: row.taskId,
+    unread: row.unread,
+    replying: row.replying,
+    lastMessageAt: row.lastMessageAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+/** What the reply's loop said in the member's name about why it could not reply: a notice. */
+export const isNotice = (row: Pick<MessageRow, 'role' | 'replyGroup' | 'turnId'>) =>
+  row.role === 'member' && !row.replyGroup && !!row.turnId
+
+export function toChatMessage(row: MessageRow): ChatMessage {
+  const call = row.toolCall
+  // A question (os.ask_ceo) is a question, not a tool call to allow or deny (DESIGN 11).
+  const question = row.gateId && row.gateQuestions
+  return {
+    id: row.id,
+    role: row.role,
+    content: row.content,
+    toolCall:
+      call && !question
+        ? {
+            id: row.id,
+            name: call.name,
+            arguments: call.arguments,
+            status: call.status,
+            result: call.result,
+            mustGate: call.mustGate === true,
+          }
+        : null,
+    question: question
+      ? {
+          gateId: row.gateId!,
+          questions: row.gateQuestions!,
+          choices: row.gateChoices ?? [],
+          status: row.gateStatus === 'waiting' ? 'waiting' : 'answered',
+          answer:
+            row.gateStatus === 'waiting'
+              ? null
+              : {
+                  decision: row.gateDecision ?? null,
+                  choice: row.gateChoice ?? null,
+                  answers: row.gateAnswers ?? null,
+                  note: row.gateNote ?? null,
+                },
+        }
+      : null,
+    notice: isNotice(row),
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+export const messageColumns = (db: Db) => db`
+  m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status,
+  g.decision as gate_decision, g.choice as gate_choice, g.answers as gate_answers, g.note as gate_note`
+
+function chatNotFound(id: string): ApiError {
+  return new ApiError('chat_not_found', `No chat ${id} in this enterprise.`)
+}
+
+async function loadChat(db: Db, enterpriseId: string, id: string, lock = false): Promise<ChatRow> {
+  const [row] = lock
+    ? await db<ChatRow[]>`
+        select ${chatColumns(db)} from chats c
+         where c.enterprise_id = ${enterpriseId} and c.id = ${id} for no key update of c`
+    : await db<ChatRow[]>`
+        select ${chatColumns(db)} from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}`
+  if (!row) throw chatNotFound(id)
+  return row
+}
+
+/** Stores a message of a chat and moves its lastMessageAt; readers are woken once it commits. */
+export async function insertMessage(
+  tx: Db,
+  chat: { id: string; enterpriseId: string },
+  message: {
+    /** The id the message will have (a streamed reply's deltas name it before it is stored). */
+    id?: string
+    role: ChatMessage['role']
+    content: string
+    toolCall?: StoredToolCall
+    gateId?: string
+    replyGroup?: string
+    turnId?: string
+  },
+): Promise<MessageRow> {
+  // One round trip: the chat's last_message_at moves in the same statement.
+  const [row] = await tx<MessageRow[]>`
+    with m as (
+      insert into chat_messages (id, enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
+      values (coalesce(${message.id ?? null}::uuid, gen_random_uuid()), ${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
+              ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
+              ${message.replyGroup ?? null}, ${message.turnId ?? null})
+      returning *),
+    c as (update chats set last_message_at = (select created_at from m) where id = ${chat.id})
+    select * from m`
+  chatChanged(tx, chat.id)
+  return row!
+}
+
+/**
+ * A notice of a reply (why it is not made yet, in osd's words), once: the turn's notice that ends the
+ * chat so far is brought up to date rather than repeated (a provider still away says so in one line).
+ */
+export async function noticeMessage(
+  tx: Db,
+  chat: { id: string; enterpriseId: string },
+  turnId: string,
+  content: string,
+): Promise<void> {
+  const [last] = await tx<MessageRow[]>`
+    select * from chat_messages where chat_id = ${chat.id} order by seq desc limit 1`
+  if (last && isNotice(last) && last.turnId === turnId) {
+    if (last.content !== content) {
+      await tx`update chat_messages set content = ${content} where id = ${last.id}`
+      chatChanged(tx, chat.id)
+    }
+    return
+  }
+  await insertMessage(tx, chat, { role: 'member', content, turnId })
+}
+
+/**
+ * Marks an allowed tool call of the turn as executing, before it acts, while this engine holds the
+ * turn: answers false when the call was begun already (or the turn is no longer this engine's).
+ */
+export async function markExecuting(
+  db: Db,
+  messageId: string,
+  turnId: string,
+  engineId: string,
+): Promise<boolean> {
+  const [marked] = await db<{ id: string }[]>`
+    update chat_messages set executing_at = now()
+     where id = ${messageId} and executing_at is null and tool_call ->> 'status' = 'allowed'
+       and exists (select 1 from chat_turns where id = ${turnId} and status = 'running'
+                    and lease_owner = ${engineId})
+    returning id`
+  return Boolean(marked)
+}
+
+/** What a tool call of a reply answered (done) or why it failed. */
+export async function answerToolCall(
+  db: Db,
+  chatId: string,
+  messageId: string,
+  outcome: { content: string; isError: boolean },
+): Promise<void> {
+  await db`
+    update chat_messages
+       set tool_call = tool_call || ${db.json({
+         status: outcome.isError ? 'failed' : 'done',
+         result: outcome.content,
+       } as never)}
+     where id = ${messageId}`
+  chatChanged(db, chatId)
+}
+
+/** Calls of the turn found executing after a crash may have acted: answered, never made again. */
+export async function settleInterruptedCalls(
+  db: Db,
+  chatId: string,
+  turnId: string,
+  result: string,
+): Promise<void> {
+  await db`
+    update chat_messages
+       set tool_call = tool_call || jsonb_build_object('status', 'failed', 'result', ${result}::text)
+     where turn_id = ${turnId} and executing_at is not null and tool_call ->> 'status' = 'allowed'`
+  chatChanged(db, chatId)
+}
+
+// --- opening and listing ----------------------------------------------------------------------------
+
+async function requireMember(
+  db: Db,
+  enterpriseId: string,
+  memberId: string,
+): Promise<{ id: string; name: string }> {
+  const [member] = await db<{ id: string; name: string }[]>`
+    select id, name from members
+     where enterprise_id = ${enterpriseId} and id = ${memberId}::uuid and removed_at is null`
+  if (!member) throw new ApiError('member_not_found', `No member ${memberId} in this enterprise.`)
+  return member
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/**
+ * POST /v1/chats: a chat with memberId; or purpose create_task, with the coo holder who has held the
+ * role longest (or memberId), a greeting already inside.
+ */
+export async function createChat(
+  db: Db,
+  enterpriseId: string,
+  input: { memberId?: string; purpose?: string },
+): Promise<Chat> {
+  if (input.purpose !== undefined && input.purpose !== 'create_task')
+    throw new ApiError(
+      'unknown_purpose',
+      `purpose: only create_task is known; got "${input.purpose}".`,
+    )
+  if (input.memberId !== undefined && !uuidPattern.test(input.memberId))
+    throw new ApiError('member_not_found', `No member ${input.memberId} in this enterprise.`)
+  return transaction(db, async (tx) => {
+    let member: { id: string; name: string }
+    if (input.memberId) member = await requireMember(tx, enterpriseId, input.memberId)
+    else if (input.purpose === 'create_task') {
+      const [coo] = await tx<{ id: string; name: string }[]>`
+        select m.id, m.name from role_members rm
+          join roles r on r.id = rm.role_id
+          join members m on m.id = rm.member_id
+         where rm.enterprise_id = ${enterpriseId} and r.slug = 'coo' and m.removed_at is null
+         order by rm.granted_at, m.created_at, m.id limit 1`
+      if (!coo)
+        throw new ApiError('no_coo', 'Nobody holds the coo role: give it to a member first.')
+      member = coo
+    } else throw new ApiError('invalid_request', 'body: send memberId, or purpose create_task.')
+    const [row] = await tx<{ id: string }[]>`
+      insert into chats (enterprise_id, member_id, purpose)
+      values (${enterpriseId}, ${member.id}, ${input.purpose ?? null}) returning id`
+    if (input.purpose === 'create_task')
+      await insertMessage(
+        tx,
+        { id: row!.id, enterpriseId },
+        {
+          role: 'member',
+          content: `Hello, I am ${member.name}. Tell me what the task should do, how often and for whom, and I will propose it for you to approve.`,
+        },
+      )
+    return toChat(await loadChat(tx, enterpriseId, row!.id))
+  })
+}
+
+/**
+ * GET /v1/chats: most recently active first; purpose chats are not listed, nor chats with no message
+ * yet (a chat opened and left keeps no empty line in anyone's list).
+ */
+export async function listChats(
+  db: Db,
+  enterpriseId: string,
+  filters: { memberId?: string },
+): Promise<Chat[]> {
+  if (filters.memberId !== undefined && !uuidPattern.test(filters.memberId)) return []
+  const rows = await db<ChatRow[]>`
+    select ${chatColumns(db)} from chats c
+     where c.enterprise_id = ${enterpriseId} and c.purpose is null and c.last_message_at is not null
+       ${filters.memberId ? db`and c.member_id = ${filters.memberId}` : db``}
+     order by coalesce(c.last_message_at, c.created_at) desc, c.id desc`
+  return rows.map(toChat)
+}
+
+/** GET /v1/chats/unread: unread member replies in the chats the list shows. */
+export async function countUnread(db: Db, enterpriseId: string): Promise<{ count: number }> {
+  const [row] = await db<{ count: number }[]>`
+    select count(*)::int as count from chats c join chat_messages m on m.chat_id = c.id
+     where c.enterprise_id = ${enterpriseId} and c.purpose is null and m.role = 'member'
+       and m.seq > c.read_seq`
+  return { count: row!.count }
+}
+
+export interface DetailQuery {
+  limit?: string
+  afterMessageId?: string
+  waitSeconds?: string
+}
+
+function readLimit(limit: string | undefined): number | undefined {
+  if (limit === undefined) return undefined
+  const n = Number(limit)
+  if (!/^\d+$/.test(limit.trim()) || !Number.isInteger(n) || n < 1 || n > 200)
+    throw new ApiError('invalid_request', `limit: an integer from 1 to 200; got "${limit}".`)
+  return n
+}
+
+/** What readDetail reads: a message (all null when there is none) beside its chat. */
+type DetailRow = { [K in keyof MessageRow]: MessageRow[K] | null } & {
+  chat: Omit<ChatRow, 'lastMessageAt' | 'createdAt' | 'readSeq' | 'enterpriseId'> & {
+    lastMessageAt: string | null
+    createdAt: string
+  }
+  afterSeq: string | null
+}
+
+/**
+ * The chat of the enterprise (chat_not_found if none) and its messages (after afterMessageId's, the
+ * newest `limit`), in one statement: a long-poll's read repeats it, and its reply's read is its answer.
+ * `mark` marks the chat read: always, or only when messages are there (a long-poll's read that finds
+ * none waits and reads again). The read mark commits without waiting for its flush: a crash that loses
+ * it shows a reply unread again.
+ */
+async function readDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  afterMessageId: string | undefined,
+  limit: number | undefined,
+  mark: 'always' | 'if found',
+): Promise<ChatDetail> {
+  const after = afterMessageId !== undefined
+  const messageId = after && uuidPattern.test(afterMessageId) ? afterMessageId : null
+  const rows = await db<DetailRow[]>`
+    with c as (
+      select c.*,
+             (select seq from chat_messages m where m.chat_id = c.id and m.id = ${messageId}::uuid) as after_seq
+        from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}),
+    found as (
+      select ${messageColumns(db)}
+        from c join chat_messages m on m.chat_id = c.id left join gates g on g.id = m.gate_id
+       where ${after ? db`m.seq > c.after_seq` : db`true`}
+       order by m.seq desc ${limit ? db`limit ${limit}` : db``}),
+    marked as (
+      update chats x set read_seq = newest.seq
+        from c, (select max(seq) as seq from chat_messages where chat_id = ${id}) newest
+       where x.id = c.id and x.read_seq < newest.seq
+         and ${after ? db`c.after_seq is not null` : db`true`}
+         and ${mark === 'always' ? db`true` : db`exists (select 1 from found)`}
+      returning x.id)
+    select ${unflushedCommit(db)},
+           json_build_object(
+             'id', c.id, 'memberId', c.member_id, 'purpose', c.purpose, 'status', c.status,
+             'outcome', c.outcome, 'taskId', c.task_id, 'lastMessageAt', c.last_message_at,
+             'createdAt', c.created_at, 'unread', 0,
+             'replying', ${replying(db)}
+           ) as chat,
+           c.after_seq, m.*
+      from c left join found m on true
+     order by m.seq`
+  const [first] = rows
+  if (!first) throw chatNotFound(id)
+  if (after && first.afterSeq === null)
+    throw new ApiError(
+      'invalid_request',
+      `afterMessageId: no message ${afterMessageId} in chat ${id}.`,
+    )
+  const { chat } = first
+  return {
+    ...toChat({
+      ...chat,
+      enterpriseId,
+      readSeq: '0',
+      lastMessageAt: chat.lastMessageAt === null ? null : new Date(chat.lastMessageAt),
+      createdAt: new Date(chat.createdAt),
+    }),
+    messages: rows.filter((row) => row.id !== null).map((row) => toChatMessage(row as MessageRow)),
+  }
+}
+
+/** What a long-poll waits with: RunWatch's subscribe, on the chat channel. */
+export type Subscribe = (chatId: string, ms: number) => { ready: Promise<void>; cancel(): void }
+
+/**
+ * GET /v1/chats/{id}: the chat and its messages oldest first (limit: the newest only); afterMessageId
+ * only later ones, and with waitSeconds (up to 30) the answer is held until one exists. Marks it read.
+ */
+export async function getChatDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  query: DetailQuery,
+  wait?: { subscribe: Subscribe; signal?: AbortSignal },
+): Promise<ChatDetail> {
+  const limit = readLimit(query.limit)
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
+  const after = query.afterMessageId
+  const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
+  if (!wait || after === undefined || waitMs === 0)
+    return readDetail(db, enterpriseId, id, after, limit, 'always')
+  const deadline = Date.now() + waitMs
+  // Each wait starts before the read it guards, so a message landing in between is not missed. The
+  // read is the answer's own: a wait that finds messages needs no other round trip for them.
+  let watch = wait.subscribe(id, waitMs)
+  try {
+    for (let last = false; ;) {
+      const detail = await readDetail(
+        db,
+        enterpriseId,
+        id,
+        after,
+        limit,
+        last ? 'always' : 'if found',
+      )
+      if (detail.messages.length > 0 || last) return detail
+      await watch.ready
+      last = Date.now() >= deadline || wait.signal?.aborted === true
+      if (!last) watch = wait.subscribe(id, deadline - Date.now())
+    }
+  } finally {
+    watch.cancel()
+  }
+}
+
+// --- sending, deciding, closing -------------------------------------------------------------------
+
+/**
+ * POST /v1/chats/{id}/messages: stores the person's message with a turn for the engine to reply to.
+ * A chat whose member still replies answers 409 chat_replying; a closed one 409 chat_closed.
+ */
+export async function sendMessage(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  content: string,
+  caller: ChatCaller,
+): Promise<ChatMessage> {
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
+  try {
+    // One statement, one round trip (it is every chat message's): the chat locked and looked at, and
+    // when it is open and its member not replying, the turn, the message and the chat's lastMessageAt.
+    // A turn inserted meanwhile by another message is found by chat_turns_active (below).
+    const [row] = await db<(MessageRow & { chatStatus: string; chatReplying: boolean })[]>`
+      with c as (
+        select c.id, c.status,
+               ${replying(db)} as replying
+          from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}
+           for no key update of c),
+      t as (${insertTurn(db, enterpriseId, caller, db`c`)}),
+      m as (
+        insert into chat_messages (enterprise_id, chat_id, role, content, turn_id)
+        select ${enterpriseId}, ${id}, 'person', ${content}, t.id from t
+        returning *),
+      u as (update chats set last_message_at = (select created_at from m)
+             where id = ${id} and exists (select 1 from m))
+      select m.*, c.status as chat_status, c.replying as chat_replying from c left join m on true`
+    if (!row) throw chatNotFound(id)
+    if (row.chatStatus === 'closed')
+      throw new ApiError('chat_closed', `Chat ${id} is closed: open another.`)
+    if (row.chatReplying || !row.id)
+      throw new ApiError(
+        'chat_replying',
+        `The member is still replying in chat ${id}: wait for the reply (or decide its tool call).`,
+      )
+    chatChanged(db, id)
+    wakeChatTurns(db, id)
+    return toChatMessage(row)
+  } catch (err) {
+    // Two messages at once: the second finds the first one's turn.
+    if (isUniqueViolation(err, 'chat_turns_active'))
+      throw new ApiError('chat_replying', `The member is still replying in chat ${id}.`)
+    throw err
+  }
+}
+
+/**
+ * POST /v1/chats/{id}/tool-calls/{callId}/decision: allow runs the call once (the engine runs it),
+ * always also stores the caller's grant, deny tells the member it was refused. In a create-task chat,
+ * allowing os.create_task creates the task and closes the chat (applied); denying it closes the chat
+ * (rejected). A decided call answers 409 already_decided.
+ */
+export async function decideToolCall(
+  db: Db,
+  enterpriseId: string,
+  chatId: string,
+  callId: string,
+  decision: 'allow' | 'always' | 'deny',
+  caller: ChatCaller,
+): Promise<ChatMessage> {
+  const outcome = await transaction(db, async (tx) => {
+    const chat = await loadChat(tx, enterpriseId, chatId, true)
+    const [message] = uuidPattern.test(callId)
+      ? await tx<MessageRow[]>`
+          select * from chat_messages where chat_id = ${chatId} and id = ${callId} and tool_call is not null
+             for update`
+      : []
+    if (!message)
+      throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
+    const call = message.toolCall!
+    if (message.gateId)
+      throw new ApiError(
+        'use_gate_decision',
+        `Message ${callId} is a question, not a tool call: answer it with POST /v1/gates/chat/${chatId}/decision.`,
+        { gateId: message.gateId, route: `POST /v1/gates/chat/${chatId}/decision` },
+      )
+    if (chat.status === 'closed' && (call.status === 'waiting' || call.result === closedCallResult))
+      throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
+    if (call.status !== 'waiting')
+      throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
+        status: call.status,
+      })
+    // The chief executive's must-gate list wins over a person's convenience: each such call is decided.
+    if (decision === 'always' && (await mustGateTools(tx, enterpriseId)).includes(call.name))
+      throw new ApiError(
+        'gate_required_for_tool',
+        `${call.name} is on a tool connection's mustGate list: allow or deny this call; it cannot be allowed always.`,
+        { tool: call.name },
+      )
+    const set = (status: StoredToolCall['status'], result: string | null) => tx`
+      update chat_messages set tool_call = tool_call || ${tx.json({ status, result } as never)}
+       where id = ${message.id}`
+    const goOn = () =>
+      message.turnId && moveTurns(tx, 'pending', { ids: [message.turnId], from: ['waiting'] })
+    if (decision === 'always')
+      await tx`
+        insert into chat_tool_grants (enterprise_id, caller, member_id, tool)
+        values (${enterpriseId}, ${caller}, ${chat.memberId}, ${call.name}) on conflict do nothing`
+    const proposal = chat.purpose === 'create_task' && call.name === 'os.create_task'
+    if (decision === 'deny') {
+      await set('denied', 'The person refused this call.')
+      if (proposal) {
+        await tx`update chats set status = 'closed', outcome = 'rejected' where id = ${chatId}`
+        await endChatWork(tx, chatId)
+      } else await goOn()
+    } else if (proposal) {
+      const created = await createProposedTask(tx, enterpriseId, call.arguments, chatId)
+      if ('taskId' in created) {
+        await set('done', `Created task ${created.taskId}.`)
+        await tx`update chats set status = 'closed', outcome = 'applied', task_id = ${created.taskId}
+                  where id = ${chatId}`
+        await endChatWork(tx, chatId)
+      } else {
+        await set('failed', created.error)
+        await goOn()
+      }
+    } else {
+      await set('allowed', null)
+      await goOn()
+    }
+    chatChanged(tx, chatId)
+    wakeChatTurns(tx, chatId)
+    return message.id
+  })
+  const [row] = await db<MessageRow[]>`
+    select ${messageColumns(db)} from chat_messages m left join gates g on g.id = m.gate_id
+     where m.id = ${outcome}`
+  return toChatMessage(row!)
+}
+
+function definitionOf(args: Record<string, unknown>): TaskDefinition {
+  return (args.definition ?? {}) as TaskDefinition
+}
+
+/** Creates the task os.create_task proposed, naming the chat; its errors are the member's to correct. */
+async function createProposedTask(
+  tx: Db,
+  enterpriseId: string,
+  args: Record<string, unknown>,
+  chatId: string,
+): Promise<{ taskId: string } | { error: string }> {
+  const problem = await checkProposal(tx, enterpriseId, args)
+  if (problem) return { error: problem }
+  const taskId = await createTask(tx, enterpriseId, definitionOf(args), { sourceChatId: chatId })
+  return { taskId }
+}
+
+const rollback = new Error('rollback')
+
+/**
+ * The definition checks of POST /v1/tasks on a proposed definition, nothing kept: undefined when it would
+ * be created, else what is wrong, in words the member can correct it by.
+ */
+export async function checkProposal(
+  db: Db,
+  enterpriseId: string,
+  args: Record<string, unknown>,
+): Promise<string | undefined> {
+  const parsed = TaskDefinition.safeParse(args.definition)
+  if (!parsed.success)
+    return `definition: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`).join('; ')}`
+  try {
+    await transaction(db, async (tx) => {
+      await tx`savepoint proposal`
+      try {
+        await createTask(tx, enterpriseId, parsed.data)
+      } finally {
+        await tx`rollback to savepoint proposal`
+      }
+      throw rollback
+    })
+  } catch (err) {
+    if (err === rollback) return undefined
+    if (err instanceof ApiError)
+      return `${err.code}: ${err.message}${err.extra ? ` ${JSON.stringify(err.extra)}` : ''}`
+    throw err
+  }
+  return undefined
+}
+
+/** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
+const closedCallResult = 'The chat was closed before this call was decided.'
+
+/**
+ * What a chat's closing ends, in the closing transaction: a reply in progress (its turn is done, so the
+ * engine neither stores its answer nor makes another model call), its tool calls not yet begun (never run)
+ * and the question gates it waits on (decided by the chat closing, as a run's end closes its gates).
+ */
+async function endChatWork(tx: Db, chatId: string): Promise<void> {
+  await moveTurns(tx, 'done', {
+    chatId,
+    from: ['pending', 'running', 'waiting', 'blocked', 'paused_spend'],
+  })
+  await tx`
+    update chat_messages
+       set tool_call = tool_call || ${tx.json({ status: 'denied', result: closedCallResult } as never)}
+     where chat_id = ${chatId} and executing_at is null
+       and tool_call ->> 'status' in ('waiting', 'allowed')`
+  await tx`
+    update gates set status = 'decided', decided_by = 'chat closed', decided_at = now()
+     where chat_id = ${chatId} and status = 'waiting'`
+  chatChanged(tx, chatId)
+  wakeChatTurns(tx, chatId)
+}
+
+/** POST /v1/chats/{id}/close: closed; repeating changes nothing. */
+export async function closeChat(db: Db, enterpriseId: string, id: string): Promise<Chat> {
+  if (!uuidPattern.test(id)) throw chatNotFound(id)
+  return transaction(db, async (tx) => {
+    const chat = await loadChat(tx, enterpriseId, id, true)
+    if (chat.status === 'open') {
+      await tx`update chats set status = 'closed', outcome = 'closed' where id = ${id}`
+      await endChatWork(tx, id)
+    }
+    return toChat(await loadChat(tx, enterpriseId, id))
+  })
+}
+
+// --- grants -------------------------------------------------------------------------------------------
+
+export async function listGrants(
+  db: Db,
+  enterpriseId: string,
+  caller: ChatCaller,
+  memberId: string | undefined,
+): Promise<ChatToolGrant[]> {
+  if (memberId !== undefined && !uuidPattern.test(memberId)) return []
+  const rows = await db<{ id: string; memberId: string; tool: string; createdAt: Date }[]>`
+    select id, member_id, tool, created_at from chat_tool_grants
+     where enterprise_id = ${enterpriseId} and caller = ${caller}
+       ${memberId ? db`and member_id = ${memberId}` : db``}
+     order by created_at desc, id`
+  return rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString() }))
+}
+
+export async function deleteGrant(
+  db: Db,
+  enterpriseId: string,
+  caller: ChatCaller,
+  grantId: string,
+): Promise<void> {
+  const rows = await db`
+    delete from chat_tool_grants
+     where enterprise_id = ${enterpriseId} and caller = ${caller} and id = ${grantId} returning id`
+  if (rows.length === 0)
+    throw new ApiError('grant_not_found', `No tool grant ${grantId} of this caller.`)
+}
+
+/** Whether the caller that sent a turn's message granted the member's tool for good. */
+export async function isGranted(
+  db: Db,
+  caller: ChatCaller | null,
+  memberId: string,
+  tool: string,
+): Promise<boolean> {
+  if (!caller) return false
+  const [row] = await db<{ found: boolean }[]>`
+    select exists (select 1 from chat_tool_grants
+                    where caller = ${caller} and member_id = ${memberId} and tool = ${tool}) as found`
+  return row!.found
+}

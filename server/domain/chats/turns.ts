@@ -1,0 +1,303 @@
+import type { ModelTier } from '../../../shared/schemas/models.js'
+import { notifyAfterCommit, onCommit, unflushedCommit, type Db, type Fragment } from '../../db/sql.js'
+
+// Chat turns (DESIGN 11): one per person message, claimed by an engine like a run, with a lease; the
+// member's reply is made while its turn runs. This module is the only code that writes chat_turns, and
+// every status change goes through moveTurns, which checks it. Apart from chats.ts so that gates.ts can
+// move a chat's reply on when its question is answered, with no import circle (chats.ts opens gates).
+
+export const turnStatuses = [
+  'pending',
+  'running',
+  'waiting',
+  'blocked',
+  'paused_spend',
+  'done',
+] as const
+export type TurnStatus = (typeof turnStatuses)[number]
+
+// Which status may follow which. pending: to be claimed; running: an engine makes the reply (a lapsed
+// lease is claimed again); waiting: a tool call or question waits for the person; blocked: no model key
+// (until one is bound) or a provider that did not answer (until not_before); paused_spend: a spend cap
+// (until raised); done: replied, stopped, or the chat closed.
+const next: Record<TurnStatus, readonly TurnStatus[]> = {
+  pending: ['running', 'done'],
+  running: ['running', 'done', 'waiting', 'blocked', 'paused_spend', 'pending'],
+  waiting: ['pending', 'done'],
+  blocked: ['running', 'pending', 'done'],
+  paused_spend: ['pending', 'done'],
+  done: [],
+}
+
+/** The spend reservation of a turn's model call in flight (released once if a crash interrupts it). */
+export interface TurnReservation {
+  id: string
+  day: string
+  micros: number
+  teamId: string | null
+}
+
+export interface TurnRow {
+  reservation: TurnReservation | null
+  id: string
+  enterpriseId: string
+  chatId: string
+  status: TurnStatus
+  caller: string | null
+  modelCalls: number
+  recall: 'succeeded' | 'failed' | null
+  /** What the reply works with, read by the claim itself (null: the chat is gone). */
+  context: ChatContext | null
+}
+
+/** The chat, its member, the enterprise and the member's first team, as the claim reads them. */
+export interface ChatContext {
+  id: string
+  enterpriseId: string
+  memberId: string
+  purpose: string | null
+  status: string
+  memberName: string | null
+  persona: string | null
+  enterpriseName: string | null
+  chatModelTier: ModelTier | null
+  chatMemoryDepth: string | null
+  teamId: string | null
+}
+
+// --- what wakes whom --------------------------------------------------------------------------------
+
+/** NOTIFY channel of chat messages (the payload is the chat id): wakes long-polling readers. */
+export const chatChannel = 'osd_chat'
+
+/** NOTIFY channel of chat turns to claim (the payload is the chat id): wakes the engines' chat loops. */
+export const chatTurnChannel = 'osd_chat_turn'
+
+/** Chat loops of this process, told at the commit itself, before the NOTIFY comes back. */
+const local = new Set<(chatId: string) => void>()
+
+export function listenChatTurnsLocally(wake: (chatId: string) => void): () => void {
+  local.add(wake)
+  return () => local.delete(wake)
+}
+
+/** Tells readers of the chat that it changed (a message, whether its member replies), once `db` commits. */
+export function chatChanged(db: Db, chatId: string): void {
+  notifyAfterCommit(db, chatChannel, [chatId])
+}
+
+/** Tells the engines that a turn of the chat may be claimed (or has moved), once `db` commits. */
+export function wakeChatTurns(db: Db, chatId: string): void {
+  notifyAfterCommit(db, chatTurnChannel, [chatId])
+  if (local.size > 0)
+    onCommit(db, () => {
+      for (const wake of local) wake(chatId)
+    })
+}
+
+// --- status changes ---------------------------------------------------------------------------------
+
+/** Which turns a move is for: one turn, a chat's, or an enterprise's; and from which statuses. */
+export interface TurnSelection {
+  ids?: readonly string[]
+  chatId?: string
+  enterpriseId?: string
+  from: readonly TurnStatus[]
+  /** Only while this engine holds the turn's lease. */
+  owner?: string
+}
+
+export interface TurnFields {
+  /** blocked: when it is tried again (none: when a key is bound). */
+  notBefore?: Date
+  /** The model call just settled, counted in the same statement: its cost in micro-dollars. */
+  countCall?: number
+}
+
+/**
+ * Moves the selected turns to `to`: checks each move, clears the lease of a turn that stops running,
+ * and tells the chat's readers (whether its member replies) and, for pending, the engines. In the
+ * caller's transaction; answers the chats of the turns moved.
+ */
+export async function moveTurns(
+  db: Db,
+  to: Exclude<TurnStatus, 'running'>,
+  which: TurnSelection,
+  fields: TurnFields = {},
+): Promise<string[]> {
+  for (const from of which.from)
+    if (!next[from].includes(to)) throw new Error(`A ${from} chat turn cannot become ${to}.`)
+  if (which.ids === undefined && which.chatId === undefined && which.enterpriseId === undefined)
+    throw new Error('moveTurns: say which turns')
+  const moved = await db<{ chatId: string }[]>`
+    update chat_turns
+       set status = ${to}, lease_owner = null, lease_expires_at = null,
+           not_before = ${to === 'blocked' ? (fields.notBefore ?? null) : null}, updated_at = now()
+           ${
+             fields.countCall !== undefined
+               ? db`, model_calls = model_calls + 1, cost_usd_micros = cost_usd_micros + ${fields.countCall}`
+               : db``
+           }
+     where status = any(${db.array([...which.from])}::text[])
+       ${which.ids !== undefined ? db`and id = any(${db.array([...which.ids])}::uuid[])` : db``}
+       ${which.chatId !== undefined ? db`and chat_id = ${which.chatId}` : db``}
+       ${which.enterpriseId !== undefined ? db`and enterprise_id = ${which.enterpriseId}` : db``}
+       ${which.owner !== undefined ? db`and lease_owner = ${which.owner}` : db``}
+    returning chat_id`
+  const chats = [...new Set(moved.map((m) => m.chatId))]
+  for (const chatId of chats) {
+    chatChanged(db, chatId)
+    if (to === 'pending' || to === 'done') wakeChatTurns(db, chatId)
+  }
+  return chats
+}
+
+/**
+ * The statement of a new turn for the message `sendMessage` stores, as a fragment of its one statement:
+ * inserted from the rows of `chat` (a CTE with id) that may take one.
+ */
+export function insertTurn(db: Db, enterpriseId: string, caller: string, chat: Fragment): Fragment {
+  return db`
+    insert into chat_turns (enterprise_id, chat_id, caller)
+    select ${enterpriseId}, c.id, ${caller} from ${chat} c where c.status = 'open' and not c.replying
+    returning id`
+}
+
+// --- leases -----------------------------------------------------------------------------------------
+
+/**
+ * Claims turns (pending, a lapsed lease, a blocked one now due) and reads what their replies work with
+ * (ChatContext), in one round trip. The claim commits without waiting for its flush (as lease renewals
+ * do): a crash of the database that loses it puts the turn back in line, and nothing the reply does
+ * before its next flushed commit acts outside.
+ */
+export async function claimTurns(
+  db: Db,
+  engineId: string,
+  leaseSeconds: number,
+  limit: number,
+): Promise<TurnRow[]> {
+  return db<TurnRow[]>`
+    with claimed as (
+      update chat_turns t
+         set status = 'running', lease_owner = ${engineId}, not_before = null,
+             lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), updated_at = now()
+       where t.id in (select id from chat_turns
+                       where status = 'pending' or (status = 'running' and lease_expires_at < now())
+                          or (status = 'blocked' and not_before <= now())
+                       order by created_at limit ${limit} for update skip locked)
+      returning t.*)
+    select t.*, ${unflushedCommit(db)},
+           (select json_build_object(
+                     'id', c.id, 'enterpriseId', c.enterprise_id, 'memberId', c.member_id,
+                     'purpose', c.purpose, 'status', c.status, 'memberName', m.name,
+                     'persona', m.persona, 'enterpriseName', e.name,
+                     'chatModelTier', e.chat_model_tier, 'chatMemoryDepth', e.chat_memory_depth,
+                     'teamId', (select team_id from team_members tm where tm.member_id = c.member_id
+                                 order by joined_at limit 1))
+              from chats c
+              left join members m on m.id = c.member_id
+              left join enterprises e on e.id = c.enterprise_id
+             where c.id = t.chat_id) as context
+      from claimed t`
+}
+
+/** Extends this engine's leases of these turns; answers the ids it still holds. */
+export async function renewTurns(
+  db: Db,
+  engineId: string,
+  ids: string[],
+  leaseSeconds: number,
+): Promise<Set<string>> {
+  // Without waiting for the flush, as the claim: a lost renewal only lets the lease lapse sooner.
+  const rows = await db<{ id: string }[]>`
+    update chat_turns set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+     where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
+    returning id, ${unflushedCommit(db)}`
+  return new Set(rows.map((r) => r.id))
+}
+
+/** Whether the turn is still running under this engine's lease (its chat may have closed). */
+export async function holdsTurn(db: Db, engineId: string, id: string): Promise<boolean> {
+  const [row] = await db<{ status: string; leaseOwner: string | null }[]>`
+    select status, lease_owner from chat_turns where id = ${id}`
+  return row?.status === 'running' && row.leaseOwner === engineId
+}
+
+/** Locks the turn in `tx`; whether it is still this engine's to move (not taken over, not closed). */
+export async function lockTurn(tx: Db, engineId: string, id: string): Promise<boolean> {
+  const [row] = await tx<{ status: string; leaseOwner: string | null }[]>`
+    select status, lease_owner from chat_turns where id = ${id} for update`
+  return row?.status === 'running' && row.leaseOwner === engineId
+}
+
+/** What this engine was replying to goes back in line for the next engine, at once (it is stopping). */
+export async function releaseTurns(db: Db, engineId: string, ids: string[]): Promise<void> {
+  await moveTurns(db, 'pending', { ids, from: ['running'], owner: engineId })
+}
+
+/** When the next turn a provider's outage holds is tried again. */
+export async function nextDueTurn(db: Db): Promise<Date | null> {
+  const [row] = await db<{ at: Date | null }[]>`
+    select min(not_before) as at from chat_turns where status = 'blocked' and not_before > now()`
+  return row?.at ?? null
+}
+
+// --- what a reply keeps on its turn ---------------------------------------------------------------
+
+/**
+ * Keeps the reservation of the model call in flight on the turn (null: none in flight). `unflushed`:
+ * its transaction commits without waiting for the WAL flush (DESIGN 3: a reservation whose loss
+ * releases it).
+ */
+export function keepReservation(
+  db: Db,
+  id: string,
+  held: TurnReservation | null,
+  { unflushed = false } = {},
+) {
+  return db`
+    update chat_turns set reservation = ${held ? db.json(held as never) : null} where id = ${id}
+    ${unflushed ? db`returning ${unflushedCommit(db)}` : db``}`
+}
+
+/** Counts a model call that did not end the turn. */
+export function countTurnCall(db: Db, id: string, costMicros: number) {
+  return db`update chat_turns set model_calls = model_calls + 1,
+                  cost_usd_micros = cost_usd_micros + ${costMicros}, updated_at = now()
+             where id = ${id}`
+}
+
+/** The turn's memory recall, recorded once (recall health counts chats from here). */
+export async function recordRecall(
+  db: Db,
+  id: string,
+  outcome: 'succeeded' | 'failed',
+): Promise<void> {
+  await db`update chat_turns set recall = ${outcome}, recalled_at = now()
+            where id = ${id} and recall is null`
+}
+
+/**
+ * A question gate of a chat was answered (POST /v1/gates/chat/{chatId}/decision): the os.ask_ceo call
+ * that opened it is done with the answer, and the reply goes on.
+ */
+export async function questionAnswered(
+  tx: Db,
+  gate: { id: string; chatId: string },
+  answer: { decision: string; note?: string; answers?: unknown; choice?: string },
+): Promise<void> {
+  const result = JSON.stringify({
+    decision: answer.decision,
+    ...(answer.choice !== undefined ? { choice: answer.choice } : {}),
+    ...(answer.answers !== undefined ? { answers: answer.answers } : {}),
+    ...(answer.note !== undefined ? { note: answer.note } : {}),
+  })
+  const [message] = await tx<{ turnId: string | null }[]>`
+    update chat_messages
+       set tool_call = tool_call || jsonb_build_object('status', 'done', 'result', ${result}::text)
+     where chat_id = ${gate.chatId} and gate_id = ${gate.id}
+     returning turn_id`
+  chatChanged(tx, gate.chatId)
+  if (message?.turnId) await moveTurns(tx, 'pending', { ids: [message.turnId], from: ['waiting'] })
+}

@@ -1,0 +1,240 @@
+import { ApiError } from '../../../shared/errors.js'
+import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
+import { transaction, type Db } from '../../db/sql.js'
+import { appendEvent, transition, type RunRow } from '../runs/index.js'
+import { triggerImprovements } from '../learning/improve.js'
+import { idFilter } from '../../db/paging.js'
+import { questionAnswered } from '../chats/turns.js'
+
+// Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
+// (waiting_on_gate, not under way). The one decision that lands moves the run back in line.
+
+interface GateRow {
+  id: string
+  enterpriseId: string
+  runId: string | null
+  taskId: string | null
+  chatId: string | null
+  kind: 'tool' | 'question'
+  tool: string | null
+  arguments: Record<string, unknown> | null
+  owner: string | null
+  approval: string | null
+  summary: string | null
+  choices: { key: string; label: string }[] | null
+  questions: string[] | null
+  journalStep: number | null
+  status: 'waiting' | 'decided'
+  decision: Gate['decision']
+  note: string | null
+  answers: unknown
+  choice: string | null
+  decidedBy: string | null
+  decidedAt: Date | null
+  createdAt: Date
+  taskSlug?: string | null
+}
+
+export function toGate(row: GateRow): Gate {
+  return {
+    id: row.id,
+    kind: row.kind,
+    status: row.status,
+    tool: row.tool,
+    arguments: row.arguments,
+    owner: row.owner,
+    approval: row.approval,
+    summary: row.summary,
+    choices: row.choices,
+    questions: row.questions,
+    runId: row.runId,
+    chatId: row.chatId,
+    taskId: row.taskId,
+    taskSlug: row.taskSlug ?? null,
+    decision: row.decision,
+    note: row.note,
+    answers: row.answers ?? null,
+    choice: row.choice,
+    decidedBy: row.decidedBy,
+    decidedAt: row.decidedAt?.toISOString() ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }
+}
+
+const gateColumns = (db: Db) =>
+  db`g.*, (select task_slug from runs r where r.id = g.run_id) as task_slug`
+
+export interface OpenGate {
+  kind: 'tool' | 'question'
+  tool?: string
+  arguments?: Record<string, unknown>
+  owner?: string
+  approval?: string
+  summary?: string | null
+  choices?: { key: string; label: string }[] | null
+  questions?: string[] | null
+  journalStep: number
+}
+
+/** Opens the question gate of os.ask_ceo in a chat (DESIGN 11), in the caller's transaction. */
+export async function openChatGate(
+  tx: Db,
+  chat: { enterpriseId: string; id: string },
+  question: {
+    questions: string[]
+    choices: { key: string; label: string }[]
+    summary: string | null
+  },
+): Promise<Gate> {
+  const [row] = await tx<GateRow[]>`
+    insert into gates (enterprise_id, chat_id, kind, tool, summary, choices, questions)
+    values (${chat.enterpriseId}, ${chat.id}, 'question', 'os.ask_ceo', ${question.summary},
+            ${tx.json(question.choices)}, ${tx.json(question.questions)})
+    returning *`
+  return toGate(row!)
+}
+
+/** Opens a gate for a running run, which waits on it (DESIGN 6); both in the caller's transaction. */
+export async function openGate(tx: Db, run: RunRow, gate: OpenGate): Promise<Gate> {
+  const [row] = await tx<GateRow[]>`
+    insert into gates (enterprise_id, run_id, task_id, kind, tool, arguments, owner, approval, summary, choices,
+                       questions, journal_step)
+    values (${run.enterpriseId}, ${run.id}, ${run.taskId}, ${gate.kind}, ${gate.tool ?? null},
+            ${gate.arguments ? tx.json(gate.arguments as never) : null}, ${gate.owner ?? null}, ${gate.approval ?? null},
+            ${gate.summary ?? null}, ${gate.choices ? tx.json(gate.choices) : null},
+            ${gate.questions ? tx.json(gate.questions) : null}, ${gate.journalStep})
+    returning *`
+  await transition(
+    tx,
+    run,
+    'waiting_on_gate',
+    {},
+    { gateId: row!.id, kind: gate.kind, tool: gate.tool ?? null },
+  )
+  return toGate({ ...row!, taskSlug: run.taskSlug })
+}
+
+export async function listWaitingGates(
+  db: Db,
+  enterpriseId: string,
+  filters: { taskId?: string; runId?: string; kind?: string },
+): Promise<Gate[]> {
+  const rows = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g
+     where g.enterprise_id = ${enterpriseId} and g.status = 'waiting'
+       ${idFilter(db, 'g.task_id', filters.taskId)} ${idFilter(db, 'g.run_id', filters.runId)}
+       ${filters.kind ? db`and g.kind = ${filters.kind}` : db``}
+     order by g.created_at desc, g.id desc`
+  return rows.map(toGate)
+}
+
+export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
+  const rows = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.run_id = ${runId}
+     order by g.created_at desc, g.id desc`
+  return rows.map(toGate)
+}
+
+export async function getGate(db: Db, enterpriseId: string, id: string): Promise<Gate> {
+  const [row] = await db<
+    GateRow[]
+  >`select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.id = ${id}`
+  if (!row) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
+  return toGate(row)
+}
+
+/** The gate opened for a journal step of a run (the loop reads its decision when the run resumes). */
+export async function gateOfStep(db: Db, runId: string, step: number): Promise<Gate | undefined> {
+  const [row] = await db<GateRow[]>`
+    select ${gateColumns(db)} from gates g where g.run_id = ${runId} and g.journal_step = ${step}
+     order by g.created_at desc limit 1`
+  return row && toGate(row)
+}
+
+/**
+ * Decides a waiting gate (spec: Gate decision): exactly one of any number of concurrent decisions lands
+ * (the gate's row lock); a decided gate is 409 gate_not_waiting. A choice must be a key of the gate's
+ * own choices. The run goes back in line and its executor carries the decision out once.
+ */
+export async function decideGate(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  input: GateDecision,
+  decidedBy: string,
+): Promise<Gate> {
+  return transaction(db, async (tx) => {
+    const [gate] = await tx<
+      GateRow[]
+    >`select * from gates where enterprise_id = ${enterpriseId} and id = ${id} for no key update`
+    if (!gate) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
+    if (gate.status !== 'waiting') {
+      throw new ApiError(
+        'gate_not_waiting',
+        `Gate ${id} was already decided (${gate.decision ?? 'closed'}).`,
+        {
+          decision: gate.decision,
+        },
+      )
+    }
+    if (input.choice !== undefined && !(gate.choices ?? []).some((c) => c.key === input.choice)) {
+      const keys = (gate.choices ?? []).map((c) => c.key)
+      throw new ApiError(
+        'invalid_request',
+        `choice: ${keys.length ? `one of ${keys.join(', ')}` : 'this gate offers no choices'}; got "${input.choice}".`,
+      )
+    }
+    await tx`
+      update gates
+         set status = 'decided', decision = ${input.decision}, note = ${input.note ?? null},
+             answers = ${input.answers === undefined ? null : tx.json(input.answers as never)},
+             choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
+       where id = ${id}`
+    if (gate.chatId) await questionAnswered(tx, { id, chatId: gate.chatId }, input)
+    if (gate.runId) {
+      const [run] = await tx<
+        RunRow[]
+      >`select * from runs where id = ${gate.runId} for no key update`
+      if (run?.status === 'waiting_on_gate') {
+        await appendEvent(tx, run, 'gate.decided', {
+          gateId: id,
+          decision: input.decision,
+          decidedBy,
+        })
+        await transition(tx, run, 'pending', {}, { gateId: id, because: `gate ${input.decision}` })
+      }
+      // A person turning a run's call down calls for the task's improvement (DESIGN 10).
+      if (gate.taskId && (input.decision === 'reject' || input.decision === 'request_changes'))
+        await triggerImprovements(tx, [
+          {
+            enterpriseId,
+            taskId: gate.taskId,
+            runId: gate.runId,
+            because: `gate ${input.decision}`,
+          },
+        ])
+    }
+    return getGate(tx, enterpriseId, id)
+  })
+}
+
+/**
+ * Answers the question a chat waits on: the gate named by gateId, else the chat's newest waiting one
+ * (spec: POST /v1/gates/chat/{chatId}/decision).
+ */
+export async function decideChatGate(
+  db: Db,
+  enterpriseId: string,
+  chatId: string,
+  input: GateDecision & { gateId?: string },
+  decidedBy: string,
+): Promise<Gate> {
+  const { gateId, ...decision } = input
+  const [gate] = await db<{ id: string }[]>`
+    select id from gates
+     where enterprise_id = ${enterpriseId} and chat_id = ${chatId}
+       and ${gateId ? db`id = ${gateId}` : db`status = 'waiting'`}
+     order by created_at desc limit 1`
+  if (!gate) throw new ApiError('gate_not_found', `Chat ${chatId} waits on no question.`)
+  return decideGate(db, enterpriseId, gate.id, decision, decidedBy)
+}

@@ -1,0 +1,35 @@
+// Memory (DESIGN 10): notes per task, team and enterprise; recall and ask; ratings and the review queue.
+export {
+  writeNote,
+  writeTaskNote,
+  listNotes,
+  getNote,
+  tombstoneNote,
+  rateNote,
+  taskMemory,
+  taskGrants,
+  type NoteInput,
+} from './notes.js'
+export {
+  recallNotes,
+  recallChatNotes,
+  searchTaskNotes,
+  askTaskMemory,
+  recallHealth,
+  defaultRecallLimit,
+  maxRecallLimit,
+} from './recall.js'
+export { listReview, listReviewHistory, resolveReview, dismissReview } from './review.js'
+export { noteNotFound } from './rows.js'
+export {
+  startTraining,
+  chooseTrainingMaterial,
+  trainingBriefing,
+  trainingScope,
+  rememberLesson,
+  trainingRunLimit,
+  trainingNoteLimit,
+  type TrainingMaterial,
+  type TrainingScope,
+} from './training.js'
+export type { RecalledNote, MemoryNote } from '../../../../shared/schemas/memory.js'

@@ -1,0 +1,149 @@
+import type { MemoryAsk, RecallHealth, RecalledNote } from '../../../../shared/schemas/memory.js'
+import type { Db, Fragment } from '../../../db/sql.js'
+import { loadTask, loadVersion } from '../../tasks/tasks.js'
+
+// Recall (DESIGN 10): what a task reads of memory for a text. Its own notes, its team's and the
+// enterprise's, active only, ranked by ts_rank over the text's words (memory_query in migration 0011:
+// websearch_to_tsquery with its terms joined by or, so a goal recalls every note sharing a word with it
+// and the notes sharing more rank higher), found through the GIN index on active notes by the text's
+// rarer words on a large memory (memory_filter).
+
+/** How many notes a recall answers unless told. */
+export const defaultRecallLimit = 10
+export const maxRecallLimit = 50
+
+interface RecalledRow {
+  id: string
+  layer: RecalledNote['layer']
+  taskId: string | null
+  teamId: string | null
+  text: string
+  kind: RecalledNote['kind']
+  source: RecalledNote['source']
+  score: number
+}
+
+/**
+ * The notes a run of `taskId` recalls for `text`, best first, read-only: what GET
+ * /v1/tasks/{id}/memory/ask answers. A task not of the enterprise, or a text with no searchable word,
+ * recalls nothing.
+ */
+export async function searchTaskNotes(
+  db: Db,
+  enterpriseId: string,
+  taskId: string,
+  text: string,
+  limit = defaultRecallLimit,
+): Promise<RecalledNote[]> {
+  const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
+  const search = (filter: Fragment) => db<RecalledRow[]>`
+    with s as materialized (select ${filter} as filter, memory_query(${text}) as query),
+         t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId})
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
+           ts_rank(n.search, s.query)::float8 as score
+      from s, t, memory_notes n
+     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
+       and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise')
+     order by score desc, n.created_at desc, n.id
+     limit ${take}`
+  // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
+  // does (migration 0011).
+  let rows = await search(db`memory_filter(${text})`)
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
+  return rows.map((r) => ({ ...r, score: Number(r.score) }))
+}
+
+/**
+ * What a run recalls at its start (the engine calls it with goal + input): searchTaskNotes, and each
+ * note answered counts one more recall. Ask does not count: only runs (and chats) recall.
+ */
+export async function recallNotes(
+  db: Db,
+  enterpriseId: string,
+  taskId: string,
+  text: string,
+  limit = defaultRecallLimit,
+): Promise<RecalledNote[]> {
+  const notes = await searchTaskNotes(db, enterpriseId, taskId, text, limit)
+  if (notes.length > 0)
+    await db`
+      update memory_notes set recalls = recalls + 1
+       where enterprise_id = ${enterpriseId} and id = any(${db.array(notes.map((n) => n.id))}::uuid[])`
+  return notes
+}
+
+/**
+ * What a chat reply recalls for the person's message (DESIGN 11): the notes of the member's team and the
+ * enterprise's, best first, `limit` of them (chatMemoryDepth); each answered counts one more recall.
+ */
+export async function recallChatNotes(
+  db: Db,
+  enterpriseId: string,
+  teamId: string | null,
+  text: string,
+  limit: number,
+  count = true,
+): Promise<RecalledNote[]> {
+  const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
+  const search = (filter: Fragment) => db<RecalledRow[]>`
+    with s as materialized (select ${filter} as filter, memory_query(${text}) as query)
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
+           ts_rank(n.search, s.query)::float8 as score
+      from s, memory_notes n
+     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
+       and (n.layer = 'enterprise' or (n.layer = 'team' and n.team_id = ${teamId}::uuid))
+     order by score desc, n.created_at desc, n.id
+     limit ${take}`
+  let rows = await search(db`memory_filter(${text})`)
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
+  if (count && rows.length > 0)
+    await db`
+      update memory_notes set recalls = recalls + 1
+       where enterprise_id = ${enterpriseId} and id = any(${db.array(rows.map((n) => n.id))}::uuid[])`
+  return rows.map((r) => ({ ...r, score: Number(r.score) }))
+}
+
+/** GET /v1/tasks/{id}/memory/ask: the notes for `q`, or, without one, for the task's goal. */
+export async function askTaskMemory(
+  db: Db,
+  enterpriseId: string,
+  taskId: string,
+  q: string | undefined,
+  limit?: number,
+): Promise<MemoryAsk> {
+  const task = await loadTask(db, enterpriseId, taskId)
+  let question = q?.trim() ? q : undefined
+  if (question === undefined) {
+    const version = await loadVersion(db, enterpriseId, task.currentVersionId)
+    question = version?.definition.goal ?? ''
+  }
+  return { question, notes: await searchTaskNotes(db, enterpriseId, taskId, question, limit) }
+}
+
+/**
+ * Recalls tried over the last 24 hours (spec: recall health window), from the run events the engine
+ * writes at each llm run's start: memory.recalled, or memory.recall_failed; and from the chat turns,
+ * each of which records whether its reply's recall succeeded.
+ */
+export async function recallHealth(db: Db, enterpriseId: string): Promise<RecallHealth> {
+  const [row] = await db<{ succeeded: number; failed: number; since: Date }[]>`
+    select count(*) filter (where type = 'memory.recalled')::int as succeeded,
+           count(*) filter (where type = 'memory.recall_failed')::int as failed,
+           now() - interval '24 hours' as since
+      from run_events
+     where enterprise_id = ${enterpriseId}
+       and type in ('memory.recalled', 'memory.recall_failed')
+       and created_at > now() - interval '24 hours'`
+  const [chats] = await db<{ succeeded: number; failed: number }[]>`
+    select count(*) filter (where recall = 'succeeded')::int as succeeded,
+           count(*) filter (where recall = 'failed')::int as failed
+      from chat_turns
+     where enterprise_id = ${enterpriseId} and recall is not null
+       and recalled_at > now() - interval '24 hours'`
+  const { succeeded, failed, since } = row!
+  return {
+    since: since.toISOString(),
+    runs: { attempted: succeeded + failed, succeeded, failed },
+    chats: { attempted: chats!.succeeded + chats!.failed, ...chats! },
+  }
+}

@@ -1,0 +1,261 @@
+import {
+  spendLayers,
+  type SpendCapInput,
+  type SpendLayer,
+  type SpendView,
+} from '../../../shared/schemas/spend.js'
+import { transaction, type Db } from '../../db/sql.js'
+import { moveTurns } from '../chats/turns.js'
+import { layerOwner } from '../tasks/layers.js'
+import { transitionAll, type RunRow } from '../runs/index.js'
+
+// Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what
+// each layer spent today, in millionths of a dollar. Every model call first reserves its worst case on
+// every layer under the layers' row locks, so concurrent runs cannot overshoot a cap; the call's real
+// cost replaces the reservation when it answers.
+
+const microsPerCent = 10_000
+
+export function today(): string {
+  return new Date().toISOString().slice(0, 10)
+}
+
+/** The four layers a run spends on; the enterprise's layer id is the enterprise's own. */
+export interface RunLayers {
+  enterpriseId: string
+  teamId: string | null
+  /** None for a chat reply, which spends on its enterprise, team and member (DESIGN 11). */
+  taskId: string | null
+  memberId: string | null
+}
+
+function layersOf(run: RunLayers): { layer: SpendLayer; layerId: string }[] {
+  const layers: { layer: SpendLayer; layerId: string }[] = [
+    { layer: 'enterprise', layerId: run.enterpriseId },
+  ]
+  if (run.taskId) layers.push({ layer: 'task', layerId: run.taskId })
+  if (run.teamId) layers.push({ layer: 'team', layerId: run.teamId })
+  if (run.memberId) layers.push({ layer: 'member', layerId: run.memberId })
+  // A fixed order of locking, so two reservations never wait on each other in a circle.
+  return layers.sort((a, b) => (a.layer + a.layerId).localeCompare(b.layer + b.layerId))
+}
+
+export type Reservation =
+  { ok: true; day: string } | { ok: false; layer: SpendLayer; layerId: string; capCents: number }
+
+/** Why a model call found no room: the capped layer it would pass. */
+export type SpendRefusal = Extract<Reservation, { ok: false }>
+
+/**
+ * The reservation of a model call's worst case (DESIGN 6), in two halves sent in one transaction (the
+ * model call step, engine/models/call.ts): this one locks the layers' counters of today (made if
+ * missing) and answers whether `worstMicros` fits under every cap; holdReservation then reserves it.
+ * Apart, so the caller sends the hold with its own last statements (pipelinedTransaction).
+ */
+export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Promise<Reservation> {
+  const day = today()
+  const layers = layersOf(run)
+  const kinds = tx.array(layers.map((l) => l.layer))
+  const ids = tx.array(layers.map((l) => l.layerId))
+  // Two statements in one round trip (pipelined on the transaction's connection): the day's counters,
+  // created in the layers' fixed order, then locked with their caps and whether limits are on.
+  const [, counters] = await Promise.all([
+    tx`
+      insert into spend_days (enterprise_id, day, layer, layer_id)
+      select ${run.enterpriseId}, ${day}, l, i from unnest(${kinds}::text[], ${ids}::uuid[]) with ordinality as x(l, i, n)
+       order by n
+      on conflict do nothing`,
+    tx<
+      {
+        layer: SpendLayer
+        layerId: string
+        spentUsdMicros: number
+        reservedUsdMicros: number
+        moneyCentsDay: number | null
+        spendEnabled: boolean | null
+      }[]
+    >`
+      select d.layer, d.layer_id, d.spent_usd_micros, d.reserved_usd_micros,
+             (select money_cents_day from spend_caps c
+               where c.enterprise_id = d.enterprise_id and c.layer = d.layer and c.layer_id = d.layer_id) as money_cents_day,
+             (select spend_enabled from enterprises e where e.id = d.enterprise_id) as spend_enabled
+        from spend_days d
+       where d.enterprise_id = ${run.enterpriseId} and d.day = ${day}
+         and (d.layer, d.layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))
+       order by d.layer || d.layer_id::text
+       for update of d`,
+  ])
+  for (const counter of counters) {
+    if (!counter.spendEnabled || counter.moneyCentsDay === null) continue
+    if (
+      counter.spentUsdMicros + counter.reservedUsdMicros + worstMicros >
+      counter.moneyCentsDay * microsPerCent
+    ) {
+      return {
+        ok: false,
+        layer: counter.layer,
+        layerId: counter.layerId,
+        capCents: counter.moneyCentsDay,
+      }
+    }
+  }
+  return { ok: true, day }
+}
+
+/** The reservation's second half: `worstMicros` on the layers of `day` (checkRoom locked them). */
+export function holdReservation(tx: Db, run: RunLayers, day: string, worstMicros: number) {
+  const layers = layersOf(run)
+  return tx`
+    update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
+     where enterprise_id = ${run.enterpriseId} and day = ${day}
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+}
+
+/** Replaces a reservation by what the call cost; the run's first call also counts it as a run of the day. */
+export async function settle(
+  tx: Db,
+  run: RunLayers,
+  day: string,
+  reservedMicros: number,
+  costMicros: number,
+  firstCall: boolean,
+): Promise<void> {
+  const layers = layersOf(run)
+  await tx`
+    update spend_days
+       set reserved_usd_micros = greatest(0, reserved_usd_micros - ${reservedMicros}),
+           spent_usd_micros = spent_usd_micros + ${costMicros},
+           runs = runs + ${firstCall ? 1 : 0}
+     where enterprise_id = ${run.enterpriseId} and day = ${day}
+       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+}
+
+// --- the routes' side -------------------------------------------------------------------------------
+
+export async function getSpend(db: Db, enterpriseId: string): Promise<SpendView> {
+  const day = today()
+  const [[enterprise], rows, caps] = await Promise.all([
+    db<
+      { spendEnabled: boolean }[]
+    >`select spend_enabled from enterprises where id = ${enterpriseId}`,
+    db<{ layer: SpendLayer; layerId: string; spentUsdMicros: number; runs: number }[]>`
+      select layer, layer_id, spent_usd_micros, runs from spend_days
+       where enterprise_id = ${enterpriseId} and day = ${day} and (spent_usd_micros > 0 or runs > 0)
+       order by layer, layer_id`,
+    db<{ layer: SpendLayer; layerId: string; moneyCentsDay: number }[]>`
+      select layer, layer_id, money_cents_day from spend_caps where enterprise_id = ${enterpriseId} order by layer, layer_id`,
+  ])
+  return {
+    day,
+    enabled: enterprise?.spendEnabled ?? true,
+    today: rows.map((r) => ({
+      layer: r.layer,
+      layerId: r.layerId,
+      usdCents: r.spentUsdMicros / microsPerCent,
+      runs: r.runs,
+    })),
+    caps,
+  }
+}
+
+/**
+ * Sets (or with null removes) a layer's daily cap. Raising or removing a cap puts paused runs back in
+ * line (spec: States and transitions, paused_spend); they pause again if there is still no room.
+ */
+export async function setCap(
+  db: Db,
+  enterpriseId: string,
+  input: SpendCapInput,
+): Promise<SpendView> {
+  const layerId = await layerOwner(db, enterpriseId, spendLayers, input.layer, input.layerId)
+  await transaction(db, async (tx) => {
+    const [before] = await tx<{ moneyCentsDay: number }[]>`
+      select money_cents_day from spend_caps where enterprise_id = ${enterpriseId} and layer = ${input.layer}
+         and layer_id = ${layerId} for update`
+    if (input.moneyCentsDay === null) {
+      await tx`delete from spend_caps where enterprise_id = ${enterpriseId} and layer = ${input.layer} and layer_id = ${layerId}`
+    } else {
+      await tx`
+        insert into spend_caps (enterprise_id, layer, layer_id, money_cents_day)
+        values (${enterpriseId}, ${input.layer}, ${layerId}, ${input.moneyCentsDay})
+        on conflict (enterprise_id, layer, layer_id) do update set money_cents_day = excluded.money_cents_day, updated_at = now()`
+    }
+    const raised =
+      before && (input.moneyCentsDay === null || input.moneyCentsDay > before.moneyCentsDay)
+    if (raised) await requeuePaused(tx, enterpriseId, 'the spend cap was raised')
+  })
+  return getSpend(db, enterpriseId)
+}
+
+/** Turns spend limits on or off; turning them off puts paused runs back in line. */
+export async function setEnabled(
+  db: Db,
+  enterpriseId: string,
+  enabled: boolean,
+): Promise<SpendView> {
+  await transaction(db, async (tx) => {
+    await tx`update enterprises set spend_enabled = ${enabled} where id = ${enterpriseId}`
+    if (!enabled) await requeuePaused(tx, enterpriseId, 'spend limits were turned off')
+  })
+  return getSpend(db, enterpriseId)
+}
+
+/**
+ * paused_spend -> pending for the enterprise's paused runs (admission queues them again) and for its
+ * chat replies a cap held (the engines' chat loops claim them again).
+ */
+export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
+  await moveTurns(tx, 'pending', { enterpriseId, from: ['paused_spend'] })
+  const paused = await tx<RunRow[]>`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
+  await transitionAll(
+    tx,
+    'pending',
+    paused.map((run) => ({ run, fields: { notBefore: null }, event: { because: why } })),
+  )
+  return paused.length
+}
+
+/** A model's price per token, in micro-dollars (shared/schemas/models.ts priceOf). */
+export type TokenPrice = { input: number; output: number }
+
+/**
+ * The most a model call may cost, in micro-dollars, for its reservation: the prompt (system, messages
+ * and tools; about a token per 3 characters) and every token it may answer with.
+ */
+export function worstCaseMicros(price: TokenPrice, promptChars: number, maxTokens: number): number {
+  return Math.ceil(Math.ceil(promptChars / 3) * price.input + maxTokens * price.output)
+}
+
+/** What a model call cost, in micro-dollars, from the usage it answered with. */
+export function callCostMicros(
+  price: TokenPrice,
+  usage: { input: number; output: number },
+): number {
+  return Math.ceil(usage.input * price.input + usage.output * price.output)
+}
+
+/**
+ * Counts a model call on its key's usage row (one per connection, day and model: every call of the
+ * enterprise on that key writes it, so callers send it late in their transaction). Returned unawaited,
+ * for a pipelined transaction to send with its other statements.
+ */
+export function countUsage(
+  db: Db,
+  call: {
+    connectionId: string
+    enterpriseId: string
+    day: string
+    model: string
+    usage: { input: number; output: number }
+    costMicros: number
+  },
+) {
+  return db`
+    insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
+    values (${call.connectionId}, ${call.enterpriseId}, ${call.day}, ${call.model}, 1, ${call.usage.input}, ${call.usage.output}, ${call.costMicros})
+    on conflict (connection_id, day, model) do update
+       set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+           output_tokens = llm_usage.output_tokens + excluded.output_tokens,
+           cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+}

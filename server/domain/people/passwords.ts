@@ -1,0 +1,80 @@
+import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+import { ApiError } from '../../../shared/errors.js'
+
+// Passwords (DESIGN 8): scrypt, memory-hard, run on libuv's thread pool so a login does not stop the event
+// loop. The stored string names its parameters, so they can be raised later without breaking old hashes:
+// scrypt$<log2 N>$<r>$<p>$<salt>$<hash>, base64. N = 2^15, r = 8 takes 32 MiB and ~60 ms per hash here.
+
+const log2N = 15
+const r = 8
+const p = 1
+const keyLength = 32
+
+export const passwordLimits = { min: 12, max: 1024 } as const
+
+/**
+ * At most this many hashes at once per process (each takes 32 MiB and a thread of libuv's pool, which
+ * file and DNS work share), and at most `waiting` more queued: beyond that a sign-in is answered 429
+ * sign_in_busy at once, so a flood of sign-ins with made-up emails cannot take the memory or the pool.
+ */
+export const hashing = { atOnce: 2, waiting: 64 }
+let running = 0
+const queue: (() => void)[] = []
+
+async function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+  if (running >= hashing.atOnce) {
+    if (queue.length >= hashing.waiting)
+      throw new ApiError('sign_in_busy', 'Too many sign-ins at once; try again in a second.', {
+        retryAfterSeconds: 1,
+      })
+    await new Promise<void>((resolve) => queue.push(resolve))
+  } else running++
+  try {
+    const maxmem = 256 * options.N! * options.r! + 1024 * 1024
+    return await new Promise((resolve, reject) =>
+      scrypt(password.normalize('NFC'), salt, keyLength, { ...options, maxmem }, (err, key) =>
+        err ? reject(err) : resolve(key),
+      ),
+    )
+  } finally {
+    // The slot passes to the next in the queue, or is given back.
+    const next = queue.shift()
+    if (next) next()
+    else running--
+  }
+}
+
+/** Refuses a password a person should not be allowed to choose (400 invalid_request). */
+export function checkNewPassword(password: string): void {
+  if (password.length < passwordLimits.min || password.length > passwordLimits.max) {
+    throw new ApiError(
+      'invalid_request',
+      `password: ${passwordLimits.min} to ${passwordLimits.max} characters.`,
+    )
+  }
+}
+
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16)
+  const key = await derive(password, salt, { N: 2 ** log2N, r, p })
+  return ['scrypt', log2N, r, p, salt.toString('base64'), key.toString('base64')].join('$')
+}
+
+/** Whether the password matches the stored hash; compared in constant time. */
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [scheme, n, rr, pp, salt, hash] = stored.split('$')
+  if (scheme !== 'scrypt' || !salt || !hash) return false
+  const expected = Buffer.from(hash, 'base64')
+  const key = await derive(password, Buffer.from(salt, 'base64'), {
+    N: 2 ** Number(n),
+    r: Number(rr),
+    p: Number(pp),
+  })
+  return key.length === expected.length && timingSafeEqual(key, expected)
+}
+
+/**
+ * A hash no password matches, verified when the email names nobody, so an unknown email costs a login as
+ * much time as a wrong password does (the answer must not tell whether the email exists).
+ */
+export const unmatchableHash = `scrypt$${log2N}$${r}$${p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(keyLength).toString('base64')}`

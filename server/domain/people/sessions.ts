@@ -1,0 +1,347 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { ApiError } from '../../../shared/errors.js'
+import type {
+  LoginAnswer,
+  Me,
+  MyEnterprise,
+  PersonRole,
+  User,
+} from '../../../shared/schemas/people.js'
+import { transaction, type Db } from '../../db/sql.js'
+import { checkNewPassword, hashPassword, unmatchableHash, verifyPassword } from './passwords.js'
+import {
+  enterpriseOf,
+  enterprisesOf,
+  findUserByEmail,
+  getUser,
+  sessionChangedChannel,
+} from './people.js'
+import { hashSecret, newSecret } from '../secrets.js'
+
+// Sessions (DESIGN 8): what a person's sign-in opens. The secret is answered once (and set as a cookie);
+// only its SHA-256 is stored, as is the CSRF token's. A session ends when idle too long, at its absolute
+// expiry, at logout, or when its person leaves the enterprise; every osd process hears of the last two at
+// once (NOTIFY on sessionChangedChannel), the first two are checked by every lookup.
+
+/** What a session secret starts with (newSecret('osds')); an API token starts osd_. */
+export const sessionPrefix = 'osds_'
+export const lockout = { failures: 10, windowMinutes: 15, lockMinutes: 15 } as const
+
+export interface SessionLifetime {
+  idleMinutes: number
+  maxHours: number
+}
+
+export interface SessionSummary {
+  id: string
+  /** The slug of the enterprise it acts in, or null. */
+  enterprise: string | null
+  current: boolean
+  createdAt: string
+  lastSeenAt: string
+  expiresAt: string
+  idleExpiresAt: string
+}
+
+/** What a request learns from a session's secret. */
+export interface FoundSession {
+  kind: 'session'
+  sessionId: string
+  userId: string
+  /** '' when the person acts in no enterprise (they belong to none, or left the one chosen). */
+  enterpriseId: string
+  role: PersonRole | null
+  csrfHash: Buffer
+}
+
+const emailHash = (email: string) =>
+  createHash('sha256').update(email.trim().toLowerCase(), 'utf8').digest()
+
+/** Checks an email and password (checkCredentials) and opens a session in one of their enterprises. */
+export async function login(
+  db: Db,
+  input: { email: string; password: string; enterprise?: string },
+  lifetime: SessionLifetime,
+): Promise<LoginAnswer> {
+  const user = await checkCredentials(db, input.email, input.password)
+  return openSession(db, user, input.enterprise, lifetime)
+}
+
+/**
+ * The person with this email and password, or 401 invalid_credentials. Ten failures for one email in
+ * 15 minutes lock it for 15 minutes (429 login_locked, Retry-After), whether or not a person has that
+ * email, and a wrong email costs the same scrypt time as a wrong password: the answers tell nothing of
+ * who exists. An attempt counts as a failure from before its password is checked, so parallel guesses
+ * cannot outrun the lock.
+ */
+export async function checkCredentials(db: Db, email: string, password: string): Promise<User> {
+  const key = emailHash(email)
+  const attempt = await transaction(db, async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtextextended(${key.toString('hex')}, 7))`
+    const [lock] = await tx<{ seconds: number }[]>`
+      select ceil(extract(epoch from until - now()))::int as seconds
+        from login_locks where email_hash = ${key} and until > now()`
+    if (lock) return { locked: lock.seconds, failures: 0 }
+    const [counted] = await tx<{ failures: number }[]>`
+      with attempt as (insert into login_failures (email_hash) values (${key}) returning 1)
+      select count(*)::int + 1 as failures
+        from login_failures
+       where email_hash = ${key} and at > now() - make_interval(mins => ${lockout.windowMinutes})`
+    if (counted!.failures > lockout.failures) {
+      // Guesses sent in parallel with the tenth: the lock starts now, without checking this one.
+      await lockEmail(tx, key)
+      return { locked: lockout.lockMinutes * 60, failures: 0 }
+    }
+    return { locked: undefined, failures: counted!.failures }
+  })
+  if (attempt.locked !== undefined) throw lockedError(attempt.locked)
+
+  const user = await findUserByEmail(db, email)
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash).catch(
+    async (err: unknown) => {
+      // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
+      await db`
+        delete from login_failures
+         where ctid = (select ctid from login_failures where email_hash = ${key} order by at desc limit 1)`
+      throw err
+    },
+  )
+  if (!user || !matches) {
+    if (attempt.failures >= lockout.failures) await lockEmail(db, key)
+    throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
+  }
+  await db`delete from login_failures where email_hash = ${key}`
+  return { id: user.id, email: user.email, name: user.name }
+}
+
+async function lockEmail(db: Db, key: Buffer): Promise<void> {
+  await db`
+    insert into login_locks (email_hash, until)
+    values (${key}, now() + make_interval(mins => ${lockout.lockMinutes}))
+    on conflict (email_hash) do update set until = excluded.until`
+  await db`delete from login_failures where email_hash = ${key}`
+}
+
+/**
+ * A new session of the person, acting in `enterprise` (slug or id; 404 unless theirs) or else in the
+ * first of theirs. Its secret and CSRF token are in this answer only.
+ */
+export async function openSession(
+  db: Db,
+  user: User,
+  enterprise: string | undefined,
+  lifetime: SessionLifetime,
+): Promise<LoginAnswer> {
+  const actsIn = enterprise
+    ? await enterpriseOf(db, user.id, enterprise)
+    : ((await enterprisesOf(db, user.id))[0] ?? null)
+  const sessionToken = newSecret('osds')
+  const csrfToken = randomBytes(24).toString('base64url')
+  const [session] = await db<{ expiresAt: Date }[]>`
+    insert into sessions (user_id, enterprise_id, token_hash, csrf_hash, expires_at)
+    values (${user.id}, ${actsIn?.id ?? null}, ${hashSecret(sessionToken)}, ${hashSecret(csrfToken)},
+            now() + make_interval(hours => ${lifetime.maxHours}))
+    returning expires_at`
+  // Old failures and locks go with the sign-ins that find them.
+  await db`delete from login_failures where at < now() - make_interval(mins => ${lockout.windowMinutes})`
+  await db`delete from login_locks where until < now()`
+  return {
+    user,
+    enterprise: actsIn,
+    sessionToken,
+    csrfToken,
+    expiresAt: session!.expiresAt.toISOString(),
+  }
+}
+
+function lockedError(seconds: number): ApiError {
+  return new ApiError(
+    'login_locked',
+    `Too many failed sign-ins for this email; try again in ${Math.ceil(seconds / 60)} minutes.`,
+    { retryAfterSeconds: Math.max(1, seconds) },
+  )
+}
+
+/**
+ * The caller a session secret stands for, or undefined when it is unknown, revoked or expired. A lookup
+ * moves the idle expiry forward, at most once a minute (callers are cached for seconds: http/caches.ts).
+ */
+export async function findSessionCaller(
+  db: Db,
+  hash: Buffer,
+  lifetime: SessionLifetime,
+): Promise<FoundSession | undefined> {
+  const [row] = await db<
+    {
+      id: string
+      userId: string
+      enterpriseId: string | null
+      role: PersonRole | null
+      csrfHash: Buffer
+    }[]
+  >`
+    with found as (
+      select s.id, s.user_id, s.enterprise_id, s.csrf_hash, s.last_seen_at, p.role
+        from sessions s
+        left join enterprise_people p on p.enterprise_id = s.enterprise_id and p.user_id = s.user_id
+       where s.token_hash = ${hash} and s.revoked_at is null and s.expires_at > now()
+         and s.last_seen_at > now() - make_interval(mins => ${lifetime.idleMinutes})
+    ), touched as (
+      update sessions set last_seen_at = now()
+        from found
+       where sessions.id = found.id and found.last_seen_at < now() - interval '1 minute'
+    )
+    select id, user_id, enterprise_id, csrf_hash, role from found`
+  if (!row) return undefined
+  return {
+    kind: 'session',
+    sessionId: row.id,
+    userId: row.userId,
+    // A session whose person left its enterprise acts in none.
+    enterpriseId: row.role ? row.enterpriseId! : '',
+    role: row.role,
+    csrfHash: row.csrfHash,
+  }
+}
+
+/** Ends the session at once, in every osd process. */
+export async function revokeSession(db: Db, sessionId: string): Promise<void> {
+  await db`
+    with ended as (
+      update sessions set revoked_at = coalesce(revoked_at, now()) where id = ${sessionId} returning id
+    )
+    select pg_notify(${sessionChangedChannel}, id::text) from ended`
+}
+
+/** Moves the session to another of the person's enterprises (404 enterprise_not_found otherwise). */
+export async function chooseEnterprise(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  slugOrId: string,
+  lifetime: SessionLifetime,
+): Promise<Me> {
+  const enterprise = await enterpriseOf(db, session.userId, slugOrId)
+  await db`
+    with moved as (
+      update sessions set enterprise_id = ${enterprise.id} where id = ${session.sessionId} returning id
+    )
+    select pg_notify(${sessionChangedChannel}, id::text) from moved`
+  return describeSession(db, session, lifetime)
+}
+
+/** The person, the enterprise the session acts in, and when the session ends. */
+export async function describeSession(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  lifetime: SessionLifetime,
+): Promise<Me> {
+  const [[row], user, enterprises] = await Promise.all([
+    db<{ enterpriseId: string | null; createdAt: Date; expiresAt: Date; idleExpiresAt: Date }[]>`
+      select enterprise_id, created_at, expires_at,
+             least(expires_at, last_seen_at + make_interval(mins => ${lifetime.idleMinutes})) as idle_expires_at
+        from sessions where id = ${session.sessionId}`,
+    getUser(db, session.userId),
+    enterprisesOf(db, session.userId),
+  ])
+  const enterprise: MyEnterprise | null =
+    enterprises.find((e) => e.id === row?.enterpriseId) ?? null
+  return {
+    user,
+    enterprise,
+    session: {
+      id: session.sessionId,
+      createdAt: row!.createdAt.toISOString(),
+      expiresAt: row!.expiresAt.toISOString(),
+      idleExpiresAt: row!.idleExpiresAt.toISOString(),
+    },
+  }
+}
+
+/** The person's open sessions, newest first; `current` marks the one asking. */
+export async function listSessions(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  lifetime: SessionLifetime,
+): Promise<SessionSummary[]> {
+  const rows = await db<
+    (Omit<
+      SessionSummary,
+      'createdAt' | 'expiresAt' | 'idleExpiresAt' | 'lastSeenAt' | 'current'
+    > & {
+      createdAt: Date
+      lastSeenAt: Date
+      expiresAt: Date
+      idleExpiresAt: Date
+    })[]
+  >`
+    select s.id, e.slug as enterprise, s.created_at, s.last_seen_at, s.expires_at,
+           least(s.expires_at, s.last_seen_at + make_interval(mins => ${lifetime.idleMinutes})) as idle_expires_at
+      from sessions s left join enterprises e on e.id = s.enterprise_id
+     where s.user_id = ${session.userId} and s.revoked_at is null and s.expires_at > now()
+       and s.last_seen_at > now() - make_interval(mins => ${lifetime.idleMinutes})
+     order by s.created_at desc, s.id`
+  return rows.map((r) => ({
+    id: r.id,
+    enterprise: r.enterprise,
+    current: r.id === session.sessionId,
+    createdAt: r.createdAt.toISOString(),
+    lastSeenAt: r.lastSeenAt.toISOString(),
+    expiresAt: r.expiresAt.toISOString(),
+    idleExpiresAt: r.idleExpiresAt.toISOString(),
+  }))
+}
+
+/** Ends one of the person's own sessions (404 session_not_found for any other id). */
+export async function revokeOwnSession(db: Db, userId: string, sessionId: string): Promise<void> {
+  const [row] = await db`
+    with ended as (
+      update sessions set revoked_at = coalesce(revoked_at, now())
+       where id = ${sessionId} and user_id = ${userId}
+       returning id
+    )
+    select pg_notify(${sessionChangedChannel}, id::text) from ended`
+  if (!row) throw new ApiError('session_not_found', `You have no session ${sessionId}.`)
+}
+
+/**
+ * Changes the person's password, given the current one (401 invalid_credentials, counted like a failed
+ * sign-in), and ends every other session of theirs at once: whoever knew the old one is signed out.
+ */
+export async function changePassword(
+  db: Db,
+  session: { sessionId: string; userId: string },
+  input: { currentPassword: string; newPassword: string },
+): Promise<void> {
+  checkNewPassword(input.newPassword)
+  const user = await getUser(db, session.userId)
+  await checkCredentials(db, user.email, input.currentPassword)
+  await setPassword(db, session.userId, input.newPassword, session.sessionId)
+}
+
+/**
+ * Gives the person a new password and ends their sessions at once in every osd process, all but `keep`
+ * (the session that changed it). An operator's reset (osd admin user password) keeps none.
+ */
+export async function setPassword(
+  db: Db,
+  userId: string,
+  password: string,
+  keep?: string,
+): Promise<void> {
+  checkNewPassword(password)
+  const passwordHash = await hashPassword(password)
+  await transaction(db, async (tx) => {
+    await tx`update users set password_hash = ${passwordHash}, updated_at = now() where id = ${userId}`
+    await tx`
+      with ended as (
+        update sessions set revoked_at = now()
+         where user_id = ${userId} and id is distinct from ${keep ?? null}::uuid and revoked_at is null
+         returning id
+      )
+      select pg_notify(${sessionChangedChannel}, id::text) from ended`
+    // A reset also lifts a lock on the email: the person can sign in with the new one at once.
+    await tx`
+      delete from login_locks
+       where email_hash = (select sha256(convert_to(lower(email), 'UTF8')) from users where id = ${userId})`
+  })
+}

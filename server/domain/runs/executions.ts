@@ -1,0 +1,330 @@
+import { ApiError } from '../../../shared/errors.js'
+import type { Paged } from '../../../shared/schemas/common.js'
+import {
+  boardLanes,
+  type Board,
+  type Execution,
+  type ExecutionDetail,
+  type ExecutionStatus,
+  type executionSorts,
+} from '../../../shared/schemas/executions.js'
+import type { RunStatus } from '../../../shared/schemas/runs.js'
+import type { Successor } from '../../../shared/schemas/tasks.js'
+import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
+import { transaction, type Db, type Fragment } from '../../db/sql.js'
+import { finishAll } from './ends.js'
+import { isFinished, toRun, type RunRow } from './index.js'
+import { isUuid } from '../../../shared/ids.js'
+
+// Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and
+// retries. An execution's id is its first run's id; its status, cost and updatedAt derive from its runs.
+// Refused starts (skipped_overlap) are runs of no execution anyone follows, so they are left out.
+
+interface ExecutionRow {
+  id: string
+  status: ExecutionStatus
+  closedAt: Date | null
+  startedAt: Date
+  updatedAt: Date
+  runCount: number
+  costMicros: number
+  taskId: string
+  taskSlug: string
+  lastRunId: string
+  lastStatus: RunStatus
+  lastTaskId: string
+  lastTaskSlug: string
+  lastCreatedAt: Date
+  teamIds: string[] | null
+  memberIds: string[] | null
+}
+
+function toExecution(row: ExecutionRow): Execution {
+  return {
+    id: row.id,
+    status: row.status,
+    closed: row.closedAt !== null,
+    closedAt: row.closedAt?.toISOString() ?? null,
+    startedAt: row.startedAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    runCount: row.runCount,
+    costUsdCents: row.costMicros / 10_000,
+    taskId: row.taskId,
+    taskSlug: row.taskSlug,
+    lastRun: {
+      id: row.lastRunId,
+      status: row.lastStatus,
+      taskId: row.lastTaskId,
+      taskSlug: row.lastTaskSlug,
+      createdAt: row.lastCreatedAt.toISOString(),
+    },
+    teamIds: row.teamIds ?? [],
+    memberIds: row.memberIds ?? [],
+  }
+}
+
+/**
+ * The enterprise's executions as rows, derived from their runs, filtered by `where` (over the derived
+ * columns). Status: any run running, else any at a gate (waiting), else any held (blocked), else any
+ * pending or queued, else how the latest run ended.
+ */
+function executions(db: Db, enterpriseId: string, where: Fragment, tail: Fragment = db``) {
+  return db<ExecutionRow[]>`
+    with agg as (
+      select r.execution_id as id,
+             min(r.created_at) as started_at,
+             max(r.updated_at) as updated_at,
+             count(*)::int as run_count,
+             sum(r.cost_usd_micros)::bigint as cost_micros,
+             bool_or(r.status = 'running') as any_running,
+             bool_or(r.status = 'waiting_on_gate') as any_waiting,
+             bool_or(r.status in ('blocked', 'paused_spend')) as any_blocked,
+             bool_or(r.status in ('pending', 'queued')) as any_queued,
+             (array_agg(r.id order by r.created_at desc, r.id desc))[1] as last_run_id,
+             array_agg(distinct r.team_id) filter (where r.team_id is not null) as team_ids,
+             array_agg(distinct r.member_id) filter (where r.member_id is not null) as member_ids
+        from runs r
+       where r.enterprise_id = ${enterpriseId} and r.status <> 'skipped_overlap'
+       group by r.execution_id
+    ), ex as (
+      select agg.*, last.status as last_status, last.task_id as last_task_id, last.task_slug as last_task_slug,
+             last.created_at as last_created_at, first.task_id, first.task_slug, c.closed_at,
+             case when any_running then 'running'
+                  when any_waiting then 'waiting'
+                  when any_blocked then 'blocked'
+                  when any_queued then 'queued'
+                  when last.status = 'failed' then 'failed'
+                  when last.status = 'cancelled' then 'cancelled'
+                  else 'complete' end as status
+        from agg
+        join runs last on last.id = agg.last_run_id
+        join runs first on first.id = agg.id
+        left join execution_closures c on c.execution_id = agg.id
+    )
+    select * from ex where ${where} ${tail}`
+}
+
+type ExecutionSort = (typeof executionSorts)[number]
+const sortColumns: Record<ExecutionSort, string> = {
+  updatedAt: 'updated_at',
+  startedAt: 'started_at',
+  runCount: 'run_count',
+  costUsdCents: 'cost_micros',
+  status: 'status',
+}
+
+export interface ExecutionFilters {
+  teamId?: string
+  memberId?: string
+  status?: string
+  closed?: string
+}
+
+function filterFragment(db: Db, filters: ExecutionFilters): Fragment {
+  const idIn = (value: string | undefined, column: string) =>
+    value ? (isUuid(value) ? db`and ${value}::uuid = any(${db(column)})` : db`and false`) : db``
+  return db`
+    ${filters.closed === 'true' ? db`closed_at is not null` : db`closed_at is null`}
+    ${idIn(filters.teamId, 'team_ids')}
+    ${idIn(filters.memberId, 'member_ids')}
+    ${filters.status ? db`and status = ${filters.status}` : db``}`
+}
+
+export async function listExecutions(
+  db: Db,
+  enterpriseId: string,
+  filters: ExecutionFilters,
+  page: PageRequest<ExecutionSort>,
+): Promise<Paged<Execution>> {
+  const [rows, [count]] = await Promise.all([
+    executions(
+      db,
+      enterpriseId,
+      filterFragment(db, filters),
+      db`${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
+    ),
+    db<{ n: number }[]>`
+      select count(*)::int as n from (${executions(db, enterpriseId, filterFragment(db, filters))}) e`,
+  ])
+  return envelope(rows.map(toExecution), count!.n, page)
+}
+
+/** Every lane of the board, each with its open executions, most recently moved first (at most 100 a lane). */
+export async function getBoard(
+  db: Db,
+  enterpriseId: string,
+  filters: ExecutionFilters,
+): Promise<Board> {
+  const rows = await executions(
+    db,
+    enterpriseId,
+    filterFragment(db, { ...filters, closed: undefined }),
+    db`order by updated_at desc`,
+  )
+  return {
+    lanes: boardLanes.map((lane) => ({
+      lane,
+      executions: rows
+        .filter((r) => r.status === lane)
+        .slice(0, 100)
+        .map(toExecution),
+    })),
+  }
+}
+
+/** Executions and runs running, queued (pending or queued) and waiting (at a gate). */
+export async function getCounts(db: Db, enterpriseId: string) {
+  const [[runs], [execs]] = await Promise.all([
+    db<{ running: number; queued: number; waiting: number }[]>`
+      select count(*) filter (where status = 'running')::int as running,
+             count(*) filter (where status in ('pending', 'queued'))::int as queued,
+             count(*) filter (where status = 'waiting_on_gate')::int as waiting
+        from runs where enterprise_id = ${enterpriseId} and status in ('running', 'pending', 'queued', 'waiting_on_gate')`,
+    db<{ running: number; queued: number; waiting: number }[]>`
+      select count(*) filter (where status = 'running')::int as running,
+             count(*) filter (where status = 'queued')::int as queued,
+             count(*) filter (where status = 'waiting')::int as waiting
+        from (${executions(db, enterpriseId, db`status in ('running', 'queued', 'waiting')`)}) e`,
+  ])
+  return { executions: execs!, runs: runs! }
+}
+
+/**
+ * The execution a run belongs to; any of its run ids and its own id find it. Its own id is its first
+ * run's, which may be a refused start that a retry carried on from, so it is matched as an execution id
+ * too.
+ */
+async function executionIdOf(db: Db, enterpriseId: string, id: string): Promise<string> {
+  const [row] = await db<{ executionId: string }[]>`
+    select execution_id from runs
+     where enterprise_id = ${enterpriseId} and (id = ${id} or execution_id = ${id})
+       and status <> 'skipped_overlap'
+     limit 1`
+  if (!row)
+    throw new ApiError('execution_not_found', `No execution with the run ${id} in this enterprise.`)
+  return row.executionId
+}
+
+export async function getExecution(db: Db, enterpriseId: string, id: string): Promise<Execution> {
+  return executionById(db, enterpriseId, await executionIdOf(db, enterpriseId, id))
+}
+
+/** An execution by its own id, once executionIdOf found it. */
+async function executionById(db: Db, enterpriseId: string, executionId: string) {
+  const [row] = await executions(db, enterpriseId, db`id = ${executionId}`)
+  return toExecution(row!)
+}
+
+/** The execution, its runs, the links between them, and the task graph of the successors involved. */
+export async function getExecutionDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<ExecutionDetail> {
+  const execution = await getExecution(db, enterpriseId, id)
+  const runs = await db<RunRow[]>`
+    select * from runs where execution_id = ${execution.id} and status <> 'skipped_overlap' order by created_at, id`
+  const versionIds = [...new Set(runs.map((r) => r.taskVersionId))]
+  const versions = await db<{ id: string; taskId: string; successors: Successor[] | null }[]>`
+    select v.id, v.task_id, v.definition -> 'successors' as successors
+      from task_versions v where v.id = any(${db.array(versionIds)}::uuid[])`
+  const slugOfVersion = new Map(runs.map((r) => [r.taskVersionId, r.taskSlug]))
+  const edges = versions.flatMap((v) =>
+    (v.successors ?? []).map((s) => ({
+      from: slugOfVersion.get(v.id)!,
+      to: s.slug,
+      on: s.on ?? 'succeeded',
+      when: typeof s.when === 'string' ? s.when : null,
+      delayMinutes: typeof s.delayMinutes === 'number' ? s.delayMinutes : null,
+    })),
+  )
+  const slugs = [...new Set([...runs.map((r) => r.taskSlug), ...edges.map((e) => e.to)])]
+  const tasks = await db<{ id: string; slug: string; name: string }[]>`
+    select id, slug, name from tasks where enterprise_id = ${enterpriseId} and slug = any(${db.array(slugs)}::text[])
+     order by slug`
+  return {
+    execution,
+    runs: runs.map(toRun),
+    links: runs
+      .filter((r) => r.previousRunId)
+      .map((r) => ({
+        from: r.previousRunId!,
+        to: r.id,
+        kind: r.origin === 'retry' ? ('retry' as const) : ('successor' as const),
+      })),
+    graph: {
+      tasks,
+      edges: [...new Map(edges.map((e) => [`${e.from}>${e.to}>${e.on}`, e])).values()],
+    },
+  }
+}
+
+/**
+ * Stops every open run of the execution, pending delayed successors too; the stopped runs start no
+ * successors of their own.
+ */
+export async function cancelExecution(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<Execution> {
+  const executionId = await executionIdOf(db, enterpriseId, id)
+  await transaction(db, async (tx) => {
+    const open = await tx<RunRow[]>`
+      select * from runs where execution_id = ${executionId} order by created_at for no key update`
+    await finishAll(
+      tx,
+      'cancelled',
+      open
+        .filter((run) => !isFinished(run.status))
+        .map((run) => ({ run, fields: { reason: 'The execution was cancelled.' } })),
+      { stopping: true },
+    )
+  })
+  return executionById(db, enterpriseId, executionId)
+}
+
+const finishedExecution: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
+
+/** Takes a finished execution off the board; repeating changes nothing. */
+export async function closeExecution(db: Db, enterpriseId: string, id: string): Promise<Execution> {
+  const execution = await getExecution(db, enterpriseId, id)
+  if (!finishedExecution.includes(execution.status)) {
+    throw new ApiError(
+      'illegal_transition',
+      `Execution ${execution.id} is ${execution.status}; only a finished one closes.`,
+      {
+        status: execution.status,
+      },
+    )
+  }
+  await db`
+    insert into execution_closures (execution_id, enterprise_id) values (${execution.id}, ${enterpriseId})
+    on conflict do nothing`
+  return executionById(db, enterpriseId, execution.id)
+}
+
+/** Puts a closed execution back on the board; repeating changes nothing. */
+export async function reopenExecution(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<Execution> {
+  const executionId = await executionIdOf(db, enterpriseId, id)
+  await db`delete from execution_closures where enterprise_id = ${enterpriseId} and execution_id = ${executionId}`
+  return executionById(db, enterpriseId, executionId)
+}
+
+/** Closes every execution of the Complete lane under the filters; answers how many. */
+export async function closeCompleted(
+  db: Db,
+  enterpriseId: string,
+  filters: { teamId?: string; memberId?: string },
+): Promise<number> {
+  const rows = await db`
+    insert into execution_closures (execution_id, enterprise_id)
+    select id, ${enterpriseId}::uuid from (${executions(db, enterpriseId, db`${filterFragment(db, { ...filters, status: 'complete' })}`)}) e
+    on conflict do nothing
+    returning execution_id`
+  return rows.length
+}

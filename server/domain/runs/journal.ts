@@ -1,0 +1,162 @@
+import type { Db } from '../../db/sql.js'
+
+// A run's journal (DESIGN 5, 6): every model call and tool call of a kind llm run, written before the run
+// moves on, so a run that comes back continues from it: no model call paid twice, no tool call that may
+// have acted made again. This module owns the run_journal table (STYLE: one module owns each table).
+
+export interface JournalEntry {
+  step: number
+  kind: 'model' | 'tool'
+  /** started: sent, answer not yet kept (a crash here means the call may have happened); done; failed. */
+  state: 'started' | 'done' | 'failed'
+  request: Record<string, any>
+  response: Record<string, any> | null
+  costUsdMicros: number
+  reservedUsdMicros: number
+  spendDay: string | null
+  connectionId: string | null
+}
+
+/** What a tool step's request keeps: the model's call, and the gate it waits on if any. */
+export interface ToolRequest {
+  callId: string
+  name: string
+  arguments: Record<string, unknown>
+  gateId?: string
+  /** An approved gated call about to be made (a crash after it means it may have happened). */
+  executing?: boolean
+}
+
+type RunRef = { id: string; enterpriseId: string }
+
+/**
+ * A run's journal from `fromStep` on, in step order. The agent loop reads it when it (re)starts a run and
+ * keeps it in memory from then on; a step never reads it again.
+ */
+export async function readJournal(db: Db, runId: string, fromStep = 0): Promise<JournalEntry[]> {
+  return db<JournalEntry[]>`
+    select step, kind, state, request, response, cost_usd_micros, reserved_usd_micros,
+           to_char(spend_day, 'YYYY-MM-DD') as spend_day, connection_id
+      from run_journal where run_id = ${runId} and step >= ${fromStep} order by step`
+}
+
+/** How many model calls a run has journaled (its detail answers it). */
+export async function modelCallCount(db: Db, runId: string): Promise<number> {
+  const [row] = await db<{ n: number }[]>`
+    select count(*)::int as n from run_journal where run_id = ${runId} and kind = 'model'`
+  return row!.n
+}
+
+/** Journals a model call as started, with the spend reserved for it, before it is made. */
+export async function startModelStep(
+  db: Db,
+  run: RunRef,
+  entry: Pick<JournalEntry, 'step' | 'reservedUsdMicros' | 'spendDay' | 'connectionId'> & {
+    request: { provider: string; model: string }
+  },
+): Promise<JournalEntry> {
+  await db`
+    insert into run_journal (enterprise_id, run_id, step, kind, state, request, reserved_usd_micros, spend_day, connection_id)
+    values (${run.enterpriseId}, ${run.id}, ${entry.step}, 'model', 'started', ${db.json(entry.request)},
+            ${entry.reservedUsdMicros}, ${entry.spendDay}, ${entry.connectionId})`
+  return { ...entry, kind: 'model', state: 'started', response: null, costUsdMicros: 0 }
+}
+
+/**
+ * Moves a model call's step out of `started`, once: the worker that made the call and a worker resuming
+ * the run after it may both try. Answers whether this one did (and so releases the call's reservation).
+ */
+export async function endModelStep(
+  db: Db,
+  runId: string,
+  step: number,
+  to: { state: 'done' | 'failed'; response: Record<string, unknown>; costUsdMicros?: number },
+): Promise<boolean> {
+  const [ended] = await db`
+    update run_journal set state = ${to.state}, response = ${db.json(to.response as never)},
+                           cost_usd_micros = ${to.costUsdMicros ?? 0}, finished_at = now()
+     where run_id = ${runId} and step = ${step} and state = 'started'
+    returning step`
+  return Boolean(ended)
+}
+
+/** Records what a model call cost when another worker had already ended its step. */
+export async function setStepCost(
+  db: Db,
+  runId: string,
+  step: number,
+  costUsdMicros: number,
+): Promise<void> {
+  await db`update run_journal set cost_usd_micros = ${costUsdMicros} where run_id = ${runId} and step = ${step}`
+}
+
+/** Journals a tool call as started: before a tool server is called, or while its gate waits. */
+export async function startToolStep(
+  db: Db,
+  run: RunRef,
+  step: number,
+  request: ToolRequest,
+): Promise<JournalEntry> {
+  await db`
+    insert into run_journal (enterprise_id, run_id, step, kind, state, request)
+    values (${run.enterpriseId}, ${run.id}, ${step}, 'tool', 'started', ${db.json(request as never)})`
+  return toolEntry(step, 'started', request, null)
+}
+
+/** Journals a tool call together with its answer: one that acted on nothing outside, or was refused. */
+export async function insertToolDone(
+  db: Db,
+  run: RunRef,
+  step: number,
+  request: ToolRequest,
+  response: { content: string; isError: boolean },
+): Promise<JournalEntry> {
+  await db`
+    insert into run_journal (enterprise_id, run_id, step, kind, state, request, response, finished_at)
+    values (${run.enterpriseId}, ${run.id}, ${step}, 'tool', 'done', ${db.json(request as never)},
+            ${db.json(response)}, now())`
+  return toolEntry(step, 'done', request, stored(response))
+}
+
+/** Keeps the answer of a started tool call. */
+export async function answerToolStep(
+  db: Db,
+  runId: string,
+  step: number,
+  response: { content: string; isError: boolean },
+): Promise<void> {
+  await db`
+    update run_journal set state = 'done', response = ${db.json(response)}, finished_at = now()
+     where run_id = ${runId} and step = ${step}`
+}
+
+/** Marks an approved gated call as being made, before it is: a crash during it never makes it twice. */
+export async function markExecuting(db: Db, runId: string, step: number): Promise<void> {
+  await db`
+    update run_journal set request = request || '{"executing": true}'
+     where run_id = ${runId} and step = ${step}`
+}
+
+/** A value as the journal gives it back once stored (JSON: no undefined fields). */
+export function stored<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T
+}
+
+function toolEntry(
+  step: number,
+  state: JournalEntry['state'],
+  request: ToolRequest,
+  response: Record<string, unknown> | null,
+): JournalEntry {
+  return {
+    step,
+    kind: 'tool',
+    state,
+    request: stored(request),
+    response,
+    costUsdMicros: 0,
+    reservedUsdMicros: 0,
+    spendDay: null,
+    connectionId: null,
+  }
+}

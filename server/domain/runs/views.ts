@@ -1,0 +1,183 @@
+import type { Paged } from '../../../shared/schemas/common.js'
+import { ApiError } from '../../../shared/errors.js'
+import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../../shared/schemas/runs.js'
+import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
+import type { Db, Fragment } from '../../db/sql.js'
+import { listRunGates } from '../gates/gates.js'
+import { modelCallCount } from './journal.js'
+import { listEvents, loadRun, toEvent, toRun, type EventRow, type RunRow } from './index.js'
+
+// What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
+// Blockers (spec: Endpoints Runs, Blockers).
+
+const refOf = (r: RunRow): RunRef => ({
+  id: r.id,
+  status: r.status,
+  taskId: r.taskId,
+  taskSlug: r.taskSlug,
+  createdAt: r.createdAt.toISOString(),
+})
+
+/**
+ * GET /v1/runs/{id} (spec: Run): the run, its events (after afterEventId), its gates, the task and
+ * version it ran, what came before and after it, its execution and its cost.
+ */
+export async function getRunDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  afterEventId?: string,
+): Promise<RunDetail> {
+  const run = await loadRun(db, enterpriseId, id)
+  const [events, gates, task, version, previous, nextRuns, execution, calls] = await Promise.all([
+    listEvents(db, id, afterEventId),
+    listRunGates(db, enterpriseId, id),
+    db<{ id: string; slug: string; name: string; status: string }[]>`
+      select id, slug, name, status from tasks where enterprise_id = ${enterpriseId} and id = ${run.taskId}`,
+    db<
+      { id: string; number: number }[]
+    >`select id, number from task_versions where id = ${run.taskVersionId}`,
+    run.previousRunId
+      ? db<
+          RunRow[]
+        >`select * from runs where enterprise_id = ${enterpriseId} and id = ${run.previousRunId}`
+      : Promise.resolve([]),
+    db<
+      RunRow[]
+    >`select * from runs where enterprise_id = ${enterpriseId} and previous_run_id = ${id} order by created_at`,
+    db<
+      { n: number }[]
+    >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
+    modelCallCount(db, id),
+  ])
+  return {
+    run: toRun(run),
+    events,
+    gates,
+    task: task[0] ?? null,
+    version: version[0] ?? null,
+    previous: previous[0] ? refOf(previous[0]) : null,
+    next: nextRuns.map(refOf),
+    execution: { id: run.executionId, runCount: execution[0]!.n },
+    cost: { usdCents: run.costUsdMicros / 10_000, modelCalls: calls },
+  }
+}
+
+type RunSort = (typeof runSorts)[number]
+const runSortColumns: Record<RunSort, string> = {
+  createdAt: 'created_at',
+  status: 'status',
+  finishedAt: 'finished_at',
+}
+
+export interface RunFilters {
+  taskId?: string
+  taskVersionId?: string
+  status?: string
+  live?: string
+}
+
+/** GET /v1/runs: newest first; live=true is the unfinished runs, blocked and paused left out. */
+export async function listRuns(
+  db: Db,
+  enterpriseId: string,
+  filters: RunFilters,
+  page: PageRequest<RunSort>,
+): Promise<Paged<Run>> {
+  const where = db`
+    enterprise_id = ${enterpriseId}
+    ${idFilter(db, 'task_id', filters.taskId)}
+    ${idFilter(db, 'task_version_id', filters.taskVersionId)}
+    ${filters.status ? db`and status = ${filters.status}` : db``}
+    ${filters.live === 'true' ? db`and status in ('pending', 'queued', 'running', 'waiting_on_gate')` : db``}`
+  const [rows, [count]] = await Promise.all([
+    db<
+      RunRow[]
+    >`select * from runs where ${where} ${orderBy(db, page, runSortColumns)} limit ${page.limit} offset ${page.offset}`,
+    db<{ n: number }[]>`select count(*)::int as n from runs where ${where}`,
+  ])
+  return envelope(rows.map(toRun), count!.n, page)
+}
+
+/** GET /v1/runs/{id}/log: the full log once stored, else 404 log_not_found. */
+export async function getRunLog(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<{ runId: string; body: string }> {
+  await loadRun(db, enterpriseId, id)
+  const [row] = await db<{ body: string }[]>`select body from run_logs where run_id = ${id}`
+  if (!row) throw new ApiError('log_not_found', `Run ${id} has no log stored yet.`)
+  return { runId: id, body: row.body }
+}
+
+/** GET /v1/runs/{id}/os-tool: status, task, input and the last eight events. */
+export async function getOsToolView(db: Db, enterpriseId: string, id: string) {
+  const run = await loadRun(db, enterpriseId, id)
+  const events = await db<EventRow[]>`
+    select * from (select id, type, payload, created_at, seq from run_events where run_id = ${id} order by seq desc limit 8) e
+     order by seq`
+  return {
+    status: run.status,
+    task: { id: run.taskId, slug: run.taskSlug, name: run.taskName },
+    input: run.input,
+    events: events.map(toEvent),
+  }
+}
+
+// --- Blockers (spec: Endpoints Blockers) -------------------------------------------------------------
+
+/**
+ * Everything on Blockers by section: failed runs (paged), stopped pipelines (failed runs whose
+ * successors therefore never started), blocked and paused runs, and active tasks' warnings.
+ */
+export async function getBlockers(
+  db: Db,
+  enterpriseId: string,
+  page: PageRequest,
+  problems: (db: Db, enterpriseId: string) => Promise<Blockers['taskProblems']>,
+): Promise<Blockers> {
+  const failedWhere = failedSection(db, enterpriseId)
+  const [failed, [failedCount], stopped, held, taskProblems] = await Promise.all([
+    db<
+      RunRow[]
+    >`select * from runs where ${failedWhere} order by finished_at desc, id desc limit ${page.limit} offset ${page.offset}`,
+    db<{ n: number }[]>`select count(*)::int as n from runs where ${failedWhere}`,
+    db<RunRow[]>`
+      select * from runs
+       where enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null
+         and stopped_successors is not null
+       order by finished_at desc limit 200`,
+    db<RunRow[]>`
+      select * from runs where enterprise_id = ${enterpriseId} and status in ('blocked', 'paused_spend')
+       order by updated_at desc limit 200`,
+    problems(db, enterpriseId),
+  ])
+  return {
+    failed: envelope(failed.map(toRun), failedCount!.n, page),
+    stoppedPipelines: stopped.map((r) => ({
+      executionId: r.executionId,
+      run: toRun(r),
+      successorsNotStarted: r.stoppedSuccessors ?? [],
+    })),
+    blocked: held.filter((r) => r.status === 'blocked').map(toRun),
+    paused: held.filter((r) => r.status === 'paused_spend').map(toRun),
+    taskProblems,
+  }
+}
+
+/**
+ * POST /v1/blockers/clear with section failed: every run of the failed section off Blockers; answers
+ * how many. Stopped pipelines are a section of their own, each cleared by POST /v1/runs/{id}/clear.
+ */
+export async function clearFailed(db: Db, enterpriseId: string): Promise<number> {
+  const rows = await db`
+    update runs set cleared_at = now() where ${failedSection(db, enterpriseId)} returning id`
+  return rows.length
+}
+
+/** The runs of the failed section of Blockers: failed, not cleared, not a stopped pipeline. */
+function failedSection(db: Db, enterpriseId: string): Fragment {
+  return db`
+    enterprise_id = ${enterpriseId} and status = 'failed' and cleared_at is null and stopped_successors is null`
+}

@@ -1,0 +1,683 @@
+import { ApiError } from '../../../shared/errors.js'
+import type { Paged } from '../../../shared/schemas/common.js'
+import type {
+  DefinitionIssue,
+  Schedule,
+  ScheduleInput,
+  Successor,
+  TaskDefinition,
+  TaskRead,
+  TaskSummary,
+  TaskVersion,
+  TaskVersionRead,
+  VersionDefinition,
+  VersionPublish,
+  taskSorts,
+} from '../../../shared/schemas/tasks.js'
+import { fixedTools } from '../../../shared/schemas/tasks.js'
+import { underWayStatuses } from '../../../shared/schemas/runs.js'
+import { cleanSlug, slugFromName } from '../../../shared/slug.js'
+import { validName, validSlug } from '../../../shared/names.js'
+import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
+import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
+import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
+import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
+import { requireTeam } from '../org/teams.js'
+
+// Tasks and their immutable versions (spec: Task definition, Task read answer, Endpoints Tasks,
+// Versioning; DESIGN 3).
+
+export interface TaskRow {
+  id: string
+  enterpriseId: string
+  slug: string
+  name: string
+  teamId: string | null
+  assigneeRole: string | null
+  kind: 'llm' | 'deterministic'
+  status: 'active' | 'deprecated'
+  serializeOn: string[] | null
+  currentVersionId: string
+  definitionIssues: DefinitionIssue[]
+  origin: 'custom' | 'copy' | 'clone' | 'builtin'
+  sourceTaskId: string | null
+  sourceChatId: string | null
+  /** A clone whose original left the catalogue: it keeps the last version it had. */
+  detachedAt: Date | null
+  createdAt: Date
+  updatedAt: Date
+}
+
+export interface VersionRow {
+  id: string
+  taskId: string
+  number: number
+  definition: VersionDefinition
+  createdAt: Date
+}
+
+export const taskColumns = (db: Db) => db`
+  t.id, t.enterprise_id, t.slug, t.name, t.team_id, t.assignee_role, t.kind, t.status, t.serialize_on,
+  t.current_version_id, t.definition_issues, t.origin, t.source_task_id, t.source_chat_id, t.detached_at, t.created_at,
+  t.updated_at`
+
+export function taskNotFound(id: string): ApiError {
+  return new ApiError('task_not_found', `No task ${id} in this enterprise.`)
+}
+
+export async function loadTask(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<TaskRow> {
+  const [row] = await db<TaskRow[]>`
+    select ${taskColumns(db)} from tasks t
+     where t.enterprise_id = ${enterpriseId} and t.id = ${id}
+     ${lock ? db`for update` : db``}`
+  if (!row) throw taskNotFound(id)
+  return row
+}
+
+export async function loadVersion(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<VersionRow | undefined> {
+  const [row] = await db<VersionRow[]>`
+    select id, task_id, number, definition, created_at
+      from task_versions where enterprise_id = ${enterpriseId} and id = ${id}`
+  return row
+}
+
+function toVersion(row: VersionRow): TaskVersion {
+  return {
+    id: row.id,
+    taskId: row.taskId,
+    number: row.number,
+    createdAt: row.createdAt.toISOString(),
+    definition: row.definition,
+  }
+}
+
+// --- definitions ------------------------------------------------------------------------------------
+
+/** A role slug as a task names it: cleaned like every slug; empty means none. */
+function roleSlug(value: string | null | undefined): string | null | undefined {
+  if (value === undefined || value === null) return value
+  return cleanSlug(value) || null
+}
+
+/** The versioned half of a definition, defaults filled (spec: Task definition). */
+function versionDefinition(input: Partial<VersionDefinition>, slug: string): VersionDefinition {
+  return {
+    overlapPolicy: input.overlapPolicy ?? 'skip',
+    goal: input.goal ?? '',
+    metric: input.metric ?? null,
+    guardrails: input.guardrails ?? [],
+    skillMd: input.skillMd ?? `# ${slug}`,
+    tools: input.tools ?? [],
+    gates: input.gates ?? [],
+    inputs: input.inputs ?? null,
+    spend: input.spend ?? null,
+    workspace: input.workspace ?? null,
+    successors: input.successors ?? null,
+  }
+}
+
+function requireSkill(definition: VersionDefinition): void {
+  if (definition.skillMd.trim() === '') {
+    throw new ApiError('skillMd_required', 'skillMd would be empty: a version needs its skill.')
+  }
+}
+
+/**
+ * What the checks compare a definition with: the successors of the enterprise's other tasks and every
+ * tool connection's mustGate list.
+ */
+export async function checkContext(
+  db: Db,
+  enterpriseId: string,
+  exceptTaskId?: string,
+): Promise<CheckContext> {
+  const rows = await db<{ slug: string; successors: Successor[] | null }[]>`
+    select t.slug, v.definition -> 'successors' as successors
+      from tasks t join task_versions v on v.id = t.current_version_id
+     where t.enterprise_id = ${enterpriseId} ${exceptTaskId ? db`and t.id <> ${exceptTaskId}` : db``}`
+  return {
+    tasks: new Map(rows.map((r) => [r.slug, { successors: r.successors }])),
+    mustGate: await mustGateTools(db, enterpriseId),
+  }
+}
+
+/**
+ * The tools a task must gate by name (spec: Definition checks, merge gate rule): the merge tool, which
+ * is gated whether or not a connection lists it, and every tool connection's mustGate list.
+ */
+export async function mustGateTools(db: Db, enterpriseId: string): Promise<string[]> {
+  const rows = await db<{ tool: string }[]>`
+    select distinct jsonb_array_elements_text(must_gate) as tool
+      from tool_connections where enterprise_id = ${enterpriseId}`
+  return [...new Set([fixedTools.merge, ...rows.map((r) => r.tool)])]
+}
+
+/** Runs the checks; errors refuse the save, warnings are answered to be kept with the task. */
+async function check(
+  db: Db,
+  enterpriseId: string,
+  definition: VersionDefinition & { slug: string; kind: TaskRow['kind'] },
+  exceptTaskId?: string,
+): Promise<DefinitionIssue[]> {
+  const issues = checkDefinition(definition, await checkContext(db, enterpriseId, exceptTaskId))
+  refuseErrors(issues)
+  return issues
+}
+
+// --- create, read, list -----------------------------------------------------------------------------
+
+export interface CreateOptions {
+  origin?: TaskRow['origin']
+  sourceTaskId?: string
+  /** A clone's first version names the original's version it was written from. */
+  sourceVersionId?: string
+  /** A task proposed in a create-task chat names the chat (DESIGN 11). */
+  sourceChatId?: string
+}
+
+export async function createTask(
+  db: Db,
+  enterpriseId: string,
+  input: TaskDefinition,
+  options: CreateOptions = {},
+): Promise<string> {
+  const name = validName(input.name)
+  const slug = input.slug !== undefined ? validSlug(input.slug) : slugFromName(name)
+  if (!slug) throw new ApiError('invalid_slug', 'The name gives an empty slug: send a slug.')
+  if (input.teamId) await requireTeam(db, enterpriseId, input.teamId)
+  const kind = input.kind ?? 'llm'
+  const definition = versionDefinition(input, slug)
+  requireSkill(definition)
+  const issues = await check(db, enterpriseId, { ...definition, slug, kind })
+  try {
+    return await transaction(db, async (tx) => {
+      const [task] = await tx<{ id: string }[]>`
+        insert into tasks (enterprise_id, slug, name, team_id, assignee_role, kind, status, serialize_on,
+                           definition_issues, origin, source_task_id, source_chat_id)
+        values (${enterpriseId}, ${slug}, ${name}, ${input.teamId ?? null}, ${roleSlug(input.assigneeRole) ?? null},
+                ${kind}, ${input.status ?? 'active'}, ${input.serializeOn ? tx.json(input.serializeOn) : null},
+                ${tx.json(issues)}, ${options.origin ?? 'custom'}, ${options.sourceTaskId ?? null},
+                ${options.sourceChatId ?? null})
+        returning id`
+      await insertVersion(tx, enterpriseId, task!.id, 1, definition, options.sourceVersionId)
+      return task!.id
+    })
+  } catch (err) {
+    if (isUniqueViolation(err, 'tasks_enterprise_id_slug_key')) {
+      throw new ApiError('task_slug_taken', `A task with the slug "${slug}" exists.`)
+    }
+    throw err
+  }
+}
+
+export async function insertVersion(
+  tx: Db,
+  enterpriseId: string,
+  taskId: string,
+  number: number,
+  definition: VersionDefinition,
+  sourceVersionId: string | null = null,
+): Promise<VersionRow> {
+  const [version] = await tx<VersionRow[]>`
+    insert into task_versions (enterprise_id, task_id, number, definition, source_version_id)
+    values (${enterpriseId}, ${taskId}, ${number}, ${tx.json(definition as never)}, ${sourceVersionId})
+    returning id, task_id, number, definition, created_at`
+  await tx`update tasks set current_version_id = ${version!.id}, updated_at = now() where id = ${taskId}`
+  return version!
+}
+
+/** Runs that used each version (refused starts never ran, so they do not count). */
+async function runCounts(db: Db, versionIds: string[]): Promise<Map<string, number>> {
+  if (versionIds.length === 0) return new Map()
+  const rows = await db<{ taskVersionId: string; n: number }[]>`
+    select task_version_id, count(*)::int as n from runs
+     where task_version_id = any(${db.array(versionIds)}::uuid[]) and status <> 'skipped_overlap'
+     group by task_version_id`
+  return new Map(rows.map((r) => [r.taskVersionId, r.n]))
+}
+
+/** The task read answer (spec: Task read answer). `apiBase` is the /v1 address callers reach. */
+export async function readTask(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  apiBase: string,
+): Promise<TaskRead> {
+  const task = await loadTask(db, enterpriseId, id)
+  const [versions, enterprise, schedule] = await Promise.all([
+    db<VersionRow[]>`
+      select id, task_id, number, definition, created_at from task_versions
+       where task_id = ${id} order by number desc`,
+    db<{ slug: string }[]>`select slug from enterprises where id = ${enterpriseId}`,
+    getSchedule(db, enterpriseId, id, task.status),
+  ])
+  const counts = await runCounts(
+    db,
+    versions.map((v) => v.id),
+  )
+  const current = versions.find((v) => v.id === task.currentVersionId)!
+  return {
+    ...summaryFields(task),
+    currentVersion: toVersion(current),
+    skillMd: current.definition.skillMd,
+    versions: versions.map((v) => ({
+      id: v.id,
+      number: v.number,
+      createdAt: v.createdAt.toISOString(),
+      runCount: counts.get(v.id) ?? 0,
+      current: v.id === task.currentVersionId,
+    })),
+    definitionIssues: task.definitionIssues,
+    webhook: {
+      url: `${apiBase}/webhooks/${enterprise[0]!.slug}/tasks/${task.slug}`,
+      secretHeader: 'x-os-webhook-secret',
+    },
+    canEditDefinition: task.origin !== 'clone' && task.origin !== 'builtin',
+    sourceTaskId: task.sourceTaskId,
+    sourceChatId: task.sourceChatId,
+    detached: task.detachedAt !== null,
+    schedule,
+  }
+}
+
+function summaryFields(task: TaskRow) {
+  return {
+    id: task.id,
+    slug: task.slug,
+    name: task.name,
+    teamId: task.teamId,
+    assigneeRole: task.assigneeRole,
+    kind: task.kind,
+    status: task.status,
+    serializeOn: task.serializeOn,
+    origin: task.origin,
+    currentVersionId: task.currentVersionId,
+    createdAt: task.createdAt.toISOString(),
+    updatedAt: task.updatedAt.toISOString(),
+  }
+}
+
+type TaskSort = (typeof taskSorts)[number]
+const sortColumns: Record<TaskSort, string> = {
+  slug: 't.slug',
+  name: 't.name',
+  kind: 't.kind',
+  status: 't.status',
+  createdAt: 't.created_at',
+  updatedAt: 't.updated_at',
+}
+
+export interface TaskFilters {
+  teamId?: string
+  status?: string
+  kind?: string
+  assigneeRole?: string
+  origin?: string
+  name?: string
+  slug?: string
+}
+
+/** Any part of a name or slug, any case; % and _ are taken literally. */
+function contains(value: string): string {
+  return `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+}
+
+export async function listTasks(
+  db: Db,
+  enterpriseId: string,
+  filters: TaskFilters,
+  page: PageRequest<TaskSort>,
+): Promise<Paged<TaskSummary>> {
+  const where = db`
+    t.enterprise_id = ${enterpriseId}
+    ${idFilter(db, 't.team_id', filters.teamId)}
+    ${filters.status ? db`and t.status = ${filters.status}` : db``}
+    ${filters.kind ? db`and t.kind = ${filters.kind}` : db``}
+    ${filters.assigneeRole ? db`and t.assignee_role = ${filters.assigneeRole}` : db``}
+    ${filters.origin ? db`and t.origin = ${filters.origin}` : db``}
+    ${filters.name ? db`and t.name ilike ${contains(filters.name)}` : db``}
+    ${filters.slug ? db`and t.slug ilike ${contains(filters.slug)}` : db``}`
+  const [rows, [count]] = await Promise.all([
+    db<(TaskRow & { versionNumber: number })[]>`
+      select ${taskColumns(db)}, v.number as version_number
+        from tasks t join task_versions v on v.id = t.current_version_id
+       where ${where}
+       ${orderBy(db, page, sortColumns, 't.id')}
+       limit ${page.limit} offset ${page.offset}`,
+    db<{ n: number }[]>`select count(*)::int as n from tasks t where ${where}`,
+  ])
+  const data = rows.map((row) => ({
+    ...summaryFields(row),
+    versionNumber: row.versionNumber,
+    definitionIssueCount: row.definitionIssues.length,
+  }))
+  return envelope(data, count!.n, page)
+}
+
+// --- versions ---------------------------------------------------------------------------------------
+
+/**
+ * Refuses any change to one of the service's own tasks (DESIGN 10): its definition, its role, its
+ * schedule, its deletion. Reading, starting, copying and the settings bound at its layer stay open.
+ */
+export function refuseBuiltin(task: Pick<TaskRow, 'origin' | 'slug'>): void {
+  if (task.origin === 'builtin') {
+    throw new ApiError(
+      'os_task_immutable',
+      `${task.slug} is one of the service's own tasks: it cannot be changed or deleted. Copy it to change the copy.`,
+    )
+  }
+}
+
+function editable(task: TaskRow): void {
+  refuseBuiltin(task)
+  if (task.origin === 'clone') {
+    throw new ApiError(
+      'task_definition_read_only',
+      `${task.slug} is a clone: its definition belongs to the original's owner. Copy it to change it.`,
+    )
+  }
+}
+
+/**
+ * Publishes a new version (spec: Endpoints Tasks, Publish a version): omitted fields keep the current
+ * version's values, null clears; name, slug, teamId, assigneeRole, serializeOn, status and kind change
+ * the task at once, and a version is still published. With baseVersionId, a newer current version is
+ * a conflict; without it the save is unchecked. The task's waiting recommendations are declined with
+ * the save (spec: Saving a version declines any waiting recommendation), decided by `saved.by` with
+ * `saved.why` as their reason, else one that names the new version.
+ */
+export async function publishVersion(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  body: VersionPublish,
+  saved: { by?: string; why?: string } = {},
+): Promise<TaskVersion & { definitionIssues: DefinitionIssue[] }> {
+  return transaction(db, async (tx) => {
+    const task = await loadTask(tx, enterpriseId, id, true)
+    if (task.origin === 'clone') refuseCloneDefinition(task, body)
+    else editable(task)
+    if (body.baseVersionId && body.baseVersionId !== task.currentVersionId) {
+      throw new ApiError(
+        'task_version_conflict',
+        `A newer version than ${body.baseVersionId} exists (current: ${task.currentVersionId}); read the task and try again.`,
+        { currentVersionId: task.currentVersionId },
+      )
+    }
+    const current = (await loadVersion(tx, enterpriseId, task.currentVersionId))!
+    const name = body.name === undefined ? task.name : validName(body.name)
+    const slug = body.slug === undefined ? task.slug : validSlug(body.slug)
+    if (body.teamId) await requireTeam(tx, enterpriseId, body.teamId)
+    if (task.origin === 'clone') {
+      // A clone's own fields change at once; its definition stays the original's (no version of its own).
+      await updateTaskFields(tx, task, {
+        name,
+        slug,
+        teamId: body.teamId,
+        assigneeRole: body.assigneeRole,
+        status: body.status,
+      })
+      return { ...toVersion(current), definitionIssues: task.definitionIssues }
+    }
+    const kind = body.kind ?? task.kind
+    const definition: VersionDefinition = { ...current.definition }
+    for (const key of Object.keys(definition) as (keyof VersionDefinition)[]) {
+      if (body[key] !== undefined) (definition as Record<string, unknown>)[key] = body[key]
+    }
+    requireSkill(definition)
+    const issues = await check(tx, enterpriseId, { ...definition, slug, kind }, id)
+
+    const [latest] = await tx<
+      { n: number }[]
+    >`select max(number)::int as n from task_versions where task_id = ${id}`
+    const version = await insertVersion(tx, enterpriseId, id, latest!.n + 1, definition)
+    try {
+      await tx`
+        update tasks
+           set name = ${name},
+               slug = ${slug},
+               team_id = ${body.teamId === undefined ? task.teamId : body.teamId},
+               assignee_role = ${body.assigneeRole === undefined ? task.assigneeRole : (roleSlug(body.assigneeRole) ?? null)},
+               serialize_on = ${body.serializeOn === undefined ? (task.serializeOn ? tx.json(task.serializeOn) : null) : body.serializeOn ? tx.json(body.serializeOn) : null},
+               status = ${body.status ?? task.status},
+               kind = ${kind},
+               definition_issues = ${tx.json(issues)},
+               updated_at = now()
+         where id = ${id}`
+    } catch (err) {
+      if (isUniqueViolation(err, 'tasks_enterprise_id_slug_key')) {
+        throw new ApiError('task_slug_taken', `A task with the slug "${slug}" exists.`)
+      }
+      throw err
+    }
+    await syncClones(
+      tx,
+      {
+        id,
+        kind,
+        serializeOn: body.serializeOn === undefined ? task.serializeOn : body.serializeOn,
+      },
+      version,
+    )
+    await tx`
+      update recommendations
+         set status = 'declined', decision = 'decline', decided_at = now(),
+             decided_by = ${saved.by ?? null},
+             reason = ${saved.why ?? `Version ${version.number} of the task was saved: a recommendation is proposed against the version it would change.`}
+       where enterprise_id = ${enterpriseId} and task_id = ${id} and status = 'waiting'`
+    return { ...toVersion(version), definitionIssues: issues }
+  })
+}
+
+/** What a clone's owner may change: the task's own fields, never its definition (DESIGN 12). */
+const cloneOwnFields = new Set([
+  'name',
+  'slug',
+  'teamId',
+  'assigneeRole',
+  'status',
+  'baseVersionId',
+])
+
+function refuseCloneDefinition(task: TaskRow, body: VersionPublish): void {
+  const definitionFields = Object.entries(body)
+    .filter(([key, value]) => value !== undefined && !cloneOwnFields.has(key))
+    .map(([key]) => key)
+  if (definitionFields.length > 0) {
+    throw new ApiError(
+      'task_definition_read_only',
+      `${task.slug} is a clone: its definition (${definitionFields.join(', ')}) belongs to the original's owner, and each new version of the original is what it runs. Its name, slug, team, role and status are yours to change; copy it from the catalogue to change the rest.`,
+      { fields: definitionFields },
+    )
+  }
+}
+
+async function updateTaskFields(
+  tx: Db,
+  task: TaskRow,
+  change: {
+    name: string
+    slug: string
+    teamId?: string | null
+    assigneeRole?: string | null
+    status?: TaskRow['status']
+  },
+): Promise<void> {
+  try {
+    await tx`
+      update tasks
+         set name = ${change.name},
+             slug = ${change.slug},
+             team_id = ${change.teamId === undefined ? task.teamId : change.teamId},
+             assignee_role = ${change.assigneeRole === undefined ? task.assigneeRole : (roleSlug(change.assigneeRole) ?? null)},
+             status = ${change.status ?? task.status},
+             updated_at = now()
+       where id = ${task.id}`
+  } catch (err) {
+    if (isUniqueViolation(err, 'tasks_enterprise_id_slug_key')) {
+      throw new ApiError('task_slug_taken', `A task with the slug "${change.slug}" exists.`)
+    }
+    throw err
+  }
+}
+
+/**
+ * Writes a new version of an original into each of its attached clones, as a new version of the clone
+ * in the clone's own enterprise (DESIGN 12): from then on the clone's runs use it. The checks run
+ * against the clone's enterprise and are kept with the clone; they never refuse (the original's owner
+ * published, the clone's owner did not), so an error found there shows on the clone's Blockers. The
+ * clones are locked, so a save of a clone's own fields waits for this.
+ */
+export async function syncClones(
+  tx: Db,
+  original: { id: string; kind: TaskRow['kind']; serializeOn: string[] | null },
+  version: VersionRow,
+): Promise<number> {
+  const clones = await tx<{ id: string; enterpriseId: string; slug: string }[]>`
+    select id, enterprise_id, slug from tasks
+     where source_task_id = ${original.id} and origin = 'clone' and detached_at is null
+     order by id
+     for update`
+  for (const clone of clones) {
+    const issues = checkDefinition(
+      { ...version.definition, slug: clone.slug, kind: original.kind },
+      await checkContext(tx, clone.enterpriseId, clone.id),
+    )
+    const [latest] = await tx<{ n: number }[]>`
+      select max(number)::int as n from task_versions where task_id = ${clone.id}`
+    await insertVersion(
+      tx,
+      clone.enterpriseId,
+      clone.id,
+      latest!.n + 1,
+      version.definition,
+      version.id,
+    )
+    await tx`
+      update tasks
+         set kind = ${original.kind},
+             serialize_on = ${original.serializeOn ? tx.json(original.serializeOn) : null},
+             definition_issues = ${tx.json(issues)}
+       where id = ${clone.id}`
+  }
+  return clones.length
+}
+
+export async function listVersions(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<TaskVersionRead[]> {
+  const task = await loadTask(db, enterpriseId, id)
+  const versions = await db<VersionRow[]>`
+    select id, task_id, number, definition, created_at from task_versions
+     where task_id = ${id} order by number desc`
+  const counts = await runCounts(
+    db,
+    versions.map((v) => v.id),
+  )
+  return versions.map((v) => versionRead(v, task, counts))
+}
+
+function versionRead(v: VersionRow, task: TaskRow, counts: Map<string, number>): TaskVersionRead {
+  return {
+    ...toVersion(v),
+    skillMd: v.definition.skillMd,
+    runCount: counts.get(v.id) ?? 0,
+    current: v.id === task.currentVersionId,
+  }
+}
+
+export async function getVersion(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  versionId: string,
+): Promise<TaskVersionRead> {
+  const task = await loadTask(db, enterpriseId, id)
+  const version = await loadVersion(db, enterpriseId, versionId)
+  if (!version || version.taskId !== id) {
+    throw new ApiError('version_not_found', `Task ${task.slug} has no version ${versionId}.`)
+  }
+  return versionRead(version, task, await runCounts(db, [version.id]))
+}
+
+export async function getWorkflow(db: Db, enterpriseId: string, id: string) {
+  const task = await loadTask(db, enterpriseId, id)
+  const current = (await loadVersion(db, enterpriseId, task.currentVersionId))!
+  return { currentVersion: toVersion(current), skillMd: current.definition.skillMd }
+}
+
+// --- schedule ---------------------------------------------------------------------------------------
+
+/** Sets the task's schedule (DESIGN 7) and answers it; a built-in task's is not changed. */
+export async function setTaskSchedule(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  input: ScheduleInput,
+): Promise<Schedule> {
+  const task = await loadTask(db, enterpriseId, id)
+  refuseBuiltin(task)
+  await setSchedule(db, enterpriseId, task.id, input)
+  return (await getSchedule(db, enterpriseId, task.id, task.status))!
+}
+
+/** Removes the task's schedule (none: no change); a built-in task's is not changed. */
+export async function clearTaskSchedule(db: Db, enterpriseId: string, id: string): Promise<void> {
+  const task = await loadTask(db, enterpriseId, id)
+  refuseBuiltin(task)
+  await deleteSchedule(db, enterpriseId, task.id)
+}
+
+// --- delete and copy --------------------------------------------------------------------------------
+
+/** Deletes the task and all its versions; its runs are kept. Refused while a run is under way. */
+export async function deleteTask(db: Db, enterpriseId: string, id: string): Promise<void> {
+  await transaction(db, async (tx) => {
+    const task = await loadTask(tx, enterpriseId, id, true)
+    refuseBuiltin(task)
+    const [busy] = await tx<{ n: number }[]>`
+      select count(*)::int as n from runs
+       where enterprise_id = ${enterpriseId} and task_id = ${id}
+         and status = any(${tx.array([...underWayStatuses])}::text[])`
+    if (busy!.n > 0) {
+      throw new ApiError(
+        'task_busy',
+        `Task ${task.slug} has ${busy!.n} run(s) under way; cancel them or wait.`,
+        {
+          runsUnderWay: busy!.n,
+        },
+      )
+    }
+    // Its clones in other enterprises keep the last version they had (DESIGN 12).
+    await tx`
+      update tasks set detached_at = now()
+       where source_task_id = ${id} and origin = 'clone' and detached_at is null`
+    await tx`update tasks set current_version_id = null where id = ${id}`
+    await tx`delete from tasks where enterprise_id = ${enterpriseId} and id = ${id}`
+  })
+}
+
+// --- what Blockers shows ----------------------------------------------------------------------------
+
+/** Warnings of active tasks (spec: GET /v1/blockers, taskProblems). */
+export async function taskProblems(db: Db, enterpriseId: string) {
+  const rows = await db<
+    { id: string; slug: string; name: string; definitionIssues: DefinitionIssue[] }[]
+  >`
+    select id, slug, name, definition_issues from tasks
+     where enterprise_id = ${enterpriseId} and status = 'active' and jsonb_array_length(definition_issues) > 0
+     order by slug`
+  return rows.map((r) => ({ taskId: r.id, slug: r.slug, name: r.name, issues: r.definitionIssues }))
+}
