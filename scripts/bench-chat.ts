@@ -303,7 +303,9 @@ async function streamPart(
   const result: Streamed = {}
   const chat = (n: number) =>
     Promise.all(
-      Array.from({ length: n }, () => call<{ id: string }>('POST', '/chats', { memberId: member.id })),
+      Array.from({ length: n }, () =>
+        call<{ id: string }>('POST', '/chats', { memberId: member.id }),
+      ),
     )
   if (streamed && firstDelta) {
     const latency = await ask<{ firstDeltaMs: number[] }>({

@@ -6,7 +6,7 @@
 // through the real engine processes. Prints the fires, the runs per fire, and the delay from the fire
 // time to each run created (the fire starts its run) and to its `running` (the engine picked it up).
 // Reports; asserts nothing.
-import { createTask } from '../server/domain/tasks/tasks.js'
+import { createTask } from '../server/domain/tasks/index.js'
 import { api, benchDaemon, median, percentile } from './bench-lib.js'
 
 const count = Number(process.env.BENCH_SCHEDULES ?? 10_000)

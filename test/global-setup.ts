@@ -5,7 +5,7 @@ import postgres from 'postgres'
 import type { TestProject } from 'vitest/node'
 import { useEmbeddedServer } from '../server/db/embedded.js'
 import { migrate } from '../server/db/migrate.js'
-import { loadServiceCatalog } from '../server/domain/catalog/files.js'
+import { loadServiceCatalog } from '../server/domain/catalog/index.js'
 import { createSql } from '../server/db/sql.js'
 
 declare module 'vitest' {

@@ -5,11 +5,21 @@ import { loadConfig, type Config } from '../config.js'
 import { openDatabase } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import { transaction, type Db, type Sql } from '../db/sql.js'
-import { publish, unpublish, type Published } from '../domain/catalog/catalog.js'
-import { createEnterprise, findEnterpriseBySlug, listEnterprises } from '../domain/enterprises/enterprises.js'
-import { createUser, findUserByEmail, setMembership } from '../domain/people/people.js'
-import { setPassword } from '../domain/people/sessions.js'
-import { createToken, listTokens, revokeToken } from '../domain/people/tokens.js'
+import { publish, unpublish, type Published } from '../domain/catalog/index.js'
+import {
+  createEnterprise,
+  findEnterpriseBySlug,
+  listEnterprises,
+} from '../domain/enterprises/index.js'
+import {
+  createToken,
+  createUser,
+  findUserByEmail,
+  listTokens,
+  revokeToken,
+  setMembership,
+  setPassword,
+} from '../domain/people/index.js'
 import { createLogger } from '../log.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the

@@ -9,7 +9,7 @@ import {
   releaseTurns,
   renewTurns,
   type TurnRow,
-} from '../domain/chats/turns.js'
+} from '../domain/chats/index.js'
 import { ChatReply, type ChatReplyOptions } from './chat-reply.js'
 import { LeaseLoop, type Leased, type WorkKind } from './lease-loop.js'
 

@@ -1,36 +1,32 @@
 import { randomUUID } from 'node:crypto'
-import type { Provider } from '../../shared/schemas/models.js'
-import type { ModelTier } from '../../shared/schemas/models.js'
+import type { ModelTier, Provider } from '../../shared/schemas/models.js'
 import type { Sealer } from '../crypto.js'
 import { transaction, type Sql, type Tx } from '../db/sql.js'
-import { DeltaPublisher } from '../domain/chats/deltas.js'
-import {
-  countTurnCall,
-  keepReservation,
-  lockTurn,
-  moveTurns,
-  recordRecall,
-  type TurnReservation,
-  type TurnRow,
-} from '../domain/chats/turns.js'
 import {
   answerToolCall,
   checkProposal,
+  countTurnCall,
+  DeltaPublisher,
   insertMessage,
   isGranted,
   isNotice,
+  keepReservation,
+  lockTurn,
   markExecuting,
-  noticeMessage,
-  settleInterruptedCalls,
   type MessageRow,
+  moveTurns,
+  noticeMessage,
+  recordRecall,
+  settleInterruptedCalls,
   type StoredToolCall,
-} from '../domain/chats/chats.js'
-import { openChatGate } from '../domain/gates/gates.js'
-import { chooseModel, type OAuthSettings } from '../domain/models/llm.js'
-import { recallChatNotes } from '../domain/learning/memory/index.js'
-import { settle, type RunLayers } from '../domain/models/spend.js'
-import { mustGateTools } from '../domain/tasks/tasks.js'
-import { connectionsForRun } from '../domain/tools/connections.js'
+  type TurnReservation,
+  type TurnRow,
+} from '../domain/chats/index.js'
+import { openChatGate } from '../domain/gates/index.js'
+import { chooseModel, type OAuthSettings, type RunLayers, settle } from '../domain/models/index.js'
+import { recallChatNotes } from '../domain/learning/index.js'
+import { mustGateTools } from '../domain/tasks/index.js'
+import { connectionsForRun } from '../domain/tools/index.js'
 import type { Logger } from '../log.js'
 import { backoffMs } from './agent/loop.js'
 import { McpTools } from './agent/mcp.js'
@@ -417,7 +413,10 @@ export class ChatReply {
           if (!('reply' in outcome)) return
           for (const call of outcome.reply.toolCalls) {
             if (call.name === 'os.create_task' && this.chat.purpose === 'create_task')
-              checked.set(call.id, await checkProposal(this.sql, this.chat.enterpriseId, call.arguments))
+              checked.set(
+                call.id,
+                await checkProposal(this.sql, this.chat.enterpriseId, call.arguments),
+              )
             else if (
               !call.name.startsWith('os.') &&
               !this.mustGate.has(call.name) &&
@@ -536,7 +535,12 @@ export class ChatReply {
     }
     await countTurnCall(tx, this.turn.id, costMicros)
     if (reply.text)
-      await insertMessage(tx, this.chat, { ...base, id: messageId, role: 'member', content: reply.text })
+      await insertMessage(tx, this.chat, {
+        ...base,
+        id: messageId,
+        role: 'member',
+        content: reply.text,
+      })
     for (const call of reply.toolCalls) {
       const stored = (status: StoredToolCall['status'], result: string | null): StoredToolCall => ({
         callId: call.id,

@@ -1,5 +1,5 @@
 import type { Db, Sql } from '../db/sql.js'
-import { finishAll } from '../domain/runs/ends.js'
+import { finishAll } from '../domain/runs/index.js'
 import type { RunRow } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'
 

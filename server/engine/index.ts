@@ -3,8 +3,9 @@ import { randomBytes } from 'node:crypto'
 import type { Config } from '../config.js'
 import type { Sealer } from '../crypto.js'
 import type { Sql } from '../db/sql.js'
-import { keyBoundChannel } from '../domain/models/llm.js'
-import { resumeDueHolds } from '../domain/runs/admission.js'
+import { keyBoundChannel } from '../domain/models/index.js'
+import { resumeDueHolds } from '../domain/runs/index.js'
+import { installLearning } from '../domain/learning/index.js'
 import type { Logger } from '../log.js'
 import { AgentExecutor } from './agent/loop.js'
 import { createProviders, type ModelProvider } from './agent/providers.js'
@@ -43,6 +44,8 @@ export interface EngineOptions {
 /** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
 export async function startEngine(options: EngineOptions): Promise<Engine> {
   const { sql, log, config, sealer } = options
+  // A run that fails here calls for its task's improvement (DESIGN 10).
+  installLearning()
   // Names this process in leases and events, so a takeover says whose run it took.
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
   const providers = options.providers ?? createProviders({ baseUrls: config.providerBaseUrls })

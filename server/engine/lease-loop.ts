@@ -114,7 +114,7 @@ export class LeaseLoop<W extends Leased> {
       do {
         // Each step sees every commit that woke the loop so far (its own previous step's too).
         this.again = false
-        for (let more = true; more && !this.stopped; ) {
+        for (let more = true; more && !this.stopped;) {
           const step = await this.kind.claim()
           for (const work of step.claimed) this.execute(work)
           more = step.more
@@ -126,7 +126,8 @@ export class LeaseLoop<W extends Leased> {
       // A step PostgreSQL stopped to break a deadlock did nothing and goes again at once; anything
       // else (the database away, say) is tried again in a second.
       const retryable = isRetryable(err)
-      if (retryable) log.warn({ err }, `${this.kind.name} pass stopped by the database; trying again`)
+      if (retryable)
+        log.warn({ err }, `${this.kind.name} pass stopped by the database; trying again`)
       else if (isDatabaseUnavailable(err))
         log.warn(
           { code: (err as { code?: string }).code },

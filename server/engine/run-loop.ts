@@ -6,7 +6,7 @@ import {
   releaseLeases,
   renewLeases,
   takeOverLapsed,
-} from '../domain/runs/admission.js'
+} from '../domain/runs/index.js'
 import { engineChannel, listenLocally } from '../domain/engine-wake.js'
 import type { RunRow } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'

@@ -5,7 +5,7 @@ import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
 import { executionRoutes } from '../routes/executions.js'
-import { chatChannel } from '../domain/chats/turns.js'
+import { chatChannel } from '../domain/chats/index.js'
 import { chatRoutes } from '../routes/chats.js'
 import { gateRoutes } from '../routes/gates.js'
 import { healthRoutes } from '../routes/health.js'
@@ -24,6 +24,7 @@ import { roleRoutes } from '../routes/roles.js'
 import { taskRoutes } from '../routes/tasks.js'
 import { teamRoutes } from '../routes/teams.js'
 import { inviteAcceptRoutes, userRoutes } from '../routes/users.js'
+import { installLearning } from '../domain/learning/index.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
 import { RunWatch } from './run-watch.js'
@@ -40,6 +41,8 @@ import { createRouter, type Router } from './router.js'
  * `app.request(...)` on the same app that `osd serve` listens with.
  */
 export function createApp(deps: AppDeps): Router {
+  // A run cancelled or a gate turned down here calls for its task's improvement (DESIGN 10).
+  installLearning()
   const app = createRouter()
   const publicRoutes = new PublicRoutes()
   const knownPaths = new KnownPaths()

@@ -4,8 +4,12 @@ import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
 import type { Db } from '../db/sql.js'
 import { hashSecret, matchesHash } from '../domain/secrets.js'
-import { findSessionCaller, sessionPrefix, type SessionLifetime } from '../domain/people/sessions.js'
-import { findCallerByHash } from '../domain/people/tokens.js'
+import {
+  findCallerByHash,
+  findSessionCaller,
+  type SessionLifetime,
+  sessionPrefix,
+} from '../domain/people/index.js'
 import type { Caches } from './caches.js'
 import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'

@@ -5,10 +5,9 @@ import {
   webhookSecretRotatedChannel,
   type EnterpriseSettings,
   type WebhookSecretHolder,
-} from '../domain/enterprises/enterprises.js'
-import { sessionChangedChannel } from '../domain/people/people.js'
-import type { FoundSession } from '../domain/people/sessions.js'
-import { tokenRevokedChannel } from '../domain/people/tokens.js'
+} from '../domain/enterprises/index.js'
+import { sessionChangedChannel, tokenRevokedChannel } from '../domain/people/index.js'
+import type { FoundSession } from '../domain/people/index.js'
 import type { Logger } from '../log.js'
 import type { Caller } from './caller.js'
 

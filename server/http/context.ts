@@ -5,7 +5,7 @@ import type { Logger } from '../log.js'
 import type { Sealer } from '../crypto.js'
 import type { ModelProvider } from '../engine/agent/providers.js'
 import type { Caches } from './caches.js'
-import type { FoundSession } from '../domain/people/sessions.js'
+import type { FoundSession } from '../domain/people/index.js'
 import type { Caller } from './caller.js'
 import type { RunWatch } from './run-watch.js'
 

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { resourceOf } from '../../shared/scopes.js'
-import { secretHeader } from '../domain/webhooks/webhooks.js'
+import { secretHeader } from '../domain/webhooks/index.js'
 import { pollTokenHeader } from '../routes/consent.js'
 import { authRefusals, csrfHeader, sessionCookie } from './auth.js'
 import {

@@ -9,7 +9,7 @@ import {
   ApiTokenListQuery,
 } from '../../shared/schemas/tokens.js'
 import { allScopes, isScope, type Scope } from '../../shared/scopes.js'
-import { createToken, getToken, listTokens, revokeToken } from '../domain/people/tokens.js'
+import { createToken, getToken, listTokens, revokeToken } from '../domain/people/index.js'
 import { sessionCaller } from '../http/caller.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'

@@ -11,18 +11,18 @@ import {
   MyEnterprise,
   SessionSummary,
 } from '../../shared/schemas/people.js'
-import { enterprisesOf } from '../domain/people/people.js'
 import {
   changePassword,
   chooseEnterprise,
   describeSession,
+  enterprisesOf,
+  type FoundSession,
   listSessions,
   login,
   revokeOwnSession,
   revokeSession,
-  type FoundSession,
   type SessionLifetime,
-} from '../domain/people/sessions.js'
+} from '../domain/people/index.js'
 import { sessionCookie } from '../http/auth.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'

@@ -1,8 +1,8 @@
 import { Blockers, BlockersClear, BlockersQuery } from '../../shared/schemas/runs.js'
 import { z } from 'zod'
 import { readPage } from '../db/paging.js'
-import { clearFailed, getBlockers } from '../domain/runs/views.js'
-import { taskProblems } from '../domain/tasks/tasks.js'
+import { clearFailed, getBlockers } from '../domain/runs/index.js'
+import { taskProblems } from '../domain/tasks/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

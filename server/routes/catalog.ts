@@ -23,9 +23,9 @@ import {
   getCatalogTask,
   listCatalogRoles,
   listCatalogTasks,
-} from '../domain/catalog/catalog.js'
-import { getRole } from '../domain/org/roles.js'
-import { readTask } from '../domain/tasks/tasks.js'
+} from '../domain/catalog/index.js'
+import { getRole } from '../domain/org/index.js'
+import { readTask } from '../domain/tasks/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -17,13 +17,13 @@ import {
   createChat,
   decideToolCall,
   deleteGrant,
+  followDeltas,
   getChatDetail,
   listChats,
   listGrants,
+  openChatEvents,
   sendMessage,
-} from '../domain/chats/chats.js'
-import { followDeltas } from '../domain/chats/deltas.js'
-import { openChatEvents } from '../domain/chats/events.js'
+} from '../domain/chats/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'

@@ -24,7 +24,7 @@ import {
   listConnections,
   pollConsentRequest,
   revokeConnection,
-} from '../domain/people/consent.js'
+} from '../domain/people/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'

@@ -20,9 +20,8 @@ import {
   setEnterpriseAvatar,
   updateSettings,
   type EnterpriseSettings,
-} from '../domain/enterprises/enterprises.js'
-import { getUser } from '../domain/people/people.js'
-import { getToken } from '../domain/people/tokens.js'
+} from '../domain/enterprises/index.js'
+import { getToken, getUser } from '../domain/people/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -47,7 +46,8 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
       operationId: 'getEnterprise',
       method: 'get',
       path: '/',
-      summary: 'The enterprise, and the calling token with its scopes or the signed-in person (beyond the spec)',
+      summary:
+        'The enterprise, and the calling token with its scopes or the signed-in person (beyond the spec)',
       response: EnterpriseOverview,
     },
     async (c) => {

@@ -21,7 +21,7 @@ import {
   getExecutionDetail,
   listExecutions,
   reopenExecution,
-} from '../domain/runs/executions.js'
+} from '../domain/runs/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

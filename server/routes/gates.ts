@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { ChatGateDecision, Gate, GateDecision, GateListQuery } from '../../shared/schemas/gates.js'
-import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates/gates.js'
+import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -67,13 +67,7 @@ export function gateRoutes({ sql }: RouteDeps) {
       errors: ['gate_not_waiting'],
     },
     async (c, { params, body }) =>
-      decideChatGate(
-        sql,
-        c.var.caller.enterpriseId,
-        params.chatId,
-        body,
-        c.var.caller.actor,
-      ),
+      decideChatGate(sql, c.var.caller.enterpriseId, params.chatId, body, c.var.caller.actor),
   )
   return app
 }

@@ -26,7 +26,7 @@ import {
   startOAuth,
   unbindKey,
   updateConnection,
-} from '../domain/models/llm.js'
+} from '../domain/models/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

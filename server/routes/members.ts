@@ -1,22 +1,25 @@
 import { z } from 'zod'
 import { PageQuery, Uuid, pagedEnvelope } from '../../shared/schemas/common.js'
 import { readPage } from '../db/paging.js'
-import { getAttachment, listEmails, openEmail } from '../domain/org/mail.js'
-import { Avatar, AvatarInput } from '../../shared/schemas/enterprise.js'
-import { Email } from '../../shared/schemas/mail.js'
-import { Member, MemberCreate, MemberPatch, RoleGrant } from '../../shared/schemas/organisation.js'
 import {
   createMember,
   deleteMemberAvatar,
+  getAttachment,
   getMember,
   getMemberAvatar,
+  grantRole,
+  listEmails,
   listMembers,
+  openEmail,
   removeMember,
   requireMember,
+  revokeRole,
   setMemberAvatar,
   updateMember,
-} from '../domain/org/members.js'
-import { grantRole, revokeRole } from '../domain/org/roles.js'
+} from '../domain/org/index.js'
+import { Avatar, AvatarInput } from '../../shared/schemas/enterprise.js'
+import { Email } from '../../shared/schemas/mail.js'
+import { Member, MemberCreate, MemberPatch, RoleGrant } from '../../shared/schemas/organisation.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -28,7 +28,7 @@ import {
   resolveReview,
   startTraining,
   tombstoneNote,
-} from '../domain/learning/memory/index.js'
+} from '../domain/learning/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -1,5 +1,5 @@
 import { OrgTree } from '../../shared/schemas/organisation.js'
-import { getOrgTree } from '../domain/org/tree.js'
+import { getOrgTree } from '../domain/org/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { Plan, PlanDetail } from '../../shared/schemas/plans.js'
-import { getPlan, listPlans } from '../domain/runs/plans.js'
+import { getPlan, listPlans } from '../domain/runs/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -10,7 +10,7 @@ import {
   decideRecommendation,
   getRecommendation,
   listRecommendations,
-} from '../domain/learning/recommendations.js'
+} from '../domain/learning/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -79,15 +79,8 @@ export function recommendationRoutes({ sql }: RouteDeps) {
       ],
     },
     async (c, { params, body }) =>
-      (
-        await decideRecommendation(
-          sql,
-          enterprise(c),
-          params.id,
-          body,
-          c.var.caller.actor,
-        )
-      ).recommendation,
+      (await decideRecommendation(sql, enterprise(c), params.id, body, c.var.caller.actor))
+        .recommendation,
   )
 
   return app

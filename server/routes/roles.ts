@@ -8,15 +8,14 @@ import {
   RoleTaskAdd,
 } from '../../shared/schemas/organisation.js'
 import {
-  assignTaskToRole,
   createRole,
   deleteRole,
   getRoleDetail,
   grantRole,
   listRoles,
   revokeRole,
-  unassignTaskFromRole,
-} from '../domain/org/roles.js'
+} from '../domain/org/index.js'
+import { assignTaskToRole, unassignTaskFromRole } from '../domain/tasks/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

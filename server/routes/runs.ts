@@ -11,9 +11,17 @@ import {
   runSorts,
 } from '../../shared/schemas/runs.js'
 import { readPage } from '../db/paging.js'
-import { getOsToolView, getRunDetail, getRunLog, listRuns } from '../domain/runs/views.js'
-import { cancelRun } from '../domain/runs/ends.js'
-import { clearRun, listEvents, retryRun, toRun } from '../domain/runs/index.js'
+import {
+  cancelRun,
+  clearRun,
+  getOsToolView,
+  getRunDetail,
+  getRunLog,
+  listEvents,
+  listRuns,
+  retryRun,
+  toRun,
+} from '../domain/runs/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

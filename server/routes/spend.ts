@@ -1,5 +1,5 @@
 import { SpendCapInput, SpendEnabledInput, SpendView } from '../../shared/schemas/spend.js'
-import { getSpend, setCap, setEnabled } from '../domain/models/spend.js'
+import { getSpend, setCap, setEnabled } from '../domain/models/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

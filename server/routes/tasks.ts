@@ -23,14 +23,19 @@ import {
   TaskNoteInput,
   TaskTrainInput,
 } from '../../shared/schemas/memory.js'
-import { askTaskMemory, taskMemory, writeTaskNote } from '../domain/learning/memory/index.js'
+import {
+  askTaskMemory,
+  listTaskRecommendations,
+  taskMemory,
+  writeTaskNote,
+} from '../domain/learning/index.js'
 import { Recommendation, TaskRecommendationQuery } from '../../shared/schemas/recommendations.js'
-import { listTaskRecommendations } from '../domain/learning/recommendations.js'
 import { readPage } from '../db/paging.js'
 import { startRun, toRun } from '../domain/runs/index.js'
-import { requireOfferedModel } from '../domain/models/llm.js'
+import { requireOfferedModel } from '../domain/models/index.js'
 import {
   clearTaskSchedule,
+  copyTask,
   createTask,
   deleteTask,
   getVersion,
@@ -40,10 +45,9 @@ import {
   publishVersion,
   readTask,
   setTaskSchedule,
-} from '../domain/tasks/tasks.js'
+} from '../domain/tasks/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
-import { copyTask } from '../domain/tasks/copy.js'
 
 const TaskParams = z.object({ id: Uuid })
 

@@ -2,14 +2,14 @@ import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { Team, TeamCreate, TeamMemberAdd, TeamPatch } from '../../shared/schemas/organisation.js'
 import {
+  addTeamMember,
   createTeam,
   deleteTeam,
   getTeam,
   listTeams,
   removeTeamMember,
   updateTeam,
-} from '../domain/org/teams.js'
-import { addTeamMember } from '../domain/org/roles.js'
+} from '../domain/org/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

@@ -18,7 +18,7 @@ import {
   startToolOAuth,
   updateToolConnection,
   type BindRight,
-} from '../domain/tools/connections.js'
+} from '../domain/tools/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 

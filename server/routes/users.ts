@@ -9,8 +9,15 @@ import {
   Person,
   RoleChange,
 } from '../../shared/schemas/users.js'
-import { acceptInvite, createInvite, listInvites, withdrawInvite } from '../domain/people/invites.js'
-import { changeRole, listPeople, removeMembership } from '../domain/people/people.js'
+import {
+  acceptInvite,
+  changeRole,
+  createInvite,
+  listInvites,
+  listPeople,
+  removeMembership,
+  withdrawInvite,
+} from '../domain/people/index.js'
 import { ownerCaller } from '../http/caller.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'

@@ -17,8 +17,8 @@ import {
   receiveWebhook,
   replayDelivery,
   secretHeader,
-} from '../domain/webhooks/webhooks.js'
-import { webhookSecretHolder } from '../domain/enterprises/enterprises.js'
+} from '../domain/webhooks/index.js'
+import { webhookSecretHolder } from '../domain/enterprises/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'

@@ -248,7 +248,7 @@ describe('osctl chats, in process', () => {
         arguments: {},
         status: 'waiting',
         result: null,
-          mustGate: false,
+        mustGate: false,
       },
     })
     const api = new FakeApi(

@@ -272,7 +272,12 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       const { content, ...message } = final
       event('message_start', {
         type: 'message_start',
-        message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } },
+        message: {
+          ...message,
+          content: [],
+          stop_reason: null,
+          usage: { ...message.usage, output_tokens: 1 },
+        },
       })
       let index = 0
       if (tokens.length) {
@@ -292,7 +297,12 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
         event('content_block_stop', { type: 'content_block_stop', index })
         index++
       }
-      for (const block of content as { type: string; id?: string; name?: string; input?: unknown }[]) {
+      for (const block of content as {
+        type: string
+        id?: string
+        name?: string
+        input?: unknown
+      }[]) {
         if (block.type !== 'tool_use') continue
         event('content_block_start', {
           type: 'content_block_start',
@@ -333,7 +343,10 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       system_fingerprint: 'fp_fake',
     }
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-      event(null, { ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
+      event(null, {
+        ...base,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      })
     chunk({ role: 'assistant', content: '', refusal: null })
     const ok = await sendTokens((token) => chunk({ content: token }))
     if (!ok) return
@@ -341,7 +354,12 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
     for (const [i, call] of (message.tool_calls ?? []).entries()) {
       chunk({
         tool_calls: [
-          { index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+          {
+            index: i,
+            id: call.id,
+            type: 'function',
+            function: { name: call.function.name, arguments: '' },
+          },
         ],
       })
       const json: string = call.function.arguments

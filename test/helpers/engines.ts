@@ -3,7 +3,7 @@ import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createSealer, type Sealer } from '../../server/crypto.js'
-import { createEnterprise } from '../../server/domain/enterprises/enterprises.js'
+import { createEnterprise } from '../../server/domain/enterprises/index.js'
 import type { TestDatabase } from './db.js'
 import { startOsd, type OsdProcess } from './processes.js'
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { PersonRole } from '../../shared/schemas/people.js'
-import { createUser, setMembership } from '../../server/domain/people/people.js'
+import { createUser, setMembership } from '../../server/domain/people/index.js'
 import type { TestApp, TestEnterprise } from './app.js'
 
 export interface TestPerson {

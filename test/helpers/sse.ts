@@ -54,7 +54,11 @@ export class SseReader {
   }
 
   /** Waits until `done` holds for the events so far (or the stream ends, or `ms` pass: a failure). */
-  async until(done: (events: SseEvent[]) => boolean, ms = 15_000, what = 'the events'): Promise<SseEvent[]> {
+  async until(
+    done: (events: SseEvent[]) => boolean,
+    ms = 15_000,
+    what = 'the events',
+  ): Promise<SseEvent[]> {
     const deadline = Date.now() + ms
     for (;;) {
       if (done(this.events)) return this.events

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { login } from '../../server/domain/people/sessions.js'
+import { login } from '../../server/domain/people/index.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { osd, startOsd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'

@@ -12,9 +12,8 @@ import type {
 import type { TaskCopy, VersionDefinition } from '../../../shared/schemas/tasks.js'
 import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { setSchedule } from '../tasks/schedules.js'
-import { createTask, loadVersion, type TaskRow } from '../tasks/tasks.js'
-import { requireTeam } from '../org/teams.js'
+import { createTask, loadVersion, setSchedule, type TaskRow } from '../tasks/index.js'
+import { requireTeam } from '../org/index.js'
 
 // The catalogue (spec: Concepts "Catalogue", Endpoints Catalogue; DESIGN 12). An entry is a published
 // original: a task or role row of the service's own catalogue enterprise (provenance service, loaded

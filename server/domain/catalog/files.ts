@@ -5,11 +5,22 @@ import { z } from 'zod'
 import { projectRoot } from '../../../shared/paths.js'
 import { cleanSlug } from '../../../shared/slug.js'
 import { CatalogSchedule } from '../../../shared/schemas/catalog.js'
-import { TaskDefinition, fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
+import {
+  TaskDefinition,
+  fixedTools,
+  type VersionDefinition,
+} from '../../../shared/schemas/tasks.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { unpublishTasks } from './catalog.js'
-import { checkDefinition, type CheckContext } from '../tasks/checks.js'
-import { createTask, insertVersion, loadVersion, syncClones, type TaskRow } from '../tasks/tasks.js'
+import {
+  type CheckContext,
+  checkDefinition,
+  createTask,
+  insertVersion,
+  loadVersion,
+  syncClones,
+  type TaskRow,
+} from '../tasks/index.js'
 
 // The service's own catalogue entries (DESIGN 12), kept as files and loaded at start (osd serve, and the
 // tests' template database):

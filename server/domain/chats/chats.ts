@@ -9,7 +9,7 @@ import type {
 import { TaskDefinition } from '../../../shared/schemas/tasks.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
 import { chatChanged, insertTurn, moveTurns, wakeChatTurns } from './turns.js'
-import { createTask, mustGateTools } from '../tasks/tasks.js'
+import { createTask, mustGateTools } from '../tasks/index.js'
 
 // Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
 // routes' side (open, list, read, send, decide, close, grants) and what the engine's chat loop writes

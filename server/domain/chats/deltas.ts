@@ -98,9 +98,7 @@ export class DeltaPublisher {
       await this.sql`
         select ${unflushedCommit(this.sql)}, pg_notify(${chatDeltaChannel}, p)
           from (select p from unnest(${this.sql.array(payloads)}::text[]) with ordinality as x(p, n)
-                 order by n) pieces`.catch(
-        () => undefined,
-      )
+                 order by n) pieces`.catch(() => undefined)
     })().finally(() => {
       this.sending = undefined
       this.pump()
@@ -168,7 +166,12 @@ export function followDeltas(sql: Sql, chatId: string, listener: Listener): () =
     state.listening = sql
       .listen(chatDeltaChannel, (payload) => {
         try {
-          const { o, c, m, t } = JSON.parse(payload) as { o: string; c: string; m: string; t: string }
+          const { o, c, m, t } = JSON.parse(payload) as {
+            o: string
+            c: string
+            m: string
+            t: string
+          }
           if (o !== origin) tell(c, { messageId: m, text: t })
         } catch {
           // not a payload of ours: nothing to tell

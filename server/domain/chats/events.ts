@@ -72,7 +72,12 @@ async function startingPoint(
       left join chat_messages l on l.chat_id = c.id and l.id = ${known}::uuid
      where c.enterprise_id = ${enterpriseId} and c.id = ${chatId}`
   if (!row) throw new ApiError('chat_not_found', `No chat ${chatId} in this enterprise.`)
-  return { status: row.status, replying: row.replying, seq: String(row.seq), change: String(row.change) }
+  return {
+    status: row.status,
+    replying: row.replying,
+    seq: String(row.seq),
+    change: String(row.change),
+  }
 }
 
 /** The chat's state and its messages changed after `change`, oldest change first. */
@@ -111,7 +116,8 @@ export async function openChatEvents(
   lastEventId: string | undefined,
   follow: FollowChat,
 ): Promise<AsyncGenerator<ChatStreamEvent>> {
-  if (!uuidPattern.test(chatId)) throw new ApiError('chat_not_found', `No chat ${chatId} in this enterprise.`)
+  if (!uuidPattern.test(chatId))
+    throw new ApiError('chat_not_found', `No chat ${chatId} in this enterprise.`)
   const position = await startingPoint(db, enterpriseId, chatId, lastEventId)
   return events(db, chatId, position, follow)
 }
@@ -205,8 +211,7 @@ async function* events(
       })
       while (!woken && !signal.aborted) {
         // A reply's first delta goes at once; its next ones at most one each deltaGapMs.
-        const wait =
-          deltas[0]?.messageId === lastDeltaOf ? lastDelta + deltaGapMs - Date.now() : 0
+        const wait = deltas[0]?.messageId === lastDeltaOf ? lastDelta + deltaGapMs - Date.now() : 0
         if (deltas.length === 0 || wait > 0) {
           let timer: NodeJS.Timeout | undefined
           await new Promise<void>((resolve) => {
@@ -217,7 +222,8 @@ async function* events(
           clearTimeout(timer)
         }
         if (deltas.length === 0 || woken) continue
-        if (deltas[0]!.messageId === lastDeltaOf && Date.now() < lastDelta + deltaGapMs - 1) continue
+        if (deltas[0]!.messageId === lastDeltaOf && Date.now() < lastDelta + deltaGapMs - 1)
+          continue
         for (const delta of joined(deltas.splice(0))) {
           if (stored.has(delta.messageId)) continue
           yield { event: 'delta', data: delta }

@@ -1,5 +1,11 @@
 import type { ModelTier } from '../../../shared/schemas/models.js'
-import { notifyAfterCommit, onCommit, unflushedCommit, type Db, type Fragment } from '../../db/sql.js'
+import {
+  notifyAfterCommit,
+  onCommit,
+  unflushedCommit,
+  type Db,
+  type Fragment,
+} from '../../db/sql.js'
 
 // Chat turns (DESIGN 11): one per person message, claimed by an engine like a run, with a lease; the
 // member's reply is made while its turn runs. This module is the only code that writes chat_turns, and

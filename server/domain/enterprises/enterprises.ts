@@ -8,7 +8,7 @@ import type {
 import type { ModelTier } from '../../../shared/schemas/models.js'
 import { validName, validSlug } from '../../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
-import { parseImageDataUrl } from '../org/images.js'
+import { parseImageDataUrl } from '../org/index.js'
 import { setupBuiltinTasks, setupOrganisation } from './setup.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from '../secrets.js'
 import { wakeEngines } from '../engine-wake.js'

@@ -1,6 +1,6 @@
 import { slugFromName } from '../../../shared/slug.js'
 import type { Db } from '../../db/sql.js'
-import { builtinTasks } from '../tasks/builtin.js'
+import { builtinTasks } from '../tasks/index.js'
 
 // What a new enterprise starts with (createEnterprise calls it in its transaction). A leaf: it writes
 // the first rows itself and imports nothing from domain/ but the leaf builtin-tasks.ts (the

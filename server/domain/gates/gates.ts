@@ -1,68 +1,20 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { appendEvent, transition, type RunRow } from '../runs/index.js'
-import { triggerImprovements } from '../learning/improve.js'
+import {
+  appendEvent,
+  gateColumns,
+  reportSetbacks,
+  toGate,
+  transition,
+  type GateRow,
+  type RunRow,
+} from '../runs/index.js'
 import { idFilter } from '../../db/paging.js'
-import { questionAnswered } from '../chats/turns.js'
+import { questionAnswered } from '../chats/index.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
 // (waiting_on_gate, not under way). The one decision that lands moves the run back in line.
-
-interface GateRow {
-  id: string
-  enterpriseId: string
-  runId: string | null
-  taskId: string | null
-  chatId: string | null
-  kind: 'tool' | 'question'
-  tool: string | null
-  arguments: Record<string, unknown> | null
-  owner: string | null
-  approval: string | null
-  summary: string | null
-  choices: { key: string; label: string }[] | null
-  questions: string[] | null
-  journalStep: number | null
-  status: 'waiting' | 'decided'
-  decision: Gate['decision']
-  note: string | null
-  answers: unknown
-  choice: string | null
-  decidedBy: string | null
-  decidedAt: Date | null
-  createdAt: Date
-  taskSlug?: string | null
-}
-
-export function toGate(row: GateRow): Gate {
-  return {
-    id: row.id,
-    kind: row.kind,
-    status: row.status,
-    tool: row.tool,
-    arguments: row.arguments,
-    owner: row.owner,
-    approval: row.approval,
-    summary: row.summary,
-    choices: row.choices,
-    questions: row.questions,
-    runId: row.runId,
-    chatId: row.chatId,
-    taskId: row.taskId,
-    taskSlug: row.taskSlug ?? null,
-    decision: row.decision,
-    note: row.note,
-    answers: row.answers ?? null,
-    choice: row.choice,
-    decidedBy: row.decidedBy,
-    decidedAt: row.decidedAt?.toISOString() ?? null,
-    createdAt: row.createdAt.toISOString(),
-  }
-}
-
-const gateColumns = (db: Db) =>
-  db`g.*, (select task_slug from runs r where r.id = g.run_id) as task_slug`
 
 export interface OpenGate {
   kind: 'tool' | 'question'
@@ -124,13 +76,6 @@ export async function listWaitingGates(
      where g.enterprise_id = ${enterpriseId} and g.status = 'waiting'
        ${idFilter(db, 'g.task_id', filters.taskId)} ${idFilter(db, 'g.run_id', filters.runId)}
        ${filters.kind ? db`and g.kind = ${filters.kind}` : db``}
-     order by g.created_at desc, g.id desc`
-  return rows.map(toGate)
-}
-
-export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
-  const rows = await db<GateRow[]>`
-    select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.run_id = ${runId}
      order by g.created_at desc, g.id desc`
   return rows.map(toGate)
 }
@@ -205,7 +150,7 @@ export async function decideGate(
       }
       // A person turning a run's call down calls for the task's improvement (DESIGN 10).
       if (gate.taskId && (input.decision === 'reject' || input.decision === 'request_changes'))
-        await triggerImprovements(tx, [
+        await reportSetbacks(tx, [
           {
             enterpriseId,
             taskId: gate.taskId,

@@ -1,7 +1,7 @@
 import { isUuid } from '../../../shared/ids.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
-import { clip, decidedGates, tellRun } from '../runs/history.js'
+import { clip, decidedGates, tellRun } from '../runs/index.js'
 import type { RunRow } from '../runs/index.js'
 
 // What an os-improve run's model is given with its input (DESIGN 10): the target task's current

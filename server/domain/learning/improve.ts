@@ -2,7 +2,14 @@ import { ApiError } from '../../../shared/errors.js'
 import { underWayStatuses } from '../../../shared/schemas/runs.js'
 import { improveIntervalMinutes } from '../../config.js'
 import { transaction, type Db, type Tx } from '../../db/sql.js'
-import { appendEvent, enqueueRun, laneOf, lockLanes } from '../runs/index.js'
+import {
+  appendEvent,
+  enqueueRun,
+  laneOf,
+  lockLanes,
+  onSetbacks,
+  type Setback,
+} from '../runs/index.js'
 
 // Self-improvement starting by itself (DESIGN 10): a failed run of a custom task, or a gate of one
 // rejected or sent back, starts an os-improve run of that task (origin learning), in the transaction of
@@ -12,13 +19,8 @@ import { appendEvent, enqueueRun, laneOf, lockLanes } from '../runs/index.js'
 // gates.ts, which call it.
 
 /** What called for an improvement: a task, and the run whose failure or gate decision it was. */
-export interface ImproveCause {
-  enterpriseId: string
-  taskId: string
-  runId: string | null
-  /** `run failed` or `gate reject` / `gate request_changes`. */
-  because: string
-}
+/** What calls for an improvement: a run's setback (runs/setbacks.ts). */
+export type ImproveCause = Setback
 
 /**
  * Starts the os-improve runs `causes` call for, in `tx`. Each task is decided under its os-improve lane's
@@ -95,4 +97,12 @@ async function inSavepoint(tx: Db, fn: (sp: Db) => Promise<void>): Promise<void>
     if ((err as { name?: string })?.name === 'PostgresError') return
     throw err
   }
+}
+
+/**
+ * What learning answers of the rest of the domain, registered once at start (createApp, startEngine):
+ * a run's setback calls for its task's improvement (DESIGN 2, 10).
+ */
+export function installLearning(): void {
+  onSetbacks(triggerImprovements)
 }

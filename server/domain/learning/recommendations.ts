@@ -10,18 +10,18 @@ import {
 } from '../../../shared/schemas/recommendations.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { proposeChangeTool } from '../tasks/builtin.js'
-import { lineDiff } from './line-diff.js'
-import { appendEvent, enqueueRun, type RunRow } from '../runs/index.js'
-import { checkDefinition } from '../tasks/checks.js'
 import {
   checkContext,
+  checkDefinition,
   loadTask,
   loadVersion,
+  proposeChangeTool,
   publishVersion,
   taskNotFound,
   type TaskRow,
-} from '../tasks/tasks.js'
+} from '../tasks/index.js'
+import { lineDiff } from './line-diff.js'
+import { appendEvent, enqueueRun, type RunRow } from '../runs/index.js'
 
 // Recommendations (spec: Concepts, Recommendations; Endpoints Recommendations; DESIGN 10): an os-improve
 // run proposes a change to a task with os.propose_change; a person approves it (a new version on the

@@ -17,7 +17,7 @@ import {
 import type { Sealer } from '../../crypto.js'
 import { transaction, type Db } from '../../db/sql.js'
 import type { ModelProvider } from '../../engine/agent/providers.js'
-import { layerFilter, layerOwner } from '../tasks/layers.js'
+import { layerFilter, layerOwner } from '../tasks/index.js'
 import { lastChars } from '../secrets.js'
 
 // Model connections, bindings, tiers and models (spec: Endpoints Models; DESIGN 6).

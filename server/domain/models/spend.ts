@@ -5,8 +5,8 @@ import {
   type SpendView,
 } from '../../../shared/schemas/spend.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { moveTurns } from '../chats/turns.js'
-import { layerOwner } from '../tasks/layers.js'
+import { moveTurns } from '../chats/index.js'
+import { layerOwner } from '../tasks/index.js'
 import { transitionAll, type RunRow } from '../runs/index.js'
 
 // Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what

@@ -11,7 +11,6 @@ import type {
 import { validName, validSlug } from '../../../shared/names.js'
 import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
 import { requireMember } from './members.js'
-import { loadTask, refuseBuiltin } from '../tasks/tasks.js'
 import { getTeam, joinTeam, requireTeam } from './teams.js'
 import { wakeEngines } from '../engine-wake.js'
 
@@ -242,46 +241,3 @@ export async function deleteRole(db: Db, enterpriseId: string, id: string): Prom
 }
 
 // --- the tasks a role runs --------------------------------------------------------------------------
-
-/**
- * Makes a role run a task: the task's assigneeRole becomes the role's slug, without publishing a
- * version (spec: Endpoints Roles). A team role runs tasks of its team: a task of no team joins it, a
- * task of another team is refused.
- */
-export async function assignTaskToRole(
-  db: Db,
-  enterpriseId: string,
-  roleId: string,
-  taskId: string,
-): Promise<void> {
-  await transaction(db, async (tx) => {
-    const role = await requireRole(tx, enterpriseId, roleId)
-    const task = await loadTask(tx, enterpriseId, taskId, true)
-    refuseBuiltin(task)
-    if (role.teamId && task.teamId && task.teamId !== role.teamId) {
-      throw new ApiError(
-        'role_team_mismatch',
-        `Task ${task.slug} belongs to another team than role ${role.slug}; move the task first.`,
-      )
-    }
-    await tx`
-      update tasks
-         set assignee_role = ${role.slug}, team_id = coalesce(team_id, ${role.teamId}::uuid), updated_at = now()
-       where enterprise_id = ${enterpriseId} and id = ${taskId}`
-  })
-}
-
-/** Stops the role running the task (again: no change): the task is left without an assignee role. */
-export async function unassignTaskFromRole(
-  db: Db,
-  enterpriseId: string,
-  roleId: string,
-  taskId: string,
-): Promise<void> {
-  const role = await requireRole(db, enterpriseId, roleId)
-  refuseBuiltin(await loadTask(db, enterpriseId, taskId))
-  await db`
-    update tasks set assignee_role = null, updated_at = now()
-     where enterprise_id = ${enterpriseId} and id = ${taskId} and assignee_role = ${role.slug}
-       and (${role.teamId}::uuid is null or team_id = ${role.teamId}::uuid)`
-}

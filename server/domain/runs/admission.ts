@@ -1,15 +1,10 @@
 import { transaction, type Db } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
-import {
-  appendEvents,
-  assigneeRoleJoin,
-  lockMembers,
-  memberBusy,
-  membersFor,
-  transitionAll,
-  type Move,
-  type RunRow,
-} from './index.js'
+import { appendEvents } from './events.js'
+import { lockMembers, memberBusy, membersFor } from './members.js'
+import { type RunRow } from './rows.js'
+import { assigneeRoleJoin } from './start.js'
+import { transitionAll, type Move } from './transitions.js'
 import { finishAll } from './ends.js'
 
 // Admission (pending -> queued), dispatch (queued -> running) and leases (DESIGN 5). Each step works on

@@ -1,15 +1,9 @@
 import { ApiError } from '../../../shared/errors.js'
 import { transaction, type Db } from '../../db/sql.js'
-import {
-  isFinished,
-  loadRun,
-  transitionAll,
-  type Move,
-  type RunRow,
-  type TransitionFields,
-} from './index.js'
+import { isFinished, loadRun, type RunRow } from './rows.js'
+import { transitionAll, type Move, type TransitionFields } from './transitions.js'
+import { reportSetbacks } from './setbacks.js'
 import { followSuccessors, versionSuccessors } from './successors.js'
-import { triggerImprovements } from '../learning/improve.js'
 
 // Ending runs (spec: States and transitions; DESIGN 3, 5): an end and the runs its successors start are
 // one change. Above runs.ts (the status change) and successors.ts (which starts runs), so that neither
@@ -57,7 +51,7 @@ export async function finishAll(
   const followed = successors ? await followSuccessors(tx, ended, successors) : 0
   // A failed run of a custom task calls for its improvement (DESIGN 10), in the same change.
   if (to === 'failed')
-    await triggerImprovements(
+    await reportSetbacks(
       tx,
       ended.map((run) => ({
         enterpriseId: run.enterpriseId,

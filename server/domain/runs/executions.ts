@@ -13,7 +13,7 @@ import type { Successor } from '../../../shared/schemas/tasks.js'
 import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
 import { transaction, type Db, type Fragment } from '../../db/sql.js'
 import { finishAll } from './ends.js'
-import { isFinished, toRun, type RunRow } from './index.js'
+import { isFinished, toRun, type RunRow } from './rows.js'
 import { isUuid } from '../../../shared/ids.js'
 
 // Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and

@@ -3,7 +3,7 @@ import { ApiError } from '../../../shared/errors.js'
 import { underWayStatuses, type Run } from '../../../shared/schemas/runs.js'
 import { isRetryable, notifyAfterCommit, transaction, type Db, type Sql } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
-import { taskColumns, taskNotFound, type TaskRow } from '../tasks/tasks.js'
+import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
 import { type RunRow, runChannel } from './rows.js'
 import { lockMembers, membersFor } from './members.js'
 

@@ -2,15 +2,9 @@ import type { RunResult } from '../../../shared/schemas/runs.js'
 import type { Successor } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
 import { randomUUID } from 'node:crypto'
-import {
-  appendEvents,
-  insertRuns,
-  notRunnable,
-  startTarget,
-  type NewEvent,
-  type NewRun,
-  type RunRow,
-} from './index.js'
+import { appendEvents, type NewEvent } from './events.js'
+import { type RunRow } from './rows.js'
+import { insertRuns, notRunnable, startTarget, type NewRun } from './start.js'
 
 // Successors (spec: Task definition, successors; DESIGN 5): when a run ends, each successor of the
 // version it ran is considered, and every decision is an event of the ended run.

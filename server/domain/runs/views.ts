@@ -3,9 +3,10 @@ import { ApiError } from '../../../shared/errors.js'
 import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../../shared/schemas/runs.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import type { Db, Fragment } from '../../db/sql.js'
-import { listRunGates } from '../gates/gates.js'
+import { listRunGates } from './gates.js'
 import { modelCallCount } from './journal.js'
-import { listEvents, loadRun, toEvent, toRun, type EventRow, type RunRow } from './index.js'
+import { listEvents, toEvent, type EventRow } from './events.js'
+import { loadRun, toRun, type RunRow } from './rows.js'
 
 // What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
 // Blockers (spec: Endpoints Runs, Blockers).

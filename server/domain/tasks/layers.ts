@@ -3,10 +3,15 @@ import { isUuid } from '../../../shared/ids.js'
 import type { toolLayers } from '../../../shared/values.js'
 import { idFilter } from '../../db/paging.js'
 import type { Db, Fragment } from '../../db/sql.js'
-import { memberNotFound, requireMember } from '../org/members.js'
-import { requireRole, roleNotFound } from '../org/roles.js'
+import {
+  memberNotFound,
+  requireMember,
+  requireRole,
+  requireTeam,
+  roleNotFound,
+  teamNotFound,
+} from '../org/index.js'
 import { loadTask, taskNotFound } from './tasks.js'
-import { requireTeam, teamNotFound } from '../org/teams.js'
 
 // Settings bound at a layer of the organisation: model keys (enterprise, team, member), spend caps
 // (enterprise, team, task, member) and tool connections (all five). One rule names a layer's owner for

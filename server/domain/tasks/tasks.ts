@@ -22,7 +22,7 @@ import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.j
 import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
 import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
-import { requireTeam } from '../org/teams.js'
+import { requireTeam } from '../org/index.js'
 
 // Tasks and their immutable versions (spec: Task definition, Task read answer, Endpoints Tasks,
 // Versioning; DESIGN 3).

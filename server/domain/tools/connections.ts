@@ -11,7 +11,7 @@ import {
 } from '../../../shared/schemas/tools.js'
 import type { Sealer } from '../../crypto.js'
 import type { Db } from '../../db/sql.js'
-import { layerFilter, layerOwner } from '../tasks/layers.js'
+import { layerFilter, layerOwner } from '../tasks/index.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
 // system, on a layer. A token, and a person who is not an owner, may connect tools on a team, member, role

@@ -1,4 +1,4 @@
-import type { JournalEntry } from '../../domain/runs/journal.js'
+import type { JournalEntry } from '../../domain/runs/index.js'
 import type { Message, ToolCall } from './providers.js'
 
 /**

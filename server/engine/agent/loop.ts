@@ -2,34 +2,30 @@ import type { Provider } from '../../../shared/schemas/models.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
 import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
-import { gateOfStep, openGate } from '../../domain/gates/gates.js'
+import { gateOfStep, openGate } from '../../domain/gates/index.js'
 import {
   answerToolStep,
+  appendEvent,
+  appendEvents,
+  assigneeRoleId,
   endModelStep,
+  finishRun,
   insertToolDone,
+  type JournalEntry,
   markExecuting,
+  type NewEvent,
   readJournal,
+  type RunRow,
   setStepCost,
   startModelStep,
   startToolStep,
   stored,
-  type JournalEntry,
   type ToolRequest,
-} from '../../domain/runs/journal.js'
-import { chooseModel, type OAuthSettings } from '../../domain/models/llm.js'
-import {
-  appendEvent,
-  appendEvents,
-  assigneeRoleId,
   transition,
-  type NewEvent,
-  type RunRow,
 } from '../../domain/runs/index.js'
-import { finishRun } from '../../domain/runs/ends.js'
-import { settle } from '../../domain/models/spend.js'
-import { reaches } from '../../domain/tasks/checks.js'
-import { mustGateTools } from '../../domain/tasks/tasks.js'
-import { connectionsForRun, type RunConnection } from '../../domain/tools/connections.js'
+import { chooseModel, type OAuthSettings, settle } from '../../domain/models/index.js'
+import { mustGateTools, reaches } from '../../domain/tasks/index.js'
+import { connectionsForRun, type RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { withCallSignal, type ExecutionContext, type Executor } from '../executor.js'
 import { callModel, type CallOutcome } from '../models/call.js'
@@ -37,13 +33,7 @@ import { Conversation } from './conversation.js'
 import { RunJournal } from './run-journal.js'
 import { finishResult, gateAnswer, systemPrompt } from './run-text.js'
 import { McpTools, type ToolOutcome } from './mcp.js'
-import {
-  actOsTool,
-  askCeoArguments,
-  interruptedCallResult,
-  isOsTool,
-  osTools,
-} from './os-tools.js'
+import { actOsTool, askCeoArguments, interruptedCallResult, isOsTool, osTools } from './os-tools.js'
 import { briefingForRun, readRecordedMemory, recallForRun } from './run-memory.js'
 import type { ModelProvider, ToolCall, ToolSpec } from './providers.js'
 
@@ -338,7 +328,11 @@ class RunExecution {
               run.id,
               step,
               'reply' in outcome
-                ? { state: 'done', response: responseOf(outcome), costUsdMicros: outcome.costMicros }
+                ? {
+                    state: 'done',
+                    response: responseOf(outcome),
+                    costUsdMicros: outcome.costMicros,
+                  }
                 : { state: 'failed', response: responseOf(outcome) },
             ),
           ])

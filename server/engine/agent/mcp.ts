@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import type { RunConnection } from '../../domain/tools/connections.js'
+import type { RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from './providers.js'
 

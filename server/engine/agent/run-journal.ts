@@ -1,5 +1,5 @@
 import { fixedTools } from '../../../shared/schemas/tasks.js'
-import type { JournalEntry } from '../../domain/runs/journal.js'
+import type { JournalEntry } from '../../domain/runs/index.js'
 import { Conversation } from './conversation.js'
 import type { ToolCall } from './providers.js'
 

@@ -1,21 +1,19 @@
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
-import { proposeChangeTool, rememberTool } from '../../domain/tasks/builtin.js'
+import { proposeChangeTool, rememberTool } from '../../domain/tasks/index.js'
 import {
   chooseImproveMaterial,
-  improveBriefing,
-  type ImproveMaterial,
-} from '../../domain/learning/briefing.js'
-import { improvedTaskId } from '../../domain/learning/recommendations.js'
-import {
   chooseTrainingMaterial,
   defaultRecallLimit,
+  improveBriefing,
+  improvedTaskId,
+  type ImproveMaterial,
   recallNotes,
   trainingBriefing,
-  trainingScope,
   type TrainingMaterial,
-} from '../../domain/learning/memory/index.js'
+  trainingScope,
+} from '../../domain/learning/index.js'
 import type { NewEvent, RunRow } from '../../domain/runs/index.js'
 
 // What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)

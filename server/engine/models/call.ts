@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { priceOf, type Provider } from '../../../shared/schemas/models.js'
 import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
-import type { ResolvedKey } from '../../domain/models/llm.js'
+import type { ResolvedKey } from '../../domain/models/index.js'
 import {
   callCostMicros,
   checkRoom,
@@ -11,7 +11,7 @@ import {
   worstCaseMicros,
   type RunLayers,
   type SpendRefusal,
-} from '../../domain/models/spend.js'
+} from '../../domain/models/index.js'
 import { withCallSignal } from '../executor.js'
 import {
   ProviderError,
@@ -47,8 +47,7 @@ export interface HeldCall {
 }
 
 export type CallOutcome =
-  | { reply: ModelReply; costMicros: number }
-  | { failure: ProviderError; costMicros: 0 }
+  { reply: ModelReply; costMicros: number } | { failure: ProviderError; costMicros: 0 }
 
 /** Where a settlement finds the caller's record: still its reservation (ours), still its work (mine). */
 export interface Claimed {

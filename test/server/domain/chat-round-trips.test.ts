@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ApiError } from '../../../shared/errors.js'
 import { Chat } from '../../../shared/schemas/chats.js'
 import { createSql, type Sql } from '../../../server/db/sql.js'
-import { getChatDetail, sendMessage } from '../../../server/domain/chats/chats.js'
+import { getChatDetail, sendMessage } from '../../../server/domain/chats/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 
 // A chat message and the long-poll that reads its reply are what 50 chats replying at once repeat

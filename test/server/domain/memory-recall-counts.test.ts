@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { transaction } from '../../../server/db/sql.js'
-import { recallNotes } from '../../../server/domain/learning/memory/index.js'
+import { recallNotes } from '../../../server/domain/learning/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
 

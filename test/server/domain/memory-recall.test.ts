@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest'
-import { searchTaskNotes, writeNote } from '../../../server/domain/learning/memory/index.js'
+import { searchTaskNotes, writeNote } from '../../../server/domain/learning/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
 

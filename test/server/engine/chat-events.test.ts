@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Chat, ChatMessage } from '../../../shared/schemas/chats.js'
-import { chatChannel } from '../../../server/domain/chats/turns.js'
-import { chatDeltaChannel, deltaReaders } from '../../../server/domain/chats/deltas.js'
+import { chatChannel, chatDeltaChannel, deltaReaders } from '../../../server/domain/chats/index.js'
 import { createSql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createApp } from '../../../server/http/app.js'
@@ -94,10 +93,15 @@ describe.each(['provider_a', 'provider_b'] as const)('a reply streamed through %
     const chat = await s.open()
     const stream = await s.follow(chat.id)
     await stream.until((events) => events.length >= 1)
-    expect(stream.events[0]).toMatchObject({ event: 'chat', data: { status: 'open', replying: false } })
+    expect(stream.events[0]).toMatchObject({
+      event: 'chat',
+      data: { status: 'open', replying: false },
+    })
     const sent = await s.send(chat.id, 'Plan the week')
     await stream.until(
-      (events) => events.some((e) => e.event === 'message' && e.data.role === 'member') && lastChatIs(false)(events),
+      (events) =>
+        events.some((e) => e.event === 'message' && e.data.role === 'member') &&
+        lastChatIs(false)(events),
       15_000,
       'the stored reply and the end of replying',
     )
@@ -164,23 +168,39 @@ describe('the stream', () => {
     fake.script(
       s.key,
       { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'ping' } }] },
-      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Ship?'], choices: [{ key: 'y', label: 'Yes' }] } }] },
+      {
+        toolCalls: [
+          {
+            name: 'os.ask_ceo',
+            arguments: { questions: ['Ship?'], choices: [{ key: 'y', label: 'Yes' }] },
+          },
+        ],
+      },
       { text: 'Shipped.' },
     )
     const chat = await s.open()
     const stream = await s.follow(chat.id)
     await s.send(chat.id, 'Echo and ship')
     const [call] = await stream
-      .until((events) => events.some((e) => e.event === 'message' && e.data.toolCall?.status === 'waiting'))
+      .until((events) =>
+        events.some((e) => e.event === 'message' && e.data.toolCall?.status === 'waiting'),
+      )
       .then((events) => events.filter((e) => e.event === 'message' && e.data.toolCall))
-    const decided = await t.call('POST', `/v1/chats/${chat.id}/tool-calls/${call!.data.id}/decision`, {
-      ...s.as,
-      body: { decision: 'allow' },
-    })
+    const decided = await t.call(
+      'POST',
+      `/v1/chats/${chat.id}/tool-calls/${call!.data.id}/decision`,
+      {
+        ...s.as,
+        body: { decision: 'allow' },
+      },
+    )
     expect(decided.status).toBe(201)
     await stream.until((events) =>
       events.some(
-        (e) => e.event === 'message.updated' && e.data.id === call!.data.id && e.data.toolCall.status === 'done',
+        (e) =>
+          e.event === 'message.updated' &&
+          e.data.id === call!.data.id &&
+          e.data.toolCall.status === 'done',
       ),
     )
     const updates = stream.named('message.updated').filter((e) => e.data.id === call!.data.id)
@@ -191,7 +211,10 @@ describe('the stream', () => {
     const question = (
       await stream.until((events) => events.some((e) => e.event === 'message' && e.data.question))
     ).find((e) => e.event === 'message' && e.data.question)!
-    expect(question.data).toMatchObject({ toolCall: null, question: { questions: ['Ship?'], status: 'waiting' } })
+    expect(question.data).toMatchObject({
+      toolCall: null,
+      question: { questions: ['Ship?'], status: 'waiting' },
+    })
     const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
       ...s.as,
       body: { decision: 'approve', choice: 'y' },
@@ -201,7 +224,10 @@ describe('the stream', () => {
       events.some((e) => e.event === 'message' && e.data.content === 'Shipped.'),
     )
     const answer = stream.named('message.updated').find((e) => e.data.id === question.data.id)!
-    expect(answer.data.question).toMatchObject({ status: 'answered', answer: { decision: 'approve', choice: 'y' } })
+    expect(answer.data.question).toMatchObject({
+      status: 'answered',
+      answer: { decision: 'approve', choice: 'y' },
+    })
     // Closing ends the stream, after saying so.
     await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
     await stream.end()
@@ -214,7 +240,11 @@ describe('the stream', () => {
       ...s.as,
       body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: s.member.id },
     })
-    fake.script(s.key, { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'later' } }] }, { text: 'Echoed.' })
+    fake.script(
+      s.key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'later' } }] },
+      { text: 'Echoed.' },
+    )
     const chat = await s.open()
     await s.send(chat.id, 'Echo later')
     let waiting: ChatMessage | undefined
@@ -232,8 +262,12 @@ describe('the stream', () => {
     await resumed.until((events) =>
       events.some((e) => e.event === 'message.updated' && e.data.id === waiting!.id),
     )
-    expect(resumed.named('message.updated').find((e) => e.data.id === waiting!.id)!.data.toolCall.status).not.toBe('waiting')
-    await resumed.until((events) => events.some((e) => e.event === 'message' && e.data.content === 'Echoed.'))
+    expect(
+      resumed.named('message.updated').find((e) => e.data.id === waiting!.id)!.data.toolCall.status,
+    ).not.toBe('waiting')
+    await resumed.until((events) =>
+      events.some((e) => e.event === 'message' && e.data.content === 'Echoed.'),
+    )
     await resumed.cancel()
   })
 
@@ -243,11 +277,17 @@ describe('the stream', () => {
     const heard: string[] = []
     await listener.listen(chatDeltaChannel, (payload) => heard.push(payload))
     try {
-      fake.script(s.key, { text: 'one two three four', tokenMs: 60 }, { text: 'five six seven', tokenMs: 10 })
+      fake.script(
+        s.key,
+        { text: 'one two three four', tokenMs: 60 },
+        { text: 'five six seven', tokenMs: 10 },
+      )
       const chat = await s.open()
       const stream = await s.follow(chat.id)
       await s.send(chat.id, 'Count')
-      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.role === 'member'))
+      await stream.until((events) =>
+        events.some((e) => e.event === 'message' && e.data.role === 'member'),
+      )
       // Read only in this process: told here, no NOTIFY.
       expect(stream.named('delta').length).toBeGreaterThan(1)
       expect(heard).toEqual([])
@@ -255,14 +295,20 @@ describe('the stream', () => {
       // Another process says it reads the chat: the next reply goes out by NOTIFY too.
       await t.sql`insert into chat_readers (chat_id, process) values (${chat.id}, 'elsewhere')`
       await s.send(chat.id, 'Again')
-      await stream.until((events) => events.some((e) => e.event === 'message' && e.data.content === 'five six seven'))
+      await stream.until((events) =>
+        events.some((e) => e.event === 'message' && e.data.content === 'five six seven'),
+      )
       await eventually(() => heard.length > 0, 3_000, 'a NOTIFY of the deltas')
       expect(heard.map((h) => JSON.parse(h).t).join('')).toBe('five six seven')
       await stream.cancel()
-      await eventually(async () => {
-        const rows = await t.sql`select process from chat_readers where chat_id = ${chat.id}`
-        return rows.length === 1 && rows[0]!.process === 'elsewhere'
-      }, 3_000, 'this process to say it no longer reads the chat')
+      await eventually(
+        async () => {
+          const rows = await t.sql`select process from chat_readers where chat_id = ${chat.id}`
+          return rows.length === 1 && rows[0]!.process === 'elsewhere'
+        },
+        3_000,
+        'this process to say it no longer reads the chat',
+      )
     } finally {
       await listener.end()
     }
@@ -279,7 +325,9 @@ describe('the stream', () => {
     await t.call('POST', `/v1/chats/${chat.id}/close`, s.as)
     const closed = await s.follow(chat.id)
     await closed.end(3_000)
-    expect(closed.named()).toEqual([expect.objectContaining({ event: 'chat', data: { status: 'closed', replying: false } })])
+    expect(closed.named()).toEqual([
+      expect.objectContaining({ event: 'chat', data: { status: 'closed', replying: false } }),
+    ])
   })
 
   it('a reader that goes away mid-reply leaves no listener behind', async () => {

@@ -475,7 +475,11 @@ describe('closing a chat', () => {
       body: { decision: 'allow' },
     })
     expect(allowed.status, JSON.stringify(allowed.body)).toBe(201)
-    await follow(s.e, chat.id, lastIs('member', (m) => m.content === 'Merged.'))
+    await follow(
+      s.e,
+      chat.id,
+      lastIs('member', (m) => m.content === 'Merged.'),
+    )
   })
 
   it('closes its waiting question gate and its waiting tool calls; nothing of it runs', async () => {

@@ -102,7 +102,12 @@ describe.each(['provider_a', 'provider_b'] as const)('%s streaming', (provider) 
 
   it('tries a throttled call again as the SDK would, honouring retry-after; a refused key is not tried again', async () => {
     const key = `k-${provider}-retry`
-    fake.script(key, { status: 429, retryAfter: 0.2 }, { status: 503, retryAfter: 0 }, { text: 'at last' })
+    fake.script(
+      key,
+      { status: 429, retryAfter: 0.2 },
+      { status: 503, retryAfter: 0 },
+      { text: 'at last' },
+    )
     const started = Date.now()
     const reply = await providers[provider].call(
       request,

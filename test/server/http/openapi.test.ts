@@ -6,7 +6,7 @@ import SwaggerParser from '@apidevtools/swagger-parser'
 import openapiTS, { astToString } from 'openapi-typescript'
 import ts from 'typescript'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { openGate } from '../../../server/domain/gates/gates.js'
+import { openGate } from '../../../server/domain/gates/index.js'
 import { loadRun, transition } from '../../../server/domain/runs/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
@@ -159,7 +159,7 @@ describe('the OpenAPI document', () => {
 // A user's program, written against the generated types as its author would: start a run, read it.
 // Renaming startTaskRun or getRun, or dropping a field read here from Run or RunDetail, breaks it.
 const client = `
-import type { operations, paths } from './osd-api.js'
+import type { components, operations, paths } from './osd-api.js'
 
 type StartRun = paths['/v1/tasks/{id}/runs']['post']
 type RunInput = StartRun['requestBody']['content']['application/json']
@@ -208,7 +208,6 @@ void startAndRead('http://localhost:8080', 'osd_token', '0b8f6f9e-3c1a-4e55-9d7a
 // against the app, each answer held against the document on the way.
 const reader = `
 import createClient from 'openapi-fetch'
-import type { components, paths } from './osd-api.js'
 
 type Gate = components['schemas']['Gate']
 

@@ -1,6 +1,5 @@
 import { afterAll, expect, it } from 'vitest'
-import { setSchedule } from '../../../server/domain/tasks/schedules.js'
-import { createTask } from '../../../server/domain/tasks/tasks.js'
+import { createTask, setSchedule } from '../../../server/domain/tasks/index.js'
 import { createTestDatabase } from '../../helpers/db.js'
 import { engineHarness } from '../../helpers/engines.js'
 import { eventually } from '../../helpers/wait.js'

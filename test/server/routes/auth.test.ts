@@ -2,8 +2,7 @@ import { createHash } from 'node:crypto'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
-import { hashing } from '../../../server/domain/people/passwords.js'
-import { createUser } from '../../../server/domain/people/people.js'
+import { createUser, hashing } from '../../../server/domain/people/index.js'
 import { createApp } from '../../../server/http/app.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn } from '../../helpers/people.js'
@@ -317,7 +316,7 @@ describe('logout and leaving an enterprise, seen by another osd process at once'
   it('a person taken out of the enterprise acts in it no more', async () => {
     const person = await signIn(t, 'member')
     expect(await asOther(person.session)).toBe(200)
-    const { removeMembership } = await import('../../../server/domain/people/people.js')
+    const { removeMembership } = await import('../../../server/domain/people/index.js')
     await removeMembership(t.sql, t.acme.id, person.id)
     await eventually(async () => (await asOther(person.session)) === 401, 2000)
   })
@@ -325,7 +324,7 @@ describe('logout and leaving an enterprise, seen by another osd process at once'
   it('keeps the last owner', async () => {
     const e = await t.createEnterprise('Lonely Owner Corp')
     const owner = await signIn(t, 'owner', e)
-    const { removeMembership } = await import('../../../server/domain/people/people.js')
+    const { removeMembership } = await import('../../../server/domain/people/index.js')
     await expect(removeMembership(t.sql, e.id, owner.id)).rejects.toMatchObject({
       code: 'last_owner',
     })

@@ -3,9 +3,12 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { migrationsDir } from '../../../server/db/migrate.js'
-import { builtinTasks } from '../../../server/domain/tasks/builtin.js'
-import { checkDefinition } from '../../../server/domain/tasks/checks.js'
-import { checkContext, createTask } from '../../../server/domain/tasks/tasks.js'
+import {
+  builtinTasks,
+  checkContext,
+  checkDefinition,
+  createTask,
+} from '../../../server/domain/tasks/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import { TaskPage, TaskRead } from '../../../shared/schemas/tasks.js'

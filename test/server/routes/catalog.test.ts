@@ -2,13 +2,14 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { publish, unpublish } from '../../../server/domain/catalog/catalog.js'
 import {
   catalogDir,
   checkServiceTask,
   loadServiceCatalog,
+  publish,
   readCatalogFiles,
-} from '../../../server/domain/catalog/files.js'
+  unpublish,
+} from '../../../server/domain/catalog/index.js'
 import {
   CatalogRole,
   CatalogRoleCloned,

@@ -7,7 +7,7 @@ import {
 } from '../../../shared/schemas/consent.js'
 import { MyEnterprise, User } from '../../../shared/schemas/people.js'
 import { allScopes } from '../../../shared/scopes.js'
-import { consentLimits } from '../../../server/domain/people/consent.js'
+import { consentLimits } from '../../../server/domain/people/index.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'

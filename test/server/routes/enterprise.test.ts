@@ -1,5 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest'
-import { verifyWebhookSecret, webhookSecretHolder } from '../../../server/domain/enterprises/enterprises.js'
+import {
+  verifyWebhookSecret,
+  webhookSecretHolder,
+} from '../../../server/domain/enterprises/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { eventually } from '../../helpers/wait.js'

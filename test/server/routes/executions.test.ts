@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { issueKey, outcomeMatches, whenMatches } from '../../../server/domain/runs/successors.js'
+import { issueKey, outcomeMatches, whenMatches } from '../../../server/domain/runs/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'

@@ -5,7 +5,7 @@ import { LlmBinding } from '../../../shared/schemas/models.js'
 import { SpendView } from '../../../shared/schemas/spend.js'
 import { ToolConnection } from '../../../shared/schemas/tools.js'
 import { llmLayers } from '../../../shared/values.js'
-import { layerOwner, type Layer } from '../../../server/domain/tasks/layers.js'
+import { layerOwner, type Layer } from '../../../server/domain/tasks/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 
 // Settings on a layer (spec: Endpoints Models, Spend, Tools): model keys, spend caps and tool

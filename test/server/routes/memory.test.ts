@@ -10,7 +10,7 @@ import {
   ReviewPage,
   TaskMemory,
 } from '../../../shared/schemas/memory.js'
-import { recallNotes, writeNote } from '../../../server/domain/learning/memory/index.js'
+import { recallNotes, writeNote } from '../../../server/domain/learning/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { deterministicTask, llmTask } from '../../helpers/runs.js'

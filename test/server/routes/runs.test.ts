@@ -3,19 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   admitPending,
   dispatchQueued,
+  enqueueRun,
+  loadRun,
   maxTakeovers,
+  startRun,
+  startRunsIn,
   takeOverLapsed,
-} from '../../../server/domain/runs/admission.js'
+  transitionAll,
+} from '../../../server/domain/runs/index.js'
 import { completeDeterministic } from '../../../server/engine/executor.js'
 import { transaction, type Db } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
-import {
-  enqueueRun,
-  loadRun,
-  startRun,
-  startRunsIn,
-  transitionAll,
-} from '../../../server/domain/runs/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'

@@ -11,8 +11,8 @@ import {
 } from '../../../../shared/schemas/memory.js'
 import { idFilter, type PageRequest } from '../../../db/paging.js'
 import { transaction, type Db } from '../../../db/sql.js'
-import { loadTask } from '../../tasks/tasks.js'
-import { requireTeam } from '../../org/teams.js'
+import { loadTask } from '../../tasks/index.js'
+import { requireTeam } from '../../org/index.js'
 import { dismissItemsOf, openConflict, openRatedDown } from './review.js'
 import { loadNote, noteColumns, noteNotFound, supersede, toNote, type NoteRow } from './rows.js'
 

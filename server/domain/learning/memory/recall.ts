@@ -1,6 +1,6 @@
 import type { MemoryAsk, RecallHealth, RecalledNote } from '../../../../shared/schemas/memory.js'
 import type { Db, Fragment } from '../../../db/sql.js'
-import { loadTask, loadVersion } from '../../tasks/tasks.js'
+import { loadTask, loadVersion } from '../../tasks/index.js'
 
 // Recall (DESIGN 10): what a task reads of memory for a text. Its own notes, its team's and the
 // enterprise's, active only, ranked by ts_rank over the text's words (memory_query in migration 0011:

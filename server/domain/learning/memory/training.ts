@@ -2,11 +2,18 @@ import { ApiError } from '../../../../shared/errors.js'
 import { isUuid } from '../../../../shared/ids.js'
 import type { Evidence, MemoryLayer, MemoryNote } from '../../../../shared/schemas/memory.js'
 import { underWayStatuses } from '../../../../shared/schemas/runs.js'
-import { rememberTool } from '../../tasks/builtin.js'
+import { rememberTool } from '../../tasks/index.js'
 import { transaction, type Db } from '../../../db/sql.js'
-import { laneOf, lockLanes, startRunsIn, type RunRow } from '../../runs/index.js'
-import { requireTeam } from '../../org/teams.js'
-import { clip, decidedGates, tellRun } from '../../runs/history.js'
+import {
+  clip,
+  decidedGates,
+  laneOf,
+  lockLanes,
+  type RunRow,
+  startRunsIn,
+  tellRun,
+} from '../../runs/index.js'
+import { requireTeam } from '../../org/index.js'
 import { writeNote } from './notes.js'
 
 // Memory training (DESIGN 10): POST /v1/memory/train starts an os-train-memory run; that run's model is

@@ -1,0 +1,2 @@
+export * from './enterprises.js'
+export * from './setup.js'

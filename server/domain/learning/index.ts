@@ -1,0 +1,5 @@
+export * from './briefing.js'
+export * from './improve.js'
+export * from './line-diff.js'
+export * from './recommendations.js'
+export * from './memory/index.js'

@@ -1,0 +1,2 @@
+export * from './llm.js'
+export * from './spend.js'

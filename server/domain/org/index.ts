@@ -1,0 +1,6 @@
+export * from './images.js'
+export * from './mail.js'
+export * from './members.js'
+export * from './roles.js'
+export * from './teams.js'
+export * from './tree.js'

@@ -1,0 +1,6 @@
+export * from './consent.js'
+export * from './invites.js'
+export * from './passwords.js'
+export * from './people.js'
+export * from './sessions.js'
+export * from './tokens.js'

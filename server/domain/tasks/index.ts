@@ -1,0 +1,7 @@
+export * from './assignment.js'
+export * from './builtin.js'
+export * from './checks.js'
+export * from './copy.js'
+export * from './layers.js'
+export * from './schedules.js'
+export * from './tasks.js'
