@@ -6,7 +6,7 @@
 // - GET /v1/tasks/{id}/memory/ask through the HTTP app (in process, app.request: no socket);
 // - recallNotes, the domain function a run calls at its start (it also counts the recall);
 // - the same ask with a run-sized question (a goal of about 25 words), what a run's recall searches for;
-// - what memory adds to an llm run's start (server/engine/agent/run-memory.ts, as the agent loop's
+// - what memory adds to an llm run's start (server/engine/agent/engine/runs/memory.ts, as the agent loop's
 //   prepare() calls it, issue 16: <= 5 ms): reading the run's recorded recall, recalling for its goal
 //   (about 25 words) and input, and recording memory.recalled under the run's lock; and the same on a
 //   resumed run, which reads its recorded notes back. Beside it, the reads a run's start makes anyway
@@ -26,7 +26,7 @@ import { migrate } from '../server/db/migrate.js'
 import { createEnterprise } from '../server/domain/enterprises/index.js'
 import { recallNotes, searchTaskNotes } from '../server/domain/learning/index.js'
 import { appendEvents, enqueueRun, type RunRow } from '../server/domain/runs/index.js'
-import { readRecordedMemory, recallForRun, recallText } from '../server/engine/agent/run-memory.js'
+import { readRecordedMemory, recallForRun, recallText } from '../server/engine/runs/index.js'
 import { createTask } from '../server/domain/tasks/index.js'
 import { createToken } from '../server/domain/people/index.js'
 import { createApp } from '../server/http/app.js'

@@ -129,7 +129,7 @@ describe('the import graph (STYLE: No import circles)', () => {
     ])
     expect(circles(made)).toEqual([['a.ts', 'b.ts', 'c.ts', 'a.ts']])
     const graph = importGraph()
-    expect(graph.get('server/domain/runs/start.ts')).toContain('server/domain/tasks/tasks.ts')
+    expect(graph.get('server/domain/runs/start.ts')).toContain('server/domain/tasks/index.ts')
     expect(graph.get('server/http/context.ts')).toContain('server/http/caches.ts') // import type
     expect(graph.get('cli/commands/gates.ts')).toContain('cli/tui/gate-review.tsx') // import()
   })
@@ -138,4 +138,58 @@ describe('the import graph (STYLE: No import circles)', () => {
     const found = circles(importGraph()).map((circle) => circle.join(' -> '))
     expect(found).toEqual([])
   })
+
+  it('meets a concept folder of domain/ or engine/ only through its face (index.ts)', () => {
+    expect(faceBreaks(importGraph())).toEqual([])
+  })
+
+  it('keeps domain/ below the engine and the HTTP layer (DESIGN 2)', () => {
+    expect(upwardImports(importGraph())).toEqual([])
+  })
+
+  it('finds a face broken and an upward import where there is one', () => {
+    const made = new Map([
+      [
+        'server/domain/runs/start.ts',
+        ['server/domain/tasks/tasks.ts', 'server/domain/runs/rows.ts'],
+      ],
+      ['server/routes/runs.ts', ['server/domain/runs/index.ts']],
+      ['server/domain/chats/chats.ts', ['server/engine/index.ts']],
+    ])
+    expect(faceBreaks(made)).toEqual([
+      'server/domain/runs/start.ts -> server/domain/tasks/tasks.ts (use server/domain/tasks/index.ts)',
+    ])
+    expect(upwardImports(made)).toEqual(['server/domain/chats/chats.ts -> server/engine/index.ts'])
+  })
 })
+
+/**
+ * Imports into a concept folder of domain/ or engine/ that pass by its face (STYLE: A folder has a
+ * face): files of one folder import each other directly; any other file imports the folder's index.ts,
+ * so the inside of a folder may change freely.
+ */
+function faceBreaks(graph: Map<string, string[]>): string[] {
+  const folder = (file: string) => /^server\/(domain|engine)\/([^/]+)\//.exec(file)
+  const wrong: string[] = []
+  for (const [file, targets] of graph)
+    for (const target of targets) {
+      const into = folder(target)
+      if (!into) continue
+      const face = `server/${into[1]}/${into[2]}/index.ts`
+      const from = folder(file)
+      const inside = from && from[1] === into[1] && from[2] === into[2]
+      if (!inside && target !== face) wrong.push(`${file} -> ${target} (use ${face})`)
+    }
+  return wrong
+}
+
+/** Imports from domain/ into the engine, the HTTP layer or the admin commands (DESIGN 2). */
+function upwardImports(graph: Map<string, string[]>): string[] {
+  return [...graph].flatMap(([file, targets]) =>
+    file.startsWith('server/domain/')
+      ? targets
+          .filter((t) => /^server\/(engine|http|routes|admin)\//.test(t))
+          .map((t) => `${file} -> ${t}`)
+      : [],
+  )
+}

@@ -6,8 +6,13 @@ import { followWakes } from './wakes.js'
 // DESIGN 5, 11): claim rows with `for update skip locked` and a lease, woken by NOTIFY with a slow sweep
 // as the safety net, renew the leases of what is in progress, abort what is no longer held, try a failed
 // pass again within a second, and on stop give the work in progress a grace before handing its leases
-// back. Runs and chat turns are the two kinds (run-loop.ts, chat-loop.ts): each says how its rows are
+// back. Runs and chat turns are the two kinds (runs/loop.ts, chats/loop.ts): each says how its rows are
 // claimed, renewed and released, and what executing one does.
+
+/** Backs off held work (a run blocked, a chat reply whose provider did not answer): 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
+export function backoffMs(holds: number): number {
+  return Math.min(10 * 60_000, 30_000 * 2 ** Math.min(holds, 5))
+}
 
 /** A piece of work this engine holds the lease of. */
 export interface Leased {

@@ -31,7 +31,7 @@ import { createRouter, route } from '../http/router.js'
 import { sessionOf } from './auth.js'
 
 // Connected apps and the consent that makes them (spec: Portal-only routes; DESIGN 8; the flow is told
-// in domain/consent.ts). The app's two routes need no credential; the others are a signed-in person's
+// in domain/people/consent.ts). The app's two routes need no credential; the others are a signed-in person's
 // (the auth middleware refuses tokens: api_token_scope under /v1/consent, api_token_cannot_manage_connections
 // under /v1/enterprise/connections).
 

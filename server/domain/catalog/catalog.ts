@@ -17,7 +17,7 @@ import { requireTeam } from '../org/index.js'
 
 // The catalogue (spec: Concepts "Catalogue", Endpoints Catalogue; DESIGN 12). An entry is a published
 // original: a task or role row of the service's own catalogue enterprise (provenance service, loaded
-// from catalog/ by catalog-files.ts) or of an enterprise an operator published it from (provenance
+// from catalog/ by files.ts) or of an enterprise an operator published it from (provenance
 // enterprise). Every enterprise reads the same entries; installs write only the caller's enterprise, and
 // read of the other enterprise nothing but the original's current version.
 

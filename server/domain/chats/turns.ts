@@ -9,8 +9,8 @@ import {
 
 // Chat turns (DESIGN 11): one per person message, claimed by an engine like a run, with a lease; the
 // member's reply is made while its turn runs. This module is the only code that writes chat_turns, and
-// every status change goes through moveTurns, which checks it. Apart from chats.ts so that gates.ts can
-// move a chat's reply on when its question is answered, with no import circle (chats.ts opens gates).
+// every status change goes through moveTurns, which checks it. gates/ moves a chat's reply on when its
+// question is answered (questionAnswered).
 
 export const turnStatuses = [
   'pending',

@@ -3,7 +3,7 @@ import type { Db } from '../../db/sql.js'
 import { builtinTasks } from '../tasks/index.js'
 
 // What a new enterprise starts with (createEnterprise calls it in its transaction). A leaf: it writes
-// the first rows itself and imports nothing from domain/ but the leaf builtin-tasks.ts (the
+// the first rows itself and imports nothing from domain/ but the leaf tasks/builtin.ts (the
 // definitions), so every module may rely on it (STYLE:
 // Growing without tangling). A feature whose enterprise starts with rows of its own adds them here.
 

@@ -15,11 +15,10 @@ import {
 // rejected or sent back, starts an os-improve run of that task (origin learning), in the transaction of
 // the change that called for it; never for a built-in task (nor a clone, whose definition is not its
 // owner's to change, nor a deprecated task); not while one is under way or a recommendation of the task
-// waits; at most once per task per OSD_IMPROVE_INTERVAL_MINUTES. Below runs.ts, beside run-ends.ts and
-// gates.ts, which call it.
+// waits; at most once per task per OSD_IMPROVE_INTERVAL_MINUTES. Runs know nothing of it: a run's end
+// and a gate's decision report their setbacks to what installLearning registered (runs/setbacks.ts).
 
-/** What called for an improvement: a task, and the run whose failure or gate decision it was. */
-/** What calls for an improvement: a run's setback (runs/setbacks.ts). */
+/** What calls for an improvement: a run's setback, a task and the run whose failure or gate it was. */
 export type ImproveCause = Setback
 
 /**

@@ -1,2 +1,3 @@
 export * from './llm.js'
 export * from './spend.js'
+export * from './provider.js'

@@ -16,7 +16,7 @@ import {
 } from '../../../shared/schemas/models.js'
 import type { Sealer } from '../../crypto.js'
 import { transaction, type Db } from '../../db/sql.js'
-import type { ModelProvider } from '../../engine/agent/providers.js'
+import type { ModelProvider } from './provider.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
 import { lastChars } from '../secrets.js'
 

@@ -6,8 +6,8 @@ import { reportSetbacks } from './setbacks.js'
 import { followSuccessors, versionSuccessors } from './successors.js'
 
 // Ending runs (spec: States and transitions; DESIGN 3, 5): an end and the runs its successors start are
-// one change. Above runs.ts (the status change) and successors.ts (which starts runs), so that neither
-// of those imports the other's caller.
+// one change. Above transitions.ts (the status change) and successors.ts (which starts runs), so that
+// neither of those imports the other's caller.
 
 type End = 'succeeded' | 'failed' | 'cancelled'
 

@@ -1,7 +1,7 @@
 import type { Db } from '../../db/sql.js'
 
 // How finished runs and the gate decisions on them are told to a model that learns from them: the
-// os-improve run (improve-briefing.ts) and the os-train-memory run (memory/training.ts), DESIGN 10.
+// os-improve run (learning/briefing.ts) and the os-train-memory run (memory/training.ts), DESIGN 10.
 
 /** `text`, cut to `max` characters with a word of how much was left out. */
 export const clip = (text: string, max: number) =>

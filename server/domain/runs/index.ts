@@ -1,7 +1,7 @@
 // Runs: starting them, moving them from state to state, and their events (spec: Run; States and
 // transitions; DESIGN 5). Every status change goes through transitionAll() (transition() for one run),
 // which checks it, writes the runs, keeps the running counts, and appends the events, in the caller's
-// transaction. Admission and dispatch are in admission.ts; what is read about runs in run-views.ts.
+// transaction. Admission and dispatch are in admission.ts; what is read about runs in views.ts.
 export * from './admission.js'
 export * from './ends.js'
 export * from './events.js'

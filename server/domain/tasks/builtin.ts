@@ -1,6 +1,6 @@
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 
-// The service's own tasks (DESIGN 10): every enterprise has them, new ones from enterprise-setup.ts and
+// The service's own tasks (DESIGN 10): every enterprise has them, new ones from enterprises/setup.ts and
 // existing ones from migrations/0012_builtin_tasks.sql, which writes these same definitions (a test
 // compares the two, field by field). A leaf: it imports nothing from domain/.
 //

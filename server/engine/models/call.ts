@@ -1,25 +1,23 @@
 import { randomUUID } from 'node:crypto'
 import { priceOf, type Provider } from '../../../shared/schemas/models.js'
 import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
-import type { ResolvedKey } from '../../domain/models/index.js'
 import {
   callCostMicros,
   checkRoom,
   countUsage,
   holdReservation,
+  ProviderError,
   settle,
   worstCaseMicros,
-  type RunLayers,
-  type SpendRefusal,
-} from '../../domain/models/index.js'
-import { withCallSignal } from '../executor.js'
-import {
-  ProviderError,
   type ModelProvider,
   type ModelReply,
   type ModelRequest,
   type OnText,
-} from '../agent/providers.js'
+  type ResolvedKey,
+  type RunLayers,
+  type SpendRefusal,
+} from '../../domain/models/index.js'
+import { withCallSignal } from '../call-signal.js'
 
 // The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
 // chat reply both go through: the worst case priced, reserved on every spend layer under the counters'
@@ -29,7 +27,7 @@ import {
 // is released exactly once: by the settlement while it is still on the record, else by the engine that
 // took the work over and found it there.
 
-/** The model and key a call is made with (domain/llm.ts chooseModel). */
+/** The model and key a call is made with (domain/models/llm.ts chooseModel). */
 export interface ModelChoice {
   key: ResolvedKey
   model: string

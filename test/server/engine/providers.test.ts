@@ -4,7 +4,7 @@ import {
   ProviderError,
   type ModelProvider,
   type ModelRequest,
-} from '../../../server/engine/agent/providers.js'
+} from '../../../server/engine/models/index.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The providers' streaming (issue 26; DESIGN 13): with onText the call is made with `stream: true` in

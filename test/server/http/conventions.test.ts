@@ -236,7 +236,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
         expect(res.status, path).toBe(200)
         expect(Array.isArray(res.body) ? res.body : res.body.data, path).toEqual([])
       }
-      // A layer's id names the owner of a setting, by the rule bodies follow too (domain/layers.ts):
+      // A layer's id names the owner of a setting, by the rule bodies follow too (domain/tasks/layers.ts):
       // not a UUID, it is refused (test/server/routes/layers.test.ts).
       for (const path of [
         `/v1/llm/bindings?layer=team&layerId=${bad}`,

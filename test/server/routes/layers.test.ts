@@ -9,7 +9,7 @@ import { layerOwner, type Layer } from '../../../server/domain/tasks/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 
 // Settings on a layer (spec: Endpoints Models, Spend, Tools): model keys, spend caps and tool
-// connections name their layer by one rule (server/domain/layers.ts).
+// connections name their layer by one rule (server/domain/tasks/layers.ts).
 
 let t: TestApp
 let own: { team: string; member: string }

@@ -11,7 +11,7 @@ import {
   takeOverLapsed,
   transitionAll,
 } from '../../../server/domain/runs/index.js'
-import { completeDeterministic } from '../../../server/engine/executor.js'
+import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { transaction, type Db } from '../../../server/db/sql.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Engine } from '../../../server/engine/index.js'

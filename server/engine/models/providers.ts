@@ -1,75 +1,20 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import type { Provider } from '../../../shared/schemas/models.js'
-import { postStream, StreamError, type StreamRequest } from './provider-stream.js'
+import {
+  ProviderError,
+  type Message,
+  type ModelProvider,
+  type ModelReply,
+  type OnText,
+  type ToolCall,
+} from '../../domain/models/index.js'
+import { postStream, StreamError, type StreamRequest } from './stream.js'
 
-// Model providers behind one interface (DESIGN 6): provider_a speaks the Anthropic Messages API,
+// Model providers behind one interface (DESIGN 6; its types are the domain's: domain/models/provider.ts):
+// provider_a speaks the Anthropic Messages API,
 // provider_b the OpenAI Chat Completions API, through their official SDKs. Base URLs are configurable so
 // a local compatible server, or the tests' fake provider, can stand in.
-
-export interface ToolSpec {
-  name: string
-  description: string
-  parameters: Record<string, unknown>
-}
-
-export interface ToolCall {
-  id: string
-  name: string
-  arguments: Record<string, unknown>
-}
-
-export type Message =
-  | { role: 'user'; text: string }
-  | { role: 'assistant'; text: string | null; toolCalls: ToolCall[] }
-  | { role: 'tool'; results: { callId: string; content: string; isError?: boolean }[] }
-
-export interface ModelRequest {
-  model: string
-  system: string
-  messages: Message[]
-  tools: ToolSpec[]
-  maxTokens: number
-}
-
-export interface ModelReply {
-  text: string | null
-  toolCalls: ToolCall[]
-  usage: { input: number; output: number }
-  model: string
-}
-
-export interface Credentials {
-  /** An API key, or a subscription's access token (provider_b, sent as a bearer token). */
-  key: string
-}
-
-/**
- * Text of the answer as it comes, for a call made with streaming on (a chat reply shown as it is
- * made). The call's answer is the same as without it: joined in order, the pieces are its text.
- */
-export type OnText = (text: string) => void
-
-export interface ModelProvider {
-  call(
-    request: ModelRequest,
-    credentials: Credentials,
-    signal: AbortSignal,
-    onText?: OnText,
-  ): Promise<ModelReply>
-  listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
-}
-
-/** Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). */
-export class ProviderError extends Error {
-  constructor(
-    readonly kind: 'refused_key' | 'outage' | 'bad_request' | 'aborted',
-    message: string,
-    readonly status?: number,
-  ) {
-    super(message)
-  }
-}
 
 export interface ProviderOptions {
   baseUrls: Record<Provider, string>
@@ -383,7 +328,7 @@ function parseArguments(text: string): Record<string, unknown> {
 }
 
 // --- streaming: the same answer, its text told as it comes ----------------------------------------------
-// Made with provider-stream.ts rather than the SDKs (see there why); each tool call's arguments are
+// Made with stream.ts rather than the SDKs (see there why); each tool call's arguments are
 // parsed once, when they are complete, rather than at each piece as the SDKs' stream helpers do.
 
 /** The Messages API version the SDK sends, sent with streamed calls too. */

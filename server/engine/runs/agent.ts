@@ -27,15 +27,24 @@ import { chooseModel, type OAuthSettings, settle } from '../../domain/models/ind
 import { mustGateTools, reaches } from '../../domain/tasks/index.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
-import { withCallSignal, type ExecutionContext, type Executor } from '../executor.js'
-import { callModel, type CallOutcome } from '../models/call.js'
+import { withCallSignal } from '../call-signal.js'
+import { backoffMs } from '../lease-loop.js'
+import type { ExecutionContext, Executor } from './executor.js'
+import { callModel, type CallOutcome } from '../models/index.js'
 import { Conversation } from './conversation.js'
-import { RunJournal } from './run-journal.js'
-import { finishResult, gateAnswer, systemPrompt } from './run-text.js'
-import { McpTools, type ToolOutcome } from './mcp.js'
-import { actOsTool, askCeoArguments, interruptedCallResult, isOsTool, osTools } from './os-tools.js'
-import { briefingForRun, readRecordedMemory, recallForRun } from './run-memory.js'
-import type { ModelProvider, ToolCall, ToolSpec } from './providers.js'
+import { RunJournal } from './journal.js'
+import { finishResult, gateAnswer, systemPrompt } from './text.js'
+import {
+  actOsTool,
+  askCeoArguments,
+  interruptedCallResult,
+  isOsTool,
+  McpTools,
+  osTools,
+  type ToolOutcome,
+} from '../tools/index.js'
+import { briefingForRun, readRecordedMemory, recallForRun } from './memory.js'
+import type { ModelProvider, ToolCall, ToolSpec } from '../models/index.js'
 
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
@@ -58,11 +67,6 @@ export interface AgentOptions {
 }
 
 type Step = 'continue' | 'stop'
-
-/** Backs off a held run: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
-export function backoffMs(holds: number): number {
-  return Math.min(10 * 60_000, 30_000 * 2 ** Math.min(holds, 5))
-}
 
 export class AgentExecutor implements Executor {
   constructor(private readonly options: AgentOptions) {}

@@ -1,7 +1,7 @@
 import { fixedTools } from '../../../shared/schemas/tasks.js'
 import type { JournalEntry } from '../../domain/runs/index.js'
 import { Conversation } from './conversation.js'
-import type { ToolCall } from './providers.js'
+import type { ToolCall } from '../models/index.js'
 
 /**
  * A run's journal in memory (DESIGN 6): its entries as read when the execution started and as each of

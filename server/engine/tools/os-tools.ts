@@ -5,7 +5,7 @@ import { proposeChange, rememberLesson } from '../../domain/learning/index.js'
 import { sendMail } from '../../domain/org/index.js'
 import { writePlan } from '../../domain/runs/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
-import type { ToolSpec } from './providers.js'
+import type { ToolSpec } from '../models/index.js'
 import type { ToolOutcome } from './mcp.js'
 
 // The built-in os.* tools (spec: Task definition, tools; DESIGN 6). os.finish ends the run with an

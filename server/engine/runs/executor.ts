@@ -1,7 +1,7 @@
-import type { Db, Sql } from '../db/sql.js'
-import { finishAll } from '../domain/runs/index.js'
-import type { RunRow } from '../domain/runs/index.js'
-import type { Logger } from '../log.js'
+import type { Db, Sql } from '../../db/sql.js'
+import { finishAll } from '../../domain/runs/index.js'
+import type { RunRow } from '../../domain/runs/index.js'
+import type { Logger } from '../../log.js'
 
 /**
  * What executes a run of one kind (DESIGN 5, 6). The engine hands it a run this engine holds the lease
@@ -47,24 +47,4 @@ export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<num
     { through: 'running' },
   )
   return followed
-}
-
-/**
- * Runs a model or tool call with a signal of its own that aborts with the run's. Some clients leave a
- * listener on the signal they are given once the call is over (the openai SDK, the MCP client): on the
- * run's own signal they would pile up, one more at each step, for as long as the run goes on.
- */
-export async function withCallSignal<T>(
-  run: AbortSignal,
-  call: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  const own = new AbortController()
-  const abort = () => own.abort(run.reason)
-  run.addEventListener('abort', abort, { once: true })
-  if (run.aborted) abort()
-  try {
-    return await call(own.signal)
-  } finally {
-    run.removeEventListener('abort', abort)
-  }
 }

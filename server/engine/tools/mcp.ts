@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
-import type { ToolSpec } from './providers.js'
+import type { ToolSpec } from '../models/index.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import type { ModelTier, Provider } from '../../shared/schemas/models.js'
-import type { Sealer } from '../crypto.js'
-import { transaction, type Sql, type Tx } from '../db/sql.js'
+import type { ModelTier, Provider } from '../../../shared/schemas/models.js'
+import type { Sealer } from '../../crypto.js'
+import { transaction, type Sql, type Tx } from '../../db/sql.js'
 import {
   answerToolCall,
   checkProposal,
@@ -21,27 +21,31 @@ import {
   type StoredToolCall,
   type TurnReservation,
   type TurnRow,
-} from '../domain/chats/index.js'
-import { openChatGate } from '../domain/gates/index.js'
-import { chooseModel, type OAuthSettings, type RunLayers, settle } from '../domain/models/index.js'
-import { recallChatNotes } from '../domain/learning/index.js'
-import { mustGateTools } from '../domain/tasks/index.js'
-import { connectionsForRun } from '../domain/tools/index.js'
-import type { Logger } from '../log.js'
-import { backoffMs } from './agent/loop.js'
-import { McpTools } from './agent/mcp.js'
-import { askCeoArguments, interruptedCallResult, osTools } from './agent/os-tools.js'
-import type { Message, ModelProvider, ToolSpec } from './agent/providers.js'
-import { memorySection, type PromptNote } from './agent/run-memory.js'
-import { withCallSignal } from './executor.js'
-import { callModel, type CallOutcome, type ModelChoice } from './models/call.js'
+} from '../../domain/chats/index.js'
+import { openChatGate } from '../../domain/gates/index.js'
+import {
+  chooseModel,
+  type OAuthSettings,
+  type RunLayers,
+  settle,
+} from '../../domain/models/index.js'
+import { recallChatNotes } from '../../domain/learning/index.js'
+import { mustGateTools } from '../../domain/tasks/index.js'
+import { connectionsForRun } from '../../domain/tools/index.js'
+import type { Logger } from '../../log.js'
+import { backoffMs } from '../lease-loop.js'
+import { askCeoArguments, interruptedCallResult, McpTools, osTools } from '../tools/index.js'
+import type { Message, ModelProvider, ToolSpec } from '../models/index.js'
+import { memorySection, type PromptNote } from '../runs/index.js'
+import { withCallSignal } from '../call-signal.js'
+import { callModel, type CallOutcome, type ModelChoice } from '../models/index.js'
 
-// A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (chat-loop.ts). The chat's
+// A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (loop.ts). The chat's
 // messages are the turn's journal: a model call's answer is stored (text and tool calls) before
 // anything acts on it, and a tool call is marked executing before it acts, so an engine that takes a
 // turn over finishes the reply and never makes a tool call twice (one found executing is answered as of
 // unknown outcome). Model calls go through the one model call step (models/call.ts), streamed: the
-// reply's text reaches the chat's readers as it is made (chat-deltas.ts).
+// reply's text reaches the chat's readers as it is made (domain/chats/deltas.ts).
 
 export interface ChatReplyOptions {
   sql: Sql

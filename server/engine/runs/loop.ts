@@ -1,4 +1,4 @@
-import type { Sql } from '../db/sql.js'
+import type { Sql } from '../../db/sql.js'
 import {
   advance,
   holdsRun,
@@ -6,12 +6,12 @@ import {
   releaseLeases,
   renewLeases,
   takeOverLapsed,
-} from '../domain/runs/index.js'
-import { engineChannel, listenLocally } from '../domain/engine-wake.js'
-import type { RunRow } from '../domain/runs/index.js'
-import type { Logger } from '../log.js'
+} from '../../domain/runs/index.js'
+import { engineChannel, listenLocally } from '../../domain/engine-wake.js'
+import type { RunRow } from '../../domain/runs/index.js'
+import type { Logger } from '../../log.js'
 import { completeDeterministic, type Executor } from './executor.js'
-import { LeaseLoop, type Leased, type WorkKind } from './lease-loop.js'
+import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
 
 export interface RunLoopOptions {
   sql: Sql

@@ -1,5 +1,5 @@
 import type { JournalEntry } from '../../domain/runs/index.js'
-import type { Message, ToolCall } from './providers.js'
+import type { Message, ToolCall } from '../models/index.js'
 
 /**
  * The messages a run's journal stands for: its input, then each answered model call and, once every call
@@ -18,7 +18,7 @@ export class Conversation {
 
   /**
    * `briefing`: what the run is given with its input, after it in the same first message (a training
-   * run's material, run-memory.ts).
+   * run's material, memory.ts).
    */
   constructor(input: Record<string, unknown>, prefix: readonly Message[] = [], briefing?: string) {
     this.list = []

@@ -1,7 +1,7 @@
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Gate } from '../../../shared/schemas/gates.js'
-import type { ToolOutcome } from './mcp.js'
-import { memorySection, type PromptNote } from './run-memory.js'
+import type { ToolOutcome } from '../tools/index.js'
+import { memorySection, type PromptNote } from './memory.js'
 
 // What the agent loop says to the model and reads from it, as plain functions of their inputs: the
 // system prompt, the result os.finish reports, and the answer a decided gate gives the model.

@@ -1,4 +1,4 @@
-import type { Sql } from '../db/sql.js'
+import type { Sql } from '../../db/sql.js'
 import {
   chatTurnChannel,
   claimTurns,
@@ -9,13 +9,13 @@ import {
   releaseTurns,
   renewTurns,
   type TurnRow,
-} from '../domain/chats/index.js'
-import { ChatReply, type ChatReplyOptions } from './chat-reply.js'
-import { LeaseLoop, type Leased, type WorkKind } from './lease-loop.js'
+} from '../../domain/chats/index.js'
+import { ChatReply, type ChatReplyOptions } from './reply.js'
+import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
 
 // The engine's chat replies (DESIGN 11), as a kind of the lease loop: a chat turn (one per person
 // message) is claimed like a run, with a lease renewed while the reply is made and taken over once it
-// lapses; the reply itself is chat-reply.ts.
+// lapses; the reply itself is reply.ts.
 
 export interface ChatLoopOptions extends ChatReplyOptions {
   sql: Sql

@@ -1,0 +1,70 @@
+import type { Provider } from '../../../shared/schemas/models.js'
+
+// What the domain needs of a model provider (DESIGN 6): the calls it is asked to make and how they fail.
+// The engine implements it (engine/models/providers.ts: provider_a and provider_b over their wire
+// formats); the domain uses it to list a provider's models. Here, not in engine/, so that nothing of
+// domain/ imports the engine.
+
+export interface ToolSpec {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+}
+
+export interface ToolCall {
+  id: string
+  name: string
+  arguments: Record<string, unknown>
+}
+
+export type Message =
+  | { role: 'user'; text: string }
+  | { role: 'assistant'; text: string | null; toolCalls: ToolCall[] }
+  | { role: 'tool'; results: { callId: string; content: string; isError?: boolean }[] }
+
+export interface ModelRequest {
+  model: string
+  system: string
+  messages: Message[]
+  tools: ToolSpec[]
+  maxTokens: number
+}
+
+export interface ModelReply {
+  text: string | null
+  toolCalls: ToolCall[]
+  usage: { input: number; output: number }
+  model: string
+}
+
+export interface Credentials {
+  /** An API key, or a subscription's access token (provider_b, sent as a bearer token). */
+  key: string
+}
+
+/**
+ * Text of the answer as it comes, for a call made with streaming on (a chat reply shown as it is
+ * made). The call's answer is the same as without it: joined in order, the pieces are its text.
+ */
+export type OnText = (text: string) => void
+
+export interface ModelProvider {
+  call(
+    request: ModelRequest,
+    credentials: Credentials,
+    signal: AbortSignal,
+    onText?: OnText,
+  ): Promise<ModelReply>
+  listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
+}
+
+/** Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). */
+export class ProviderError extends Error {
+  constructor(
+    readonly kind: 'refused_key' | 'outage' | 'bad_request' | 'aborted',
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message)
+  }
+}

@@ -1,0 +1,2 @@
+export * from './loop.js'
+export * from './reply.js'

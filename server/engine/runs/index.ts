@@ -1,0 +1,7 @@
+export * from './agent.js'
+export * from './conversation.js'
+export * from './executor.js'
+export * from './journal.js'
+export * from './loop.js'
+export * from './memory.js'
+export * from './text.js'

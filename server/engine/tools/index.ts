@@ -1,0 +1,2 @@
+export * from './mcp.js'
+export * from './os-tools.js'
