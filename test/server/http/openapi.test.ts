@@ -159,7 +159,7 @@ describe('the OpenAPI document', () => {
 // A user's program, written against the generated types as its author would: start a run, read it.
 // Renaming startTaskRun or getRun, or dropping a field read here from Run or RunDetail, breaks it.
 const client = `
-import type { components, operations, paths } from './osd-api.js'
+import type { operations, paths } from './osd-api.js'
 
 type StartRun = paths['/v1/tasks/{id}/runs']['post']
 type RunInput = StartRun['requestBody']['content']['application/json']
@@ -208,6 +208,7 @@ void startAndRead('http://localhost:8080', 'osd_token', '0b8f6f9e-3c1a-4e55-9d7a
 // against the app, each answer held against the document on the way.
 const reader = `
 import createClient from 'openapi-fetch'
+import type { components, paths } from './osd-api.js'
 
 type Gate = components['schemas']['Gate']
 
