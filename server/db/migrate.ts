@@ -1,12 +1,10 @@
+import { lockMigrations } from './locks.js'
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { projectRoot } from '../../shared/paths.js'
 import type { Sql } from './sql.js'
 
 export const migrationsDir = join(projectRoot, 'migrations')
-
-// Any number of osd processes may start at once; one lock key serialises their migrations.
-const lockKey = 0x05d_0001
 
 export interface Migration {
   id: number
@@ -33,7 +31,7 @@ export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> 
   const applied: string[] = []
   for (const migration of migrations) {
     const done = await sql.begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock(${lockKey})`
+      await lockMigrations(tx)
       await tx`
         create table if not exists osd_migrations (
           id integer primary key,

@@ -1,3 +1,4 @@
+import { lockCatalogInstalls } from '../../db/locks.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Paged } from '../../../shared/schemas/common.js'
 import type {
@@ -177,7 +178,7 @@ async function versionCreatedAt(db: Db, id: string): Promise<Date> {
  * install it once: the second finds the slugs taken.
  */
 async function lockInstalls(tx: Db, enterpriseId: string): Promise<void> {
-  await tx`select pg_advisory_xact_lock(hashtextextended(${`osd.catalog.install:${enterpriseId}`}, 0))`
+  await lockCatalogInstalls(tx, enterpriseId)
 }
 
 /** A clone of `entry` on the team: its current version, linked; the role and schedule it comes with. */

@@ -1,3 +1,4 @@
+import { lockCatalogLoad } from '../../db/locks.js'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -201,7 +202,7 @@ export async function loadServiceCatalog(db: Db, dir = catalogDir): Promise<Cata
   }
   const result: CatalogLoad = { created: [], updated: [], removed: [] }
   await transaction(db, async (tx) => {
-    await tx`select pg_advisory_xact_lock(hashtextextended('osd.catalog.load', 0))`
+    await lockCatalogLoad(tx)
     const enterpriseId = await catalogEnterprise(tx)
     for (const role of roles) {
       await tx`

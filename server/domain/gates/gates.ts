@@ -109,9 +109,14 @@ export async function decideGate(
   decidedBy: string,
 ): Promise<Gate> {
   return transaction(db, async (tx) => {
-    const [gate] = await tx<
-      GateRow[]
-    >`select * from gates where enterprise_id = ${enterpriseId} and id = ${id} for no key update`
+    // Locked in the order every path takes (docs/locks.md): the gate's run or chat first, then the
+    // gate. A run's end and a chat's closing take theirs first too, and then close its waiting gates.
+    const [of] = await tx<{ runId: string | null; chatId: string | null }[]>`
+      select run_id, chat_id from gates where enterprise_id = ${enterpriseId} and id = ${id}`
+    if (!of) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
+    if (of.runId) await tx`select 1 from runs where id = ${of.runId} for no key update`
+    if (of.chatId) await tx`select 1 from chats where id = ${of.chatId} for no key update`
+    const [gate] = await tx<GateRow[]>`select * from gates where id = ${id} for no key update`
     if (!gate) throw new ApiError('gate_not_found', `No gate ${id} in this enterprise.`)
     if (gate.status !== 'waiting') {
       throw new ApiError(

@@ -1,3 +1,4 @@
+import { lockConsentRequests } from '../../db/locks.js'
 import { randomBytes } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import type {
@@ -55,7 +56,7 @@ export async function createConsentRequest(
   const scopes = [...new Set(input.scopes)]
   return transaction(db, async (tx) => {
     // One request at a time counts and adds, so the cap holds under parallel requests.
-    await tx`select pg_advisory_xact_lock(hashtextextended('osd_consent_requests', 0))`
+    await lockConsentRequests(tx)
     // Requests long past (declined, expired, or approved and collected) go with the new ones.
     await tx`
       delete from consent_requests

@@ -1,3 +1,4 @@
+import { lockInvites } from '../../db/locks.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { LoginAnswer, PersonRole, User } from '../../../shared/schemas/people.js'
 import type { InviteCreated, PendingInvite } from '../../../shared/schemas/users.js'
@@ -41,7 +42,7 @@ export async function createInvite(
   const inviteToken = newSecret('osdi')
   const row = await transaction(db, async (tx) => {
     // Two invites of one email at once: one after the other, so one stays pending.
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`${enterpriseId}:${email.toLowerCase()}`}, 20))`
+    await lockInvites(tx, enterpriseId, email)
     const [member] = await tx`
       select 1 from enterprise_people p join users u on u.id = p.user_id
        where p.enterprise_id = ${enterpriseId} and lower(u.email) = lower(${email})`

@@ -1,3 +1,4 @@
+import { lockSignIn } from '../../db/locks.js'
 import { createHash, randomBytes } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import type {
@@ -77,7 +78,7 @@ export async function login(
 export async function checkCredentials(db: Db, email: string, password: string): Promise<User> {
   const key = emailHash(email)
   const attempt = await transaction(db, async (tx) => {
-    await tx`select pg_advisory_xact_lock(hashtextextended(${key.toString('hex')}, 7))`
+    await lockSignIn(tx, key.toString('hex'))
     const [lock] = await tx<{ seconds: number }[]>`
       select ceil(extract(epoch from until - now()))::int as seconds
         from login_locks where email_hash = ${key} and until > now()`

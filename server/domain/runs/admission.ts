@@ -1,3 +1,4 @@
+import { laneKey } from '../../db/locks.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { appendEvents } from './events.js'
@@ -97,7 +98,7 @@ export async function admitPending(
                    end)
          order by h.created_at, h.id
          limit ${limit})
-      select id from ready where pg_try_advisory_xact_lock(hashtextextended(lane, 0))`
+      select id from ready where pg_try_advisory_xact_lock(${laneKey(tx, tx`lane`)})`
     if (lanes.length === 0) return 0
     const candidates = await tx<
       (RunRow & { roleId: string | null; assigneeRole: string | null })[]

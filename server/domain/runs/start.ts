@@ -1,3 +1,4 @@
+import { laneKey } from '../../db/locks.js'
 import { randomUUID } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import { underWayStatuses, type Run } from '../../../shared/schemas/runs.js'
@@ -26,7 +27,7 @@ export function laneOf(
 export async function lockLanes(tx: Db, lanes: string[]): Promise<void> {
   await tx`
     select pg_advisory_xact_lock(key)
-      from (select distinct hashtextextended(lane, 0) as key
+      from (select distinct ${laneKey(tx, tx`lane`)} as key
               from unnest(${tx.array(lanes)}::text[]) as lane order by key) as keys`
 }
 

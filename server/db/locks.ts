@@ -1,0 +1,47 @@
+import type { Db, Fragment } from './sql.js'
+
+// Every advisory lock osd takes, its key made here and nowhere else (docs/locks.md lists them with what
+// each serialises and who takes it). All are transaction locks (pg_advisory_xact_lock): held until the
+// transaction that took them ends, never across one. The keys are those osd has always used, so that
+// processes of two versions on one database during an upgrade still exclude each other.
+
+/** The migrations of every osd process starting at once (db/migrate.ts). */
+export const migrationsKey = 0x05d_0001
+
+/** Takes the migrations' lock: one process applies them, the others wait and find them applied. */
+export function lockMigrations(db: Db) {
+  return db`select pg_advisory_xact_lock(${migrationsKey})`
+}
+
+/** Loading the service's catalogue at start (catalog/files.ts): one process loads it. */
+export function lockCatalogLoad(db: Db) {
+  return db`select pg_advisory_xact_lock(hashtextextended('osd.catalog.load', 0))`
+}
+
+/** An enterprise's catalogue installs (catalog/catalog.ts): two clones at once install once. */
+export function lockCatalogInstalls(db: Db, enterpriseId: string) {
+  return db`select pg_advisory_xact_lock(hashtextextended(${`osd.catalog.install:${enterpriseId}`}, 0))`
+}
+
+/**
+ * A lane's key (DESIGN 5: two runs of one lane are never both queued or running), of a SQL text value:
+ * taken by starts (runs/start.ts lockLanes, in key order) and tried by admission (runs/admission.ts).
+ */
+export function laneKey(db: Db, lane: Fragment): Fragment {
+  return db`hashtextextended(${lane}, 0)`
+}
+
+/** A sign-in's email, by its hash (people/sessions.ts): its failures are counted one at a time. */
+export function lockSignIn(db: Db, emailHashHex: string) {
+  return db`select pg_advisory_xact_lock(hashtextextended(${emailHashHex}, 7))`
+}
+
+/** Connected apps' consent requests (people/consent.ts): their cap holds under parallel requests. */
+export function lockConsentRequests(db: Db) {
+  return db`select pg_advisory_xact_lock(hashtextextended('osd_consent_requests', 0))`
+}
+
+/** Invitations of one email into one enterprise (people/invites.ts): one stays pending. */
+export function lockInvites(db: Db, enterpriseId: string, email: string) {
+  return db`select pg_advisory_xact_lock(hashtextextended(${`${enterpriseId}:${email.toLowerCase()}`}, 20))`
+}

@@ -1,0 +1,16 @@
+import { readFile } from 'node:fs/promises'
+import { describe, expect, it } from 'vitest'
+import { apiReferenceFile, renderApiReference } from '../../../scripts/api-reference.js'
+
+describe('docs/api.md', () => {
+  it('is the reference the OpenAPI document makes', async () => {
+    const written = await readFile(apiReferenceFile, 'utf8').catch(() => '')
+    const fresh = await renderApiReference()
+    expect(fresh).toContain('### GET /v1/chats/{id}/events')
+    // Compared as text, not with toEqual: a diff of thousands of lines says less than the fix does.
+    expect(
+      written === fresh,
+      'docs/api.md is out of date with the routes: run `npm run docs:api`',
+    ).toBe(true)
+  })
+})
