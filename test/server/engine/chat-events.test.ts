@@ -330,6 +330,28 @@ describe('the stream', () => {
     ])
   })
 
+  it('ends when the daemon stops', async () => {
+    const s = await tenant()
+    const chat = await s.open()
+    const shutdown = new AbortController()
+    const stopping = createApp({
+      sql: t.sql,
+      config: t.config,
+      log: t.log,
+      sealer: t.sealer,
+      shutdown: shutdown.signal,
+    })
+    const res = await stopping.request(`/v1/chats/${chat.id}/events`, {
+      headers: { authorization: `Bearer ${s.e.token}` },
+    })
+    expect(res.status).toBe(200)
+    const stream = new SseReader(res)
+    await stream.until((events) => events.length >= 1)
+    shutdown.abort()
+    await stream.end(3_000)
+    expect(stream.ended).toBe(true)
+  })
+
   it('a reader that goes away mid-reply leaves no listener behind', async () => {
     const s = await tenant()
     fake.script(s.key, { text: 'word '.repeat(100), tokenMs: 20 })
