@@ -3,15 +3,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa } from 'execa'
 import { beforeAll, describe, expect, it } from 'vitest'
-import {
-  hasScript,
-  osctl,
-  osctlBin,
-  startCliDaemon,
-  type OsdProcess,
-} from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+import { hasScript, osctl as osctlProcess, osctlBin } from '../helpers/processes.js'
 
-let daemon: OsdProcess
+// osctl's base verbs against a real daemon, in process (issue 28); the built osctl as a process where
+// only a process shows it: that it starts and answers, its exit code, its stdin, a question on a
+// terminal.
+
+let daemon: CliDaemon['daemon']
 let token: string
 let env: Record<string, string>
 
@@ -23,18 +22,20 @@ beforeAll(async () => {
 })
 
 describe('osctl health and api', () => {
-  it('prints health, and JSON with --json', async () => {
-    const human = await osctl(['health'], env)
+  it('prints health, and JSON with --json: the built osctl, a process of its own', async () => {
+    const human = await osctlProcess(['health'], env)
     expect(human.exitCode).toBe(0)
     expect(human.stdout).toMatch(/^ok\s+osd \d+\.\d+\.\d+ at http/)
     const json = await osctl(['health', '--json'], env)
     expect(JSON.parse(json.stdout)).toMatchObject({ status: 'ok' })
   })
 
-  it('exits 1 naming the address when no daemon answers', async () => {
-    const res = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
+  it('exits 1 naming the address when no daemon answers: the process exit code', async () => {
+    const res = await osctlProcess(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
     expect(res.exitCode).toBe(1)
     expect(res.stderr).toContain('cannot reach osd at http://127.0.0.1:1/v1')
+    const inProcess = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
+    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: `${res.stderr}\n` })
   })
 
   it('reaches any route with osctl api, with or without the /v1 prefix', async () => {
@@ -48,8 +49,8 @@ describe('osctl health and api', () => {
     expect(JSON.parse(got.stdout)).toEqual({ concurrentRunLimit: 6 })
   })
 
-  it('sends a body from stdin and from -F fields', async () => {
-    const stdin = await osctl(
+  it('sends a body from the process stdin, and from -F fields', async () => {
+    const stdin = await osctlProcess(
       ['api', 'PATCH', '/enterprise/metrics', '-d', '-'],
       env,
       '{"metrics":["a"]}',
@@ -123,6 +124,36 @@ describe('osctl credentials and profiles', () => {
 
   // Saving a token to the profile every verb would use, refusing one the daemon refuses, and the
   // precedence of flag, environment and profile are osctl's own: test/cli/profiles.test.ts.
+
+  it('in process, each run has its own environment, overlapping runs too, and leaves none behind', async () => {
+    // A profile of its own in a config dir, with no token in the environment: the profile's token.
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
+    const profile = { url: daemon.url, token }
+    await writeFile(
+      join(dir, 'config.json'),
+      JSON.stringify({ current: 'own', profiles: { own: profile } }),
+    )
+    const fromProfile = { OSCTL_CONFIG_DIR: dir, OSCTL_URL: '', OSCTL_TOKEN: '' }
+    const wrong = { ...env, OSCTL_TOKEN: 'osd_wrong' }
+    const before = { ...process.env }
+    // Interleaved: each run reads its environment across its requests to the daemon.
+    const runs = await Promise.all(
+      [env, wrong, fromProfile, env, wrong, fromProfile].map((e) =>
+        osctl(['--json', 'auth', 'status'], e),
+      ),
+    )
+    expect(runs.map((r) => r.exitCode)).toEqual([0, 4, 0, 0, 4, 0])
+    expect(runs.map((r) => r.exitCode === 0 && JSON.parse(r.stdout).tokenSource)).toEqual([
+      'env',
+      false,
+      'profile',
+      'env',
+      false,
+      'profile',
+    ])
+    expect({ ...process.env }).toEqual(before)
+    expect(process.env.OSCTL_TOKEN).toBe('') // vitest.config.ts
+  })
 })
 
 describe('osctl enterprise', () => {

@@ -18,13 +18,14 @@ import {
   CatalogTaskRead,
 } from '../../shared/schemas/catalog.js'
 import { TaskRead } from '../../shared/schemas/tasks.js'
-import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 
 // osctl catalog tasks|roles. In process first: the actions called with deps of the test's own (a
 // client whose transport answers what the test says and records what was sent, and captured output),
 // so what each verb sends and prints is seen exactly. Then against a real daemon, whose starter
-// catalogue is loaded at start: the built osctl, its --json parsed by the shared schemas.
+// catalogue is loaded at start: the whole of osctl, still in process, its --json parsed by the shared
+// schemas.
 
 const now = () => new Date().toISOString()
 
@@ -383,7 +384,7 @@ describe('osctl catalog against a daemon', () => {
     const missing = await osctl(['catalog', 'roles', 'get', 'no-such-role'], env)
     expect([missing.exitCode, missing.stderr]).toEqual([
       1,
-      'error: no catalogue role "no-such-role"',
+      'error: no catalogue role "no-such-role"\n',
     ])
   })
 
@@ -395,7 +396,7 @@ describe('osctl catalog against a daemon', () => {
     expect(cloned.exitCode, cloned.stderr).toBe(0)
     const task = TaskRead.parse(await json(['tasks', 'get', 'weekly-report']))
     expect(cloned.stdout).toBe(
-      `installed task weekly-report (${task.id}) on team general, linked to the original: each new version of it is what it runs`,
+      `installed task weekly-report (${task.id}) on team general, linked to the original: each new version of it is what it runs\n`,
     )
     expect(cloned.stderr).toContain('no role reporting-analyst')
     expect(task).toMatchObject({ origin: 'clone', canEditDefinition: false })
@@ -434,7 +435,7 @@ describe('osctl catalog against a daemon', () => {
     )
     expect(again.exitCode).toBe(1)
     expect(again.stderr).toMatch(
-      /^error: task_slug_taken: nothing was installed: the enterprise has tasks with the slugs (draft-release-notes, triage-issues|triage-issues, draft-release-notes); .* \(409\)$/,
+      /^error: task_slug_taken: nothing was installed: the enterprise has tasks with the slugs (draft-release-notes, triage-issues|triage-issues, draft-release-notes); .* \(409\)\n$/,
     )
     expect(JSON.parse(again.stdout)).toMatchObject({ error: 'task_slug_taken' })
     expect(JSON.parse(again.stdout).slugs.sort()).toEqual(['draft-release-notes', 'triage-issues'])

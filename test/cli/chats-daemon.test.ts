@@ -5,12 +5,13 @@ import { Chat, ChatDetail, ChatMessage } from '../../shared/schemas/chats.js'
 import { Gate } from '../../shared/schemas/gates.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
-import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 import { eventually } from '../helpers/wait.js'
 
-// osctl chats end to end: the built osctl against a real daemon whose member replies through the fake
-// model provider (scripted per key) and calls a tool of the fake MCP server. test/cli/chats.test.ts
-// covers the verbs in process; this is what a person at a terminal runs.
+// osctl chats end to end: osctl against a real daemon whose member replies through the fake model
+// provider (scripted per key) and calls a tool of the fake MCP server. test/cli/chats.test.ts covers
+// the verbs with a fake API; this is what a person at a terminal runs, the whole of osctl in process
+// (issue 28). The chat screen on a pseudo-terminal is test/cli/tui/chat-pty.test.ts.
 
 let model: FakeModelProvider
 let mcp: FakeMcpServer

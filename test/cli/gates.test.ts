@@ -3,11 +3,13 @@ import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
-import { hasScript, osctl, osctlBin, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+import { hasScript, osctlBin } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 // osctl gates against a real daemon: real waiting gates, opened by runs whose model is the fake
 // provider (a question through os.ask_ceo, a tool call through a gated merge on the fake MCP server).
+// osctl runs in process (issue 28), but for gates review, the built osctl on a pseudo-terminal.
 
 let model: FakeModelProvider
 let mcp: FakeMcpServer

@@ -25,14 +25,14 @@ import {
   TaskMemory,
 } from '../../shared/schemas/memory.js'
 import { Run } from '../../shared/schemas/runs.js'
-import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 
 // osctl memory and osctl tasks memory. In process first: the actions called with deps of the test's
 // own (a client whose transport answers what the test says and records what was sent, and captured
 // output), so what each verb sends and prints is seen exactly, including `memory train`, whose route
-// another branch adds. Then against a real daemon: the built osctl, its --json parsed by the shared
-// schemas.
+// another branch adds. Then the whole of osctl, still in process, against a real daemon, its --json
+// parsed by the shared schemas.
 
 const now = () => new Date().toISOString()
 
@@ -517,7 +517,7 @@ describe('osctl memory against a daemon', () => {
     const unasked = await osctl(['memory', 'tombstone', other.id], env)
     expect([unasked.exitCode, unasked.stderr]).toEqual([
       2,
-      `error: Tombstone note ${other.id}: never answered or recalled again: refusing without --yes when not on a terminal`,
+      `error: Tombstone note ${other.id}: never answered or recalled again: refusing without --yes when not on a terminal\n`,
     ])
     expect(await json(['memory', 'tombstone', other.id, '--yes'])).toEqual({ tombstoned: other.id })
     const gone = await osctl(['memory', 'get', other.id], env)

@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { TestDatabase } from '../helpers/db.js'
-import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
 
 // osctl llm, spend, tools, plans and members emails against a real daemon, whose model providers are
 // the fake (test/fakes/model-provider.ts) and whose provider_b sign-in exchanges codes at a small token
-// endpoint of this file.
+// endpoint of this file. osctl runs in process (issue 28).
 
 let db: TestDatabase
 let fake: FakeModelProvider
@@ -71,7 +71,7 @@ describe('osctl llm', () => {
   it('sets keys from stdin, lists and removes them, and never prints a key', async () => {
     const set = await osctl(['llm', 'bindings', 'set', '--key-stdin'], env, `${key}\n`)
     expect(set.exitCode, set.stderr).toBe(0)
-    expect(set.stdout).toBe(`provider_a key …${key.slice(-4)} connected on the enterprise`)
+    expect(set.stdout).toBe(`provider_a key …${key.slice(-4)} connected on the enterprise\n`)
     const onTeam = await json(
       ['llm', 'bindings', 'set', '--key-stdin', '--provider', 'provider_b', '--team', 'general'],
       teamKey,
@@ -134,7 +134,7 @@ describe('osctl llm', () => {
       'general',
       '--yes',
     ])
-    expect(removed).toBe('provider_b key of team general removed')
+    expect(removed).toBe('provider_b key of team general removed\n')
     expect(await json(['llm', 'bindings', 'list'])).toMatchObject([{ layer: 'enterprise' }])
   })
 
@@ -418,7 +418,7 @@ describe('osctl tools', () => {
 
     expect(await exitOf(['tools', 'bindings', 'delete', vcs.id])).toBe(2)
     expect(await human(['tools', 'bindings', 'delete', vcs.id, '--yes'])).toBe(
-      `removed tool connection ${vcs.id}`,
+      `removed tool connection ${vcs.id}\n`,
     )
     expect(await json(['tools', 'bindings', 'list'])).toEqual([])
   })
@@ -518,7 +518,7 @@ describe('osctl tools', () => {
 
     const { redirectUri } = await json(['tools', 'oauth', 'redirect-uri'])
     expect(redirectUri).toMatch(/\/v1\/tools\/oauth\/callback$/)
-    expect(await human(['tools', 'oauth', 'redirect-uri'])).toBe(redirectUri)
+    expect(await human(['tools', 'oauth', 'redirect-uri'])).toBe(`${redirectUri}\n`)
     const started = await json([
       'tools',
       'oauth',
@@ -613,7 +613,7 @@ describe('osctl members emails', () => {
     ])
     const shown = await human(['members', 'emails', 'get', 'Ada', first!.id])
     expect(shown).toMatch(/^subject\s+Invoice$/m)
-    expect(shown).toMatch(/\n\nAttached\.$/)
+    expect(shown).toMatch(/\n\nAttached\.\n$/)
 
     const file = join(await mkdtemp(join(tmpdir(), 'osctl-mail-')), 'invoice.txt')
     const saved = await json([

@@ -4,7 +4,9 @@ import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { drawTree } from '../../cli/tree.js'
 import type { TestDatabase } from '../helpers/db.js'
-import { osctl, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+
+// osctl teams, members, roles and org against a real daemon, osctl in process (issue 28).
 
 let db: TestDatabase
 let env: Record<string, string>

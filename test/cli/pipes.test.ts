@@ -7,8 +7,9 @@ import { openChatGate } from '../../server/domain/gates/index.js'
 import { createUser, setMembership } from '../../server/domain/people/index.js'
 import type { Run } from '../../shared/schemas/runs.js'
 import { finishedStatuses } from '../../shared/values.js'
+import { startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+import { osctlBin, osdBin } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
-import { osctlBin, osdBin, startCliDaemon, type CliDaemon } from '../helpers/processes.js'
 
 // osctl in a shell pipeline whose reader stops early (issue 27): `osctl members list | head -1` must
 // end quietly, exit 0, with nothing on stderr, however far its output got. One daemon, seeded through

@@ -9,12 +9,12 @@ import {
 import { UsageError } from '../../cli/errors.js'
 import { Recommendation, RecommendationDetail } from '../../shared/schemas/recommendations.js'
 import { Run } from '../../shared/schemas/runs.js'
-import { osctl, startCliDaemon } from '../helpers/processes.js'
 import { FakeApi, fakeDeps } from '../helpers/cli.js'
+import { osctl, startCliDaemon } from '../helpers/osctl.js'
 
 // osctl recommendations and osctl tasks improve / tasks recommendations. In process first (a client
-// whose transport the test answers, output captured, colour on or off), then against a real daemon with
-// the built osctl, its --json parsed by the shared schemas.
+// whose transport the test answers, output captured, colour on or off), then the whole of osctl, still
+// in process, against a real daemon, its --json parsed by the shared schemas.
 
 const now = () => new Date().toISOString()
 

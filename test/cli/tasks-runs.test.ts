@@ -3,10 +3,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import type { TestDatabase } from '../helpers/db.js'
-import { osctl, startCliDaemon, type CliDaemon, type OsdProcess } from '../helpers/processes.js'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 import { eventually } from '../helpers/wait.js'
 
-let daemon: OsdProcess
+// osctl tasks, runs, executions, webhooks and blockers in process against a real daemon (issue 28).
+// A run followed across a restart of osd is test/cli/wait-restart.test.ts; through pipes,
+// test/cli/pipes.test.ts.
+
+let daemon: CliDaemon['daemon']
 let db: TestDatabase
 let env: Record<string, string>
 let enterpriseId: string
@@ -210,7 +214,7 @@ describe('osctl runs', () => {
     expect(missing.stderr).toContain('log_not_found')
     await db.sql`insert into run_logs (run_id, enterprise_id, body) values (${run.id}, ${enterpriseId}, 'line one')`
     const log = await osctl(['runs', 'log', run.id], env)
-    expect(log.stdout).toBe('line one') // execa drops the final newline
+    expect(log.stdout).toBe('line one\n') // osctl ends the body with a newline
 
     // A finished run: wait and watch answer at once; cancel is refused by the API.
     expect((await osctl(['runs', 'wait', run.id], env)).exitCode).toBe(0)
@@ -316,10 +320,12 @@ describe('osctl runs', () => {
 
     it('runs wait exits 1 when another osctl cancels the run', async () => {
       const waiter = osctl(['runs', 'wait', runId], env)
-      let stderr = ''
-      waiter.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
       // The waiter has read the run (and printed its events) before the cancel.
-      await eventually(() => stderr.includes('run.queued'), 10_000, 'the waiter following')
+      await eventually(
+        () => waiter.printed().stderr.includes('run.queued'),
+        10_000,
+        'the waiter following',
+      )
       expect((await osctl(['runs', 'cancel', runId, '--yes'], env)).exitCode).toBe(0)
       const res = await waiter
       expect(res.exitCode).toBe(1)
@@ -331,9 +337,11 @@ describe('osctl runs', () => {
     it('runs watch prints events as they come and exits 0 when the run ends', async () => {
       const id = (await json(['runs', 'start', 'slow'])).id
       const watcher = osctl(['runs', 'watch', id], env)
-      let stderr = ''
-      watcher.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-      await eventually(() => stderr.includes('run.queued'), 10_000, 'the watcher following')
+      await eventually(
+        () => watcher.printed().stderr.includes('run.queued'),
+        10_000,
+        'the watcher following',
+      )
       expect((await osctl(['runs', 'cancel', id, '--yes'], env)).exitCode).toBe(0)
       const res = await watcher
       expect(res.exitCode).toBe(0)
@@ -367,10 +375,9 @@ describe('osctl runs', () => {
     it('runs start --wait exits 1 when the run does not succeed', async () => {
       await freeSlowLane()
       const waiter = osctl(['runs', 'start', 'slow', '--wait'], env)
-      let stderr = ''
-      waiter.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-      await eventually(() => /started run (\S+)/.test(stderr), 10_000, 'the run started')
-      const id = /started run (\S+)/.exec(stderr)![1]!
+      const started = () => /started run (\S+)/.exec(waiter.printed().stderr)
+      await eventually(() => started() !== null, 10_000, 'the run started')
+      const id = started()![1]!
       expect((await osctl(['runs', 'cancel', id, '--yes'], env)).exitCode).toBe(0)
       const res = await waiter
       expect(res.exitCode).toBe(1)

@@ -5,7 +5,8 @@ import { afterAll, expect, it } from 'vitest'
 import { freePort } from '../../server/db/embedded.js'
 import { createTestEnterprise } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/db.js'
-import { osctl, startOsd, type OsdProcess } from '../helpers/processes.js'
+import { osctl } from '../helpers/osctl.js'
+import { osctl as osctlProcess, startOsd, type OsdProcess } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 // A pipeline's `osctl runs start --wait` outlives a restart of osd (a deploy): it reads again from
@@ -43,7 +44,8 @@ it('follows a run across a restart of osd and exits 0 when it succeeds', async (
   )
   expect(made.exitCode, made.stderr).toBe(0)
 
-  const waiter = osctl(
+  // The pipeline's osctl, a process of its own; the task made in process before it.
+  const waiter = osctlProcess(
     ['runs', 'start', 'echo', '--input', 'x=1', '--wait', '--timeout', '60'],
     env,
   )

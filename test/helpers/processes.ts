@@ -1,11 +1,10 @@
-import { mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { afterAll, expect } from 'vitest'
 import { projectRoot } from '../../shared/paths.js'
-import { createTestEnterprise, type TestEnterprise } from './app.js'
-import { createTestDatabase, type TestDatabase } from './db.js'
+
+// Real processes: the built osd and osctl, as users run them. osctl's own behaviour is tested in
+// process (test/helpers/osctl.ts); a process is for what only one shows (its start and exit code,
+// pipes, a pseudo-terminal, a restart of osd).
 
 export const osdBin = join(projectRoot, 'bin', 'osd')
 export const osctlBin = join(projectRoot, 'bin', 'osctl')
@@ -82,7 +81,10 @@ export async function startOsd(
 /** util-linux `script` gives osctl a terminal of its own (a pseudo-terminal), where none is at hand. */
 export const hasScript = (await execa('script', ['--version'], { reject: false })).exitCode === 0
 
-/** Runs the built osctl with a config dir of its own; never throws on a non-zero exit. */
+/**
+ * Runs the built osctl; never throws on a non-zero exit. `env` is added to this process's (a config
+ * dir of its own, say).
+ */
 export function osctl(
   args: string[],
   env: Record<string, string | undefined> = {},
@@ -94,50 +96,6 @@ export function osctl(
     input,
     stdin: input === undefined ? 'ignore' : 'pipe',
   })
-}
-
-export interface CliDaemon {
-  daemon: OsdProcess
-  db: TestDatabase
-  /** The enterprise osctl acts as; its token holds every scope. */
-  enterprise: TestEnterprise
-  /** osctl's environment: a config dir of its own, the daemon's URL and the enterprise's token. */
-  env: Record<string, string>
-  /** osctl --json: exit 0 and stdout that is JSON and nothing else. */
-  json(args: string[], input?: string): Promise<any>
-}
-
-/**
- * What an osctl test file runs against: a real daemon on a database of the file's own, with one
- * enterprise. `daemonEnv` is added to the daemon's environment (fake providers' URLs, say). The daemon
- * stops after the file.
- */
-export async function startCliDaemon(
-  enterpriseName: string,
-  daemonEnv: Record<string, string> = {},
-): Promise<CliDaemon> {
-  const db = await createTestDatabase()
-  const enterprise = await createTestEnterprise(db.sql, enterpriseName, { mailDomain: 'osd.local' })
-  const daemon = await startOsd({ DATABASE_URL: db.url, ...daemonEnv })
-  afterAll(async () => {
-    await daemon.stop()
-  })
-  const env = {
-    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
-    OSCTL_URL: daemon.url,
-    OSCTL_TOKEN: enterprise.token,
-  }
-  return {
-    daemon,
-    db,
-    enterprise,
-    env,
-    async json(args, input) {
-      const res = await osctl(['--json', ...args], env, input)
-      expect(res.exitCode, res.stderr).toBe(0)
-      return JSON.parse(res.stdout)
-    },
-  }
 }
 
 /** Runs `osd ARGS`; `input` is piped to its stdin (a password), else stdin is closed. */

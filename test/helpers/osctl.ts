@@ -1,0 +1,194 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Readable, Writable } from 'node:stream'
+import type { Command } from 'commander'
+import { afterAll, expect } from 'vitest'
+import { makeDeps } from '../../cli/deps.js'
+import type { Output } from '../../cli/output.js'
+import { buildProgram } from '../../cli/program.js'
+import { report } from '../../cli/report.js'
+import { loadConfig } from '../../server/config.js'
+import { startDaemon } from '../../server/serve.js'
+import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
+import { createTestDatabase, type TestDatabase } from './db.js'
+
+// osctl in process (STYLE: CLI actions are tested in process; issue 28): the whole command tree that
+// bin/osctl runs, with osctl's own deps (profile store, target, HTTP client), parsing a command line
+// as cli/run.ts does, against a real daemon that this process serves. What only a process can show
+// (pipes, a pseudo-terminal, a restart of osd, the binary's start) keeps the real binary:
+// test/helpers/processes.ts.
+//
+// What osctl takes from its process is given per run, as a spawned osctl would have had it:
+// - stdout and stderr (osctl's and commander's) are captured; neither is a terminal;
+// - stdin is the `input` given, else empty (a closed stdin); no terminal to ask a question on;
+// - the environment is the test process's with NO_COLOR=1 and the run's own variables laid over it.
+//   osctl reads process.env where it needs it (the profile store's dir, OSCTL_URL/TOKEN/PROFILE), so
+//   each run sees an environment of its own through AsyncLocalStorage: runs that overlap (a waiter
+//   and the osctl that cancels its run) never see each other's, and nothing is left set afterwards.
+// - the exit code is what cli/run.ts would set, never process.exitCode.
+
+export interface OsctlResult {
+  exitCode: number
+  /** Everything written, final newline included (execa dropped it; here it is kept). */
+  stdout: string
+  stderr: string
+}
+
+export interface OsctlRun extends Promise<OsctlResult> {
+  /** What the run has written so far, while it runs (a waiter following a run, say). */
+  printed(): { stdout: string; stderr: string }
+}
+
+const runEnv = new AsyncLocalStorage<NodeJS.ProcessEnv>()
+let envInstalled = false
+
+/**
+ * process.env becomes a view of the environment of the run whose code reads it (the process's own
+ * outside any run). Installed once per test file's process, and transparent outside runs.
+ */
+function installRunEnv(): void {
+  if (envInstalled) return
+  envInstalled = true
+  const own = process.env
+  const env = () => runEnv.getStore() ?? own
+  process.env = new Proxy(own, {
+    get: (_, key) => Reflect.get(env(), key),
+    set: (_, key, value) =>
+      Reflect.set(env(), key, typeof key === 'string' ? String(value) : value),
+    has: (_, key) => Reflect.has(env(), key),
+    deleteProperty: (_, key) => Reflect.deleteProperty(env(), key),
+    ownKeys: () => Reflect.ownKeys(env()),
+    getOwnPropertyDescriptor: (_, key) => {
+      const descriptor = Reflect.getOwnPropertyDescriptor(env(), key)
+      return descriptor && { ...descriptor, configurable: true }
+    },
+    defineProperty: (_, key, descriptor) => Reflect.defineProperty(env(), key, descriptor),
+  })
+}
+
+/** This process's environment (the run's, inside one) with `added` laid over it. */
+function environment(added: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  installRunEnv()
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const [key, value] of Object.entries(added)) {
+    if (value === undefined) delete env[key]
+    else env[key] = value
+  }
+  return env
+}
+
+/** Every command of the tree, the program first. */
+function commands(command: Command): Command[] {
+  return [command, ...command.commands.flatMap(commands)]
+}
+
+/**
+ * `osctl ARGS` in this process, as `node bin/osctl ARGS` with `env` added to its environment and
+ * `input` on its stdin; never throws on a non-zero exit.
+ */
+export function osctl(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  input?: string,
+): OsctlRun {
+  const own = environment({ NO_COLOR: '1', ...env })
+  let stdout = ''
+  let stderr = ''
+  const io = {
+    stdout: { write: (text: string) => void (stdout += text) },
+    stderr: { write: (text: string) => void (stderr += text) },
+  }
+  // Streams that are not terminals: confirm() and password() find nobody to ask, as with pipes.
+  const terminal = {
+    stdin: Readable.from([]),
+    stderr: new Writable({ write: (_chunk, _encoding, done) => done() }),
+  }
+  const run = runEnv.run(own, async (): Promise<OsctlResult> => {
+    const program = buildProgram((globals) => {
+      const deps = makeDeps(globals, terminal)
+      const out: Output = {
+        json: Boolean(globals.json),
+        isTTY: false,
+        errorIsTTY: false,
+        color: false,
+        columns: 100,
+        write: io.stdout.write,
+        error: io.stderr.write,
+      }
+      return { ...deps, out, stdin: async () => input ?? '' }
+    })
+    for (const command of commands(program))
+      command.configureOutput({
+        writeOut: io.stdout.write,
+        writeErr: io.stderr.write,
+        // What commander uses when its output is not a terminal.
+        getOutHelpWidth: () => 80,
+        getErrHelpWidth: () => 80,
+        getOutHasColors: () => false,
+        getErrHasColors: () => false,
+      })
+    let exitCode = 0
+    try {
+      await program.parseAsync(['node', 'osctl', ...args])
+    } catch (err) {
+      exitCode = report(err, Boolean(program.opts().json), io)
+    }
+    return { exitCode, stdout, stderr }
+  })
+  return Object.assign(run, { printed: () => ({ stdout, stderr }) })
+}
+
+export interface CliDaemon {
+  /** The daemon's base URL, ending in /v1. */
+  daemon: { url: string }
+  db: TestDatabase
+  /** The enterprise osctl acts as; its token holds every scope. */
+  enterprise: TestEnterprise
+  /** osctl's environment: a config dir of its own, the daemon's URL and the enterprise's token. */
+  env: Record<string, string>
+  /** osctl --json in process: exit 0 and stdout that is JSON and nothing else. */
+  json(args: string[], input?: string): Promise<any>
+}
+
+/**
+ * What an osctl test file runs against: a real daemon, served over HTTP by this process as `osd serve`
+ * serves it (server/serve.ts: the app, its engine, the service catalogue), on a database of the file's
+ * own with one enterprise. `daemonEnv` is the daemon's environment added to this process's (fake
+ * providers' URLs, say). The daemon stops after the file.
+ */
+export async function startCliDaemon(
+  enterpriseName: string,
+  daemonEnv: Record<string, string> = {},
+): Promise<CliDaemon> {
+  const db = await createTestDatabase()
+  const enterprise = await createTestEnterprise(db.sql, enterpriseName, { mailDomain: 'osd.local' })
+  // The daemon runs in an environment of its own, as a process would: what it reads of process.env
+  // then (its server key, say), and later from its requests and its engine, is this.
+  const daemonEnvironment = environment({
+    DATABASE_URL: db.url,
+    OSD_DATA_DIR: await mkdtemp(join(tmpdir(), 'osd-data-')),
+    ...daemonEnv,
+  })
+  const running = await runEnv.run(daemonEnvironment, () =>
+    startDaemon(loadConfig({ port: 0, host: '127.0.0.1' }, daemonEnvironment), silentLog),
+  )
+  afterAll(() => running.stop())
+  const env = {
+    OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
+    OSCTL_URL: running.url!,
+    OSCTL_TOKEN: enterprise.token,
+  }
+  return {
+    daemon: { url: running.url! },
+    db,
+    enterprise,
+    env,
+    async json(args, input) {
+      const res = await osctl(['--json', ...args], env, input)
+      expect(res.exitCode, res.stderr).toBe(0)
+      return JSON.parse(res.stdout)
+    },
+  }
+}
