@@ -1,19 +1,18 @@
 import { ApiError } from '../../../shared/errors.js'
-import type {
-  Chat,
-  ChatDetail,
-  ChatMessage,
-  ChatToolCall,
-  ChatToolGrant,
-} from '../../../shared/schemas/chats.js'
-import { TaskDefinition } from '../../../shared/schemas/tasks.js'
+import type { Chat, ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import {
+  closedCallResult,
+  insertMessage,
+  messageColumns,
+  toChatMessage,
+  type MessageRow,
+} from './messages.js'
 import { chatChanged, insertTurn, moveTurns, wakeChatTurns } from './turns.js'
-import { createTask, mustGateTools } from '../tasks/index.js'
 
-// Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). This module owns the chat tables: the
-// routes' side (open, list, read, send, decide, close, grants) and what the engine's chat loop writes
-// of a reply (its messages are the reply's journal).
+// Chats (spec: Concepts "Chat", Endpoints Chats; DESIGN 11): opening, listing, reading, sending and
+// closing. The folder owns the chat tables: messages (messages.ts), decisions on tool calls
+// (decisions.ts), grants (grants.ts), turns (turns.ts), the event stream (events.ts, deltas.ts).
 
 export interface ChatRow {
   id: string
@@ -28,37 +27,6 @@ export interface ChatRow {
   createdAt: Date
   unread: number
   replying: boolean
-}
-
-export interface StoredToolCall {
-  callId: string
-  name: string
-  arguments: Record<string, unknown>
-  status: ChatToolCall['status']
-  result: string | null
-  /** On a tool connection's mustGate list when the call was made: decided each time, never always. */
-  mustGate?: boolean
-}
-
-export interface MessageRow {
-  id: string
-  chatId: string
-  seq: string
-  role: ChatMessage['role']
-  content: string
-  toolCall: StoredToolCall | null
-  executingAt: Date | null
-  gateId: string | null
-  replyGroup: string | null
-  turnId: string | null
-  createdAt: Date
-  gateQuestions?: string[] | null
-  gateChoices?: { key: string; label: string }[] | null
-  gateStatus?: 'waiting' | 'decided' | null
-  gateDecision?: 'approve' | 'reject' | 'request_changes' | null
-  gateChoice?: string | null
-  gateAnswers?: unknown
-  gateNote?: string | null
 }
 
 /** Who decides: the token (or a person's session) that made the call. Grants are the caller's own. */
@@ -89,60 +57,16 @@ export function toChat(row: ChatRow): Chat {
   }
 }
 
-/** What the reply's loop said in the member's name about why it could not reply: a notice. */
-export const isNotice = (row: Pick<MessageRow, 'role' | 'replyGroup' | 'turnId'>) =>
-  row.role === 'member' && !row.replyGroup && !!row.turnId
-
-export function toChatMessage(row: MessageRow): ChatMessage {
-  const call = row.toolCall
-  // A question (os.ask_ceo) is a question, not a tool call to allow or deny (DESIGN 11).
-  const question = row.gateId && row.gateQuestions
-  return {
-    id: row.id,
-    role: row.role,
-    content: row.content,
-    toolCall:
-      call && !question
-        ? {
-            id: row.id,
-            name: call.name,
-            arguments: call.arguments,
-            status: call.status,
-            result: call.result,
-            mustGate: call.mustGate === true,
-          }
-        : null,
-    question: question
-      ? {
-          gateId: row.gateId!,
-          questions: row.gateQuestions!,
-          choices: row.gateChoices ?? [],
-          status: row.gateStatus === 'waiting' ? 'waiting' : 'answered',
-          answer:
-            row.gateStatus === 'waiting'
-              ? null
-              : {
-                  decision: row.gateDecision ?? null,
-                  choice: row.gateChoice ?? null,
-                  answers: row.gateAnswers ?? null,
-                  note: row.gateNote ?? null,
-                },
-        }
-      : null,
-    notice: isNotice(row),
-    createdAt: row.createdAt.toISOString(),
-  }
-}
-
-export const messageColumns = (db: Db) => db`
-  m.*, g.questions as gate_questions, g.choices as gate_choices, g.status as gate_status,
-  g.decision as gate_decision, g.choice as gate_choice, g.answers as gate_answers, g.note as gate_note`
-
-function chatNotFound(id: string): ApiError {
+export function chatNotFound(id: string): ApiError {
   return new ApiError('chat_not_found', `No chat ${id} in this enterprise.`)
 }
 
-async function loadChat(db: Db, enterpriseId: string, id: string, lock = false): Promise<ChatRow> {
+export async function loadChat(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<ChatRow> {
   const [row] = lock
     ? await db<ChatRow[]>`
         select ${chatColumns(db)} from chats c
@@ -151,107 +75,6 @@ async function loadChat(db: Db, enterpriseId: string, id: string, lock = false):
         select ${chatColumns(db)} from chats c where c.enterprise_id = ${enterpriseId} and c.id = ${id}`
   if (!row) throw chatNotFound(id)
   return row
-}
-
-/** Stores a message of a chat and moves its lastMessageAt; readers are woken once it commits. */
-export async function insertMessage(
-  tx: Db,
-  chat: { id: string; enterpriseId: string },
-  message: {
-    /** The id the message will have (a streamed reply's deltas name it before it is stored). */
-    id?: string
-    role: ChatMessage['role']
-    content: string
-    toolCall?: StoredToolCall
-    gateId?: string
-    replyGroup?: string
-    turnId?: string
-  },
-): Promise<MessageRow> {
-  // One round trip: the chat's last_message_at moves in the same statement.
-  const [row] = await tx<MessageRow[]>`
-    with m as (
-      insert into chat_messages (id, enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
-      values (coalesce(${message.id ?? null}::uuid, gen_random_uuid()), ${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
-              ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
-              ${message.replyGroup ?? null}, ${message.turnId ?? null})
-      returning *),
-    c as (update chats set last_message_at = (select created_at from m) where id = ${chat.id})
-    select * from m`
-  chatChanged(tx, chat.id)
-  return row!
-}
-
-/**
- * A notice of a reply (why it is not made yet, in osd's words), once: the turn's notice that ends the
- * chat so far is brought up to date rather than repeated (a provider still away says so in one line).
- */
-export async function noticeMessage(
-  tx: Db,
-  chat: { id: string; enterpriseId: string },
-  turnId: string,
-  content: string,
-): Promise<void> {
-  const [last] = await tx<MessageRow[]>`
-    select * from chat_messages where chat_id = ${chat.id} order by seq desc limit 1`
-  if (last && isNotice(last) && last.turnId === turnId) {
-    if (last.content !== content) {
-      await tx`update chat_messages set content = ${content} where id = ${last.id}`
-      chatChanged(tx, chat.id)
-    }
-    return
-  }
-  await insertMessage(tx, chat, { role: 'member', content, turnId })
-}
-
-/**
- * Marks an allowed tool call of the turn as executing, before it acts, while this engine holds the
- * turn: answers false when the call was begun already (or the turn is no longer this engine's).
- */
-export async function markExecuting(
-  db: Db,
-  messageId: string,
-  turnId: string,
-  engineId: string,
-): Promise<boolean> {
-  const [marked] = await db<{ id: string }[]>`
-    update chat_messages set executing_at = now()
-     where id = ${messageId} and executing_at is null and tool_call ->> 'status' = 'allowed'
-       and exists (select 1 from chat_turns where id = ${turnId} and status = 'running'
-                    and lease_owner = ${engineId})
-    returning id`
-  return Boolean(marked)
-}
-
-/** What a tool call of a reply answered (done) or why it failed. */
-export async function answerToolCall(
-  db: Db,
-  chatId: string,
-  messageId: string,
-  outcome: { content: string; isError: boolean },
-): Promise<void> {
-  await db`
-    update chat_messages
-       set tool_call = tool_call || ${db.json({
-         status: outcome.isError ? 'failed' : 'done',
-         result: outcome.content,
-       } as never)}
-     where id = ${messageId}`
-  chatChanged(db, chatId)
-}
-
-/** Calls of the turn found executing after a crash may have acted: answered, never made again. */
-export async function settleInterruptedCalls(
-  db: Db,
-  chatId: string,
-  turnId: string,
-  result: string,
-): Promise<void> {
-  await db`
-    update chat_messages
-       set tool_call = tool_call || jsonb_build_object('status', 'failed', 'result', ${result}::text)
-     where turn_id = ${turnId} and executing_at is not null and tool_call ->> 'status' = 'allowed'`
-  chatChanged(db, chatId)
 }
 
 // --- opening and listing ----------------------------------------------------------------------------
@@ -268,7 +91,7 @@ async function requireMember(
   return member
 }
 
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+export const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /**
  * POST /v1/chats: a chat with memberId; or purpose create_task, with the coo holder who has held the
@@ -526,148 +349,11 @@ export async function sendMessage(
 }
 
 /**
- * POST /v1/chats/{id}/tool-calls/{callId}/decision: allow runs the call once (the engine runs it),
- * always also stores the caller's grant, deny tells the member it was refused. In a create-task chat,
- * allowing os.create_task creates the task and closes the chat (applied); denying it closes the chat
- * (rejected). A decided call answers 409 already_decided.
- */
-export async function decideToolCall(
-  db: Db,
-  enterpriseId: string,
-  chatId: string,
-  callId: string,
-  decision: 'allow' | 'always' | 'deny',
-  caller: ChatCaller,
-): Promise<ChatMessage> {
-  const outcome = await transaction(db, async (tx) => {
-    const chat = await loadChat(tx, enterpriseId, chatId, true)
-    const [message] = uuidPattern.test(callId)
-      ? await tx<MessageRow[]>`
-          select * from chat_messages where chat_id = ${chatId} and id = ${callId} and tool_call is not null
-             for update`
-      : []
-    if (!message)
-      throw new ApiError('tool_call_not_found', `No tool call ${callId} in chat ${chatId}.`)
-    const call = message.toolCall!
-    if (message.gateId)
-      throw new ApiError(
-        'use_gate_decision',
-        `Message ${callId} is a question, not a tool call: answer it with POST /v1/gates/chat/${chatId}/decision.`,
-        { gateId: message.gateId, route: `POST /v1/gates/chat/${chatId}/decision` },
-      )
-    if (chat.status === 'closed' && (call.status === 'waiting' || call.result === closedCallResult))
-      throw new ApiError('chat_closed', `Chat ${chatId} is closed: its calls are not run.`)
-    if (call.status !== 'waiting')
-      throw new ApiError('already_decided', `Tool call ${callId} was already ${call.status}.`, {
-        status: call.status,
-      })
-    // The chief executive's must-gate list wins over a person's convenience: each such call is decided.
-    if (decision === 'always' && (await mustGateTools(tx, enterpriseId)).includes(call.name))
-      throw new ApiError(
-        'gate_required_for_tool',
-        `${call.name} is on a tool connection's mustGate list: allow or deny this call; it cannot be allowed always.`,
-        { tool: call.name },
-      )
-    const set = (status: StoredToolCall['status'], result: string | null) => tx`
-      update chat_messages set tool_call = tool_call || ${tx.json({ status, result } as never)}
-       where id = ${message.id}`
-    const goOn = () =>
-      message.turnId && moveTurns(tx, 'pending', { ids: [message.turnId], from: ['waiting'] })
-    if (decision === 'always')
-      await tx`
-        insert into chat_tool_grants (enterprise_id, caller, member_id, tool)
-        values (${enterpriseId}, ${caller}, ${chat.memberId}, ${call.name}) on conflict do nothing`
-    const proposal = chat.purpose === 'create_task' && call.name === 'os.create_task'
-    if (decision === 'deny') {
-      await set('denied', 'The person refused this call.')
-      if (proposal) {
-        await tx`update chats set status = 'closed', outcome = 'rejected' where id = ${chatId}`
-        await endChatWork(tx, chatId)
-      } else await goOn()
-    } else if (proposal) {
-      const created = await createProposedTask(tx, enterpriseId, call.arguments, chatId)
-      if ('taskId' in created) {
-        await set('done', `Created task ${created.taskId}.`)
-        await tx`update chats set status = 'closed', outcome = 'applied', task_id = ${created.taskId}
-                  where id = ${chatId}`
-        await endChatWork(tx, chatId)
-      } else {
-        await set('failed', created.error)
-        await goOn()
-      }
-    } else {
-      await set('allowed', null)
-      await goOn()
-    }
-    chatChanged(tx, chatId)
-    wakeChatTurns(tx, chatId)
-    return message.id
-  })
-  const [row] = await db<MessageRow[]>`
-    select ${messageColumns(db)} from chat_messages m left join gates g on g.id = m.gate_id
-     where m.id = ${outcome}`
-  return toChatMessage(row!)
-}
-
-function definitionOf(args: Record<string, unknown>): TaskDefinition {
-  return (args.definition ?? {}) as TaskDefinition
-}
-
-/** Creates the task os.create_task proposed, naming the chat; its errors are the member's to correct. */
-async function createProposedTask(
-  tx: Db,
-  enterpriseId: string,
-  args: Record<string, unknown>,
-  chatId: string,
-): Promise<{ taskId: string } | { error: string }> {
-  const problem = await checkProposal(tx, enterpriseId, args)
-  if (problem) return { error: problem }
-  const taskId = await createTask(tx, enterpriseId, definitionOf(args), { sourceChatId: chatId })
-  return { taskId }
-}
-
-const rollback = new Error('rollback')
-
-/**
- * The definition checks of POST /v1/tasks on a proposed definition, nothing kept: undefined when it would
- * be created, else what is wrong, in words the member can correct it by.
- */
-export async function checkProposal(
-  db: Db,
-  enterpriseId: string,
-  args: Record<string, unknown>,
-): Promise<string | undefined> {
-  const parsed = TaskDefinition.safeParse(args.definition)
-  if (!parsed.success)
-    return `definition: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'definition'}: ${i.message}`).join('; ')}`
-  try {
-    await transaction(db, async (tx) => {
-      await tx`savepoint proposal`
-      try {
-        await createTask(tx, enterpriseId, parsed.data)
-      } finally {
-        await tx`rollback to savepoint proposal`
-      }
-      throw rollback
-    })
-  } catch (err) {
-    if (err === rollback) return undefined
-    if (err instanceof ApiError)
-      return `${err.code}: ${err.message}${err.extra ? ` ${JSON.stringify(err.extra)}` : ''}`
-    throw err
-  }
-  return undefined
-}
-
-/** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
-const closedCallResult = 'The chat was closed before this call was decided.'
-
-/**
  * What a chat's closing ends, in the closing transaction: a reply in progress (its turn is done, so the
  * engine neither stores its answer nor makes another model call), its tool calls not yet begun (never run)
  * and the question gates it waits on (decided by the chat closing, as a run's end closes its gates).
  */
-async function endChatWork(tx: Db, chatId: string): Promise<void> {
+export async function endChatWork(tx: Db, chatId: string): Promise<void> {
   await moveTurns(tx, 'done', {
     chatId,
     from: ['pending', 'running', 'waiting', 'blocked', 'paused_spend'],
@@ -695,48 +381,4 @@ export async function closeChat(db: Db, enterpriseId: string, id: string): Promi
     }
     return toChat(await loadChat(tx, enterpriseId, id))
   })
-}
-
-// --- grants -------------------------------------------------------------------------------------------
-
-export async function listGrants(
-  db: Db,
-  enterpriseId: string,
-  caller: ChatCaller,
-  memberId: string | undefined,
-): Promise<ChatToolGrant[]> {
-  if (memberId !== undefined && !uuidPattern.test(memberId)) return []
-  const rows = await db<{ id: string; memberId: string; tool: string; createdAt: Date }[]>`
-    select id, member_id, tool, created_at from chat_tool_grants
-     where enterprise_id = ${enterpriseId} and caller = ${caller}
-       ${memberId ? db`and member_id = ${memberId}` : db``}
-     order by created_at desc, id`
-  return rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString() }))
-}
-
-export async function deleteGrant(
-  db: Db,
-  enterpriseId: string,
-  caller: ChatCaller,
-  grantId: string,
-): Promise<void> {
-  const rows = await db`
-    delete from chat_tool_grants
-     where enterprise_id = ${enterpriseId} and caller = ${caller} and id = ${grantId} returning id`
-  if (rows.length === 0)
-    throw new ApiError('grant_not_found', `No tool grant ${grantId} of this caller.`)
-}
-
-/** Whether the caller that sent a turn's message granted the member's tool for good. */
-export async function isGranted(
-  db: Db,
-  caller: ChatCaller | null,
-  memberId: string,
-  tool: string,
-): Promise<boolean> {
-  if (!caller) return false
-  const [row] = await db<{ found: boolean }[]>`
-    select exists (select 1 from chat_tool_grants
-                    where caller = ${caller} and member_id = ${memberId} and tool = ${tool}) as found`
-  return row!.found
 }

@@ -1,12 +1,8 @@
 import { ApiError } from '../../../shared/errors.js'
-import type {
-  ChatDeltaEvent,
-  ChatEventName,
-  ChatMessage,
-  ChatStatusEvent,
-} from '../../../shared/schemas/chats.js'
+import type { ChatDeltaEvent, ChatMessage, ChatStatusEvent } from '../../../shared/schemas/chats.js'
 import type { Db } from '../../db/sql.js'
-import { messageColumns, replying, toChatMessage, type MessageRow } from './chats.js'
+import { replying } from './chats.js'
+import { messageColumns, toChatMessage, type MessageRow } from './messages.js'
 
 // GET /v1/chats/{id}/events (DESIGN 13; issue 26): a chat followed as it happens. Each stored message
 // once as `message`, each later change of it as `message.updated` (a chat message's every change takes

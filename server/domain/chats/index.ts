@@ -1,4 +1,7 @@
 export * from './chats.js'
+export * from './decisions.js'
 export * from './deltas.js'
 export * from './events.js'
+export * from './grants.js'
+export * from './messages.js'
 export * from './turns.js'
