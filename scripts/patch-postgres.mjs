@@ -1,21 +1,34 @@
-// Run by npm after every install (package.json postinstall). Mends a defect of postgres.js 3.4.9 that
-// takes osd down whenever the database connection is cut with a transaction open (a server restart, a
-// crash, a failover): postgres.js rolls the transaction back on the connection that is already closed,
-// and the write it schedules for that finds no socket and throws out of a setImmediate, which no caller
-// can catch (porsager/postgres issues 1154, 1208; pull requests 1168, 1209, not released). Were the
-// exception caught, the connection would keep the unsent bytes and never open again.
+// Run by npm after every install (package.json postinstall). Mends two defects of postgres.js 3.4.9.
 //
-// The mend: a write with no socket to go to is dropped and fails its queries with CONNECTION_CLOSED,
-// as the close itself does. Safe to run again. When postgres.js changes, this says so and stops the
-// install: see whether the release mends it, and drop this script if it does.
+// 1. It takes osd down whenever the database connection is cut with a transaction open (a server
+//    restart, a crash, a failover): postgres.js rolls the transaction back on the connection that is
+//    already closed, and the write it schedules for that finds no socket and throws out of a
+//    setImmediate, which no caller can catch (porsager/postgres issues 1154, 1208; pull requests 1168,
+//    1209, not released). Were the exception caught, the connection would keep the unsent bytes and never
+//    open again. The mend: a write with no socket to go to is dropped and fails its queries with
+//    CONNECTION_CLOSED, as the close itself does.
+// 2. `target_session_attrs=read-write` takes a hot standby for a writable server: it looks only at
+//    default_transaction_read_only, which a standby reports off, and not at in_hot_standby (libpq counts
+//    either). After a failover osd then reconnected to the standby and every write failed "read-only
+//    transaction" until it was promoted (issue 34). The mend: a server in hot standby is not read-write.
+// 3. With several hosts, a failed connection attempt is never reported: the next host is tried whenever
+//    there is one after the first (the index it looks at never moves), so while no host will do (the
+//    primary dead, the standby not yet promoted) every query waits for ever. The mend: each failed
+//    attempt moves to the next host, and once every host of a round has failed, the error is the
+//    waiting query's (osd answers it 503 database_unavailable), as it is with one host.
+//
+// Safe to run again. When postgres.js changes, this says so and stops the install: see whether the
+// release mends it, and drop the mend if it does.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 
-const marker = 'osd: no socket (scripts/patch-postgres.mjs)'
-const before = `  function nextWrite(fn) {
-    const x = socket.write(chunk, fn)`
-const after = `  function nextWrite(fn) {
+const mends = [
+  {
+    marker: 'osd: no socket (scripts/patch-postgres.mjs)',
+    before: `  function nextWrite(fn) {
+    const x = socket.write(chunk, fn)`,
+    after: (marker) => `  function nextWrite(fn) {
     if (!socket) { // ${marker}
       nextWriteTimer !== null && clearImmediate(nextWriteTimer)
       chunk = nextWriteTimer = null
@@ -25,22 +38,50 @@ const after = `  function nextWrite(fn) {
         queryError(sent.shift(), err)
       return false
     }
-    const x = socket.write(chunk, fn)`
+    const x = socket.write(chunk, fn)`,
+    what: 'writes after a closed connection',
+  },
+  {
+    marker: 'osd: a hot standby is not read-write (scripts/patch-postgres.mjs)',
+    before: `      (x === 'read-write' && xs.default_transaction_read_only === 'on') ||`,
+    after: (marker) => `      // ${marker}
+      (x === 'read-write' && (xs.default_transaction_read_only === 'on' || xs.in_hot_standby === 'on')) ||`,
+    what: "target_session_attrs=read-write on a hot standby",
+  },
+  {
+    marker: 'osd: a round of hosts failed (scripts/patch-postgres.mjs)',
+    before: `  function error(err) {
+    if (connection.queue === queues.connecting && options.host[retries + 1])
+      return
+`,
+    after: (marker) => `  function error(err) {
+    if (connection.queue === queues.connecting && options.host[retries + 1]) {
+      retries++ // ${marker}
+      return
+    }
+    retries = 0
+`,
+    what: 'connection errors with several hosts',
+  },
+]
 
 const require = createRequire(import.meta.url)
 const root = join(dirname(require.resolve('postgres')), '..', '..') // <root>/cjs/src/index.js
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 
 for (const file of ['src/connection.js', 'cjs/src/connection.js'].map((f) => join(root, f))) {
-  const text = readFileSync(file, 'utf8')
-  if (text.includes(marker)) continue
-  if (!text.includes(before)) {
-    console.error(
-      `patch-postgres: postgres ${version} no longer has the code this script mends (${file}); ` +
-        'check whether the release fixes writes after a closed connection, and drop the script if so',
-    )
-    process.exit(1)
+  let text = readFileSync(file, 'utf8')
+  for (const { marker, before, after, what } of mends) {
+    if (text.includes(marker)) continue
+    if (!text.includes(before)) {
+      console.error(
+        `patch-postgres: postgres ${version} no longer has the code this script mends (${file}); ` +
+          `check whether the release fixes ${what}, and drop that mend if so`,
+      )
+      process.exit(1)
+    }
+    text = text.replace(before, after(marker))
+    console.log(`patch-postgres: mended ${what} in postgres ${version} (${file})`)
   }
-  writeFileSync(file, text.replace(before, after))
-  console.log(`patch-postgres: mended nextWrite of postgres ${version} in ${file}`)
+  writeFileSync(file, text)
 }
