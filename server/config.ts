@@ -27,6 +27,8 @@ export interface Config {
    * OSD_CHAT_STREAM=off makes them unstreamed: for a compatible server that cannot stream.
    */
   chatStreaming: boolean
+  /** The longest a tool server's call may take before it is answered to the model as not answered. */
+  toolTimeoutSeconds: number
   /** provider_b subscription sign-in (OAuth authorization code with PKCE). */
   providerBOAuth: {
     authorizeUrl: string
@@ -72,6 +74,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
+    toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
     providerBOAuth: {
       authorizeUrl:
         env.OSD_PROVIDER_B_OAUTH_AUTHORIZE_URL || 'https://auth.openai.com/oauth/authorize',

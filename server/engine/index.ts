@@ -30,7 +30,7 @@ export interface EngineOptions {
   chatSql?: Sql
   log: Logger
   config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'> &
-    Partial<Pick<Config, 'chatStreaming'>>
+    Partial<Pick<Config, 'chatStreaming' | 'toolTimeoutSeconds'>>
   sealer: Sealer
   /** Providers to use instead of the configured ones (none in production). */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
@@ -49,7 +49,14 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
   const providers = options.providers ?? createProviders({ baseUrls: config.providerBaseUrls })
   const executors = {
-    llm: new AgentExecutor({ sql, sealer, providers, log, oauth: config.providerBOAuth }),
+    llm: new AgentExecutor({
+      sql,
+      sealer,
+      providers,
+      log,
+      oauth: config.providerBOAuth,
+      toolTimeoutMs: toolTimeoutMs(config),
+    }),
     ...options.executors,
   }
   const runs = new RunLoop({
@@ -71,6 +78,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     sweepMs: options.sweepMs,
     oauth: config.providerBOAuth,
     streaming: config.chatStreaming ?? true,
+    toolTimeoutMs: toolTimeoutMs(config),
   })
   await runs.start()
   await chats.start()
@@ -97,4 +105,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       await runs.stop()
     },
   }
+}
+
+/** OSD_TOOL_TIMEOUT_SECONDS, in milliseconds (120 s unless configured). */
+function toolTimeoutMs(config: Partial<Pick<Config, 'toolTimeoutSeconds'>>): number {
+  return (config.toolTimeoutSeconds ?? 120) * 1000
 }

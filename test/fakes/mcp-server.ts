@@ -42,6 +42,11 @@ export interface FakeMcpServer {
   failNext(name: string, message: string): void
   /** Calls of this tool wait this long before answering. */
   delay(name: string, ms: number): void
+  /**
+   * The next call of this tool is counted (it reached the server) and then broken: `reset` drops the
+   * connection without an answer, `malformed` answers a body that is not JSON-RPC.
+   */
+  breakNext(name: string, how: 'reset' | 'malformed'): void
   /** An extra tool returning fixed text. */
   addTool(name: string, description: string, reply: (args: Record<string, unknown>) => string): void
   close(): Promise<void>
@@ -83,6 +88,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   const calls: ToolCall[] = []
   const failures = new Map<string, string[]>()
   const delays = new Map<string, number>()
+  const breaks = new Map<string, ('reset' | 'malformed')[]>()
   const tools = new Map<string, ToolDefinition>()
   const sessions = new Map<string, Session>()
   const closing = new AbortController()
@@ -203,6 +209,32 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId)
       if (!session) return sendJson(res, 404, jsonRpcError(-32001, 'Session not found'))
+      if (req.method === 'POST' && breaks.size > 0) {
+        // Read here, to break a call of a tool that is to break; the transport takes the parsed body.
+        const chunks: Buffer[] = []
+        for await (const chunk of req) chunks.push(chunk as Buffer)
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null') as {
+          id?: unknown
+          method?: string
+          params?: { name?: string; arguments?: Record<string, unknown> }
+        } | null
+        const name = body?.method === 'tools/call' ? body.params?.name : undefined
+        const how = name === undefined ? undefined : breaks.get(name)?.shift()
+        if (how) {
+          calls.push({
+            name: name!,
+            arguments: { ...body!.params?.arguments },
+            token,
+            at: Date.now(),
+          })
+          if (how === 'reset') return void req.socket.destroy()
+          res.writeHead(200, { 'Content-Type': 'application/json' })
+          return void res.end(
+            `{"jsonrpc":"2.0","id":${JSON.stringify(body!.id)},"result":{"content":[`,
+          )
+        }
+        return session.transport.handleRequest(req, res, body)
+      }
       return session.transport.handleRequest(req, res)
     }
     if (req.method !== 'POST') {
@@ -251,6 +283,10 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     delay(name, ms) {
       known(name)
       delays.set(name, ms)
+    },
+    breakNext(name, how) {
+      known(name)
+      breaks.set(name, [...(breaks.get(name) ?? []), how])
     },
     addTool(name, description, reply) {
       define({ name, description, inputSchema: z.looseObject({}), reply })

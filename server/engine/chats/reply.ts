@@ -59,6 +59,8 @@ export interface ChatReplyOptions {
   maxTokens?: number
   /** Calls the model with streaming on, the text told as it comes (Config.chatStreaming; default on). */
   streaming?: boolean
+  /** The longest a tool server's call may take (OSD_TOOL_TIMEOUT_SECONDS). */
+  toolTimeoutMs?: number
 }
 
 /** How many notes a reply recalls at each chatMemoryDepth. */
@@ -195,7 +197,7 @@ export class ChatReply {
     this.tools = [osTools['os.ask_ceo']!]
     if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
     if (connections.length) {
-      this.mcp = new McpTools(connections, this.options.log)
+      this.mcp = new McpTools(connections, this.options.log, this.options.toolTimeoutMs)
       this.tools.push(...(await this.mcp.connect()))
     }
     const lines = [

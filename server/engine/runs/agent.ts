@@ -64,6 +64,8 @@ export interface AgentOptions {
   maxModelCalls?: number
   /** The most tokens a model call may answer with (what a call's worst case is priced at). */
   maxTokens?: number
+  /** The longest a tool server's call may take (OSD_TOOL_TIMEOUT_SECONDS). */
+  toolTimeoutMs?: number
 }
 
 type Step = 'continue' | 'stop'
@@ -194,7 +196,7 @@ class RunExecution {
    */
   private async connectTools(): Promise<void> {
     if (!this.mcp) {
-      this.mcp = new McpTools(this.wanted, this.log)
+      this.mcp = new McpTools(this.wanted, this.log, this.options.toolTimeoutMs)
       const connected = this.wanted.length ? await this.mcp.connect() : []
       this.tools.push(...connected.filter((t) => reaches(this.definition.tools, t.name)))
       this.toolsSize = JSON.stringify(this.tools).length

@@ -1,15 +1,38 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
+// A call that fails on the way (no answer within the tool timeout, a connection cut, an answer that is
+// not JSON-RPC) comes back to the model as a tool error in words it can act on; osd never makes the
+// call again on its own (DESIGN 13): whether it took effect is the model's, and the person's, to judge.
 
 interface Open {
   connection: RunConnection
   client: Client
   tools: Map<string, string>
+  /** What fails the calls in flight when the transport reports an error (an answer it cannot read). */
+  failing: Set<(err: Error) => void>
+}
+
+/** Unknown outcome: said with every failure that may have come after the server acted. */
+const mayHaveActed = 'Whether the call took effect is unknown: check before trying it again.'
+
+/** A call's failure, in words for the model. */
+export function toolFailure(err: unknown, timeoutMs: number): string {
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+    return `The tool server did not answer within ${Math.round(timeoutMs / 1000)} s. ${mayHaveActed}`
+  if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
+    return `The tool server closed the connection during the call. ${mayHaveActed}`
+  if (err instanceof McpError) return `The tool server refused the call: ${err.message}`
+  const message = err instanceof Error ? err.message : String(err)
+  const cause = (err as { cause?: { code?: string; message?: string } })?.cause
+  if (err instanceof SyntaxError || /JSON|parse/i.test(message))
+    return `The tool server answered something that is not a tool result (${message.slice(0, 200)}). ${mayHaveActed}`
+  return `The tool server could not be reached or dropped the call (${cause?.code ?? cause?.message ?? message}). ${mayHaveActed}`
 }
 
 export interface ToolOutcome {
@@ -23,6 +46,8 @@ export class McpTools {
   constructor(
     private readonly connections: RunConnection[],
     private readonly log: Logger,
+    /** The longest a call may take (OSD_TOOL_TIMEOUT_SECONDS). */
+    private readonly timeoutMs = 120_000,
   ) {}
 
   /** Connects to each tool server and lists its tools; a server that does not answer offers none. */
@@ -36,6 +61,10 @@ export class McpTools {
             ? { headers: { Authorization: `Bearer ${connection.token}` } }
             : undefined,
         })
+        const failing = new Set<(err: Error) => void>()
+        client.onerror = (err) => {
+          for (const fail of failing) fail(err)
+        }
         await client.connect(transport, { timeout: 15_000 })
         const listed = await client.listTools(undefined, { timeout: 15_000 })
         const tools = new Map<string, string>()
@@ -51,7 +80,7 @@ export class McpTools {
             },
           })
         }
-        this.open.push({ connection, client, tools })
+        this.open.push({ connection, client, tools, failing })
       } catch (err) {
         this.log.warn(
           { err: (err as Error).message, connection: connection.name },
@@ -69,20 +98,30 @@ export class McpTools {
   ): Promise<ToolOutcome> {
     const open = this.open.find((o) => o.tools.has(name))
     if (!open) return { content: `No tool ${name} is connected.`, isError: true }
-    const result = await open.client.callTool(
-      { name: open.tools.get(name)!, arguments: args },
-      undefined,
-      {
-        signal,
-        timeout: 120_000,
-      },
-    )
-    const content = ((result.content ?? []) as { type: string; text?: string }[])
-      .map((part) => (part.type === 'text' ? part.text : `[${part.type}]`))
-      .join('\n')
-    return {
-      content: content || (result.isError ? 'the tool failed' : 'done'),
-      isError: Boolean(result.isError),
+    let fail!: (err: Error) => void
+    const failed = new Promise<never>((_, reject) => (fail = reject))
+    open.failing.add(fail)
+    try {
+      const result = await Promise.race([
+        open.client.callTool({ name: open.tools.get(name)!, arguments: args }, undefined, {
+          signal,
+          timeout: this.timeoutMs,
+        }),
+        failed,
+      ])
+      const content = ((result.content ?? []) as { type: string; text?: string }[])
+        .map((part) => (part.type === 'text' ? part.text : `[${part.type}]`))
+        .join('\n')
+      return {
+        content: content || (result.isError ? 'the tool failed' : 'done'),
+        isError: Boolean(result.isError),
+      }
+    } catch (err) {
+      if (signal.aborted) throw err
+      this.log.warn({ err: (err as Error).message, tool: name }, 'tool call failed')
+      return { content: toolFailure(err, this.timeoutMs), isError: true }
+    } finally {
+      open.failing.delete(fail)
     }
   }
 
