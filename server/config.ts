@@ -27,6 +27,12 @@ export interface Config {
    * OSD_CHAT_STREAM=off makes them unstreamed: for a compatible server that cannot stream.
    */
   chatStreaming: boolean
+  /**
+   * Cache breakpoints on provider_a's requests, so each call reads the conversation so far from the
+   * provider's cache (DESIGN 13). OSD_PROMPT_CACHE=off sends none: to compare costs, or for a compatible
+   * server that refuses them (one that answers them 400 is also found out by itself, per connection).
+   */
+  promptCache: boolean
   /** provider_b subscription sign-in (OAuth authorization code with PKCE). */
   providerBOAuth: {
     authorizeUrl: string
@@ -72,6 +78,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
+    promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:
         env.OSD_PROVIDER_B_OAUTH_AUTHORIZE_URL || 'https://auth.openai.com/oauth/authorize',

@@ -124,8 +124,8 @@ describe('a reply', () => {
     const done = await follow(s.e, chat.id, lastIs('member'))
     expect(done.replying).toBe(false)
     const [request] = fake.callsWith(s.key)
-    expect(request!.body.system).toContain('ship captain')
-    expect(request!.body.system).toContain('PO number')
+    expect(request!.system).toContain('ship captain')
+    expect(request!.system).toContain('PO number')
     const tiers = (await t.call('GET', '/v1/llm/tiers', s.as)).body
     expect(request!.model).toBe(
       tiers.provider_a?.economical?.model ?? tiers.tiers?.provider_a?.economical?.model,
