@@ -681,6 +681,12 @@ describe('prompt caching (issue 29; DESIGN 13)', () => {
       body: { name: `Ledger ${randomUUID().slice(0, 6)}`, persona },
     })
     expect(made.status).toBe(201)
+    // Its tool server lists echo after the others: the tools go in name order all the same.
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: made.body.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
     await t.sql`insert into memory_notes (enterprise_id, layer, text, source)
                 values (${s.e.id}, 'enterprise', 'Zephyrco invoices need the PO number in the subject.', 'training')`
     const chat = await s.open({ memberId: made.body.id })
@@ -711,9 +717,16 @@ describe('prompt caching (issue 29; DESIGN 13)', () => {
     }
     const requests = fake.callsWith(s.key)
     expect(requests).toHaveLength(3)
-    // The system is the same at every turn, marked for the cache; the newest message is marked too.
+    // The tools and the system are the same at every turn, the system marked for the cache; the
+    // newest message is marked too.
     expect(new Set(requests.map((r) => r.system)).size).toBe(1)
     for (const request of requests) {
+      expect(request.body.tools.map((x: { name: string }) => x.name)).toEqual([
+        'os__ask_ceo',
+        'vcs__echo',
+        'vcs__merge_pull_request',
+        'vcs__open_pull_request',
+      ])
       expect(request.system).not.toContain('PO number')
       expect(request.body.system[0].cache_control).toEqual({ type: 'ephemeral' })
       expect(request.body.messages.at(-1).content.at(-1).cache_control).toEqual({
