@@ -29,6 +29,12 @@ export interface Config {
   chatStreaming: boolean
   /** The longest a tool server's call may take before it is answered to the model as not answered. */
   toolTimeoutSeconds: number
+  /**
+   * Cache breakpoints on provider_a's requests, so each call reads the conversation so far from the
+   * provider's cache (DESIGN 13). OSD_PROMPT_CACHE=off sends none: to compare costs, or for a compatible
+   * server that refuses them (one that answers them 400 is also found out by itself, per connection).
+   */
+  promptCache: boolean
   /** provider_b subscription sign-in (OAuth authorization code with PKCE). */
   providerBOAuth: {
     authorizeUrl: string
@@ -75,6 +81,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
+    promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:
         env.OSD_PROVIDER_B_OAUTH_AUTHORIZE_URL || 'https://auth.openai.com/oauth/authorize',

@@ -90,7 +90,10 @@ export async function connectionUsage(deps: Deps, ref: string): Promise<void> {
       { header: 'DAY', value: (d) => d.day },
       { header: 'MODEL', value: (d) => d.model },
       { header: 'CALLS', value: (d) => d.calls },
+      // Each kind of token once, as the provider bills it: the input at full price, then the cache's.
       { header: 'INPUT TOKENS', value: (d) => d.inputTokens },
+      { header: 'CACHE READ', value: (d) => d.cacheReadTokens },
+      { header: 'CACHE WRITE', value: (d) => d.cacheWriteTokens },
       { header: 'OUTPUT TOKENS', value: (d) => d.outputTokens },
       { header: 'COST', value: (d) => usd(d.costUsdCents) },
     ]),

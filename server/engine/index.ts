@@ -30,7 +30,7 @@ export interface EngineOptions {
   chatSql?: Sql
   log: Logger
   config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'> &
-    Partial<Pick<Config, 'chatStreaming' | 'toolTimeoutSeconds'>>
+    Partial<Pick<Config, 'chatStreaming' | 'toolTimeoutSeconds' | 'promptCache'>>
   sealer: Sealer
   /** Providers to use instead of the configured ones (none in production). */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
@@ -47,7 +47,13 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   installLearning()
   // Names this process in leases and events, so a takeover says whose run it took.
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
-  const providers = options.providers ?? createProviders({ baseUrls: config.providerBaseUrls })
+  const providers =
+    options.providers ??
+    createProviders({
+      baseUrls: config.providerBaseUrls,
+      promptCache: config.promptCache ?? true,
+      log,
+    })
   const executors = {
     llm: new AgentExecutor({
       sql,

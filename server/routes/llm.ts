@@ -67,7 +67,8 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       operationId: 'getLlmConnectionUsage',
       method: 'get',
       path: '/connections/{id}/usage',
-      summary: 'Tokens and cents by day and model',
+      summary:
+        'Tokens of each kind (input at full price, cache read, cache write, output) and cents by day and model',
       response: LlmUsage,
     },
     async (c, { params }) => connectionUsage(sql, c.var.caller.enterpriseId, params.id),

@@ -25,11 +25,27 @@ export const defaultTiers: Record<Provider, Record<ModelTier, string>> = {
 }
 
 /**
- * The shipped catalogue: models each provider offers when its own list cannot be read, with prices in
- * US dollars per million tokens (input, output). A model a provider lists that is not here is priced
- * as its provider's frontier model, so spend is never under-counted.
+ * A model's price in US dollars per million tokens (numerically, micro-dollars per token) for each kind
+ * of token a call is billed for: input neither read from nor written to the provider's prompt cache,
+ * input read from it, input written to it, and output.
  */
-export const catalogue: Record<Provider, Record<string, { input: number; output: number }>> = {
+export interface ModelPrice {
+  input: number
+  output: number
+  cacheRead: number
+  cacheWrite: number
+}
+
+/**
+ * The shipped catalogue: models each provider offers when its own list cannot be read, with prices in
+ * US dollars per million tokens (input, output; cache read and write where a model has its own figure).
+ * A model a provider lists that is not here is priced as its provider's frontier model, so spend is
+ * never under-counted.
+ */
+export const catalogue: Record<
+  Provider,
+  Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>
+> = {
   provider_a: {
     'claude-haiku-5-5': { input: 1, output: 5 },
     'claude-sonnet-5-5': { input: 3, output: 15 },
@@ -48,8 +64,28 @@ export const catalogue: Record<Provider, Record<string, { input: number; output:
   },
 }
 
-export function priceOf(provider: Provider, model: string): { input: number; output: number } {
-  return catalogue[provider][model] ?? catalogue[provider][defaultTiers[provider].frontier]!
+/**
+ * What the cache's tokens cost against the input price where a model has no figure of its own, as each
+ * provider publishes it: provider_a (Anthropic) reads at 0.1x and writes at 1.25x (the 5-minute cache,
+ * the one osd's breakpoints ask for); provider_b (OpenAI) caches by itself, bills the writes as plain
+ * input, and reads at 0.1x for the GPT-5 family its catalogue holds.
+ */
+export const cacheRatios: Record<Provider, { read: number; write: number }> = {
+  provider_a: { read: 0.1, write: 1.25 },
+  provider_b: { read: 0.1, write: 1 },
+}
+
+export function priceOf(provider: Provider, model: string): ModelPrice {
+  const listed = catalogue[provider][model] ?? catalogue[provider][defaultTiers[provider].frontier]!
+  const ratio = cacheRatios[provider]
+  // To 12 digits: 3 * 0.1 is 0.30000000000000004 in floating point, and a price is a published figure.
+  const times = (price: number, by: number) => Number((price * by).toPrecision(12))
+  return {
+    input: listed.input,
+    output: listed.output,
+    cacheRead: listed.cacheRead ?? times(listed.input, ratio.read),
+    cacheWrite: listed.cacheWrite ?? times(listed.input, ratio.write),
+  }
 }
 
 /** The provider whose catalogue holds a model, if any. */
@@ -97,7 +133,18 @@ export const LlmUsage = z
         day: z.string(),
         model: z.string(),
         calls: z.number().int(),
-        inputTokens: z.number().int(),
+        inputTokens: z.number().int().meta({
+          description:
+            "input tokens billed at the model's input price: neither read from nor written to the provider's prompt cache",
+        }),
+        cacheReadTokens: z
+          .number()
+          .int()
+          .meta({ description: "input tokens read from the provider's prompt cache" }),
+        cacheWriteTokens: z
+          .number()
+          .int()
+          .meta({ description: "input tokens written to the provider's prompt cache" }),
         outputTokens: z.number().int(),
         costUsdCents: z.number(),
       }),

@@ -91,7 +91,24 @@ export const RunDetail = z
     previous: RunRef.nullable(),
     next: z.array(RunRef),
     execution: z.object({ id: Uuid, runCount: z.number().int() }),
-    cost: z.object({ usdCents: z.number(), modelCalls: z.number().int() }),
+    cost: z.object({
+      usdCents: z.number(),
+      modelCalls: z.number().int(),
+      /** Tokens of the run's model calls, each kind once as the provider bills it (DESIGN 13). */
+      inputTokens: z.number().int().meta({
+        description:
+          "input tokens billed at the model's input price: neither read from nor written to the provider's prompt cache",
+      }),
+      cacheReadTokens: z
+        .number()
+        .int()
+        .meta({ description: "input tokens read from the provider's prompt cache" }),
+      cacheWriteTokens: z
+        .number()
+        .int()
+        .meta({ description: "input tokens written to the provider's prompt cache" }),
+      outputTokens: z.number().int(),
+    }),
   })
   .meta({ id: 'RunDetail' })
 export type RunDetail = z.infer<typeof RunDetail>

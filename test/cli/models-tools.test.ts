@@ -161,10 +161,15 @@ describe('osctl llm', () => {
       days: [],
     })
     await db.sql`
-      insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
-      values (${connection.id}, ${enterpriseId}, current_date, 'claude-sonnet-5-5', 2, 1200, 300, 12345)`
+      insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, cache_read_tokens,
+                             cache_write_tokens, output_tokens, cost_usd_micros)
+      values (${connection.id}, ${enterpriseId}, current_date, 'claude-sonnet-5-5', 2, 1200, 9000, 1500, 300, 12345)`
     const usage = await human(['llm', 'connections', 'usage', connection.id])
-    expect(usage).toMatch(/^\d{4}-\d\d-\d\d\s+claude-sonnet-5-5\s+2\s+1200\s+300\s+\$0\.0123$/m)
+    // Each kind of token in its column: input at full price, cache read, cache write, output.
+    expect(usage).toMatch(
+      /^\d{4}-\d\d-\d\d\s+claude-sonnet-5-5\s+2\s+1200\s+9000\s+1500\s+300\s+\$0\.0123$/m,
+    )
+    expect(usage).toMatch(/INPUT TOKENS\s+CACHE READ\s+CACHE WRITE\s+OUTPUT TOKENS/)
   })
 
   it('lists tiers, overrides one, and lists the models the provider offers', async () => {

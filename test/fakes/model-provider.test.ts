@@ -84,7 +84,8 @@ describe('format a (Anthropic Messages) through @anthropic-ai/sdk', () => {
     }
     const message = await client.messages.create(params)
     expect(message.content).toEqual([expect.objectContaining({ type: 'text', text: 'done' })])
-    expect(message.usage).toMatchObject({ input_tokens: 10, output_tokens: 5 })
+    // Unscripted, the input is counted: a token per 4 characters of {"type":"text","text":"x"}.
+    expect(message.usage).toMatchObject({ input_tokens: 7, output_tokens: 5 })
   })
 
   it('answers tool calls, then records the tool_result round trip as sent', async () => {
@@ -675,5 +676,209 @@ describe('scripts and handlers', () => {
     } finally {
       fake.onRequest(() => undefined)
     }
+  })
+})
+
+describe('prompt caches, as the providers document them', () => {
+  /** The fake's count: a token per 4 characters of a block's JSON. */
+  const tokens = (block: unknown) => Math.max(1, Math.ceil(JSON.stringify(block).length / 4))
+  const text = (t: string) => ({ type: 'text', text: t })
+  const ephemeral = { type: 'ephemeral' as const }
+  const long = 'The tide tables of the northern harbour, in detail. '.repeat(100)
+  let clock = 1_000_000
+  let cached: FakeModelProvider
+  beforeAll(async () => {
+    cached = await startFakeModelProvider({ now: () => clock })
+  })
+  afterAll(async () => cached?.close())
+
+  it('format a: reads the longest prefix an earlier breakpoint wrote, writes up to the last one, for 5 minutes', async () => {
+    const client = new Anthropic({ apiKey: 'cache-a', baseURL: cached.url })
+    const system = [{ type: 'text' as const, text: long, cache_control: ephemeral }]
+    const ask = (messages: Anthropic.MessageParam[], stream = false) =>
+      stream
+        ? client.messages
+            .stream({ model: 'claude-sonnet-5-5', max_tokens: 10, system, messages })
+            .finalMessage()
+        : client.messages.create({ model: 'claude-sonnet-5-5', max_tokens: 10, system, messages })
+    const cache = (m: Anthropic.Message) => [
+      m.usage.cache_read_input_tokens,
+      m.usage.cache_creation_input_tokens,
+      m.usage.input_tokens,
+    ]
+
+    // The system is past 1,024 tokens: written; the message after the last breakpoint is plain input.
+    const first = await ask([{ role: 'user', content: 'Hello' }])
+    expect(cache(first)).toEqual([0, tokens(text(long)), tokens(text('Hello'))])
+
+    // The conversation grows, its breakpoint on its newest message: the system is read, the rest
+    // written (a text message and the one block carrying it are the same prefix).
+    const grown: Anthropic.MessageParam[] = [
+      { role: 'user', content: 'Hello' },
+      { role: 'assistant', content: 'Hi there' },
+      { role: 'user', content: [{ type: 'text', text: 'Next', cache_control: ephemeral }] },
+    ]
+    const second = await ask(grown)
+    const rest = tokens(text('Hello')) + tokens(text('Hi there')) + tokens(text('Next'))
+    expect(cache(second)).toEqual([tokens(text(long)), rest, 0])
+
+    // The next call reads all of that, also streamed (message_start and message_delta say the same).
+    const third = await ask(
+      [
+        { role: 'user', content: 'Hello' },
+        { role: 'assistant', content: 'Hi there' },
+        { role: 'user', content: 'Next' },
+        { role: 'assistant', content: 'Aye' },
+        { role: 'user', content: [{ type: 'text', text: 'Last', cache_control: ephemeral }] },
+      ],
+      true,
+    )
+    expect(cache(third)).toEqual([
+      tokens(text(long)) + rest,
+      tokens(text('Aye')) + tokens(text('Last')),
+      0,
+    ])
+
+    // Five minutes after its last use an entry is gone: all of it is written again.
+    clock += 5 * 60_000 + 1
+    const later = await ask(grown)
+    expect(cache(later)).toEqual([0, tokens(text(long)) + rest, 0])
+
+    // Another key (another organisation) reads nothing of it.
+    const other = await new Anthropic({
+      apiKey: 'cache-a-other',
+      baseURL: cached.url,
+    }).messages.create({
+      model: 'claude-sonnet-5-5',
+      max_tokens: 10,
+      system,
+      messages: grown,
+    })
+    expect(cache(other)).toEqual([0, tokens(text(long)) + rest, 0])
+  })
+
+  it('format a: writes nothing under 1,024 tokens; a scripted input is reported as is', async () => {
+    const client = new Anthropic({ apiKey: 'cache-a-small', baseURL: cached.url })
+    const params = {
+      model: 'claude-sonnet-5-5',
+      max_tokens: 10,
+      system: [{ type: 'text' as const, text: 'Be brief.', cache_control: ephemeral }],
+      messages: [{ role: 'user' as const, content: 'Hi' }],
+    }
+    for (let n = 0; n < 2; n++) {
+      const small = await client.messages.create(params)
+      expect(small.usage).toMatchObject({
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+      })
+      expect(small.usage.input_tokens).toBe(tokens(text('Be brief.')) + tokens(text('Hi')))
+    }
+    cached.script('cache-a-small', { text: 'x', usage: { input: 42 } })
+    const scripted = await client.messages.create(params)
+    expect(scripted.usage).toMatchObject({
+      input_tokens: 42,
+      cache_read_input_tokens: 0,
+      output_tokens: 5,
+    })
+  })
+
+  it('format a: refuses more than 4 breakpoints, and a cache_control of another type', async () => {
+    const raw = (body: unknown) =>
+      fetch(`${cached.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': 'cache-a-bad', 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+    const block = (t: string) => ({ type: 'text', text: t, cache_control: ephemeral })
+    const five = await raw({
+      model: 'm',
+      max_tokens: 5,
+      system: [block('a'), block('b')],
+      messages: [{ role: 'user', content: [block('c'), block('d'), block('e')] }],
+    })
+    expect(five.status).toBe(400)
+    expect(((await five.json()) as { error: { message: string } }).error.message).toBe(
+      'A maximum of 4 blocks with cache_control may be provided. Found 5.',
+    )
+    const other = await raw({
+      model: 'm',
+      max_tokens: 5,
+      messages: [
+        {
+          role: 'user',
+          content: [{ type: 'text', text: 'x', cache_control: { type: 'forever' } }],
+        },
+      ],
+    })
+    expect(other.status).toBe(400)
+    expect(cached.callsWith('cache-a-bad').map((r) => r.invalid)).toEqual([
+      expect.stringContaining('maximum of 4'),
+      expect.stringContaining("should be 'ephemeral'"),
+    ])
+  })
+
+  it('format b: caches a prefix from 1,024 tokens by itself, in steps of 128, within prompt_tokens', async () => {
+    const client = new OpenAI({ apiKey: 'cache-b', baseURL: `${cached.url}/v1` })
+    const ask = (system: string, question: string, stream = false) => {
+      const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+        { role: 'system', content: system },
+        { role: 'user', content: question },
+      ]
+      return stream
+        ? client.chat.completions
+            .create({
+              model: 'gpt-5.4',
+              messages,
+              stream: true,
+              stream_options: { include_usage: true },
+            })
+            .then(async (chunks) => {
+              let usage: OpenAI.CompletionUsage | undefined
+              for await (const chunk of chunks) usage = chunk.usage ?? usage
+              return usage!
+            })
+        : client.chat.completions.create({ model: 'gpt-5.4', messages }).then((c) => c.usage!)
+    }
+    const systemTokens = tokens({ role: 'system', content: long })
+    const prompt = systemTokens + tokens({ role: 'user', content: 'Hello' })
+    const first = await ask(long, 'Hello')
+    expect([first.prompt_tokens, first.prompt_tokens_details?.cached_tokens]).toEqual([prompt, 0])
+    // The same prompt again: its whole length, counted in steps of 128 from 1,024.
+    const steps = (n: number) => 1024 + Math.floor((n - 1024) / 128) * 128
+    const again = await ask(long, 'Hello', true)
+    expect([again.prompt_tokens, again.prompt_tokens_details?.cached_tokens]).toEqual([
+      prompt,
+      steps(prompt),
+    ])
+    // Another question after the same system: the system is read.
+    const next = await ask(long, 'Something else')
+    expect(next.prompt_tokens_details?.cached_tokens).toBe(steps(systemTokens))
+    // A prompt that differs from its first byte reads nothing; nor does a short one, twice.
+    expect((await ask(`!${long}`, 'Hello')).prompt_tokens_details?.cached_tokens).toBe(0)
+    await ask('Be brief.', 'Hello')
+    expect((await ask('Be brief.', 'Hello')).prompt_tokens_details?.cached_tokens).toBe(0)
+    // Five minutes unused, and it is gone.
+    clock += 5 * 60_000 + 1
+    expect((await ask(long, 'Hello')).prompt_tokens_details?.cached_tokens).toBe(0)
+  })
+
+  it('records the system prompt as text in both formats', async () => {
+    await new Anthropic({ apiKey: 'cache-sys', baseURL: cached.url }).messages.create({
+      model: 'm',
+      max_tokens: 5,
+      system: [
+        { type: 'text', text: 'Be ', cache_control: ephemeral },
+        { type: 'text', text: 'brief.' },
+      ],
+      messages: [{ role: 'user', content: 'x' }],
+    })
+    await new OpenAI({ apiKey: 'cache-sys', baseURL: `${cached.url}/v1` }).chat.completions.create({
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'x' },
+      ],
+    })
+    expect(cached.callsWith('cache-sys').map((r) => r.system)).toEqual(['Be brief.', 'Be brief.'])
   })
 })

@@ -29,12 +29,31 @@
  * with finish_reason and, with `stream_options.include_usage`, a usage chunk with no choices. The text is
  * sent a token at a time (a word and the space after it, or the reply's own `tokens`), `tokenMs` apart;
  * `failAfterTokens` drops the connection after that many tokens (a provider that dies mid-answer).
+ *
+ * Prompt caches (issue 29), per API key (a provider caches per organisation) and per model, as each
+ * provider documents its own; a reply that scripts `usage.input` reports it as is and leaves the cache
+ * alone, otherwise the input is counted (a token per 4 characters of each block's JSON) and split:
+ * - format 'a': a prompt is its blocks in order: tools, system, then each message's content blocks. A
+ *   block with `cache_control` (at most 4 per request; `{type: 'ephemeral'}`, ttl '5m' or '1h') is a
+ *   breakpoint. The longest prefix ending at a block boundary that an earlier request wrote, looked for
+ *   at each breakpoint and up to 20 blocks before it, is read (`cache_read_input_tokens`); the prefix up
+ *   to each later breakpoint is written (`cache_creation_input_tokens`: from the read's end to the last
+ *   breakpoint), if it is at least 1,024 tokens (the minimum of most models; the fake has one for all);
+ *   `input_tokens` is the rest, after the last breakpoint. An entry lives 5 minutes (or its ttl) from
+ *   its last use. A prefix's identity is its blocks without their `cache_control`: a text message and the
+ *   one text block carrying it are the same.
+ * - format 'b': automatic, from 1,024 tokens: a prompt is its tools, then its messages, each one block
+ *   (as sent, bytes and key order included); every block boundary from 1,024 tokens on is kept, and the
+ *   longest kept prefix is read, counted from 1,024 in steps of 128 tokens
+ *   (`prompt_tokens_details.cached_tokens`, within `prompt_tokens`). 5 minutes from its last use.
+ * `now` (an option of startFakeModelProvider) is the clock entries expire by.
  */
 import http, {
   type IncomingHttpHeaders,
   type IncomingMessage,
   type ServerResponse,
 } from 'node:http'
+import { createHash } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -46,7 +65,11 @@ export type Reply = (
   | { status: number; message?: string; retryAfter?: number } // an error answer
 ) & {
   delayMs?: number
-  usage?: { input: number; output: number }
+  /**
+   * What the answer reports: `input` given, exactly that (no cache); else the input is counted from the
+   * request and the provider's cache applies (see above). `output` defaults to 5.
+   */
+  usage?: { input?: number; output?: number }
   /** Streaming only: the pieces the text is sent in (default: a word and its space each). */
   tokens?: string[]
   /** Streaming only: milliseconds between two pieces of text. */
@@ -62,6 +85,8 @@ export interface RecordedRequest {
   model: string
   /** The parsed JSON body (the raw text if it was not JSON). */
   body: any
+  /** The system prompt as text, whichever format and shape it came in ('' without one). */
+  system: string
   /** Date.now() when the whole body had arrived. */
   receivedAt: number
   /** The client closed the connection before the answer was written (e.g. an aborted SDK call). */
@@ -72,6 +97,8 @@ export interface RecordedRequest {
   invalid?: string
   /** A streamed answer: performance.now() as each piece of its text was written. */
   tokenTimes?: number[]
+  /** What a model answer reported it used, each kind of input once (format 'b' folds cacheRead in). */
+  usage?: { input: number; output: number; cacheRead: number; cacheWrite: number }
 }
 
 export interface FakeModelProvider {
@@ -100,14 +127,192 @@ const defaultModels: Record<Format, string[]> = {
   b: ['gpt-5.4', 'gpt-5.4-mini', 'gpt-5.4-nano'],
 }
 
-const defaultUsage = { input: 10, output: 5 }
+const defaultOutput = 5
 /** Tool names: letters, digits, _ and -; at most 64 characters for OpenAI, 128 for Anthropic. */
 const toolNameMax: Record<Format, number> = { a: 128, b: 64 }
 
 type Handler = (request: RecordedRequest) => Reply | undefined | Promise<Reply | undefined>
 
-export async function startFakeModelProvider(): Promise<FakeModelProvider> {
+/** What an answer reports: each kind of input once (format 'b' folds cacheRead into prompt_tokens). */
+interface Usage {
+  input: number
+  output: number
+  cacheRead: number
+  cacheWrite: number
+  /** Of cacheWrite, what was written for an hour (format 'a', `ttl: '1h'`). */
+  cacheWriteHour: number
+}
+
+/** The least a prefix must be, in tokens, to be cached (both formats). */
+const cacheMinimum = 1024
+/** How far back from a breakpoint format 'a' looks for an entry, in blocks. */
+const lookBack = 20
+const fiveMinutes = 5 * 60_000
+
+/** A prompt as its blocks in order, each with its token count and its cache marks. */
+interface Block {
+  /** What the block is, for the identity of the prefix it ends (no cache_control in it). */
+  key: string
+  tokens: number
+  /** format 'a': a breakpoint, and how long its entry lives. */
+  ttlMs?: number
+}
+
+/** Tokens of a block: a token per 4 characters of its JSON, at least one. */
+function tokensOf(json: string): number {
+  return Math.max(1, Math.ceil(json.length / 4))
+}
+
+function withoutCacheControl(block: unknown): unknown {
+  if (!isObject(block) || !('cache_control' in block)) return block
+  const { cache_control: _, ...rest } = block
+  return rest
+}
+
+/**
+ * The two providers' prompt caches (see the header): entries by the hash of the prefix they end, with
+ * when they expire. One map for both: a prefix's hash starts from the format, the key and the model.
+ */
+class PromptCaches {
+  private entries = new Map<string, number>()
+
+  constructor(private readonly now: () => number) {}
+
+  /** Hash of each prefix: after block i, for i = 0..n-1. */
+  private prefixes(seed: string, blocks: Block[]): { hashes: string[]; ends: number[] } {
+    const hashes: string[] = []
+    const ends: number[] = []
+    let hash = createHash('sha256').update(seed).digest('hex')
+    let tokens = 0
+    for (const block of blocks) {
+      hash = createHash('sha256').update(hash).update(block.key).digest('hex')
+      tokens += block.tokens
+      hashes.push(hash)
+      ends.push(tokens)
+    }
+    return { hashes, ends }
+  }
+
+  private live(hash: string): boolean {
+    const until = this.entries.get(hash)
+    if (until === undefined) return false
+    if (until > this.now()) return true
+    this.entries.delete(hash)
+    return false
+  }
+
+  /** format 'a': explicit breakpoints. */
+  anthropic(key: string, model: string, body: any): Omit<Usage, 'output'> {
+    const blocks: Block[] = []
+    const mark = (block: unknown, key: string) => {
+      const control = isObject(block) ? block.cache_control : undefined
+      const json = JSON.stringify(withoutCacheControl(block))
+      blocks.push({
+        key: `${key}${json}`,
+        tokens: tokensOf(json),
+        ...(isObject(control)
+          ? { ttlMs: control.ttl === '1h' ? 12 * fiveMinutes : fiveMinutes }
+          : {}),
+      })
+    }
+    for (const tool of body.tools ?? []) mark(tool, 'tool')
+    if (typeof body.system === 'string') {
+      if (body.system) mark({ type: 'text', text: body.system }, 'system')
+    } else for (const block of body.system ?? []) mark(block, 'system')
+    for (const message of body.messages) {
+      const content =
+        typeof message.content === 'string'
+          ? [{ type: 'text', text: message.content }]
+          : (message.content as unknown[])
+      content.forEach((block, j) => mark(block, `${message.role}${j === 0 ? ':first' : ''}`))
+    }
+    const total = blocks.reduce((sum, b) => sum + b.tokens, 0)
+    const { hashes, ends } = this.prefixes(`a:${key}:${model}`, blocks)
+    const breakpoints = blocks.flatMap((b, i) => (b.ttlMs !== undefined ? [i] : []))
+    let readAt = -1
+    for (const at of breakpoints) {
+      for (let p = at; p >= 0 && p > at - lookBack; p--) {
+        if (this.live(hashes[p]!)) {
+          readAt = Math.max(readAt, p)
+          break
+        }
+      }
+    }
+    const now = this.now()
+    const read = readAt >= 0 ? ends[readAt]! : 0
+    if (readAt >= 0) this.entries.set(hashes[readAt]!, now + (blocks[readAt]!.ttlMs ?? fiveMinutes))
+    let written = read
+    let hour = 0
+    for (const at of breakpoints) {
+      if (at <= readAt || ends[at]! < cacheMinimum) continue
+      const ttl = blocks[at]!.ttlMs!
+      this.entries.set(hashes[at]!, now + ttl)
+      if (ttl > fiveMinutes) hour += ends[at]! - written
+      written = ends[at]!
+    }
+    return {
+      input: total - written,
+      cacheRead: read,
+      cacheWrite: written - read,
+      cacheWriteHour: hour,
+    }
+  }
+
+  /** format 'b': automatic prefix caching. */
+  openAI(key: string, model: string, body: any): Omit<Usage, 'output'> {
+    const blocks: Block[] = []
+    for (const tool of body.tools ?? []) {
+      const json = JSON.stringify(tool)
+      blocks.push({ key: `tool${json}`, tokens: tokensOf(json) })
+    }
+    for (const message of body.messages) {
+      const json = JSON.stringify(message)
+      blocks.push({ key: `message${json}`, tokens: tokensOf(json) })
+    }
+    const total = blocks.reduce((sum, b) => sum + b.tokens, 0)
+    const { hashes, ends } = this.prefixes(`b:${key}:${model}`, blocks)
+    let longest = 0
+    for (let p = blocks.length - 1; p >= 0; p--) {
+      if (ends[p]! >= cacheMinimum && this.live(hashes[p]!)) {
+        longest = ends[p]!
+        break
+      }
+    }
+    const now = this.now()
+    for (let p = 0; p < blocks.length; p++)
+      if (ends[p]! >= cacheMinimum) this.entries.set(hashes[p]!, now + fiveMinutes)
+    const cached =
+      longest >= cacheMinimum ? cacheMinimum + Math.floor((longest - cacheMinimum) / 128) * 128 : 0
+    return { input: total - cached, cacheRead: cached, cacheWrite: 0, cacheWriteHour: 0 }
+  }
+}
+
+/** A request's system prompt as text: format 'a' its `system` (text or blocks), 'b' its system messages. */
+function systemText(format: Format, body: any): string {
+  if (!isObject(body)) return ''
+  const texts = (content: unknown): string =>
+    typeof content === 'string'
+      ? content
+      : Array.isArray(content)
+        ? content.map((b) => (isObject(b) && typeof b.text === 'string' ? b.text : '')).join('')
+        : ''
+  if (format === 'a') return texts(body.system)
+  return (Array.isArray(body.messages) ? body.messages : [])
+    .filter((m: any) => isObject(m) && (m.role === 'system' || m.role === 'developer'))
+    .map((m: any) => texts(m.content))
+    .join('\n')
+}
+
+export interface FakeOptions {
+  /** The clock prompt-cache entries expire by (Date.now unless given). */
+  now?: () => number
+}
+
+export async function startFakeModelProvider(
+  options: FakeOptions = {},
+): Promise<FakeModelProvider> {
   const requests: RecordedRequest[] = []
+  const caches = new PromptCaches(options.now ?? Date.now)
   const scripts = new Map<string, Reply[]>()
   const models: Record<Format, string[] | null> = {
     a: [...defaultModels.a],
@@ -170,6 +375,7 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       key: keyOf(format, req.headers),
       model: typeof body?.model === 'string' ? body.model : '',
       body,
+      system: systemText(format, body),
       receivedAt: Date.now(),
       aborted: closed.signal.aborted,
       headers: req.headers,
@@ -217,10 +423,31 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       }
       return sendError(res, format, reply.status, reply.message, headers)
     }
-    if (record.body.stream === true) return streamReply(res, record, reply, closed.signal)
+    const usage = usageOf(record, reply)
+    record.usage = {
+      input: usage.input,
+      output: usage.output,
+      cacheRead: usage.cacheRead,
+      cacheWrite: usage.cacheWrite,
+    }
+    if (record.body.stream === true) return streamReply(res, record, reply, usage, closed.signal)
     const body200 =
-      format === 'a' ? anthropicMessage(record, reply) : openAICompletion(record, reply)
+      format === 'a'
+        ? anthropicMessage(record, reply, usage)
+        : openAICompletion(record, reply, usage)
     send(res, 200, body200, requestIdHeader(format))
+  }
+
+  /** What an answer reports it used: scripted, or counted with the cache applied. */
+  function usageOf(record: RecordedRequest, reply: Exclude<Reply, { status: number }>): Usage {
+    const output = reply.usage?.output ?? defaultOutput
+    if (reply.usage?.input !== undefined)
+      return { input: reply.usage.input, output, cacheRead: 0, cacheWrite: 0, cacheWriteHour: 0 }
+    const cached =
+      record.format === 'a'
+        ? caches.anthropic(record.key ?? '', record.model, record.body)
+        : caches.openAI(record.key ?? '', record.model, record.body)
+    return { ...cached, output }
   }
 
   /** A scripted reply as the format's stream of events, its text a token at a time. */
@@ -228,10 +455,11 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
     res: ServerResponse,
     record: RecordedRequest,
     reply: Exclude<Reply, { status: number }>,
+    usage: Usage,
     closed: AbortSignal,
   ): Promise<void> {
-    const final = record.format === 'a' ? anthropicMessage(record, reply) : undefined
-    const completion = record.format === 'b' ? openAICompletion(record, reply) : undefined
+    const final = record.format === 'a' ? anthropicMessage(record, reply, usage) : undefined
+    const completion = record.format === 'b' ? openAICompletion(record, reply, usage) : undefined
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
@@ -242,7 +470,6 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
     const text = 'text' in reply && reply.text ? reply.text : ''
     const tokens = reply.tokens ?? text.match(/\S+\s*|\s+/g) ?? []
     const calls = 'toolCalls' in reply ? reply.toolCalls : []
-    const usage = reply.usage ?? defaultUsage
     let sent = 0
     /** Sends the text's tokens; false when the reply is to fail (or the client left) meanwhile. */
     const sendTokens = async (one: (token: string) => void): Promise<boolean> => {
@@ -326,8 +553,8 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
         usage: {
           input_tokens: usage.input,
           output_tokens: usage.output,
-          cache_creation_input_tokens: 0,
-          cache_read_input_tokens: 0,
+          cache_creation_input_tokens: usage.cacheWrite,
+          cache_read_input_tokens: usage.cacheRead,
           server_tool_use: null,
         },
       })
@@ -399,8 +626,11 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
     send(res, status, body, { ...ids, ...headers })
   }
 
-  function anthropicMessage(record: RecordedRequest, reply: Exclude<Reply, { status: number }>) {
-    const usage = reply.usage ?? defaultUsage
+  function anthropicMessage(
+    record: RecordedRequest,
+    reply: Exclude<Reply, { status: number }>,
+    usage: Usage,
+  ) {
     const content: unknown[] = []
     if (reply.text) content.push({ type: 'text', text: reply.text, citations: null })
     const calls = 'toolCalls' in reply ? reply.toolCalls : []
@@ -427,9 +657,12 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
       usage: {
         input_tokens: usage.input,
         output_tokens: usage.output,
-        cache_creation_input_tokens: 0,
-        cache_read_input_tokens: 0,
-        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+        cache_creation_input_tokens: usage.cacheWrite,
+        cache_read_input_tokens: usage.cacheRead,
+        cache_creation: {
+          ephemeral_5m_input_tokens: usage.cacheWrite - usage.cacheWriteHour,
+          ephemeral_1h_input_tokens: usage.cacheWriteHour,
+        },
         server_tool_use: null,
         service_tier: 'standard',
         inference_geo: null,
@@ -439,8 +672,11 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
     }
   }
 
-  function openAICompletion(record: RecordedRequest, reply: Exclude<Reply, { status: number }>) {
-    const usage = reply.usage ?? defaultUsage
+  function openAICompletion(
+    record: RecordedRequest,
+    reply: Exclude<Reply, { status: number }>,
+    usage: Usage,
+  ) {
     const calls = 'toolCalls' in reply ? reply.toolCalls : []
     const message: Record<string, unknown> = {
       role: 'assistant',
@@ -471,10 +707,11 @@ export async function startFakeModelProvider(): Promise<FakeModelProvider> {
         },
       ],
       usage: {
-        prompt_tokens: usage.input,
+        // The cached tokens are within prompt_tokens (format 'b' writes none apart).
+        prompt_tokens: usage.input + usage.cacheRead,
         completion_tokens: usage.output,
-        total_tokens: usage.input + usage.output,
-        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+        total_tokens: usage.input + usage.cacheRead + usage.output,
+        prompt_tokens_details: { cached_tokens: usage.cacheRead, audio_tokens: 0 },
         completion_tokens_details: {
           reasoning_tokens: 0,
           audio_tokens: 0,
@@ -754,6 +991,8 @@ function checkAnthropic(body: any): string | undefined {
         : undefined,
   )
   if (toolsProblem) return toolsProblem
+  const cacheProblem = checkCacheControl(body)
+  if (cacheProblem) return cacheProblem
   const messages = body.messages
   if (!Array.isArray(messages) || messages.length === 0)
     return 'messages: Field required (a non-empty list)'
@@ -838,6 +1077,30 @@ function checkAnthropic(body: any): string | undefined {
       }
     }
   }
+  return undefined
+}
+
+/** format 'a': cache_control is `{type: 'ephemeral'}` (ttl '5m' or '1h'), on at most 4 blocks. */
+function checkCacheControl(body: Record<string, any>): string | undefined {
+  const blocks: { at: string; block: any }[] = []
+  for (const [i, tool] of (Array.isArray(body.tools) ? body.tools : []).entries())
+    blocks.push({ at: `tools.${i}`, block: tool })
+  for (const [i, block] of (Array.isArray(body.system) ? body.system : []).entries())
+    blocks.push({ at: `system.${i}`, block })
+  for (const [i, message] of (Array.isArray(body.messages) ? body.messages : []).entries())
+    for (const [j, block] of (Array.isArray(message?.content) ? message.content : []).entries())
+      blocks.push({ at: `messages.${i}.content.${j}`, block })
+  let found = 0
+  for (const { at, block } of blocks) {
+    const control = isObject(block) ? block.cache_control : undefined
+    if (control === undefined || control === null) continue
+    if (!isObject(control) || control.type !== 'ephemeral')
+      return `${at}.cache_control.type: Input should be 'ephemeral'`
+    if (control.ttl !== undefined && control.ttl !== '5m' && control.ttl !== '1h')
+      return `${at}.cache_control.ttl: Input should be '5m' or '1h'`
+    found++
+  }
+  if (found > 4) return `A maximum of 4 blocks with cache_control may be provided. Found ${found}.`
   return undefined
 }
 

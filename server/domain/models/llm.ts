@@ -185,11 +185,14 @@ export async function connectionUsage(db: Db, enterpriseId: string, id: string) 
       model: string
       calls: number
       inputTokens: number
+      cacheReadTokens: number
+      cacheWriteTokens: number
       outputTokens: number
       costUsdMicros: number
     }[]
   >`
-    select to_char(day, 'YYYY-MM-DD') as day, model, calls, input_tokens, output_tokens, cost_usd_micros
+    select to_char(day, 'YYYY-MM-DD') as day, model, calls, input_tokens, cache_read_tokens,
+           cache_write_tokens, output_tokens, cost_usd_micros
       from llm_usage where connection_id = ${id} order by day desc, model`
   return {
     connectionId: id,
@@ -198,6 +201,8 @@ export async function connectionUsage(db: Db, enterpriseId: string, id: string) 
       model: r.model,
       calls: r.calls,
       inputTokens: r.inputTokens,
+      cacheReadTokens: r.cacheReadTokens,
+      cacheWriteTokens: r.cacheWriteTokens,
       outputTokens: r.outputTokens,
       costUsdCents: r.costUsdMicros / 10_000,
     })),

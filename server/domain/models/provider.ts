@@ -28,18 +28,42 @@ export interface ModelRequest {
   messages: Message[]
   tools: ToolSpec[]
   maxTokens: number
+  /**
+   * How many of the messages, from the first, the next call of this conversation sends again unchanged
+   * (all of them unless said). A chat reply says fewer: its newest person message carries what memory
+   * recalled for it, for this turn only. provider_a puts a cache breakpoint after them as well, so the
+   * next call reads them from the provider's cache (DESIGN 13).
+   */
+  stableMessages?: number
+}
+
+/**
+ * The tokens a call was billed for, each kind once (DESIGN 13): `input` is the input neither read from
+ * nor written to the provider's prompt cache (Anthropic's input_tokens; OpenAI's prompt_tokens less its
+ * cached_tokens), `cacheRead` and `cacheWrite` the input read from and written to it.
+ */
+export interface TokenUsage {
+  input: number
+  output: number
+  cacheRead: number
+  cacheWrite: number
 }
 
 export interface ModelReply {
   text: string | null
   toolCalls: ToolCall[]
-  usage: { input: number; output: number }
+  usage: TokenUsage
   model: string
 }
 
 export interface Credentials {
   /** An API key, or a subscription's access token (provider_b, sent as a bearer token). */
   key: string
+  /**
+   * The connection (llm_connections) the key is of: what a provider learns about it (that it refuses
+   * cache breakpoints) is remembered under it.
+   */
+  connectionId?: string
 }
 
 /**

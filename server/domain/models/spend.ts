@@ -4,10 +4,12 @@ import {
   type SpendLayer,
   type SpendView,
 } from '../../../shared/schemas/spend.js'
+import type { ModelPrice } from '../../../shared/schemas/models.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { moveTurns } from '../chats/index.js'
 import { layerOwner } from '../tasks/index.js'
 import { transitionAll, type RunRow } from '../runs/index.js'
+import type { TokenUsage } from './provider.js'
 
 // Spend (spec: Spend; DESIGN 6): daily caps per layer (enterprise, team, task, member), in cents, and what
 // each layer spent today, in millionths of a dollar. Every model call first reserves its worst case on
@@ -216,23 +218,33 @@ export async function requeuePaused(tx: Db, enterpriseId: string, why: string): 
   return paused.length
 }
 
-/** A model's price per token, in micro-dollars (shared/schemas/models.ts priceOf). */
-export type TokenPrice = { input: number; output: number }
+/**
+ * A model's price per token of each kind, in micro-dollars (shared/schemas/models.ts priceOf: dollars
+ * per million tokens are micro-dollars per token).
+ */
+export type TokenPrice = ModelPrice
 
 /**
  * The most a model call may cost, in micro-dollars, for its reservation: the prompt (system, messages
- * and tools; about a token per 3 characters) and every token it may answer with.
+ * and tools; about a token per 3 characters) and every token it may answer with. The prompt is priced
+ * as uncached input (DESIGN 13): what the provider's cache will read is not known before the call, and a
+ * cap must never be passed on a hope.
  */
 export function worstCaseMicros(price: TokenPrice, promptChars: number, maxTokens: number): number {
   return Math.ceil(Math.ceil(promptChars / 3) * price.input + maxTokens * price.output)
 }
 
-/** What a model call cost, in micro-dollars, from the usage it answered with. */
-export function callCostMicros(
-  price: TokenPrice,
-  usage: { input: number; output: number },
-): number {
-  return Math.ceil(usage.input * price.input + usage.output * price.output)
+/**
+ * What a model call cost, in micro-dollars, from the usage it answered with: each kind of token at its
+ * price, rounded up to a whole micro-dollar (less a float's noise: 10 tokens at $0.3/MTok are 3, not 4).
+ */
+export function callCostMicros(price: TokenPrice, usage: TokenUsage): number {
+  const micros =
+    usage.input * price.input +
+    usage.cacheRead * price.cacheRead +
+    usage.cacheWrite * price.cacheWrite +
+    usage.output * price.output
+  return Math.ceil(micros - 1e-6)
 }
 
 /**
@@ -247,15 +259,20 @@ export function countUsage(
     enterpriseId: string
     day: string
     model: string
-    usage: { input: number; output: number }
+    usage: TokenUsage
     costMicros: number
   },
 ) {
+  const { usage } = call
   return db`
-    insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, output_tokens, cost_usd_micros)
-    values (${call.connectionId}, ${call.enterpriseId}, ${call.day}, ${call.model}, 1, ${call.usage.input}, ${call.usage.output}, ${call.costMicros})
+    insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, cache_read_tokens,
+                           cache_write_tokens, output_tokens, cost_usd_micros)
+    values (${call.connectionId}, ${call.enterpriseId}, ${call.day}, ${call.model}, 1, ${usage.input},
+            ${usage.cacheRead}, ${usage.cacheWrite}, ${usage.output}, ${call.costMicros})
     on conflict (connection_id, day, model) do update
        set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
+           cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
+           cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
            output_tokens = llm_usage.output_tokens + excluded.output_tokens,
            cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
 }

@@ -40,11 +40,28 @@ export async function readJournal(db: Db, runId: string, fromStep = 0): Promise<
       from run_journal where run_id = ${runId} and step >= ${fromStep} order by step`
 }
 
-/** How many model calls a run has journaled (its detail answers it). */
-export async function modelCallCount(db: Db, runId: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`
-    select count(*)::int as n from run_journal where run_id = ${runId} and kind = 'model'`
-  return row!.n
+/** A run's model calls (its detail answers them): how many were journaled, and their tokens of each kind. */
+export interface ModelCallTotals {
+  modelCalls: number
+  inputTokens: number
+  cacheReadTokens: number
+  cacheWriteTokens: number
+  outputTokens: number
+}
+
+/**
+ * How many model calls a run has journaled, and the tokens their answers were billed for (each answer's
+ * usage, as the agent loop journals it; one journaled before prompt caching has no cache counts).
+ */
+export async function modelCallTotals(db: Db, runId: string): Promise<ModelCallTotals> {
+  const [row] = await db<ModelCallTotals[]>`
+    select count(*)::int as model_calls,
+           coalesce(sum((response -> 'usage' ->> 'input')::bigint), 0)::bigint as input_tokens,
+           coalesce(sum((response -> 'usage' ->> 'cacheRead')::bigint), 0)::bigint as cache_read_tokens,
+           coalesce(sum((response -> 'usage' ->> 'cacheWrite')::bigint), 0)::bigint as cache_write_tokens,
+           coalesce(sum((response -> 'usage' ->> 'output')::bigint), 0)::bigint as output_tokens
+      from run_journal where run_id = ${runId} and kind = 'model'`
+  return row!
 }
 
 /** Journals a model call as started, with the spend reserved for it, before it is made. */

@@ -4,7 +4,7 @@ import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../../shared
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import type { Db, Fragment } from '../../db/sql.js'
 import { listRunGates } from './gates.js'
-import { modelCallCount } from './journal.js'
+import { modelCallTotals } from './journal.js'
 import { listEvents, toEvent, type EventRow } from './events.js'
 import { loadRun, toRun, type RunRow } from './rows.js'
 
@@ -49,7 +49,7 @@ export async function getRunDetail(
     db<
       { n: number }[]
     >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
-    modelCallCount(db, id),
+    modelCallTotals(db, id),
   ])
   return {
     run: toRun(run),
@@ -60,7 +60,7 @@ export async function getRunDetail(
     previous: previous[0] ? refOf(previous[0]) : null,
     next: nextRuns.map(refOf),
     execution: { id: run.executionId, runCount: execution[0]!.n },
-    cost: { usdCents: run.costUsdMicros / 10_000, modelCalls: calls },
+    cost: { usdCents: run.costUsdMicros / 10_000, ...calls },
   }
 }
 

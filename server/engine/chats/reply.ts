@@ -86,6 +86,12 @@ function retryWords(ms: number): string {
 export class ChatReply {
   private readonly sql: Sql
   private system = ''
+  /**
+   * What memory recalled for this turn's person message, said with that message in this turn's calls
+   * only: in the system prompt it would change the prefix of every call at each turn, and the
+   * provider's cache could keep none of the conversation (DESIGN 13).
+   */
+  private memory: string[] = []
   private tools: ToolSpec[] = []
   /** Tools on a tool connection's mustGate list: asked each time, whatever the person granted. */
   private mustGate = new Set<string>()
@@ -212,7 +218,7 @@ export class ChatReply {
         '# Creating a task',
         'The person wants a new task. Ask what you need, then propose it with os.create_task {definition}. If the checks refuse it, correct it and propose again.',
       )
-    lines.push(...memorySection(notes))
+    this.memory = memorySection(notes)
     this.system = lines.join('\n')
     return true
   }
@@ -375,7 +381,7 @@ export class ChatReply {
       )
       return 'stop'
     }
-    const messages = conversationOf(history)
+    const { messages, stableMessages } = withMemory(conversationOf(history), this.memory)
     // The id the reply's text will be stored with: its deltas name it while it is made.
     const deltas = new DeltaPublisher(this.sql, this.chat.id, randomUUID())
     const checked = new Map<string, string | undefined>()
@@ -390,6 +396,7 @@ export class ChatReply {
         messages,
         tools: this.tools,
         maxTokens: this.options.maxTokens ?? 4096,
+        stableMessages,
       },
       promptChars:
         this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length,
@@ -580,6 +587,22 @@ export class ChatReply {
     await last()
     return 'continue'
   }
+}
+
+/**
+ * The turn's memory said after the person's newest message (the turn's own), and how many messages
+ * before it the next turn sends again unchanged: that one is sent without its memory then.
+ */
+export function withMemory(
+  messages: Message[],
+  memory: readonly string[],
+): { messages: Message[]; stableMessages?: number } {
+  const newest = messages.findLastIndex((m) => m.role === 'user')
+  const person = messages[newest]
+  if (memory.length === 0 || person?.role !== 'user') return { messages }
+  const told = [...messages]
+  told[newest] = { role: 'user', text: [person.text, ...memory].join('\n') }
+  return { messages: told, stableMessages: newest }
 }
 
 /** The model's view of the chat: the person's messages, the member's replies and their tool calls. */

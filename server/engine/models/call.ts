@@ -110,7 +110,10 @@ export type ModelCallResult =
   | { kind: 'failed'; failure: ProviderError; held: HeldCall }
   | { kind: 'answered'; reply: ModelReply; costMicros: number; mine: boolean; held: HeldCall }
 
-/** The most a call may cost, priced at its model's rates, in micro-dollars. */
+/**
+ * The most a call may cost, priced at its model's rates, in micro-dollars: its prompt as uncached input
+ * (DESIGN 13), so what the provider's cache saves never lets a cap be passed.
+ */
 export function worstCaseOf(choice: ModelChoice, promptChars: number, maxTokens: number): number {
   return worstCaseMicros(priceOf(choice.key.provider, choice.model), promptChars, maxTokens)
 }
@@ -154,7 +157,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
     const reply = await withCallSignal(call.signal, (signal) =>
       call.providers[key.provider].call(
         { ...call.request, model },
-        { key: key.key },
+        { key: key.key, connectionId: key.connectionId },
         signal,
         call.onText,
       ),

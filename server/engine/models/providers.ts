@@ -3,18 +3,29 @@ import OpenAI from 'openai'
 import type { Provider } from '../../../shared/schemas/models.js'
 import {
   ProviderError,
+  type Credentials,
   type Message,
   type ModelProvider,
   type ModelReply,
+  type ModelRequest,
   type OnText,
   type ToolCall,
+  type TokenUsage,
 } from '../../domain/models/index.js'
+import type { Logger } from '../../log.js'
 import { postStream, StreamError, type StreamRequest } from './stream.js'
 
 // Model providers behind one interface (DESIGN 6; its types are the domain's: domain/models/provider.ts):
 // provider_a speaks the Anthropic Messages API,
 // provider_b the OpenAI Chat Completions API, through their official SDKs. Base URLs are configurable so
 // a local compatible server, or the tests' fake provider, can stand in.
+//
+// Prompts are built so the providers' caches work (DESIGN 13; issue 29): a request is the tools, the
+// system prompt and the conversation, in that order, with nothing in them that changes from one call to
+// the next (tool calls' arguments are sent with their keys in one order, whether the conversation was
+// kept in memory or read back from the database). provider_b caches such a prefix by itself;
+// provider_a is told where with cache breakpoints. Both report the tokens read from and written to the
+// cache, which are priced apart (call.ts).
 
 export interface ProviderOptions {
   baseUrls: Record<Provider, string>
@@ -22,6 +33,10 @@ export interface ProviderOptions {
   timeoutMs?: number
   /** Retries with backoff on 429 and 5xx, by the SDKs. */
   maxRetries?: number
+  /** Cache breakpoints on provider_a's requests (Config.promptCache, OSD_PROMPT_CACHE); on unless false. */
+  promptCache?: boolean
+  /** Where a provider says what it learnt of a connection (one that refuses cache breakpoints). */
+  log?: Logger
 }
 
 export function createProviders(options: ProviderOptions): Record<Provider, ModelProvider> {
@@ -107,10 +122,118 @@ function clientsByKey<C>(make: (key: string) => C): (key: string) => C {
 
 // --- provider_a: the Anthropic Messages API -----------------------------------------------------------
 
+/** How long a connection that refused cache breakpoints is sent none. */
+const cacheRefusalMs = 60 * 60_000
+
+const ephemeral = { type: 'ephemeral' } as const
+
+/**
+ * Where provider_a's cache breakpoints go (at most 4 per request, the Messages API's limit): after the
+ * system prompt (the tools and the system, the prefix every call of a task or a chat shares), after the
+ * newest message (so the next call reads this whole conversation from the cache), after the message the
+ * previous call of the conversation ended with (the one before the newest answer: its cache entry is
+ * read however many blocks came since, past the API's look-back of 20 blocks), and after the last of
+ * the `stableMessages` when later ones change at the next call (a chat turn's memory). Answers the
+ * messages' indexes.
+ */
+function breakpointsOf(request: Pick<ModelRequest, 'messages' | 'stableMessages'>): number[] {
+  const { messages } = request
+  const last = messages.length - 1
+  if (last < 0) return []
+  const at = new Set([last])
+  const answered = messages.findLastIndex((m) => m.role === 'assistant')
+  if (answered > 0) at.add(answered - 1)
+  const stable = request.stableMessages ?? messages.length
+  if (stable > 0 && stable <= last) at.add(stable - 1)
+  return [...at].sort((a, b) => a - b)
+}
+
+/** The Messages API's body for a request, with cache breakpoints or without. */
+function anthropicParams(
+  request: ModelRequest,
+  names: ToolNames,
+  breakpoints: boolean,
+): Anthropic.MessageCreateParamsNonStreaming {
+  const marked = new Set(breakpoints ? breakpointsOf(request) : [])
+  const messages: Anthropic.MessageParam[] = request.messages.map((m, i) => {
+    const content = anthropicContent(m, names)
+    if (!marked.has(i)) return { role: m.role === 'assistant' ? 'assistant' : 'user', content }
+    // A breakpoint goes on a message's last block: a text message becomes one block to carry it (the
+    // same prompt to the provider, and so the same cache entry, as the text alone).
+    const blocks =
+      typeof content === 'string' ? [{ type: 'text' as const, text: content }] : content
+    const lastBlock = blocks.at(-1)
+    if (lastBlock) blocks[blocks.length - 1] = { ...lastBlock, cache_control: ephemeral }
+    return { role: m.role === 'assistant' ? 'assistant' : 'user', content: blocks }
+  })
+  const tools: Anthropic.Tool[] = request.tools.map((t) => ({
+    name: names.wire(t.name),
+    description: t.description,
+    input_schema: t.parameters as Anthropic.Tool.InputSchema,
+  }))
+  let system: Anthropic.MessageCreateParamsNonStreaming['system'] = request.system
+  if (breakpoints) {
+    if (request.system) system = [{ type: 'text', text: request.system, cache_control: ephemeral }]
+    else if (tools.length) tools[tools.length - 1] = { ...tools.at(-1)!, cache_control: ephemeral }
+  }
+  return { model: request.model, max_tokens: request.maxTokens, system, messages, tools }
+}
+
+/** The blocks our messages are made of: each may carry a cache breakpoint. */
+type OurBlock =
+  Anthropic.TextBlockParam | Anthropic.ToolUseBlockParam | Anthropic.ToolResultBlockParam
+
+function anthropicContent(m: Message, names: ToolNames): string | OurBlock[] {
+  if (m.role === 'user') return m.text
+  if (m.role === 'tool') {
+    return m.results.map((r) => ({
+      type: 'tool_result' as const,
+      tool_use_id: r.callId,
+      content: r.content,
+      is_error: r.isError,
+    }))
+  }
+  const content: OurBlock[] = []
+  if (m.text) content.push({ type: 'text', text: m.text })
+  for (const call of m.toolCalls) {
+    content.push({
+      type: 'tool_use',
+      id: call.id,
+      name: names.wire(call.name),
+      input: canonical(call.arguments),
+    })
+  }
+  return content
+}
+
+/** What the Messages API reports of a call's input, each kind once (its input_tokens leave the cache's out). */
+function anthropicUsage(
+  usage: {
+    input_tokens?: number | null
+    output_tokens?: number | null
+    cache_read_input_tokens?: number | null
+    cache_creation_input_tokens?: number | null
+  },
+  into: TokenUsage,
+): TokenUsage {
+  // Null or absent: not reported in this event (a message_delta may leave the input's counts out).
+  if (typeof usage.input_tokens === 'number') into.input = usage.input_tokens
+  if (typeof usage.output_tokens === 'number') into.output = usage.output_tokens
+  if (typeof usage.cache_read_input_tokens === 'number')
+    into.cacheRead = usage.cache_read_input_tokens
+  if (typeof usage.cache_creation_input_tokens === 'number')
+    into.cacheWrite = usage.cache_creation_input_tokens
+  return into
+}
+
+const noUsage = (): TokenUsage => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0 })
+
 function anthropicProvider({
   baseUrls,
   timeoutMs = 120_000,
   maxRetries = 2,
+  promptCache = true,
+  log,
 }: ProviderOptions): ModelProvider {
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
@@ -125,78 +248,102 @@ function anthropicProvider({
         maxRetries,
       }),
   )
+  // Connections whose server refused cache breakpoints (a local compatible server may answer them 400),
+  // until when. In this process's memory: a hint, not a record. Another process learns it with one
+  // refused call of its own, and after a restart the first call asks again; nothing else depends on it.
+  const refusing = new Map<string, number>()
+  const refuses = (connection: string) => {
+    const until = refusing.get(connection)
+    if (until !== undefined && until <= Date.now()) refusing.delete(connection)
+    return until !== undefined && until > Date.now()
+  }
+
+  async function send(
+    params: Anthropic.MessageCreateParamsNonStreaming,
+    names: ToolNames,
+    credentials: Credentials,
+    signal: AbortSignal,
+    onText: OnText | undefined,
+  ): Promise<ModelReply> {
+    if (onText)
+      return streamAnthropic(
+        {
+          url: `${baseUrls.provider_a.replace(/\/+$/, '')}/v1/messages`,
+          headers: { 'x-api-key': credentials.key, 'anthropic-version': anthropicVersion },
+          signal,
+          timeoutMs,
+          maxRetries,
+        },
+        params,
+        names,
+        onText,
+      )
+    const reply = await client(credentials.key).messages.create(params, { signal })
+    const text = reply.content
+      .filter((b) => b.type === 'text')
+      .map((b) => (b as Anthropic.TextBlock).text)
+      .join('\n')
+    return {
+      text: text || null,
+      toolCalls: reply.content
+        .filter((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')
+        .map((b) => ({
+          id: b.id,
+          name: names.original(b.name),
+          arguments: (b.input ?? {}) as Record<string, unknown>,
+        })),
+      usage: anthropicUsage(reply.usage, noUsage()),
+      model: reply.model,
+    }
+  }
+
   return {
     async call(request, credentials, signal, onText) {
       const names = new ToolNames(request.tools.map((t) => t.name))
-      const messages: Anthropic.MessageParam[] = request.messages.map((m) => {
-        if (m.role === 'user') return { role: 'user', content: m.text }
-        if (m.role === 'tool') {
-          return {
-            role: 'user',
-            content: m.results.map((r) => ({
-              type: 'tool_result' as const,
-              tool_use_id: r.callId,
-              content: r.content,
-              is_error: r.isError,
-            })),
-          }
-        }
-        const content: Anthropic.ContentBlockParam[] = []
-        if (m.text) content.push({ type: 'text', text: m.text })
-        for (const call of m.toolCalls) {
-          content.push({
-            type: 'tool_use',
-            id: call.id,
-            name: names.wire(call.name),
-            input: call.arguments,
-          })
-        }
-        return { role: 'assistant', content }
-      })
-      const params: Anthropic.MessageCreateParamsNonStreaming = {
-        model: request.model,
-        max_tokens: request.maxTokens,
-        system: request.system,
-        messages,
-        tools: request.tools.map((t) => ({
-          name: names.wire(t.name),
-          description: t.description,
-          input_schema: t.parameters as Anthropic.Tool.InputSchema,
-        })),
-      }
+      const connection = credentials.connectionId ?? credentials.key
+      const breakpoints = promptCache && !refuses(connection)
       try {
-        if (onText)
-          return await streamAnthropic(
+        return await send(
+          anthropicParams(request, names, breakpoints),
+          names,
+          credentials,
+          signal,
+          onText,
+        )
+      } catch (err) {
+        const failure = classify(err)
+        // The request refused for its breakpoints (400, or 422 from a strictly validating server, that
+        // names cache_control; the refusal was made before any text, so none was told): the connection
+        // is sent none for an hour, which is said once, and the call is made once more without them.
+        const refused =
+          breakpoints &&
+          failure.kind === 'bad_request' &&
+          (failure.status === 400 || failure.status === 422) &&
+          /cache_control/i.test(failure.message)
+        if (!refused || signal.aborted) throw failure
+        // Calls at once on the connection may each be refused: the first to learn it says it.
+        const known = refuses(connection)
+        refusing.set(connection, Date.now() + cacheRefusalMs)
+        if (!known)
+          log?.warn(
             {
-              url: `${baseUrls.provider_a.replace(/\/+$/, '')}/v1/messages`,
-              headers: { 'x-api-key': credentials.key, 'anthropic-version': anthropicVersion },
-              signal,
-              timeoutMs,
-              maxRetries,
+              connectionId: credentials.connectionId,
+              status: failure.status,
+              refusal: failure.message,
             },
-            params,
+            'the model provider refused cache breakpoints: this connection is sent none for an hour',
+          )
+        try {
+          return await send(
+            anthropicParams(request, names, false),
             names,
+            credentials,
+            signal,
             onText,
           )
-        const reply = await client(credentials.key).messages.create(params, { signal })
-        const text = reply.content
-          .filter((b) => b.type === 'text')
-          .map((b) => (b as Anthropic.TextBlock).text)
-          .join('\n')
-        return {
-          text: text || null,
-          toolCalls: reply.content
-            .filter((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')
-            .map((b) => ({
-              id: b.id,
-              name: names.original(b.name),
-              arguments: (b.input ?? {}) as Record<string, unknown>,
-            })),
-          usage: { input: reply.usage.input_tokens, output: reply.usage.output_tokens },
-          model: reply.model,
+        } catch (again) {
+          throw classify(again)
         }
-      } catch (err) {
-        throw classify(err)
       }
     },
     async listModels(credentials, signal) {
@@ -246,7 +393,10 @@ function openAiProvider({
                   tool_calls: m.toolCalls.map((c) => ({
                     id: c.id,
                     type: 'function' as const,
-                    function: { name: names.wire(c.name), arguments: JSON.stringify(c.arguments) },
+                    function: {
+                      name: names.wire(c.name),
+                      arguments: JSON.stringify(canonical(c.arguments)),
+                    },
                   })),
                 }
               : {}),
@@ -295,10 +445,7 @@ function openAiProvider({
               name: names.original(c.function.name),
               arguments: parseArguments(c.function.arguments),
             })),
-          usage: {
-            input: reply.usage?.prompt_tokens ?? 0,
-            output: reply.usage?.completion_tokens ?? 0,
-          },
+          usage: openAiUsage(reply.usage),
           model: reply.model,
         }
       } catch (err) {
@@ -313,6 +460,35 @@ function openAiProvider({
         throw classify(err)
       }
     },
+  }
+}
+
+/**
+ * A tool call's arguments with every object's keys in one order: the same call is sent as the same
+ * bytes at every later call of the conversation, also once its arguments have come back from the
+ * database (jsonb keeps keys in an order of its own), so the provider's cache matches the prefix.
+ */
+function canonical<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(canonical) as T
+  if (value === null || typeof value !== 'object') return value
+  const sorted: Record<string, unknown> = {}
+  for (const key of Object.keys(value).sort())
+    sorted[key] = canonical((value as Record<string, unknown>)[key])
+  return sorted as T
+}
+
+/**
+ * What the Chat Completions API reports of a call's input, each kind once: its prompt_tokens include
+ * the cached ones, which are read at their own price; it bills no cache writes apart.
+ */
+function openAiUsage(usage: OpenAI.CompletionUsage | null | undefined): TokenUsage {
+  const prompt = usage?.prompt_tokens ?? 0
+  const cached = Math.min(prompt, usage?.prompt_tokens_details?.cached_tokens ?? 0)
+  return {
+    input: prompt - cached,
+    output: usage?.completion_tokens ?? 0,
+    cacheRead: cached,
+    cacheWrite: 0,
   }
 }
 
@@ -346,7 +522,7 @@ async function streamAnthropic(
   const texts: string[] = []
   const blocks = new Map<number, { id: string; name: string; json: string } | 'text'>()
   const calls: ToolCall[] = []
-  const usage = { input: 0, output: 0 }
+  const usage = noUsage()
   let model = params.model
   const text = (piece: string) => {
     texts.push(piece)
@@ -385,13 +561,10 @@ async function streamAnthropic(
           })
       } else if (event.type === 'message_start') {
         model = event.message.model
-        usage.input = event.message.usage.input_tokens
-        usage.output = event.message.usage.output_tokens
+        anthropicUsage(event.message.usage, usage)
       } else if (event.type === 'message_delta') {
-        // Cumulative counts: the last one is the call's.
-        usage.output = event.usage.output_tokens
-        if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined)
-          usage.input = event.usage.input_tokens
+        // Cumulative counts: the last one is the call's (the cache's counts too, when it says them).
+        anthropicUsage(event.usage, usage)
       } else if (event.type === 'error' || name === 'error') {
         // The provider gave up mid-answer (overloaded, say).
         throw new StreamError(
@@ -416,7 +589,7 @@ async function streamOpenAi(
 ): Promise<ModelReply> {
   const texts: string[] = []
   const calls: { id: string; name: string; json: string }[] = []
-  const usage = { input: 0, output: 0 }
+  let usage = noUsage()
   let model = params.model
   await postStream({
     ...target,
@@ -429,10 +602,7 @@ async function streamOpenAi(
       if (chunk.error)
         throw new StreamError(`the answer stopped: ${chunk.error.message ?? data}`, 500)
       model = chunk.model || model
-      if (chunk.usage) {
-        usage.input = chunk.usage.prompt_tokens
-        usage.output = chunk.usage.completion_tokens
-      }
+      if (chunk.usage) usage = openAiUsage(chunk.usage)
       const delta = chunk.choices?.[0]?.delta
       if (!delta) return
       if (delta.content) {

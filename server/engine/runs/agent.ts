@@ -355,7 +355,11 @@ class RunExecution {
             appendEvent(tx, run, 'model.called', {
               model,
               provider: key.provider,
+              // Each kind of token once, as billed (DESIGN 13): the input at full price, the input
+              // read from and written to the provider's cache, the output.
               inputTokens: reply.usage.input,
+              cacheReadTokens: reply.usage.cacheRead,
+              cacheWriteTokens: reply.usage.cacheWrite,
               outputTokens: reply.usage.output,
               costUsdCents: costMicros / 10_000,
               toolCalls: reply.toolCalls.map((c) => c.name),

@@ -88,7 +88,10 @@ export class McpTools {
         )
       }
     }
-    return specs
+    // In one order whatever order the connections were read in (their query orders by layer only) or
+    // the servers list them: the tools open every model call's prompt, which must be the same bytes at
+    // every call for the provider's cache to match it (DESIGN 13).
+    return specs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
   async call(

@@ -32,14 +32,24 @@ let memberId: string
 
 /** The person's last text to the model, and whether the model's last call has been answered. */
 function lastAsked(request: RecordedRequest): { text: string; answered: string | undefined } {
-  const messages = request.body.messages as { role: string; content: unknown }[]
+  type Block = { type: string; text?: string; content?: unknown }
+  const messages = request.body.messages as { role: string; content: string | Block[] }[]
   const last = messages.at(-1)!
+  // A message's text: its content, or its text blocks (a message carrying a cache breakpoint).
+  const textOf = (content: string | Block[]) =>
+    typeof content === 'string'
+      ? content
+      : content.every((b) => b.type === 'text')
+        ? content.map((b) => b.text).join('')
+        : undefined
   const texts = messages
-    .filter((m) => m.role === 'user' && typeof m.content === 'string')
-    .map((m) => m.content as string)
-  const answered = Array.isArray(last.content)
-    ? JSON.stringify(last.content.map((b: { content?: unknown }) => b.content))
-    : undefined
+    .filter((m) => m.role === 'user')
+    .map((m) => textOf(m.content))
+    .filter((text) => text !== undefined)
+  const results = Array.isArray(last.content)
+    ? last.content.filter((b) => b.type === 'tool_result')
+    : []
+  const answered = results.length ? JSON.stringify(results.map((b) => b.content)) : undefined
   return { text: texts.at(-1) ?? '', answered }
 }
 

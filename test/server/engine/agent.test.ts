@@ -116,8 +116,8 @@ describe('runs through both wire formats', () => {
     expect(request!.headers['x-api-key']).toBe(key)
     expect(request!.headers.authorization).toBeUndefined()
     expect(request!.model).toBe('claude-sonnet-5-5') // the mid tier by default
-    expect(request!.body.system).toContain('# Summarise')
-    expect(request!.body.system).toContain('Be brief')
+    expect(request!.system).toContain('# Summarise')
+    expect(request!.system).toContain('Be brief')
     expect(JSON.stringify(request!.body.messages)).toContain('inbox')
     expect(request!.body.tools.map((x: { name: string }) => x.name)).toEqual(['os__finish'])
   })
@@ -677,6 +677,8 @@ describe('model routes (spec: Endpoints Models)', () => {
         model: 'claude-sonnet-5-5',
         calls: 1,
         inputTokens: 100,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
         outputTokens: 20,
         costUsdCents: (100 * 3 + 20 * 15) / 10_000,
       },
@@ -1129,5 +1131,213 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
     const res = await t.call('POST', '/v1/llm/provider_b/oauth/start', { body: {} })
     expect(res.status).toBe(400)
     expect(res.body.message).toContain('OSD_PROVIDER_B_OAUTH_CLIENT_ID')
+  })
+})
+
+describe('prompt caching (issue 29; DESIGN 13)', () => {
+  /** A skill long enough that the tools and system pass the providers' 1,024-token cache minimum. */
+  const skillMd = `# Keep the books\n\n${'Reconcile each ledger line against the bank statement. '.repeat(90)}`
+  /** Three refused tool calls (os.mail_send is not the task's), then os.finish: four model calls. */
+  const steps = [
+    ...[1, 2, 3].map((n) => ({
+      toolCalls: [
+        { name: 'os.mail_send', arguments: { to: 'a@b.c', subject: `s${n}`, body: 'b' } },
+      ],
+    })),
+    finish('succeeded', 'reconciled'),
+  ]
+  interface Called {
+    inputTokens: number
+    cacheReadTokens: number
+    cacheWriteTokens: number
+    outputTokens: number
+    costUsdCents: number
+  }
+  const called = (detail: RunDetailBody) =>
+    detail.events
+      .filter((e: { type: string }) => e.type === 'model.called')
+      .map((e: { payload: Called }) => e.payload) as Called[]
+  type RunDetailBody = Awaited<ReturnType<Awaited<ReturnType<typeof tenant>>['wait']>>
+  const sum = (calls: Called[], of: keyof Called) => calls.reduce((n, c) => n + c[of], 0)
+  /** claude-sonnet-5-5 per million tokens: input $3, cache read $0.30, cache write $3.75, output $15. */
+  const sonnetMicros = (c: Called) =>
+    Math.ceil(
+      (c.inputTokens * 300 +
+        c.cacheReadTokens * 30 +
+        c.cacheWriteTokens * 375 +
+        c.outputTokens * 1500) /
+        100,
+    )
+  /** The input's cost of a run, in micro-dollars, at claude-sonnet-5-5's prices. */
+  const inputMicros = (calls: Called[]) =>
+    calls.reduce(
+      (n, c) => n + (c.inputTokens * 300 + c.cacheReadTokens * 30 + c.cacheWriteTokens * 375) / 100,
+      0,
+    )
+
+  it('provider_a: each call reads the conversation so far from the cache; usage, cost and spend price each kind', async () => {
+    const { e, key, task, start, wait } = await tenant('provider_a')
+    fake.script(key, ...steps)
+    const detail = await wait((await start((await task({ skillMd })).id, { month: 'June' })).id, [
+      'succeeded',
+    ])
+    // The requests: the system and the newest message marked, at most 4 breakpoints each.
+    const requests = fake.callsWith(key)
+    expect(requests).toHaveLength(4)
+    for (const request of requests) {
+      const body = JSON.stringify(request.body)
+      expect(body.split('"cache_control"').length - 1).toBeLessThanOrEqual(4)
+      expect(request.body.system[0].cache_control).toEqual({ type: 'ephemeral' })
+      expect(request.body.messages.at(-1).content.at(-1).cache_control).toEqual({
+        type: 'ephemeral',
+      })
+    }
+    // What each call was billed for, as its event tells: the first writes its prompt to the cache,
+    // each later one reads all the one before it wrote and read, and writes only what is new.
+    const calls = called(detail)
+    expect(calls).toHaveLength(4)
+    expect(calls[0]).toMatchObject({ cacheReadTokens: 0, inputTokens: 0 })
+    expect(calls[0]!.cacheWriteTokens).toBeGreaterThan(1024)
+    for (let n = 1; n < calls.length; n++) {
+      expect(calls[n]!.cacheReadTokens).toBe(
+        calls[n - 1]!.cacheReadTokens + calls[n - 1]!.cacheWriteTokens,
+      )
+      expect(calls[n]!.cacheWriteTokens).toBeGreaterThan(0)
+      expect(calls[n]!.cacheWriteTokens).toBeLessThan(calls[0]!.cacheWriteTokens / 4)
+    }
+    // Each call's cost at its kinds' prices; the run's cost is their sum, and so is the day's spend.
+    for (const call of calls)
+      expect(Math.round(call.costUsdCents * 10_000)).toBe(sonnetMicros(call))
+    const micros = calls.reduce((n, c) => n + sonnetMicros(c), 0)
+    expect(Math.round(detail.run.costUsdCents * 10_000)).toBe(micros)
+    expect(detail.cost).toEqual({
+      usdCents: micros / 10_000,
+      modelCalls: 4,
+      inputTokens: sum(calls, 'inputTokens'),
+      cacheReadTokens: sum(calls, 'cacheReadTokens'),
+      cacheWriteTokens: sum(calls, 'cacheWriteTokens'),
+      outputTokens: sum(calls, 'outputTokens'),
+    })
+    const spent = await t.sql<{ layer: string; spent: number }[]>`
+      select layer, spent_usd_micros as spent from spend_days where enterprise_id = ${e.id}`
+    expect(spent.length).toBeGreaterThan(0)
+    for (const day of spent) expect(day.spent).toBe(micros)
+    const [connection] = (await t.call('GET', '/v1/llm/connections', { token: e.token })).body
+    const usage = await t.call('GET', `/v1/llm/connections/${connection.id}/usage`, {
+      token: e.token,
+    })
+    expect(usage.body.days).toEqual([
+      {
+        day: new Date().toISOString().slice(0, 10),
+        model: 'claude-sonnet-5-5',
+        calls: 4,
+        inputTokens: sum(calls, 'inputTokens'),
+        cacheReadTokens: sum(calls, 'cacheReadTokens'),
+        cacheWriteTokens: sum(calls, 'cacheWriteTokens'),
+        outputTokens: sum(calls, 'outputTokens'),
+        costUsdCents: micros / 10_000,
+      },
+    ])
+    // The reservation before each call kept the uncached worst case: more than the call would have
+    // cost with every input token at the full price, whatever the cache then read.
+    const journal = await t.sql<
+      {
+        reserved: number
+        cost: number
+        usage: { input: number; cacheRead: number; cacheWrite: number; output: number }
+      }[]
+    >`select reserved_usd_micros as reserved, cost_usd_micros as cost, response -> 'usage' as usage
+        from run_journal where run_id = ${detail.run.id} and kind = 'model' order by step`
+    expect(journal).toHaveLength(4)
+    for (const step of journal) {
+      const { input, cacheRead, cacheWrite, output } = step.usage
+      expect(step.reserved).toBeGreaterThan((input + cacheRead + cacheWrite) * 3 + output * 15)
+      expect(step.cost).toBeLessThan(step.reserved)
+    }
+  })
+
+  it('OSD_PROMPT_CACHE=off sends no breakpoints and pays every input token in full: the cached run costs far less', async () => {
+    const cachedRun = await tenant('provider_a')
+    fake.script(cachedRun.key, ...steps)
+    const cached = called(
+      await cachedRun.wait(
+        (await cachedRun.start((await cachedRun.task({ skillMd })).id, { month: 'July' })).id,
+        ['succeeded'],
+      ),
+    )
+    await engine.stop()
+    const off = await startTestEngine(t, { config: { ...t.config, promptCache: false } })
+    try {
+      const plain = await tenant('provider_a')
+      fake.script(plain.key, ...steps)
+      const uncached = called(
+        await plain.wait(
+          (await plain.start((await plain.task({ skillMd })).id, { month: 'July' })).id,
+          ['succeeded'],
+        ),
+      )
+      for (const request of fake.callsWith(plain.key))
+        expect(JSON.stringify(request.body)).not.toContain('cache_control')
+      expect(sum(uncached, 'cacheReadTokens') + sum(uncached, 'cacheWriteTokens')).toBe(0)
+      // The first call pays 1.25x for writing; four calls in, the cached run's input costs under half.
+      expect(inputMicros(cached.slice(0, 1))).toBeGreaterThan(inputMicros(uncached.slice(0, 1)))
+      expect(inputMicros(cached)).toBeLessThan(inputMicros(uncached) * 0.5)
+    } finally {
+      await off.stop()
+      engine = await startTestEngine(t)
+    }
+  })
+
+  it('a run resumed after a gate sends its conversation as the same bytes: the cache still reads all of it', async () => {
+    const { key, task, start, wait, as } = await tenant('provider_a')
+    // A refused call whose arguments' keys come in an order the database keeps otherwise (jsonb puts
+    // shorter keys first), then a gated question: the run waits, and comes back reading its journal.
+    fake.script(
+      key,
+      {
+        toolCalls: [{ name: 'os.mail_send', arguments: { subject: 's', to: 'a@b.c', body: 'b' } }],
+      },
+      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Which month?'] } }] },
+      finish('succeeded', 'asked'),
+    )
+    const asker = await task({ skillMd, tools: ['os.ask_ceo'], gates: [{ tool: 'os.ask_ceo' }] })
+    const run = (await start(asker.id)).id
+    await wait(run, ['waiting_on_gate'])
+    const [gate] = (await t.call('GET', `/v1/gates?runId=${run}`, as)).body
+    await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...as,
+      body: { decision: 'approve', answers: ['June'] },
+    })
+    const calls = called(await wait(run, ['succeeded']))
+    expect(calls).toHaveLength(3)
+    // The call after the gate reads everything the call before it wrote: the refused call's arguments
+    // read back from the database are the bytes that were sent before.
+    expect(calls[2]!.cacheReadTokens).toBe(calls[1]!.cacheReadTokens + calls[1]!.cacheWriteTokens)
+    const [, before, after] = fake.callsWith(key)
+    expect(JSON.stringify(after!.body.messages[1])).toBe(JSON.stringify(before!.body.messages[1]))
+  })
+
+  it("provider_b: the provider's own cache is read from cached_tokens and priced at its cached rate", async () => {
+    const { key, task, start, wait } = await tenant('provider_b')
+    fake.script(key, ...steps)
+    const detail = await wait((await start((await task({ skillMd })).id, { month: 'June' })).id, [
+      'succeeded',
+    ])
+    const calls = called(detail)
+    expect(calls).toHaveLength(4)
+    expect(calls[0]!.cacheReadTokens).toBe(0)
+    for (const call of calls.slice(1)) expect(call.cacheReadTokens).toBeGreaterThanOrEqual(1024)
+    for (const call of calls) expect(call.cacheWriteTokens).toBe(0)
+    // The prompt grows by each step: the cached part and the rest together are the whole of it.
+    const prompts = calls.map((c) => c.inputTokens + c.cacheReadTokens)
+    for (let n = 1; n < prompts.length; n++) expect(prompts[n]!).toBeGreaterThan(prompts[n - 1]!)
+    // gpt-5.4 per million tokens: input $1.25, cached input $0.125, output $10.
+    for (const c of calls)
+      expect(Math.round(c.costUsdCents * 10_000)).toBe(
+        Math.ceil(
+          (c.inputTokens * 1250 + c.cacheReadTokens * 125 + c.outputTokens * 10_000) / 1000,
+        ),
+      )
+    expect(detail.cost.cacheReadTokens).toBe(sum(calls, 'cacheReadTokens'))
   })
 })

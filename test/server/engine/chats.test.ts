@@ -124,8 +124,17 @@ describe('a reply', () => {
     const done = await follow(s.e, chat.id, lastIs('member'))
     expect(done.replying).toBe(false)
     const [request] = fake.callsWith(s.key)
-    expect(request!.body.system).toContain('ship captain')
-    expect(request!.body.system).toContain('PO number')
+    expect(request!.system).toContain('ship captain')
+    // What memory recalled for the message is said with it, not in the system prompt: the system
+    // stays the same at every turn, so the provider's cache keeps the conversation (DESIGN 13).
+    expect(request!.system).not.toContain('PO number')
+    const asked = request!.body.messages.at(-1)
+    expect(asked.role).toBe('user')
+    const said = (asked.content as { text: string }[]).map((b) => b.text).join('')
+    expect(said).toMatch(
+      /^When do the Zephyrco invoices go out\?\n\n# What the company has learned\n/,
+    )
+    expect(said).toContain('PO number')
     const tiers = (await t.call('GET', '/v1/llm/tiers', s.as)).body
     expect(request!.model).toBe(
       tiers.provider_a?.economical?.model ?? tiers.tiers?.provider_a?.economical?.model,
@@ -659,5 +668,97 @@ describe('create-task chats', () => {
     const closed = Chat.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
     expect(closed).toMatchObject({ status: 'closed', outcome: 'rejected', taskId: null })
     expect(await t.sql`select id from tasks where name = ${name}`).toHaveLength(0)
+  })
+})
+
+describe('prompt caching (issue 29; DESIGN 13)', () => {
+  it("each reply reads the chat so far from the provider's cache; a turn's memory rides on its own message", async () => {
+    const s = await tenant()
+    // A persona long enough that the tools and system pass the provider's 1,024-token cache minimum.
+    const persona = `You keep the harbour's books. ${'You reconcile each ledger line against the bank statement. '.repeat(90)}`
+    const made = await t.call('POST', '/v1/members', {
+      ...s.as,
+      body: { name: `Ledger ${randomUUID().slice(0, 6)}`, persona },
+    })
+    expect(made.status).toBe(201)
+    // Its tool server lists echo after the others: the tools go in name order all the same.
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...s.as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: made.body.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    await t.sql`insert into memory_notes (enterprise_id, layer, text, source)
+                values (${s.e.id}, 'enterprise', 'Zephyrco invoices need the PO number in the subject.', 'training')`
+    const chat = await s.open({ memberId: made.body.id })
+    const [connection] = (await t.call('GET', '/v1/llm/connections', s.as)).body
+    const usage = async () => {
+      const res = await t.call('GET', `/v1/llm/connections/${connection.id}/usage`, s.as)
+      expect(res.status).toBe(200)
+      return res.body.days[0] as {
+        calls: number
+        inputTokens: number
+        cacheReadTokens: number
+        cacheWriteTokens: number
+        outputTokens: number
+        costUsdCents: number
+      }
+    }
+    const asked = ['When do the Zephyrco invoices go out?', 'And their credit notes?', 'Thank you.']
+    const after: Awaited<ReturnType<typeof usage>>[] = []
+    for (const [n, content] of asked.entries()) {
+      fake.script(s.key, { text: `Reply ${n + 1}: the ledger says so, captain.` })
+      await s.send(chat.id, content)
+      await follow(
+        s.e,
+        chat.id,
+        lastIs('member', (m) => m.content.startsWith(`Reply ${n + 1}`)),
+      )
+      after.push(await usage())
+    }
+    const requests = fake.callsWith(s.key)
+    expect(requests).toHaveLength(3)
+    // The tools and the system are the same at every turn, the system marked for the cache; the
+    // newest message is marked too.
+    expect(new Set(requests.map((r) => r.system)).size).toBe(1)
+    for (const request of requests) {
+      expect(request.body.tools.map((x: { name: string }) => x.name)).toEqual([
+        'os__ask_ceo',
+        'vcs__echo',
+        'vcs__merge_pull_request',
+        'vcs__open_pull_request',
+      ])
+      expect(request.system).not.toContain('PO number')
+      expect(request.body.system[0].cache_control).toEqual({ type: 'ephemeral' })
+      expect(request.body.messages.at(-1).content.at(-1).cache_control).toEqual({
+        type: 'ephemeral',
+      })
+      expect(JSON.stringify(request.body).split('"cache_control"').length - 1).toBeLessThanOrEqual(
+        4,
+      )
+    }
+    // The first turn's memory went with its message, and only in that turn's call.
+    const text = (m: { content: string | { text: string }[] }) =>
+      typeof m.content === 'string' ? m.content : m.content.map((b) => b.text).join('')
+    expect(text(requests[0]!.body.messages[0])).toContain('PO number')
+    expect(text(requests[1]!.body.messages[0])).toBe('When do the Zephyrco invoices go out?')
+    // What the usage list shows: the first reply writes the prompt to the cache; the second reads the
+    // tools and system; the third reads them and the conversation before the second's question.
+    const read = after.map((u) => u.cacheReadTokens)
+    expect(after.map((u) => u.calls)).toEqual([1, 2, 3])
+    expect(read[0]).toBe(0)
+    expect(after[0]!.cacheWriteTokens).toBeGreaterThan(1024)
+    expect(read[1]).toBeGreaterThan(1024)
+    expect(read[2]! - read[1]!).toBeGreaterThan(read[1]!)
+    // Each kind at its price (claude-sonnet-5-5: $3, $0.30, $3.75 and $15 per million), each call
+    // rounded up to a micro-dollar.
+    const last = after[2]!
+    const exact =
+      last.inputTokens * 3 +
+      last.cacheReadTokens * 0.3 +
+      last.cacheWriteTokens * 3.75 +
+      last.outputTokens * 15
+    const micros = Math.round(last.costUsdCents * 10_000)
+    expect(micros).toBeGreaterThanOrEqual(Math.floor(exact))
+    expect(micros).toBeLessThanOrEqual(Math.ceil(exact) + 3)
   })
 })

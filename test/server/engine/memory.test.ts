@@ -244,12 +244,12 @@ describe('training a layer, then recalling what it learned', () => {
     const run = (await s.start(mailer.id, { subject: 'June invoice' })).id
     const done = await s.wait(run, ['succeeded'])
     const request = fake.callsWith(s.key).at(-1)!
-    expect(request.body.system).toContain('# What the company has learned')
-    expect(request.body.system).toContain(
+    expect(request.system).toContain('# What the company has learned')
+    expect(request.system).toContain(
       '- [enterprise] Zephyrco invoice emails need the PO number in the subject line.',
     )
     // The proposed correction is not recalled: only active notes are.
-    expect(request.body.system).not.toContain('first business day')
+    expect(request.system).not.toContain('first business day')
     expect(types(done)).toEqual([
       'run.queued',
       'run.running',
@@ -291,8 +291,8 @@ describe('training a layer, then recalling what it learned', () => {
     })
     const done = await s.wait(run, ['succeeded'])
     const [first, second] = fake.callsWith(s.key).slice(-2)
-    expect(first!.body.system).toContain('Zephyrco invoice emails need the PO number')
-    expect(second!.body.system).toBe(first!.body.system)
+    expect(first!.system).toContain('Zephyrco invoice emails need the PO number')
+    expect(second!.system).toBe(first!.system)
     expect(eventsOf(done, 'memory.recalled')).toHaveLength(1)
     expect((await health(s.e)).runs.succeeded).toBe(before.runs.succeeded + 1)
   })
@@ -339,7 +339,7 @@ describe('a recall that fails', () => {
     expect(failed).toHaveLength(1)
     expect(failed[0]!.payload.reason).toContain('memory_filter')
     expect(types(done)).not.toContain('memory.recalled')
-    const system = fake.callsWith(s.key).at(-1)!.body.system as string
+    const system = fake.callsWith(s.key).at(-1)!.system
     expect(system).not.toContain('bank transfer')
     expect(system).not.toContain('# What the company has learned')
     const after = await health(s.e)

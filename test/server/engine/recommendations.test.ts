@@ -193,7 +193,7 @@ describe('the learning loop', () => {
       input: { customer: 'Zephyrco', month: 'June' },
     })
     expect(run3.version?.number).toBe(2)
-    const system = fake.callsWith(s.key).at(-1)!.body.system as string
+    const system = fake.callsWith(s.key).at(-1)!.system
     expect(JSON.stringify(system)).toContain('Put the customer PO number in the subject line')
     // A success starts no improvement.
     expect(run3.events.map((x) => x.type)).not.toContain('improvement.started')

@@ -351,7 +351,7 @@ describe('they run through the ordinary engine', () => {
     expect(done.run.costUsdCents).toBeGreaterThan(0)
     expect(done.cost.modelCalls).toBe(1)
     const [request] = fake.callsWith(key)
-    expect(request!.body.system).toContain('# Train memory')
+    expect(request!.system).toContain('# Train memory')
     const journal = await t.sql<{ kind: string; state: string }[]>`
       select kind, state from run_journal where run_id = ${run.id} order by kind`
     expect(journal).toContainEqual({ kind: 'model', state: 'done' })
