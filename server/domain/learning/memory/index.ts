@@ -10,6 +10,7 @@ export {
   taskGrants,
   type NoteInput,
 } from './notes.js'
+export { countImpact, lowImpactLift, lowImpactRuns } from './impact.js'
 export { memorySupport, noTrigramMessage, type MemorySupport } from './support.js'
 export {
   recallNotes,
