@@ -57,7 +57,7 @@ export function memoryRoutes({ sql }: RouteDeps) {
       summary:
         'Active notes that hold, newest first or, with q, by relevance; sort=impact (lift) or recalls; filters layer, taskId, teamId, status, kind, expired',
       description:
-        "Each note carries its impact: of the finished runs that recalled it, how many succeeded and failed, against the success rate of the runs of the same tasks over the same period that did not recall it (baseRate); lift = successRate - baseRate, null while either side has fewer than 5 runs. sort=impact orders by lift, notes without one last. q forgives typos where the database has pg_trgm: a word no note holds is looked for as the most similar words notes hold. expired=true lists the active notes past their validUntil instead, which are not recalled.",
+        'Each note carries its impact: of the finished runs that recalled it, how many succeeded and failed, against the success rate of the runs of the same tasks over the same period that did not recall it (baseRate); lift = successRate - baseRate, null while either side has fewer than 5 runs. sort=impact orders by lift, notes without one last. q forgives typos where the database has pg_trgm: a word no note holds is looked for as the most similar words notes hold. expired=true lists the active notes past their validUntil instead, which are not recalled.',
       query: NoteListQuery,
       response: NotePage,
     },

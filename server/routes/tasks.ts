@@ -326,7 +326,12 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       body: TaskNoteInput,
       status: 201,
       response: MemoryNote,
-      errors: ['note_not_found', 'note_not_active', 'note_duplicate', 'note_idempotency_key_reused'],
+      errors: [
+        'note_not_found',
+        'note_not_active',
+        'note_duplicate',
+        'note_idempotency_key_reused',
+      ],
     },
     async (c, { params, body }) =>
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
@@ -350,7 +355,12 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       body: TaskTrainInput,
       status: 201,
       response: MemoryNote,
-      errors: ['note_not_found', 'note_not_active', 'note_duplicate', 'note_idempotency_key_reused'],
+      errors: [
+        'note_not_found',
+        'note_not_active',
+        'note_duplicate',
+        'note_idempotency_key_reused',
+      ],
     },
     async (c, { params, body }) =>
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {

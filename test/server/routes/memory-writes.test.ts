@@ -88,7 +88,11 @@ describe('near-duplicates', () => {
     const elsewhere = await t.createEnterprise(`Else ${randomUUID().slice(0, 6)}`)
     const theirTask = await llmTask(t, {}, elsewhere.token)
     const foreignText = 'Zephyrco invoices always carry the purchase order number.'
-    const foreign = await post(`/v1/tasks/${theirTask.id}/memory`, { text: foreignText }, elsewhere.token)
+    const foreign = await post(
+      `/v1/tasks/${theirTask.id}/memory`,
+      { text: foreignText },
+      elsewhere.token,
+    )
     expect(foreign.status).toBe(201)
     const mine = await written(`/v1/tasks/${task.id}/memory/train`, {
       text: foreignText,

@@ -35,7 +35,12 @@ interface RecalledRow {
  * index: `filter`, or'ed with the typo stand-ins), `query` (what ranks them), `fuzzy` and `weight` (the
  * stand-ins and their mean similarity; null when there are none).
  */
-export function searchTerms(db: Db, enterpriseId: string, text: string, filter: Fragment): Fragment {
+export function searchTerms(
+  db: Db,
+  enterpriseId: string,
+  text: string,
+  filter: Fragment,
+): Fragment {
   return db`
     select case when f.query is null then ${filter} else ${filter} || f.query end as filter,
            memory_query(${text}) as query, f.query as fuzzy, f.weight

@@ -305,8 +305,15 @@ export async function rememberLesson(
   })
   const correctsId =
     typeof args.correctsId === 'string' && args.correctsId ? args.correctsId : undefined
-  if (args.validUntil !== undefined && args.validUntil !== null && typeof args.validUntil !== 'string')
-    throw new ApiError('invalid_request', 'validUntil: an ISO 8601 time with a zone, in the future.')
+  if (
+    args.validUntil !== undefined &&
+    args.validUntil !== null &&
+    typeof args.validUntil !== 'string'
+  )
+    throw new ApiError(
+      'invalid_request',
+      'validUntil: an ISO 8601 time with a zone, in the future.',
+    )
   const validUntil =
     typeof args.validUntil === 'string' && args.validUntil ? args.validUntil : undefined
   return writeNote(db, run.enterpriseId, {
