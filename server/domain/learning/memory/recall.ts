@@ -11,9 +11,9 @@ import { holds } from './rows.js'
 //
 // Recall forgives typos (issue 31): a word of the text that is no lexeme of any note of the enterprise
 // is stood in for by the most similar lexemes by trigram similarity (memory_fuzzy in migration 0023,
-// pg_trgm): they find notes too, and rank by their full-text rank times their mean similarity, below a
-// note that holds the words as written. Without pg_trgm memory_fuzzy finds nothing and recall is
-// full-text only.
+// pg_trgm; among the lexemes that begin with its letter): they find notes too, and rank by their
+// full-text rank times their mean similarity, below a note that holds the words as written. Without
+// pg_trgm memory_fuzzy finds nothing and recall is full-text only.
 
 /** How many notes a recall answers unless told. */
 export const defaultRecallLimit = 10
