@@ -6,6 +6,9 @@
 // - GET /v1/tasks/{id}/memory/ask through the HTTP app (in process, app.request: no socket);
 // - recallNotes, the domain function a run calls at its start (it also counts the recall);
 // - the same ask with a run-sized question (a goal of about 25 words), what a run's recall searches for;
+// - the same asks with one word misspelt (two letters swapped), which recall looks for as the most
+//   similar words notes hold (memory_fuzzy, pg_trgm; issue 31), and a person's note written, with
+//   its check for a near-duplicate among the layer's notes;
 // - what memory adds to an llm run's start (server/engine/agent/engine/runs/memory.ts, as the agent loop's
 //   prepare() calls it, issue 16: <= 5 ms): reading the run's recorded recall, recalling for its goal
 //   (about 25 words) and input, and recording memory.recalled under the run's lock; and the same on a
@@ -24,7 +27,12 @@ import { openDatabase } from '../server/db/index.js'
 import { transaction } from '../server/db/sql.js'
 import { migrate } from '../server/db/migrate.js'
 import { createEnterprise } from '../server/domain/enterprises/index.js'
-import { recallNotes, searchTaskNotes } from '../server/domain/learning/index.js'
+import {
+  memorySupport,
+  recallNotes,
+  searchTaskNotes,
+  writeNote,
+} from '../server/domain/learning/index.js'
 import { appendEvents, enqueueRun, type RunRow } from '../server/domain/runs/index.js'
 import { readRecordedMemory, recallForRun, recallText } from '../server/engine/runs/index.js'
 import { createTask } from '../server/domain/tasks/index.js'
@@ -117,6 +125,17 @@ try {
     question(1 + Math.floor(Math.random() * 4)),
   )
   const goals = Array.from({ length: Math.max(50, queries / 3) }, () => question(25))
+  // One word of the question misspelt: two letters of its longest word swapped.
+  const misspell = (q: string) => {
+    const words = q.split(' ')
+    const i = words.reduce((best, w, j) => (w.length > words[best]!.length ? j : best), 0)
+    const w = words[i]!
+    const at = Math.max(1, Math.floor(w.length / 2) - 1)
+    words[i] = w.length < 4 ? w : `${w.slice(0, at)}${w[at + 1]}${w[at]}${w.slice(at + 2)}`
+    return words.join(' ')
+  }
+  const typos = questions.map(misspell)
+  const typoGoals = goals.map(misspell)
   const headers = { authorization: `Bearer ${token}` }
 
   async function timeEach(label: string, items: string[], fn: (item: string) => Promise<unknown>) {
@@ -156,6 +175,19 @@ try {
   await timeEach('recallNotes (a 25-word goal)', goals, (q) =>
     recallNotes(sql, enterprise.id, pick(tasks), q, 10),
   )
+  console.log(
+    `\npg_trgm: ${(await memorySupport(sql)).trigram ? 'yes' : 'no (recall full-text only)'}`,
+  )
+  let typoHits = 0
+  await timeEach('GET .../memory/ask (1-4 words, one misspelt)', typos, async (q) => {
+    typoHits += ((await ask(q)) as { notes: unknown[] }).notes.length
+  })
+  await timeEach('GET .../memory/ask (a 25-word goal, one misspelt)', typoGoals, ask)
+  // A fresh lesson each time (the warm-up's would be duplicates of the ones timed after it).
+  await timeEach("a person's note written (duplicate check)", goals, () =>
+    writeNote(sql, enterprise.id, { layer: 'enterprise', text: question(25), source: 'person' }),
+  )
+  console.log(`${(typoHits / typos.length).toFixed(1)} notes answered per misspelt ask on average`)
   console.log(
     `\n${(hits / questions.length).toFixed(1)} notes answered per 1-4 word ask on average`,
   )

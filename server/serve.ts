@@ -6,6 +6,7 @@ import { createSealer, secretKey } from './crypto.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
+import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
 import type { AppDeps } from './http/context.js'
@@ -27,6 +28,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
     log.info({ database: db.location, applied }, 'database ready')
     const catalog = await loadServiceCatalog(db.sql)
     log.info(catalog, 'catalogue loaded')
+    // Said once, here: recall without pg_trgm works, only less forgiving (issue 31).
+    if (!(await memorySupport(db.sql)).trigram) log.warn({ extension: 'pg_trgm' }, noTrigramMessage)
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err

@@ -83,6 +83,8 @@ export const errorStatus = {
   replay_idempotency_key_reused: 409,
   delivery_not_replayable: 409,
   note_not_active: 409,
+  note_duplicate: 409,
+  note_idempotency_key_reused: 409,
   review_item_decided: 409,
   recommendation_not_applicable: 409,
   email_taken: 409,

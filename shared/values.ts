@@ -107,6 +107,11 @@ export const noteKinds = ['note', 'correction'] as const
  * Only active notes are recalled, asked and listed.
  */
 export const noteStatuses = ['active', 'proposed', 'superseded', 'tombstoned'] as const
+/**
+ * How GET /v1/memory orders notes: newest first (or, with q, by relevance), by lift (nulls last), by
+ * recalls (issue 31).
+ */
+export const noteSorts = ['createdAt', 'impact', 'recalls'] as const
 
 // Chats (spec: Endpoints Chats; DESIGN 11), as plain values so osctl offers them without zod.
 export const chatPurposes = ['create_task'] as const

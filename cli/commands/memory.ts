@@ -1,5 +1,11 @@
 import { Argument, Option, type Command } from 'commander'
-import { memoryLayers, noteKinds, noteStatuses, trainLayers } from '../../shared/values.js'
+import {
+  memoryLayers,
+  noteKinds,
+  noteSorts,
+  noteStatuses,
+  trainLayers,
+} from '../../shared/values.js'
 import type {
   MemoryAsk,
   MemoryNote,
@@ -47,6 +53,12 @@ const owner = (n: { taskId: string | null; teamId: string | null }) => n.taskId 
 
 const ratings = (n: MemoryNote) => `+${n.ratingUp} -${n.ratingDown}`
 
+/** A rate as a percentage, or - without runs to have one. */
+const percent = (rate: number | null) => (rate === null ? '-' : `${Math.round(rate * 100)}%`)
+/** A lift in percentage points, signed; - while either side has fewer than 5 runs. */
+const lift = (value: number | null) =>
+  value === null ? '-' : `${value > 0 ? '+' : ''}${(value * 100).toFixed(1)}`
+
 const noteColumns = [
   { header: 'ID', value: (n: MemoryNote) => n.id },
   { header: 'LAYER', value: (n: MemoryNote) => n.layer },
@@ -54,6 +66,21 @@ const noteColumns = [
   { header: 'TEXT', value: (n: MemoryNote) => oneLine(n.text) },
   { header: 'RATINGS', value: ratings },
   { header: 'RECALLS', value: (n: MemoryNote) => n.recalls },
+]
+
+/** `memory impact`: what each note did to outcomes, best lift first. */
+const impactColumns = [
+  { header: 'LIFT', value: (n: MemoryNote) => lift(n.impact.lift) },
+  {
+    header: 'SUCCESS',
+    value: (n: MemoryNote) =>
+      n.impact.recalledRuns ? `${percent(n.impact.successRate)} of ${n.impact.recalledRuns}` : '-',
+  },
+  { header: 'BASE', value: (n: MemoryNote) => percent(n.impact.baseRate) },
+  { header: 'RECALLS', value: (n: MemoryNote) => n.recalls },
+  { header: 'LAYER', value: (n: MemoryNote) => n.layer },
+  { header: 'TEXT', value: (n: MemoryNote) => oneLine(n.text) },
+  { header: 'ID', value: (n: MemoryNote) => n.id },
 ]
 
 const recalledColumns = [
@@ -102,6 +129,17 @@ function showNote(deps: Deps, note: MemoryNote): void {
       ['superseded by', note.supersededById],
       ['ratings', ratings(note)],
       ['recalls', note.recalls],
+      [
+        'valid until',
+        note.validUntil &&
+          (note.expired ? colour(out, 'yellow', `${note.validUntil} (expired)`) : note.validUntil),
+      ],
+      [
+        'impact',
+        note.impact.recalledRuns
+          ? `${note.impact.succeeded} of ${note.impact.recalledRuns} runs that recalled it succeeded (${percent(note.impact.successRate)}), ${percent(note.impact.baseRate)} of the others; lift ${lift(note.impact.lift)}`
+          : 'no finished run recalled it yet',
+      ],
       ['created by', note.createdBy],
       ['created', note.createdAt],
       ['updated', note.updatedAt],
@@ -147,6 +185,7 @@ export async function listNotes(
     team?: string
     status?: string
     kind?: string
+    expired?: boolean
   },
 ): Promise<void> {
   const client = deps.client()
@@ -157,8 +196,53 @@ export async function listNotes(
     teamId: opts.team ? await teamId(client, opts.team) : undefined,
     status: opts.status,
     kind: opts.kind,
+    expired: opts.expired ? 'true' : undefined,
   }
   await printPaged(deps, '/memory', filters, opts, noteColumns, 'notes', 'notes')
+}
+
+/**
+ * `memory impact [--layer --task]` (issue 31): the notes by lift, best first, notes without one (fewer
+ * than 5 runs on either side) last, with their recalls and rates.
+ */
+export async function noteImpact(
+  deps: Deps,
+  opts: PageFlags & { layer?: string; task?: string },
+): Promise<void> {
+  const client = deps.client()
+  const filters = {
+    layer: opts.layer,
+    taskId: opts.task ? await taskId(client, opts.task) : undefined,
+  }
+  await printPaged(
+    deps,
+    '/memory',
+    filters,
+    { ...opts, sort: 'impact' },
+    impactColumns,
+    'notes',
+    'notes',
+  )
+}
+
+/** `memory extend NOTE (--until TIME | --forever)`: an active note holds until then, or with no end. */
+export async function extendNote(
+  deps: Deps,
+  ref: string,
+  opts: { until?: string; forever?: boolean },
+): Promise<void> {
+  if ((opts.until === undefined) === !opts.forever)
+    throw new UsageError('give --until TIME or --forever')
+  const note = await deps.client().patch<MemoryNote>(`/memory/${noteRef(ref)}`, {
+    validUntil: opts.forever ? null : opts.until,
+  })
+  show(deps.out, note, () =>
+    deps.out.write(
+      note.validUntil
+        ? `note ${note.id} holds until ${note.validUntil}\n`
+        : `note ${note.id} holds with no end\n`,
+    ),
+  )
 }
 
 export async function getNote(deps: Deps, ref: string): Promise<void> {
@@ -213,13 +297,14 @@ export async function addNote(
   deps: Deps,
   task: string,
   text: string,
-  opts: { corrects?: string },
+  opts: { corrects?: string; validUntil?: string },
 ): Promise<void> {
   const client = deps.client()
   const id = await taskId(client, task)
   const body = {
     text: await noteText(deps, text),
     correctsId: opts.corrects ? noteRef(opts.corrects) : undefined,
+    validUntil: opts.validUntil,
   }
   showNote(deps, await client.post<MemoryNote>(`/tasks/${id}/memory`, body))
 }
@@ -229,7 +314,7 @@ export async function trainTaskNote(
   deps: Deps,
   task: string,
   text: string,
-  opts: { layer: TrainLayer; corrects?: string },
+  opts: { layer: TrainLayer; corrects?: string; validUntil?: string },
 ): Promise<void> {
   const client = deps.client()
   const id = await taskId(client, task)
@@ -237,6 +322,7 @@ export async function trainTaskNote(
     text: await noteText(deps, text),
     layer: opts.layer,
     correctsId: opts.corrects ? noteRef(opts.corrects) : undefined,
+    validUntil: opts.validUntil,
   }
   showNote(deps, await client.post<MemoryNote>(`/tasks/${id}/memory/train`, body))
 }
@@ -381,6 +467,10 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
         '--corrects <note>',
         "id of one of the task's notes this corrects (superseded at once)",
       )
+      .option(
+        '--valid-until <time>',
+        'ISO time with a zone, in the future: the note is not recalled after it',
+      )
       .description("add a note at the task's own layer")
       .action(actionOf(makeDeps, addNote)),
     'osctl tasks memory add nightly-report "The EU figures arrive after 06:00 UTC"',
@@ -392,6 +482,10 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
       .argument('<text>', 'the note, 1 to 4,000 characters ("-" reads stdin)')
       .addOption(layerOption().makeOptionMandatory())
       .option('--corrects <note>', 'id of a note of that layer this corrects (superseded at once)')
+      .option(
+        '--valid-until <time>',
+        'ISO time with a zone, in the future: the note is not recalled after it',
+      )
       .description("teach the task's team or the enterprise a note, through the task")
       .action(actionOf(makeDeps, trainTaskNote)),
     'osctl tasks memory train nightly-report "Reports go out in CET" --layer team',
@@ -417,7 +511,9 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
     withPageOptions(
       memory
         .command('list')
-        .description('active notes, newest first or, with --q, best match first')
+        .description(
+          'active notes that hold, newest first or, with --q, best match first (a misspelt word too)',
+        )
         .option('--q <text>', 'search the notes')
         .addOption(new Option('--layer <layer>').choices(memoryLayers))
         .option('--task <task>', 'task id or slug')
@@ -425,10 +521,33 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
         .addOption(
           new Option('--status <status>', 'lists show active notes only').choices(noteStatuses),
         )
-        .addOption(new Option('--kind <kind>').choices(noteKinds)),
+        .addOption(new Option('--kind <kind>').choices(noteKinds))
+        .addOption(
+          new Option(
+            '--sort <field>',
+            'createdAt (newest first, or best match with --q), impact (lift), recalls',
+          ).choices(noteSorts),
+        )
+        .option('--expired', 'the notes past their validUntil instead (not recalled)'),
     ).action(actionOf(makeDeps, listNotes)),
     'osctl memory list --q "invoice dates" --layer team',
     'osctl memory list --task nightly-report --all --json',
+    'osctl memory list --sort recalls --limit 10',
+    'osctl memory list --expired',
+  )
+  examples(
+    withPageOptions(
+      memory
+        .command('impact')
+        .description(
+          'notes by lift: how much more often the runs that recalled each succeeded than the runs of the same tasks that did not (- while either side has fewer than 5 runs)',
+        )
+        .addOption(new Option('--layer <layer>').choices(memoryLayers))
+        .option('--task <task>', "task id or slug: that task's own notes"),
+    ).action(actionOf(makeDeps, noteImpact)),
+    'osctl memory impact',
+    'osctl memory impact --layer enterprise --all',
+    'osctl memory impact --task nightly-report --json',
   )
   examples(
     memory
@@ -463,6 +582,10 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
         '--corrects <note>',
         "id of one of the task's notes this corrects (superseded at once)",
       )
+      .option(
+        '--valid-until <time>',
+        'ISO time with a zone, in the future: the note is not recalled after it',
+      )
       .description("add a note at a task's own layer")
       .action(actionOf(makeDeps, addNote)),
     'osctl memory add nightly-report "The EU figures arrive after 06:00 UTC"',
@@ -485,6 +608,17 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, trainMemory)),
     'osctl memory train --layer team --team platform',
     'osctl memory train --layer enterprise --wait --timeout 900',
+  )
+  examples(
+    memory
+      .command('extend')
+      .argument('<note>', 'note id')
+      .option('--until <time>', 'ISO time with a zone, in the future')
+      .option('--forever', 'the note holds with no end')
+      .description('extend an active note, expired or not: it is recalled again until then')
+      .action(actionOf(makeDeps, extendNote)),
+    'osctl memory extend 5e1c7a2b-9d3f-4c8e-a1b6-0f2d4e6a8c10 --until 2027-06-30T00:00:00Z',
+    'osctl memory extend 5e1c7a2b-9d3f-4c8e-a1b6-0f2d4e6a8c10 --forever',
   )
   examples(
     memory

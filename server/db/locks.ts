@@ -45,3 +45,17 @@ export function lockConsentRequests(db: Db) {
 export function lockInvites(db: Db, enterpriseId: string, email: string) {
   return db`select pg_advisory_xact_lock(hashtextextended(${`${enterpriseId}:${email.toLowerCase()}`}, 20))`
 }
+
+/**
+ * One layer's notes (learning/memory/notes.ts writeNote): of an enterprise, a layer and its owner (the
+ * task or team; none for the enterprise layer). Two writes of near-duplicates, or of the same
+ * idempotency key, at once: the second finds the first.
+ */
+export function lockMemoryLayer(
+  db: Db,
+  enterpriseId: string,
+  layer: string,
+  ownerId: string | null,
+) {
+  return db`select pg_advisory_xact_lock(hashtextextended(${`osd.memory.layer:${enterpriseId}:${layer}:${ownerId ?? ''}`}, 0))`
+}

@@ -7,6 +7,8 @@ import {
   MemoryTrainInput,
   NoteListQuery,
   NotePage,
+  NotePatch,
+  noteSorts,
   RateInput,
   RecallHealth,
   ResolveInput,
@@ -26,6 +28,7 @@ import {
   rateNote,
   recallHealth,
   resolveReview,
+  setValidUntil,
   startTraining,
   tombstoneNote,
 } from '../domain/learning/index.js'
@@ -52,11 +55,13 @@ export function memoryRoutes({ sql }: RouteDeps) {
       method: 'get',
       path: '/',
       summary:
-        'Active notes, newest first or, with q, by relevance; filters layer, taskId, teamId, status, kind',
+        'Active notes that hold, newest first or, with q, by relevance; sort=impact (lift) or recalls; filters layer, taskId, teamId, status, kind, expired',
+      description:
+        'Each note carries its impact: of the finished runs that recalled it, how many succeeded and failed, against the success rate of the runs of the same tasks over the same period that did not recall it (baseRate); lift = successRate - baseRate, null while either side has fewer than 5 runs. sort=impact orders by lift, notes without one last. q forgives typos where the database has pg_trgm: a word no note holds is looked for as the most similar words notes hold. expired=true lists the active notes past their validUntil instead, which are not recalled.',
       query: NoteListQuery,
       response: NotePage,
     },
-    async (c, { query }) => listNotes(sql, enterprise(c), query, readPage(query, noSort)),
+    async (c, { query }) => listNotes(sql, enterprise(c), query, readPage(query, noteSorts)),
   )
 
   route(
@@ -95,7 +100,10 @@ export function memoryRoutes({ sql }: RouteDeps) {
       operationId: 'listMemoryReview',
       method: 'get',
       path: '/review',
-      summary: 'The review queue: open conflicts and notes rated down, newest first',
+      summary:
+        'The review queue: open conflicts, notes rated down and notes of low impact, newest first',
+      description:
+        'A low_impact item opens when a note recalled by at least 20 finished runs has a lift of -0.2 or lower (one open per note; after a decision, again only once 20 more runs recalled it): tombstone the note, correct it (resolve with the correction), or dismiss the item.',
       query: MemoryPageQuery,
       response: ReviewPage,
     },
@@ -157,10 +165,29 @@ export function memoryRoutes({ sql }: RouteDeps) {
       operationId: 'getMemoryNote',
       method: 'get',
       path: '/{id}',
-      summary: 'A note and its evidence; a tombstoned note is never answered again',
+      summary:
+        'A note with its evidence, its impact and whether it expired; a tombstoned note is never answered again',
       response: MemoryNote,
     },
     async (c, { params }) => getNote(sql, enterprise(c), params.id),
+  )
+
+  route(
+    app,
+    {
+      ...note,
+      operationId: 'updateMemoryNote',
+      method: 'patch',
+      path: '/{id}',
+      summary:
+        'Extend an active note, expired or not: validUntil a time in the future, or null to let it hold with no end',
+      description:
+        'validUntil not an ISO 8601 time with a zone, or not in the future, is 400. A note that is not active (superseded, proposed) is 409 note_not_active.',
+      body: NotePatch,
+      response: MemoryNote,
+      errors: ['note_not_active'],
+    },
+    async (c, { params, body }) => setValidUntil(sql, enterprise(c), params.id, body.validUntil),
   )
 
   route(

@@ -321,10 +321,17 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       path: '/{id}/memory',
       summary:
         "A person's note at the task layer, 1 to 4,000 characters; with correctsId, a correction of one of the task's notes, applied at once",
+      description:
+        'A note that says nearly what an active note of the task says (trigram similarity >= 0.8 after case and white-space folding; without pg_trgm, equal after folding) is 409 note_duplicate with duplicateOf, that note: correct it instead. validUntil (in the future) makes the note stop being recalled then. The same idempotencyKey from the same caller answers the note it wrote first (409 note_idempotency_key_reused for another request).',
       body: TaskNoteInput,
       status: 201,
       response: MemoryNote,
-      errors: ['note_not_found', 'note_not_active'],
+      errors: [
+        'note_not_found',
+        'note_not_active',
+        'note_duplicate',
+        'note_idempotency_key_reused',
+      ],
     },
     async (c, { params, body }) =>
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
@@ -344,11 +351,16 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       summary:
         "A person's note or correction at the task's team layer or the enterprise layer; a correction supersedes the note it corrects at once",
       description:
-        'A task without a team cannot write the team layer (400). correctsId names a note of the same layer (the same team, or the enterprise).',
+        'A task without a team cannot write the team layer (400). correctsId names a note of the same layer (the same team, or the enterprise). A near-duplicate of an active note of that layer is 409 note_duplicate with duplicateOf; validUntil and idempotencyKey as for a task note.',
       body: TaskTrainInput,
       status: 201,
       response: MemoryNote,
-      errors: ['note_not_found', 'note_not_active'],
+      errors: [
+        'note_not_found',
+        'note_not_active',
+        'note_duplicate',
+        'note_idempotency_key_reused',
+      ],
     },
     async (c, { params, body }) =>
       writeTaskNote(sql, c.var.caller.enterpriseId, params.id, {
@@ -365,7 +377,9 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       method: 'get',
       path: '/{id}/memory/ask',
       summary:
-        "Exactly what a run of the task would recall for q (default: the task's goal): its own, its team's and the enterprise's active notes, best first, with layer and score",
+        "Exactly what a run of the task would recall for q (default: the task's goal): its own, its team's and the enterprise's active notes that hold, best first, with layer and score",
+      description:
+        'The score combines full-text rank with trigram similarity where the database has pg_trgm: a word of q no note holds is looked for as the most similar words notes hold (deplyo finds a note about deploys), ranked below the words as written.',
       query: MemoryAskQuery,
       response: MemoryAsk,
     },

@@ -1,13 +1,13 @@
 import { z } from 'zod'
-import { memoryLayers, noteKinds, noteStatuses } from '../values.js'
+import { memoryLayers, noteKinds, noteSorts, noteStatuses } from '../values.js'
 import { IsoTime, Uuid } from './common.js'
-export { memoryLayers, noteKinds, noteStatuses }
+export { memoryLayers, noteKinds, noteSorts, noteStatuses }
 
 // Memory: notes the company learns per task, team or enterprise, their search, ratings and review
 // (spec: Concepts "Memory", Endpoints Memory and /v1/tasks/{id}/memory...; DESIGN 10).
 
 export const noteSources = ['person', 'training'] as const
-export const reviewKinds = ['conflict', 'rated_down'] as const
+export const reviewKinds = ['conflict', 'rated_down', 'low_impact'] as const
 export const reviewStatuses = ['open', 'resolved', 'dismissed'] as const
 
 export type MemoryLayer = (typeof memoryLayers)[number]
@@ -27,6 +27,34 @@ export const Evidence = z
   .meta({ id: 'MemoryEvidence' })
 export type Evidence = z.infer<typeof Evidence>
 
+/**
+ * What a note did to outcomes (issue 31): of the finished runs that recalled it, how many succeeded and
+ * failed; baseRate, the success rate of the finished runs of the same tasks over the same period (from
+ * the first to the latest run that recalled it) that did not recall it; lift = successRate - baseRate.
+ */
+export const NoteImpact = z
+  .object({
+    recalledRuns: z
+      .number()
+      .int()
+      .meta({ description: 'finished runs (succeeded or failed) that recalled the note' }),
+    succeeded: z.number().int(),
+    failed: z.number().int(),
+    successRate: z
+      .number()
+      .nullable()
+      .meta({ description: 'succeeded / recalledRuns, 4 decimals; null without runs' }),
+    baseRate: z.number().nullable().meta({
+      description:
+        'success rate of the runs of the same tasks over the same period that did not recall it; null without such runs',
+    }),
+    lift: z.number().nullable().meta({
+      description: 'successRate - baseRate; null while either side has fewer than 5 runs',
+    }),
+  })
+  .meta({ id: 'MemoryNoteImpact' })
+export type NoteImpact = z.infer<typeof NoteImpact>
+
 export const MemoryNote = z
   .object({
     id: Uuid,
@@ -43,6 +71,11 @@ export const MemoryNote = z
     ratingUp: z.number().int(),
     ratingDown: z.number().int(),
     recalls: z.number().int(),
+    validUntil: IsoTime.nullable().meta({
+      description: 'after this time the note is neither recalled nor listed among active notes',
+    }),
+    expired: z.boolean().meta({ description: 'validUntil has passed' }),
+    impact: NoteImpact,
     createdBy: z.string().nullable(),
     createdAt: IsoTime,
     updatedAt: IsoTime,
@@ -93,10 +126,34 @@ export const TaskMemory = z
   .meta({ id: 'TaskMemory' })
 export type TaskMemory = z.infer<typeof TaskMemory>
 
+/** The longest idempotency key a note's write takes. */
+export const maxNoteIdempotencyKey = 80
+
+/**
+ * A time a note holds until, as a person or a training run writes it: ISO 8601 with a zone (Z or an
+ * offset), in the future (checked when the note is written).
+ */
+export const ValidUntil = z.iso.datetime({ offset: true }).meta({
+  description: 'ISO 8601 time with a zone, in the future',
+  example: '2027-03-31T00:00:00.000Z',
+})
+
+const noteWrite = {
+  validUntil: ValidUntil.optional().meta({
+    description:
+      'the note holds until then (a release date, who is on call): in the future; after it the note is neither recalled nor listed',
+  }),
+  idempotencyKey: z.string().min(1).max(maxNoteIdempotencyKey).optional().meta({
+    description:
+      'the same caller repeating the same request with the same key is answered the first note, and nothing more is written',
+  }),
+}
+
 export const TaskNoteInput = z
   .object({
     text: NoteText,
     correctsId: Uuid.optional().meta({ description: "a task note of this task's this corrects" }),
+    ...noteWrite,
   })
   .meta({ id: 'TaskNoteInput' })
 
@@ -105,8 +162,19 @@ export const TaskTrainInput = z
     text: NoteText,
     layer: z.enum(['team', 'enterprise']),
     correctsId: Uuid.optional().meta({ description: 'a note of that layer this corrects' }),
+    ...noteWrite,
   })
   .meta({ id: 'TaskTrainInput' })
+
+/** PATCH /v1/memory/{id}: extend (or end) an active note's validity. */
+export const NotePatch = z
+  .object({
+    validUntil: ValidUntil.nullable().meta({
+      description: 'a time in the future, or null: the note holds with no end',
+    }),
+  })
+  .meta({ id: 'MemoryNotePatch' })
+export type NotePatch = z.infer<typeof NotePatch>
 
 /** POST /v1/memory/train: the layer an os-train-memory run trains. */
 export const MemoryTrainInput = z
@@ -127,6 +195,14 @@ export const NoteListQuery = z.object({
     .optional()
     .meta({ description: 'lists show active notes only: any other status lists none' }),
   kind: z.enum(noteKinds).optional(),
+  expired: z.enum(['true', 'false']).optional().meta({
+    description:
+      'true: the active notes whose validUntil has passed (not recalled), instead of those that hold',
+  }),
+  sort: z.string().optional().meta({
+    description:
+      'createdAt (default: newest first, or with q by relevance), impact (lift, highest first, notes without one last), recalls (most first); unknown values sort by the default',
+  }),
   page: z.string().optional().meta({ description: 'page number from 1 (default 1)' }),
   limit: z.string().optional().meta({ description: 'page size, 1..200 (default 25; clamped)' }),
 })

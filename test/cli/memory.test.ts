@@ -5,7 +5,9 @@ import {
   askMemory,
   askTaskMemory,
   dismissItem,
+  extendNote,
   listNotes,
+  noteImpact,
   listReview,
   rateNote,
   resolveItem,
@@ -52,6 +54,16 @@ function note(overrides: Partial<MemoryNote> = {}): MemoryNote {
     ratingUp: 0,
     ratingDown: 0,
     recalls: 0,
+    validUntil: null,
+    expired: false,
+    impact: {
+      recalledRuns: 0,
+      succeeded: 0,
+      failed: 0,
+      successRate: null,
+      baseRate: null,
+      lift: null,
+    },
     createdBy: 'token:x',
     createdAt: now(),
     updatedAt: now(),
@@ -429,6 +441,72 @@ describe('osctl memory, in process', () => {
     )
     expect(stderr()).toBe('')
   })
+
+  it('impact asks for the notes by lift and prints lift, rates and recalls (issue 31)', async () => {
+    const helped = note({
+      text: 'Reconcile before closing',
+      recalls: 31,
+      impact: {
+        recalledRuns: 24,
+        succeeded: 21,
+        failed: 3,
+        successRate: 0.875,
+        baseRate: 0.6,
+        lift: 0.275,
+      },
+    })
+    const unknown = note({ text: 'New rule', recalls: 2 })
+    const api = new FakeApi(
+      (req) => lookups(req) ?? { body: { notes: [helped, unknown], page: 1, limit: 25, total: 2 } },
+    )
+    const human = fakeDeps(api)
+    await noteImpact(human.deps, { layer: 'task', task: 'nightly' })
+    expect(api.sent.at(-1)).toMatchObject({
+      method: 'GET',
+      path: '/memory',
+      query: { sort: 'impact', layer: 'task', taskId: taskUuid },
+    })
+    const [header, first, second] = human.stdout().trimEnd().split('\n')
+    expect(header).toMatch(/^LIFT\s+SUCCESS\s+BASE\s+RECALLS\s+LAYER\s+TEXT\s+ID$/)
+    expect(first).toMatch(
+      new RegExp(
+        `^\\+27\\.5\\s+88% of 24\\s+60%\\s+31\\s+task\\s+Reconcile before closing\\s+${helped.id}$`,
+      ),
+    )
+    expect(second).toMatch(new RegExp(`^-\\s+-\\s+-\\s+2\\s+task\\s+New rule\\s+${unknown.id}$`))
+    const json = fakeDeps(api, { json: true })
+    await noteImpact(json.deps, { all: true })
+    expect(api.sent.at(-1)!.query).toMatchObject({ sort: 'impact', page: '1' })
+    expect(MemoryNote.array().parse(JSON.parse(json.stdout()))).toEqual([helped, unknown])
+  })
+
+  it('list passes --sort and --expired; extend sends validUntil, or null with --forever', async () => {
+    const extended = note({ validUntil: '2027-06-30T00:00:00.000Z' })
+    const api = new FakeApi((req) =>
+      req.method === 'PATCH'
+        ? { body: extended }
+        : { body: { notes: [], page: 1, limit: 25, total: 0 } },
+    )
+    await listNotes(fakeDeps(api).deps, { sort: 'recalls', expired: true })
+    expect(api.sent.at(-1)!.query).toEqual({ sort: 'recalls', expired: 'true' })
+    const out = fakeDeps(api)
+    await extendNote(out.deps, extended.id, { until: '2027-06-30T00:00:00Z' })
+    expect(api.sent.at(-1)).toMatchObject({
+      method: 'PATCH',
+      path: `/memory/${extended.id}`,
+      body: { validUntil: '2027-06-30T00:00:00Z' },
+    })
+    expect(out.stdout()).toBe(`note ${extended.id} holds until 2027-06-30T00:00:00.000Z\n`)
+    await extendNote(fakeDeps(api).deps, extended.id, { forever: true })
+    expect(api.sent.at(-1)!.body).toEqual({ validUntil: null })
+    for (const opts of [{}, { until: 'x', forever: true }]) {
+      const err = await failure(extendNote(fakeDeps(api).deps, extended.id, opts))
+      expect([err.exitCode, err.message]).toEqual([
+        exitCodes.usage,
+        'give --until TIME or --forever',
+      ])
+    }
+  })
 })
 
 describe('osctl memory against a daemon', () => {
@@ -560,5 +638,42 @@ describe('osctl memory against a daemon', () => {
 
     const health = RecallHealth.parse(await json(['memory', 'health']))
     expect(health.runs.failed).toBe(0)
+  })
+
+  it('impact lists notes by lift; a near-duplicate is refused; a note expires and is extended (issue 31)', async () => {
+    const note = MemoryNote.parse(
+      await json([
+        'memory',
+        'add',
+        'nightly',
+        'The Lisbon office closes early on Fridays',
+        '--valid-until',
+        new Date(Date.now() + 86_400_000).toISOString(),
+      ]),
+    )
+    expect(note).toMatchObject({ expired: false, impact: { recalledRuns: 0, lift: null } })
+    const dup = await osctl(
+      ['memory', 'add', 'nightly', 'the lisbon office closes early on fridays'],
+      env,
+    )
+    expect(dup.exitCode).toBe(1)
+    expect(dup.stderr).toContain('note_duplicate')
+    expect(dup.stderr).toContain(note.id)
+
+    const impact = NotePage.parse(await json(['memory', 'impact', '--task', 'nightly']))
+    expect(impact.notes.map((n) => n.id)).toContain(note.id)
+    const table = await osctl(['memory', 'impact', '--layer', 'task'], env)
+    expect(table.exitCode, table.stderr).toBe(0)
+    expect(table.stdout).toMatch(/^LIFT\s+SUCCESS\s+BASE\s+RECALLS\s+LAYER\s+TEXT\s+ID\n/)
+    expect(table.stdout).toContain('The Lisbon office closes early on Fridays')
+
+    const past = await osctl(
+      ['memory', 'extend', note.id, '--until', new Date(Date.now() - 60_000).toISOString()],
+      env,
+    )
+    expect(past.exitCode).toBe(1)
+    expect(past.stderr).toContain('invalid_request')
+    const forever = MemoryNote.parse(await json(['memory', 'extend', note.id, '--forever']))
+    expect(forever).toMatchObject({ id: note.id, validUntil: null, expired: false })
   })
 })

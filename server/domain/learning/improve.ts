@@ -7,9 +7,11 @@ import {
   enqueueRun,
   laneOf,
   lockLanes,
+  onRunOutcomes,
   onSetbacks,
   type Setback,
 } from '../runs/index.js'
+import { countImpact } from './memory/index.js'
 
 // Self-improvement starting by itself (DESIGN 10): a failed run of a custom task, or a gate of one
 // rejected or sent back, starts an os-improve run of that task (origin learning), in the transaction of
@@ -100,8 +102,10 @@ async function inSavepoint(tx: Db, fn: (sp: Db) => Promise<void>): Promise<void>
 
 /**
  * What learning answers of the rest of the domain, registered once at start (createApp, startEngine):
- * a run's setback calls for its task's improvement (DESIGN 2, 10).
+ * a run's setback calls for its task's improvement, and a run's outcome counts for the notes it
+ * recalled (DESIGN 2, 10).
  */
 export function installLearning(): void {
   onSetbacks(triggerImprovements)
+  onRunOutcomes(countImpact)
 }

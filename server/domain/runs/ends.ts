@@ -2,6 +2,7 @@ import { ApiError } from '../../../shared/errors.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { isFinished, loadRun, type RunRow } from './rows.js'
 import { transitionAll, type Move, type TransitionFields } from './transitions.js'
+import { reportOutcomes } from './outcomes.js'
 import { reportSetbacks } from './setbacks.js'
 import { followSuccessors, versionSuccessors } from './successors.js'
 
@@ -58,6 +59,17 @@ export async function finishAll(
         taskId: run.taskId,
         runId: run.id,
         because: 'run failed',
+      })),
+    )
+  // Its outcome counts for the notes it recalled (memory impact, DESIGN 10), in the same change.
+  if (to !== 'cancelled')
+    await reportOutcomes(
+      tx,
+      ended.map((run) => ({
+        enterpriseId: run.enterpriseId,
+        taskId: run.taskId,
+        runId: run.id,
+        outcome: to,
       })),
     )
   return { ended, followed }

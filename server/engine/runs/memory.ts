@@ -23,8 +23,8 @@ import type { NewEvent, RunRow } from '../../domain/runs/index.js'
 // its prompt is the one it had, and recall health counts one recall per run.
 //
 // - `memory.recalled` {noteIds}: the notes recalled, best first. A resumed run reads those notes back by
-//   id (a note's text never changes) and keeps those still active: a note tombstoned or superseded
-//   meanwhile is never answered again, so it leaves the prompt; every other note is as it was.
+//   id (a note's text never changes) and keeps those still active: a note tombstoned, superseded or
+//   expired meanwhile is never answered again, so it leaves the prompt; every other note is as it was.
 // - `memory.recall_failed` {reason}: the recall threw; the run goes on without notes, resumed too.
 // - `memory.training_material` {since, runIds, moreRuns, noteIds, moreNotes}: the runs and notes a
 //   training run was given, read back by id when it resumes.
@@ -115,6 +115,7 @@ export async function recallForRun(
         from unnest(${db.array(ids as string[])}::uuid[]) with ordinality as r(id, ord)
         join memory_notes n on n.id = r.id
        where n.enterprise_id = ${run.enterpriseId} and n.status = 'active'
+         and (n.valid_until is null or n.valid_until > now())
        order by r.ord`
     return { notes: rows }
   }

@@ -70,7 +70,7 @@ export const osTools: Record<string, ToolSpec> = {
   [rememberTool]: {
     name: rememberTool,
     description:
-      "Remember one lesson at the layer you train: later runs and chats of that layer recall it. With correctsId, the lesson corrects that active note (a person's note is corrected only once a person agrees).",
+      "Remember one lesson at the layer you train: later runs and chats of that layer recall it. With correctsId, the lesson corrects that active note (a person's note is corrected only once a person agrees). A lesson that says nearly what an active note says is refused: correct that note instead. With validUntil, a fact that goes stale (a release date, who is on call) stops being recalled then.",
     parameters: object(
       {
         text: { type: 'string', description: 'the lesson, one or two plain sentences' },
@@ -80,6 +80,10 @@ export const osTools: Record<string, ToolSpec> = {
           description: 'the ids of the runs that teach it',
         },
         correctsId: { type: 'string', description: 'the id of the active note this corrects' },
+        validUntil: {
+          type: 'string',
+          description: 'ISO 8601 time with a zone, in the future: the lesson holds until then',
+        },
       },
       ['text', 'evidence'],
     ),
@@ -215,6 +219,12 @@ async function remember(tx: Db, run: RunRow, args: Record<string, unknown>): Pro
       isError: false,
     }
   } catch (err) {
+    // A near-duplicate (issue 31): the model is told which note, and to correct it instead.
+    if (err instanceof ApiError && err.code === 'note_duplicate')
+      return {
+        content: `${rememberTool} refused: ${err.message} To change what it says, call ${rememberTool} again with correctsId "${String(err.extra?.duplicateOf)}" and the corrected text; if it already says what you meant, remember nothing.`,
+        isError: true,
+      }
     if (err instanceof ApiError)
       return { content: `${rememberTool} refused: ${err.message}`, isError: true }
     // A value PostgreSQL cannot store (a NUL character in the text): the model's to correct. Anything

@@ -67,6 +67,7 @@ describe('route checks', () => {
     ['GET', ''],
     ['POST', '/tombstone'],
     ['POST', '/rate', { rating: 'up' }],
+    ['PATCH', '', { validUntil: null }],
   ] as const
   commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/memory' })
   commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/memory/recall-health' })

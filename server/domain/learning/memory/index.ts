@@ -8,14 +8,21 @@ export {
   rateNote,
   taskMemory,
   taskGrants,
+  setValidUntil,
+  readValidUntil,
   type NoteInput,
+  type NoteSort,
 } from './notes.js'
+export { countImpact, lowImpactLift, lowImpactRuns } from './impact.js'
+export { memorySupport, noTrigramMessage, type MemorySupport } from './support.js'
 export {
   recallNotes,
   recallChatNotes,
   searchTaskNotes,
   askTaskMemory,
   recallHealth,
+  searchTerms,
+  searchScore,
   defaultRecallLimit,
   maxRecallLimit,
 } from './recall.js'
@@ -32,4 +39,4 @@ export {
   type TrainingMaterial,
   type TrainingScope,
 } from './training.js'
-export type { RecalledNote, MemoryNote } from '../../../../shared/schemas/memory.js'
+export type { RecalledNote, MemoryNote, NoteImpact } from '../../../../shared/schemas/memory.js'

@@ -1,12 +1,19 @@
 import type { MemoryAsk, RecallHealth, RecalledNote } from '../../../../shared/schemas/memory.js'
 import type { Db, Fragment } from '../../../db/sql.js'
 import { loadTask, loadVersion } from '../../tasks/index.js'
+import { holds } from './rows.js'
 
 // Recall (DESIGN 10): what a task reads of memory for a text. Its own notes, its team's and the
-// enterprise's, active only, ranked by ts_rank over the text's words (memory_query in migration 0011:
-// websearch_to_tsquery with its terms joined by or, so a goal recalls every note sharing a word with it
-// and the notes sharing more rank higher), found through the GIN index on active notes by the text's
-// rarer words on a large memory (memory_filter).
+// enterprise's, active and holding (not past their validUntil), ranked by ts_rank over the text's words
+// (memory_query in migration 0011: websearch_to_tsquery with its terms joined by or, so a goal recalls
+// every note sharing a word with it and the notes sharing more rank higher), found through the GIN index
+// on active notes by the text's rarer words on a large memory (memory_filter).
+//
+// Recall forgives typos (issue 31): a word of the text that is no lexeme of any note of the enterprise
+// is stood in for by the most similar lexemes by trigram similarity (memory_fuzzy in migration 0023,
+// pg_trgm; among the lexemes that begin with its letter): they find notes too, and rank by their
+// full-text rank times their mean similarity, below a note that holds the words as written. Without
+// pg_trgm memory_fuzzy finds nothing and recall is full-text only.
 
 /** How many notes a recall answers unless told. */
 export const defaultRecallLimit = 10
@@ -24,6 +31,28 @@ interface RecalledRow {
 }
 
 /**
+ * The search's terms for `text`, as the columns of one row: `filter` (what finds notes through the GIN
+ * index: `filter`, or'ed with the typo stand-ins), `query` (what ranks them), `fuzzy` and `weight` (the
+ * stand-ins and their mean similarity; null when there are none).
+ */
+export function searchTerms(
+  db: Db,
+  enterpriseId: string,
+  text: string,
+  filter: Fragment,
+): Fragment {
+  return db`
+    select case when f.query is null then ${filter} else ${filter} || f.query end as filter,
+           memory_query(${text}) as query, f.query as fuzzy, f.weight
+      from memory_fuzzy(${enterpriseId}, ${text}) f`
+}
+
+/** A note's score for the terms of `s`: its rank for the words as written, plus its stand-ins'. */
+export const searchScore = (db: Db, alias = 'n'): Fragment =>
+  db`(ts_rank(${db(alias)}.search, s.query)
+      + coalesce(s.weight * ts_rank(${db(alias)}.search, s.fuzzy), 0))::float8`
+
+/**
  * The notes a run of `taskId` recalls for `text`, best first, read-only: what GET
  * /v1/tasks/{id}/memory/ask answers. A task not of the enterprise, or a text with no searchable word,
  * recalls nothing.
@@ -37,13 +66,12 @@ export async function searchTaskNotes(
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
   const search = (filter: Fragment) => db<RecalledRow[]>`
-    with s as materialized (select ${filter} as filter, memory_query(${text}) as query),
+    with s as materialized (${searchTerms(db, enterpriseId, text, filter)}),
          t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId})
-    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
-           ts_rank(n.search, s.query)::float8 as score
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
       from s, t, memory_notes n
      where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
-       and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise')
+       and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise') and ${holds(db)}
      order by score desc, n.created_at desc, n.id
      limit ${take}`
   // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
@@ -86,12 +114,12 @@ export async function recallChatNotes(
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
   const search = (filter: Fragment) => db<RecalledRow[]>`
-    with s as materialized (select ${filter} as filter, memory_query(${text}) as query)
-    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source,
-           ts_rank(n.search, s.query)::float8 as score
+    with s as materialized (${searchTerms(db, enterpriseId, text, filter)})
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
       from s, memory_notes n
      where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
        and (n.layer = 'enterprise' or (n.layer = 'team' and n.team_id = ${teamId}::uuid))
+       and ${holds(db)}
      order by score desc, n.created_at desc, n.id
      limit ${take}`
   let rows = await search(db`memory_filter(${text})`)

@@ -15,6 +15,7 @@ import {
 } from '../../runs/index.js'
 import { requireTeam } from '../../org/index.js'
 import { writeNote } from './notes.js'
+import { holds } from './rows.js'
 
 // Memory training (DESIGN 10): POST /v1/memory/train starts an os-train-memory run; that run's model is
 // given its layer's material (the finished runs since the layer's last training, the gate decisions on
@@ -163,7 +164,7 @@ export async function chooseTrainingMaterial(
     ${validTask ? db`and r.task_id = ${validTask}` : db``}
     and not exists (select 1 from tasks t where t.id = r.task_id and t.origin = 'builtin')`
   const noteScope = db`
-    n.enterprise_id = ${enterpriseId} and n.status = 'active' and n.layer = ${scope.layer}
+    n.enterprise_id = ${enterpriseId} and n.status = 'active' and ${holds(db)} and n.layer = ${scope.layer}
     ${scope.layer === 'team' ? db`and n.team_id = ${validTeam}` : db``}
     ${scope.layer === 'task' ? db`and n.task_id = ${validTask}` : db``}`
   const [runs, [runCount], notes, [noteCount]] = await Promise.all([
@@ -259,9 +260,10 @@ export async function trainingBriefing(
 /**
  * os.remember for a training run (DESIGN 10): one lesson at the layer of the run's input, source
  * training, its evidence the runs named, each with an excerpt of its summary or reason; with correctsId
- * a correction (of a person's note: proposed, and a conflict review item opens). Refuses with an
- * ApiError, writing nothing: no layer in the input, no text, no evidence, a run not of the enterprise,
- * and what writeNote refuses.
+ * a correction (of a person's note: proposed, and a conflict review item opens); with validUntil, a fact
+ * that goes stale then. Refuses with an ApiError, writing nothing: no layer in the input, no text, no
+ * evidence, a run not of the enterprise, and what writeNote refuses (a near-duplicate of an active note
+ * of the layer among them: note_duplicate, whose message tells the model to correct that note).
  */
 export async function rememberLesson(
   db: Db,
@@ -303,6 +305,17 @@ export async function rememberLesson(
   })
   const correctsId =
     typeof args.correctsId === 'string' && args.correctsId ? args.correctsId : undefined
+  if (
+    args.validUntil !== undefined &&
+    args.validUntil !== null &&
+    typeof args.validUntil !== 'string'
+  )
+    throw new ApiError(
+      'invalid_request',
+      'validUntil: an ISO 8601 time with a zone, in the future.',
+    )
+  const validUntil =
+    typeof args.validUntil === 'string' && args.validUntil ? args.validUntil : undefined
   return writeNote(db, run.enterpriseId, {
     layer: scope.layer,
     ...(scope.layer === 'team' && scope.teamId ? { teamId: scope.teamId } : {}),
@@ -311,6 +324,7 @@ export async function rememberLesson(
     source: 'training',
     evidence,
     ...(correctsId ? { correctsId } : {}),
+    ...(validUntil ? { validUntil } : {}),
     createdBy: `run:${run.id}`,
   })
 }
