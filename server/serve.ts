@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net'
+import { homedir } from 'node:os'
+import { resolve } from 'node:path'
 import type { Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import type { Config } from './config.js'
@@ -6,6 +8,7 @@ import { createSealer, secretKey } from './crypto.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
+import { anyEnterprise } from './domain/enterprises/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
 import type { AppDeps } from './http/context.js'
@@ -19,14 +22,25 @@ export interface Running {
   stop(): Promise<void>
 }
 
+export interface DaemonOptions {
+  /** How `osd` is run on this host, for the commands the daemon logs (main.ts: osdCommand). */
+  osd?: string
+}
+
 /** The composition root (DESIGN 2): config -> db -> app -> engine -> listen. */
-export async function startDaemon(config: Config, log: Logger): Promise<Running> {
+export async function startDaemon(
+  config: Config,
+  log: Logger,
+  options: DaemonOptions = {},
+): Promise<Running> {
   const db = await openDatabase(config, log, { max: 20 })
+  let empty: boolean
   try {
     const applied = await migrate(db.sql)
     log.info({ database: db.location, applied }, 'database ready')
     const catalog = await loadServiceCatalog(db.sql)
     log.info(catalog, 'catalogue loaded')
+    empty = !(await anyEnterprise(db.sql))
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err
@@ -55,6 +69,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
   log.info({ url, role: config.role, version: config.version }, 'osd started')
+  // A first start (issue 35): nothing answers a token yet, so say how the first one is made.
+  if (empty && server) log.info({}, firstStartHint(config, options.osd ?? 'osd'))
 
   let stopping: Promise<void> | undefined
   return {
@@ -69,6 +85,29 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
         log.info({}, 'osd stopped')
       })()),
   }
+}
+
+/**
+ * The one command that makes the first enterprise with its owner, a new person (the password piped to
+ * it), and prints a token holding every scope; with the data dir or database this daemon uses.
+ */
+export function firstStartHint(config: Config, osd: string): string {
+  const dataDir =
+    config.databaseUrl || config.dataDir === resolve(homedir(), '.osd')
+      ? ''
+      : ` --data-dir ${quoted(config.dataDir)}`
+  const command =
+    `${osd} admin${dataDir} enterprise create --name Acme --owner-email you@example.com ` +
+    '--password-stdin'
+  return (
+    `no enterprise yet: make the first, with you as its owner, on this host: ${command} ` +
+    `(your password on stdin${config.databaseUrl ? '; with the same DATABASE_URL' : ''})`
+  )
+}
+
+/** A path as one shell word. */
+function quoted(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`
 }
 
 async function listenHttp(deps: AppDeps): Promise<Server> {
