@@ -35,7 +35,8 @@ describe('osctl health and api', () => {
     expect(res.exitCode).toBe(1)
     expect(res.stderr).toContain('cannot reach osd at http://127.0.0.1:1/v1')
     const inProcess = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
-    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: `${res.stderr}\n` })
+    const said = `${res.stderr}\n`
+    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: said, output: said })
   })
 
   it('reaches any route with osctl api, with or without the /v1 prefix', async () => {
