@@ -123,6 +123,28 @@ describe('osctl credentials and profiles', () => {
     expect(status.stdout).not.toContain(token)
   })
 
+  it('says after the first sign-in on a machine, once, what to do next; never with --json', async () => {
+    const own = { OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')) }
+    const quiet = await osctl(
+      ['auth', 'login', '--url', daemon.url, '--token', token, '--json'],
+      own,
+    )
+    expect(quiet.exitCode, quiet.stderr).toBe(0)
+    expect(quiet.stderr).toBe('')
+    const first = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    expect(first.exitCode, first.stderr).toBe(0)
+    expect(first.stdout).toBe(
+      `logged in to ${daemon.url} as profile "default" (enterprise cli-co)\n`,
+    )
+    expect(first.stderr).toBe(
+      'next: `osctl catalog roles list` shows the roles you can clone onto a team, each with its ' +
+        'tasks; `osctl chat` talks with a member\n',
+    )
+    const again = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    expect(again.stdout).toBe(first.stdout)
+    expect(again.stderr).toBe('')
+  })
+
   // Saving a token to the profile every verb would use, refusing one the daemon refuses, and the
   // precedence of flag, environment and profile are osctl's own: test/cli/profiles.test.ts.
 
