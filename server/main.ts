@@ -1,4 +1,3 @@
-import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import { ApiError } from '../shared/errors.js'
 import { registerAdmin, UsageError } from './admin/commands.js'
@@ -6,7 +5,7 @@ import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { createLogger } from './log.js'
-import { startDaemon } from './serve.js'
+import { osdCommand, startDaemon } from './serve.js'
 import { packageVersion } from '../shared/paths.js'
 import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
 
@@ -32,7 +31,7 @@ program
   .action(async (flags: ConfigFlags) => {
     const config = loadConfig(flags)
     const log = createLogger(config.logLevel)
-    const daemon = await startDaemon(config, log, { osd: osdCommand() })
+    const daemon = await startDaemon(config, log, { osd: osdCommand(process.argv[1]) })
     let signals = 0
     const shutdown = (signal: string) => {
       if (++signals > 1) {
@@ -69,18 +68,6 @@ program
       await db.close()
     }
   })
-
-/**
- * How this host runs osd, for the commands the daemon logs: `osd` when that is what the PATH finds
- * (npm link), else the launcher's path, relative when under the working directory (`./bin/osd`).
- */
-function osdCommand(script = process.argv[1] ?? 'osd'): string {
-  const dirs = (process.env.PATH ?? '').split(delimiter).filter(Boolean)
-  if (basename(script) === 'osd' && dirs.some((dir) => resolve(dir) === dirname(script)))
-    return 'osd'
-  const path = relative(process.cwd(), script)
-  return path && !path.startsWith('..') && !isAbsolute(path) ? `./${path}` : script
-}
 
 registerAdmin(program.command('admin').description('operator bootstrap: enterprises and tokens'))
 

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { homedir } from 'node:os'
-import { resolve } from 'node:path'
+import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import type { Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import type { Config } from './config.js'
@@ -89,7 +89,8 @@ export async function startDaemon(
 
 /**
  * The one command that makes the first enterprise with its owner, a new person (the password piped to
- * it), and prints a token holding every scope; with the data dir or database this daemon uses.
+ * it), and prints a token holding every scope; with the data dir this daemon uses (a DATABASE_URL is
+ * the operator's own setting, theirs to give osd admin too).
  */
 export function firstStartHint(config: Config, osd: string): string {
   const dataDir =
@@ -99,10 +100,26 @@ export function firstStartHint(config: Config, osd: string): string {
   const command =
     `${osd} admin${dataDir} enterprise create --name Acme --owner-email you@example.com ` +
     '--password-stdin'
-  return (
-    `no enterprise yet: make the first, with you as its owner, on this host: ${command} ` +
-    `(your password on stdin${config.databaseUrl ? '; with the same DATABASE_URL' : ''})`
-  )
+  return `no enterprise yet: make the first, with you as its owner, on this host: ${command} (your password on stdin)`
+}
+
+/**
+ * How this host runs osd, for the commands the daemon logs: `osd` when that is what the PATH finds
+ * (npm link), else the launcher's path, relative when under the working directory (`./bin/osd`).
+ */
+export function osdCommand(
+  script: string | undefined,
+  cwd = process.cwd(),
+  path = process.env.PATH ?? '',
+): string {
+  if (!script) return 'osd'
+  const dirs = path.split(delimiter).filter(Boolean)
+  if (basename(script) === 'osd' && dirs.some((dir) => resolve(dir) === dirname(script)))
+    return 'osd'
+  const relativePath = relative(cwd, script)
+  return relativePath && !relativePath.startsWith('..') && !isAbsolute(relativePath)
+    ? `./${relativePath}`
+    : script
 }
 
 /** A path as one shell word. */
