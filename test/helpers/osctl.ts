@@ -180,6 +180,7 @@ export async function startCliDaemon(
   const db = await createTestDatabase()
   const enterprise = await createTestEnterprise(db.sql, enterpriseName, { mailDomain: 'osd.local' })
   const running = await serveInProcess(db, daemonEnv)
+  afterAll(() => running.stop())
   const env = {
     OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
     OSCTL_URL: running.url!,
@@ -200,8 +201,8 @@ export async function startCliDaemon(
 
 /**
  * `osd serve` in this process (server/serve.ts, as bin/osd runs it) on the file's database `db`, on a
- * free port, with `daemonEnv` added to this process's environment and a data dir of its own; stopped
- * after the file. `log` receives its log lines (none by default).
+ * free port, with `daemonEnv` added to this process's environment and a data dir of its own. The
+ * caller stops it. `log` receives its log lines (none by default).
  */
 export async function serveInProcess(
   db: Pick<TestDatabase, 'url'>,
@@ -216,9 +217,7 @@ export async function serveInProcess(
     OSD_DATA_DIR: await mkdtemp(join(tmpdir(), 'osd-data-')),
     ...daemonEnv,
   })
-  const running = await runEnv.run(daemonEnvironment, () =>
+  return runEnv.run(daemonEnvironment, () =>
     startDaemon(loadConfig({ port: 0, host: '127.0.0.1' }, daemonEnvironment), log, options),
   )
-  afterAll(() => running.stop())
-  return running
 }
