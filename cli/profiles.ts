@@ -27,6 +27,8 @@ export const sessionTokenPrefix = 'osds_'
 interface Stored {
   current?: string
   profiles: Record<string, Profile>
+  /** The one-time tips osctl has shown on this machine (issue 35: the next step after a sign-in). */
+  tipsShown?: string[]
 }
 
 /** Named profiles of URL and token (DESIGN 9), in a file readable by its owner only. */
@@ -73,6 +75,14 @@ export class ProfileStore {
   use(name: string): boolean {
     if (!this.get(name)) return false
     this.conf.set('current', name)
+    return true
+  }
+
+  /** True the first time it is asked about `tip` (recording it), false ever after. */
+  firstTime(tip: string): boolean {
+    const shown = this.conf.get('tipsShown') ?? []
+    if (shown.includes(tip)) return false
+    this.conf.set('tipsShown', [...shown, tip])
     return true
   }
 

@@ -5,7 +5,7 @@ import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { createLogger } from './log.js'
-import { startDaemon } from './serve.js'
+import { osdCommand, startDaemon } from './serve.js'
 import { packageVersion } from '../shared/paths.js'
 import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
 
@@ -31,7 +31,7 @@ program
   .action(async (flags: ConfigFlags) => {
     const config = loadConfig(flags)
     const log = createLogger(config.logLevel)
-    const daemon = await startDaemon(config, log)
+    const daemon = await startDaemon(config, log, { osd: osdCommand(process.argv[1]) })
     let signals = 0
     const shutdown = (signal: string) => {
       if (++signals > 1) {

@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net'
+import { homedir } from 'node:os'
+import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import type { Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import type { Config } from './config.js'
@@ -6,6 +8,7 @@ import { createSealer, secretKey } from './crypto.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
+import { anyEnterprise } from './domain/enterprises/index.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
@@ -20,9 +23,19 @@ export interface Running {
   stop(): Promise<void>
 }
 
+export interface DaemonOptions {
+  /** How `osd` is run on this host, for the commands the daemon logs (main.ts: osdCommand). */
+  osd?: string
+}
+
 /** The composition root (DESIGN 2): config -> db -> app -> engine -> listen. */
-export async function startDaemon(config: Config, log: Logger): Promise<Running> {
+export async function startDaemon(
+  config: Config,
+  log: Logger,
+  options: DaemonOptions = {},
+): Promise<Running> {
   const db = await openDatabase(config, log, { max: 20 })
+  let empty: boolean
   try {
     const applied = await migrate(db.sql)
     log.info({ database: db.location, applied }, 'database ready')
@@ -30,6 +43,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
     log.info(catalog, 'catalogue loaded')
     // Said once, here: recall without pg_trgm works, only less forgiving (issue 31).
     if (!(await memorySupport(db.sql)).trigram) log.warn({ extension: 'pg_trgm' }, noTrigramMessage)
+    empty = !(await anyEnterprise(db.sql))
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err
@@ -58,6 +72,8 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
   log.info({ url, role: config.role, version: config.version }, 'osd started')
+  // A first start (issue 35): nothing answers a token yet, so say how the first one is made.
+  if (empty && server) log.info({}, firstStartHint(config, options.osd ?? 'osd'))
 
   let stopping: Promise<void> | undefined
   return {
@@ -72,6 +88,46 @@ export async function startDaemon(config: Config, log: Logger): Promise<Running>
         log.info({}, 'osd stopped')
       })()),
   }
+}
+
+/**
+ * The one command that makes the first enterprise with its owner, a new person (the password piped to
+ * it), and prints a token holding every scope; with the data dir this daemon uses (a DATABASE_URL is
+ * the operator's own setting, theirs to give osd admin too).
+ */
+export function firstStartHint(config: Config, osd: string): string {
+  const dataDir =
+    config.databaseUrl || config.dataDir === resolve(homedir(), '.osd')
+      ? ''
+      : ` --data-dir ${quoted(config.dataDir)}`
+  const command =
+    `${osd} admin${dataDir} enterprise create --name Acme --owner-email you@example.com ` +
+    '--password-stdin'
+  return `no enterprise yet: make the first, with you as its owner, on this host: ${command} (your password on stdin)`
+}
+
+/**
+ * How this host runs osd, for the commands the daemon logs: `osd` when that is what the PATH finds
+ * (npm link), else the launcher's path, relative when under the working directory (`./bin/osd`).
+ */
+export function osdCommand(
+  script: string | undefined,
+  cwd = process.cwd(),
+  path = process.env.PATH ?? '',
+): string {
+  if (!script) return 'osd'
+  const dirs = path.split(delimiter).filter(Boolean)
+  if (basename(script) === 'osd' && dirs.some((dir) => resolve(dir) === dirname(script)))
+    return 'osd'
+  const relativePath = relative(cwd, script)
+  return relativePath && !relativePath.startsWith('..') && !isAbsolute(relativePath)
+    ? `./${relativePath}`
+    : script
+}
+
+/** A path as one shell word. */
+function quoted(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`
 }
 
 async function listenHttp(deps: AppDeps): Promise<Server> {

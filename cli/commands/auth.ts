@@ -46,7 +46,20 @@ export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
   show(deps.out, { profile: name, url, ...seen }, () => {
     deps.out.write(`logged in to ${url} as profile "${name}"`)
     deps.out.write(seen?.enterprise ? ` (enterprise ${seen.enterprise.slug})\n` : '\n')
+    if (opts.verify) tellNextStep(deps)
   })
+}
+
+/**
+ * After the first sign-in on this machine (issue 35), once: the commands that lead to a first AI team
+ * member. On stderr, and never with --json, which a script reads.
+ */
+function tellNextStep(deps: Deps): void {
+  if (!deps.profiles().firstTime('after-login')) return
+  deps.out.error(
+    'next: `osctl catalog roles list` shows the roles you can clone onto a team, each with its tasks; ' +
+      '`osctl chat` talks with a member\n',
+  )
 }
 
 /**
@@ -212,6 +225,7 @@ async function signedIn(deps: Deps, name: string, url: string, answer: LoginAnsw
     )
     if (!answer.enterprise)
       deps.out.error('choose an enterprise with `osctl enterprises use SLUG`\n')
+    else tellNextStep(deps)
   })
 }
 

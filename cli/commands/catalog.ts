@@ -13,12 +13,12 @@ import type {
   CatalogTask,
   CatalogTaskRead,
 } from '../../shared/schemas/catalog.js'
-import type { Role } from '../../shared/schemas/organisation.js'
+import type { Member, Role } from '../../shared/schemas/organisation.js'
 import type { TaskRead } from '../../shared/schemas/tasks.js'
 import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { ApiRequestError } from '../errors.js'
+import { ApiRequestError, CliError } from '../errors.js'
 import { printFields, printJson, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { resolveRef, teamId } from '../resolve.js'
@@ -245,7 +245,7 @@ function slugsTaken(err: unknown): unknown {
 export async function cloneRoleEntry(
   deps: Deps,
   ref: string,
-  opts: { team: string },
+  opts: { team: string; newMember?: string },
 ): Promise<void> {
   const client = deps.client()
   const id = await roleEntryId(client, ref)
@@ -255,7 +255,9 @@ export async function cloneRoleEntry(
     .catch((err: unknown) => {
       throw slugsTaken(err)
     })
-  show(deps.out, cloned, () => {
+  const holder =
+    opts.newMember === undefined ? undefined : await newHolder(deps, id, cloned, opts.newMember)
+  show(deps.out, holder ? { ...cloned, member: holder } : cloned, () => {
     const role = cloned.role
     const where = role.teamId === body.teamId ? `on team ${opts.team}` : 'enterprise-wide'
     deps.out.write(
@@ -263,11 +265,41 @@ export async function cloneRoleEntry(
     )
     for (const task of cloned.tasks) deps.out.write(`installed task ${task.slug} (${task.id})\n`)
     for (const skip of cloned.skipped) deps.out.write(`skipped task ${skip.slug}: ${skip.reason}\n`)
-    if (role.holderCount === 0 && cloned.tasks.length)
+    if (holder)
+      deps.out.write(`new member ${holder.name} (${holder.email}) holds the role ${role.slug}\n`)
+    else if (role.holderCount === 0 && cloned.tasks.length)
       deps.out.error(
         `nobody holds the role ${role.slug} yet: its tasks run once someone does (osctl roles grant ${role.slug} MEMBER)\n`,
       )
   })
+}
+
+/**
+ * A new member who holds the role just cloned (issue 35: a first team in few commands), its persona
+ * the catalogue's description of the role, so that it knows in a chat what it is there for. The role
+ * is installed whatever happens here; a failure says how to finish by hand.
+ */
+async function newHolder(
+  deps: Deps,
+  entryId: string,
+  cloned: CatalogRoleCloned,
+  name: string,
+): Promise<Member> {
+  const client = deps.client()
+  const role = cloned.role
+  try {
+    const entry = await client.get<CatalogRole>(`/catalog/roles/${entryId}`)
+    const persona = `Your role: ${entry.name}. ${entry.description.trim()}`.replace(/\.$/, '')
+    const member = await client.post<Member>('/members', { name, persona })
+    await client.post(`/roles/${role.id}/members`, { memberId: member.id })
+    return member
+  } catch (err) {
+    if (err instanceof CliError)
+      err.hint =
+        `the role ${role.slug} and its tasks are installed; give it a holder with ` +
+        `\`osctl members create --name NAME\` and \`osctl roles grant ${role.slug} MEMBER\``
+    throw err
+  }
 }
 
 export function registerCatalog(program: Command, makeDeps: MakeDeps): void {
@@ -360,10 +392,15 @@ export function registerCatalog(program: Command, makeDeps: MakeDeps): void {
       .command('clone')
       .argument('<entry>', 'id or slug')
       .requiredOption('--team <team>', 'team id or slug to install it on')
+      .option(
+        '--new-member <name>',
+        "also make a member of this name who holds the role, the role's description its persona",
+      )
       .description(
         'install the role (one with its slug is reused) and all its public tasks, linked; deprecated tasks are skipped; a task slug taken installs nothing',
       )
       .action(actionOf(makeDeps, cloneRoleEntry)),
     'osctl catalog roles clone reporting-analyst --team general',
+    'osctl catalog roles clone reporting-analyst --team general --new-member Rita',
   )
 }

@@ -135,20 +135,45 @@ export async function exportChat(
   deps.out.write(chatMarkdown(detail, name ?? 'member'))
 }
 
-/** Opens a chat with a member, or with --create-task a chat with the COO that ends in a new task. */
+/**
+ * Opens a chat with a member, or with --create-task a chat with the COO that ends in a new task. With
+ * --message it says something at once (and with --wait prints the reply): a conversation in one
+ * command, where no terminal is at hand for `osctl chat` (issue 35); --json then prints the chat with
+ * its messages as the daemon answers it after.
+ */
 export async function newChat(
   deps: Deps,
   member: string | undefined,
-  opts: { createTask?: boolean },
+  opts: { createTask?: boolean; message?: string; wait?: boolean; timeout?: string },
 ): Promise<void> {
   if (!member && !opts.createTask)
     throw new UsageError('name the member to chat with, or give --create-task')
+  if ((opts.wait || opts.timeout !== undefined) && opts.message === undefined)
+    throw new UsageError('--wait and --timeout go with --message')
+  const timeout = seconds(opts.timeout, '--timeout')
+  if (timeout !== undefined && !opts.wait) throw new UsageError('--timeout goes with --wait')
+  const content = opts.message === undefined ? undefined : await messageText(deps, opts.message)
   const client = deps.client()
   const body = {
     ...(opts.createTask ? { purpose: 'create_task' } : {}),
     ...(member ? { memberId: await memberId(client, member) } : {}),
   }
-  await showChat(deps, await client.post<Chat | ChatDetail>('/chats', body))
+  const chat = await client.post<Chat | ChatDetail>('/chats', body)
+  if (content === undefined) return showChat(deps, chat)
+
+  const sent = await client.post<ChatMessage>(`/chats/${chat.id}/messages`, { content })
+  if (!deps.out.json) {
+    const name = (await memberNames(deps)).get(chat.memberId) ?? 'member'
+    const screen = member
+      ? `osctl chat ${/\s/.test(member) ? `'${member}'` : member}`
+      : 'osctl chat'
+    deps.out.error(
+      `chat ${chat.id} with ${name}: go on in \`${screen}\`, or with \`osctl chats send ${chat.id} TEXT --wait\`\n`,
+    )
+    printMessages(deps, chat.id, [sent], name)
+  }
+  if (opts.wait) await waitForTurn(deps, chat.id, sent.id, timeout)
+  if (deps.out.json) printJson(deps.out, await client.get<ChatDetail>(`/chats/${chat.id}`))
 }
 
 /** The message's text from its argument; "-" reads it from stdin. */
@@ -382,9 +407,15 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
       .command('new')
       .argument('[member]', 'id, email or exact name')
       .option('--create-task', 'a chat with the COO that proposes a task (the member is optional)')
-      .description('open a chat with a member, or a create-task chat')
+      .option('--message <text>', 'say this at once, 1 to 20,000 characters ("-" reads stdin)')
+      .option('--wait', "with --message: wait for the member's reply and print it")
+      .option('--timeout <seconds>', 'with --wait: give up after this long (exit 8)')
+      .description(
+        'open a chat with a member, or a create-task chat; with --message, say something',
+      )
       .action(actionOf(makeDeps, newChat)),
     'osctl chats new ada@acme.example',
+    'osctl chats new Rita --message "What will you do for us?" --wait',
     'osctl chats new --create-task',
   )
   examples(

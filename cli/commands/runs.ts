@@ -93,23 +93,27 @@ export function gateNote(gate: WaitingGate): string {
  * stderr, and on a terminal a spinner with the run's status and the time spent waiting. A run that
  * stops at a gate is said once per gate, with the command that decides it (issue 27); a gate of the
  * run's past (the first read answers every event so far) is not, since the run no longer waits there.
+ * Whether it waits is read from its events, not its status: a read answers the run's row and its
+ * events from two queries, so the row may predate the gate event of the same answer, and the note
+ * then waited for the next read, held 25 s for an event that comes only once the gate is decided.
  */
 async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowResult> {
   const spinner = startSpinner(deps.out, `run ${id.slice(0, 8)}`)
-  let lastGate: WaitingGate | undefined
+  /** The gate the run's latest event says it waits at, if it does. */
+  let waitingAt: WaitingGate | undefined
   const told = new Set<string>()
   try {
     return await followRun(deps.client(), id, {
       timeoutSeconds: timeout,
       onEvent: (event) => {
         spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY }))
-        lastGate = gateOf(event) ?? lastGate
+        waitingAt = gateOf(event)
       },
       onRun: (run) => {
         spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`)
-        if (run.status === 'waiting_on_gate' && lastGate && !told.has(lastGate.id)) {
-          told.add(lastGate.id)
-          spinner.line(gateNote(lastGate))
+        if (waitingAt && !told.has(waitingAt.id)) {
+          told.add(waitingAt.id)
+          spinner.line(gateNote(waitingAt))
         }
       },
       onRetry: (err, ms) =>

@@ -21,7 +21,7 @@ export const gateReviewInstead = [
 /** The verbs that do what `chat` does, one per line, for the refusal. */
 export const chatInstead = [
   'osctl chats list [--member M]',
-  'osctl chats new MEMBER | --create-task',
+  'osctl chats new MEMBER [--message TEXT --wait] | --create-task',
   'osctl chats get CHAT [--limit N]',
   'osctl chats export CHAT [--format md|json]',
   'osctl chats send CHAT TEXT [--wait]',

@@ -66,6 +66,31 @@ async function readPassword(): Promise<string> {
   return password
 }
 
+interface EnterpriseCreateFlags {
+  name: string
+  slug?: string
+  ownerEmail?: string
+  passwordStdin?: boolean
+  json?: boolean
+}
+
+/**
+ * The owner of a first enterprise made in one command (issue 35: what osd logs on its first start): a
+ * new person, in the enterprise's transaction, so a refused enterprise leaves no person behind.
+ */
+async function newOwner(tx: Db, email: string, password: string) {
+  try {
+    return await createUser(tx, { email, password })
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'email_taken')
+      throw new ApiError(
+        'email_taken',
+        `${err.message} Leave out --password-stdin to make them the owner.`,
+      )
+    throw err
+  }
+}
+
 async function enterpriseId(sql: Db, slug: string): Promise<string> {
   const enterprise = await findEnterpriseBySlug(sql, slug)
   if (!enterprise)
@@ -91,11 +116,23 @@ export function registerAdmin(admin: Command): void {
       '--owner-email <email>',
       'a person (osd admin user create) who becomes its owner, the chief executive',
     )
+    .option(
+      '--password-stdin',
+      'with --owner-email: the owner is a new person, whose password is read from stdin',
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { name: string; slug?: string; ownerEmail?: string; json?: boolean }) => {
+    .action(async (opts: EnterpriseCreateFlags) => {
+      if (opts.passwordStdin && !opts.ownerEmail)
+        throw new UsageError('--password-stdin goes with --owner-email (the new owner)')
+      // Read before the database is opened: a refused password then costs nothing.
+      const password = opts.passwordStdin ? await readPassword() : undefined
       const result = await withDatabase(dbFlags(), (sql, config) =>
         transaction(sql, async (tx) => {
-          const owner = opts.ownerEmail ? await personByEmail(tx, opts.ownerEmail) : undefined
+          const owner = opts.ownerEmail
+            ? password === undefined
+              ? await personByEmail(tx, opts.ownerEmail)
+              : await newOwner(tx, opts.ownerEmail, password)
+            : undefined
           const created = await createEnterprise(tx, { name: opts.name, slug: opts.slug }, config)
           if (owner) await setMembership(tx, created.id, owner.id, 'owner')
           const { token } = await createToken(tx, created.id, { name: 'owner', scopes: allScopes })
@@ -109,7 +146,14 @@ export function registerAdmin(admin: Command): void {
       print(opts.json ?? false, result, () =>
         [
           `enterprise ${result.enterprise.slug} (${result.enterprise.id}) created`,
-          ...(result.owner ? [`owner: ${result.owner.email}`] : []),
+          ...(result.owner
+            ? [
+                `owner: ${result.owner.email}` +
+                  (password === undefined
+                    ? ''
+                    : `, a new person who signs in with \`osctl auth login --email ${result.owner.email}\``),
+              ]
+            : []),
           `token (every scope; shown once): ${result.token}`,
         ].join('\n'),
       )

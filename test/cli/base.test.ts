@@ -35,7 +35,8 @@ describe('osctl health and api', () => {
     expect(res.exitCode).toBe(1)
     expect(res.stderr).toContain('cannot reach osd at http://127.0.0.1:1/v1')
     const inProcess = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
-    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: `${res.stderr}\n` })
+    const said = `${res.stderr}\n`
+    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: said, output: said })
   })
 
   it('reaches any route with osctl api, with or without the /v1 prefix', async () => {
@@ -120,6 +121,28 @@ describe('osctl credentials and profiles', () => {
     })
     expect(view.scopes).toHaveLength(38)
     expect(status.stdout).not.toContain(token)
+  })
+
+  it('says after the first sign-in on a machine, once, what to do next; never with --json', async () => {
+    const own = { OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')) }
+    const quiet = await osctl(
+      ['auth', 'login', '--url', daemon.url, '--token', token, '--json'],
+      own,
+    )
+    expect(quiet.exitCode, quiet.stderr).toBe(0)
+    expect(quiet.stderr).toBe('')
+    const first = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    expect(first.exitCode, first.stderr).toBe(0)
+    expect(first.stdout).toBe(
+      `logged in to ${daemon.url} as profile "default" (enterprise cli-co)\n`,
+    )
+    expect(first.stderr).toBe(
+      'next: `osctl catalog roles list` shows the roles you can clone onto a team, each with its ' +
+        'tasks; `osctl chat` talks with a member\n',
+    )
+    const again = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    expect(again.stdout).toBe(first.stdout)
+    expect(again.stderr).toBe('')
   })
 
   // Saving a token to the profile every verb would use, refusing one the daemon refuses, and the

@@ -450,6 +450,35 @@ describe('osctl catalog against a daemon', () => {
     expect(analyst.stderr).toContain('the enterprise has tasks with the slugs weekly-report;')
   })
 
+  it('clones a role with a new member who holds it, the role its persona', async () => {
+    const res = await osctl(
+      ['catalog', 'roles', 'clone', 'support-lead', '--team', 'general', '--new-member', 'Sam'],
+      env,
+    )
+    expect(res.exitCode, res.stderr).toBe(0)
+    expect(res.stderr).toBe('')
+    const sam = await json(['members', 'get', 'Sam'])
+    expect(res.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `new member Sam (${sam.email}) holds the role support-lead`,
+    )
+    expect(sam.roles.map((r: { slug: string }) => r.slug)).toEqual(['support-lead'])
+    expect(sam.teams.map((t: { slug: string }) => t.slug)).toEqual(['general'])
+    expect(sam.persona).toMatch(/^Your role: Support lead\. \S.*[^.]$/)
+
+    // A name taken: the role is installed all the same, and the error says how to finish.
+    const taken = await osctl(
+      ['catalog', 'roles', 'clone', 'content-marketer', '--team', 'general', '--new-member', 'Sam'],
+      env,
+    )
+    expect(taken.exitCode).toBe(1)
+    expect(taken.stderr).toContain(
+      'the role content-marketer and its tasks are installed; give it a holder with',
+    )
+    const marketer = await json(['roles', 'get', 'content-marketer'])
+    expect(marketer.role.slug).toBe('content-marketer')
+    expect(marketer.holders).toEqual([])
+  })
+
   it('--json of a role clone is the API answer unchanged', async () => {
     const cloned = CatalogRoleCloned.parse(
       await json(['catalog', 'roles', 'clone', 'bookkeeper', '--team', 'general']),

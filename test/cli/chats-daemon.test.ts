@@ -131,6 +131,35 @@ describe('osctl chats against a daemon', () => {
     expect(refused.stderr).toContain('chat_closed')
     expect(model.callsWith(key)).toHaveLength(3)
   }, 120_000)
+  it('opens a chat saying something and waits for the reply, in one command', async () => {
+    model.script(key, { text: 'Aye, the report sails on Monday.' })
+    const res = await osctl(['chats', 'new', memberName, '--message', 'When?', '--wait'], env)
+    expect(res.exitCode, res.stderr).toBe(0)
+    const id = /^chat (\S+) with /.exec(res.stderr)?.[1]
+    expect(res.stderr).toBe(
+      `chat ${id} with ${memberName}: go on in \`osctl chat '${memberName}'\`, or with \`osctl chats send ${id} TEXT --wait\`\n`,
+    )
+    expect(res.stdout).toMatch(
+      new RegExp(
+        `^\\[\\d\\d:\\d\\d\\] you: When\\?\\n\\[\\d\\d:\\d\\d\\] ${memberName}: Aye, the report sails on Monday\\.\\n$`,
+      ),
+    )
+    // --json: the chat as the daemon answers it afterwards, the conversation in it.
+    model.script(key, { text: 'Monday, captain.' })
+    const detail = ChatDetail.parse(
+      await json(['chats', 'new', memberName, '--message', 'When again?', '--wait']),
+    )
+    expect(detail.messages!.map((m) => [m.role, m.content])).toEqual([
+      ['person', 'When again?'],
+      ['member', 'Monday, captain.'],
+    ])
+    const lone = await osctl(['chats', 'new', memberName, '--wait'], env)
+    expect([lone.exitCode, lone.stderr]).toEqual([
+      2,
+      'error: --wait and --timeout go with --message\n',
+    ])
+  }, 60_000)
+
   it('a question of a chat is listed by osctl gates with its chat, and leaves the list when the chat closes', async () => {
     const chat = Chat.parse(await json(['chats', 'new', memberName]))
     model.script(key, {

@@ -17,10 +17,10 @@ describe('docs/osctl.md', () => {
   })
 })
 
-describe("the README's osctl summary", () => {
+describe("docs/usage.md's osctl summary", () => {
   it('names every command group', async () => {
-    const readme = await readFile(join(projectRoot, 'README.md'), 'utf8')
-    const summary = readme.split('## Using osctl')[1]!.split('```')[1]!
+    const usage = await readFile(join(projectRoot, 'docs', 'usage.md'), 'utf8')
+    const summary = usage.split('## Commands in brief')[1]!.split('```')[1]!
     const program = buildProgram(() => {
       throw new Error('no command runs in this test')
     })

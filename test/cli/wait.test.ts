@@ -198,4 +198,20 @@ describe('a run that waits at a gate', () => {
     )
     expect(past.stderr).not.toContain('waits at gate')
   })
+
+  it('is said at the read whose events end at the gate, though the run read with them predates it', async () => {
+    // A read answers the run and its events from two queries: the row may still say running.
+    const res = await wait(
+      (deps) => waitRun(deps, runId, { timeout: '0' }),
+      [
+        {
+          run: run('running'),
+          events: [event('run.running'), event('run.waiting_on_gate', { gateId, kind: 'tool' })],
+        },
+        { run: run('waiting_on_gate'), events: [] },
+      ],
+    )
+    expect(res.code).toBe(exitCodes.pending) // one read, then the timeout: no second read said it
+    expect(res.stderr).toContain(`the run waits at gate ${gateId}, a tool call: decide it with`)
+  })
 })

@@ -10,7 +10,8 @@ import type { Output } from '../../cli/output.js'
 import { buildProgram } from '../../cli/program.js'
 import { report } from '../../cli/report.js'
 import { loadConfig } from '../../server/config.js'
-import { startDaemon } from '../../server/serve.js'
+import type { Logger } from '../../server/log.js'
+import { startDaemon, type DaemonOptions, type Running } from '../../server/serve.js'
 import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
 import { createTestDatabase, type TestDatabase } from './db.js'
 
@@ -34,11 +35,22 @@ export interface OsctlResult {
   /** Everything written, final newline included (execa dropped it; here it is kept). */
   stdout: string
   stderr: string
+  /** stdout and stderr as one terminal shows them: every write in the order it was made. */
+  output: string
 }
 
 export interface OsctlRun extends Promise<OsctlResult> {
   /** What the run has written so far, while it runs (a waiter following a run, say). */
-  printed(): { stdout: string; stderr: string }
+  printed(): { stdout: string; stderr: string; output: string }
+}
+
+export interface OsctlOptions {
+  /**
+   * stdout and stderr are a terminal (100 columns) as a person at one has them: tables fitted, local
+   * times, the end of a wait summed up, a spinner on stderr. Still no colour (NO_COLOR), and no
+   * terminal to type a password on.
+   */
+  terminal?: boolean
 }
 
 const runEnv = new AsyncLocalStorage<NodeJS.ProcessEnv>()
@@ -92,14 +104,17 @@ export function osctl(
   args: string[],
   env: Record<string, string | undefined> = {},
   input?: string,
+  options: OsctlOptions = {},
 ): OsctlRun {
   const own = environment({ NO_COLOR: '1', ...env })
   let stdout = ''
   let stderr = ''
+  let output = ''
   const io = {
-    stdout: { write: (text: string) => void (stdout += text) },
-    stderr: { write: (text: string) => void (stderr += text) },
+    stdout: { write: (text: string) => void ((stdout += text), (output += text)) },
+    stderr: { write: (text: string) => void ((stderr += text), (output += text)) },
   }
+  const tty = Boolean(options.terminal)
   // Streams that are not terminals: confirm() and password() find nobody to ask, as with pipes.
   const terminal = {
     stdin: Readable.from([]),
@@ -110,8 +125,8 @@ export function osctl(
       const deps = makeDeps(globals, terminal)
       const out: Output = {
         json: Boolean(globals.json),
-        isTTY: false,
-        errorIsTTY: false,
+        isTTY: tty,
+        errorIsTTY: tty,
         color: false,
         columns: 100,
         write: io.stdout.write,
@@ -135,9 +150,9 @@ export function osctl(
     } catch (err) {
       exitCode = report(err, Boolean(program.opts().json), io)
     }
-    return { exitCode, stdout, stderr }
+    return { exitCode, stdout, stderr, output }
   })
-  return Object.assign(run, { printed: () => ({ stdout, stderr }) })
+  return Object.assign(run, { printed: () => ({ stdout, stderr, output }) })
 }
 
 export interface CliDaemon {
@@ -164,16 +179,7 @@ export async function startCliDaemon(
 ): Promise<CliDaemon> {
   const db = await createTestDatabase()
   const enterprise = await createTestEnterprise(db.sql, enterpriseName, { mailDomain: 'osd.local' })
-  // The daemon runs in an environment of its own, as a process would: what it reads of process.env
-  // then (its server key, say), and later from its requests and its engine, is this.
-  const daemonEnvironment = environment({
-    DATABASE_URL: db.url,
-    OSD_DATA_DIR: await mkdtemp(join(tmpdir(), 'osd-data-')),
-    ...daemonEnv,
-  })
-  const running = await runEnv.run(daemonEnvironment, () =>
-    startDaemon(loadConfig({ port: 0, host: '127.0.0.1' }, daemonEnvironment), silentLog),
-  )
+  const running = await serveInProcess(db, daemonEnv)
   afterAll(() => running.stop())
   const env = {
     OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
@@ -191,4 +197,27 @@ export async function startCliDaemon(
       return JSON.parse(res.stdout)
     },
   }
+}
+
+/**
+ * `osd serve` in this process (server/serve.ts, as bin/osd runs it) on the file's database `db`, on a
+ * free port, with `daemonEnv` added to this process's environment and a data dir of its own. The
+ * caller stops it. `log` receives its log lines (none by default).
+ */
+export async function serveInProcess(
+  db: Pick<TestDatabase, 'url'>,
+  daemonEnv: Record<string, string> = {},
+  log: Logger = silentLog,
+  options: DaemonOptions = {},
+): Promise<Running> {
+  // The daemon runs in an environment of its own, as a process would: what it reads of process.env
+  // then (its server key, say), and later from its requests and its engine, is this.
+  const daemonEnvironment = environment({
+    DATABASE_URL: db.url,
+    OSD_DATA_DIR: await mkdtemp(join(tmpdir(), 'osd-data-')),
+    ...daemonEnv,
+  })
+  return runEnv.run(daemonEnvironment, () =>
+    startDaemon(loadConfig({ port: 0, host: '127.0.0.1' }, daemonEnvironment), log, options),
+  )
 }

@@ -169,6 +169,49 @@ describe('osd admin (DESIGN 8)', () => {
     expect(await db.sql`select 1 from enterprises where slug = 'ghostly'`).toHaveLength(0)
   })
 
+  it('makes an enterprise and its owner, a new person, in one command (what a first start logs)', async () => {
+    const env = { DATABASE_URL: db.url }
+    const password = 'first owner password'
+    const made = await osd(
+      [
+        'admin',
+        'enterprise',
+        'create',
+        '--name',
+        'First',
+        '--owner-email',
+        'first@example.com',
+        '--password-stdin',
+      ],
+      env,
+      password + '\n',
+    )
+    expect(made.exitCode, made.stderr).toBe(0)
+    expect(made.stdout).toMatch(
+      /^enterprise first \(\S+\) created\nowner: first@example\.com, a new person who signs in with `osctl auth login --email first@example\.com`\ntoken \(every scope; shown once\): osd_\S+$/,
+    )
+    const [person] = await db.sql`
+      select p.role from enterprise_people p join users u on u.id = p.user_id
+        join enterprises e on e.id = p.enterprise_id
+       where u.email = 'first@example.com' and e.slug = 'first'`
+    expect(person).toEqual({ role: 'owner' })
+    // The password piped in signs them in, to the enterprise they own.
+    const lifetime = { idleMinutes: 60, maxHours: 24 }
+    const session = await login(db.sql, { email: 'first@example.com', password }, lifetime)
+    expect(session.enterprise).toMatchObject({ slug: 'first' })
+
+    const alone = await osd([
+      'admin',
+      'enterprise',
+      'create',
+      '--name',
+      'Alone',
+      '--password-stdin',
+    ])
+    expect(alone.exitCode).toBe(2)
+    expect(alone.stderr).toContain('--password-stdin goes with --owner-email')
+  })
+
   it("resets a person's password from stdin, ending their sessions and lifting a lock", async () => {
     const env = { DATABASE_URL: db.url }
     const lifetime = { idleMinutes: 60, maxHours: 24 }

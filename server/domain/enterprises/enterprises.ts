@@ -63,6 +63,13 @@ export async function listEnterprises(db: Db): Promise<Enterprise[]> {
   >`select id, slug, name from enterprises where not catalog order by created_at, id`
 }
 
+/** Whether the database holds an enterprise yet (the service's catalogue is not one). */
+export async function anyEnterprise(db: Db): Promise<boolean> {
+  const [row] = await db<{ any: boolean }[]>`
+    select exists (select 1 from enterprises where not catalog) as any`
+  return row!.any
+}
+
 // --- webhook secret (spec: Enterprise settings; Authentication 8) ---------------------------------
 
 export async function getWebhookSecretInfo(
