@@ -89,6 +89,11 @@ const sessionTarget = {
   tokenSource: 'profile' as const,
 }
 
+/** What the first sign-in of a configuration says next (once: a later one says nothing of it). */
+const nextStep =
+  'next: `osctl catalog roles list` shows the roles you can clone onto a team, each with its tasks; ' +
+  '`osctl chat` talks with a member\n'
+
 describe('osctl auth login --email', () => {
   it('signs in with the password from stdin and keeps the session in the profile, readable by its owner only', async () => {
     const api = routes({ 'POST /auth/login': loginAnswer() })
@@ -125,7 +130,7 @@ describe('osctl auth login --email', () => {
     expect(f.stdout()).toBe(
       `signed in to ${url} as Ada Lovelace <ada@example.com>, profile "ada@example.com", enterprise acme (owner)\n`,
     )
-    expect(f.stderr()).toBe('profile "ada@example.com" is current now\n')
+    expect(f.stderr()).toBe('profile "ada@example.com" is current now\n' + nextStep)
     for (const secret of [password, sessionToken, csrfToken])
       expect(f.stdout() + f.stderr()).not.toContain(secret)
   })
@@ -384,7 +389,8 @@ describe('a sign-in beside a profile that holds an API token (issue 27)', () => 
     })
     expect(profiles.current).toBe('ada@example.com')
     expect(f.stderr()).toBe(
-      'profile "ada@example.com" is current now (`osctl auth logout` goes back to "default")\n',
+      'profile "ada@example.com" is current now (`osctl auth logout` goes back to "default")\n' +
+        nextStep,
     )
     // What a user finds in the file: the token is still there, readable by its owner only.
     const file = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'))
@@ -419,7 +425,7 @@ describe('a sign-in beside a profile that holds an API token (issue 27)', () => 
     const forced = signIn(profiles, { profile: 'default', force: true })
     await forced.run
     expect(profiles.get('default')).toMatchObject({ token: sessionToken, kind: 'session' })
-    expect(forced.f.stderr()).toBe('note: replaced the API token of profile "default"\n')
+    expect(forced.f.stderr()).toBe('note: replaced the API token of profile "default"\n' + nextStep)
 
     const other = await withToken()
     const work = signIn(other.profiles, { profile: 'work' })
