@@ -29,6 +29,10 @@ export interface Config {
   chatStreaming: boolean
   /** The longest a tool server's call may take before it is answered to the model as not answered. */
   toolTimeoutSeconds: number
+  /** The longest an unstreamed model call may take: past it, an outage (the work waits and retries). */
+  modelTimeoutSeconds: number
+  /** The longest a streamed model call may go without a piece of its answer (its first included). */
+  modelIdleSeconds: number
   /**
    * Cache breakpoints on provider_a's requests, so each call reads the conversation so far from the
    * provider's cache (DESIGN 13). OSD_PROMPT_CACHE=off sends none: to compare costs, or for a compatible
@@ -81,6 +85,8 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
+    modelTimeoutSeconds: positive(env.OSD_MODEL_TIMEOUT_SECONDS, 120),
+    modelIdleSeconds: positive(env.OSD_MODEL_IDLE_SECONDS, 60),
     promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:

@@ -30,7 +30,16 @@ export interface EngineOptions {
   chatSql?: Sql
   log: Logger
   config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'> &
-    Partial<Pick<Config, 'chatStreaming' | 'toolTimeoutSeconds' | 'promptCache'>>
+    Partial<
+      Pick<
+        Config,
+        | 'chatStreaming'
+        | 'toolTimeoutSeconds'
+        | 'promptCache'
+        | 'modelTimeoutSeconds'
+        | 'modelIdleSeconds'
+      >
+    >
   sealer: Sealer
   /** Providers to use instead of the configured ones (none in production). */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
@@ -52,6 +61,8 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     createProviders({
       baseUrls: config.providerBaseUrls,
       promptCache: config.promptCache ?? true,
+      timeoutMs: (config.modelTimeoutSeconds ?? 120) * 1000,
+      idleMs: (config.modelIdleSeconds ?? 60) * 1000,
       log,
     })
   const executors = {

@@ -12,3 +12,29 @@ describe('OSD_PROMPT_CACHE (issue 29)', () => {
     expect(promptCache(' OFF ')).toBe(false)
   })
 })
+
+describe('timeouts of the world osd calls (issue 34)', () => {
+  it('reads OSD_MODEL_TIMEOUT_SECONDS, OSD_MODEL_IDLE_SECONDS and OSD_TOOL_TIMEOUT_SECONDS, else their defaults', () => {
+    expect(loadConfig({}, {})).toMatchObject({
+      modelTimeoutSeconds: 120,
+      modelIdleSeconds: 60,
+      toolTimeoutSeconds: 120,
+    })
+    const set = loadConfig(
+      {},
+      {
+        OSD_MODEL_TIMEOUT_SECONDS: '30',
+        OSD_MODEL_IDLE_SECONDS: '5.5',
+        OSD_TOOL_TIMEOUT_SECONDS: '9',
+      },
+    )
+    expect(set).toMatchObject({
+      modelTimeoutSeconds: 30,
+      modelIdleSeconds: 5.5,
+      toolTimeoutSeconds: 9,
+    })
+    // Not a positive number: the default, as for the other durations.
+    const bad = loadConfig({}, { OSD_MODEL_TIMEOUT_SECONDS: 'soon', OSD_MODEL_IDLE_SECONDS: '-1' })
+    expect(bad).toMatchObject({ modelTimeoutSeconds: 120, modelIdleSeconds: 60 })
+  })
+})

@@ -82,13 +82,24 @@ export interface ModelProvider {
   listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
 }
 
-/** Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). */
+/**
+ * Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). An outage the
+ * provider throttled (429, 529) says how long to wait before the connection is called again:
+ * `retryAfterMs`, the provider's word at first (`retry-after-ms`, `retry-after`), then the wait the
+ * engine chose from it (models/throttles.ts).
+ */
 export class ProviderError extends Error {
   constructor(
     readonly kind: 'refused_key' | 'outage' | 'bad_request' | 'aborted',
     message: string,
     readonly status?: number,
+    public retryAfterMs?: number,
   ) {
     super(message)
+  }
+
+  /** The provider asked to be called less (429 too many requests, 529 overloaded). */
+  get throttled(): boolean {
+    return this.status === 429 || this.status === 529
   }
 }

@@ -458,10 +458,20 @@ export class ChatReply {
       )
       return 'stop'
     }
-    if (result.kind === 'failed') {
+    if (result.kind === 'throttled' || result.kind === 'failed') {
       const { failure } = result
       if (failure.kind === 'aborted' || this.signal.aborted) return 'stop'
       const status = failure.status ? ` (${failure.status})` : ''
+      if (failure.throttled) {
+        // Throttled (or its connection is, this moment): the provider's wait, spread (models/throttles.ts).
+        const wait = failure.retryAfterMs ?? backoffMs(0)
+        await this.notice(
+          `The model provider asked for fewer calls${status}; the reply is retried in ${retryWords(wait)}.`,
+          'blocked',
+          new Date(Date.now() + wait),
+        )
+        return 'stop'
+      }
       if (failure.kind === 'bad_request') {
         await this.notice(
           `I could not reply: the model provider refused the request${status}.`,

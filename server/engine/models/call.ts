@@ -18,6 +18,7 @@ import {
   type SpendRefusal,
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
+import { throttles } from './throttles.js'
 
 // The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
 // chat reply both go through: the worst case priced, reserved on every spend layer under the counters'
@@ -25,7 +26,8 @@ import { withCallSignal } from '../call-signal.js'
 // call, streamed when asked; its failure classified; its cost settled in place of the reservation and
 // counted on the key's usage, with the caller's record of the answer in the same commit. A reservation
 // is released exactly once: by the settlement while it is still on the record, else by the engine that
-// took the work over and found it there.
+// took the work over and found it there. A connection the provider throttles is not called until its
+// wait is over (throttles.ts): the work is told how long to wait, with no reservation made.
 
 /** The model and key a call is made with (domain/models/llm.ts chooseModel). */
 export interface ModelChoice {
@@ -107,6 +109,8 @@ export type ModelCallResult =
   | { kind: 'gone' }
   | { kind: 'over_limit'; reason: string }
   | { kind: 'no_room'; refusal: SpendRefusal }
+  /** Not called: the connection is throttled; `failure.retryAfterMs` says how long to wait. */
+  | { kind: 'throttled'; failure: ProviderError }
   | { kind: 'failed'; failure: ProviderError; held: HeldCall }
   | { kind: 'answered'; reply: ModelReply; costMicros: number; mine: boolean; held: HeldCall }
 
@@ -124,6 +128,17 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   const worst = worstCaseOf(choice, call.promptChars, call.request.maxTokens)
   const over = call.overLimit?.(worst)
   if (over) return { kind: 'over_limit', reason: over }
+  const wait = throttles.admit(key.connectionId)
+  if (wait !== undefined)
+    return {
+      kind: 'throttled',
+      failure: new ProviderError(
+        'outage',
+        'the provider asked for fewer calls on this key a moment ago',
+        429,
+        wait,
+      ),
+    }
 
   const held: HeldCall = {
     id: randomUUID(),
@@ -172,6 +187,14 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
           : new ProviderError('bad_request', (err as Error).message)
     outcome = { failure, costMicros: 0 }
   }
+  if ('reply' in outcome) throttles.answered(key.connectionId)
+  else if (outcome.failure.throttled)
+    outcome.failure.retryAfterMs = throttles.throttled(
+      key.connectionId,
+      outcome.failure.retryAfterMs,
+    )
+  else if (outcome.failure.kind === 'aborted') throttles.abandoned(key.connectionId)
+  else throttles.answered(key.connectionId)
 
   await owner.beforeSettle?.(outcome)
   // The call was made and is paid for in any case: its cost is counted whoever holds the work now.

@@ -13,6 +13,7 @@ import {
   type TokenUsage,
 } from '../../domain/models/index.js'
 import type { Logger } from '../../log.js'
+import { retryAfterOf, sdkTimedOut, statusOf, timedOut, withRetries } from './retries.js'
 import { postStream, StreamError, type StreamRequest } from './stream.js'
 
 // Model providers behind one interface (DESIGN 6; its types are the domain's: domain/models/provider.ts):
@@ -29,9 +30,14 @@ import { postStream, StreamError, type StreamRequest } from './stream.js'
 
 export interface ProviderOptions {
   baseUrls: Record<Provider, string>
-  /** Milliseconds before a call gives up (each attempt). */
+  /** Milliseconds before an unstreamed call gives up (OSD_MODEL_TIMEOUT_SECONDS; default 120 s). */
   timeoutMs?: number
-  /** Retries with backoff on 429 and 5xx, by the SDKs. */
+  /**
+   * Milliseconds a streamed call may go without a piece of its answer, its first included
+   * (OSD_MODEL_IDLE_SECONDS; default 60 s): a long answer that keeps coming is not cut.
+   */
+  idleMs?: number
+  /** Tries again in place after a blip (retries.ts); default 2. */
   maxRetries?: number
   /** Cache breakpoints on provider_a's requests (Config.promptCache, OSD_PROMPT_CACHE); on unless false. */
   promptCache?: boolean
@@ -71,13 +77,33 @@ export class ToolNames {
   }
 }
 
-function classify(err: unknown): ProviderError {
+/** How long calls may take, for the words of a timeout. */
+interface Limits {
+  timeoutMs: number
+  idleMs: number
+}
+
+function classify(err: unknown, limits: Limits): ProviderError {
   if (err instanceof ProviderError) return err
-  const e = err as { name?: string; status?: number; message?: string }
+  const e = err as { name?: string; code?: string; message?: string }
   if (e?.name === 'APIUserAbortError' || e?.name === 'AbortError')
     return new ProviderError('aborted', 'aborted')
-  const status = typeof e?.status === 'number' ? e.status : undefined
+  if (timedOut(err))
+    return new ProviderError(
+      'outage',
+      sdkTimedOut(err)
+        ? `the provider did not answer within ${seconds(limits.timeoutMs)}`
+        : `the provider sent nothing for ${seconds(limits.idleMs)}`,
+    )
+  const status = statusOf(err)
   const detail = (e?.message ?? String(err)).slice(0, 300)
+  if (status === 429 || status === 529)
+    return new ProviderError(
+      'outage',
+      `the provider asked for fewer calls (${status}${status === 429 ? ' too many requests' : ' overloaded'})`,
+      status,
+      retryAfterOf(err),
+    )
   if (status === 401 || status === 403)
     return new ProviderError(
       'refused_key',
@@ -97,6 +123,8 @@ function classify(err: unknown): ProviderError {
     status,
   )
 }
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`
 
 /** Clients kept at most, per provider: one per key in use. */
 const clientsKept = 64
@@ -231,10 +259,12 @@ const noUsage = (): TokenUsage => ({ input: 0, output: 0, cacheRead: 0, cacheWri
 function anthropicProvider({
   baseUrls,
   timeoutMs = 120_000,
+  idleMs = 60_000,
   maxRetries = 2,
   promptCache = true,
   log,
 }: ProviderOptions): ModelProvider {
+  const limits = { timeoutMs, idleMs }
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
   const client = clientsByKey(
@@ -245,7 +275,7 @@ function anthropicProvider({
         defaultHeaders: { 'x-api-key': key },
         baseURL: baseUrls.provider_a,
         timeout: timeoutMs,
-        maxRetries,
+        maxRetries: 0, // retries.ts
       }),
   )
   // Connections whose server refused cache breakpoints (a local compatible server may answer them 400),
@@ -258,7 +288,22 @@ function anthropicProvider({
     return until !== undefined && until > Date.now()
   }
 
-  async function send(
+  function send(
+    params: Anthropic.MessageCreateParamsNonStreaming,
+    names: ToolNames,
+    credentials: Credentials,
+    signal: AbortSignal,
+    onText: OnText | undefined,
+  ): Promise<ModelReply> {
+    const told = telling(onText)
+    return withRetries(() => attempt(params, names, credentials, signal, told.onText), {
+      maxRetries,
+      signal,
+      told: told.any,
+    })
+  }
+
+  async function attempt(
     params: Anthropic.MessageCreateParamsNonStreaming,
     names: ToolNames,
     credentials: Credentials,
@@ -271,8 +316,7 @@ function anthropicProvider({
           url: `${baseUrls.provider_a.replace(/\/+$/, '')}/v1/messages`,
           headers: { 'x-api-key': credentials.key, 'anthropic-version': anthropicVersion },
           signal,
-          timeoutMs,
-          maxRetries,
+          idleMs,
         },
         params,
         names,
@@ -311,7 +355,7 @@ function anthropicProvider({
           onText,
         )
       } catch (err) {
-        const failure = classify(err)
+        const failure = classify(err, limits)
         // The request refused for its breakpoints (400, or 422 from a strictly validating server, that
         // names cache_control; the refusal was made before any text, so none was told): the connection
         // is sent none for an hour, which is said once, and the call is made once more without them.
@@ -342,7 +386,7 @@ function anthropicProvider({
             onText,
           )
         } catch (again) {
-          throw classify(again)
+          throw classify(again, limits)
         }
       }
     },
@@ -351,9 +395,25 @@ function anthropicProvider({
         const page = await client(credentials.key).models.list({ limit: 100 }, { signal })
         return page.data.map((m) => m.id)
       } catch (err) {
-        throw classify(err)
+        throw classify(err, limits)
       }
     },
+  }
+}
+
+/**
+ * The text a streamed call tells, and whether it told any yet: a call that told some is not tried again
+ * (its reader would see it twice).
+ */
+function telling(onText: OnText | undefined): { onText: OnText | undefined; any: () => boolean } {
+  if (!onText) return { onText, any: () => false }
+  let told = false
+  return {
+    onText: (text) => {
+      told = true
+      onText(text)
+    },
+    any: () => told,
   }
 }
 
@@ -362,15 +422,17 @@ function anthropicProvider({
 function openAiProvider({
   baseUrls,
   timeoutMs = 120_000,
+  idleMs = 60_000,
   maxRetries = 2,
 }: ProviderOptions): ModelProvider {
+  const limits = { timeoutMs, idleMs }
   const client = clientsByKey(
     (key: string) =>
       new OpenAI({
         apiKey: key,
         baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
         timeout: timeoutMs,
-        maxRetries,
+        maxRetries: 0, // retries.ts
       }),
   )
   return {
@@ -420,19 +482,19 @@ function openAiProvider({
             }
           : {}),
       }
-      try {
-        if (onText)
-          return await streamOpenAi(
+      const told = telling(onText)
+      const attempt = async (): Promise<ModelReply> => {
+        if (told.onText)
+          return streamOpenAi(
             {
               url: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1/chat/completions`,
               headers: { authorization: `Bearer ${credentials.key}` },
               signal,
-              timeoutMs,
-              maxRetries,
+              idleMs,
             },
             params,
             names,
-            onText,
+            told.onText,
           )
         const reply = await client(credentials.key).chat.completions.create(params, { signal })
         const message = reply.choices[0]?.message
@@ -448,8 +510,11 @@ function openAiProvider({
           usage: openAiUsage(reply.usage),
           model: reply.model,
         }
+      }
+      try {
+        return await withRetries(attempt, { maxRetries, signal, told: told.any })
       } catch (err) {
-        throw classify(err)
+        throw classify(err, limits)
       }
     },
     async listModels(credentials, signal) {
@@ -457,7 +522,7 @@ function openAiProvider({
         const page = await client(credentials.key).models.list({ signal })
         return page.data.map((m) => m.id)
       } catch (err) {
-        throw classify(err)
+        throw classify(err, limits)
       }
     },
   }

@@ -23,7 +23,12 @@ import {
   type ToolRequest,
   transition,
 } from '../../domain/runs/index.js'
-import { chooseModel, type OAuthSettings, settle } from '../../domain/models/index.js'
+import {
+  chooseModel,
+  type OAuthSettings,
+  type ProviderError,
+  settle,
+} from '../../domain/models/index.js'
 import { mustGateTools, reaches } from '../../domain/tasks/index.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
@@ -375,6 +380,7 @@ class RunExecution {
     // A run taken over meanwhile is the other engine's to log.
     if (result.kind === 'no_room') await this.writeLog()
     if (result.kind === 'gone' || result.kind === 'no_room') return 'stop'
+    if (result.kind === 'throttled') return this.hold('blocked', result.failure)
     const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
       this.journal.remember([
         {
@@ -396,7 +402,7 @@ class RunExecution {
       ended('failed', responseOf({ failure, costMicros: 0 }))
       if (failure.kind === 'aborted') return 'stop'
       if (failure.kind === 'bad_request') return this.fail(failure.message)
-      return this.hold('blocked', failure.message)
+      return this.hold('blocked', failure)
     }
     if (!result.mine) return 'stop'
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
@@ -635,19 +641,26 @@ class RunExecution {
 
   /**
    * Holds the run (blocked: a refused key, no key, an outage): it leaves its concurrency slot and comes
-   * back by itself after a back-off, or at once when a key is bound.
+   * back by itself after a back-off, or at once when a key is bound. A provider's throttle sets the wait
+   * (models/throttles.ts), which its event says, with the time the run tries again.
    */
-  private async hold(status: 'blocked', reason: string): Promise<Step> {
+  private async hold(status: 'blocked', why: string | ProviderError): Promise<Step> {
+    const waitMs = typeof why === 'string' ? undefined : why.retryAfterMs
+    const reason = typeof why === 'string' ? why : why.message
     const held = await transaction(this.sql, async (tx) => {
       const run = await this.lockRun(tx)
       if (!run) return false
       // Every hold counts, whatever its cause (no key, a refused key, an outage): each one is an event.
       const [holds] = await tx<{ times: number }[]>`
         select count(*)::int as times from run_events where run_id = ${this.run.id} and type = 'run.blocked'`
-      await transition(tx, run, status, {
-        blockedReason: reason,
-        notBefore: new Date(Date.now() + backoffMs(holds!.times)),
-      })
+      const retryAt = new Date(Date.now() + (waitMs ?? backoffMs(holds!.times)))
+      await transition(
+        tx,
+        run,
+        status,
+        { blockedReason: reason, notBefore: retryAt },
+        waitMs === undefined ? {} : { throttled: true, retryAt: retryAt.toISOString() },
+      )
       return true
     })
     if (held) await this.writeLog()

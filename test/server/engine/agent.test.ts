@@ -333,7 +333,7 @@ describe('blocked runs (DESIGN 6)', () => {
     const run = await start(worker.id, { n: 2 })
     const held = await wait(run.id, ['blocked'])
     expect(held.run.blockedReason).toMatch(/did not answer \(503\)/)
-    // One call for the refused key (a 401 is not retried), three for the outage (the SDK retried twice).
+    // One call for the refused key (a 401 is not retried), three for the outage (tried again twice in place, retries.ts).
     expect(fake.callsWith(key)).toHaveLength(4)
     await t.sql`update runs set not_before = now() where id = ${run.id}` // the back-off is over
     engine.runs.wake()

@@ -376,7 +376,7 @@ describe('the stream', () => {
 
   it('a provider that fails says so in a sentence and the reply is tried again', async () => {
     const s = await tenant()
-    // The SDK's own two retries fail too: the call fails.
+    // Its two tries again in place (retries.ts) fail too: the call fails.
     const down = { status: 503, message: '{"error":"overloaded","detail":"raw"}', retryAfter: 0 }
     fake.script(s.key, down, down, down, { text: 'Back now.' })
     const chat = await s.open()
@@ -404,6 +404,32 @@ describe('the stream', () => {
     // One notice for the outage, no raw answer of the provider anywhere.
     expect(stream.named('message').filter((e) => e.data.notice)).toHaveLength(1)
     expect(JSON.stringify(stream.events)).not.toContain('overloaded')
+    await stream.cancel()
+  })
+
+  it('a provider that throttles says so, and the reply comes by itself after its retry-after (issue 34)', async () => {
+    const s = await tenant()
+    fake.script(s.key, { status: 429, retryAfter: 1 }, { text: 'Here now.' })
+    const chat = await s.open()
+    const stream = await s.follow(chat.id)
+    const sent = Date.now()
+    await s.send(chat.id, 'Hello?')
+    await stream.until(
+      (events) =>
+        events.some((e) => e.event === 'message' && e.data.content === 'Here now.') &&
+        lastChatIs(false)(events),
+      15_000,
+      'the reply after the throttle, with nobody waking the engine',
+    )
+    const notices = stream.named('message').filter((e) => e.data.notice)
+    expect(notices.map((e) => e.data.content)).toEqual([
+      expect.stringMatching(
+        /^The model provider asked for fewer calls \(429\); the reply is retried in [12] s\.$/,
+      ),
+    ])
+    // Not sooner than the provider asked; one call throttled, one answered.
+    expect(fake.callsWith(s.key)).toHaveLength(2)
+    expect(fake.callsWith(s.key)[1]!.receivedAt - sent).toBeGreaterThanOrEqual(1_000)
     await stream.cancel()
   })
 })
