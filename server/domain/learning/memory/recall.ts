@@ -32,17 +32,20 @@ interface RecalledRow {
 
 /**
  * The search's terms for `text`, as the columns of one row: `filter` (what finds notes through the GIN
- * index: `filter`, or'ed with the typo stand-ins), `query` (what ranks them), `fuzzy` and `weight` (the
- * stand-ins and their mean similarity; null when there are none).
+ * index: `filter`, or'ed with the typo stand-ins: every one, or only those few notes hold, as
+ * memory_filter keeps only a text's rarer words; migration 0024), `query` (what ranks them), `fuzzy`
+ * and `weight` (the stand-ins and their mean similarity; null when there are none).
  */
 export function searchTerms(
   db: Db,
   enterpriseId: string,
   text: string,
   filter: Fragment,
+  standIns: 'all' | 'rare' = 'all',
 ): Fragment {
+  const added = standIns === 'rare' ? db`f.rare` : db`f.query`
   return db`
-    select case when f.query is null then ${filter} else ${filter} || f.query end as filter,
+    select case when ${added} is null then ${filter} else ${filter} || ${added} end as filter,
            memory_query(${text}) as query, f.query as fuzzy, f.weight
       from memory_fuzzy(${enterpriseId}, ${text}) f`
 }
@@ -65,8 +68,8 @@ export async function searchTaskNotes(
   limit = defaultRecallLimit,
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
-  const search = (filter: Fragment) => db<RecalledRow[]>`
-    with s as materialized (${searchTerms(db, enterpriseId, text, filter)}),
+  const search = (filter: Fragment, standIns: 'all' | 'rare') => db<RecalledRow[]>`
+    with s as materialized (${searchTerms(db, enterpriseId, text, filter, standIns)}),
          t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId})
     select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
       from s, t, memory_notes n
@@ -75,9 +78,9 @@ export async function searchTaskNotes(
      order by score desc, n.created_at desc, n.id
      limit ${take}`
   // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
-  // does (migration 0011).
-  let rows = await search(db`memory_filter(${text})`)
-  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
+  // does (migration 0011); the same for the typo stand-ins (0024).
+  let rows = await search(db`memory_filter(${text})`, 'rare')
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
   return rows.map((r) => ({ ...r, score: Number(r.score) }))
 }
 
@@ -113,8 +116,8 @@ export async function recallChatNotes(
   count = true,
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
-  const search = (filter: Fragment) => db<RecalledRow[]>`
-    with s as materialized (${searchTerms(db, enterpriseId, text, filter)})
+  const search = (filter: Fragment, standIns: 'all' | 'rare') => db<RecalledRow[]>`
+    with s as materialized (${searchTerms(db, enterpriseId, text, filter, standIns)})
     select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
       from s, memory_notes n
      where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
@@ -122,8 +125,8 @@ export async function recallChatNotes(
        and ${holds(db)}
      order by score desc, n.created_at desc, n.id
      limit ${take}`
-  let rows = await search(db`memory_filter(${text})`)
-  if (rows.length === 0) rows = await search(db`memory_query(${text})`)
+  let rows = await search(db`memory_filter(${text})`, 'rare')
+  if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
   if (count && rows.length > 0)
     await db`
       update memory_notes set recalls = recalls + 1
