@@ -4,7 +4,7 @@
 // same run, one run from POST to succeeded. Medians of several rounds. Reports; asserts nothing.
 // Anchor: the Windmill benchmark's 40 lightweight tasks (Hatchet 1.2 s, Temporal 3.0 s, Windmill 2.1 s on
 // an AWS m4.large). Target: the 40-chain under 0.4 s here.
-import { api, benchDaemon, median, watchRuns } from './bench-lib.js'
+import { api, benchDaemon, largest, median, smallest, watchRuns } from './bench-lib.js'
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7)
 const length = Number(process.env.BENCH_CHAIN ?? 40)
@@ -48,7 +48,7 @@ async function finished(executionIds: string[], count: number, t0: number): Prom
        where execution_id = any(${daemon.sql.array(executionIds)}::uuid[]) and status = 'succeeded'`
     if (rows.length >= count) {
       await new Promise((r) => setTimeout(r, 20)) // the last notifications are on their way
-      return Math.max(...rows.map((r) => watch.lastMoved.get(r.id)!)) - t0
+      return largest(rows.map((r) => watch.lastMoved.get(r.id)!)) - t0
     }
     if (Date.now() > deadline)
       throw new Error(`only ${rows.length} of ${count} runs succeeded in 60 s`)
@@ -81,7 +81,7 @@ await daemon.close()
 
 const ms = (values: number[]) => `${median(values).toFixed(0)} ms`.padStart(8)
 const spread = (values: number[]) =>
-  `(min ${Math.min(...values)}, max ${Math.max(...values)})`.padStart(20)
+  `(min ${smallest(values)}, max ${largest(values)})`.padStart(20)
 console.log(`\nbench:chain  ${rounds} rounds, one osd (role all), embedded PostgreSQL`)
 console.log('1 run, POST -> succeeded    ', ms(results.single), spread(results.single))
 console.log(`${length}-chain of successors     `, ms(results.chain), spread(results.chain))

@@ -16,7 +16,15 @@
 // Targets: >= 1,000 runs/s sustained, p50 <= 10 ms, p99 <= 50 ms.
 import { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
-import { api, benchDaemon, median, percentile, watchRuns, type BenchDaemon } from './bench-lib.js'
+import {
+  api,
+  benchDaemon,
+  largest,
+  median,
+  percentile,
+  watchRuns,
+  type BenchDaemon,
+} from './bench-lib.js'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5)
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32)
@@ -131,7 +139,7 @@ async function underLoad(
     requests: answers.length,
     perSecond: answers.length / window,
     succeededPerSecond: [...finished.values()].filter((t) => t <= ended).length / window,
-    drainMs: Math.max(0, Math.max(...finished.values()) - ended),
+    drainMs: Math.max(0, largest(finished.values()) - ended),
     p50: median(latencies),
     p99: percentile(latencies, 99),
     failed: failed + answers.length - finished.size,

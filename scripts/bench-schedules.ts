@@ -7,7 +7,7 @@
 // time to each run created (the fire starts its run) and to its `running` (the engine picked it up).
 // Reports; asserts nothing.
 import { createTask } from '../server/domain/tasks/index.js'
-import { api, benchDaemon, median, percentile } from './bench-lib.js'
+import { api, benchDaemon, largest, median, percentile, smallest } from './bench-lib.js'
 
 const count = Number(process.env.BENCH_SCHEDULES ?? 10_000)
 /** The fire minute is the first minute boundary at least this far after the schedules are written. */
@@ -106,13 +106,13 @@ const started = runs
 const spread = (values: number[]) =>
   values.length === 0
     ? 'none'
-    : `p50 ${median(values).toFixed(0)} ms, p99 ${percentile(values, 99).toFixed(0)} ms, max ${Math.max(...values)} ms`
+    : `p50 ${median(values).toFixed(0)} ms, p99 ${percentile(values, 99).toFixed(0)} ms, max ${largest(values)} ms`
 
 console.log(`\nbench:schedules  two osd serve --role engine on one embedded PostgreSQL`)
 console.log(`tasks with a schedule due at ${fireAt.toISOString()}: ${count}`)
 console.log(`fires recorded: ${fires!.n} (started a run: ${fires!.started})`)
 console.log(
-  `runs per fire: min ${Math.min(...perFire)}, max ${Math.max(...perFire)}; fires with != 1 run: ${perFire.filter((n) => n !== 1).length}`,
+  `runs per fire: min ${smallest(perFire)}, max ${largest(perFire)}; fires with != 1 run: ${perFire.filter((n) => n !== 1).length}`,
 )
 console.log(`fire time -> run created:  ${spread(created)}  (${created.length} runs)`)
 console.log(`fire time -> run running:  ${spread(started)}  (${started.length} runs)`)
