@@ -1,7 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import { underWayStatuses } from '../../../shared/schemas/runs.js'
 import { improveIntervalMinutes } from '../../config.js'
-import { transaction, type Db, type Tx } from '../../db/sql.js'
+import { literalIn, transaction, type Db, type Tx } from '../../db/sql.js'
 import {
   appendEvent,
   enqueueRun,
@@ -55,7 +55,7 @@ export async function triggerImprovements(tx: Db, causes: readonly ImproveCause[
       const [state] = await sp<{ underWay: boolean; waiting: boolean; recent: boolean }[]>`
         select
           exists (select 1 from runs where lane = ${lane}
-                     and status = any(${sp.array([...underWayStatuses])}::text[])) as under_way,
+                     and ${literalIn(sp, 'status', underWayStatuses)}) as under_way,
           exists (select 1 from recommendations
                    where enterprise_id = ${task.enterpriseId} and task_id = ${task.taskId}
                      and status = 'waiting') as waiting,

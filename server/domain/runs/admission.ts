@@ -313,8 +313,12 @@ export async function holdsRun(db: Db, engineId: string, runId: string): Promise
 
 /** When the next delayed pending run (a successor's delay) or held run (a back-off) becomes due. */
 export async function nextDueRun(db: Db): Promise<Date | null> {
+  // Each status from its own partial index (migration 0025): the first entry after now, not a scan.
   const [next] = await db<{ at: Date | null }[]>`
-    select min(not_before) as at from runs where status in ('pending', 'blocked') and not_before > now()`
+    select least(
+             (select min(not_before) from runs where status = 'pending' and not_before > now()),
+             (select min(not_before) from runs where status = 'blocked' and not_before > now())
+           ) as at`
   return next?.at ?? null
 }
 

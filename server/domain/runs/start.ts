@@ -2,7 +2,14 @@ import { laneKey } from '../../db/locks.js'
 import { randomUUID } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import { underWayStatuses, type Run } from '../../../shared/schemas/runs.js'
-import { isRetryable, notifyAfterCommit, transaction, type Db, type Sql } from '../../db/sql.js'
+import {
+  isRetryable,
+  literalIn,
+  notifyAfterCommit,
+  transaction,
+  type Db,
+  type Sql,
+} from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
 import { type RunRow, runChannel } from './rows.js'
@@ -373,7 +380,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
       tx<{ lane: string }[]>`
         select distinct lane from runs
          where lane = any(${tx.array(lanes)}::text[])
-           and status = any(${tx.array([...underWayStatuses])}::text[])`,
+           and ${literalIn(tx, 'status', underWayStatuses)}`,
       membersFor(tx, { roleIds: [...new Set(runnable.map((r) => r.task.roleId))] }),
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))

@@ -114,7 +114,7 @@ export async function transitionAll(
       from jsonb_to_recordset(${tx.json(rows as never)})
            as d(id uuid, from_status text, result jsonb, reason text, blocked_reason text, member_id uuid,
                 not_before timestamptz, lease_owner text, lease_seconds int)
-     where r.id = d.id and r.status = d.from_status
+     where r.id = any(${moves.map((m) => m.run.id)}::uuid[]) and r.id = d.id and r.status = d.from_status
     returning r.*`,
     atGate.length ? closeGatesOf(tx, atGate, `run ${to}`) : undefined,
     keepRunningCounts(

@@ -19,7 +19,7 @@ import { underWayStatuses } from '../../../shared/schemas/runs.js'
 import { cleanSlug, slugFromName } from '../../../shared/slug.js'
 import { validName, validSlug } from '../../../shared/names.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
-import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
+import { isUniqueViolation, literalIn, transaction, type Db } from '../../db/sql.js'
 import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
 import { requireTeam } from '../org/index.js'
@@ -650,7 +650,7 @@ export async function deleteTask(db: Db, enterpriseId: string, id: string): Prom
     const [busy] = await tx<{ n: number }[]>`
       select count(*)::int as n from runs
        where enterprise_id = ${enterpriseId} and task_id = ${id}
-         and status = any(${tx.array([...underWayStatuses])}::text[])`
+         and ${literalIn(tx, 'status', underWayStatuses)}`
     if (busy!.n > 0) {
       throw new ApiError(
         'task_busy',

@@ -3,7 +3,7 @@ import { isUuid } from '../../../../shared/ids.js'
 import type { Evidence, MemoryLayer, MemoryNote } from '../../../../shared/schemas/memory.js'
 import { underWayStatuses } from '../../../../shared/schemas/runs.js'
 import { rememberTool } from '../../tasks/index.js'
-import { transaction, type Db } from '../../../db/sql.js'
+import { literalIn, transaction, type Db } from '../../../db/sql.js'
 import {
   clip,
   decidedGates,
@@ -78,7 +78,7 @@ export async function startTraining(
     await lockLanes(tx, [lane])
     const [under] = await tx<RunRow[]>`
       select * from runs
-       where lane = ${lane} and status = any(${tx.array([...underWayStatuses])}::text[])
+       where lane = ${lane} and ${literalIn(tx, 'status', underWayStatuses)}
        order by created_at desc limit 1`
     if (under) return { run: under, started: false }
     const [outcome] = await startRunsIn(tx, [
