@@ -61,11 +61,15 @@ export async function finishAll(
         because: 'run failed',
       })),
     )
-  // Its outcome counts for the notes it recalled (memory impact, DESIGN 10), in the same change.
+  // Its outcome counts for the notes it recalled (memory impact, DESIGN 10), in the same change. Only
+  // an llm run recalls notes, and a task's runs are all of its kind: a deterministic run's outcome
+  // counts for no note, and is not reported (a round trip and a task's counter row locked at each
+  // end of a pipeline's steps; issue 30).
+  const reported = ended.filter((run) => run.kind === 'llm')
   if (to !== 'cancelled')
     await reportOutcomes(
       tx,
-      ended.map((run) => ({
+      reported.map((run) => ({
         enterpriseId: run.enterpriseId,
         taskId: run.taskId,
         runId: run.id,
