@@ -14,7 +14,13 @@ import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
 import type { AppDeps } from './http/context.js'
 import type { Logger } from './log.js'
-import { enableMetrics, scrape, setScrapeSources, type PoolStats } from './metrics.js'
+import {
+  enableMetrics,
+  scrape,
+  setScrapeSources,
+  type PoolStats,
+  type ScrapeSources,
+} from './metrics.js'
 import type { Sql } from './db/sql.js'
 import { runGauges } from './domain/runs/index.js'
 import { spendCapUse } from './domain/models/index.js'
@@ -158,18 +164,12 @@ async function listenHttp(deps: AppDeps): Promise<Server> {
 }
 
 /**
- * GET /metrics for Prometheus (DESIGN 13), on a listener of its own: no token, none of the API's
- * middleware, and nothing else served. Each scrape first reads the database's counts (runs under way,
- * gates waiting, spend against caps) in two statements sent together, each bounded by a 2 s timeout
- * so that a scrape while the database is away answers at once with osd_database_up 0.
+ * What a scrape reads besides the counts kept in process: the database's counts (runs under way, gates
+ * waiting, spend against caps) in two statements sent together, bounded by a 2 s timeout so that a
+ * scrape while the database is away answers at once with osd_database_up 0; and the pools' connections.
  */
-async function listenMetrics(
-  config: Config,
-  sql: Sql,
-  pools: Record<string, Sql | undefined>,
-  log: Logger,
-): Promise<Server> {
-  setScrapeSources({
+export function metricsSources(sql: Sql, pools: Record<string, Sql | undefined>): ScrapeSources {
+  return {
     database: async () => {
       const [runs, spend] = await withTimeout(Promise.all([runGauges(sql), spendCapUse(sql)]), 2000)
       return { ...runs, spendCapUse: spend }
@@ -180,7 +180,20 @@ async function listenMetrics(
         name,
         stats: () => (pool as Sql & { osdPoolStats?: () => PoolStats }).osdPoolStats?.(),
       })),
-  })
+  }
+}
+
+/**
+ * GET /metrics for Prometheus (DESIGN 13), on a listener of its own: no token, none of the API's
+ * middleware, and nothing else served.
+ */
+async function listenMetrics(
+  config: Config,
+  sql: Sql,
+  pools: Record<string, Sql | undefined>,
+  log: Logger,
+): Promise<Server> {
+  setScrapeSources(metricsSources(sql, pools))
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
