@@ -60,5 +60,11 @@ function matchedRoute(c: Context): string | undefined {
     matched[c.req.routeIndex]?.method !== 'ALL'
       ? matched[c.req.routeIndex]
       : matched.find((r) => r.method !== 'ALL')
-  return route ? routeTemplate(route.path) : undefined
+  if (!route) return undefined
+  let template = templates.get(route.path)
+  if (template === undefined) templates.set(route.path, (template = routeTemplate(route.path)))
+  return template
 }
+
+/** Each route's template, made once: as many as the app has routes. */
+const templates = new Map<string, string>()
