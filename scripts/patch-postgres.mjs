@@ -1,4 +1,5 @@
-// Run by npm after every install (package.json postinstall). Mends two defects of postgres.js 3.4.9.
+// Run by npm after every install (package.json postinstall). Mends three defects of postgres.js 3.4.9,
+// and adds one reading.
 //
 // 1. It takes osd down whenever the database connection is cut with a transaction open (a server
 //    restart, a crash, a failover): postgres.js rolls the transaction back on the connection that is
@@ -16,6 +17,9 @@
 //    primary dead, the standby not yet promoted) every query waits for ever. The mend: each failed
 //    attempt moves to the next host, and once every host of a round has failed, the error is the
 //    waiting query's (osd answers it 503 database_unavailable), as it is with one host.
+// 4. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
+//    use and how many queries wait for one, so the pool gets `osdPoolStats()`, which reads the lengths
+//    of the queues it keeps anyway (server/metrics.ts PoolStats; osd reads nothing else of it).
 //
 // Safe to run again. When postgres.js changes, this says so and stops the install: see whether the
 // release mends it, and drop the mend if it does.
@@ -46,7 +50,7 @@ const mends = [
     before: `      (x === 'read-write' && xs.default_transaction_read_only === 'on') ||`,
     after: (marker) => `      // ${marker}
       (x === 'read-write' && (xs.default_transaction_read_only === 'on' || xs.in_hot_standby === 'on')) ||`,
-    what: "target_session_attrs=read-write on a hot standby",
+    what: 'target_session_attrs=read-write on a hot standby',
   },
   {
     marker: 'osd: a round of hosts failed (scripts/patch-postgres.mjs)',
@@ -63,25 +67,47 @@ const mends = [
 `,
     what: 'connection errors with several hosts',
   },
+  {
+    file: 'index.js',
+    marker: 'osd: pool stats for the metrics (scripts/patch-postgres.mjs)',
+    before: `    options,
+    reserve,
+`,
+    after: (marker) => `    options,
+    // ${marker}
+    osdPoolStats: () => ({
+      inUse: busy.length + full.length + reserved.length,
+      idle: open.length,
+      connecting: connecting.length,
+      waiting: queries.length
+    }),
+    reserve,
+`,
+    what: 'a pool that says nothing of its connections',
+  },
 ]
 
 const require = createRequire(import.meta.url)
 const root = join(dirname(require.resolve('postgres')), '..', '..') // <root>/cjs/src/index.js
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 
-for (const file of ['src/connection.js', 'cjs/src/connection.js'].map((f) => join(root, f))) {
-  let text = readFileSync(file, 'utf8')
-  for (const { marker, before, after, what } of mends) {
-    if (text.includes(marker)) continue
-    if (!text.includes(before)) {
-      console.error(
-        `patch-postgres: postgres ${version} no longer has the code this script mends (${file}); ` +
-          `check whether the release fixes ${what}, and drop that mend if so`,
-      )
-      process.exit(1)
+for (const name of ['connection.js', 'index.js']) {
+  for (const file of [`src/${name}`, `cjs/src/${name}`].map((f) => join(root, f))) {
+    let text = readFileSync(file, 'utf8')
+    for (const { marker, before, after, what } of mends.filter(
+      (m) => (m.file ?? 'connection.js') === name,
+    )) {
+      if (text.includes(marker)) continue
+      if (!text.includes(before)) {
+        console.error(
+          `patch-postgres: postgres ${version} no longer has the code this script mends (${file}); ` +
+            `check whether the release fixes ${what}, and drop that mend if so`,
+        )
+        process.exit(1)
+      }
+      text = text.replace(before, after(marker))
+      console.log(`patch-postgres: mended ${what} in postgres ${version} (${file})`)
     }
-    text = text.replace(before, after(marker))
-    console.log(`patch-postgres: mended ${what} in postgres ${version} (${file})`)
+    writeFileSync(file, text)
   }
-  writeFileSync(file, text)
 }

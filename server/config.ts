@@ -15,6 +15,12 @@ export interface Config {
   databaseUrl: string | undefined
   role: Role
   logLevel: string
+  /**
+   * Where `GET /metrics` listens (DESIGN 13): undefined is off (the default), 0 asks for a free port.
+   * A listener of its own, so the API's authentication and rate rules stay as they are.
+   */
+  metricsPort: number | undefined
+  metricsHost: string
   /** How long an engine's claim on a running run lasts before another engine may take it over. */
   leaseSeconds: number
   /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
@@ -59,6 +65,7 @@ export interface ConfigFlags {
   host?: string
   dataDir?: string
   role?: string
+  metricsPort?: string | number
 }
 
 export class ConfigError extends Error {}
@@ -66,6 +73,7 @@ export class ConfigError extends Error {}
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'
+  const metricsPort = flags.metricsPort ?? env.OSD_METRICS_PORT?.trim()
   if (!roles.includes(role as Role)) {
     throw new ConfigError(`--role must be one of ${roles.join(', ')}; got "${role}"`)
   }
@@ -76,6 +84,9 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     databaseUrl: env.DATABASE_URL || undefined,
     role: role as Role,
     logLevel: env.OSD_LOG_LEVEL ?? 'info',
+    metricsPort:
+      metricsPort === undefined || metricsPort === '' ? undefined : parsePort(metricsPort),
+    metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
     leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || 30),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',

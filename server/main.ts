@@ -28,6 +28,10 @@ program
     'data dir of the embedded PostgreSQL (env OSD_DATA_DIR, default ~/.osd)',
   )
   .addOption(new Option('--role <role>', 'what this process does (env OSD_ROLE)').choices(roles))
+  .option(
+    '--metrics-port <n>',
+    'serve GET /metrics for Prometheus on this port; 0 picks a free one (env OSD_METRICS_PORT, default off)',
+  )
   .action(async (flags: ConfigFlags) => {
     const config = loadConfig(flags)
     const log = createLogger(config.logLevel)

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net'
 import { homedir } from 'node:os'
 import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
-import type { Server } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import type { Config } from './config.js'
 import { createSealer, secretKey } from './crypto.js'
@@ -14,10 +14,22 @@ import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
 import type { AppDeps } from './http/context.js'
 import type { Logger } from './log.js'
+import {
+  enableMetrics,
+  scrape,
+  setScrapeSources,
+  type PoolStats,
+  type ScrapeSources,
+} from './metrics.js'
+import type { Sql } from './db/sql.js'
+import { runGauges } from './domain/runs/index.js'
+import { spendCapUse } from './domain/models/index.js'
 
 export interface Running {
   /** Base URL of the API (ends in /v1), when this process serves HTTP. */
   url: string | undefined
+  /** Where Prometheus scrapes this process (ends in /metrics), when metrics are on. */
+  metricsUrl: string | undefined
   engine: Engine | undefined
   /** Stops taking requests, lets in-flight ones finish, stops background work, closes the database. */
   stop(): Promise<void>
@@ -34,6 +46,9 @@ export async function startDaemon(
   log: Logger,
   options: DaemonOptions = {},
 ): Promise<Running> {
+  // Before the database opens, so that what happens to it from the start (a restart of the embedded
+  // server) is counted; every count is a no-op while metrics are off.
+  if (config.metricsPort !== undefined) enableMetrics(config.role)
   const db = await openDatabase(config, log, { max: 20 })
   let empty: boolean
   try {
@@ -58,31 +73,36 @@ export async function startDaemon(
     shutdown: shutdown.signal,
   }
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
-  const engine =
-    config.role === 'api'
-      ? undefined
-      : await startEngine({
-          sql: db.sql,
-          chatSql: await db.pool({ max: 8, applicationName: 'osd chats' }),
-          log,
-          config,
-          sealer: deps.sealer,
-        })
+  const chatSql =
+    config.role === 'api' ? undefined : await db.pool({ max: 8, applicationName: 'osd chats' })
+  const engine = chatSql
+    ? await startEngine({ sql: db.sql, chatSql, log, config, sealer: deps.sealer })
+    : undefined
   const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
-  log.info({ url, role: config.role, version: config.version }, 'osd started')
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : await listenMetrics(config, db.sql, { main: db.sql, chats: chatSql }, log)
+  const metricsUrl =
+    metricsServer &&
+    `http://${formatHost(config.metricsHost)}:${(metricsServer.address() as AddressInfo).port}/metrics`
+  log.info({ url, metricsUrl, role: config.role, version: config.version }, 'osd started')
   // A first start (issue 35): nothing answers a token yet, so say how the first one is made.
   if (empty && server) log.info({}, firstStartHint(config, options.osd ?? 'osd'))
 
   let stopping: Promise<void> | undefined
   return {
     url,
+    metricsUrl,
     engine,
     stop: () =>
       (stopping ??= (async () => {
         shutdown.abort() // long-polls answer now rather than hold the shutdown
         if (server) await closeHttp(server, log)
+        // Scraped until the API has stopped, so the last requests' durations can still be read.
+        if (metricsServer) await closeHttp(metricsServer, log)
         await engine?.stop()
         await db.close()
         log.info({}, 'osd stopped')
@@ -141,6 +161,68 @@ async function listenHttp(deps: AppDeps): Promise<Server> {
     server.once('error', reject)
     server.once('listening', () => resolve(server))
   })
+}
+
+/**
+ * What a scrape reads besides the counts kept in process: the database's counts (runs under way, gates
+ * waiting, spend against caps) in two statements sent together, bounded by a 2 s timeout so that a
+ * scrape while the database is away answers at once with osd_database_up 0; and the pools' connections.
+ */
+export function metricsSources(sql: Sql, pools: Record<string, Sql | undefined>): ScrapeSources {
+  return {
+    database: async () => {
+      const [runs, spend] = await withTimeout(Promise.all([runGauges(sql), spendCapUse(sql)]), 2000)
+      return { ...runs, spendCapUse: spend }
+    },
+    pools: Object.entries(pools)
+      .filter((entry): entry is [string, Sql] => entry[1] !== undefined)
+      .map(([name, pool]) => ({
+        name,
+        stats: () => (pool as Sql & { osdPoolStats?: () => PoolStats }).osdPoolStats?.(),
+      })),
+  }
+}
+
+/**
+ * GET /metrics for Prometheus (DESIGN 13), on a listener of its own: no token, none of the API's
+ * middleware, and nothing else served.
+ */
+async function listenMetrics(
+  config: Config,
+  sql: Sql,
+  pools: Record<string, Sql | undefined>,
+  log: Logger,
+): Promise<Server> {
+  setScrapeSources(metricsSources(sql, pools))
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0]
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('Not Found: GET /metrics\n')
+      return
+    }
+    scrape().then(
+      ({ contentType, body }) => {
+        res.writeHead(200, { 'content-type': contentType }).end(req.method === 'HEAD' ? '' : body)
+      },
+      (err: unknown) => {
+        log.error({ err }, 'metrics scrape failed')
+        res.writeHead(500, { 'content-type': 'text/plain' }).end('scrape failed\n')
+      },
+    )
+  })
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(config.metricsPort, config.metricsHost, () => resolve(server))
+  })
+}
+
+/** `promise`, or a rejection after `ms`: a statement still running then is left to end by itself. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }
 
 /** Stops accepting connections and waits for in-flight requests; after 30 s the rest are cut. */

@@ -1,3 +1,4 @@
+import { metrics } from '../metrics.js'
 import { execFile, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { chmod, chown, mkdir, open, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
@@ -389,6 +390,7 @@ class Supervisor {
           this.pid = await postmasterPid(pgDir)
           return running === undefined
         })
+        metrics.embeddedRestart(restarted ? 'this' : 'other')
         log.info(
           { attempt, postmaster: this.pid, port },
           restarted

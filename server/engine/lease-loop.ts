@@ -1,3 +1,4 @@
+import { metrics } from '../metrics.js'
 import { isDatabaseUnavailable, isRetryable, type Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
 import { followWakes } from './wakes.js'
@@ -70,10 +71,15 @@ export class LeaseLoop<W extends Leased> {
   private retryTimer: NodeJS.Timeout | undefined
   private wakes: { stop(): Promise<void> } | undefined
 
+  /** The kind's name as a metrics label: run, chat_turn. */
+  private readonly metricsKind: string
+
   constructor(
     private readonly kind: WorkKind<W>,
     private readonly options: LeaseLoopOptions,
-  ) {}
+  ) {
+    this.metricsKind = kind.name.replace(/\W+/g, '_')
+  }
 
   get leaseSeconds(): number {
     return this.options.leaseSeconds ?? 30
@@ -121,6 +127,7 @@ export class LeaseLoop<W extends Leased> {
         this.again = false
         for (let more = true; more && !this.stopped;) {
           const step = await this.kind.claim()
+          metrics.enginePass(this.metricsKind, step.claimed.length)
           for (const work of step.claimed) this.execute(work)
           more = step.more
         }
@@ -130,6 +137,7 @@ export class LeaseLoop<W extends Leased> {
     } catch (err) {
       // A step PostgreSQL stopped to break a deadlock did nothing and goes again at once; anything
       // else (the database away, say) is tried again in a second.
+      metrics.statementError(err)
       const retryable = isRetryable(err)
       if (retryable)
         log.warn({ err }, `${this.kind.name} pass stopped by the database; trying again`)

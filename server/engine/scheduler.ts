@@ -1,6 +1,7 @@
+import { metrics } from '../metrics.js'
 import cron, { type ScheduledTask } from 'node-cron'
 import { ApiError } from '../../shared/errors.js'
-import { isRetryable, transaction, type Sql } from '../db/sql.js'
+import { isRetryable, onCommit, transaction, type Sql } from '../db/sql.js'
 import { enqueueRuns } from '../domain/runs/index.js'
 import type { Logger } from '../log.js'
 
@@ -166,6 +167,8 @@ export class Scheduler {
             from jsonb_to_recordset(${tx.json(fires as never)})
                    as o(task_id uuid, run_id uuid, outcome text)
            where f.task_id = o.task_id and f.fire_at = ${minute}`
+        const started = fires.filter((fire) => fire.run_id).length
+        onCommit(tx, () => metrics.scheduleFires(started, fires.length - started))
         for (const fire of fires) {
           if (fire.run_id)
             this.log.info(
@@ -181,6 +184,7 @@ export class Scheduler {
       })
     } catch (err) {
       if (isRetryable(err) && attempt < 4) return this.claim(schedules, minute, attempt + 1)
+      metrics.statementError(err)
       this.log.error({ err, fireAt: minute, schedules: schedules.length }, 'schedule fires failed')
     }
   }

@@ -3,6 +3,7 @@ import { ApiError, frameworkBody } from '../../shared/errors.js'
 import { isDatabaseUnavailable } from '../db/sql.js'
 import type { Logger } from '../log.js'
 import type { AppEnv } from './context.js'
+import { metrics } from '../metrics.js'
 
 /** Seconds a caller is told to wait (Retry-After) while the database cannot be reached. */
 export const databaseRetryAfterSeconds = 2
@@ -29,6 +30,7 @@ export function errorWriter(log: Logger) {
       return c.json(err.toBody(), err.status as 400)
     }
     const where = { requestId: c.get('requestId'), method: c.req.method, path: c.req.path }
+    metrics.statementError(err)
     if (isDatabaseUnavailable(err)) {
       log.warn({ ...where, code: (err as { code?: string }).code }, 'database unavailable')
       return databaseUnavailable(c)

@@ -99,3 +99,13 @@ export const Health = z
   .object({ status: z.enum(['ok', 'degraded']), version: z.string() })
   .meta({ id: 'Health' })
 export type Health = z.infer<typeof Health>
+
+/** A Kubernetes probe's answer (GET /v1/health/live, /v1/health/ready): its status says it all. */
+export const Probe = z
+  .object({
+    status: z.enum(['ok', 'unavailable']),
+    /** Why a readiness probe answers 503: the database does not answer, or the daemon is stopping. */
+    reason: z.string().optional(),
+  })
+  .meta({ id: 'Probe' })
+export type Probe = z.infer<typeof Probe>

@@ -38,3 +38,14 @@ describe('timeouts of the world osd calls (issue 34)', () => {
     expect(bad).toMatchObject({ modelTimeoutSeconds: 120, modelIdleSeconds: 60 })
   })
 })
+
+describe('the metrics listener (issue 33)', () => {
+  it('is off unless OSD_METRICS_PORT or --metrics-port names a port; 0 picks one; the flag wins', () => {
+    expect(loadConfig({}, {})).toMatchObject({ metricsPort: undefined, metricsHost: '127.0.0.1' })
+    expect(loadConfig({}, { OSD_METRICS_PORT: '' }).metricsPort).toBeUndefined()
+    expect(loadConfig({}, { OSD_METRICS_PORT: '9464' }).metricsPort).toBe(9464)
+    expect(loadConfig({ metricsPort: '0' }, { OSD_METRICS_PORT: '9464' }).metricsPort).toBe(0)
+    expect(loadConfig({}, { OSD_METRICS_HOST: '0.0.0.0' }).metricsHost).toBe('0.0.0.0')
+    expect(() => loadConfig({}, { OSD_METRICS_PORT: 'ninety' })).toThrow(/port must be/)
+  })
+})

@@ -441,7 +441,7 @@ export async function chooseModel(
   scope: { memberId?: string | null; teamId?: string | null },
   spend: { model?: string; maxModelTier?: ModelTier } | null,
   oauth?: OAuthSettings,
-): Promise<{ key: ResolvedKey; model: string } | { blocked: string }> {
+): Promise<{ key: ResolvedKey; model: string; tier: ModelTier | 'exact' } | { blocked: string }> {
   const wanted = spend?.model ? providerOfModel(spend.model) : undefined
   let key: ResolvedKey | undefined
   try {
@@ -461,9 +461,10 @@ export async function chooseModel(
       blocked: `No model key is connected${wanted ? ` for ${wanted}` : ''} on the member, its team or the enterprise: bind one with POST /v1/llm/bindings.`,
     }
   }
-  if (spend?.model) return { key, model: spend.model }
+  if (spend?.model) return { key, model: spend.model, tier: 'exact' }
   const { tiers } = await getTiers(db, enterpriseId)
-  return { key, model: tiers[key.provider][spend?.maxModelTier ?? 'mid'].model }
+  const tier = spend?.maxModelTier ?? 'mid'
+  return { key, model: tiers[key.provider][tier].model, tier }
 }
 
 // --- provider_b subscription sign-in (OAuth authorization code with PKCE) ------------------------------

@@ -98,6 +98,12 @@ export class ProviderError extends Error {
     super(message)
   }
 
+  /**
+   * An outage because the call took too long (OSD_MODEL_TIMEOUT_SECONDS) or its stream went quiet
+   * (OSD_MODEL_IDLE_SECONDS): set where the timeout is found, so nothing reads it from the words.
+   */
+  timedOut = false
+
   /** The provider asked to be called less (429 too many requests, 529 overloaded). */
   get throttled(): boolean {
     return this.status === 429 || this.status === 529

@@ -22,6 +22,23 @@ export function today(): string {
   return new Date().toISOString().slice(0, 10)
 }
 
+/**
+ * Per spend layer, the highest share of a daily cap that today's spend and reservations take, across
+ * every enterprise whose spend limits are on: for a scrape (issue 33; the alert on spend near a cap).
+ * Reads only today's counters of layers that have a cap.
+ */
+export async function spendCapUse(db: Db): Promise<Record<string, number>> {
+  const rows = await db<{ layer: string; ratio: number }[]>`
+    select d.layer,
+           max((d.spent_usd_micros + d.reserved_usd_micros)::float8 / (c.money_cents_day * ${microsPerCent}))::float8 as ratio
+      from spend_days d
+      join spend_caps c using (enterprise_id, layer, layer_id)
+      join enterprises e on e.id = d.enterprise_id and e.spend_enabled
+     where d.day = ${today()} and c.money_cents_day > 0
+     group by d.layer`
+  return Object.fromEntries(rows.map((row) => [row.layer, row.ratio]))
+}
+
 /** The four layers a run spends on; the enterprise's layer id is the enterprise's own. */
 export interface RunLayers {
   enterpriseId: string

@@ -1,3 +1,4 @@
+import { metrics } from '../../metrics.js'
 import { laneKey } from '../../db/locks.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
@@ -71,7 +72,8 @@ export async function admitPending(
   db: Db,
   { limit = 200, wait = true }: { limit?: number; wait?: boolean } = {},
 ): Promise<number> {
-  return transaction(db, async (tx) => {
+  const began = performance.now()
+  const moved = await transaction(db, async (tx) => {
     const lanes = await tx<{ id: string }[]>`
       with heads as materialized (
         select distinct on (lane) id, lane, created_at, task_id, member_id, overlap_policy
@@ -161,6 +163,8 @@ export async function admitPending(
     )
     return admitted.length + lost.length
   })
+  metrics.admissionPass((performance.now() - began) / 1000)
+  return moved
 }
 
 /**

@@ -6,10 +6,12 @@ import {
   isRetryable,
   literalIn,
   notifyAfterCommit,
+  onCommit,
   transaction,
   type Db,
   type Sql,
 } from '../../db/sql.js'
+import { metrics, metricsEnabled } from '../../metrics.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
 import { type RunRow, runChannel } from './rows.js'
@@ -254,6 +256,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
     )
     select * from run`
   const ids = rows.map((row) => row.id)
+  if (metricsEnabled()) onCommit(tx, () => metrics.runsStarted(written))
   notifyAfterCommit(tx, runChannel, ids)
   wakeEnginesFor(tx, ids)
   // A task version is never deleted while its task can start runs; a missing one is a broken invariant.

@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import { type RunResult, type RunStatus } from '../../../shared/schemas/runs.js'
-import { type Db } from '../../db/sql.js'
+import { onCommit, type Db } from '../../db/sql.js'
+import { metrics, metricsEnabled } from '../../metrics.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { type RunRow, isFinished } from './rows.js'
 import { appendEvents } from './events.js'
@@ -144,6 +145,18 @@ export async function transitionAll(
     throw new Error(`${moves.length - written.length} run(s) moved under their lock`)
   const byId = new Map(written.map((r) => [r.id, r]))
   const moved = moves.map(({ run }) => byId.get(run.id)!)
+  // Counted once the change is committed: a transaction rolled back (a deadlock broken, a run that
+  // moved under its lock) counts nothing. A caller's transaction not made by transaction() has no
+  // commit to wait for, and is counted at the statement.
+  if (metricsEnabled()) {
+    const counted = moved.map((run, i) => ({
+      createdAt: run.createdAt,
+      startedAt: run.startedAt,
+      finishedAt: run.finishedAt,
+      firstStart: moves[i]!.run.startedAt === null,
+    }))
+    onCommit(tx, () => metrics.runsMoved(to, counted))
+  }
   wakeEnginesFor(
     tx,
     moved.map((run) => run.id),

@@ -1,3 +1,4 @@
+import { metrics } from '../../metrics.js'
 import { randomUUID } from 'node:crypto'
 import { ApiError, frameworkBody, isErrorCode } from '../../../shared/errors.js'
 import type { Paged } from '../../../shared/schemas/common.js'
@@ -357,6 +358,8 @@ async function insertDelivery(
             ${answered ? Math.round(performance.now() - answered.started) : null},
             ${outcome?.runId ?? null}, ${outcome?.executionId ?? null}, ${outcome?.gateId ?? null},
             ${outcome ? db`now()` : null})`
+  // Counted once it is committed (at once when db is the pool).
+  if (outcome) onCommit(db, () => metrics.webhookDelivery(deliveryStatus(outcome)))
 }
 
 /** A delivery's answer as it is kept: nothing shaped like a secret (a gate's tool arguments may be). */
@@ -371,6 +374,7 @@ async function record(db: Db, id: string, outcome: Outcome, started: number): Pr
            duration_ms = ${Math.round(performance.now() - started)}, run_id = ${outcome.runId ?? null},
            execution_id = ${outcome.executionId ?? null}, gate_id = ${outcome.gateId ?? null}, finished_at = now()
      where id = ${id}`
+  onCommit(db, () => metrics.webhookDelivery(deliveryStatus(outcome)))
 }
 
 // --- history and replay -----------------------------------------------------------------------------

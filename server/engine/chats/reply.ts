@@ -1,3 +1,4 @@
+import { metrics } from '../../metrics.js'
 import { randomUUID } from 'node:crypto'
 import type { ModelTier, Provider } from '../../../shared/schemas/models.js'
 import type { Sealer } from '../../crypto.js'
@@ -25,6 +26,7 @@ import {
 import { openChatGate } from '../../domain/gates/index.js'
 import {
   chooseModel,
+  type OnText,
   type OAuthSettings,
   type RunLayers,
   settle,
@@ -282,6 +284,7 @@ export class ChatReply {
 
   private async end(): Promise<void> {
     await moveTurns(this.sql, 'done', this.running())
+    metrics.chatReply('answered')
   }
 
   /**
@@ -299,6 +302,7 @@ export class ChatReply {
       await noticeMessage(tx, this.chat, this.turn.id, content)
       await moveTurns(tx, status, this.running(), { notBefore })
     })
+    metrics.chatReply(status)
   }
 
   /**
@@ -387,6 +391,17 @@ export class ChatReply {
     const checked = new Map<string, string | undefined>()
     const granted = new Set<string>()
     let step: Step = 'stop'
+    // The time to the reply's first text, from the step's start (its reservation included): what the
+    // person waits before words appear.
+    const began = performance.now()
+    let first = true
+    const onText: OnText = (text) => {
+      if (first) {
+        first = false
+        metrics.chatFirstToken((performance.now() - began) / 1000)
+      }
+      deltas.push(text)
+    }
     const result = await callModel({
       sql: this.sql,
       providers: this.options.providers,
@@ -401,7 +416,7 @@ export class ChatReply {
       promptChars:
         this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length,
       signal: this.signal,
-      onText: this.options.streaming === false ? undefined : deltas.push,
+      onText: this.options.streaming === false ? undefined : onText,
       owner: {
         layers: this.layers,
         lock: (tx) => lockTurn(tx, this.options.engineId, this.turn.id),

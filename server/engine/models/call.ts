@@ -18,6 +18,7 @@ import {
   type SpendRefusal,
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
+import { metrics } from '../../metrics.js'
 import { throttles } from './throttles.js'
 
 // The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
@@ -33,6 +34,8 @@ import { throttles } from './throttles.js'
 export interface ModelChoice {
   key: ResolvedKey
   model: string
+  /** The tier the model was chosen for, or exact (a task names its model): a metrics label. */
+  tier?: string
 }
 
 /** A call's reservation: kept on the caller's record until the call is settled. */
@@ -154,6 +157,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
     const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
     if (!mine) return { kind: 'gone' } as const
     if (!room.ok) {
+      metrics.spendRefused(room.layer)
       await Promise.all([owner.refused?.(tx, room), commit()])
       return { kind: 'no_room', refusal: room } as const
     }
@@ -168,6 +172,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   if (reserved) return reserved
 
   let outcome: CallOutcome
+  const calledAt = performance.now()
   try {
     const reply = await withCallSignal(call.signal, (signal) =>
       call.providers[key.provider].call(
@@ -187,6 +192,17 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
           : new ProviderError('bad_request', (err as Error).message)
     outcome = { failure, costMicros: 0 }
   }
+  metrics.modelCall(
+    { provider: key.provider, tier: choice.tier ?? 'unknown' },
+    (performance.now() - calledAt) / 1000,
+    'reply' in outcome
+      ? { usage: outcome.reply.usage, costMicros: outcome.costMicros }
+      : {
+          kind: outcome.failure.kind,
+          throttled: outcome.failure.throttled,
+          timedOut: outcome.failure.timedOut,
+        },
+  )
   if ('reply' in outcome) throttles.answered(key.connectionId)
   else if (outcome.failure.throttled)
     outcome.failure.retryAfterMs = throttles.throttled(

@@ -88,13 +88,16 @@ function classify(err: unknown, limits: Limits): ProviderError {
   const e = err as { name?: string; code?: string; message?: string }
   if (e?.name === 'APIUserAbortError' || e?.name === 'AbortError')
     return new ProviderError('aborted', 'aborted')
-  if (timedOut(err))
-    return new ProviderError(
+  if (timedOut(err)) {
+    const failure = new ProviderError(
       'outage',
       sdkTimedOut(err)
         ? `the provider did not answer within ${seconds(limits.timeoutMs)}`
         : `the provider sent nothing for ${seconds(limits.idleMs)}`,
     )
+    failure.timedOut = true
+    return failure
+  }
   const status = statusOf(err)
   const detail = (e?.message ?? String(err)).slice(0, 300)
   if (status === 429 || status === 529)

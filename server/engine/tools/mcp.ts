@@ -1,3 +1,4 @@
+import { metrics } from '../../metrics.js'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
@@ -101,6 +102,8 @@ export class McpTools {
   ): Promise<ToolOutcome> {
     const open = this.open.find((o) => o.tools.has(name))
     if (!open) return { content: `No tool ${name} is connected.`, isError: true }
+    const began = performance.now()
+    let ok = false
     let fail!: (err: Error) => void
     const failed = new Promise<never>((_, reject) => (fail = reject))
     open.failing.add(fail)
@@ -115,6 +118,7 @@ export class McpTools {
       const content = ((result.content ?? []) as { type: string; text?: string }[])
         .map((part) => (part.type === 'text' ? part.text : `[${part.type}]`))
         .join('\n')
+      ok = !result.isError
       return {
         content: content || (result.isError ? 'the tool failed' : 'done'),
         isError: Boolean(result.isError),
@@ -125,6 +129,7 @@ export class McpTools {
       return { content: toolFailure(err, this.timeoutMs), isError: true }
     } finally {
       open.failing.delete(fail)
+      metrics.toolCall('mcp', ok, (performance.now() - began) / 1000)
     }
   }
 

@@ -1,3 +1,4 @@
+import { metrics } from '../../metrics.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Db, Tx } from '../../db/sql.js'
 import { proposeChangeTool, rememberTool } from '../../domain/tasks/index.js'
@@ -167,6 +168,22 @@ const text = (value: unknown) => (typeof value === 'string' ? value : JSON.strin
  * call). What the call is refused for is answered to the model as an error, for it to correct.
  */
 export async function actOsTool(
+  tx: Db,
+  run: RunRow,
+  name: string,
+  args: Record<string, unknown>,
+  from: string,
+): Promise<ToolOutcome> {
+  const began = performance.now()
+  let outcome: ToolOutcome | undefined
+  try {
+    return (outcome = await actOn(tx, run, name, args, from))
+  } finally {
+    metrics.toolCall('os', outcome?.isError === false, (performance.now() - began) / 1000)
+  }
+}
+
+async function actOn(
   tx: Db,
   run: RunRow,
   name: string,

@@ -4,6 +4,8 @@ import { signIn } from '../../helpers/people.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import type { Contract } from '../../helpers/contract.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
+import { enableMetrics, scrape } from '../../../server/metrics.js'
+import { labelValues, parseScrape } from '../../helpers/metrics.js'
 
 // Every operation of the OpenAPI document, walked with hostile values: malformed and foreign ids in the
 // path; U+0000, lone surrogates, 5,000-character strings, huge and negative numbers, arrays and objects
@@ -185,6 +187,8 @@ const words: string[] = []
 beforeAll(async () => {
   // No network: a provider or sign-in the walk might reach answers at once, refused.
   const nowhere = 'http://127.0.0.1:9'
+  // Metrics on, as with OSD_METRICS_PORT: the walk's paths and ids must reach no label (issue 33).
+  enableMetrics('all')
   t = await createTestApp({ providerBaseUrls: { provider_a: nowhere, provider_b: nowhere } })
   document = (await t.call('GET', '/v1/openapi.json')).body
   contract = await t.contract()
@@ -587,4 +591,25 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
       `${failures.length} hostile requests failed; replay with OSD_FUZZ_SEED=${seed}\n${report}`,
     ).toBe(0)
   }, 120_000)
+
+  it('leaves every metrics label in a bounded set: route templates, never a path, id or value sent', async () => {
+    const labels = labelValues(await parseScrape((await scrape()).body))
+    const templates = new Set([...Object.keys(document.paths as Schema), 'unmatched'])
+    const routes = [...(labels.get('route') ?? [])]
+    expect(routes.length).toBeGreaterThan(50) // the walk reached the routes
+    expect(routes.filter((route) => !templates.has(route))).toEqual([])
+    expect([...(labels.get('method') ?? [])].sort()).toEqual(
+      expect.arrayContaining(['DELETE', 'GET', 'OPTIONS', 'PATCH', 'POST']),
+    )
+    for (const value of labels.get('method') ?? [])
+      expect(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD', 'OTHER']).toContain(value)
+    for (const value of labels.get('status_class') ?? []) expect(value).toMatch(/^[1-5]xx$/)
+    // No label of any osd_* metric holds an id, a long value or text a caller sent.
+    for (const [name, values] of labels)
+      for (const value of values) {
+        expect(value, `${name}="${value}"`).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-/)
+        expect(value.length, `${name}="${value}"`).toBeLessThan(80)
+        expect(value, name).not.toMatch(/%|\u0000|\ufffd/)
+      }
+  })
 })

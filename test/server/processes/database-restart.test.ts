@@ -3,14 +3,16 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { ErrorBody, Health } from '../../../shared/schemas/common.js'
+import { ErrorBody, Health, Probe } from '../../../shared/schemas/common.js'
 import { createSql, type Sql } from '../../../server/db/sql.js'
 import { osd, startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
+import { parseScrape, sampleValue } from '../../helpers/metrics.js'
 
 // osd supervises the embedded PostgreSQL it uses (DESIGN 1): a postmaster killed with -9 (a crash, the
 // OOM killer) is started again by one of the osd processes sharing the data dir; meanwhile requests
 // answer 503 database_unavailable with Retry-After, never 500; runs in flight reach their ends, once.
+// The readiness probe answers 503 meanwhile and 200 after; the metrics (issue 33) count the restart.
 
 let dataDir: string
 const daemons: OsdProcess[] = []
@@ -52,8 +54,20 @@ afterAll(async () => {
 
 it('restarts a postmaster killed with -9: 503 database_unavailable meanwhile, then every run ends once', async () => {
   // Two processes share the data dir: the first starts the server, the second joins it.
-  daemons.push(await startOsd(env()), await startOsd(env()))
+  // The second serves its metrics on a port of its own (0: a free one, named in 'osd started').
+  daemons.push(await startOsd(env()), await startOsd(env(), ['--metrics-port', '0']))
   const [first, second] = daemons as [OsdProcess, OsdProcess]
+  const metricsUrl = String(second.logs.find((l) => l.msg === 'osd started')!.metricsUrl)
+  expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/)
+  expect(first.logs.find((l) => l.msg === 'osd started')!.metricsUrl).toBeUndefined()
+  const scraped = async () => {
+    const res = await fetch(metricsUrl) // no token: a listener of its own
+    expect(res.status).toBe(200)
+    return parseScrape(await res.text())
+  }
+  expect(sampleValue(await scraped(), 'osd_database_up', { role: 'all' })).toBe(1)
+  const ready = await fetch(`${second.url}/health/ready`)
+  expect([ready.status, Probe.parse(await ready.json()).status]).toEqual([200, 'ok'])
   const created = await osd(
     ['admin', 'enterprise', 'create', '--name', 'Crash Co', '--json'],
     env(),
@@ -112,12 +126,25 @@ it('restarts a postmaster killed with -9: 503 database_unavailable meanwhile, th
   // Retry-After), never 500.
   const statuses = new Set<number>()
   const refusals: { body: unknown; retryAfter: string | null }[] = []
+  const readiness = new Set<number>()
+  let metricsDown = false
   for (;;) {
-    const [health, runs] = await Promise.all([
+    const [health, runs, ready, live] = await Promise.all([
       fetch(`${second.url}/health`),
       call('GET', '/runs?limit=5'),
+      fetch(`${second.url}/health/ready`),
+      fetch(`${second.url}/health/live`),
     ])
     statuses.add(runs.status).add(health.status)
+    // Live throughout: a restart of the process would not bring the database back.
+    expect(live.status).toBe(200)
+    await live.body?.cancel()
+    readiness.add(ready.status)
+    if (ready.status === 503) {
+      expect(Probe.parse(await ready.json()).status).toBe('unavailable')
+      expect(ready.headers.get('retry-after')).toMatch(/^\d+$/)
+      if (!metricsDown) metricsDown = sampleValue(await scraped(), 'osd_database_up') === 0
+    } else await ready.body?.cancel()
     if (health.status === 503) {
       expect(Health.parse(await health.json()).status).toBe('degraded')
       expect(health.headers.get('retry-after')).toMatch(/^\d+$/)
@@ -125,11 +152,20 @@ it('restarts a postmaster killed with -9: 503 database_unavailable meanwhile, th
     if (runs.status === 503)
       refusals.push({ body: await runs.json(), retryAfter: runs.headers.get('retry-after') })
     else await runs.body?.cancel()
-    if (health.status === 200 && runs.status === 200 && refusals.length > 0) break
+    if (
+      health.status === 200 &&
+      runs.status === 200 &&
+      ready.status === 200 &&
+      refusals.length > 0 &&
+      readiness.has(503)
+    )
+      break
     expect(performance.now() - crashedAt, 'osd to answer again').toBeLessThan(20_000)
     await new Promise((r) => setTimeout(r, 50))
   }
   expect([...statuses].filter((s) => s !== 200 && s !== 503)).toEqual([])
+  expect([...readiness].sort()).toEqual([200, 503])
+  expect(metricsDown, 'a scrape during the outage says osd_database_up 0').toBe(true)
   for (const refusal of refusals) {
     expect(ErrorBody.parse(refusal.body).error).toBe('database_unavailable')
     expect(refusal.retryAfter).toMatch(/^\d+$/)
@@ -152,6 +188,13 @@ it('restarts a postmaster killed with -9: 503 database_unavailable meanwhile, th
   expect(restarted()[0]!.attempt).toBeGreaterThanOrEqual(1)
   expect(restarted()[0]!.pid).not.toBe(joined()[0]!.pid)
   expect(logs().some((l) => l.level === 50 && l.msg === 'request failed')).toBe(false)
+  // The second process counted the restart, whichever of the two made it.
+  const after = await scraped()
+  expect(sampleValue(after, 'osd_embedded_postgres_restarts_total')).toBe(1)
+  expect(sampleValue(after, 'osd_database_up')).toBe(1)
+  expect(
+    sampleValue(after, 'osd_db_statement_errors_total', { class: 'connection' }),
+  ).toBeGreaterThan(0)
 
   // Every run of every pipeline ends, once: no step lost, none run twice.
   const { user, password, port } = JSON.parse(
