@@ -21,7 +21,7 @@ export async function callApi(
     body = { ...(body as object), ...parseInputs(opts.field, '-F') }
   }
   const client = deps.client()
-  const publicRoute = /^\/?(v1\/)?(health|openapi\.json)$/.test(path)
+  const publicRoute = /^\/?(v1\/)?(health(\/live|\/ready)?|openapi\.json)$/.test(path)
   if (!deps.target().token && !publicRoute) {
     throw noTokenError()
   }

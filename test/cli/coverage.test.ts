@@ -10,12 +10,15 @@ import { createTestApp, type TestApp } from '../helpers/app.js'
 // so a route added without a verb, or a verb calling a route that does not exist, fails here.
 
 /**
- * Routes served without a token that are not for people: the OpenAPI document itself, and the two
- * inbound webhooks, which other systems call with the webhook secret (spec: Routes without a token).
- * `osctl webhooks replay` re-applies a stored delivery instead.
+ * Routes served without a token that are not for people: the OpenAPI document itself, the two
+ * inbound webhooks, which other systems call with the webhook secret (spec: Routes without a token),
+ * and the liveness and readiness probes a Kubernetes kubelet calls (issue 33; `osctl health` reads
+ * /v1/health). `osctl webhooks replay` re-applies a stored delivery instead.
  */
 const notForPeople = [
   'GET /v1/openapi.json',
+  'GET /v1/health/live',
+  'GET /v1/health/ready',
   'POST /v1/webhooks/{enterprise}/tasks/{task}',
   'POST /v1/webhooks/{enterprise}/gates/{gateId}',
 ]

@@ -63,12 +63,18 @@ describe('the OpenAPI document', () => {
   })
 
   it('declares a 4xx answer for every operation that takes a token or input', () => {
-    // Health and this document take no token, no parameter and no body: nothing a caller sends can be
-    // refused, so they declare no 4xx rather than one they never answer. Any other operation must.
+    // Health, its two probes and this document take no token, no parameter and no body: nothing a
+    // caller sends can be refused, so they declare no 4xx rather than one they never answer. Any other
+    // operation must.
     const without4xx = operations
       .filter(({ op }) => !Object.keys(op.responses).some((status) => /^4\d\d$/.test(status)))
       .map(({ op }) => op.operationId)
-    expect(without4xx.sort()).toEqual(['getHealth', 'getOpenApiDocument'])
+    expect(without4xx.sort()).toEqual([
+      'getHealth',
+      'getLiveness',
+      'getOpenApiDocument',
+      'getReadiness',
+    ])
     // Health's other answer is its 503 degraded, in the same shape as its 200.
     const health = document.paths['/v1/health']!.get!.responses
     expect(health['503']?.content).toEqual(health['200']?.content)
