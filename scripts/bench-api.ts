@@ -8,7 +8,7 @@ import autocannon from 'autocannon'
 import { execa } from 'execa'
 import { projectRoot } from '../shared/paths.js'
 import { freePort } from '../server/db/embedded.js'
-import { benchDaemon, median } from './bench-lib.js'
+import { benchDaemon, median, scrapeEvery } from './bench-lib.js'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 8)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -21,15 +21,7 @@ const metered = await daemon.start(['--port', String(meteredPort)], {
   OSD_METRICS_PORT: String(metricsPort),
 })
 const meteredUrl = `http://127.0.0.1:${meteredPort}/v1`
-// As Prometheus would at a short interval: each scrape reads the database's counts too.
-const scraper = setInterval(
-  () =>
-    void fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
-      (r) => r.text(),
-      () => undefined,
-    ),
-  1000,
-)
+const stopScraping = scrapeEvery(`http://127.0.0.1:${metricsPort}/metrics`)
 const bare = execa('node', [join(projectRoot, 'scripts', 'bare-hono.mjs')], {
   buffer: false,
   reject: false,
@@ -79,7 +71,7 @@ for (let round = 1; round <= rounds; round++) {
 }
 
 bare.kill('SIGTERM')
-clearInterval(scraper)
+stopScraping()
 await metered.stop()
 await daemon.close()
 

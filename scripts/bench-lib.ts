@@ -237,6 +237,22 @@ export function api(daemon: Pick<BenchDaemon, 'url' | 'token'>) {
   }
 }
 
+/**
+ * Scrapes `url` every `ms` as Prometheus would at a short interval (each scrape reads the database's
+ * counts too), for benches that measure a process with metrics on. Answers how to stop.
+ */
+export function scrapeEvery(url: string, ms = 1000): () => void {
+  const timer = setInterval(
+    () =>
+      void fetch(url).then(
+        (r) => r.text(),
+        () => undefined,
+      ),
+    ms,
+  )
+  return () => clearInterval(timer)
+}
+
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)

@@ -27,6 +27,7 @@ import {
   percentile,
   watchRuns,
   type BenchDaemon,
+  scrapeEvery,
 } from './bench-lib.js'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5)
@@ -244,17 +245,10 @@ if (meteredScenarios.some(wanted)) {
   })
   await daemon.first.stop()
   origin = `http://127.0.0.1:${apiPort}`
-  const scraper = setInterval(
-    () =>
-      void fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
-        (r) => r.text(),
-        () => undefined,
-      ),
-    1000,
-  )
+  const stopScraping = scrapeEvery(`http://127.0.0.1:${metricsPort}/metrics`)
   await scenario(meteredScenarios[0]!, viaApi)
   await scenario(meteredScenarios[1]!, viaWebhook)
-  clearInterval(scraper)
+  stopScraping()
 }
 const split = ['api + 1 engine', 'api + 2 engines'].flatMap((layout) =>
   ['API starts', 'webhook starts'].map((kind) => `${kind}, ${layout}`),

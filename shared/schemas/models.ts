@@ -1,6 +1,26 @@
 import { z } from 'zod'
 import { IsoTime, Uuid } from './common.js'
 import { modelTiers, providers, llmLayers } from '../values.js'
+
+/**
+ * Tokens of model calls, each kind once as the provider bills it (DESIGN 13): the usage list's days and
+ * a run's cost both answer them.
+ */
+export const tokenCounts = {
+  inputTokens: z.number().int().meta({
+    description:
+      "input tokens billed at the model's input price: neither read from nor written to the provider's prompt cache",
+  }),
+  cacheReadTokens: z
+    .number()
+    .int()
+    .meta({ description: "input tokens read from the provider's prompt cache" }),
+  cacheWriteTokens: z
+    .number()
+    .int()
+    .meta({ description: "input tokens written to the provider's prompt cache" }),
+  outputTokens: z.number().int(),
+}
 export { modelTiers, providers, llmLayers }
 
 // Models (spec: Endpoints Models; Task definition spend; DESIGN 6).
@@ -133,19 +153,7 @@ export const LlmUsage = z
         day: z.string(),
         model: z.string(),
         calls: z.number().int(),
-        inputTokens: z.number().int().meta({
-          description:
-            "input tokens billed at the model's input price: neither read from nor written to the provider's prompt cache",
-        }),
-        cacheReadTokens: z
-          .number()
-          .int()
-          .meta({ description: "input tokens read from the provider's prompt cache" }),
-        cacheWriteTokens: z
-          .number()
-          .int()
-          .meta({ description: "input tokens written to the provider's prompt cache" }),
-        outputTokens: z.number().int(),
+        ...tokenCounts,
         costUsdCents: z.number(),
       }),
     ),

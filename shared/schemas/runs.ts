@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Gate } from './gates.js'
+import { tokenCounts } from './models.js'
 import { runStatuses, finishedStatuses, underWayStatuses, runSorts } from '../values.js'
 import type { RunStatus } from '../values.js'
 export { runStatuses, finishedStatuses, underWayStatuses, runSorts }
@@ -95,19 +96,7 @@ export const RunDetail = z
       usdCents: z.number(),
       modelCalls: z.number().int(),
       /** Tokens of the run's model calls, each kind once as the provider bills it (DESIGN 13). */
-      inputTokens: z.number().int().meta({
-        description:
-          "input tokens billed at the model's input price: neither read from nor written to the provider's prompt cache",
-      }),
-      cacheReadTokens: z
-        .number()
-        .int()
-        .meta({ description: "input tokens read from the provider's prompt cache" }),
-      cacheWriteTokens: z
-        .number()
-        .int()
-        .meta({ description: "input tokens written to the provider's prompt cache" }),
-      outputTokens: z.number().int(),
+      ...tokenCounts,
     }),
   })
   .meta({ id: 'RunDetail' })
