@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
+import { serve } from '@hono/node-server'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { allScopes, levelFor, resourceOf } from '../../../shared/scopes.js'
 import { createSql } from '../../../server/db/sql.js'
@@ -159,6 +161,90 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     const metrics = Array.from({ length: 50 }, (_, i) => `${i}`.padEnd(190, 'm'))
     const res = await t.call('PATCH', '/v1/enterprise/metrics', { body: { metrics } })
     expect(res.status).toBe(200)
+  })
+
+  it('reads bodies the same from node own request under a real listener (issue 30)', async () => {
+    // osd serve reads a body from node's request, not through Hono's web stream: the same rules there.
+    const server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' })
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()))
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const send = async (
+      method: string,
+      path: string,
+      body: string | ReadableStream | undefined,
+      headers = {},
+    ) => {
+      const res = await fetch(`${origin}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${t.acme.token}`, ...headers },
+        body,
+        ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+      } as RequestInit)
+      return { status: res.status, body: (await res.json()) as Record<string, any> }
+    }
+    const json = { 'content-type': 'application/json' }
+    const limit = (await t.call('GET', '/v1/enterprise/concurrency')).body.concurrentRunLimit
+    try {
+      const task = (
+        await t.call('POST', '/v1/tasks', {
+          body: {
+            name: `Body ${Date.now()}`,
+            kind: 'deterministic',
+            assigneeRole: 'ceo',
+            overlapPolicy: 'os', // beside the member's other work: it keeps no one busy
+          },
+        })
+      ).body
+      const input = { s: 'é'.repeat(20_000) + '€'.repeat(10_000) } // multi-byte text across chunks
+      const taken = await send('POST', `/v1/tasks/${task.id}/runs`, JSON.stringify(input), json)
+      expect(taken.status).toBe(201)
+      expect(taken.body.input).toEqual(input)
+      // No engine runs it here: cancelled, so the member is free for the tests after this one.
+      expect((await t.call('POST', `/v1/runs/${taken.body.id}/cancel`)).status).toBe(200)
+
+      const declared = await send('PATCH', '/v1/enterprise/metrics', big, {
+        ...json,
+        'content-length': String(Buffer.byteLength(big)),
+      })
+      expect(declared).toMatchObject({ status: 413, body: { error: 'body_too_large' } })
+      // Not JSON, and too large: refused on what it says of itself, unread.
+      const plain = await send('PATCH', '/v1/enterprise/metrics', big, {
+        'content-type': 'text/plain',
+      })
+      expect(plain).toMatchObject({ status: 413, body: { error: 'body_too_large' } })
+
+      const chunks = [big.slice(0, 60_000), big.slice(60_000)]
+      const stream = new ReadableStream({
+        pull(controller) {
+          const next = chunks.shift()
+          if (next) controller.enqueue(new TextEncoder().encode(next))
+          else controller.close()
+        },
+      })
+      const streamed = await send('PATCH', '/v1/enterprise/metrics', stream, json)
+      expect(streamed).toMatchObject({ status: 413, body: { error: 'body_too_large' } })
+
+      const broken = await send(
+        'PATCH',
+        '/v1/enterprise/concurrency',
+        '{"concurrentRunLimit": ',
+        json,
+      )
+      expect(broken).toMatchObject({ status: 400, body: { error: 'invalid_json' } })
+      // The connection still serves the next request after a refused body.
+      const after = await send(
+        'PATCH',
+        '/v1/enterprise/concurrency',
+        '{"concurrentRunLimit": 7}',
+        json,
+      )
+      expect(after).toMatchObject({ status: 200, body: { concurrentRunLimit: 7 } })
+      const empty = await send('POST', '/v1/enterprise/webhook-secret/rotate', '', json)
+      expect(empty.status).toBe(200)
+    } finally {
+      await t.call('PATCH', '/v1/enterprise/concurrency', { body: { concurrentRunLimit: limit } })
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 
   it('answers 400 invalid_json for a body that is not JSON', async () => {
