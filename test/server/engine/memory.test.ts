@@ -327,12 +327,12 @@ describe('a recall that fails', () => {
     const before = await health(s.e)
     fake.script(s.key, finish('paid'))
     // The recall's search function gone, as a broken migration or a restore would leave it.
-    await t.sql`alter function memory_filter(text) rename to memory_filter_gone`
+    await t.sql`alter function memory_filter_fixed(uuid, text) rename to memory_filter_gone`
     let done: RunDetail
     try {
       done = await s.wait((await s.start(task.id)).id, ['succeeded', 'failed'])
     } finally {
-      await t.sql`alter function memory_filter_gone(text) rename to memory_filter`
+      await t.sql`alter function memory_filter_gone(uuid, text) rename to memory_filter_fixed`
     }
     expect(done.run.status).toBe('succeeded')
     const failed = eventsOf(done, 'memory.recall_failed')

@@ -78,8 +78,9 @@ export async function searchTaskNotes(
      order by score desc, n.created_at desc, n.id
      limit ${take}`
   // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
-  // does (migration 0011); the same for the typo stand-ins (0024).
-  let rows = await search(db`memory_filter(${text})`, 'rare')
+  // does (migration 0011); the same for the typo stand-ins (0024). The first search reads each unknown
+  // word as its most similar lexeme (0026): among common words a typo would find nothing.
+  let rows = await search(db`memory_filter_fixed(${enterpriseId}, ${text})`, 'rare')
   if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
   return rows.map((r) => ({ ...r, score: Number(r.score) }))
 }
@@ -125,7 +126,7 @@ export async function recallChatNotes(
        and ${holds(db)}
      order by score desc, n.created_at desc, n.id
      limit ${take}`
-  let rows = await search(db`memory_filter(${text})`, 'rare')
+  let rows = await search(db`memory_filter_fixed(${enterpriseId}, ${text})`, 'rare')
   if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
   if (count && rows.length > 0)
     await db`
