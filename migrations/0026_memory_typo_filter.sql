@@ -6,7 +6,8 @@
 -- lexeme (memory_filter_fixed), so a typo costs what the word spelt right costs; the stand-ins still rank,
 -- and the second search is as it was.
 --
--- memory_typos is the look-up memory_fuzzy made (0023, 0024), now one function both use.
+-- memory_typos is the look-up memory_fuzzy made (0023, 0024), now one function both use; which lexemes
+-- most notes hold is said by memory_common_lexemes, for memory_filter and memory_fuzzy alike.
 
 -- The words of `q` no note of the enterprise holds (at most 8, of 4 to 40 letters, no digits), each with
 -- its `per_word` most similar lexemes (similarity >= 0.3; among those of its first letter and a near
@@ -42,6 +43,23 @@ create function memory_lexeme_query(x text) returns tsquery language sql immutab
   select ('''' || replace(replace(x, '\', '\\'), '''', '''''') || '''')::tsquery
 $$;
 
+-- The lexemes more than 2% of notes hold, by the statistics of memory_notes.search; none while memory is
+-- small (under 20,000 notes), where every word filters.
+create function memory_common_lexemes() returns text[] language plpgsql stable as $$
+-- plpgsql, not sql: its plan over the pg_stats view is kept for the session (an sql function's is made
+-- again at each call, which cost an ask about 1 ms in npm run bench:memory).
+begin
+  if coalesce((select reltuples from pg_class where oid = 'memory_notes'::regclass), 0) < 20000 then
+    return '{}'::text[];
+  end if;
+  return array(select c.e
+                 from pg_stats s,
+                      unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) as c(e, f)
+                where s.schemaname = current_schema() and s.tablename = 'memory_notes'
+                  and s.attname = 'search' and c.f > 0.02 and c.e is not null);
+end
+$$;
+
 drop function memory_fuzzy(uuid, text);
 
 -- As in 0024, over memory_typos.
@@ -50,6 +68,7 @@ create function memory_fuzzy(enterprise uuid, q text, out query tsquery, out wei
 language plpgsql stable as $$
 declare
   fixes text[];
+  common text[];
   kept text[];
 begin
   select array_agg(distinct t.fix), avg(t.sim) into fixes, weight from memory_typos(enterprise, q, 2) t;
@@ -57,17 +76,8 @@ begin
     weight := null;
     return;
   end if;
-  kept := fixes;
-  if coalesce((select reltuples from pg_class where oid = 'memory_notes'::regclass), 0) >= 20000 then
-    kept := array(
-      select x from unnest(fixes) x
-       where x <> all(array(
-               select c.e
-                 from pg_stats s,
-                      unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) as c(e, f)
-                where s.schemaname = current_schema() and s.tablename = 'memory_notes'
-                  and s.attname = 'search' and c.f > 0.02 and c.e is not null)));
-  end if;
+  common := memory_common_lexemes();
+  kept := array(select x from unnest(fixes) x where x <> all(common));
   begin
     query := array_to_string(array(select memory_lexeme_query(x)::text from unnest(fixes) x), ' | ')::tsquery;
     if cardinality(kept) > 0 then
@@ -81,7 +91,8 @@ begin
 end
 $$;
 
--- memory_filter (0011) over a parsed query rather than a text.
+-- memory_filter's rule (0011) over a parsed query rather than a text; memory_filter itself now says it
+-- through this one.
 create function memory_filter_parsed(parsed tsquery) returns tsquery language plpgsql stable strict as $$
 declare
   words text[];
@@ -97,12 +108,7 @@ begin
     if cardinality(words) = 0 then
       return parsed;
     end if;
-    common := array(
-      select x.e
-        from pg_stats s,
-             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) as x(e, f)
-       where s.schemaname = current_schema() and s.tablename = 'memory_notes'
-         and s.attname = 'search' and x.f > 0.02 and x.e is not null);
+    common := memory_common_lexemes();
     kept := array(select w from unnest(words) w where replace(w, '''''', '''') <> all(common));
     if cardinality(kept) = 0 then
       return parsed;
@@ -126,4 +132,8 @@ begin
   end loop;
   return memory_filter_parsed(parsed);
 end
+$$;
+
+create or replace function memory_filter(q text) returns tsquery language sql stable strict as $$
+  select memory_filter_parsed(websearch_to_tsquery('english', q))
 $$;

@@ -254,7 +254,7 @@ try {
   if (process.env.BENCH_EXPLAIN) {
     // The plan of one run-sized recall, for looking into where its time goes.
     const plan = await sql.unsafe(
-      `explain (analyze, buffers) with s as materialized (select memory_filter($1) as filter, memory_query($1) as query),
+      `explain (analyze, buffers) with s as materialized (select memory_filter_fixed($2, $1) as filter, memory_query($1) as query),
          t as materialized (select id, team_id from tasks where enterprise_id = $2 and id = $3)
        select n.id, ts_rank(n.search, s.query) as score from s, t, memory_notes n
         where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = $2
