@@ -1,6 +1,6 @@
 import { metrics } from '../../metrics.js'
 import { laneKey } from '../../db/locks.js'
-import { transaction, type Db } from '../../db/sql.js'
+import { genericPlans, transaction, type Db } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { appendEvents } from './events.js'
 import { lockMembers, memberBusy, membersFor } from './members.js'
@@ -42,7 +42,8 @@ export async function advance(
   const { rounds = 20, budgetMs = 25 } = options
   return transaction(db, async (tx) => {
     const until = performance.now() + budgetMs
-    const step: Advanced = { moved: await resumeDueHolds(tx), started: [] }
+    const [, held] = await Promise.all([genericPlans(tx), resumeDueHolds(tx)])
+    const step: Advanced = { moved: held, started: [] }
     for (let round = 0; round < rounds; round++) {
       // Rounds after the first hold the locks of those before, taken in another order than the rows
       // they want now: waiting could close a circle with another engine's step (a deadlock). They take
