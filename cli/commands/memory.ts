@@ -23,6 +23,7 @@ import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { positiveInt, printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, taskId, teamId } from '../resolve.js'
+import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
 // `osctl memory` (spec: Concepts "Memory", Endpoints Memory; DESIGN 10): the notes the company learns
@@ -504,9 +505,7 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
 }
 
 export function registerMemory(program: Command, makeDeps: MakeDeps): void {
-  const memory = program
-    .command('memory')
-    .description('memory: what the company learns, recalled by every run and chat')
+  const memory = program.command('memory').description(about.memory)
   examples(
     withPageOptions(
       memory

@@ -10,6 +10,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
+import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
 // `osctl recommendations` (spec: Concepts "Recommendations", Endpoints Recommendations; DESIGN 10): the
@@ -225,9 +226,7 @@ function registerTaskVerbs(tasks: Command, makeDeps: MakeDeps): void {
 }
 
 export function registerRecommendations(program: Command, makeDeps: MakeDeps): void {
-  const recs = program
-    .command('recommendations')
-    .description('changes to tasks that self-improvement proposed, for a person to decide')
+  const recs = program.command('recommendations').description(about.recommendations)
   examples(
     recs
       .command('list')

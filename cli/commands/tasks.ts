@@ -24,6 +24,7 @@ import { collect, readInput } from '../inputs.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { isUuid, taskId, teamId } from '../resolve.js'
+import { about } from './about.js'
 
 type Published = z.infer<typeof VersionPublished>
 
@@ -314,9 +315,7 @@ export async function clearSchedule(
 }
 
 export function registerTasks(program: Command, makeDeps: MakeDeps): void {
-  const tasks = program
-    .command('tasks')
-    .description('tasks: definitions with versions, a schedule and a webhook')
+  const tasks = program.command('tasks').description(about.tasks)
   examples(
     withPageOptions(
       tasks
