@@ -5,7 +5,7 @@ import { registerApi } from './commands/api.js'
 import { registerAuth } from './commands/auth.js'
 import { registerBlockers } from './commands/blockers.js'
 import { registerCatalog } from './commands/catalog.js'
-import { registerChats } from './commands/chats.js'
+import { registerChat, registerChats } from './commands/chats.js'
 import { registerCompletion } from './commands/completion.js'
 import { registerConnections } from './commands/connections.js'
 import { registerConsent } from './commands/consent.js'
@@ -19,8 +19,8 @@ import { registerPlans } from './commands/plans.js'
 import { registerSpend } from './commands/spend.js'
 import { registerTools } from './commands/tools.js'
 import { registerMembers } from './commands/members.js'
-import { registerMemory } from './commands/memory.js'
-import { registerRecommendations } from './commands/recommendations.js'
+import { registerMemory, registerTaskMemory } from './commands/memory.js'
+import { registerRecommendations, registerTaskVerbs } from './commands/recommendations.js'
 import { registerOrg } from './commands/org.js'
 import { registerRoles } from './commands/roles.js'
 import { registerRuns } from './commands/runs.js'
@@ -106,13 +106,16 @@ export function buildProgram(makeDeps: MakeDeps): Command {
   registerMembers(program, makeDeps)
   registerRoles(program, makeDeps)
   registerOrg(program, makeDeps)
-  registerTasks(program, makeDeps)
+  const tasks = registerTasks(program, makeDeps)
+  registerTaskMemory(tasks, makeDeps)
+  registerTaskVerbs(tasks, makeDeps)
   registerRuns(program, makeDeps)
   registerBlockers(program, makeDeps)
   registerExecutions(program, makeDeps)
   registerWebhooks(program, makeDeps)
   registerGates(program, makeDeps)
   registerChats(program, makeDeps)
+  registerChat(program, makeDeps)
   registerTools(program, makeDeps)
   registerLlm(program, makeDeps)
   registerSpend(program, makeDeps)

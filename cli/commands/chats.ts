@@ -485,6 +485,9 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, revokeGrant)),
     'osctl chats revoke 5e1c7a2b-9d3f-4c8e-a1b6-0f2d4e6a8c10 --yes',
   )
+}
+
+export function registerChat(program: Command, makeDeps: MakeDeps): void {
   examples(
     program
       .command('chat')

@@ -447,7 +447,8 @@ export async function taskMemory(deps: Deps, task: string): Promise<void> {
 const layerOption = () =>
   new Option('--layer <layer>', "team (the task's team) or enterprise").choices(trainLayers)
 
-function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
+/** `osctl tasks memory`: registered with `osctl tasks` (program.ts), which it hangs under. */
+export function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
   const memory = tasks
     .command('memory')
     .description("a task's memory: its notes, what it may train, what it would recall")
@@ -686,9 +687,4 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, recallHealth)),
     'osctl memory health',
   )
-
-  // The task-level verbs sit under `osctl tasks`, registered before this module.
-  const tasks = program.commands.find((c) => c.name() === 'tasks')
-  if (!tasks) throw new Error('register the tasks commands before the memory ones')
-  registerTaskMemory(tasks, makeDeps)
 }

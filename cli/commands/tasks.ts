@@ -314,7 +314,8 @@ export async function clearSchedule(
   show(deps.out, { task: id, schedule: null }, () => deps.out.write(`schedule of ${ref} removed\n`))
 }
 
-export function registerTasks(program: Command, makeDeps: MakeDeps): void {
+/** `osctl tasks`, returned for the task-level verbs of memory and recommendations (program.ts). */
+export function registerTasks(program: Command, makeDeps: MakeDeps): Command {
   const tasks = program.command('tasks').description(about.tasks)
   examples(
     withPageOptions(
@@ -438,4 +439,5 @@ export function registerTasks(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, clearSchedule)),
     'osctl tasks schedule clear nightly-report --yes',
   )
+  return tasks
 }
