@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { describe, expect, it } from 'vitest'
 import { buildProgram } from '../../cli/program.js'
 
-const program = buildProgram(() => {
+const program = await buildProgram(() => {
   throw new Error('no command runs in this test')
 })
 
