@@ -1,10 +1,13 @@
 import { buildProgram } from './program.js'
 import { report } from './report.js'
 
-// Every osctl command but `--version` starts here (main.ts). deps.js brings the profile store (conf,
-// with ajv) and the HTTP client: it is loaded when a command acts, so --help and usage errors start
-// without them.
-const program = buildProgram(async (globals) => (await import('./deps.js')).makeDeps(globals))
+// Every osctl command but `--version` starts here (main.ts). The tree holds the modules of the command
+// the line names and no others (program.ts). deps.js brings the profile store (conf, with ajv) and the
+// HTTP client: it is loaded when a command acts, so --help and usage errors start without them.
+const program = await buildProgram(
+  async (globals) => (await import('./deps.js')).makeDeps(globals),
+  process.argv,
+)
 
 try {
   await program.parseAsync(process.argv)

@@ -72,7 +72,7 @@ function section(help: Help, command: Command, depth: number): string[] {
 
 /** docs/osctl.md as it should be, formatted as `npm run format` would leave it. */
 export async function renderReference(): Promise<string> {
-  const program = buildProgram(() => {
+  const program = await buildProgram(() => {
     throw new Error('the reference runs no command')
   })
   const help = program.createHelp()

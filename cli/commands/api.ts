@@ -4,6 +4,7 @@ import { actionOf, examples, readBody, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError, noTokenError } from '../errors.js'
 import { parseInputs } from '../inputs.js'
+import { about } from './about.js'
 
 const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
 
@@ -37,7 +38,7 @@ export function registerApi(program: Command, makeDeps: MakeDeps): void {
   examples(
     program
       .command('api')
-      .description('call any route of the API and print its answer')
+      .description(about.api)
       .argument('<method>', methods.join('|'))
       .argument('<path>', 'path under /v1, e.g. /tasks or /v1/tasks')
       .option('-d, --data <json>', 'request body as JSON ("-" reads stdin)')

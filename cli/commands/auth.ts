@@ -18,6 +18,7 @@ import {
   type LoginAnswer,
   type Me,
 } from '../people.js'
+import { about } from './about.js'
 
 export interface LoginFlags {
   verify: boolean
@@ -460,9 +461,7 @@ export async function changePassword(deps: Deps, opts: { passwordStdin?: boolean
 }
 
 export function registerAuth(program: Command, makeDeps: MakeDeps): void {
-  const auth = program
-    .command('auth')
-    .description('sign in as a person or with an API token, and see who you are')
+  const auth = program.command('auth').description(about.auth)
   examples(
     auth
       .command('login')

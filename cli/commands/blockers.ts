@@ -4,6 +4,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { bold, printTable, show, type Column } from '../output.js'
 import { positiveInt } from '../paging.js'
+import { about } from './about.js'
 import { statusText } from './runs.js'
 
 function section<T>(deps: Deps, title: string, rows: T[], columns: Column<T>[]): void {
@@ -73,11 +74,7 @@ export async function clearBlockers(deps: Deps, opts: { yes?: boolean }): Promis
 }
 
 export function registerBlockers(program: Command, makeDeps: MakeDeps): void {
-  const blockers = program
-    .command('blockers')
-    .description(
-      'what is stuck: failed runs, stopped pipelines, blocked and paused runs, task problems',
-    )
+  const blockers = program.command('blockers').description(about.blockers)
   examples(
     blockers
       .command('list', { isDefault: true })

@@ -22,6 +22,7 @@ import { ApiRequestError, CliError } from '../errors.js'
 import { printFields, printJson, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { resolveRef, teamId } from '../resolve.js'
+import { about } from './about.js'
 import { printVersion } from './tasks.js'
 
 // `osctl catalog` (spec: Concepts "Catalogue", Endpoints Catalogue; DESIGN 12): the public tasks and
@@ -303,9 +304,7 @@ async function newHolder(
 }
 
 export function registerCatalog(program: Command, makeDeps: MakeDeps): void {
-  const catalog = program
-    .command('catalog')
-    .description('the catalogue: public tasks and roles to install on a team, cloned or copied')
+  const catalog = program.command('catalog').description(about.catalog)
 
   const tasks = catalog.command('tasks').description("the catalogue's public tasks")
   examples(

@@ -17,6 +17,7 @@ import { collect } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show } from '../output.js'
 import { idRef, memberId } from '../resolve.js'
 import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
+import { about } from './about.js'
 
 // `osctl chats` (spec: Concepts "Chat", Endpoints Chats; DESIGN 11): conversations with members, their
 // tool calls and questions decided from a pipeline; and `osctl chat`, the ink screen (cli/tui), loaded
@@ -365,9 +366,7 @@ export async function openChatScreen(deps: Deps, member: string | undefined): Pr
 }
 
 export function registerChats(program: Command, makeDeps: MakeDeps): void {
-  const chats = program
-    .command('chats')
-    .description('chats: conversations with members, their tool calls and questions')
+  const chats = program.command('chats').description(about.chats)
   examples(
     chats
       .command('list')
@@ -486,13 +485,14 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, revokeGrant)),
     'osctl chats revoke 5e1c7a2b-9d3f-4c8e-a1b6-0f2d4e6a8c10 --yes',
   )
+}
+
+export function registerChat(program: Command, makeDeps: MakeDeps): void {
   examples(
     program
       .command('chat')
       .argument('[member]', 'id, email or exact name (without: pick a chat)')
-      .description(
-        'chat with a member on an interactive screen: replies as they come, tool calls and questions decided in place (needs a terminal)',
-      )
+      .description(about.chat)
       .action(actionOf(makeDeps, openChatScreen)),
     'osctl chat',
     'osctl chat ada@acme.example',

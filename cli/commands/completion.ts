@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
+import { about } from './about.js'
 
 interface Node {
   path: string[]
@@ -71,7 +72,7 @@ export function registerCompletion(program: Command, makeDeps: MakeDeps): void {
   examples(
     program
       .command('completion')
-      .description('print a shell completion script')
+      .description(about.completion)
       .argument('<shell>', 'bash, zsh or fish')
       .action(
         actionOf(makeDeps, async (deps: Deps, shell: string) => {

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js'
 import { printTable, show } from '../output.js'
 import { asPerson } from '../people.js'
 import { idRef } from '../resolve.js'
+import { about } from './about.js'
 
 // Apps connected with the enterprise's consent (issue 20; spec: Authentication 6): a signed-in person
 // lists them and revokes one; a token cannot (api_token_cannot_manage_connections).
@@ -48,9 +49,7 @@ export async function revokeConnection(
 }
 
 export function registerConnections(program: Command, makeDeps: MakeDeps): void {
-  const connections = program
-    .command('connections')
-    .description("apps connected with the enterprise's consent (a signed-in person only)")
+  const connections = program.command('connections').description(about.connections)
   examples(
     connections
       .command('list')

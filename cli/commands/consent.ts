@@ -13,6 +13,7 @@ import type {
 } from '../../shared/schemas/consent.js'
 import type { z } from 'zod'
 import type { User } from '../../shared/schemas/people.js'
+import { about } from './about.js'
 import { requiredScopes } from './tokens.js'
 
 // Consent for an app asking for access (issue 20): the app shows its user a code; an owner of the
@@ -156,9 +157,7 @@ export async function requestConsent(
 }
 
 export function registerConsent(program: Command, makeDeps: MakeDeps): void {
-  const consent = program
-    .command('consent')
-    .description("approve or decline an app's request for access (a signed-in person only)")
+  const consent = program.command('consent').description(about.consent)
   examples(
     consent
       .command('show')

@@ -9,6 +9,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printFields, show } from '../output.js'
+import { about } from './about.js'
 
 export async function showEnterprise(deps: Deps): Promise<void> {
   const overview = await deps.client().get<EnterpriseOverview>('/enterprise')
@@ -142,7 +143,7 @@ async function setSetting(deps: Deps, setting: Setting, values: string[]): Promi
 }
 
 function registerWebhookSecret(parent: Command, makeDeps: MakeDeps, prefix: string): void {
-  const secret = parent.command('webhook-secret').description('the secret inbound webhooks carry')
+  const secret = parent.command('webhook-secret').description(about['webhook-secret'])
   examples(
     secret
       .command('show', { isDefault: true })
@@ -161,9 +162,7 @@ function registerWebhookSecret(parent: Command, makeDeps: MakeDeps, prefix: stri
 }
 
 export function registerEnterprise(program: Command, makeDeps: MakeDeps): void {
-  const enterprise = program
-    .command('enterprise')
-    .description('enterprise settings and the webhook secret')
+  const enterprise = program.command('enterprise').description(about.enterprise)
   examples(
     enterprise
       .command('show')

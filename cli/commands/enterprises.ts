@@ -3,6 +3,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { printTable, show } from '../output.js'
 import { asPerson, enterpriseText, personText, type Me, type PersonEnterprise } from '../people.js'
+import { about } from './about.js'
 
 // A person's enterprises (issue 20): the ones they belong to, and which one the session acts in.
 
@@ -29,9 +30,7 @@ export async function useEnterprise(deps: Deps, enterprise: string): Promise<voi
 }
 
 export function registerEnterprises(program: Command, makeDeps: MakeDeps): void {
-  const enterprises = program
-    .command('enterprises')
-    .description("a signed-in person's enterprises, and the one the session acts in")
+  const enterprises = program.command('enterprises').description(about.enterprises)
   examples(
     enterprises
       .command('list')

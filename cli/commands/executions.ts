@@ -13,6 +13,7 @@ import { bold, colour, printFields, printTable, show, type Column } from '../out
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, memberId, teamId } from '../resolve.js'
 import { drawTree, type TreeNode } from '../tree.js'
+import { about } from './about.js'
 import { statusText } from './runs.js'
 
 type Counts = z.infer<typeof ExecutionCounts>
@@ -180,9 +181,7 @@ export async function closeCompleted(
 }
 
 export function registerExecutions(program: Command, makeDeps: MakeDeps): void {
-  const executions = program
-    .command('executions')
-    .description('executions: the runs linked by successors and retries, and the board')
+  const executions = program.command('executions').description(about.executions)
   const filters = (c: Command) =>
     c
       .option('--team <team>', 'team id or slug')

@@ -8,6 +8,7 @@ import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
 import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
+import { about } from './about.js'
 
 // `osctl gates` (spec: Gate; Endpoints Gates; DESIGN 9): the gates waiting for a person, and their
 // decisions. `gates review` is the ink screen (cli/tui), loaded only when it runs.
@@ -243,9 +244,7 @@ function withAnswerOptions(command: Command): Command {
 }
 
 export function registerGates(program: Command, makeDeps: MakeDeps): void {
-  const gates = program
-    .command('gates')
-    .description('gates: tool calls and questions waiting for a person to decide')
+  const gates = program.command('gates').description(about.gates)
   examples(
     withFilters(gates.command('list').description('the gates waiting, newest first')).action(
       actionOf(makeDeps, listGates),

@@ -5,6 +5,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError } from '../errors.js'
 import { colour, show } from '../output.js'
+import { about } from './about.js'
 
 /** GET /v1/health; exits 1 when the daemon is degraded. */
 export async function health(deps: Deps): Promise<void> {
@@ -22,10 +23,7 @@ export async function health(deps: Deps): Promise<void> {
 
 export function registerHealth(program: Command, makeDeps: MakeDeps): void {
   examples(
-    program
-      .command('health')
-      .description('whether the daemon is up, and its version')
-      .action(actionOf(makeDeps, health)),
+    program.command('health').description(about.health).action(actionOf(makeDeps, health)),
     'osctl health',
     'OSCTL_URL=http://osd:8080/v1 osctl health --json',
   )

@@ -26,6 +26,7 @@ import { usd } from '../money.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import { readSecret } from '../secrets.js'
+import { about } from './about.js'
 
 // Model connections, keys, tiers and models (spec: Endpoints Models). The API never answers a key, only
 // its last characters (keyHint); osctl never prints one either.
@@ -258,9 +259,7 @@ export async function completeOAuth(
 }
 
 export function registerLlm(program: Command, makeDeps: MakeDeps): void {
-  const llm = program
-    .command('llm')
-    .description('model providers: connections, keys, tiers and the models offered')
+  const llm = program.command('llm').description(about.llm)
   const providerOption = (description: string) =>
     new Option('--provider <provider>', description).choices(providers)
 

@@ -14,6 +14,7 @@ import { apiError, decode } from '../client.js'
 import { printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, memberId, roleId } from '../resolve.js'
+import { about } from './about.js'
 import { imageDataUrl } from './enterprise.js'
 import type { Email } from '../../shared/schemas/mail.js'
 
@@ -198,9 +199,7 @@ export async function saveAttachment(
 }
 
 export function registerMembers(program: Command, makeDeps: MakeDeps): void {
-  const members = program
-    .command('members')
-    .description('AI team members: persona, roles, teams, picture')
+  const members = program.command('members').description(about.members)
   examples(
     members.command('list').description('every member').action(actionOf(makeDeps, listMembers)),
     'osctl members list',

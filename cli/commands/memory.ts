@@ -23,6 +23,7 @@ import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { positiveInt, printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, taskId, teamId } from '../resolve.js'
+import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
 // `osctl memory` (spec: Concepts "Memory", Endpoints Memory; DESIGN 10): the notes the company learns
@@ -446,7 +447,8 @@ export async function taskMemory(deps: Deps, task: string): Promise<void> {
 const layerOption = () =>
   new Option('--layer <layer>', "team (the task's team) or enterprise").choices(trainLayers)
 
-function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
+/** `osctl tasks memory`: registered with `osctl tasks` (program.ts), which it hangs under. */
+export function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
   const memory = tasks
     .command('memory')
     .description("a task's memory: its notes, what it may train, what it would recall")
@@ -504,9 +506,7 @@ function registerTaskMemory(tasks: Command, makeDeps: MakeDeps): void {
 }
 
 export function registerMemory(program: Command, makeDeps: MakeDeps): void {
-  const memory = program
-    .command('memory')
-    .description('memory: what the company learns, recalled by every run and chat')
+  const memory = program.command('memory').description(about.memory)
   examples(
     withPageOptions(
       memory
@@ -687,9 +687,4 @@ export function registerMemory(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, recallHealth)),
     'osctl memory health',
   )
-
-  // The task-level verbs sit under `osctl tasks`, registered before this module.
-  const tasks = program.commands.find((c) => c.name() === 'tasks')
-  if (!tasks) throw new Error('register the tasks commands before the memory ones')
-  registerTaskMemory(tasks, makeDeps)
 }

@@ -4,6 +4,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { bold, colour, show } from '../output.js'
 import { drawTree, type TreeNode } from '../tree.js'
+import { about } from './about.js'
 
 type OrgMember = OrgTree['unassigned'][number]
 
@@ -40,10 +41,7 @@ export async function showOrg(deps: Deps): Promise<void> {
 
 export function registerOrg(program: Command, makeDeps: MakeDeps): void {
   examples(
-    program
-      .command('org')
-      .description('the organisation: teams, members, their roles and the tasks of each')
-      .action(actionOf(makeDeps, showOrg)),
+    program.command('org').description(about.org).action(actionOf(makeDeps, showOrg)),
     'osctl org',
     'osctl org --json',
   )

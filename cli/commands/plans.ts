@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
+import { about } from './about.js'
 
 // Plans (spec: Plans (planned)): what runs wrote with os.write_plan, newest first. The answer's shape is
 // shared/schemas/plans.ts.
@@ -66,9 +67,7 @@ export async function getPlan(deps: Deps, ref: string): Promise<void> {
 }
 
 export function registerPlans(program: Command, makeDeps: MakeDeps): void {
-  const plans = program
-    .command('plans')
-    .description('plans that runs wrote (os.write_plan), with their items and gates')
+  const plans = program.command('plans').description(about.plans)
   examples(
     plans
       .command('list')

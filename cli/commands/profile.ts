@@ -3,6 +3,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printTable, show } from '../output.js'
+import { about } from './about.js'
 
 export async function listProfiles(deps: Deps): Promise<void> {
   const rows = deps.profiles().list()
@@ -39,7 +40,7 @@ export async function removeProfile(deps: Deps, name: string): Promise<void> {
 }
 
 export function registerProfile(program: Command, makeDeps: MakeDeps): void {
-  const profile = program.command('profile').description('named profiles of URL and token')
+  const profile = program.command('profile').description(about.profile)
   examples(
     profile.command('list').description('list profiles').action(actionOf(makeDeps, listProfiles)),
     'osctl profile list',

@@ -10,6 +10,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
+import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
 // `osctl recommendations` (spec: Concepts "Recommendations", Endpoints Recommendations; DESIGN 10): the
@@ -194,7 +195,11 @@ const keyOption = () =>
     'repeat a decision safely: the same key from the same token answers the first decision again',
   )
 
-function registerTaskVerbs(tasks: Command, makeDeps: MakeDeps): void {
+/**
+ * `osctl tasks improve` and `osctl tasks recommendations`: registered with `osctl tasks`
+ * (program.ts), which they hang under.
+ */
+export function registerTaskVerbs(tasks: Command, makeDeps: MakeDeps): void {
   examples(
     tasks
       .command('improve')
@@ -225,9 +230,7 @@ function registerTaskVerbs(tasks: Command, makeDeps: MakeDeps): void {
 }
 
 export function registerRecommendations(program: Command, makeDeps: MakeDeps): void {
-  const recs = program
-    .command('recommendations')
-    .description('changes to tasks that self-improvement proposed, for a person to decide')
+  const recs = program.command('recommendations').description(about.recommendations)
   examples(
     recs
       .command('list')
@@ -270,9 +273,4 @@ export function registerRecommendations(program: Command, makeDeps: MakeDeps): v
       .action(actionOf(makeDeps, declineRecommendation)),
     'osctl recommendations decline 7c1e2d3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f --reason "the PO rule is going away"',
   )
-
-  // The task-level verbs sit under `osctl tasks`, registered before this module.
-  const tasks = program.commands.find((c) => c.name() === 'tasks')
-  if (!tasks) throw new Error('register the tasks commands before the recommendation ones')
-  registerTaskVerbs(tasks, makeDeps)
 }

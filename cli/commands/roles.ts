@@ -11,6 +11,7 @@ import {
 import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
 import { memberId, roleId, taskId, teamId } from '../resolve.js'
+import { about } from './about.js'
 
 const columns = [
   { header: 'SLUG', value: (r: Role) => r.slug, id: true },
@@ -102,7 +103,7 @@ export async function unassignTask(deps: Deps, role: string, task: string): Prom
 }
 
 export function registerRoles(program: Command, makeDeps: MakeDeps): void {
-  const roles = program.command('roles').description('roles: who runs which tasks')
+  const roles = program.command('roles').description(about.roles)
   examples(
     roles.command('list').description('every role').action(actionOf(makeDeps, listRoles)),
     'osctl roles list',

@@ -12,6 +12,7 @@ import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { usd } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
 import { elapsed, startSpinner } from '../spinner.js'
+import { about } from './about.js'
 
 export function statusText(out: Output, status: RunStatus): string {
   if (status === 'succeeded') return colour(out, 'green', status)
@@ -302,7 +303,7 @@ export async function watchRun(deps: Deps, ref: string): Promise<void> {
 }
 
 export function registerRuns(program: Command, makeDeps: MakeDeps): void {
-  const runs = program.command('runs').description('runs: start, follow, cancel, retry')
+  const runs = program.command('runs').description(about.runs)
   examples(
     withPageOptions(
       runs

@@ -7,6 +7,7 @@ import { UsageError } from '../errors.js'
 import { layerIdOf } from '../layers.js'
 import { usd } from '../money.js'
 import { bold, printFields, printTable, show } from '../output.js'
+import { about } from './about.js'
 
 // Spend (spec: Endpoints Spend): daily caps in US cents on the enterprise, a team, a task or a member.
 // Raising or clearing a cap, or turning limits off, queues runs paused on spend again.
@@ -103,9 +104,7 @@ export async function disableSpend(deps: Deps, opts: { yes?: boolean }): Promise
 }
 
 export function registerSpend(program: Command, makeDeps: MakeDeps): void {
-  const spend = program
-    .command('spend')
-    .description("daily spend caps and today's spend, per enterprise, team, task and member")
+  const spend = program.command('spend').description(about.spend)
   examples(
     spend
       .command('show', { isDefault: true })

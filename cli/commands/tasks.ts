@@ -24,6 +24,7 @@ import { collect, readInput } from '../inputs.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { isUuid, taskId, teamId } from '../resolve.js'
+import { about } from './about.js'
 
 type Published = z.infer<typeof VersionPublished>
 
@@ -313,10 +314,9 @@ export async function clearSchedule(
   show(deps.out, { task: id, schedule: null }, () => deps.out.write(`schedule of ${ref} removed\n`))
 }
 
-export function registerTasks(program: Command, makeDeps: MakeDeps): void {
-  const tasks = program
-    .command('tasks')
-    .description('tasks: definitions with versions, a schedule and a webhook')
+/** `osctl tasks`, returned for the task-level verbs of memory and recommendations (program.ts). */
+export function registerTasks(program: Command, makeDeps: MakeDeps): Command {
+  const tasks = program.command('tasks').description(about.tasks)
   examples(
     withPageOptions(
       tasks
@@ -439,4 +439,5 @@ export function registerTasks(program: Command, makeDeps: MakeDeps): void {
       .action(actionOf(makeDeps, clearSchedule)),
     'osctl tasks schedule clear nightly-report --yes',
   )
+  return tasks
 }

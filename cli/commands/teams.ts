@@ -12,6 +12,7 @@ import {
 import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
 import { memberId, roleId, teamId } from '../resolve.js'
+import { about } from './about.js'
 
 const columns = [
   { header: 'SLUG', value: (t: Team) => t.slug, id: true },
@@ -117,9 +118,7 @@ export async function removeMember(
 }
 
 export function registerTeams(program: Command, makeDeps: MakeDeps): void {
-  const teams = program
-    .command('teams')
-    .description('teams: a charter, a lead, a run limit, and members')
+  const teams = program.command('teams').description(about.teams)
   examples(
     teams.command('list').description('every team').action(actionOf(makeDeps, listTeams)),
     'osctl teams list',

@@ -7,6 +7,7 @@ import { UsageError } from '../errors.js'
 import { printTable, show } from '../output.js'
 import { asPerson } from '../people.js'
 import { resolveRef } from '../resolve.js'
+import { about } from './about.js'
 
 // API tokens, managed by a signed-in person (issue 20; spec: Authentication 6): a token cannot make,
 // list or revoke tokens, so these verbs need a session (`osctl auth login --email`).
@@ -86,11 +87,7 @@ export async function revokeToken(deps: Deps, ref: string, opts: { yes?: boolean
 }
 
 export function registerTokens(program: Command, makeDeps: MakeDeps): void {
-  const tokens = program
-    .command('tokens')
-    .description(
-      "the enterprise's API tokens (a signed-in person only: `osctl auth login --email`)",
-    )
+  const tokens = program.command('tokens').description(about.tokens)
   examples(
     tokens
       .command('list')

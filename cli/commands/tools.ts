@@ -17,6 +17,7 @@ import { layerIdOf, layerRefHelp, layerText } from '../layers.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef, isUuid, memberId } from '../resolve.js'
 import { readSecret } from '../secrets.js'
+import { about } from './about.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): a tool server (MCP) with its token, or a
 // browser-operated system with its sites and start page, on a team, member, role or task. A token may
@@ -213,9 +214,7 @@ export async function startOAuth(
 }
 
 export function registerTools(program: Command, makeDeps: MakeDeps): void {
-  const tools = program
-    .command('tools')
-    .description('tool connections: tool servers and browser-operated systems runs may use')
+  const tools = program.command('tools').description(about.tools)
   const bindings = tools
     .command('bindings')
     .description('tool connections on a team, member, role or task, never their tokens')

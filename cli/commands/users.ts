@@ -6,6 +6,7 @@ import { UsageError } from '../errors.js'
 import { printTable, show } from '../output.js'
 import { asPerson, personText } from '../people.js'
 import { idRef, resolveRef } from '../resolve.js'
+import { about } from './about.js'
 
 // The people of the enterprise (issue 20): listed, invited and removed by its owners, signed in.
 // (Not `osctl members`: those are the enterprise's AI members.)
@@ -104,9 +105,7 @@ export async function withdrawInvite(deps: Deps, ref: string): Promise<void> {
 }
 
 export function registerUsers(program: Command, makeDeps: MakeDeps): void {
-  const users = program
-    .command('users')
-    .description('the people of the enterprise (its owners, signed in: `osctl auth login --email`)')
+  const users = program.command('users').description(about.users)
   examples(
     users
       .command('list')

@@ -8,6 +8,7 @@ import { UsageError } from '../errors.js'
 import { printFields, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef } from '../resolve.js'
+import { about } from './about.js'
 
 /** A replay's idempotencyKey (spec: Limits): 16 to 64 letters, digits, hyphens or underscores. */
 const replayKey = /^[A-Za-z0-9_-]{16,64}$/
@@ -96,9 +97,7 @@ export async function replayDelivery(
 }
 
 export function registerWebhooks(program: Command, makeDeps: MakeDeps): void {
-  const webhooks = program
-    .command('webhooks')
-    .description('inbound webhook deliveries: history and replay')
+  const webhooks = program.command('webhooks').description(about.webhooks)
   examples(
     withPageOptions(
       webhooks

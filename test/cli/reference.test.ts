@@ -21,7 +21,7 @@ describe("docs/usage.md's osctl summary", () => {
   it('names every command group', async () => {
     const usage = await readFile(join(projectRoot, 'docs', 'usage.md'), 'utf8')
     const summary = usage.split('## Commands in brief')[1]!.split('```')[1]!
-    const program = buildProgram(() => {
+    const program = await buildProgram(() => {
       throw new Error('no command runs in this test')
     })
     const missing = program.commands

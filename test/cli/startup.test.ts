@@ -9,6 +9,7 @@ import { osctl } from '../helpers/processes.js'
 // shared/values.ts. A screen (ink) is loaded only by the command that draws it; the profile store (conf)
 // and the HTTP client's undici (together more than half of the rest) when a command acts.
 // `osctl --version` loads not even the command tree: main.ts answers it and hands the rest to run.ts.
+// The tree loads the module of the command a line names, and no other (issue 30): `osctl --help` none.
 
 /** The modules `from` loads as it starts: static imports that are not type-only, followed. */
 function loadedAtStart(from: string, seen = new Set<string>()): Set<string> {
@@ -35,26 +36,40 @@ const loadedFrom = (file: string) =>
     m.startsWith('/') ? relative(projectRoot, m) : m,
   )
 
+/** The command modules program.ts loads, each when a command line names its command. */
+const commandModules = [
+  ...readFileSync(join(projectRoot, 'cli', 'program.ts'), 'utf8').matchAll(
+    /import\('\.\/(commands\/[^']+)\.js'\)/g,
+  ),
+].map((m) => `${m[1]}.ts`)
+
 describe('osctl start-up', () => {
   const loaded = loadedFrom('run.ts')
+  // What any command line may load before its command acts: run.ts's and its command's modules.
+  const beforeActing = [...new Set([loaded, ...commandModules.map(loadedFrom)].flat())]
 
   it('follows the imports (the walk itself works)', () => {
     expect(loaded).toContain('cli/program.ts')
-    expect(loaded).toContain('cli/commands/runs.ts')
-    expect(loaded).toContain('shared/values.ts')
     expect(loaded).toContain('commander')
+    expect(commandModules).toContain('commands/runs.ts')
+    expect(beforeActing).toContain('cli/commands/runs.ts')
+    expect(beforeActing).toContain('shared/values.ts')
+  })
+
+  it('loads no command module before it knows the command', () => {
+    expect(loaded.filter((m) => m.startsWith('cli/commands/'))).toEqual(['cli/commands/about.ts'])
   })
 
   it('loads neither zod nor the wire schemas, nor ink, before a command acts', () => {
-    expect(loaded.filter((m) => m === 'zod' || m.startsWith('shared/schemas/'))).toEqual([])
-    expect(loaded.filter((m) => ['ink', 'react', 'cli/tui/gate-review.tsx'].includes(m))).toEqual(
-      [],
-    )
+    expect(beforeActing.filter((m) => m === 'zod' || m.startsWith('shared/schemas/'))).toEqual([])
+    expect(
+      beforeActing.filter((m) => ['ink', 'react', 'cli/tui/gate-review.tsx'].includes(m)),
+    ).toEqual([])
   })
 
   it('loads neither the profile store nor undici before a command acts', () => {
     expect(
-      loaded.filter((m) => ['conf', 'undici', 'cli/deps.ts', 'cli/profiles.ts'].includes(m)),
+      beforeActing.filter((m) => ['conf', 'undici', 'cli/deps.ts', 'cli/profiles.ts'].includes(m)),
     ).toEqual([])
   })
 

@@ -4,7 +4,7 @@ import { buildProgram } from '../../cli/program.js'
 import { report } from '../../cli/report.js'
 import { FakeApi, fakeDeps } from '../helpers/cli.js'
 
-// Usage errors of osctl in process (issue 27): the whole command tree parsing a command line as
+// Usage errors of osctl in process (issue 27): the command tree built and parsing a command line as
 // run.ts does, commander's output and the report of run.ts captured, the client a fake that records
 // what would have been sent. A typo is one line and where to read more, exit 2, never the whole help.
 
@@ -17,7 +17,8 @@ function commands(command: Command): Command[] {
 async function osctl(args: string[]) {
   const api = new FakeApi(() => ({ status: 500, body: { error: 'unexpected', message: 'sent' } }))
   const f = fakeDeps(api)
-  const program = buildProgram(() => f.deps)
+  const argv = ['node', 'osctl', ...args]
+  const program = await buildProgram(() => f.deps, argv)
   let stdout = ''
   let stderr = ''
   const io = {
@@ -28,7 +29,7 @@ async function osctl(args: string[]) {
     c.configureOutput({ writeOut: io.stdout.write, writeErr: io.stderr.write })
   let code = 0
   try {
-    await program.parseAsync(['node', 'osctl', ...args])
+    await program.parseAsync(argv)
   } catch (err) {
     code = report(err, Boolean(program.opts().json), io)
   }

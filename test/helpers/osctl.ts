@@ -15,11 +15,11 @@ import { startDaemon, type DaemonOptions, type Running } from '../../server/serv
 import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
 import { createTestDatabase, type TestDatabase } from './db.js'
 
-// osctl in process (STYLE: CLI actions are tested in process; issue 28): the whole command tree that
-// bin/osctl runs, with osctl's own deps (profile store, target, HTTP client), parsing a command line
-// as cli/run.ts does, against a real daemon that this process serves. What only a process can show
-// (pipes, a pseudo-terminal, a restart of osd, the binary's start) keeps the real binary:
-// test/helpers/processes.ts.
+// osctl in process (STYLE: CLI actions are tested in process; issue 28): the command tree that
+// bin/osctl runs, built and parsing a command line as cli/run.ts does (the modules of the command it
+// names, stubs for the others), with osctl's own deps (profile store, target, HTTP client), against a
+// real daemon that this process serves. What only a process can show (pipes, a pseudo-terminal, a
+// restart of osd, the binary's start) keeps the real binary: test/helpers/processes.ts.
 //
 // What osctl takes from its process is given per run, as a spawned osctl would have had it:
 // - stdout and stderr (osctl's and commander's) are captured; neither is a terminal;
@@ -121,7 +121,8 @@ export function osctl(
     stderr: new Writable({ write: (_chunk, _encoding, done) => done() }),
   }
   const run = runEnv.run(own, async (): Promise<OsctlResult> => {
-    const program = buildProgram((globals) => {
+    const argv = ['node', 'osctl', ...args]
+    const program = await buildProgram((globals) => {
       const deps = makeDeps(globals, terminal)
       const out: Output = {
         json: Boolean(globals.json),
@@ -133,7 +134,7 @@ export function osctl(
         error: io.stderr.write,
       }
       return { ...deps, out, stdin: async () => input ?? '' }
-    })
+    }, argv)
     for (const command of commands(program))
       command.configureOutput({
         writeOut: io.stdout.write,
@@ -146,7 +147,7 @@ export function osctl(
       })
     let exitCode = 0
     try {
-      await program.parseAsync(['node', 'osctl', ...args])
+      await program.parseAsync(argv)
     } catch (err) {
       exitCode = report(err, Boolean(program.opts().json), io)
     }
