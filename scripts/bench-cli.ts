@@ -3,8 +3,7 @@
 // warm-up, beside `node -e 0` as the baseline measured in the same run, all taken in turn so a
 // load that comes and goes falls on each alike. Prints median and p90 wall time in ms and the ratio of
 // each median to the baseline's. Targets: --version and --help under 120 ms here, --help <= 1.5x the
-// baseline (issue 30). Reports; asserts
-// nothing.
+// baseline (issue 30). Reports; asserts nothing.
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { projectRoot } from '../shared/paths.js'
