@@ -165,7 +165,9 @@ export async function genericPlans(tx: Db): Promise<void> {
  * a statement at 20,000 runs, growing with them).
  */
 export function literalIn(db: Db, column: string, values: readonly string[]): Fragment {
-  for (const v of [column, ...values])
+  if (!/^([a-z_]+\.)?[a-z_]+$/.test(column))
+    throw new Error(`literalIn takes a plain column name, not ${JSON.stringify(column)}`)
+  for (const v of values)
     if (!/^[a-z_]+$/.test(v))
       throw new Error(`literalIn takes plain words, not ${JSON.stringify(v)}`)
   return db.unsafe(
