@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import { getCookie } from 'hono/cookie'
 import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
@@ -14,6 +14,7 @@ import type { Caches } from './caches.js'
 import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
+import { routeOf } from './methods.js'
 
 // Portal-only routes (spec: Authentication 6-7, Portal-only routes): refused to every token, whatever its
 // scopes, before anything else. Matched on whole path segments.
@@ -40,22 +41,32 @@ function underPrefix(path: string, prefix: string): boolean {
   return path === prefix || path.startsWith(prefix + '/')
 }
 
-/** Method and path patterns served without a token, taken from the routes declared public. */
+/** The operations served without a token, taken from the routes declared public. */
 export class PublicRoutes {
+  /** `GET /v1/health`, as Hono names the route that matched (`:id` for `{id}`). */
+  private routes = new Set<string>()
   private patterns: { method: string; pattern: RegExp }[] = []
 
   add(method: string, openApiPath: string): void {
+    const upper = method.toUpperCase()
+    this.routes.add(`${upper} ${openApiPath.replace(/\{(\w+)\}/g, ':$1')}`)
     const source = openApiPath
       .split(/\{\w+\}/)
       .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
       .join('[^/]+')
-    this.patterns.push({ method: method.toUpperCase(), pattern: new RegExp(`^${source}/?$`) })
+    this.patterns.push({ method: upper, pattern: new RegExp(`^${source}/?$`) })
   }
 
-  /** Whether `method` is public at `path`; HEAD is answered as GET is, so it is public where GET is. */
-  has(method: string, path: string): boolean {
-    const as = method === 'HEAD' ? 'GET' : method
-    return this.patterns.some((p) => p.method === as && p.pattern.test(path))
+  /**
+   * Whether the request is for a public operation: the route that matched, looked up (HEAD matches
+   * as GET). A request no route matches (a trailing slash, a 404) is tested against the patterns.
+   */
+  has(c: Context): boolean {
+    const route = routeOf(c)
+    if (route) return this.routes.has(`${route.method} ${route.path}`)
+    const method = c.req.method === 'HEAD' ? 'GET' : c.req.method
+    const path = c.req.path
+    return this.patterns.some((p) => p.method === method && p.pattern.test(path))
   }
 }
 
@@ -92,7 +103,7 @@ export function authenticate(
   return async (c, next) => {
     const path = c.req.path
     const method = c.req.method
-    if (publicRoutes.has(method, path)) return next()
+    if (publicRoutes.has(c)) return next()
 
     const header = requestHeader(c, 'authorization')
     const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined

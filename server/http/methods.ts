@@ -1,4 +1,5 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
+import { matchedRoutes } from 'hono/route'
 import { frameworkBody } from '../../shared/errors.js'
 import type { AppEnv } from './context.js'
 
@@ -9,8 +10,6 @@ import type { AppEnv } from './context.js'
  * a caller looking in the wrong place.
  */
 export class KnownPaths {
-  /** Patterns by method and shape (segment count and resource), so a request tests only a few. */
-  private byKey = new Map<string, RegExp[]>()
   private all: { pattern: RegExp; key: string; method: string }[] = []
 
   add(method: string, openApiPath: string): void {
@@ -19,16 +18,7 @@ export class KnownPaths {
       .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
       .join('[^/]+')
     const pattern = new RegExp(`^${source}$`)
-    const upper = method.toUpperCase()
-    const key = shapeKey(openApiPath)
-    this.byKey.set(`${upper} ${key}`, [...(this.byKey.get(`${upper} ${key}`) ?? []), pattern])
-    this.all.push({ pattern, key, method: upper })
-  }
-
-  /** Whether `method` has an operation at `path` (HEAD wherever GET has one). */
-  has(method: string, path: string): boolean {
-    const key = `${method === 'HEAD' ? 'GET' : method} ${shapeKey(path)}`
-    return this.byKey.get(key)?.some((pattern) => pattern.test(path)) ?? false
+    this.all.push({ pattern, key: shapeKey(openApiPath), method: method.toUpperCase() })
   }
 
   /** The methods `path` has, as Allow lists them; empty for a path no operation has. */
@@ -51,13 +41,22 @@ function shapeKey(path: string): string {
   return `${count} ${resource.startsWith('{') ? '*' : resource}`
 }
 
+/**
+ * The route, not a middleware, that matched the request's method and path; HEAD is matched as GET.
+ * Hono has matched it before the first middleware runs: asking costs nothing on a hot read.
+ */
+export function routeOf(c: Context): { method: string; path: string } | undefined {
+  return matchedRoutes(c).find((r) => r.method !== 'ALL')
+}
+
 /** 405 (or 204 to OPTIONS) with Allow for a method a known path does not have. */
 export function methodCheck(paths: KnownPaths): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const method = c.req.method
-    const path = c.req.path
-    if (method !== 'OPTIONS' && paths.has(method, path)) return next()
-    const allowed = paths.allowed(path)
+    // A route of this method matched: the path has the method. Only requests no route answers (a
+    // 404, a 405, OPTIONS) test the path against the patterns.
+    if (method !== 'OPTIONS' && routeOf(c)) return next()
+    const allowed = paths.allowed(c.req.path)
     if (allowed.length === 0) return next()
     c.header('Allow', allowed.join(', '))
     if (method === 'OPTIONS') return c.body(null, 204)
