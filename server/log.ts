@@ -4,8 +4,9 @@ export type Logger = pino.Logger
 
 /**
  * JSON lines on stdout (DESIGN 1); secrets never reach a log line (DESIGN 3). Lines are written in
- * batches of 4 KB (one write per line costs a syscall per request) and at least every half second;
- * main.ts flushes what is left on stop, and the process's exit does too.
+ * batches of 16 KB (a write per line costs a syscall per request; one per 4 KB still took 3.6% of a
+ * cached read) and at least every half second; main.ts flushes what is left on stop, and the process's
+ * exit does too.
  */
 export function createLogger(level = 'info', destination?: pino.DestinationStream): Logger {
   if (!destination) {
@@ -53,7 +54,7 @@ export class LineBuffer implements pino.DestinationStream {
 
   constructor(
     private readonly out: NodeJS.WritableStream,
-    private readonly minLength = 4096,
+    private readonly minLength = 16_384,
   ) {}
 
   write(line: string): void {

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { projectRoot } from '../../shared/paths.js'
 import { createLogger, LineBuffer } from '../../server/log.js'
 
-// The daemon's log destination (server/log.ts): lines gathered and written 4 KB at a time, in order,
+// The daemon's log destination (server/log.ts): lines gathered and written 16 KB at a time, in order,
 // and nothing held is lost when the process ends.
 
 function collector() {
@@ -21,21 +21,21 @@ function collector() {
 }
 
 describe('the log destination', () => {
-  it('writes lines together once they reach 4 KB, in order, and what is left when flushed', async () => {
+  it('writes lines together once they reach 16 KB, in order, and what is left when flushed', async () => {
     const { out, chunks } = collector()
     const log = createLogger('info', new LineBuffer(out))
     for (let i = 0; i < 3; i++) log.info({ i }, 'short')
     expect(chunks).toEqual([])
-    for (let i = 3; i < 60; i++) log.info({ i, pad: 'x'.repeat(60) }, 'longer')
+    for (let i = 3; i < 200; i++) log.info({ i, pad: 'x'.repeat(60) }, 'longer')
     expect(chunks.length).toBeGreaterThan(0)
-    expect(chunks.every((c) => c.length >= 4096)).toBe(true)
+    expect(chunks.every((c) => c.length >= 16_384)).toBe(true)
     await new Promise<void>((resolve) => log.flush(() => resolve()))
     const lines = chunks
       .join('')
       .trimEnd()
       .split('\n')
       .map((l) => JSON.parse(l) as { i: number })
-    expect(lines.map((l) => l.i)).toEqual([...Array(60).keys()])
+    expect(lines.map((l) => l.i)).toEqual([...Array(200).keys()])
   })
 
   it('loses no line held when the process exits without a flush', () => {
