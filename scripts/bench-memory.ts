@@ -7,7 +7,7 @@
 // - recallNotes, the domain function a run calls at its start (it also counts the recall);
 // - the same ask with a run-sized question (a goal of about 25 words), what a run's recall searches for;
 // - the same asks with one word misspelt (two letters swapped), which recall looks for as the most
-//   similar words notes hold (memory_fuzzy, pg_trgm; issue 31), and a person's note written, with
+//   similar words notes hold (memory_typos, pg_trgm; issue 31), and a person's note written, with
 //   its check for a near-duplicate among the layer's notes;
 // - what memory adds to an llm run's start (server/engine/agent/engine/runs/memory.ts, as the agent loop's
 //   prepare() calls it, issue 16: <= 5 ms): reading the run's recorded recall, recalling for its goal
@@ -254,7 +254,7 @@ try {
   if (process.env.BENCH_EXPLAIN) {
     // The plan of one run-sized recall, for looking into where its time goes.
     const plan = await sql.unsafe(
-      `explain (analyze, buffers) with s as materialized (select memory_filter_fixed($2, $1) as filter, memory_query($1) as query),
+      `explain (analyze, buffers) with s as materialized (select t.first as filter, t.query from memory_search_terms($2, $1) t),
          t as materialized (select id, team_id from tasks where enterprise_id = $2 and id = $3)
        select n.id, ts_rank(n.search, s.query) as score from s, t, memory_notes n
         where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = $2

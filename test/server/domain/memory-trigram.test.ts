@@ -148,7 +148,7 @@ describe('a database whose role may not create the extension', () => {
       expect(applied).toContain('0023_memory_impact')
       expect(await memorySupport(sql)).toEqual({ trigram: false })
       const [row] = await sql<{ fuzzy: string | null }[]>`
-        select (memory_fuzzy(gen_random_uuid(), 'deplyo')).query::text as fuzzy`
+        select (memory_search_terms(gen_random_uuid(), 'deplyo')).fuzzy::text as fuzzy`
       expect(row).toEqual({ fuzzy: null })
     } finally {
       await sql.end()

@@ -327,17 +327,17 @@ describe('a recall that fails', () => {
     const before = await health(s.e)
     fake.script(s.key, finish('paid'))
     // The recall's search function gone, as a broken migration or a restore would leave it.
-    await t.sql`alter function memory_filter_fixed(uuid, text) rename to memory_filter_gone`
+    await t.sql`alter function memory_search_terms(uuid, text) rename to memory_search_gone`
     let done: RunDetail
     try {
       done = await s.wait((await s.start(task.id)).id, ['succeeded', 'failed'])
     } finally {
-      await t.sql`alter function memory_filter_gone(uuid, text) rename to memory_filter_fixed`
+      await t.sql`alter function memory_search_gone(uuid, text) rename to memory_search_terms`
     }
     expect(done.run.status).toBe('succeeded')
     const failed = eventsOf(done, 'memory.recall_failed')
     expect(failed).toHaveLength(1)
-    expect(failed[0]!.payload.reason).toContain('memory_filter')
+    expect(failed[0]!.payload.reason).toContain('memory_search_terms')
     expect(types(done)).not.toContain('memory.recalled')
     const system = fake.callsWith(s.key).at(-1)!.system
     expect(system).not.toContain('bank transfer')

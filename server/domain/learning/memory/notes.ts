@@ -289,10 +289,10 @@ export async function listNotes(
     ${query.kind ? db`and n.kind = ${query.kind}` : db``}
     ${idFilter(db, 'n.task_id', query.taskId)}
     ${idFilter(db, 'n.team_id', query.teamId)}
-    ${q ? db`and n.search @@ s.filter` : db``}`
+    ${q ? db`and n.search @@ s.every` : db``}`
   const search = q
-    ? db`with s as materialized (${searchTerms(db, enterpriseId, q, db`memory_query(${q})`)})`
-    : db`with s as materialized (select null::tsquery as filter)`
+    ? db`with s as materialized (${searchTerms(db, enterpriseId, q)})`
+    : db`with s as materialized (select null::tsquery as every)`
   const order =
     page.sort === 'impact'
       ? db`m.lift desc nulls last,`

@@ -10,10 +10,10 @@ import { holds } from './rows.js'
 // on active notes by the text's rarer words on a large memory (memory_filter).
 //
 // Recall forgives typos (issue 31): a word of the text that is no lexeme of any note of the enterprise
-// is stood in for by the most similar lexemes by trigram similarity (memory_fuzzy in migration 0023,
+// is stood in for by the most similar lexemes by trigram similarity (memory_typos, migrations 0023, 0026,
 // pg_trgm; among the lexemes that begin with its letter): they find notes too, and rank by their
 // full-text rank times their mean similarity, below a note that holds the words as written. Without
-// pg_trgm memory_fuzzy finds nothing and recall is full-text only.
+// pg_trgm nothing stands in and recall is full-text only. memory_search_terms (0027) says all of a text's terms.
 
 /** How many notes a recall answers unless told. */
 export const defaultRecallLimit = 10
@@ -31,29 +31,66 @@ interface RecalledRow {
 }
 
 /**
- * The search's terms for `text`, as the columns of one row: `filter` (what finds notes through the GIN
- * index: `filter`, or'ed with the typo stand-ins: every one, or only those few notes hold, as
- * memory_filter keeps only a text's rarer words; migration 0024), `query` (what ranks them), `fuzzy`
- * and `weight` (the stand-ins and their mean similarity; null when there are none).
+ * The search's terms for `text`, as the columns of one row (memory_search_terms, migration 0027):
+ * `first` (recall's first filter, through the GIN index: the text's rarer words, each unknown word read
+ * as its most similar lexeme, or'ed with the typo stand-ins few notes hold), `every` (the second
+ * search's: every word and every stand-in), `query` (what ranks them), `fuzzy` and `weight` (the
+ * stand-ins and their mean similarity; null when there are none).
  */
-export function searchTerms(
-  db: Db,
-  enterpriseId: string,
-  text: string,
-  filter: Fragment,
-  standIns: 'all' | 'rare' = 'all',
-): Fragment {
-  const added = standIns === 'rare' ? db`f.rare` : db`f.query`
-  return db`
-    select case when ${added} is null then ${filter} else ${filter} || ${added} end as filter,
-           memory_query(${text}) as query, f.query as fuzzy, f.weight
-      from memory_fuzzy(${enterpriseId}, ${text}) f`
+export function searchTerms(db: Db, enterpriseId: string, text: string): Fragment {
+  return db`select * from memory_search_terms(${enterpriseId}, ${text})`
 }
 
 /** A note's score for the terms of `s`: its rank for the words as written, plus its stand-ins'. */
 export const searchScore = (db: Db, alias = 'n'): Fragment =>
   db`(ts_rank(${db(alias)}.search, s.query)
       + coalesce(s.weight * ts_rank(${db(alias)}.search, s.fuzzy), 0))::float8`
+
+/**
+ * The best `take` notes of the scope for `text`, in one statement: found by the text's rarer words
+ * (memory_filter leaves out the words most notes hold, migrations 0011, 0024, 0026), and only when
+ * those find nothing, by every word (the second part runs only then: its condition is decided once).
+ * With `count`, each note answered counts one more recall, in the same statement.
+ */
+function recall(
+  db: Db,
+  enterpriseId: string,
+  text: string,
+  scope: { taskId: string } | { teamId: string | null },
+  take: number,
+  count: boolean,
+): Promise<RecalledRow[]> {
+  // A task's notes, its team's and the enterprise's; a chat's, its member's team's and the enterprise's.
+  const [task, from, where] =
+    'taskId' in scope
+      ? [
+          db`t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${scope.taskId}),`,
+          db`s, t, memory_notes n`,
+          db`(n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise')`,
+        ]
+      : [
+          db``,
+          db`s, memory_notes n`,
+          db`(n.layer = 'enterprise' or (n.layer = 'team' and n.team_id = ${scope.teamId}::uuid))`,
+        ]
+  const found = (filter: 'first' | 'every', more: Fragment = db``) => db`
+    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, n.created_at,
+           ${searchScore(db)} as score
+      from ${from}
+     where n.search @@ s.${db(filter)} and n.status = 'active' and n.enterprise_id = ${enterpriseId}
+       and ${where} and ${holds(db)} ${more}
+     order by score desc, n.created_at desc, n.id
+     limit ${take}`
+  return db<RecalledRow[]>`
+    with s as materialized (${searchTerms(db, enterpriseId, text)}),
+         ${task}
+         first as materialized (${found('first')}),
+         every as materialized (${found('every', db`and not exists (select 1 from first)`)}),
+         found as (select * from first union all select * from every)
+         ${count ? db`, counted as (update memory_notes set recalls = recalls + 1 where enterprise_id = ${enterpriseId} and id in (select id from found))` : db``}
+    select id, layer, task_id, team_id, text, kind, source, score from found
+     order by score desc, created_at desc, id`
+}
 
 /**
  * The notes a run of `taskId` recalls for `text`, best first, read-only: what GET
@@ -66,22 +103,10 @@ export async function searchTaskNotes(
   taskId: string,
   text: string,
   limit = defaultRecallLimit,
+  count = false,
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
-  const search = (filter: Fragment, standIns: 'all' | 'rare') => db<RecalledRow[]>`
-    with s as materialized (${searchTerms(db, enterpriseId, text, filter, standIns)}),
-         t as materialized (select id, team_id from tasks where enterprise_id = ${enterpriseId} and id = ${taskId})
-    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
-      from s, t, memory_notes n
-     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
-       and (n.task_id = t.id or n.team_id = t.team_id or n.layer = 'enterprise') and ${holds(db)}
-     order by score desc, n.created_at desc, n.id
-     limit ${take}`
-  // memory_filter leaves out the words most notes hold; when the rarer words find nothing, every word
-  // does (migration 0011); the same for the typo stand-ins (0024). The first search reads each unknown
-  // word as its most similar lexeme (0026): among common words a typo would find nothing.
-  let rows = await search(db`memory_filter_fixed(${enterpriseId}, ${text})`, 'rare')
-  if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
+  const rows = await recall(db, enterpriseId, text, { taskId }, take, count)
   return rows.map((r) => ({ ...r, score: Number(r.score) }))
 }
 
@@ -96,12 +121,7 @@ export async function recallNotes(
   text: string,
   limit = defaultRecallLimit,
 ): Promise<RecalledNote[]> {
-  const notes = await searchTaskNotes(db, enterpriseId, taskId, text, limit)
-  if (notes.length > 0)
-    await db`
-      update memory_notes set recalls = recalls + 1
-       where enterprise_id = ${enterpriseId} and id = any(${db.array(notes.map((n) => n.id))}::uuid[])`
-  return notes
+  return searchTaskNotes(db, enterpriseId, taskId, text, limit, true)
 }
 
 /**
@@ -117,21 +137,7 @@ export async function recallChatNotes(
   count = true,
 ): Promise<RecalledNote[]> {
   const take = Math.min(maxRecallLimit, Math.max(1, Math.trunc(limit) || defaultRecallLimit))
-  const search = (filter: Fragment, standIns: 'all' | 'rare') => db<RecalledRow[]>`
-    with s as materialized (${searchTerms(db, enterpriseId, text, filter, standIns)})
-    select n.id, n.layer, n.task_id, n.team_id, n.text, n.kind, n.source, ${searchScore(db)} as score
-      from s, memory_notes n
-     where n.search @@ s.filter and n.status = 'active' and n.enterprise_id = ${enterpriseId}
-       and (n.layer = 'enterprise' or (n.layer = 'team' and n.team_id = ${teamId}::uuid))
-       and ${holds(db)}
-     order by score desc, n.created_at desc, n.id
-     limit ${take}`
-  let rows = await search(db`memory_filter_fixed(${enterpriseId}, ${text})`, 'rare')
-  if (rows.length === 0) rows = await search(db`memory_query(${text})`, 'all')
-  if (count && rows.length > 0)
-    await db`
-      update memory_notes set recalls = recalls + 1
-       where enterprise_id = ${enterpriseId} and id = any(${db.array(rows.map((n) => n.id))}::uuid[])`
+  const rows = await recall(db, enterpriseId, text, { teamId }, take, count)
   return rows.map((r) => ({ ...r, score: Number(r.score) }))
 }
 

@@ -3,7 +3,7 @@ import type { Db } from '../../../db/sql.js'
 // What the database gives memory (issue 31): pg_trgm, for recall that forgives typos and for near-
 // duplicates. Migration 0023 creates it where the database lets it; where it does not (no rights on an
 // external server, a server without contrib), recall is full-text only and a duplicate is a note equal
-// after folding. The SQL functions ask on every call (memory_fuzzy, memory_duplicate), so an extension
+// after folding. The SQL functions ask on every call (memory_search_terms, memory_duplicate), so an extension
 // created or dropped later takes effect at once; osd says at start which it is.
 
 export interface MemorySupport {
