@@ -1,6 +1,6 @@
 import { isUuid } from '../../../shared/ids.js'
 import { type RunEvent } from '../../../shared/schemas/runs.js'
-import { notifyAfterCommit, type Db } from '../../db/sql.js'
+import { notifyAfterCommit, pipelinedTransaction, type Db, type Sql } from '../../db/sql.js'
 import { type RunRow, runChannel } from './rows.js'
 
 // A run's events: appended in order, in the caller's transaction, and told to listeners once committed.
@@ -15,7 +15,11 @@ export interface NewEvent {
  * Appends events in one statement, in the order given, and tells listeners (engines, long-polls) the
  * runs moved once they are committed, one notification per run.
  */
-export async function appendEvents(db: Db, events: readonly NewEvent[]): Promise<void> {
+export async function appendEvents(
+  db: Db,
+  events: readonly NewEvent[],
+  { whileHeldBy }: { whileHeldBy?: string } = {},
+): Promise<void> {
   if (events.length === 0) return
   const rows = events.map((e, n) => ({
     n,
@@ -29,8 +33,36 @@ export async function appendEvents(db: Db, events: readonly NewEvent[]): Promise
     select e.enterprise_id, e.run_id, e.type, e.payload
       from jsonb_to_recordset(${db.json(rows as never)})
            as e(n int, enterprise_id uuid, run_id uuid, type text, payload jsonb)
+     ${
+       whileHeldBy === undefined
+         ? db``
+         : db`where exists (select 1 from runs r where r.id = e.run_id and r.status = 'running'
+                                                  and r.lease_owner = ${whileHeldBy})`
+     }
      order by e.n`
   notifyAfterCommit(db, runChannel, new Set(events.map((e) => e.run.id)))
+}
+
+/**
+ * Appends events of a run this engine executes, under the run's lock and only while it is still
+ * running under this engine's lease, in one round trip (begin, the lock, the events and the commit go
+ * together): a run's start records its recall so, rather than in four (issue 30). Answers the run as
+ * locked when it is still held, else undefined (nothing was written).
+ */
+export async function appendWhileHeld(
+  pool: Sql,
+  runId: string,
+  engineId: string,
+  events: readonly NewEvent[],
+): Promise<RunRow | undefined> {
+  return pipelinedTransaction(pool, async (tx, commit) => {
+    const [[row]] = await Promise.all([
+      tx<RunRow[]>`select * from runs where id = ${runId} for no key update`,
+      appendEvents(tx, events, { whileHeldBy: engineId }),
+      commit(),
+    ])
+    return row?.status === 'running' && row.leaseOwner === engineId ? row : undefined
+  })
 }
 
 export function appendEvent(

@@ -6,7 +6,7 @@ import { gateOfStep, openGate } from '../../domain/gates/index.js'
 import {
   answerToolStep,
   appendEvent,
-  appendEvents,
+  appendWhileHeld,
   assigneeRoleId,
   endModelStep,
   finishRun,
@@ -190,9 +190,8 @@ class RunExecution {
   /** Appends events while the run is this engine's (one that lost it records nothing for it). */
   private async record(events: NewEvent[]): Promise<void> {
     if (events.length === 0) return
-    await transaction(this.sql, async (tx) => {
-      if (await this.lockRun(tx)) await appendEvents(tx, events)
-    })
+    const row = await appendWhileHeld(this.sql, this.run.id, this.context.engineId, events)
+    if (row) this.run = row
   }
 
   /**
