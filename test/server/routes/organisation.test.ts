@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { createTestApp, type Answer, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 
 let t: TestApp
@@ -654,18 +654,20 @@ describe('GET /v1/orgs', () => {
       const m = (await t.call('POST', '/v1/members', { ...as, body: { name: `Worker ${i}` } })).body
       await t.call('POST', `/v1/teams/${general.id}/members`, { ...as, body: { memberId: m.id } })
     }
-    const before = await statementCount()
-    const res = await t.call('GET', '/v1/orgs', as)
-    const used = (await statementCount()) - before
+    // The statements the app sends while it answers, as postgres.js sends them. Not the database's
+    // commit count: the writes above send their notifications after they commit, and under a loaded
+    // machine some were still on their way, counted as the GET's (118 of them).
+    const sent: string[] = []
+    const options = (t.sql as unknown as { options: { debug?: unknown } }).options
+    options.debug = (_connection: number, query: string) => sent.push(query)
+    let res: Answer
+    try {
+      res = await t.call('GET', '/v1/orgs', as)
+    } finally {
+      options.debug = false
+    }
+    const used = sent.filter((query) => !/\bpg_notify\b/.test(query)).length
     expect(res.body.teams[0].members).toHaveLength(32)
     expect(used).toBeLessThanOrEqual(8)
   })
 })
-
-/** Transactions committed in this database so far: each autocommit statement is one. */
-async function statementCount(): Promise<number> {
-  await t.sql`select pg_stat_clear_snapshot()`
-  const [row] = await t.sql<{ n: number }[]>`
-    select xact_commit::int as n from pg_stat_database where datname = current_database()`
-  return row!.n
-}
