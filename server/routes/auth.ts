@@ -99,7 +99,10 @@ export function authRoutes({ sql, config, caches }: RouteDeps) {
       status: 204,
     },
     async (c) => {
-      await revokeSession(sql, sessionOf(c).sessionId)
+      const { sessionId } = sessionOf(c)
+      await revokeSession(sql, sessionId)
+      // This process at once, as the other routes that end a session do; the others by NOTIFY.
+      caches.sessions.invalidate(sessionId)
       deleteCookie(c, sessionCookie, { path: '/' })
     },
   )
