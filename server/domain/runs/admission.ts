@@ -1,4 +1,4 @@
-import { underWayStatuses } from '../../../shared/values.js'
+import { underWayStatuses } from '../../../shared/schemas/runs.js'
 import { metrics } from '../../metrics.js'
 import { laneKey } from '../../db/locks.js'
 import { genericPlans, literalIn, transaction, type Db } from '../../db/sql.js'
@@ -96,16 +96,15 @@ export async function admitPending(
          where h.lane not in (select lane from busy)
            and (h.overlap_policy = 'os'
                 or case when h.member_id is not null then not ${memberBusy(tx, tx`h.member_id`)}
-                        -- no role: admission fails the run, so it is taken too
+                        -- no role (or no task): admission fails the run, so it is taken too
                         else not exists (
                                select 1 from tasks t ${assigneeRoleJoin(tx)}
-                                where t.id = h.task_id and assignee_role.id is not null)
-                             or exists (
-                               select 1 from tasks t ${assigneeRoleJoin(tx)}
-                                 join role_members rm on rm.role_id = assignee_role.id
-                                 join members m on m.id = rm.member_id
-                                where t.id = h.task_id and m.removed_at is null
-                                  and not ${memberBusy(tx, tx`rm.member_id`)})
+                                where t.id = h.task_id and assignee_role.id is not null
+                                  and not exists (
+                                        select 1 from role_members rm
+                                          join members m on m.id = rm.member_id
+                                         where rm.role_id = assignee_role.id and m.removed_at is null
+                                           and not ${memberBusy(tx, tx`rm.member_id`)}))
                    end)
          limit ${limit})
       select id from ready where pg_try_advisory_xact_lock(${laneKey(tx, tx`lane`)})`

@@ -1025,6 +1025,27 @@ describe('with an engine', () => {
     await t.call('POST', `/v1/runs/${busy.id}/cancel`)
     await waitForRun(t, waiting.runId, ['succeeded'])
   })
+
+  it('fails a waiting run whose role nobody can take any more', async () => {
+    const role = `gone-${randomUUID().slice(0, 6)}`
+    await memberWithRole(role)
+    const task = await deterministicTask(t, { assigneeRole: role, overlapPolicy: 'skip' })
+    await engine.stop()
+    const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const waiting = (
+      await t.call('POST', `/v1/webhooks/acme/tasks/${task.slug}`, {
+        token: null,
+        body: {},
+        headers: { 'x-os-webhook-secret': secret },
+      })
+    ).body
+    // The task now names a role no one holds, as a role renamed under it would leave it.
+    await t.sql`update tasks set assignee_role = ${`${role}-renamed`} where id = ${task.id}`
+    await t.sql`update runs set status = 'pending', member_id = null, queued_at = null where id = ${waiting.runId}`
+    engine = await startTestEngine(t)
+    const done = await waitForRun(t, waiting.runId, ['failed'])
+    expect(done.run.reason).toBe(`Nobody can take the role ${role}-renamed any more.`)
+  })
 })
 
 describe('what lets waiting runs go wakes the engines at once (not the sweep)', () => {
