@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { expect } from 'vitest'
 import { startEngine, type Engine } from '../../server/engine/index.js'
 import type { Db } from '../../server/db/sql.js'
@@ -80,3 +81,30 @@ export const deterministicTask = (
  */
 export const llmTask = (t: TestApp, extra: Record<string, unknown> = {}, token?: string) =>
   ceoTask(t, 'llm', extra, token)
+
+/**
+ * An enterprise of its own (`label` and a few random letters) with a model key bound to `provider`,
+ * unless `keyless` (`bind` binds it later). The key's value is what the fake model provider scripts its
+ * answers by.
+ */
+export async function keyedEnterprise(
+  t: TestApp,
+  label: string,
+  {
+    provider = 'provider_a',
+    keyless = false,
+  }: { provider?: 'provider_a' | 'provider_b'; keyless?: boolean } = {},
+) {
+  const e = await t.createEnterprise(`${label} ${randomUUID().slice(0, 8)}`)
+  const key = `key-${randomUUID()}`
+  const as = { token: e.token }
+  const bind = async () => {
+    const bound = await t.call('POST', '/v1/llm/bindings', {
+      ...as,
+      body: { apiKey: key, provider },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  }
+  if (!keyless) await bind()
+  return { e, key, as, bind }
+}

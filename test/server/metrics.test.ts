@@ -5,7 +5,7 @@ import { enableMetrics, scrape, setScrapeSources } from '../../server/metrics.js
 import { metricsSources } from '../../server/serve.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { observations, parseScrape, sampleValue, type Scrape } from '../helpers/metrics.js'
-import { deterministicTask, startTestEngine, waitForRun } from '../helpers/runs.js'
+import { deterministicTask, keyedEnterprise, startTestEngine, waitForRun } from '../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
 
 // The metrics of issue 33 (DESIGN 13), in process: after a known workload a scrape, parsed as
@@ -90,17 +90,7 @@ describe('a scrape after a known workload', () => {
   })
 
   it("counts a model call's tokens and cost by provider and tier, as the provider reported them", async () => {
-    const e = await t.createEnterprise(`Metrics ${randomUUID().slice(0, 8)}`)
-    const key = `key-${randomUUID()}`
-    const as = { token: e.token }
-    expect(
-      (
-        await t.call('POST', '/v1/llm/bindings', {
-          ...as,
-          body: { apiKey: key, provider: 'provider_a' },
-        })
-      ).status,
-    ).toBe(201)
+    const { e, key, as } = await keyedEnterprise(t, 'Metrics')
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: { name: 'Metered', assigneeRole: 'ceo', overlapPolicy: 'os' },
@@ -141,13 +131,7 @@ describe('a scrape after a known workload', () => {
   })
 
   it('counts a failed model call by its kind', async () => {
-    const e = await t.createEnterprise(`Refused ${randomUUID().slice(0, 8)}`)
-    const key = `key-${randomUUID()}`
-    const as = { token: e.token }
-    await t.call('POST', '/v1/llm/bindings', {
-      ...as,
-      body: { apiKey: key, provider: 'provider_b' },
-    })
+    const { e, key, as } = await keyedEnterprise(t, 'Refused', { provider: 'provider_b' })
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: { name: 'Refused', assigneeRole: 'ceo', overlapPolicy: 'os' },

@@ -10,7 +10,7 @@ import { createProviders, ToolNames } from '../../../server/engine/models/index.
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -34,14 +34,7 @@ afterAll(async () => {
 
 /** An enterprise of its own, with a key of its own, so tests keep to their own scripts and caps. */
 async function tenant(provider: 'provider_a' | 'provider_b' = 'provider_a') {
-  const e = await t.createEnterprise(`Agent ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const bound = await t.call('POST', '/v1/llm/bindings', {
-    token: e.token,
-    body: { apiKey: key, provider },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
-  const as = { token: e.token }
+  const { e, key, as } = await keyedEnterprise(t, 'Agent', { provider })
   const task = async (body: Record<string, unknown> = {}) => {
     const res = await t.call('POST', '/v1/tasks', {
       ...as,

@@ -7,7 +7,7 @@ import type { Engine } from '../../../server/engine/index.js'
 import { createApp } from '../../../server/http/app.js'
 import { RunWatch } from '../../../server/http/run-watch.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { startTestEngine } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine } from '../../helpers/runs.js'
 import { SseReader } from '../../helpers/sse.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -41,11 +41,7 @@ afterAll(async () => {
 })
 
 async function tenant(provider: 'provider_a' | 'provider_b' = 'provider_a') {
-  const e = await t.createEnterprise(`Stream ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  const bound = await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key, provider } })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const { e, key, as } = await keyedEnterprise(t, 'Stream', { provider })
   const res = await t.call('POST', '/v1/members', { ...as, body: { name: 'Grace Stream' } })
   const member = res.body as { id: string }
   const open = async () => {

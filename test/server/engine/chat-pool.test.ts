@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
 import { createSql, type Sql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { startTestEngine } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // Chat replies use a pool of their own (osd serve gives the engine one): every reply of an enterprise
@@ -34,14 +33,7 @@ afterAll(async () => {
 
 describe('the chat pool', () => {
   it('carries every statement of a reply; the run loop’s pool none of them', async () => {
-    const e = await t.createEnterprise(`Pool ${randomUUID().slice(0, 8)}`)
-    const as = { token: e.token }
-    const key = `key-${randomUUID()}`
-    const bound = await t.call('POST', '/v1/llm/bindings', {
-      ...as,
-      body: { apiKey: key, provider: 'provider_a' },
-    })
-    expect(bound.status).toBe(201)
+    const { key, as } = await keyedEnterprise(t, 'Pool')
     const member = await t.call('POST', '/v1/members', { ...as, body: { name: 'Grace Pool' } })
     const chat = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.body.id } })
     fake.script(key, { text: 'Aye, from my own pool.' })

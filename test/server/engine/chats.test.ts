@@ -7,7 +7,7 @@ import { RecallHealth } from '../../../shared/schemas/memory.js'
 import { TaskRead } from '../../../shared/schemas/tasks.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
-import { startTestEngine } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
@@ -34,17 +34,7 @@ afterAll(async () => {
 })
 
 async function tenant({ keyless = false } = {}) {
-  const e = await t.createEnterprise(`Chat ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  const bind = async () => {
-    const bound = await t.call('POST', '/v1/llm/bindings', {
-      ...as,
-      body: { apiKey: key, provider: 'provider_a' },
-    })
-    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
-  }
-  if (!keyless) await bind()
+  const { e, key, as, bind } = await keyedEnterprise(t, 'Chat', { keyless })
   const res = await t.call('POST', '/v1/members', {
     ...as,
     body: { name: `Grace ${randomUUID().slice(0, 6)}`, persona: 'You speak like a ship captain.' },

@@ -5,7 +5,7 @@ import { ToolConnection } from '../../../shared/schemas/tools.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn } from '../../helpers/people.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -35,10 +35,7 @@ const merge = 'vcs.merge_pull_request'
 
 /** An enterprise with a model key, a vcs connection on its team, and a merging task. */
 async function setup(taskExtra: Record<string, unknown> = {}) {
-  const e = await t.createEnterprise(`Gates ${randomUUID().slice(0, 8)}`)
-  const as = { token: e.token }
-  const key = `key-${randomUUID()}`
-  await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key } })
+  const { e, key, as } = await keyedEnterprise(t, 'Gates')
   const [team] = (await t.call('GET', '/v1/teams', as)).body
   const connection = await t.call('POST', '/v1/tools/bindings', {
     ...as,

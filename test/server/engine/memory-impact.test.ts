@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MemoryNote, ReviewPage } from '../../../shared/schemas/memory.js'
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
-import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // Memory that proves itself, through real runs (issue 31): the real engine runs llm runs against the
@@ -34,14 +34,7 @@ afterAll(async () => {
 
 /** An enterprise of its own with a model key whose calls the handler below answers. */
 async function tenant() {
-  const e: TestEnterprise = await t.createEnterprise(`Impact ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  const bound = await t.call('POST', '/v1/llm/bindings', {
-    ...as,
-    body: { apiKey: key, provider: 'provider_a' },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const { e, key, as } = await keyedEnterprise(t, 'Impact')
   const task = async (goal: string) => {
     const res = await t.call('POST', '/v1/tasks', {
       ...as,

@@ -4,7 +4,7 @@ import { MemoryNote, NotePage, RecallHealth, ReviewPage } from '../../../shared/
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // Memory in the engine (DESIGN 10; issue 16): every llm run recalls at its start and has the notes in
@@ -33,16 +33,7 @@ const remember = (args: Record<string, unknown>) => ({ name: 'os.remember', argu
 
 /** An enterprise of its own, with (unless `keyless`) a model key of its own. */
 async function tenant({ keyless = false } = {}) {
-  const e = await t.createEnterprise(`Memory ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  if (!keyless) {
-    const bound = await t.call('POST', '/v1/llm/bindings', {
-      ...as,
-      body: { apiKey: key, provider: 'provider_a' },
-    })
-    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
-  }
+  const { e, key, as } = await keyedEnterprise(t, 'Memory', { keyless })
   const task = async (body: Record<string, unknown> = {}) => {
     const res = await t.call('POST', '/v1/tasks', {
       ...as,

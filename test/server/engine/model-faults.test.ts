@@ -5,7 +5,7 @@ import type { Engine } from '../../../server/engine/index.js'
 import { createProviders } from '../../../server/engine/models/index.js'
 import { maxThrottleMs, Throttles } from '../../../server/engine/models/throttles.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // Faults of the model providers (issue 34): a call that never answers, a stream that stops, a provider
@@ -170,14 +170,7 @@ describe('throttles (one connection, in one process)', () => {
 
 /** An enterprise of its own with a provider_a key, room for 50 runs at once, and a task of runs in lanes. */
 async function tenant() {
-  const e = await t.createEnterprise(`Faults ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  const bound = await t.call('POST', '/v1/llm/bindings', {
-    ...as,
-    body: { apiKey: key, provider: 'provider_a' },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const { e, key, as } = await keyedEnterprise(t, 'Faults')
   await t.call('PATCH', '/v1/enterprise/concurrency', { ...as, body: { concurrentRunLimit: 60 } })
   const res = await t.call('POST', '/v1/tasks', {
     ...as,

@@ -4,7 +4,7 @@ import { Recommendation, RecommendationDetail } from '../../../shared/schemas/re
 import { RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The learning loop end to end (issue 17; DESIGN 10), through the real engine and SDKs against the fake
@@ -36,14 +36,7 @@ const finish = (summary: string, outcome = 'succeeded') => ({
 })
 
 async function tenant() {
-  const e = await t.createEnterprise(`Learn ${randomUUID().slice(0, 8)}`)
-  const key = `key-${randomUUID()}`
-  const as = { token: e.token }
-  const bound = await t.call('POST', '/v1/llm/bindings', {
-    ...as,
-    body: { apiKey: key, provider: 'provider_a' },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const { e, key, as } = await keyedEnterprise(t, 'Learn')
   const task = async (body: Record<string, unknown>) => {
     const res = await t.call('POST', '/v1/tasks', {
       ...as,

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -34,12 +34,7 @@ afterAll(async () => {
 })
 
 async function tenant() {
-  const e = await t.createEnterprise(`Tools ${randomUUID().slice(0, 8)}`)
-  const as = { token: e.token }
-  const key = `key-${randomUUID()}`
-  expect((await t.call('POST', '/v1/llm/bindings', { ...as, body: { apiKey: key } })).status).toBe(
-    201,
-  )
+  const { e, key, as } = await keyedEnterprise(t, 'Tools')
   const [team] = (await t.call('GET', '/v1/teams', as)).body
   const bound = await t.call('POST', '/v1/tools/bindings', {
     ...as,
