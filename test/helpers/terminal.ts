@@ -40,3 +40,32 @@ export function fakeTerminal() {
     },
   }
 }
+
+/**
+ * Types keys on an ink screen rendered by ink-testing-library, one write each as a person types, and
+ * after each waits until the screen has drawn what the key did: until the event loop has gone round
+ * ten times with no new frame, and at least `minMs` has passed. React renders in slices queued with
+ * setImmediate, so counting rounds rather than milliseconds holds on a loaded machine, where a render
+ * outlasted a fixed 15 ms wait (issue 40).
+ */
+export async function typeKeys(
+  ui: { stdin: { write(data: string): void }; frames: readonly string[] },
+  keys: readonly string[],
+  minMs = 15,
+): Promise<void> {
+  for (const key of keys) {
+    ui.stdin.write(key)
+    const started = Date.now()
+    let seen = ui.frames.length
+    let quiet = 0
+    while (quiet < 10 || Date.now() - started < minMs) {
+      await new Promise((resolve) => setImmediate(resolve))
+      if (ui.frames.length !== seen) {
+        seen = ui.frames.length
+        quiet = 0
+      } else quiet++
+      if (quiet >= 10 && Date.now() - started < minMs)
+        await new Promise((resolve) => setTimeout(resolve, 1))
+    }
+  }
+}

@@ -7,7 +7,7 @@ import { ChatApp, renderChat } from '../../../cli/tui/chat.js'
 import type { EditorRun } from '../../../cli/tui/external-editor.js'
 import { ChatDetail, type ChatMessage } from '../../../shared/schemas/chats.js'
 import { readFixtures } from '../../helpers/chat-recorder.js'
-import { fakeTerminal } from '../../helpers/terminal.js'
+import { fakeTerminal, typeKeys } from '../../helpers/terminal.js'
 import { startFakeChatDaemon, type FakeChatDaemon } from '../../fakes/chat-daemon.js'
 
 // The chat screen over the daemon's real message shapes: test/fixtures/chat, recorded from the real
@@ -75,12 +75,7 @@ async function open(
   await vi.waitFor(() => expect(frame()).not.toMatch(/Reading the chat/))
   if (chats.length && options.memberId)
     await vi.waitFor(() => expect(daemon.streams).toHaveLength(1))
-  const press = async (...keys: string[]) => {
-    for (const key of keys) {
-      ui.stdin.write(key)
-      await new Promise((r) => setTimeout(r, 20))
-    }
-  }
+  const press = (...keys: string[]) => typeKeys(ui, keys)
   return { controller, ui, frame, press }
 }
 

@@ -2,7 +2,7 @@ import { render } from 'ink-testing-library'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
 import { apiError } from '../../../cli/client.js'
-import { fakeTerminal } from '../../helpers/terminal.js'
+import { fakeTerminal, typeKeys } from '../../helpers/terminal.js'
 import { ApiRequestError, CliError } from '../../../cli/errors.js'
 import { GateReviewController, type GateReviewClient } from '../../../cli/tui/gate-controller.js'
 import { browse } from '../../../cli/tui/gate-keys.js'
@@ -120,13 +120,7 @@ async function open(client: Fake, intervalMs = 60_000) {
   controller.start()
   const frame = () => ui.lastFrame() ?? ''
   await vi.waitFor(() => expect(frame()).not.toContain('Reading the waiting gates'))
-  /** Types keys, one write each (as a person does), and lets the screen draw. */
-  const press = async (...keys: string[]) => {
-    for (const key of keys) {
-      ui.stdin.write(key)
-      await new Promise((r) => setTimeout(r, 15))
-    }
-  }
+  const press = (...keys: string[]) => typeKeys(ui, keys)
   return { controller, ui, frame, press }
 }
 
