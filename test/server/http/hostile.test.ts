@@ -590,7 +590,8 @@ describe(`hostile requests to every operation (OSD_FUZZ_SEED=${seed})`, () => {
       failures.length,
       `${failures.length} hostile requests failed; replay with OSD_FUZZ_SEED=${seed}\n${report}`,
     ).toBe(0)
-  }, 120_000)
+    // 82 s under `taskset -c 0 npm test`, 29 s on two cores (issue 40).
+  }, 240_000)
 
   it('leaves every metrics label in a bounded set: route templates, never a path, id or value sent', async () => {
     const labels = labelValues(await parseScrape((await scrape()).body))
