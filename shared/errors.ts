@@ -14,6 +14,7 @@ export const errorStatus = {
   skillMd_required: 400,
   gate_required_for_tool: 400,
   invalid_image: 400,
+  tool_namespace_reserved: 400,
   // 401: no or wrong credentials
   invalid_credentials: 401,
   // 403: the token cannot do this
@@ -91,6 +92,7 @@ export const errorStatus = {
   last_owner: 409,
   consent_request_decided: 409,
   already_member: 409,
+  tool_connection_shadows_enterprise: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

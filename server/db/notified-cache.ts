@@ -58,13 +58,17 @@ export class NotifiedCache<V> {
     this.entries.clear()
   }
 
-  follow(sql: Sql, onError: (err: unknown) => void): void {
-    sql
+  /**
+   * Follows the channel's notifications on `sql`'s listening connection. Resolves once the LISTEN is
+   * in place (the cache emptied by it), never rejects: a failure goes to `onError`.
+   */
+  follow(sql: Sql, onError: (err: unknown) => void): Promise<void> {
+    return sql
       .listen(
         this.channel,
         (payload) => this.invalidate(payload),
         () => this.clear(),
       )
-      .catch(onError)
+      .then(() => undefined, onError)
   }
 }

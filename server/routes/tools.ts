@@ -31,9 +31,14 @@ function rightOf(c: AppContext): BindRight {
   return { mayBindEnterprise: caller.kind === 'session' && caller.role === 'owner' }
 }
 
-/** What creating or changing a connection may answer: the chief executive's rule, then the layer's owner. */
+/**
+ * What creating or changing a connection may answer: the chief executive's rule, osd's own namespace,
+ * the layer's owner, and an enterprise connection's name taken below it (DESIGN 15).
+ */
 const bindErrors: ErrorCode[] = [
   'ceo_bind_only',
+  'tool_namespace_reserved',
+  'tool_connection_shadows_enterprise',
   'enterprise_not_found',
   'team_not_found',
   'member_not_found',
@@ -76,7 +81,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       summary:
         "Connect a tool on a layer: a tool server's url and token, or a browser system's sites and start page",
       description:
-        "Only the chief executive (a signed-in owner of the enterprise) connects on the enterprise layer or gives a mustGate list; a token or a member's session that tries gets 403 ceo_bind_only and nothing is stored. Without a mustGate list, a connection named vcs starts with vcs.merge_pull_request on it.",
+        "Only the chief executive (a signed-in owner of the enterprise) connects on the enterprise layer or gives a mustGate list; a token or a member's session that tries gets 403 ceo_bind_only and nothing is stored. Without a mustGate list, a connection named vcs starts with vcs.merge_pull_request on it. The name os is osd's own tool namespace (400 tool_namespace_reserved). Below the enterprise, a name an enterprise connection has is the chief executive's to take (409 tool_connection_shadows_enterprise).",
       body: ToolConnectionCreate,
       status: 201,
       response: ToolConnection,
@@ -95,7 +100,7 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       summary:
         'Change a connection or move it to another layer; only the chief executive may change mustGate',
       description:
-        "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes.",
+        "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes. A url of another origin (scheme, host or port) drops the stored token, unless the same change sends a new one, and the OAuth sign-ins under way; sites taken off a browser connection lose their sign-ins. Names as on create: os is reserved (400 tool_namespace_reserved), and an enterprise connection's name below the enterprise is the chief executive's (409 tool_connection_shadows_enterprise).",
       body: ToolConnectionPatch,
       response: ToolConnection,
       errors: bindErrors,

@@ -55,7 +55,7 @@ export const ErrorBody = z
   .meta({
     id: 'Error',
     description:
-      'Other fields some codes add: needed and held (api_token_scope), runId (overlap, member_busy: the run recorded as skipped), currentVersionId (task_version_conflict), decision (gate_not_waiting), status (already_decided), taskId (recommendation_not_applicable), slugs (a role clone whose task slugs exist), deliveryId (the refused replay of a webhook delivery), duplicateOf (note_duplicate: the note of the same layer and owner that says nearly the same).',
+      'Other fields some codes add: needed and held (api_token_scope), runId (overlap, member_busy: the run recorded as skipped), currentVersionId (task_version_conflict), decision (gate_not_waiting), status (already_decided), taskId (recommendation_not_applicable), slugs (a role clone whose task slugs exist), deliveryId (the refused replay of a webhook delivery), duplicateOf (note_duplicate: the note of the same layer and owner that says nearly the same), connectionId (tool_connection_shadows_enterprise: the enterprise connection of that name).',
   })
 
 /**

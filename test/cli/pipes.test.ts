@@ -176,7 +176,9 @@ describe('every list verb through a pipe closed after the first line', () => {
       if (rows) expect(result.stdout, result.verb).toMatch(/^[^\n]*\S[^\n]*$/)
       else expect(result.stdout, result.verb).toBe('')
     }
-  }, 120_000)
+    // 31 osctl processes, three at a time: 46-55 s under `taskset -c 0 npm test`, 105 s on a core
+    // shared with other work (issue 40).
+  }, 300_000)
 })
 
 describe('a follow whose reader has gone', () => {

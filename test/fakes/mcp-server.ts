@@ -35,6 +35,11 @@ export interface FakeMcpServer {
   url: string
   /** Every call that reached a tool, in order of arrival (calls with invalid arguments never do). */
   calls: ToolCall[]
+  /**
+   * The Authorization header of every request that reached the server, whatever it asked for (a
+   * session's start, a listing, a call), in order of arrival; undefined for one without the header.
+   */
+  authorizations: (string | undefined)[]
   callsOf(name: string): ToolCall[]
   /** How many sessions clients have opened (each connect of a client initializes one). */
   readonly connections: number
@@ -86,6 +91,7 @@ function jsonRpcError(code: number, message: string) {
 
 export async function startFakeMcpServer(options: { token?: string } = {}): Promise<FakeMcpServer> {
   const calls: ToolCall[] = []
+  const authorizations: (string | undefined)[] = []
   const failures = new Map<string, string[]>()
   const delays = new Map<string, number>()
   const breaks = new Map<string, ('reset' | 'malformed')[]>()
@@ -190,6 +196,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   }
 
   async function handle(req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse) {
+    authorizations.push(req.headers.authorization)
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not_found' })
 
@@ -272,6 +279,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     calls,
+    authorizations,
     callsOf: (name) => calls.filter((call) => call.name === name),
     get connections() {
       return connections

@@ -7,6 +7,7 @@ import {
   type Successor,
   type VersionDefinition,
 } from '../../../shared/schemas/tasks.js'
+import { reaches } from './reach.js'
 
 // The definition checks (spec: Errors, Definition checks). Run on create and on every version save,
 // against the enterprise's other tasks and every tool connection's mustGate list.
@@ -21,12 +22,6 @@ export interface CheckContext {
   tasks: Map<string, { successors: Successor[] | null }>
   /** Tool names that a task must gate by name: the merge tool and every connection's mustGate list. */
   mustGate: string[]
-}
-
-/** Whether `tools` reaches `tool`: by its name, or by its connection as `conn` or `conn.*`. */
-export function reaches(tools: string[], tool: string): boolean {
-  const connection = tool.split('.')[0]
-  return tools.some((t) => t === tool || t === connection || t === `${connection}.*`)
 }
 
 /** Whether a gate names this tool itself (a gate on `conn` or `conn.*` does not count here). */
@@ -45,7 +40,8 @@ export function checkDefinition(
   const { tools } = definition
 
   // The gate rule: the merge tool (and any tool on a connection's mustGate list), os.mail_send, and
-  // os.write_plan (whose plans are asked of the chief executive) may run only behind a gate.
+  // os.write_plan (whose plans are asked of the chief executive) may run only behind a gate. Each is
+  // reached as a run reaches it (reach.ts): by its name, or through `os`, `os.*`, `vcs`, `vcs.*`.
   for (const tool of context.mustGate) {
     if (reaches(tools, tool) && !gated(definition, tool)) {
       error(
@@ -54,19 +50,19 @@ export function checkDefinition(
       )
     }
   }
-  if (tools.includes(fixedTools.mailSend) && !gated(definition, fixedTools.mailSend)) {
+  if (reaches(tools, fixedTools.mailSend) && !gated(definition, fixedTools.mailSend)) {
     error(
       'gate_required_for_tool',
-      `Tools list ${fixedTools.mailSend}: add a gate on ${fixedTools.mailSend}.`,
+      `Tools reach ${fixedTools.mailSend}: add a gate naming ${fixedTools.mailSend} itself.`,
     )
   }
-  if (tools.includes(fixedTools.writePlan) && !gated(definition, fixedTools.askCeo)) {
+  if (reaches(tools, fixedTools.writePlan) && !gated(definition, fixedTools.askCeo)) {
     error(
       'gate_required_for_tool',
-      `Tools list ${fixedTools.writePlan}: add a gate on ${fixedTools.askCeo}.`,
+      `Tools reach ${fixedTools.writePlan}: add a gate on ${fixedTools.askCeo}.`,
     )
   }
-  if (reaches(tools, fixedTools.merge) && !tools.includes(fixedTools.gateSummary)) {
+  if (reaches(tools, fixedTools.merge) && !reaches(tools, fixedTools.gateSummary)) {
     error(
       'gate_summary_tool_required',
       `Tools reach ${fixedTools.merge}: add ${fixedTools.gateSummary} so the run can summarise what it asks to merge.`,

@@ -10,7 +10,7 @@ import {
   type ToolLayer,
 } from '../../../shared/schemas/tools.js'
 import type { Sealer } from '../../crypto.js'
-import type { Db } from '../../db/sql.js'
+import { transaction, type Db } from '../../db/sql.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
@@ -58,6 +58,84 @@ function toConnection(row: ConnectionRow): ToolConnection {
     description: row.description,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
+  }
+}
+
+/** osd's own tool namespace: its built-in tools are os.<tool>, and no connection may take it (DESIGN 15). */
+export const builtinToolNamespace = 'os'
+
+/**
+ * Whether a connection's name is the built-in namespace written another way: in another case or width,
+ * with whitespace, separators or invisible characters. The namespace rule (shared/schemas/tools.ts)
+ * lets only a-z, 0-9, _ and - through, so of these only `o-s` and `o_s` reach here; the rest is for the
+ * day that rule is loosened, and for rows older than it.
+ */
+export function reservedToolNamespace(name: string): boolean {
+  const folded = name
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/[\s\p{Pd}\p{Pc}\p{Cf}.]/gu, '')
+  return folded === builtinToolNamespace
+}
+
+function checkName(name: string): void {
+  if (reservedToolNamespace(name))
+    throw new ApiError(
+      'tool_namespace_reserved',
+      `"${name}" is reserved: osd's own tools are called ${builtinToolNamespace}.<tool>, so no tool connection may be named ${builtinToolNamespace}. Choose another name.`,
+    )
+}
+
+/**
+ * A connection below the enterprise takes the place of an enterprise connection of its name in every
+ * run it reaches (connectionsForRun: the narrowest layer wins), so only a caller who could change that
+ * connection may put one there: the chief executive (spec: Authentication 10), as for the enterprise
+ * connection itself. Two requests at once cannot get round it: only the chief executive makes an
+ * enterprise connection, and may shadow one anyway.
+ */
+async function checkShadowing(
+  db: Db,
+  enterpriseId: string,
+  name: string,
+  layer: ToolLayer,
+  right: BindRight,
+): Promise<void> {
+  if (layer === 'enterprise' || right.mayBindEnterprise) return
+  const [taken] = await db<{ id: string }[]>`
+    select id from tool_connections
+     where enterprise_id = ${enterpriseId} and layer = 'enterprise' and name = ${name}
+     limit 1`
+  if (taken)
+    throw new ApiError(
+      'tool_connection_shadows_enterprise',
+      `The enterprise has a tool connection named ${name}, which only the chief executive may change; a connection on a ${layer} named ${name} would take its place in that ${layer}'s runs. Choose another name, or ask the chief executive.`,
+      { connectionId: taken.id },
+    )
+}
+
+/**
+ * The origin a credential stored beside an address is bound to: scheme, host and port, compared
+ * normalised (HTTPS://Host:443 is https://host). An address without an origin of its own (a scheme
+ * other than the web's) is bound to the whole of itself.
+ */
+function originOf(url: string | null): string | null {
+  if (url === null) return null
+  try {
+    const parsed = new URL(url)
+    return parsed.origin === 'null' ? parsed.href : parsed.origin
+  } catch {
+    return url
+  }
+}
+
+/** A browser site as its sign-ins are bound to it: an address's origin, or a bare host (and port). */
+function siteKey(site: string): string {
+  const trimmed = site.trim()
+  if (trimmed.includes('://')) return originOf(trimmed)!
+  try {
+    return `//${new URL(`https://${trimmed}`).host}`
+  } catch {
+    return trimmed.toLowerCase()
   }
 }
 
@@ -110,8 +188,10 @@ export async function createToolConnection(
   right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
   if (input.mustGate !== undefined && !right.mayBindEnterprise) throw ceoOnly('A mustGate list')
+  checkName(input.name)
   const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId, right)
   const kind = kindOf(input)
+  await checkShadowing(db, enterpriseId, input.name, input.layer, right)
   const mustGate = input.mustGate
     ? [...new Set(input.mustGate)]
     : input.name === 'vcs'
@@ -127,10 +207,15 @@ export async function createToolConnection(
   return toConnection(row!)
 }
 
-async function loadConnection(db: Db, enterpriseId: string, id: string): Promise<ConnectionRow> {
-  const [row] = await db<
-    ConnectionRow[]
-  >`select * from tool_connections where enterprise_id = ${enterpriseId} and id = ${id}`
+async function loadConnection(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<ConnectionRow> {
+  const [row] = await db<ConnectionRow[]>`
+    select * from tool_connections where enterprise_id = ${enterpriseId} and id = ${id}
+    ${lock ? db`for update` : db``}`
   if (!row)
     throw new ApiError('tool_connection_not_found', `No tool connection ${id} in this enterprise.`)
   return row
@@ -152,6 +237,11 @@ export async function listToolConnections(
 /**
  * Changes a connection or moves it to another layer. One on the enterprise, a move there, and any
  * mustGate list are the chief executive's.
+ *
+ * Credentials stay with the address they were given for (DESIGN 15): a new origin of the url drops the
+ * stored token, unless the same change sends one, and the OAuth sign-ins under way; a site taken off a
+ * browser connection loses its members' sign-ins. Otherwise a holder of tools:write, who may not read a
+ * token, could send it anywhere by moving its connection.
  */
 export async function updateToolConnection(
   db: Db,
@@ -161,7 +251,20 @@ export async function updateToolConnection(
   patch: ToolConnectionPatch,
   right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
-  const row = await loadConnection(db, enterpriseId, id)
+  // The row is locked while the change is decided (for update: an OAuth start, whose state row points
+  // at it, waits too): a token is never kept for an address that another change set meanwhile.
+  return transaction(db, (tx) => changeConnection(tx, sealer, enterpriseId, id, patch, right))
+}
+
+async function changeConnection(
+  db: Db,
+  sealer: Sealer,
+  enterpriseId: string,
+  id: string,
+  patch: ToolConnectionPatch,
+  right: BindRight,
+): Promise<ToolConnection> {
+  const row = await loadConnection(db, enterpriseId, id, true)
   if (row.layer === 'enterprise' && !right.mayBindEnterprise)
     throw ceoOnly('A tool connection on the enterprise')
   if (patch.mustGate !== undefined && !right.mayBindEnterprise) throw ceoOnly('A mustGate list')
@@ -178,18 +281,38 @@ export async function updateToolConnection(
           right,
         )
       : row.layerId
+  const name = patch.name ?? row.name
+  if (name !== row.name) checkName(name)
+  if (name !== row.name || layer !== row.layer)
+    await checkShadowing(db, enterpriseId, name, layer, right)
   const mustGate = patch.mustGate === undefined ? row.mustGate : [...new Set(patch.mustGate)]
   const url = patch.url === undefined ? row.url : patch.url
   const sites = patch.sites === undefined ? row.sites : patch.sites
   const kind = kindOf({ url, sites })
+  const moved = originOf(url) !== originOf(row.url)
+  const token =
+    patch.token !== undefined
+      ? patch.token && sealer.seal(patch.token)
+      : moved
+        ? null
+        : row.tokenCiphertext
   const [updated] = await db<ConnectionRow[]>`
     update tool_connections
-       set name = ${patch.name ?? row.name}, kind = ${kind}, url = ${url}, sites = ${sites ? db.json(sites) : null},
+       set name = ${name}, kind = ${kind}, url = ${url}, sites = ${sites ? db.json(sites) : null},
            start_page = ${patch.startPage === undefined ? row.startPage : patch.startPage},
-           token_ciphertext = ${patch.token === undefined ? row.tokenCiphertext : patch.token && sealer.seal(patch.token)},
-           layer = ${layer}, layer_id = ${layerId}, description = ${patch.description ?? row.description},
+           token_ciphertext = ${token}, layer = ${layer}, layer_id = ${layerId},
+           description = ${patch.description ?? row.description},
            must_gate = ${db.json(mustGate)}, updated_at = now()
      where id = ${id} returning *`
+  if (moved) await db`delete from tool_oauth_states where connection_id = ${id}`
+  if (patch.sites !== undefined) {
+    const kept = new Set((sites ?? []).map(siteKey))
+    const signedIn = await db<{ site: string }[]>`
+      select distinct site from browser_sign_ins where connection_id = ${id}`
+    const gone = signedIn.map((s) => s.site).filter((site) => !kept.has(siteKey(site)))
+    if (gone.length)
+      await db`delete from browser_sign_ins where connection_id = ${id} and site = any(${gone})`
+  }
   return toConnection(updated!)
 }
 
@@ -277,7 +400,9 @@ export async function connectionsForRun(
      order by case layer when 'task' then 0 when 'role' then 1 when 'member' then 2 when 'team' then 3 else 4 end`
   const byName = new Map<string, RunConnection>()
   for (const row of rows) {
-    if (byName.has(row.name)) continue
+    // A connection in osd's own namespace (made before the name was reserved) offers no tools: its
+    // os.<tool> would be taken for a built-in.
+    if (byName.has(row.name) || reservedToolNamespace(row.name)) continue
     byName.set(row.name, {
       id: row.id,
       name: row.name,

@@ -30,7 +30,7 @@ import {
   type ProviderError,
   settle,
 } from '../../domain/models/index.js'
-import { mustGateTools, reaches } from '../../domain/tasks/index.js'
+import { mustGateTools, reaches, reachesNamespace } from '../../domain/tasks/index.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { withCallSignal } from '../call-signal.js'
@@ -44,7 +44,6 @@ import {
   actOsTool,
   askCeoArguments,
   interruptedCallResult,
-  isOsTool,
   McpTools,
   osTools,
   type ToolOutcome,
@@ -102,6 +101,11 @@ class RunExecution {
   private wanted: RunConnection[] = []
   private mcp: McpTools | undefined
   private mustGate = new Set<string>()
+  /**
+   * The built-in tools this run was given: a call is dispatched by where its tool came from, never by
+   * its name (DESIGN 15), so no tool server's tool runs as a built-in and no built-in goes to a server.
+   */
+  private builtins = new Set<string>()
   /** Whom the run's mail is from: its member, or the daemon itself for a run without one. */
   private sender!: string
   private readonly maxModelCalls: number
@@ -165,19 +169,20 @@ class RunExecution {
     }
     this.journal = new RunJournal(run.input, prefix, briefing.text)
     this.journal.remember(await readJournal(sql, run.id))
-    this.mustGate = new Set(await mustGateTools(sql, run.enterpriseId))
+    // os.mail_send as well: a version saved before "os" reached it in the checks (issue 41) ends at
+    // the call, as one without its merge gate does.
+    this.mustGate = new Set([...(await mustGateTools(sql, run.enterpriseId)), fixedTools.mailSend])
 
     const allowed = this.definition.tools
     const roleId = await assigneeRoleId(sql, { id: run.taskId })
     const connections = await connectionsForRun(sql, this.options.sealer, run, roleId)
-    // A task may only call the tools its version lists (by name, or a connection as conn or conn.*).
-    this.wanted = connections.filter((c) =>
-      allowed.some((t) => t === c.name || t.startsWith(`${c.name}.`)),
-    )
+    // A task may only call the tools its version reaches (domain/tasks/reach.ts, as the checks read it).
+    this.wanted = connections.filter((c) => reachesNamespace(allowed, c.name))
     this.tools = [
       osTools['os.finish']!,
-      ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && allowed.includes(t.name)),
+      ...Object.values(osTools).filter((t) => t.name !== 'os.finish' && reaches(allowed, t.name)),
     ]
+    this.builtins = new Set(this.tools.map((t) => t.name))
 
     this.system = systemPrompt({
       member,
@@ -205,7 +210,11 @@ class RunExecution {
     if (!this.mcp) {
       this.mcp = new McpTools(this.wanted, this.log, this.options.toolTimeoutMs)
       const connected = this.wanted.length ? await this.mcp.connect() : []
-      this.tools.push(...connected.filter((t) => reaches(this.definition.tools, t.name)))
+      this.tools.push(
+        ...connected.filter(
+          (t) => reaches(this.definition.tools, t.name) && !this.builtins.has(t.name),
+        ),
+      )
       this.toolsSize = JSON.stringify(this.tools).length
     }
   }
@@ -550,7 +559,7 @@ class RunExecution {
   private async act(call: ToolCall): Promise<Step> {
     if (call.name === fixedTools.gateSummary)
       return this.answerNew(call, { content: 'Noted.', isError: false })
-    if (isOsTool(call.name)) {
+    if (this.builtins.has(call.name)) {
       const step = this.journal.nextStep()
       const mine = await this.whileMine(async (tx, run) => {
         const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
@@ -578,7 +587,7 @@ class RunExecution {
    * run is no longer this engine's, and the os tool did nothing.
    */
   private async perform(call: ToolCall): Promise<ToolOutcome | undefined> {
-    if (isOsTool(call.name))
+    if (this.builtins.has(call.name))
       return this.whileMine((tx, run) => actOsTool(tx, run, call.name, call.arguments, this.sender))
     try {
       return await withCallSignal(this.context.signal, (signal) =>

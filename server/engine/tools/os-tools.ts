@@ -125,8 +125,6 @@ export const osTools: Record<string, ToolSpec> = {
   },
 }
 
-export const isOsTool = (name: string) => name in osTools
-
 /**
  * What a tool call found started but not answered after a crash or a takeover is answered: it may have
  * acted, so it is never made again (DESIGN 5, 11).

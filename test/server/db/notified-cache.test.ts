@@ -12,13 +12,12 @@ describe('NotifiedCache', () => {
     const other = createSql(db.url, { max: 2 }) // a second process's pool
     const a = new NotifiedCache<number>('test_changed', byKey)
     const b = new NotifiedCache<number>('test_changed', byKey)
-    a.follow(db.sql, (e) => {
+    // Both LISTENs in place: each empties its cache when it is (a 200 ms wait was not always enough
+    // on a loaded machine, and b's emptied what the test had just set; issue 40).
+    const failed = (e: unknown) => {
       throw e
-    })
-    b.follow(other, (e) => {
-      throw e
-    })
-    await new Promise((r) => setTimeout(r, 200)) // both LISTENs in place
+    }
+    await Promise.all([a.follow(db.sql, failed), b.follow(other, failed)])
     a.set('x', 1)
     b.set('x', 1)
     b.set('y', 2)

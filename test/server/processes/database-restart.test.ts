@@ -221,4 +221,5 @@ it('restarts a postmaster killed with -9: 503 database_unavailable meanwhile, th
      where type in ('run.succeeded', 'run.failed', 'run.cancelled') group by run_id`
   expect(ends).toHaveLength(pipelines * 3)
   expect(ends.every((e) => e.n === 1)).toBe(true)
-}, 90_000)
+  // 50 s under `taskset -c 0 npm test`, 84 s on a core shared with other work (issue 40).
+}, 240_000)

@@ -293,6 +293,25 @@ describe('definition checks (spec: Errors, Definition checks)', () => {
     await ok({ tools: ['os.write_plan'], gates: [{ tool: 'os.ask_ceo' }] })
   })
 
+  it('gate_required_for_tool: os and os.* reach os.mail_send and os.write_plan as a run reaches them (issue 41)', async () => {
+    const mailGate = { tool: 'os.mail_send' }
+    const askGate = { tool: 'os.ask_ceo' }
+    for (const tools of [['os'], ['os.*']]) {
+      await bad({ tools }, 'gate_required_for_tool', 'gate_required_for_tool')
+      await bad({ tools, gates: [mailGate] }, 'gate_required_for_tool', 'gate_required_for_tool')
+      await bad({ tools, gates: [askGate] }, 'gate_required_for_tool', 'gate_required_for_tool')
+      // A gate on the namespace does not name os.mail_send itself.
+      await bad(
+        { tools, gates: [{ tool: 'os' }, askGate] },
+        'gate_required_for_tool',
+        'gate_required_for_tool',
+      )
+      await ok({ tools, gates: [mailGate, askGate] })
+      // os reaches os.set_gate_summary too: enough for the merge rule's summary.
+      await ok({ tools: [...tools, 'vcs'], gates: [mailGate, askGate, { tool: merge }] })
+    }
+  })
+
   it('gate_summary_tool_required: the merge tool needs os.set_gate_summary', async () => {
     await bad({ tools: [merge], gates: [{ tool: merge }] }, 'gate_summary_tool_required')
     await ok({ tools: [merge, summary], gates: [{ tool: merge }] })
