@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
+import { requireScope } from '../http/caller.js'
 import {
   LlmBinding,
   LlmBindingCreate,
@@ -232,12 +233,15 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       summary:
         "Set the price of a model osd's list does not hold, in US dollars per million tokens",
       description:
-        "Model calls from then on are priced at it, their worst case reserved under the spend caps. A model of osd's list keeps the list's price (400).",
+        "Model calls from then on are priced at it, their worst case reserved under the spend caps. A model of osd's list keeps the list's price (400). A price decides what the spend caps hold back, so a token needs spend:write as well as llm:write (403 api_token_scope).",
       params: model,
       body: LlmPriceInput,
       response: LlmPrice,
     },
-    async (c, { params, body }) => setPrice(sql, c.var.caller.enterpriseId, params.model, body),
+    async (c, { params, body }) => {
+      requireScope(c.var.caller, 'spend:write')
+      return setPrice(sql, c.var.caller.enterpriseId, params.model, body)
+    },
   )
   route(
     app,
@@ -246,10 +250,14 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
       method: 'delete',
       path: '/prices/{model}',
       summary: "Remove the enterprise's price of a model (again: no change)",
+      description: 'As setting one, it needs spend:write as well as llm:write.',
       params: model,
       status: 204,
     },
-    async (c, { params }) => removePrice(sql, c.var.caller.enterpriseId, params.model),
+    async (c, { params }) => {
+      requireScope(c.var.caller, 'spend:write')
+      return removePrice(sql, c.var.caller.enterpriseId, params.model)
+    },
   )
   return app
 }

@@ -302,11 +302,40 @@ describe('the prices routes', () => {
     expect(LlmPrice.parse(changed.body)).toMatchObject({ model: 'local-7', input: 0.1 })
   })
 
+  it('need spend:write as well as llm:write to set or remove a price: it moves what the caps hold back', async () => {
+    const llmOnly = await t.tokenWith(['llm:read', 'llm:write'])
+    for (const method of ['PUT', 'DELETE'] as const) {
+      const refused = await t.call(method, '/v1/llm/prices/free-local-model', {
+        token: llmOnly,
+        body: method === 'PUT' ? { input: 0, output: 0 } : undefined,
+      })
+      expect([refused.status, refused.body.error, refused.body.needed]).toEqual([
+        403,
+        'api_token_scope',
+        'spend:write',
+      ])
+    }
+    const [row] =
+      await t.sql`select count(*)::int as n from llm_prices where model = 'free-local-model'`
+    expect(row!.n).toBe(0)
+    const both = await t.tokenWith(['llm:write', 'spend:write'])
+    const set = await t.call('PUT', '/v1/llm/prices/free-local-model', {
+      token: both,
+      body: { input: 0, output: 0 },
+    })
+    expect(set.status).toBe(200)
+  })
+
   commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/llm/prices' })
   commonRouteChecks(() => t, {
     method: 'PUT',
     path: () => '/v1/llm/prices/llama3.2',
     body: () => ({ input: 0, output: 0 }),
+    alsoNeeds: ['spend:write'],
   })
-  commonRouteChecks(() => t, { method: 'DELETE', path: () => '/v1/llm/prices/llama3.2' })
+  commonRouteChecks(() => t, {
+    method: 'DELETE',
+    path: () => '/v1/llm/prices/llama3.2',
+    alsoNeeds: ['spend:write'],
+  })
 })
