@@ -4,6 +4,7 @@ import type {
   ChatQuestion,
   ChatToolCall,
 } from '../shared/schemas/chats.js'
+import { answerTexts, decisionWord } from './decisions.js'
 
 // `osctl chats export ID --format md`: a chat's transcript as a markdown document a person reads (and
 // any markdown tool renders): who said what and when, each tool call with its arguments, decision
@@ -80,18 +81,16 @@ function answerLines(question: ChatQuestion): string[] {
     lines.push(
       `- Choice: ${choice ? `${escapeInline(choice.label)} (\`${answer.choice}\`)` : `\`${answer.choice}\``}`,
     )
-  const answers = Array.isArray(answer.answers)
-    ? answer.answers
-    : answer.answers === null
-      ? []
-      : [answer.answers]
+  const answers = answerTexts(answer.answers)
   answers.forEach((a, i) =>
-    lines.push(
-      `- Answer${answers.length > 1 ? ` ${i + 1}` : ''}: ${escapeInline(typeof a === 'string' ? a : JSON.stringify(a))}`,
-    ),
+    lines.push(`- Answer${answers.length > 1 ? ` ${i + 1}` : ''}: ${escapeInline(a)}`),
   )
   if (answer.note) lines.push(`- Note: ${escapeInline(answer.note)}`)
-  return ['**Answer:**', '', ...(lines.length ? lines : ['- approved'])]
+  // What was decided (issue 51): an answer is listed as one; a question rejected, sent back or
+  // approved without an answer says so, with its note.
+  const word = decisionWord(answer)
+  const head = word === 'answered' ? '**Answer:**' : `**Decision:** ${word}`
+  return lines.length ? [head, '', ...lines] : [head]
 }
 
 function questionLines(question: ChatQuestion): string[] {

@@ -1,5 +1,6 @@
 import type { Chat, ChatDetail, ChatMessage } from '../shared/schemas/chats.js'
 import type { Query } from './client.js'
+import { decisionLine, decisionWord } from './decisions.js'
 
 // What `osctl chats` and the chat screen (cli/tui) share about a conversation: which messages are new,
 // whether the member's reply is over or waits on the person, and how a message reads on one line. No
@@ -82,12 +83,16 @@ export function transcriptLines(
   }
   const question = message.question
   if (question) {
-    lines.push(`  question (${question.status}), gate ${question.gateId}:`)
+    // What was decided, not the wire's "answered" (any decision): a rejected question says rejected.
+    const answer = question.status === 'waiting' ? null : question.answer
+    const decided = answer ? decisionWord(answer) : question.status
+    lines.push(`  question (${decided}), gate ${question.gateId}:`)
     question.questions.forEach((q, i) => lines.push(`    ${i + 1}. ${q}`))
     if (question.choices.length)
       lines.push(`    choices: ${question.choices.map((c) => `${c.key} (${c.label})`).join(', ')}`)
     if (question.status === 'waiting')
       lines.push(`    answer: osctl chats answer ${chatId} --answer TEXT | --choice KEY`)
+    else if (answer) lines.push(`    → ${decisionLine(answer, question.choices)}`)
   }
   return lines
 }

@@ -70,6 +70,24 @@ export interface ConfigFlags {
 
 export class ConfigError extends Error {}
 
+/** The providers' own addresses: osd calls them unless OSD_PROVIDER_A/B_BASE_URL says otherwise. */
+export const defaultProviderBaseUrls = {
+  provider_a: 'https://api.anthropic.com',
+  provider_b: 'https://api.openai.com',
+} as const
+
+/**
+ * Whether the operator pointed a provider elsewhere than its own address (a local server, a
+ * compatible one, the tests' fake): a model osd has no price for is then priced at 0, unpriced, rather
+ * than as the provider's frontier model (issue 51).
+ */
+export function baseUrlSetByOperator(
+  baseUrls: { provider_a: string; provider_b: string },
+  provider: keyof typeof defaultProviderBaseUrls,
+): boolean {
+  return baseUrls[provider].replace(/\/+$/, '') !== defaultProviderBaseUrls[provider]
+}
+
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'
@@ -91,8 +109,14 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
     providerBaseUrls: {
-      provider_a: (env.OSD_PROVIDER_A_BASE_URL || 'https://api.anthropic.com').replace(/\/+$/, ''),
-      provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
+      provider_a: (env.OSD_PROVIDER_A_BASE_URL || defaultProviderBaseUrls.provider_a).replace(
+        /\/+$/,
+        '',
+      ),
+      provider_b: (env.OSD_PROVIDER_B_BASE_URL || defaultProviderBaseUrls.provider_b).replace(
+        /\/+$/,
+        '',
+      ),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),

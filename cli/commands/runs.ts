@@ -9,7 +9,7 @@ import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
 import { colour, printFields, printJson, show, type Output } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
-import { usd } from '../money.js'
+import { cost } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
 import { elapsed, startSpinner } from '../spinner.js'
 import { about } from './about.js'
@@ -46,7 +46,7 @@ function runFields(out: Output, run: Run): [string, unknown][] {
     ['created', run.createdAt],
     ['started', run.startedAt],
     ['finished', run.finishedAt],
-    ['cost', `${run.costUsdCents} US cents`],
+    ['cost', `${run.costUsdCents} US cents${run.costUnpriced ? ' + unpriced' : ''}`],
   ]
 }
 
@@ -153,7 +153,7 @@ export function printRunSummary(out: Output, run: Run, now = Date.now()): void {
     ['outcome', run.result?.outcome],
     ['summary', run.result?.summary],
     ['reason', reason],
-    ['cost', usd(run.costUsdCents)],
+    ['cost', cost(run.costUsdCents, run.costUnpriced)],
     ['duration', `${duration(ended - started)}${run.finishedAt ? '' : ' so far'}`],
     ['run', `${run.id} (${run.taskSlug})`],
   ]

@@ -2,6 +2,7 @@ import { Box, Text } from 'ink'
 import type { ReactNode } from 'react'
 import type { ChatMessage, ChatQuestion, ChatToolCall } from '../../shared/schemas/chats.js'
 import { clockTime } from '../chat.js'
+import { decisionLine } from '../decisions.js'
 import { mustGateReason, type AnswerForm } from './chat-keys.js'
 import { fold, jsonLines, resultLines } from './fold.js'
 import { Markdown, markdownRows } from './markdown.js'
@@ -83,17 +84,7 @@ function ToolCallLine(props: { call: ChatToolCall; maxLines: number }): ReactNod
 function answerWords(question: ChatQuestion): string {
   const answer = question.answer
   if (!answer || answer.decision === null) return 'closed with the chat, unanswered'
-  const choice = question.choices.find((c) => c.key === answer.choice)
-  const parts = [
-    choice ? choice.label : answer.choice,
-    ...(Array.isArray(answer.answers)
-      ? answer.answers.map(String)
-      : answer.answers
-        ? [typeof answer.answers === 'string' ? answer.answers : JSON.stringify(answer.answers)]
-        : []),
-    answer.note,
-  ].filter((p): p is string => Boolean(p))
-  return parts.join(' · ') || 'answered'
+  return decisionLine(answer, question.choices)
 }
 
 function QuestionLine(props: { question: ChatQuestion }): ReactNode {

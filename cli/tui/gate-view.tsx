@@ -1,6 +1,7 @@
 import { Box, Text } from 'ink'
 import type { ReactNode } from 'react'
 import type { Gate } from '../../shared/schemas/gates.js'
+import { decisionWord } from '../decisions.js'
 import { formatTime } from '../output.js'
 import type { Notice, ReviewState } from './gate-controller.js'
 import { ChoiceList, Field, QuestionFields } from './fields.js'
@@ -11,11 +12,6 @@ import { noteRequired, questionsOf, type Decision, type Mode } from './gate-keys
 // and clipped to the height that is left.
 
 const labelWidth = 11
-const summaryWords: Record<Decision, string> = {
-  approve: 'approved',
-  reject: 'rejected',
-  request_changes: 'changes requested',
-}
 const decisionWords: Record<Decision, string> = {
   approve: 'Approve',
   reject: 'Reject',
@@ -448,8 +444,8 @@ export function ReviewScreen(props: ScreenProps): ReactNode {
 /** What the screen leaves on the terminal when it quits: what this session decided. */
 export function Summary(props: { decided: ReviewState['decided'] }): ReactNode {
   const counts = new Map<string, number>()
-  for (const { decision } of props.decided) {
-    const word = decision ? summaryWords[decision] : 'closed'
+  for (const decided of props.decided) {
+    const word = decisionWord(decided)
     counts.set(word, (counts.get(word) ?? 0) + 1)
   }
   const n = props.decided.length

@@ -37,6 +37,8 @@ export interface RunRow {
   resumeFromRunId: string | null
   stoppedSuccessors: string[] | null
   costUsdMicros: number
+  /** Model calls of the run that had no price (issue 51): they count $0. Read by `select *`. */
+  unpricedCalls?: number
   notBefore: Date | null
   leaseOwner: string | null
   leaseExpiresAt: Date | null
@@ -55,6 +57,7 @@ export function toRun(row: RunRow): Run {
     status: row.status,
     input: row.input,
     costUsdCents: row.costUsdMicros / 10_000,
+    costUnpriced: (row.unpricedCalls ?? 0) > 0,
     startedAt: row.startedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,
     ...(row.status === 'blocked'

@@ -380,24 +380,39 @@ export interface RunConnection {
 }
 
 /**
- * The tool connections of a run (DESIGN 6): those of its task, its role, its member and its team, and
- * the enterprise's own. Where two share a name, the narrowest layer wins.
+ * Where a lookup of tool connections looks: a run's task, role, member and team, or a chat's member,
+ * the roles that member holds and its team (no task). The enterprise's own always.
  */
-export async function connectionsForRun(
+export interface ConnectionScope {
+  enterpriseId: string
+  taskId: string | null
+  /** Nearest first: a run's one role, or every role a chat's member holds. */
+  roleIds: readonly string[]
+  memberId: string | null
+  teamId: string | null
+}
+
+/**
+ * The nearest tool connections (DESIGN 6, 11): those of the task, the roles, the member and the team,
+ * and the enterprise's own. Where two share a name, the narrowest layer wins (of two roles, the first
+ * named). Runs and chats both look connections up here, so a chat reaches what the member's runs do.
+ */
+export async function nearestConnections(
   db: Db,
   sealer: Sealer,
-  run: { enterpriseId: string; taskId: string; teamId: string | null; memberId: string | null },
-  roleId: string | undefined,
+  scope: ConnectionScope,
 ): Promise<RunConnection[]> {
+  const roleIds = db.array([...scope.roleIds])
   const rows = await db<ConnectionRow[]>`
     select * from tool_connections
-     where enterprise_id = ${run.enterpriseId}
+     where enterprise_id = ${scope.enterpriseId}
        and (layer = 'enterprise'
-            or (layer = 'task' and layer_id = ${run.taskId})
-            or (layer = 'role' and layer_id = ${roleId ?? null}::uuid)
-            or (layer = 'member' and layer_id = ${run.memberId}::uuid)
-            or (layer = 'team' and layer_id = ${run.teamId}::uuid))
-     order by case layer when 'task' then 0 when 'role' then 1 when 'member' then 2 when 'team' then 3 else 4 end`
+            or (layer = 'task' and layer_id = ${scope.taskId}::uuid)
+            or (layer = 'role' and layer_id = any(${roleIds}::uuid[]))
+            or (layer = 'member' and layer_id = ${scope.memberId}::uuid)
+            or (layer = 'team' and layer_id = ${scope.teamId}::uuid))
+     order by case layer when 'task' then 0 when 'role' then 1 when 'member' then 2 when 'team' then 3 else 4 end,
+              array_position(${roleIds}::uuid[], layer_id)`
   const byName = new Map<string, RunConnection>()
   for (const row of rows) {
     // A connection in osd's own namespace (made before the name was reserved) offers no tools: its
@@ -412,4 +427,14 @@ export async function connectionsForRun(
     })
   }
   return [...byName.values()]
+}
+
+/** The tool connections of a run: its task's, its role's, its member's, its team's, the enterprise's. */
+export function connectionsForRun(
+  db: Db,
+  sealer: Sealer,
+  run: { enterpriseId: string; taskId: string; teamId: string | null; memberId: string | null },
+  roleId: string | undefined,
+): Promise<RunConnection[]> {
+  return nearestConnections(db, sealer, { ...run, roleIds: roleId ? [roleId] : [] })
 }

@@ -33,7 +33,7 @@ import {
 } from '../../domain/models/index.js'
 import { recallChatNotes } from '../../domain/learning/index.js'
 import { mustGateTools } from '../../domain/tasks/index.js'
-import { connectionsForRun } from '../../domain/tools/index.js'
+import { nearestConnections } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { backoffMs } from '../lease-loop.js'
 import { askCeoArguments, interruptedCallResult, McpTools, osTools } from '../tools/index.js'
@@ -188,12 +188,8 @@ export class ChatReply {
     // Together: the memory, the tool connections, the chat's messages and the model (each the pool's).
     const [notes, connections, messages, choice, mustGate] = await Promise.all([
       this.recall(row.chatMemoryDepth ?? 'medium'),
-      connectionsForRun(
-        sql,
-        this.options.sealer,
-        { ...this.layers!, taskId: '00000000-0000-0000-0000-000000000000' },
-        undefined,
-      ),
+      // As a run's (DESIGN 11): the member's, its team's, the enterprise's, and its roles' too.
+      nearestConnections(sql, this.options.sealer, { ...this.layers!, roleIds: row.roleIds }),
       this.messages(),
       this.chooseModel(),
       mustGateTools(sql, enterpriseId),

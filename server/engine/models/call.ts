@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto'
-import { priceOf, type Provider } from '../../../shared/schemas/models.js'
+import type { Provider } from '../../../shared/schemas/models.js'
 import { pipelinedTransaction, retryConflicts, type Sql, type Tx } from '../../db/sql.js'
 import {
   callCostMicros,
   checkRoom,
   countUsage,
   holdReservation,
+  priceForCall,
   ProviderError,
   settle,
   worstCaseMicros,
@@ -15,6 +16,7 @@ import {
   type OnText,
   type ResolvedKey,
   type RunLayers,
+  type CallPrice,
   type SpendRefusal,
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
@@ -49,8 +51,10 @@ export interface HeldCall {
   connectionId: string
 }
 
+/** `unpriced`: the call's model had no price (domain/models/prices.ts); its cost is 0. */
 export type CallOutcome =
-  { reply: ModelReply; costMicros: number } | { failure: ProviderError; costMicros: 0 }
+  | { reply: ModelReply; costMicros: number; unpriced?: boolean }
+  | { failure: ProviderError; costMicros: 0 }
 
 /** Where a settlement finds the caller's record: still its reservation (ours), still its work (mine). */
 export interface Claimed {
@@ -115,20 +119,35 @@ export type ModelCallResult =
   /** Not called: the connection is throttled; `failure.retryAfterMs` says how long to wait. */
   | { kind: 'throttled'; failure: ProviderError }
   | { kind: 'failed'; failure: ProviderError; held: HeldCall }
-  | { kind: 'answered'; reply: ModelReply; costMicros: number; mine: boolean; held: HeldCall }
+  | {
+      kind: 'answered'
+      reply: ModelReply
+      costMicros: number
+      unpriced: boolean
+      mine: boolean
+      held: HeldCall
+    }
 
 /**
  * The most a call may cost, priced at its model's rates, in micro-dollars: its prompt as uncached input
- * (DESIGN 13), so what the provider's cache saves never lets a cap be passed.
+ * (DESIGN 13), so what the provider's cache saves never lets a cap be passed. A call with no price
+ * (unpriced) has a worst case of 0: the caps hold for every priced call all the same.
  */
-export function worstCaseOf(choice: ModelChoice, promptChars: number, maxTokens: number): number {
-  return worstCaseMicros(priceOf(choice.key.provider, choice.model), promptChars, maxTokens)
+export function worstCaseOf(price: CallPrice, promptChars: number, maxTokens: number): number {
+  return worstCaseMicros(price.price, promptChars, maxTokens)
 }
 
 export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   const { sql, choice, owner } = call
   const { key, model } = choice
-  const worst = worstCaseOf(choice, call.promptChars, call.request.maxTokens)
+  const price = await priceForCall(
+    sql,
+    owner.layers.enterpriseId,
+    key.provider,
+    model,
+    call.providers[key.provider].baseUrlSetByOperator === true,
+  )
+  const worst = worstCaseOf(price, call.promptChars, call.request.maxTokens)
   const over = call.overLimit?.(worst)
   if (over) return { kind: 'over_limit', reason: over }
   const wait = throttles.admit(key.connectionId)
@@ -186,7 +205,8 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
         call.onText,
       ),
     )
-    outcome = { reply, costMicros: callCostMicros(priceOf(key.provider, model), reply.usage) }
+    const costMicros = callCostMicros(price.price, reply.usage)
+    outcome = { reply, costMicros, unpriced: price.unpriced }
   } catch (err) {
     const failure =
       err instanceof ProviderError
@@ -230,6 +250,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
         claimed.ours ? held.micros : 0,
         outcome.costMicros,
         call.firstCall === true && 'reply' in outcome,
+        'reply' in outcome && outcome.unpriced === true,
       )
       let sent: Promise<unknown> | undefined
       const last = () =>
@@ -242,6 +263,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
                 model,
                 usage: outcome.reply.usage,
                 costMicros: outcome.costMicros,
+                unpriced: outcome.unpriced,
               })
             : undefined,
           commit(),
@@ -252,5 +274,6 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
     }),
   )
   if ('failure' in outcome) return { kind: 'failed', failure: outcome.failure, held }
-  return { kind: 'answered', reply: outcome.reply, costMicros: outcome.costMicros, mine, held }
+  const { reply, costMicros } = outcome
+  return { kind: 'answered', reply, costMicros, unpriced: outcome.unpriced === true, mine, held }
 }

@@ -388,11 +388,13 @@ class RunExecution {
         },
         record: async (tx, outcome, { ours, mine }, last) => {
           if (!('reply' in outcome)) return void (await last())
-          const { reply, costMicros } = outcome
+          const { reply, costMicros, unpriced } = outcome
           const [, [updated]] = await Promise.all([
             ours ? undefined : setStepCost(tx, run.id, step, costMicros),
+            // A call with no price (issue 51) costs 0 and is counted, so the run says "unpriced".
             tx<{ costUsdMicros: number }[]>`
-              update runs set cost_usd_micros = cost_usd_micros + ${costMicros}, updated_at = now()
+              update runs set cost_usd_micros = cost_usd_micros + ${costMicros},
+                              unpriced_calls = unpriced_calls + ${unpriced ? 1 : 0}, updated_at = now()
                where id = ${run.id} returning cost_usd_micros`,
             appendEvent(tx, run, 'model.called', {
               model,
@@ -404,6 +406,7 @@ class RunExecution {
               cacheWriteTokens: reply.usage.cacheWrite,
               outputTokens: reply.usage.output,
               costUsdCents: costMicros / 10_000,
+              ...(unpriced ? { unpriced: true } : {}),
               toolCalls: reply.toolCalls.map((c) => c.name),
               ...(mine ? {} : { afterTakeover: true }),
             }),

@@ -232,7 +232,7 @@ describe('the chat screen', () => {
     await press('2')
     expect(frame()).toContain('› 2. Monday')
     await press('after the standup', enter)
-    await vi.waitFor(() => expect(frame()).toContain('→ Monday · after the standup'))
+    await vi.waitFor(() => expect(frame()).toContain('→ answered: Monday · after the standup'))
     expect(posts()[0]).toMatchObject({
       path: `/gates/chat/${chat.id}/decision`,
       body: {
@@ -253,8 +253,21 @@ describe('the chat screen', () => {
     const answered = fixture('question-answered').messages.find((m) => m.question)!
     daemon.update(chat.id, answered)
     await vi.waitFor(() => expect(frame()).not.toContain('asks you'))
-    expect(frame()).toContain('  ? Which day should it ship?\n    → Monday · after the standup')
+    expect(frame()).toContain(
+      '  ? Which day should it ship?\n    → answered: Monday · after the standup',
+    )
     expect(posts()).toHaveLength(0)
+  })
+
+  it('shows a question rejected elsewhere as rejected, with its note (issue 51)', async () => {
+    const chat = fixture('question-waiting')
+    const { frame } = await open([chat], { memberId: chat.memberId })
+    const asked = fixture('question-answered').messages.find((m) => m.question)!
+    const answer = { decision: 'reject' as const, choice: null, answers: null, note: 'Not now' }
+    daemon.update(chat.id, { ...asked, question: { ...asked.question!, answer } })
+    await vi.waitFor(() => expect(frame()).not.toContain('asks you'))
+    expect(frame()).toContain('  ? Which day should it ship?\n    → rejected: Not now')
+    expect(frame()).not.toMatch(/→ (answered|approved)/)
   })
 
   it("draws osd's notice as a status line, not as the member speaking", async () => {

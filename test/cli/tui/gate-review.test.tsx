@@ -316,7 +316,7 @@ describe('the gate review screen', () => {
       `/gates/${question.id}/decision`,
       { decision: 'approve', choice: 'yes', answers: ['After the freeze', 'Ada'] },
     ])
-    await vi.waitFor(() => expect(frame()).toContain('✓ Approved release-plan question'))
+    await vi.waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
   })
 
   it('tells a gate decided meanwhile (409) inline, and it leaves the list', async () => {
@@ -389,6 +389,18 @@ describe('the gate review screen', () => {
     await vi.waitFor(() => expect(frame()).toContain('✓ Rejected weekly-mail'))
     await press('q')
     expect(frame()).toBe('gates review: decided 2 gates (1 approved, 1 rejected).')
+  })
+
+  it('sums up questions by what was decided: answered, rejected (issue 51)', async () => {
+    const other = { ...question, id: '7c6d5e4f-3a2b-4c1d-9e8f-7a6b5c4d3e2f', taskSlug: 'launch' }
+    const client = fakeClient([question, other])
+    const { frame, press } = await open(client)
+    await press('a', down, enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
+    await press('r', 'not this week', enter)
+    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected launch question'))
+    await press('q')
+    expect(frame()).toBe('gates review: decided 2 gates (1 answered, 1 rejected).')
   })
 
   it('lays out again when the terminal is resized', async () => {

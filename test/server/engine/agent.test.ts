@@ -674,6 +674,7 @@ describe('model routes (spec: Endpoints Models)', () => {
         cacheWriteTokens: 0,
         outputTokens: 20,
         costUsdCents: (100 * 3 + 20 * 15) / 10_000,
+        unpriced: false,
       },
     ])
     expect(
@@ -1205,6 +1206,7 @@ describe('prompt caching (issue 29; DESIGN 13)', () => {
     expect(Math.round(detail.run.costUsdCents * 10_000)).toBe(micros)
     expect(detail.cost).toEqual({
       usdCents: micros / 10_000,
+      unpriced: false,
       modelCalls: 4,
       inputTokens: sum(calls, 'inputTokens'),
       cacheReadTokens: sum(calls, 'cacheReadTokens'),
@@ -1229,6 +1231,7 @@ describe('prompt caching (issue 29; DESIGN 13)', () => {
         cacheWriteTokens: sum(calls, 'cacheWriteTokens'),
         outputTokens: sum(calls, 'outputTokens'),
         costUsdCents: micros / 10_000,
+        unpriced: false,
       },
     ])
     // The reservation before each call kept the uncached worst case: more than the call would have
