@@ -1,14 +1,25 @@
 import { randomUUID } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { mkdtemp, readFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MemoryNote } from '../../../shared/schemas/memory.js'
+import { EnterpriseChosen, Me } from '../../../shared/schemas/people.js'
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import { migrationsDir } from '../../../server/db/migrate.js'
+import { createUser, setMembership } from '../../../server/domain/people/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
-import { createTestApp, type TestApp } from '../../helpers/app.js'
+import {
+  anotherProcess,
+  createTestApp,
+  createTestEnterprise,
+  type TestApp,
+} from '../../helpers/app.js'
+import { osctl, startCliDaemon } from '../../helpers/osctl.js'
+import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 import { apiStart, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
 
 // The hostile suite (issue 41), items 3 and 6: what a webhook caller, an API token or the model can
 // make memory and sessions do without breaking a wall between enterprises.
@@ -255,3 +266,181 @@ describe('migration 0028 on a database with trainings', () => {
     expect(scopes.get(underWay)).toBeNull()
   })
 })
+
+// - Sessions (item 6; OWASP ASVS 3.2): a session whose rights change does not keep its secret. A switch
+//   of enterprise answers a new one (and sets the cookie) and the old one is refused at once, in every
+//   osd process; a change of a person's role ends their sessions in that enterprise; osctl keeps the
+//   new secret in its profile, so its person stays signed in.
+describe('a session whose rights change gets a new secret (issue 41, item 6)', () => {
+  let other: ReturnType<typeof anotherProcess>
+  beforeAll(() => {
+    other = anotherProcess(t)
+  })
+  afterAll(() => other.close())
+
+  it('a switch of enterprise: the old secret and cookie answer 401 at once, here and in another process', async () => {
+    const e = await t.createEnterprise(`Switch ${randomUUID().slice(0, 8)}`)
+    const person = await signIn(t, 'member', t.acme)
+    await setMembership(t.sql, e.id, person.id, 'owner')
+    expect(await other.status(person.session)).toBe(200) // cached there now
+    const before = Me.parse((await t.call('GET', '/v1/auth/me', { token: person.session })).body)
+
+    // As a browser switches: by cookie, with the CSRF header.
+    const moved = await t.call('POST', '/v1/auth/enterprise', {
+      token: null,
+      body: { enterprise: e.slug },
+      headers: cookieHeaders(person),
+    })
+    expect(moved.status).toBe(200)
+    const chosen = EnterpriseChosen.parse(moved.body)
+    expect(chosen.enterprise).toMatchObject({ id: e.id, role: 'owner' })
+    expect(chosen.sessionToken).toMatch(/^osds_/)
+    expect(chosen.sessionToken).not.toBe(person.session)
+    expect(chosen.csrfToken).not.toBe(person.csrf)
+    const cookie = moved.headers.get('set-cookie')!
+    expect(cookie).toContain(`osd_session=${chosen.sessionToken}`)
+    expect(cookie).toMatch(/HttpOnly/)
+    expect(cookie).toMatch(/SameSite=Strict/)
+    expect(moved.headers.get('cache-control')).toBe('no-store')
+    // The same session: its id, and its absolute end (a switch does not lengthen it).
+    expect(chosen.session.id).toBe(before.session.id)
+    expect(chosen.session.expiresAt).toBe(before.session.expiresAt)
+
+    // The old secret, as a bearer and as the cookie: refused here at once, there by NOTIFY.
+    expect((await t.call('GET', '/v1/tasks', { token: person.session })).status).toBe(401)
+    const oldCookie = await t.call('GET', '/v1/tasks', {
+      token: null,
+      headers: cookieHeaders(person, false),
+    })
+    expect(oldCookie.status).toBe(401)
+    await eventually(async () => (await other.status(person.session)) === 401, 2000)
+    // The new one works, in the enterprise chosen; a change by cookie needs the new CSRF token.
+    const renewed = { ...person, session: chosen.sessionToken, csrf: chosen.csrfToken, cookie }
+    const overview = await t.call('GET', '/v1/enterprise', { token: chosen.sessionToken })
+    expect(overview.body.enterprise.id).toBe(e.id)
+    expect(await other.status(chosen.sessionToken)).toBe(200)
+    const staleCsrf = await t.call('POST', '/v1/auth/enterprise', {
+      token: null,
+      body: { enterprise: t.acme.slug },
+      headers: { ...cookieHeaders(renewed), 'x-osd-csrf': person.csrf },
+    })
+    expect(staleCsrf.status).toBe(403)
+    expect(staleCsrf.body.error).toBe('csrf_required')
+    const back = await t.call('POST', '/v1/auth/enterprise', {
+      token: null,
+      body: { enterprise: t.acme.slug },
+      headers: cookieHeaders(renewed),
+    })
+    expect(back.status).toBe(200)
+    expect((await t.call('GET', '/v1/tasks', { token: chosen.sessionToken })).status).toBe(401)
+  })
+
+  it("a role change ends the person's sessions in that enterprise, here and in another process; elsewhere they go on", async () => {
+    const e = await t.createEnterprise(`Roles ${randomUUID().slice(0, 8)}`)
+    const boss = await signIn(t, 'owner', e)
+    const grace = await signIn(t, 'member', e)
+    // Grace also belongs to acme, signed in there with a session of its own.
+    await setMembership(t.sql, t.acme.id, grace.id, 'member')
+    const elsewhere = await t.call('POST', '/v1/auth/login', {
+      token: null,
+      body: { email: grace.email, password: grace.password, enterprise: t.acme.slug },
+    })
+    const acmeSession = elsewhere.body.sessionToken as string
+    expect(await other.status(grace.session)).toBe(200)
+
+    for (const role of ['owner', 'member'] as const) {
+      const session = role === 'owner' ? grace.session : await loginTo(grace, e.slug)
+      expect(await other.status(session)).toBe(200)
+      const changed = await t.call('PATCH', `/v1/users/${grace.id}`, {
+        token: boss.session,
+        body: { role },
+      })
+      expect(changed.status).toBe(200)
+      expect((await t.call('GET', '/v1/tasks', { token: session })).status).toBe(401)
+      await eventually(async () => (await other.status(session)) === 401, 2000)
+    }
+    expect((await t.call('GET', '/v1/tasks', { token: acmeSession })).status).toBe(200)
+    expect(await other.status(acmeSession)).toBe(200)
+    // The owner who changed it is still signed in; the same role again ends nothing.
+    const again = await loginTo(grace, e.slug)
+    const same = await t.call('PATCH', `/v1/users/${grace.id}`, {
+      token: boss.session,
+      body: { role: 'member' },
+    })
+    expect(same.status).toBe(200)
+    expect((await t.call('GET', '/v1/tasks', { token: again })).status).toBe(200)
+    expect((await t.call('GET', '/v1/tasks', { token: boss.session })).status).toBe(200)
+
+    // An owner who makes themselves a member is signed out of the enterprise too.
+    const promoted = await t.call('PATCH', `/v1/users/${grace.id}`, {
+      token: boss.session,
+      body: { role: 'owner' },
+    })
+    expect(promoted.status).toBe(200)
+    const self = await t.call('PATCH', `/v1/users/${boss.id}`, {
+      token: boss.session,
+      body: { role: 'member' },
+    })
+    expect(self.status).toBe(200)
+    expect((await t.call('GET', '/v1/tasks', { token: boss.session })).status).toBe(401)
+  })
+
+  it('osctl keeps working after a switch: its profile holds the new secret, the old one is refused', async () => {
+    const cli = await startCliDaemon('Switch Cli')
+    const email = `switch-${randomUUID().slice(0, 8)}@example.com`
+    const password = `pw ${randomUUID()}`
+    const user = await createUser(cli.db.sql, { email, password, name: 'Ada' })
+    const second = await createTestEnterprise(cli.db.sql, 'Switch Second', {
+      mailDomain: 'osd.local',
+    })
+    await setMembership(cli.db.sql, cli.enterprise.id, user.id, 'member')
+    await setMembership(cli.db.sql, second.id, user.id, 'owner')
+    const env = {
+      OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-switch-')),
+      OSCTL_URL: cli.daemon.url,
+      OSCTL_TOKEN: '',
+    }
+    const login = await osctl(
+      ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', cli.enterprise.slug],
+      env,
+      `${password}\n`,
+    )
+    expect(login.exitCode, login.stderr).toBe(0)
+    const profileFile = join(env.OSCTL_CONFIG_DIR, 'config.json')
+    const tokenOf = async () =>
+      JSON.parse(await readFile(profileFile, 'utf8')).profiles[email].token
+    const old = await tokenOf()
+
+    const used = await osctl(['enterprises', 'use', second.slug], env)
+    expect(used.exitCode, used.stderr).toBe(0)
+    expect(used.stdout).toBe(`Ada <${email}> now acts in enterprise ${second.slug} (owner)\n`)
+    const kept = await tokenOf()
+    expect(kept).toMatch(/^osds_/)
+    expect(kept).not.toBe(old)
+    expect(used.output).not.toContain(kept)
+
+    // Still signed in, acting in the enterprise chosen; the secret it held before is refused.
+    const status = await osctl(['--json', 'auth', 'status'], env)
+    expect(status.exitCode, status.stderr).toBe(0)
+    expect(JSON.parse(status.stdout).enterprise).toMatchObject({ slug: second.slug, role: 'owner' })
+    const shown = await osctl(['--json', 'enterprise', 'show'], env)
+    expect(shown.exitCode, shown.stderr).toBe(0)
+    expect(JSON.parse(shown.stdout).enterprise.id).toBe(second.id)
+    const refused = await fetch(`${cli.daemon.url}/tasks`, {
+      headers: { authorization: `Bearer ${old}` },
+    })
+    expect(refused.status).toBe(401)
+    const withOld = await osctl(['enterprise', 'show'], { ...env, OSCTL_TOKEN: old })
+    expect(withOld.exitCode).toBe(4)
+  }, 60_000)
+})
+
+/** A new session of the person in the enterprise (a sign-in); its secret. */
+async function loginTo(person: TestPerson, enterprise: string): Promise<string> {
+  const answer = await t.call('POST', '/v1/auth/login', {
+    token: null,
+    body: { email: person.email, password: person.password, enterprise },
+  })
+  expect(answer.status).toBe(200)
+  return answer.body.sessionToken
+}
