@@ -239,7 +239,7 @@ describe('memory cannot be planted from outside (issue 41, item 3)', () => {
   }, 60_000)
 })
 
-describe('migration 0028 on a database with trainings', () => {
+describe('migration 0029 on a database with trainings', () => {
   it('records the layer of finished trainings only: one under way, or narrowed to a task, gets none', async () => {
     const db = await createTestApp()
     const [task] = await db.sql<{ id: string }[]>`
@@ -255,7 +255,7 @@ describe('migration 0028 on a database with trainings', () => {
       update runs set status = 'succeeded', finished_at = now()
        where id = any(${db.sql.array([enterprise, teamRun, narrowed])}::uuid[])`
     await db.sql`alter table runs drop column memory_scope`
-    const migration = await readFile(join(migrationsDir, '0028_run_memory_scope.sql'), 'utf8')
+    const migration = await readFile(join(migrationsDir, '0029_run_memory_scope.sql'), 'utf8')
     await db.sql.begin((tx) => tx.unsafe(migration))
     const rows = await db.sql<{ id: string; memoryScope: unknown }[]>`
       select id, memory_scope from runs where task_id = ${task!.id}`
