@@ -189,7 +189,11 @@ it('ends hundreds of runs at once in every way: no deadlock, each ended once, ea
            (select count(*)::int from ends where n = 1) as ends,
            (select count(*)::int from ends where n <> 1) as wrong,
            (select count(*)::int from run_events where type = 'run.lease_taken_over') as takeovers`
-  expect(counts).toMatchObject({ wrong: 0, takeovers: 0 })
+  const troubles = daemons
+    .flatMap((d) => d.logs)
+    .filter((l) => Number(l.level) >= 40)
+    .map((l) => JSON.stringify(l).slice(0, 600))
+  expect(counts, troubles.join('\n')).toMatchObject({ wrong: 0, takeovers: 0 })
   expect(counts!.ends).toBe(counts!.runs)
   for (const kind of kinds) {
     const [row] = await db.sql<{ n: number }[]>`
