@@ -64,6 +64,7 @@ export class LeaseLoop<W extends Leased> {
   /** When this engine last renewed its leases; past a lease's length, it holds none of them. */
   private renewedAt = performance.now()
   private passing = false
+  private renewing = false
   private again = false
   private stopped = false
   private renewTimer: NodeJS.Timeout | undefined
@@ -190,7 +191,10 @@ export class LeaseLoop<W extends Leased> {
   /** Keeps the leases of the work in progress; work no longer held (cancelled, closed) is aborted. */
   private async renew(): Promise<void> {
     const entries = [...this.executing.values()]
-    if (entries.length === 0) return
+    // One renewal at a time: on a loaded database one can outlast the interval, and the next would
+    // wait behind it for the same rows.
+    if (entries.length === 0 || this.renewing) return
+    this.renewing = true
     try {
       const held = await this.kind.renew(entries.map(({ work }) => work.id))
       this.renewedAt = performance.now()
@@ -210,6 +214,8 @@ export class LeaseLoop<W extends Leased> {
       if (lapsed)
         for (const { controller } of this.executing.values())
           controller.abort(new Error('lease lapsed'))
+    } finally {
+      this.renewing = false
     }
   }
 

@@ -254,7 +254,8 @@ export async function setEnabled(
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
   await moveTurns(tx, 'pending', { enterpriseId, from: ['paused_spend'] })
   const paused = await tx<RunRow[]>`
-    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend'
+     order by id for no key update`
   await transitionAll(
     tx,
     'pending',
