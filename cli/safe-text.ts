@@ -36,11 +36,6 @@ export function safeText(text: string, options: SafeTextOptions = {}): string {
     .replace(unsafeAll, (char) => (char === '\n' || char === '\t' ? char : escaped(char)))
 }
 
-/** Whether `text` holds a character that safeText would escape. */
-export function hasUnsafe(text: string): boolean {
-  return unsafe.test(text)
-}
-
 /**
  * What osctl writes for a person, as the last thing before the stream: safeText (line breaks and tabs
  * kept) over all but `own`, the sequences osctl itself writes (its colours, the spinner's clearing of

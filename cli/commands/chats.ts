@@ -16,8 +16,8 @@ import { CliError, UsageError, exitCodes, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show } from '../output.js'
 import { idRef, memberId } from '../resolve.js'
-import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
 import { safeText } from '../safe-text.js'
+import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
 import { about } from './about.js'
 
 // `osctl chats` (spec: Concepts "Chat", Endpoints Chats; DESIGN 11): conversations with members, their

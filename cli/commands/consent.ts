@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
 import { asPerson, publicAnswer, type Me, type PersonEnterprise } from '../people.js'
+import { safeText } from '../safe-text.js'
 import type {
   AppConnection,
   ConsentPoll,
@@ -13,7 +14,6 @@ import type {
 } from '../../shared/schemas/consent.js'
 import type { z } from 'zod'
 import type { User } from '../../shared/schemas/people.js'
-import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 import { requiredScopes } from './tokens.js'
 

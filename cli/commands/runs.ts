@@ -11,8 +11,8 @@ import { colour, printFields, printJson, show, type Output, type Styled } from '
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { usd } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
-import { elapsed, startSpinner } from '../spinner.js'
 import { safeText } from '../safe-text.js'
+import { elapsed, startSpinner } from '../spinner.js'
 import { about } from './about.js'
 
 export function statusText(out: Output, status: RunStatus): Styled {
