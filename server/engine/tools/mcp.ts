@@ -6,6 +6,7 @@ import type { RunConnection } from '../../domain/tools/index.js'
 import { egressFetch, egressRefusalOf, strictEgress, type EgressRule } from '../../egress.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
+import { cappedFetch } from './answers.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
 // A call that fails on the way (no answer within the tool timeout, a connection cut, an answer that is
@@ -74,11 +75,16 @@ export class McpTools {
     for (const connection of this.connections.filter((c) => c.kind === 'mcp' && c.url)) {
       try {
         const client = new Client({ name: 'osd', version: '1' })
+        const cut = () =>
+          this.log.warn(
+            { connection: connection.name, maxBytes: this.limits.resultMaxBytes },
+            'tool result cut at OSD_TOOL_RESULT_MAX_BYTES',
+          )
         const transport = new StreamableHTTPClientTransport(new URL(connection.url!), {
           requestInit: connection.token
             ? { headers: { Authorization: `Bearer ${connection.token}` } }
             : undefined,
-          fetch: egressFetch(this.limits.egress),
+          fetch: cappedFetch(egressFetch(this.limits.egress), this.limits.resultMaxBytes, cut),
           // Redirects are followed by the egress fetch, each new connection checked against the
           // address it uses; undici drops the Authorization header on a redirect to another origin.
           redirectPolicy: 'follow',
