@@ -347,7 +347,7 @@ const agents = new WeakMap<EgressRule, Agent>()
  * lookup, each of its addresses, at every new connection (so a redirect's too). undici is loaded by
  * the first connection, not with the configuration (osd admin never needs it).
  */
-async function egressAgent(rule: EgressRule): Promise<Agent> {
+export async function egressAgent(rule: EgressRule): Promise<Agent> {
   const { Agent, buildConnector } = await import('undici')
   let agent = agents.get(rule)
   if (!agent) {
