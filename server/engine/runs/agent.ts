@@ -45,6 +45,7 @@ import {
   askCeoArguments,
   interruptedCallResult,
   McpTools,
+  type ToolLimits,
   osTools,
   type ToolOutcome,
 } from '../tools/index.js'
@@ -71,6 +72,8 @@ export interface AgentOptions {
   maxTokens?: number
   /** The longest a tool server's call may take (OSD_TOOL_TIMEOUT_SECONDS). */
   toolTimeoutMs?: number
+  /** Where tool servers may be and how much of a result is read (nothing private, 100 KB unless given). */
+  toolLimits?: ToolLimits
 }
 
 type Step = 'continue' | 'stop'
@@ -208,7 +211,12 @@ class RunExecution {
    */
   private async connectTools(): Promise<void> {
     if (!this.mcp) {
-      this.mcp = new McpTools(this.wanted, this.log, this.options.toolTimeoutMs)
+      this.mcp = new McpTools(
+        this.wanted,
+        this.log,
+        this.options.toolTimeoutMs,
+        this.options.toolLimits,
+      )
       const connected = this.wanted.length ? await this.mcp.connect() : []
       this.tools.push(
         ...connected.filter(
