@@ -163,11 +163,12 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   if (wait !== undefined)
     return {
       kind: 'throttled',
+      // Not made, so no status: the chat and the run say the provider asked for fewer calls, not
+      // that it answered 429 to a call it never saw.
       failure: new ProviderError(
-        'outage',
+        'throttled',
         'the provider asked for fewer calls on this key a moment ago',
-        429,
-        wait,
+        { retryAfterMs: wait, called: false },
       ),
     }
 
@@ -239,16 +240,17 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       ? { usage: outcome.reply.usage, costMicros: outcome.costMicros }
       : {
           kind: outcome.failure.kind,
-          throttled: outcome.failure.throttled,
           timedOut: outcome.failure.timedOut,
         },
   )
   if ('reply' in outcome) throttles.answered(key.connectionId)
   else if (outcome.failure.throttled)
-    outcome.failure.retryAfterMs = throttles.throttled(
-      key.connectionId,
-      outcome.failure.retryAfterMs,
-    )
+    outcome = {
+      failure: outcome.failure.waiting(
+        throttles.throttled(key.connectionId, outcome.failure.retryAfterMs),
+      ),
+      costMicros: 0,
+    }
   else if (outcome.failure.kind === 'aborted') throttles.abandoned(key.connectionId)
   else throttles.answered(key.connectionId)
 

@@ -471,4 +471,28 @@ describe('the stream', () => {
     expect(fake.callsWith(s.key)[1]!.receivedAt - sent).toBeGreaterThanOrEqual(1_000)
     await stream.cancel()
   })
+
+  it('a call not made because its key was throttled a moment ago is not said to have answered 429 (issue 43)', async () => {
+    const s = await tenant()
+    fake.script(s.key, { status: 429, retryAfter: 60 })
+    const notice = async (chatId: string) => {
+      let content: string | undefined
+      await eventually(async () => {
+        const res = await t.call('GET', `/v1/chats/${chatId}`, s.as)
+        content = (res.body as { messages: ChatMessage[] }).messages.find((m) => m.notice)?.content
+        return content !== undefined
+      }, 15_000)
+      return content!
+    }
+    const first = await s.open()
+    await s.send(first.id, 'Hello?')
+    expect(await notice(first.id)).toMatch(/^The model provider asked for fewer calls \(429\);/)
+    // The second chat on the same key is held without a call: no status of the provider's to say.
+    const second = await s.open()
+    await s.send(second.id, 'Anyone?')
+    expect(await notice(second.id)).toMatch(
+      /^The model provider asked for fewer calls; the reply is retried in \d+ (s|min)\.$/,
+    )
+    expect(fake.callsWith(s.key)).toHaveLength(1)
+  })
 })
