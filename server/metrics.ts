@@ -457,9 +457,7 @@ export const metrics = {
   modelCall(
     labels: { provider: string; tier: string },
     seconds: number,
-    outcome:
-      | { usage: TokenUsage; costMicros: number }
-      | { kind: string; throttled: boolean; timedOut: boolean },
+    outcome: { usage: TokenUsage; costMicros: number } | { kind: string; timedOut: boolean },
   ): void {
     if (!on) return
     const { provider, tier } = labels
@@ -475,7 +473,7 @@ export const metrics = {
       return
     }
     on.m.modelDuration.observe({ provider, tier, outcome: 'failed' }, seconds)
-    const kind = outcome.throttled ? 'throttled' : outcome.timedOut ? 'timeout' : outcome.kind
+    const kind = outcome.timedOut ? 'timeout' : outcome.kind
     on.m.modelErrors.inc({ provider, kind })
   },
 

@@ -29,8 +29,7 @@ beforeAll(async () => {
     costMicros: 120,
   })
   metrics.modelCall({ provider: 'provider_a', tier: 'mid' }, 0.5, {
-    kind: 'outage',
-    throttled: true,
+    kind: 'throttled',
     timedOut: false,
   })
   text = (await scrape()).body
