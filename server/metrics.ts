@@ -243,8 +243,10 @@ export function enableMetrics(role: string): Registry {
   if (on) return on.registry
   const registry = new Registry()
   registry.setDefaultLabels({ role })
-  // prom-client's process metrics (CPU, memory, heap, event loop lag, handles), named osd_*.
-  collectDefaultMetrics({ register: registry, prefix: 'osd_' })
+  // prom-client's process and Node.js metrics (CPU, memory, heap, event loop lag, handles) under their
+  // standard names, process_* and nodejs_*, as every Prometheus client library exports them: stock
+  // dashboards and alerts find them there (DESIGN 13; issue 51). osd's own are osd_*.
+  collectDefaultMetrics({ register: registry })
   on = { registry, m: instruments(registry) }
   return registry
 }
