@@ -115,6 +115,8 @@ export interface ProviderErrorDetail {
   timedOut?: boolean
   /** False when this process chose not to call (its key throttled a moment ago): no status then. */
   called?: boolean
+  /** No connection could be made: the message names the address and the setting that moves it. */
+  unreachable?: boolean
 }
 
 /** A failed provider call. Never changed once made: `waiting` makes another with the wait chosen. */
@@ -123,6 +125,7 @@ export class ProviderError extends Error {
   readonly retryAfterMs?: number
   readonly timedOut: boolean
   readonly called: boolean
+  readonly unreachable: boolean
 
   constructor(
     readonly kind: FailureKind,
@@ -134,6 +137,7 @@ export class ProviderError extends Error {
     this.retryAfterMs = detail.retryAfterMs
     this.timedOut = detail.timedOut ?? false
     this.called = detail.called ?? true
+    this.unreachable = detail.unreachable ?? false
   }
 
   get throttled(): boolean {
@@ -142,7 +146,13 @@ export class ProviderError extends Error {
 
   /** The same failure, its work to wait `retryAfterMs` before the connection is called again. */
   waiting(retryAfterMs: number): ProviderError {
-    const { status, timedOut, called } = this
-    return new ProviderError(this.kind, this.message, { status, timedOut, called, retryAfterMs })
+    const { status, timedOut, called, unreachable } = this
+    return new ProviderError(this.kind, this.message, {
+      status,
+      timedOut,
+      called,
+      unreachable,
+      retryAfterMs,
+    })
   }
 }

@@ -462,7 +462,12 @@ export class ChatReply {
     if (result.kind === 'throttled' || result.kind === 'failed') {
       const { failure } = result
       if (failure.kind === 'aborted' || this.signal.aborted) return 'stop'
-      const status = failure.status ? ` (${failure.status})` : ''
+      // The provider's status, or where no connection could be made (issue 51).
+      const status = failure.status
+        ? ` (${failure.status})`
+        : failure.unreachable
+          ? ` (${failure.message})`
+          : ''
       if (failure.kind === 'bad_request') {
         await this.notice(
           `I could not reply: the model provider refused the request${status}.`,

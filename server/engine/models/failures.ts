@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
+import type { Provider } from '../../../shared/schemas/models.js'
 import { ProviderError } from '../../domain/models/index.js'
 
 // What a failed model call is, decided here once (issue 43) from what the SDKs and stream.ts throw:
@@ -7,10 +8,56 @@ import { ProviderError } from '../../domain/models/index.js'
 // and whether it is tried again in place (retries.ts). Everything else reads the ProviderError made
 // here: the work's hold (domain/models/holds.ts), the throttles (throttles.ts), the metrics.
 
-/** How long calls may take, for the words of a timeout. */
-export interface Limits {
+/** The provider a call went to: where, for the words of a failure to connect; how long it may take. */
+export interface Wire {
+  provider: Provider
+  baseUrl: string
   timeoutMs: number
   idleMs: number
+}
+
+/** The setting that moves a provider's address (config.ts). */
+export function addressSetting(provider: Provider): string {
+  return provider === 'provider_a' ? 'OSD_PROVIDER_A_BASE_URL' : 'OSD_PROVIDER_B_BASE_URL'
+}
+
+/** What the system said of a connection that could not be made, in the words an operator reads. */
+const connectWords: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'the name could not be resolved now',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ETIMEDOUT: 'the connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'the connection timed out',
+  CERT_HAS_EXPIRED: "the server's certificate has expired",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "the server's certificate is self-signed",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "the server's certificate could not be verified",
+}
+
+/** The code of a failure to connect, however deep the SDK or fetch wrapped it. */
+function connectCode(err: unknown): string | undefined {
+  for (
+    let e = err as { code?: unknown; cause?: unknown; errors?: unknown[] } | undefined, depth = 0;
+    e && depth < 6;
+    depth++
+  ) {
+    if (typeof e.code === 'string' && e.code in connectWords) return e.code
+    const inner = Array.isArray(e.errors) ? e.errors[0] : undefined
+    e = (e.cause ?? inner) as typeof e
+  }
+  return undefined
+}
+
+/** host:port of a base URL, the port said even when it is the scheme's. */
+function hostPort(baseUrl: string): string {
+  try {
+    const url = new URL(baseUrl)
+    return `${url.hostname}:${url.port || (url.protocol === 'http:' ? '80' : '443')}`
+  } catch {
+    return baseUrl
+  }
 }
 
 /** The kind of a provider's answer by its status alone (a status of 2xx is not a failure). */
@@ -22,7 +69,7 @@ function kindOfStatus(status: number): 'throttled' | 'refused_key' | 'outage' | 
 }
 
 /** What a failed attempt (or a whole call, after its tries in place) is, as the work needs it. */
-export function classify(err: unknown, limits: Limits): ProviderError {
+export function classify(err: unknown, wire: Wire): ProviderError {
   if (err instanceof ProviderError) return err
   const e = err as { name?: string; message?: string }
   if (e?.name === 'APIUserAbortError' || e?.name === 'AbortError')
@@ -31,14 +78,24 @@ export function classify(err: unknown, limits: Limits): ProviderError {
     return new ProviderError(
       'outage',
       sdkTimedOut(err)
-        ? `the provider did not answer within ${seconds(limits.timeoutMs)}`
-        : `the provider sent nothing for ${seconds(limits.idleMs)}`,
+        ? `the provider did not answer within ${seconds(wire.timeoutMs)}`
+        : `the provider sent nothing for ${seconds(wire.idleMs)}`,
       { timedOut: true },
     )
   const status = statusOf(err)
   const detail = (e?.message ?? String(err)).slice(0, 300)
-  if (status === undefined)
-    return new ProviderError('outage', `the provider did not answer: ${detail}`)
+  if (status === undefined) {
+    // Named with the address and the setting that moves it (issue 51): a local server not started
+    // and a mistyped address are the operator's to mend.
+    const code = connectCode(err)
+    return code
+      ? new ProviderError(
+          'outage',
+          `could not connect to ${hostPort(wire.baseUrl)} (${wire.provider}, ${addressSetting(wire.provider)}): ${connectWords[code]}`,
+          { unreachable: true },
+        )
+      : new ProviderError('outage', `the provider did not answer: ${detail}`)
+  }
   switch (kindOfStatus(status)) {
     case 'throttled':
       return new ProviderError(

@@ -1,5 +1,6 @@
 import type { Provider } from '../../../shared/schemas/models.js'
-import type { ModelProvider } from '../../domain/models/index.js'
+import { ProviderError, type ModelProvider } from '../../domain/models/index.js'
+import { addressSetting } from './failures.js'
 import { baseUrlSetByOperator } from '../../config.js'
 import { anthropicProvider } from './wire/anthropic.js'
 import { openAiProvider } from './wire/openai.js'
@@ -22,8 +23,47 @@ export function createProviders(options: ProviderOptions): Record<Provider, Mode
     baseUrlSetByOperator: baseUrlSetByOperator(options.baseUrls, provider),
   })
   return {
-    provider_a: Object.assign(anthropicProvider(options), set('provider_a')),
-    provider_b: Object.assign(openAiProvider(options), set('provider_b')),
+    provider_a: Object.assign(
+      saysOutages(anthropicProvider(options), 'provider_a', options),
+      set('provider_a'),
+    ),
+    provider_b: Object.assign(
+      saysOutages(openAiProvider(options), 'provider_b', options),
+      set('provider_b'),
+    ),
+  }
+}
+
+/**
+ * One warn line when a provider stops answering (no connection, a timeout, a 5xx), naming it, its
+ * address and the setting that moves it, and one info line when it answers again (issue 51): not a
+ * line per call, which an outage under load would make thousands of. In this process's memory.
+ */
+function saysOutages(
+  provider: ModelProvider,
+  name: Provider,
+  { baseUrls, log }: ProviderOptions,
+): ModelProvider {
+  if (!log) return provider
+  let down = false
+  const where = { provider: name, address: baseUrls[name], setting: addressSetting(name) }
+  return {
+    ...provider,
+    async call(request, credentials, signal, onText) {
+      try {
+        const reply = await provider.call(request, credentials, signal, onText)
+        if (down) log.info(where, 'the model provider answers again')
+        down = false
+        return reply
+      } catch (err) {
+        if (err instanceof ProviderError && err.kind === 'outage' && !down) {
+          down = true
+          log.warn({ ...where, reason: err.message }, 'the model provider does not answer')
+        }
+        throw err
+      }
+    },
+    listModels: (credentials, signal) => provider.listModels(credentials, signal),
   }
 }
 

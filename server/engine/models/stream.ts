@@ -25,8 +25,10 @@ export class StreamError extends Error {
     message: string,
     readonly status?: number,
     readonly headers?: Record<string, string | string[] | undefined>,
+    /** What failed underneath (a connection refused): failures.ts reads its code. */
+    cause?: unknown,
   ) {
-    super(message)
+    super(message, { cause })
   }
 }
 
@@ -45,7 +47,7 @@ export async function postStream(call: StreamRequest): Promise<void> {
     // A timeout keeps its code (failures.ts timedOut); an abort is the caller's to tell.
     if (call.signal.aborted || (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT')
       throw err
-    throw new StreamError(`Connection error: ${(err as Error).message}`)
+    throw new StreamError(`Connection error: ${(err as Error).message}`, undefined, undefined, err)
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return readEvents(res.body, call)
   const text = await res.body.text().catch(() => '')

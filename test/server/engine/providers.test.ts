@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
@@ -394,5 +395,46 @@ describe('a server that refuses cache breakpoints', () => {
       .call(conversation, { key: plain }, new AbortController().signal)
       .catch(() => undefined)
     expect(fake.callsWith(plain)).toHaveLength(1)
+  })
+})
+
+describe('a provider osd cannot reach (issue 51)', () => {
+  it('names the provider, the address and the setting; says so in one warn line per outage', async () => {
+    // A port nobody listens on: taken and let go.
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+    const lines: string[] = []
+    const log = pino({ level: 'info' }, { write: (line: string) => lines.push(line) })
+    const local = createProviders({
+      baseUrls: { provider_a: `http://127.0.0.1:${closed}`, provider_b: fake.url },
+      maxRetries: 0,
+      log,
+    })
+    for (const onText of [undefined, () => undefined]) {
+      const failed = await local.provider_a
+        .call(request, { key: 'k-unreachable' }, new AbortController().signal, onText)
+        .catch((err: unknown) => err as ProviderError)
+      expect(failed).toBeInstanceOf(ProviderError)
+      expect(failed).toMatchObject({ kind: 'outage', unreachable: true })
+      expect((failed as ProviderError).message).toBe(
+        `could not connect to 127.0.0.1:${closed} (provider_a, OSD_PROVIDER_A_BASE_URL): connection refused`,
+      )
+    }
+    // Two failed calls, one line; provider_b answering says nothing of provider_a.
+    fake.script('k-b', { text: 'fine' })
+    await local.provider_b.call(request, { key: 'k-b' }, new AbortController().signal)
+    const said = lines.map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(said).toEqual([
+      expect.objectContaining({
+        msg: 'the model provider does not answer',
+        provider: 'provider_a',
+        address: `http://127.0.0.1:${closed}`,
+        setting: 'OSD_PROVIDER_A_BASE_URL',
+      }),
+    ])
   })
 })

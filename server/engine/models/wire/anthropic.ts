@@ -138,7 +138,7 @@ export function anthropicProvider({
   promptCache = true,
   log,
 }: ProviderOptions): ModelProvider {
-  const limits = { timeoutMs, idleMs }
+  const wire = { provider: 'provider_a' as const, baseUrl: baseUrls.provider_a, timeoutMs, idleMs }
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
   const client = clientsByKey(
@@ -229,7 +229,7 @@ export function anthropicProvider({
           onText,
         )
       } catch (err) {
-        const failure = classify(err, limits)
+        const failure = classify(err, wire)
         // The request refused for its breakpoints (400, or 422 from a strictly validating server, that
         // names cache_control; the refusal was made before any text, so none was told): the connection
         // is sent none for an hour, which is said once, and the call is made once more without them.
@@ -260,7 +260,7 @@ export function anthropicProvider({
             onText,
           )
         } catch (again) {
-          throw classify(again, limits)
+          throw classify(again, wire)
         }
       }
     },
@@ -269,7 +269,7 @@ export function anthropicProvider({
         const page = await client(credentials.key).models.list({ limit: 100 }, { signal })
         return page.data.map((m) => m.id)
       } catch (err) {
-        throw classify(err, limits)
+        throw classify(err, wire)
       }
     },
   }

@@ -31,7 +31,7 @@ export function openAiProvider({
   idleMs = 60_000,
   maxRetries = 2,
 }: ProviderOptions): ModelProvider {
-  const limits = { timeoutMs, idleMs }
+  const wire = { provider: 'provider_b' as const, baseUrl: baseUrls.provider_b, timeoutMs, idleMs }
   const client = clientsByKey(
     (key: string) =>
       new OpenAI({
@@ -120,7 +120,7 @@ export function openAiProvider({
       try {
         return await withRetries(attempt, { maxRetries, signal, told: told.any })
       } catch (err) {
-        throw classify(err, limits)
+        throw classify(err, wire)
       }
     },
     async listModels(credentials, signal) {
@@ -128,7 +128,7 @@ export function openAiProvider({
         const page = await client(credentials.key).models.list({ signal })
         return page.data.map((m) => m.id)
       } catch (err) {
-        throw classify(err, limits)
+        throw classify(err, wire)
       }
     },
   }
