@@ -941,6 +941,7 @@ describe('reading runs', () => {
     const empty = await t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=1`)
     expect(empty.body.events).toEqual([])
     expect(Date.now() - began).toBeGreaterThanOrEqual(900)
+    expect(Date.now() - began).toBeLessThan(5000) // at most waitSeconds, and a read
 
     const polling = t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=10`)
     await new Promise((r) => setTimeout(r, 300))
