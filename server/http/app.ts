@@ -17,7 +17,7 @@ import { recommendationRoutes } from '../routes/recommendations.js'
 import { spendRoutes } from '../routes/spend.js'
 import { toolRoutes } from '../routes/tools.js'
 import { createProviders } from '../engine/models/index.js'
-import { runChannel } from '../domain/runs/index.js'
+import { runChannel, StartBatcher } from '../domain/runs/index.js'
 import { runRoutes } from '../routes/runs.js'
 import { webhookRoutes } from '../routes/webhooks.js'
 import { memberRoutes } from '../routes/members.js'
@@ -58,6 +58,7 @@ export function createApp(deps: AppDeps): Router {
     runWatch,
     chatWatch,
     providers,
+    starts: new StartBatcher(deps.sql),
   }
 
   // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) -> body

@@ -8,6 +8,7 @@ import type { Caches } from './caches.js'
 import type { FoundSession } from '../domain/people/index.js'
 import type { Caller } from './caller.js'
 import type { ChangeWatch } from '../db/change-watch.js'
+import type { RunStarts } from '../domain/runs/index.js'
 
 export interface AppEnv {
   Variables: {
@@ -45,4 +46,6 @@ export interface RouteDeps extends AppDeps {
   /** The same, for chat messages (the chat long-poll and event stream). */
   chatWatch: ChangeWatch
   providers: Record<'provider_a' | 'provider_b', ModelProvider>
+  /** What starts runs for requests (by API, by webhook): the app's, batching its starts only. */
+  starts: RunStarts
 }

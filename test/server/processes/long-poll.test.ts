@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadConfig } from '../../../server/config.js'
 import { createChat, insertMessage, sendMessage } from '../../../server/domain/chats/index.js'
-import { installLearning } from '../../../server/domain/learning/index.js'
 import { createMember } from '../../../server/domain/org/index.js'
 import { cancelRun } from '../../../server/domain/runs/index.js'
 import { createTask } from '../../../server/domain/tasks/index.js'
@@ -24,8 +23,6 @@ let daemon: OsdProcess | undefined
 beforeAll(async () => {
   db = await createTestDatabase()
   enterprise = await createTestEnterprise(db.sql, 'Long Poll', loadConfig({}, {}))
-  // This process ends a run (cancelRun): what a run's end reports to must be there (issue 43).
-  installLearning()
   daemon = await startOsd({ DATABASE_URL: db.url }, ['--role', 'api'])
 })
 afterAll(async () => {
