@@ -5,6 +5,7 @@ import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
 import { executionRoutes } from '../routes/executions.js'
+import { ChangeWatch } from '../db/change-watch.js'
 import { chatChannel } from '../domain/chats/index.js'
 import { chatRoutes } from '../routes/chats.js'
 import { gateRoutes } from '../routes/gates.js'
@@ -16,6 +17,7 @@ import { recommendationRoutes } from '../routes/recommendations.js'
 import { spendRoutes } from '../routes/spend.js'
 import { toolRoutes } from '../routes/tools.js'
 import { createProviders } from '../engine/models/index.js'
+import { runChannel, StartBatcher } from '../domain/runs/index.js'
 import { runRoutes } from '../routes/runs.js'
 import { webhookRoutes } from '../routes/webhooks.js'
 import { memberRoutes } from '../routes/members.js'
@@ -27,7 +29,6 @@ import { inviteAcceptRoutes, userRoutes } from '../routes/users.js'
 import { installLearning } from '../domain/learning/index.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
-import { RunWatch } from './run-watch.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
@@ -46,9 +47,9 @@ export function createApp(deps: AppDeps): Router {
   const app = createRouter()
   const publicRoutes = new PublicRoutes()
   const knownPaths = new KnownPaths()
-  const runWatch = new RunWatch()
+  const runWatch = new ChangeWatch(runChannel)
   runWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow run events'))
-  const chatWatch = deps.chatWatch ?? new RunWatch(chatChannel)
+  const chatWatch = deps.chatWatch ?? new ChangeWatch(chatChannel)
   chatWatch.follow(deps.sql, (err) => deps.log.error({ err }, 'cannot follow chat messages'))
   const providers = deps.providers ?? createProviders({ baseUrls: deps.config.providerBaseUrls })
   const routeDeps = {
@@ -57,6 +58,7 @@ export function createApp(deps: AppDeps): Router {
     runWatch,
     chatWatch,
     providers,
+    starts: new StartBatcher(deps.sql),
   }
 
   // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) -> body

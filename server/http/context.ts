@@ -7,7 +7,8 @@ import type { ModelProvider } from '../engine/models/index.js'
 import type { Caches } from './caches.js'
 import type { FoundSession } from '../domain/people/index.js'
 import type { Caller } from './caller.js'
-import type { RunWatch } from './run-watch.js'
+import type { ChangeWatch } from '../db/change-watch.js'
+import type { RunStarts } from '../domain/runs/index.js'
 
 export interface AppEnv {
   Variables: {
@@ -34,14 +35,17 @@ export interface AppDeps {
   /** Model providers (to list their models); by default those of config.providerBaseUrls. */
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
   /** What chat readers wait with (one following the chat channel is made unless given: tests look in). */
-  chatWatch?: RunWatch
+  chatWatch?: ChangeWatch
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */
 export interface RouteDeps extends AppDeps {
   caches: Caches
-  runWatch: RunWatch
-  /** The same, for chat messages. */
-  chatWatch: RunWatch
+  /** What run long-polls wait with: the run events' NOTIFY, one LISTEN for the app. */
+  runWatch: ChangeWatch
+  /** The same, for chat messages (the chat long-poll and event stream). */
+  chatWatch: ChangeWatch
   providers: Record<'provider_a' | 'provider_b', ModelProvider>
+  /** What starts runs for requests (by API, by webhook): the app's, batching its starts only. */
+  starts: RunStarts
 }

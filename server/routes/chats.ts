@@ -120,7 +120,7 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
     },
     async (c, { params, query }) =>
       getChatDetail(sql, c.var.caller.enterpriseId, params.id, query, {
-        subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, shutdown),
+        watch: chatWatch,
         signal: shutdown,
       }),
   )

@@ -17,7 +17,6 @@ import {
   getOsToolView,
   getRunDetail,
   getRunLog,
-  listEvents,
   listRuns,
   retryRun,
   toRun,
@@ -60,30 +59,11 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       query: RunDetailQuery,
       response: RunDetail,
     },
-    async (c, { params, query }) => {
-      const enterpriseId = c.var.caller.enterpriseId
-      const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
-      const deadline = Date.now() + waitMs
-      const detail = () => getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
-      // Each wait starts before the read it guards, so an event landing in between is not missed.
-      const watchFor = () => runWatch.subscribe(params.id, deadline - Date.now(), shutdown)
-      let watch = waitMs > 0 && query.afterEventId ? watchFor() : undefined
-      try {
-        const first = await detail()
-        if (!watch || first.events.length > 0 || shutdown?.aborted) return first
-        // The run is the caller's (the detail found it); until its next event only its events are read.
-        for (;;) {
-          await watch.ready
-          if (Date.now() >= deadline || shutdown?.aborted) return await detail()
-          watch = watchFor()
-          if ((await listEvents(sql, params.id, query.afterEventId)).length > 0)
-            return await detail()
-        }
-      } finally {
-        // However the read ends (an answer, a 404, a failure), its wait stops holding a listener.
-        watch?.cancel()
-      }
-    },
+    async (c, { params, query }) =>
+      getRunDetail(sql, c.var.caller.enterpriseId, params.id, query, {
+        watch: runWatch,
+        signal: shutdown,
+      }),
   )
 
   route(

@@ -31,7 +31,7 @@ import {
 } from '../domain/learning/index.js'
 import { Recommendation, TaskRecommendationQuery } from '../../shared/schemas/recommendations.js'
 import { readPage } from '../db/paging.js'
-import { startRun, toRun } from '../domain/runs/index.js'
+import { toRun } from '../domain/runs/index.js'
 import { requireOfferedModel } from '../domain/models/index.js'
 import {
   clearTaskSchedule,
@@ -52,7 +52,7 @@ import { createRouter, route } from '../http/router.js'
 const TaskParams = z.object({ id: Uuid })
 
 /** Tasks, their versions and schedules (spec: Endpoints Tasks). */
-export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
+export function taskRoutes({ sql, config, sealer, providers, starts }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'task_not_found', params: TaskParams } as const
   // The address callers reach the API at, for the webhook URL of the read answer.
@@ -287,7 +287,7 @@ export function taskRoutes({ sql, config, sealer, providers }: RouteDeps) {
       errors: ['task_not_runnable', 'overlap', 'member_busy'],
     },
     async (c, { params, body }) => {
-      const { run, refusal } = await startRun(sql, {
+      const { run, refusal } = await starts.start({
         enterpriseId: c.var.caller.enterpriseId,
         task: { id: params.id },
         input: body,

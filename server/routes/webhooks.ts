@@ -24,7 +24,7 @@ import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
 
 /** Inbound webhooks and their history (spec: Routes without a token; Webhook history). */
-export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
+export function webhookRoutes({ sql, sealer, caches, starts }: RouteDeps) {
   const app = createRouter()
 
   const receive = async (
@@ -35,7 +35,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
   ) => {
     const holderOf = (slug: string) =>
       caches.webhookSecrets.through(slug, () => webhookSecretHolder(sql, slug))
-    const outcome = await receiveWebhook(sql, sealer, holderOf, kind, {
+    const outcome = await receiveWebhook(sql, starts, sealer, holderOf, kind, {
       enterpriseSlug: enterprise,
       target,
       secret: requestHeader(c, secretHeader),
@@ -152,6 +152,7 @@ export function webhookRoutes({ sql, sealer, caches }: RouteDeps) {
     async (c, { params, body }) => {
       const { delivery, created } = await replayDelivery(
         sql,
+        starts,
         sealer,
         c.var.caller.enterpriseId,
         params.id,

@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Chat, ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import { longPoll, type LongPollWait } from '../long-poll.js'
 import {
   closedCallResult,
   insertMessage,
@@ -253,48 +254,30 @@ async function readDetail(
   }
 }
 
-/** What a long-poll waits with: RunWatch's subscribe, on the chat channel. */
-export type Subscribe = (chatId: string, ms: number) => { ready: Promise<void>; cancel(): void }
-
 /**
  * GET /v1/chats/{id}: the chat and its messages oldest first (limit: the newest only); afterMessageId
- * only later ones, and with waitSeconds (up to 30) the answer is held until one exists. Marks it read.
+ * only later ones, and with waitSeconds (up to 30) and a `wait` the answer is held until one exists.
+ * Marks it read.
  */
 export async function getChatDetail(
   db: Db,
   enterpriseId: string,
   id: string,
   query: DetailQuery,
-  wait?: { subscribe: Subscribe; signal?: AbortSignal },
+  wait?: LongPollWait,
 ): Promise<ChatDetail> {
   const limit = readLimit(query.limit)
   if (!uuidPattern.test(id)) throw chatNotFound(id)
   const after = query.afterMessageId
-  const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
-  if (!wait || after === undefined || waitMs === 0)
-    return readDetail(db, enterpriseId, id, after, limit, 'always')
-  const deadline = Date.now() + waitMs
-  // Each wait starts before the read it guards, so a message landing in between is not missed. The
-  // read is the answer's own: a wait that finds messages needs no other round trip for them.
-  let watch = wait.subscribe(id, waitMs)
-  try {
-    for (let last = false; ;) {
-      const detail = await readDetail(
-        db,
-        enterpriseId,
-        id,
-        after,
-        limit,
-        last ? 'always' : 'if found',
-      )
-      if (detail.messages.length > 0 || last) return detail
-      await watch.ready
-      last = Date.now() >= deadline || wait.signal?.aborted === true
-      if (!last) watch = wait.subscribe(id, deadline - Date.now())
-    }
-  } finally {
-    watch.cancel()
-  }
+  return longPoll({
+    key: id,
+    waitSeconds: after === undefined ? undefined : query.waitSeconds,
+    wait,
+    // The read is the answer's own: a wait that finds messages needs no other round trip for them. A
+    // read that finds none leaves the chat unread while the reply is awaited.
+    read: (last) => readDetail(db, enterpriseId, id, after, limit, last ? 'always' : 'if found'),
+    answers: (detail) => detail.messages.length > 0,
+  })
 }
 
 // --- sending, deciding, closing -------------------------------------------------------------------

@@ -22,8 +22,14 @@ export function onRunOutcomes(hook: OutcomeHook): void {
   hooks.add(hook)
 }
 
-/** Reports runs' outcomes in the caller's transaction to what counts them. */
+/**
+ * Reports runs' outcomes in the caller's transaction to what counts them. With nothing registered it
+ * fails the caller's end, outcomes or none (issue 43): a process that forgot installLearning would end
+ * runs without counting memory impact, and nobody would see it.
+ */
 export async function reportOutcomes(tx: Db, outcomes: readonly RunOutcome[]): Promise<void> {
+  if (hooks.size === 0)
+    throw new Error('nothing counts run outcomes: installLearning() was not called at start')
   if (outcomes.length === 0) return
   for (const hook of hooks) await hook(tx, outcomes)
 }

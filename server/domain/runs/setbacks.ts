@@ -22,8 +22,14 @@ export function onSetbacks(hook: SetbackHook): void {
   hooks.add(hook)
 }
 
-/** Reports setbacks in the caller's transaction to what answers them. */
+/**
+ * Reports setbacks in the caller's transaction to what answers them. With nothing registered it fails
+ * the caller's change, none reported or some (issue 43): a process that forgot installLearning would
+ * end runs and decide gates without ever calling for an improvement, and nobody would see it.
+ */
 export async function reportSetbacks(tx: Db, setbacks: readonly Setback[]): Promise<void> {
+  if (hooks.size === 0)
+    throw new Error('nothing answers setbacks: installLearning() was not called at start')
   if (setbacks.length === 0) return
   for (const hook of hooks) await hook(tx, setbacks)
 }

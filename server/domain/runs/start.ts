@@ -306,6 +306,11 @@ export interface StartRequest {
   memoryScope?: MemoryScope
 }
 
+/** What starts runs for a caller that has no transaction of its own: the app's StartBatcher. */
+export interface RunStarts {
+  start(start: StartRequest): Promise<Started>
+}
+
 /**
  * Starts a run by API (POST /v1/tasks/{id}/runs) or by webhook (spec: States and transitions; DESIGN 5).
  * The input is stored as sent. An API start is queued at once with a free holder of the role, or
@@ -313,25 +318,12 @@ export interface StartRequest {
  * skipped_overlap run. A webhook start never refuses for overlap: it is queued at once the same way
  * when it can be, and otherwise waits pending.
  *
- * Starts that arrive in the same turn of the event loop share one transaction (startRunsIn), each
- * decided as if it came after the ones before it; a start that one of them makes fail goes again on its
- * own. Given a transaction, the start happens in it.
+ * In the caller's transaction, or in one of its own on a pool: never batched with other starts. The
+ * routes start through their app's StartBatcher instead.
  */
-export function startRun(db: Db, start: StartRequest): Promise<Started> {
-  if (typeof (db as Partial<Sql>).begin !== 'function')
-    return startRunsIn(db, [start]).then(([outcome]) => answer(outcome!))
-  return new Promise((resolve, reject) => {
-    let batch = gathering.get(db as Sql)
-    if (!batch) {
-      gathering.set(db as Sql, (batch = []))
-      setImmediate(() => {
-        gathering.delete(db as Sql)
-        for (let i = 0; i < batch!.length; i += maxStartsPerBatch)
-          void startBatch(db as Sql, batch!.slice(i, i + maxStartsPerBatch))
-      })
-    }
-    batch.push({ start, resolve, reject })
-  })
+export async function startRun(db: Db, start: StartRequest): Promise<Started> {
+  const [outcome] = await transaction(db, (tx) => startRunsIn(tx, [start]))
+  return answer(outcome!)
 }
 
 interface Waiting {
@@ -341,29 +333,55 @@ interface Waiting {
 }
 
 const maxStartsPerBatch = 64
-const gathering = new WeakMap<Sql, Waiting[]>()
 
-async function startBatch(pool: Sql, batch: Waiting[], attempt = 1): Promise<void> {
-  let outcomes: (Started | ApiError)[]
-  try {
-    outcomes = await transaction(pool, (tx) =>
-      startRunsIn(
-        tx,
-        batch.map((w) => w.start),
-      ),
-    )
-  } catch (err) {
-    // A start PostgreSQL stopped to break a deadlock did nothing: it goes again, a few times.
-    if (batch.length === 1 && isRetryable(err) && attempt < 4)
-      return startBatch(pool, batch, attempt + 1)
-    if (batch.length === 1) return batch[0]!.reject(err)
-    for (const waiting of batch) void startBatch(pool, [waiting])
-    return
+/**
+ * Starts runs as startRun does, batched: the starts that arrive in the same turn of the event loop
+ * share one transaction (startRunsIn), each decided as if it came after the ones before it; a start
+ * that one of them makes fail goes again on its own. One per app (createApp makes it, issue 43), so
+ * what batches together is the starts of one app, never those of another app on the same pool.
+ */
+export class StartBatcher implements RunStarts {
+  private gathering: Waiting[] | undefined
+
+  constructor(private readonly pool: Sql) {}
+
+  start(start: StartRequest): Promise<Started> {
+    return new Promise((resolve, reject) => {
+      let batch = this.gathering
+      if (!batch) {
+        this.gathering = batch = []
+        setImmediate(() => {
+          this.gathering = undefined
+          for (let i = 0; i < batch!.length; i += maxStartsPerBatch)
+            void this.startBatch(batch!.slice(i, i + maxStartsPerBatch))
+        })
+      }
+      batch.push({ start, resolve, reject })
+    })
   }
-  outcomes.forEach((outcome, i) => {
-    if (outcome instanceof ApiError) batch[i]!.reject(outcome)
-    else batch[i]!.resolve(outcome)
-  })
+
+  private async startBatch(batch: Waiting[], attempt = 1): Promise<void> {
+    let outcomes: (Started | ApiError)[]
+    try {
+      outcomes = await transaction(this.pool, (tx) =>
+        startRunsIn(
+          tx,
+          batch.map((w) => w.start),
+        ),
+      )
+    } catch (err) {
+      // A start PostgreSQL stopped to break a deadlock did nothing: it goes again, a few times.
+      if (batch.length === 1 && isRetryable(err) && attempt < 4)
+        return this.startBatch(batch, attempt + 1)
+      if (batch.length === 1) return batch[0]!.reject(err)
+      for (const waiting of batch) void this.startBatch([waiting])
+      return
+    }
+    outcomes.forEach((outcome, i) => {
+      if (outcome instanceof ApiError) batch[i]!.reject(outcome)
+      else batch[i]!.resolve(outcome)
+    })
+  }
 }
 
 function answer(outcome: Started | ApiError): Started {

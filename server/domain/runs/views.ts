@@ -3,6 +3,7 @@ import { ApiError } from '../../../shared/errors.js'
 import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../../shared/schemas/runs.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import type { Db, Fragment } from '../../db/sql.js'
+import { longPoll, type LongPollWait } from '../long-poll.js'
 import { listRunGates } from './gates.js'
 import { modelCallTotals } from './journal.js'
 import { listEvents, toEvent, type EventRow } from './events.js'
@@ -21,13 +22,34 @@ const refOf = (r: RunRow): RunRef => ({
 
 /**
  * GET /v1/runs/{id} (spec: Run): the run, its events (after afterEventId), its gates, the task and
- * version it ran, what came before and after it, its execution and its cost.
+ * version it ran, what came before and after it, its execution and its cost. With afterEventId and
+ * waitSeconds (up to 30; DESIGN 5) and a `wait`, the answer is held until an event after that one
+ * exists.
  */
 export async function getRunDetail(
   db: Db,
   enterpriseId: string,
   id: string,
-  afterEventId?: string,
+  query: { afterEventId?: string; waitSeconds?: string } = {},
+  wait?: LongPollWait,
+): Promise<RunDetail> {
+  const after = query.afterEventId
+  return longPoll({
+    key: id,
+    waitSeconds: after ? query.waitSeconds : undefined,
+    wait,
+    read: () => readRunDetail(db, enterpriseId, id, after),
+    answers: (detail) => detail.events.length > 0,
+    // The run is the caller's (the first read found it); until its next event only its events are read.
+    changed: async () => (await listEvents(db, id, after)).length > 0,
+  })
+}
+
+async function readRunDetail(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  afterEventId: string | undefined,
 ): Promise<RunDetail> {
   const run = await loadRun(db, enterpriseId, id)
   const [events, gates, task, version, previous, nextRuns, execution, calls] = await Promise.all([

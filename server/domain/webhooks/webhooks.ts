@@ -10,7 +10,7 @@ import { verifyWebhookSecret, type WebhookSecretHolder } from '../enterprises/in
 import { WebhookGateDecision } from '../../../shared/schemas/gates.js'
 import { validationError } from '../../../shared/validation.js'
 import { decideGate } from '../gates/index.js'
-import { startRun, type RunRow } from '../runs/index.js'
+import { type RunRow, type RunStarts } from '../runs/index.js'
 import { isUuid } from '../../../shared/ids.js'
 import { storable } from '../../../shared/text.js'
 
@@ -114,9 +114,11 @@ export interface Outcome {
 /**
  * Applies a delivery's body to its target. What it decides it keeps with `keep` in its own transaction,
  * so the delivery and what followed commit together; a refusal (ApiError) it throws is written after.
+ * A task's run starts through `starts` (the app's, batched with its other starts).
  */
 export type DeliveryHandler = (
   db: Db,
+  starts: RunStarts,
   enterpriseId: string,
   target: string,
   body: Record<string, unknown>,
@@ -173,8 +175,15 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
  * Starts a task (spec: Routes without a token) like an API start that waits instead of being refused:
  * the run goes at once when its lane and a holder of the role are free, and otherwise waits pending.
  */
-export const startTaskHandler: DeliveryHandler = async (db, enterpriseId, slug, body, keep) => {
-  const { run } = await startRun(db, {
+export const startTaskHandler: DeliveryHandler = async (
+  _db,
+  starts,
+  enterpriseId,
+  slug,
+  body,
+  keep,
+) => {
+  const { run } = await starts.start({
     enterpriseId,
     task: { slug },
     input: body,
@@ -199,7 +208,14 @@ function refused(err: ApiError): Outcome {
 }
 
 /** Decides a gate by webhook, under the same rules as a decision by token (spec: Routes without a token). */
-export const decideGateHandler: DeliveryHandler = async (db, enterpriseId, gateId, body, keep) => {
+export const decideGateHandler: DeliveryHandler = async (
+  db,
+  _starts,
+  enterpriseId,
+  gateId,
+  body,
+  keep,
+) => {
   if (!isUuid(gateId)) throw new ApiError('gate_not_found', `No gate ${gateId} in this enterprise.`)
   const parsed = WebhookGateDecision.safeParse(body)
   if (!parsed.success) throw validationError(parsed.error, 'body')
@@ -243,11 +259,13 @@ interface NewDelivery {
 
 /**
  * Handles an inbound webhook call and stores it as a delivery. `holderOf` finds the enterprise and its
- * secret's hash by slug (osd keeps them in a cache). A wrong secret and an unknown enterprise answer the
- * same 401; an unknown enterprise has nobody to store the call for.
+ * secret's hash by slug (osd keeps them in a cache); `starts` starts a task's run (the app's
+ * StartBatcher). A wrong secret and an unknown enterprise answer the same 401; an unknown enterprise has
+ * nobody to store the call for.
  */
 export async function receiveWebhook(
   db: Db,
+  starts: RunStarts,
   sealer: Sealer,
   holderOf: (enterpriseSlug: string) => Promise<WebhookSecretHolder | undefined>,
   kind: DeliveryRow['kind'],
@@ -283,7 +301,7 @@ export async function receiveWebhook(
     await insertDelivery(db, delivery, { outcome: unauthorized, started })
     return { ...unauthorized, deliveryId: delivery.id }
   }
-  const outcome = await handle(db, kind, known.id, inbound.target, body, (tx, outcome) =>
+  const outcome = await handle(db, starts, kind, known.id, inbound.target, body, (tx, outcome) =>
     insertDelivery(tx, delivery, { outcome, started }),
   )
   return { ...outcome, deliveryId: delivery.id }
@@ -296,6 +314,7 @@ export async function receiveWebhook(
  */
 async function handle(
   db: Db,
+  starts: RunStarts,
   kind: DeliveryRow['kind'],
   enterpriseId: string,
   target: string,
@@ -314,6 +333,7 @@ async function handle(
     }
     outcome = await handlers[kind](
       db,
+      starts,
       enterpriseId,
       target,
       (body ?? {}) as Record<string, unknown>,
@@ -438,6 +458,7 @@ function replayRefusal(row: DeliveryRow): string | undefined {
  */
 export async function replayDelivery(
   db: Db,
+  starts: RunStarts,
   sealer: Sealer,
   enterpriseId: string,
   id: string,
@@ -475,7 +496,7 @@ export async function replayDelivery(
   const body = original.sealedBody
     ? (JSON.parse(sealer.open(original.sealedBody)) as unknown)
     : undefined
-  await handle(db, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
+  await handle(db, starts, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
     record(tx, replay.id, outcome, started),
   )
   return answered(await getDelivery(db, enterpriseId, replay.id), true)

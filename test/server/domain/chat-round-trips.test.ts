@@ -125,7 +125,7 @@ describe('the long-poll for a reply', () => {
         t.acme.id,
         chat.id,
         { afterMessageId: message.id, waitSeconds: '10' },
-        { subscribe: noWake },
+        { watch: { subscribe: noWake } },
       ),
     )
     expect(statements).toHaveLength(1)
@@ -146,7 +146,7 @@ describe('the long-poll for a reply', () => {
         t.acme.id,
         chat.id,
         { afterMessageId: message.id, waitSeconds: '10' },
-        { subscribe: wake },
+        { watch: { subscribe: wake } },
       )
       // The first read found nothing: the chat is not marked read while the reply is awaited.
       while (sent.length === 0) await new Promise((r) => setTimeout(r, 5))

@@ -5,7 +5,7 @@ import { chatChannel, chatDeltaChannel, deltaReaders } from '../../../server/dom
 import { createSql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createApp } from '../../../server/http/app.js'
-import { RunWatch } from '../../../server/http/run-watch.js'
+import { ChangeWatch } from '../../../server/db/change-watch.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine } from '../../helpers/runs.js'
 import { SseReader } from '../../helpers/sse.js'
@@ -22,7 +22,7 @@ let t: TestApp
 let fake: FakeModelProvider
 let mcp: FakeMcpServer
 let engine: Engine
-let watch: RunWatch
+let watch: ChangeWatch
 let app: ReturnType<typeof createApp>
 
 beforeAll(async () => {
@@ -30,7 +30,7 @@ beforeAll(async () => {
   mcp = await startFakeMcpServer()
   t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
   // The same app with a chat watch the tests can look into.
-  watch = new RunWatch(chatChannel)
+  watch = new ChangeWatch(chatChannel)
   app = createApp({ sql: t.sql, config: t.config, log: t.log, sealer: t.sealer, chatWatch: watch })
   engine = await startTestEngine(t)
 })

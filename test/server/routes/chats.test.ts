@@ -266,6 +266,27 @@ describe('messages, reading, closing', () => {
     expect(long.status).toBe(201)
   })
 
+  it('holds a long-poll at most waitSeconds when no message comes', async () => {
+    const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
+    const m = await member(e)
+    const chat = await open(e, { memberId: m.id })
+    const sent = await t.call('POST', `/v1/chats/${chat.id}/messages`, {
+      token: e.token,
+      body: { content: 'Anyone there?' },
+    })
+    // No engine replies here: the wait runs out, and the answer has no message.
+    const began = Date.now()
+    const res = await t.call(
+      'GET',
+      `/v1/chats/${chat.id}?afterMessageId=${sent.body.id}&waitSeconds=1`,
+      { token: e.token },
+    )
+    expect(res.status).toBe(200)
+    expect(ChatDetail.parse(res.body)).toMatchObject({ status: 'open', messages: [] })
+    expect(Date.now() - began).toBeGreaterThanOrEqual(900)
+    expect(Date.now() - began).toBeLessThan(5000)
+  })
+
   it('closes once; a closed chat refuses messages', async () => {
     const e = await t.createEnterprise(`Close ${randomUUID().slice(0, 6)}`)
     const m = await member(e)

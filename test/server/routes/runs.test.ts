@@ -7,12 +7,14 @@ import {
   loadRun,
   maxTakeovers,
   startRun,
+  StartBatcher,
   startRunsIn,
   takeOverLapsed,
   transitionAll,
 } from '../../../server/domain/runs/index.js'
 import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { transaction, type Db } from '../../../server/db/sql.js'
+import { createApp } from '../../../server/http/app.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
@@ -29,15 +31,22 @@ import {
 let t: TestApp
 let foreignRun: string
 let foreignTask: string
+/** Batches the starts the tests make together, as an app's does those of its requests. */
+let starts: StartBatcher
 
 beforeAll(async () => {
   t = await createTestApp()
+  starts = new StartBatcher(t.sql)
   const theirs = await deterministicTask(t, {}, t.other.token)
   foreignTask = theirs.id
   foreignRun = (
     await t.call('POST', `/v1/tasks/${theirs.id}/runs`, { token: t.other.token, body: {} })
   ).body.id
 })
+
+/** An API start through the test's batcher, as POST /v1/tasks/{id}/runs makes it. */
+const batchedStart = (enterpriseId: string, taskId: string, input: Record<string, unknown>) =>
+  starts.start({ enterpriseId, task: { id: taskId }, input, origin: 'api' })
 
 const start = (taskId: string, input: unknown = {}, token?: string) =>
   t.call('POST', `/v1/tasks/${taskId}/runs`, { body: input, ...(token ? { token } : {}) })
@@ -377,7 +386,7 @@ describe('a holder of a task that waits for its member gets one run at a time', 
     await Promise.all([
       admitPending(t.sql),
       admitPending(t.sql),
-      ...Array.from({ length: 20 }, (_, i) => apiStart(t.sql, t.acme.id, task.id, { i: 100 + i })),
+      ...Array.from({ length: 20 }, (_, i) => batchedStart(t.acme.id, task.id, { i: 100 + i })),
     ])
     const queued = await t.sql<{ id: string; memberId: string }[]>`
       select id, member_id from runs where task_id = ${task.id} and status = 'queued'`
@@ -564,19 +573,19 @@ describe('starts that arrive together (one transaction, decided in order)', () =
       serializeOn: ['i'],
     })
     const settled = await Promise.allSettled([
-      apiStart(t.sql, t.acme.id, randomUUID(), {}),
-      apiStart(t.sql, t.acme.id, deprecated.id, {}),
-      apiStart(t.sql, t.acme.id, lane.id, { n: 1 }),
-      apiStart(t.sql, t.acme.id, lane.id, { n: 2 }),
-      apiStart(t.sql, t.acme.id, solo.id, { i: 1 }),
-      apiStart(t.sql, t.acme.id, solo.id, { i: 2 }),
-      apiStart(t.sql, t.other.id, lane.id, {}), // another enterprise's id: not found
+      batchedStart(t.acme.id, randomUUID(), {}),
+      batchedStart(t.acme.id, deprecated.id, {}),
+      batchedStart(t.acme.id, lane.id, { n: 1 }),
+      batchedStart(t.acme.id, lane.id, { n: 2 }),
+      batchedStart(t.acme.id, solo.id, { i: 1 }),
+      batchedStart(t.acme.id, solo.id, { i: 2 }),
+      batchedStart(t.other.id, lane.id, {}), // another enterprise's id: not found
     ])
     const [unknown, notRunnable, first, second, got, busy, foreign] = settled
     expect(unknown).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
     expect(notRunnable).toMatchObject({ status: 'rejected', reason: { code: 'task_not_runnable' } })
     expect(foreign).toMatchObject({ status: 'rejected', reason: { code: 'task_not_found' } })
-    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof apiStart>>>) => {
+    const value = (r: PromiseSettledResult<Awaited<ReturnType<typeof batchedStart>>>) => {
       if (r.status !== 'fulfilled') throw r.reason
       return r.value
     }
@@ -603,7 +612,7 @@ describe('starts that arrive together (one transaction, decided in order)', () =
     })
     const kept: { xid: string; outcome: string }[] = []
     const hook = (slug: string, input: Record<string, unknown>) =>
-      startRun(t.sql, {
+      starts.start({
         enterpriseId: t.acme.id,
         task: { slug },
         input,
@@ -655,7 +664,7 @@ describe('starts that arrive together (one transaction, decided in order)', () =
     expect(busy.run.status).toBe('queued')
     const waiting = await Promise.all(
       Array.from({ length: 8 }, (_, n) =>
-        startRun(t.sql, {
+        starts.start({
           enterpriseId: t.acme.id,
           task: { id: task.id },
           input: { lane: 'one', n },
@@ -684,12 +693,62 @@ describe('starts that arrive together (one transaction, decided in order)', () =
     }
   })
 
+  it('batches the starts of one batcher only: two on one pool never share a transaction (issue 43)', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
+    const theirs = new StartBatcher(t.sql)
+    // In one turn of the event loop, alternating: a batcher of the module, keyed by the pool, took
+    // all eight into one transaction.
+    const started = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        (i % 2 ? theirs : starts).start({
+          enterpriseId: t.acme.id,
+          task: { id: task.id },
+          input: { i, by: i % 2 ? 'theirs' : 'ours' },
+          origin: 'api',
+        }),
+      ),
+    )
+    const ids = (by: string) => started.filter((s) => s.run.input.by === by).map((s) => s.run.id)
+    const ours = await xminOf(ids('ours'))
+    const their = await xminOf(ids('theirs'))
+    expect(ours).toHaveLength(1)
+    expect(their).toHaveLength(1)
+    expect(their).not.toEqual(ours)
+  })
+
+  it('batches the starts of an app with its own only: two apps on one pool (issue 43)', async () => {
+    const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
+    const second = createApp({ sql: t.sql, config: t.config, log: t.log, sealer: t.sealer })
+    const post = (app: typeof second, input: Record<string, unknown>) =>
+      app.request(`/v1/tasks/${task.id}/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.acme.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(input),
+      })
+    // A first request each, so that the token is in both apps' caches and the requests that follow
+    // come to their start together.
+    expect((await post(t.app, { i: -1, by: 'first' })).status).toBe(201)
+    expect((await post(second, { i: -2, by: 'second' })).status).toBe(201)
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        i % 2 ? post(second, { i, by: 'second' }) : post(t.app, { i, by: 'first' }),
+      ),
+    )
+    expect(answers.map((a) => a.status)).toEqual(Array(16).fill(201))
+    const transactions = await t.sql<{ apps: string[] }[]>`
+      select array_agg(distinct input ->> 'by') as apps from runs
+       where task_id = ${task.id} group by xmin::text`
+    // However the requests fall into turns of the loop, no transaction may hold both apps' starts (one
+    // batcher for the pool mixed them in every run of this test).
+    for (const { apps } of transactions) expect(apps).toHaveLength(1)
+  })
+
   it('starts the others when one start fails the transaction, which fails alone', async () => {
     const task = await deterministicTask(t, { overlapPolicy: 'os', serializeOn: ['i'] })
     const settled = await Promise.allSettled([
-      apiStart(t.sql, t.acme.id, task.id, { i: 1 }),
-      apiStart(t.sql, t.acme.id, task.id, { i: 2, text: 'cannot be stored: \0' }),
-      apiStart(t.sql, t.acme.id, task.id, { i: 3 }),
+      batchedStart(t.acme.id, task.id, { i: 1 }),
+      batchedStart(t.acme.id, task.id, { i: 2, text: 'cannot be stored: \0' }),
+      batchedStart(t.acme.id, task.id, { i: 3 }),
     ])
     expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
     const runs = await t.sql<{ input: { i: number }; status: string }[]>`
@@ -941,6 +1000,7 @@ describe('reading runs', () => {
     const empty = await t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=1`)
     expect(empty.body.events).toEqual([])
     expect(Date.now() - began).toBeGreaterThanOrEqual(900)
+    expect(Date.now() - began).toBeLessThan(5000) // at most waitSeconds, and a read
 
     const polling = t.call('GET', `/v1/runs/${run.id}?afterEventId=${queued.id}&waitSeconds=10`)
     await new Promise((r) => setTimeout(r, 300))

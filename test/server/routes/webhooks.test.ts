@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { webhookSecretHolder } from '../../../server/domain/enterprises/index.js'
+import { StartBatcher } from '../../../server/domain/runs/index.js'
 import { receiveWebhook } from '../../../server/domain/webhooks/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
@@ -32,11 +33,15 @@ const inbound = (target: string, body: Record<string, unknown>) => ({
   body,
 })
 
-/** Calls received at once, straight by the domain, so that they reach the start in one turn of the loop. */
+/**
+ * Calls received at once, straight by the domain, so that they reach the start in one turn of the loop
+ * (and one batch of their batcher, as an app's requests do).
+ */
 async function receiveTogether(calls: ReturnType<typeof inbound>[]) {
   const holder = await webhookSecretHolder(t.sql, 'acme')
+  const starts = new StartBatcher(t.sql)
   return Promise.allSettled(
-    calls.map((call) => receiveWebhook(t.sql, t.sealer, async () => holder, 'task', call)),
+    calls.map((call) => receiveWebhook(t.sql, starts, t.sealer, async () => holder, 'task', call)),
   )
 }
 

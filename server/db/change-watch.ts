@@ -1,13 +1,21 @@
-import type { Sql } from '../db/sql.js'
-import { runChannel } from '../domain/runs/index.js'
+import type { Sql } from './sql.js'
+
+/** A wait for the next change of one key: `ready` resolves at it, at its time or when its signal aborts. */
+export interface Watch {
+  ready: Promise<void>
+  cancel(): void
+}
 
 /**
- * Readers waiting for a run's next event (GET /v1/runs/{id}?waitSeconds, DESIGN 5), woken by the NOTIFY
- * every run event sends. One LISTEN per process, however many wait.
+ * Waiting in this process for changes any osd process announces with NOTIFY on one channel, the payload
+ * naming what changed (a run's id on the run events' channel, a chat's on the chat messages' one): the
+ * long-polls (GET /v1/runs/{id}, GET /v1/chats/{id}; domain/long-poll.ts) and a chat's event stream
+ * wait with it. One LISTEN per process, however many wait. A notification is a hint, never the record:
+ * whoever is woken reads again, and a (re)connect of the listener wakes everyone, since notifications
+ * sent while it was away are gone.
  */
-export class RunWatch {
-  /** The channel followed: run events by default; chat messages for the chat long-poll (DESIGN 11). */
-  constructor(private readonly channel: string = runChannel) {}
+export class ChangeWatch {
+  constructor(readonly channel: string) {}
 
   private waiters = new Map<string, Set<() => void>>()
   /**
@@ -20,25 +28,21 @@ export class RunWatch {
     sql
       .listen(
         this.channel,
-        (runId) => this.wake(runId),
+        (key) => this.wake(key),
         () => this.wakeAll(),
       )
       .catch(onError)
   }
 
   /**
-   * Starts waiting for the run before the caller reads its events, so an event that lands in between is
-   * not missed. `ready` resolves on the next event, after `ms`, or when `signal` aborts.
+   * Starts waiting for the key's next change before the caller reads, so a change that lands in
+   * between is not missed. `ready` resolves at the next change, after `ms`, or when `signal` aborts.
    */
-  subscribe(
-    runId: string,
-    ms: number,
-    signal?: AbortSignal,
-  ): { ready: Promise<void>; cancel(): void } {
+  subscribe(key: string, ms: number, signal?: AbortSignal): Watch {
     let wake!: () => void
     const ready = new Promise<void>((resolve) => (wake = resolve))
-    const set = this.waiters.get(runId) ?? new Set()
-    this.waiters.set(runId, set)
+    const set = this.waiters.get(key) ?? new Set()
+    this.waiters.set(key, set)
     set.add(wake)
     const timer = setTimeout(wake, ms)
     const stopWaking = signal ? this.wakeOnAbort(signal, wake) : undefined
@@ -46,7 +50,7 @@ export class RunWatch {
       clearTimeout(timer)
       stopWaking?.()
       set.delete(wake)
-      if (set.size === 0) this.waiters.delete(runId)
+      if (set.size === 0) this.waiters.delete(key)
       wake()
     }
     void ready.then(cancel)
@@ -68,15 +72,15 @@ export class RunWatch {
     return () => set.delete(wake)
   }
 
-  /** How many waits are open now, over every run (for tests that check none is left behind). */
+  /** How many waits are open now, over every key (for tests that check none is left behind). */
   get waiting(): number {
     let n = 0
     for (const set of this.waiters.values()) n += set.size
     return n
   }
 
-  private wake(runId: string): void {
-    for (const wake of this.waiters.get(runId) ?? []) wake()
+  private wake(key: string): void {
+    for (const wake of this.waiters.get(key) ?? []) wake()
   }
 
   private wakeAll(): void {

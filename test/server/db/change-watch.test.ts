@@ -1,13 +1,13 @@
 import { getEventListeners } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { RunWatch } from '../../../server/http/run-watch.js'
+import { ChangeWatch } from '../../../server/db/change-watch.js'
 
 // The long-poll waiters (runs and chats) and the daemon's shutdown signal: many concurrent waits put one
 // listener on the signal, not one each (50 chat long-polls made Node warn of a listener leak).
 
-describe('RunWatch', () => {
+describe('ChangeWatch', () => {
   it('holds one listener on the shutdown signal however many wait, and wakes them all on abort', async () => {
-    const watch = new RunWatch()
+    const watch = new ChangeWatch('osd_test')
     const shutdown = new AbortController()
     const waits = Array.from({ length: 50 }, (_, i) =>
       watch.subscribe(`run-${i}`, 60_000, shutdown.signal),
@@ -18,7 +18,7 @@ describe('RunWatch', () => {
   })
 
   it('wakes a wait on a signal already aborted at once, and a cancelled wait no longer counts', async () => {
-    const watch = new RunWatch()
+    const watch = new ChangeWatch('osd_test')
     const shutdown = new AbortController()
     const first = watch.subscribe('a', 60_000, shutdown.signal)
     first.cancel()
