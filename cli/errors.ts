@@ -1,6 +1,7 @@
 // Exit codes (DESIGN 9): 0 success, 1 the API refused or failed, 2 usage error or cancelled,
-// 4 no or bad credentials, 8 still pending (a wait ran out of time).
-export const exitCodes = { ok: 0, failed: 1, usage: 2, auth: 4, pending: 8 } as const
+// 3 `osctl diff` failed (kubectl's shape: its 1 means "something would change"), 4 no or bad
+// credentials, 8 still pending (a wait ran out of time).
+export const exitCodes = { ok: 0, failed: 1, usage: 2, diffError: 3, auth: 4, pending: 8 } as const
 
 export class CliError extends Error {
   /** What to do about it, printed on a line of its own after the error. */

@@ -87,6 +87,17 @@ export const topLevelCommands: TopLevelCommand[] = [
     name: 'webhook-secret',
     load: async () => (await import('./commands/enterprise.js')).registerTopLevelWebhookSecret,
   },
+  { name: 'config', load: async () => (await import('./commands/config.js')).registerConfig },
+  {
+    name: 'diff',
+    term: 'diff [options]',
+    load: async () => (await import('./commands/config.js')).registerDiff,
+  },
+  {
+    name: 'apply',
+    term: 'apply [options]',
+    load: async () => (await import('./commands/config.js')).registerApply,
+  },
   {
     name: 'api',
     term: 'api [options] <method> <path>',
