@@ -277,3 +277,43 @@ describe('files and diffs (units)', () => {
     expect(unifiedDiff(a, a)).toBe('')
   })
 })
+
+describe('--jq', () => {
+  it("filters the JSON a command prints with jq's own semantics, strings raw", async () => {
+    const dir = await tempDir()
+    const tasks = await osctl(
+      [
+        'config',
+        'export',
+        dir,
+        '--jq',
+        '[.files[] | select(startswith("tasks/"))] | sort | join(",")',
+      ],
+      cli.env,
+    )
+    expect(tasks).toMatchObject({
+      exitCode: 0,
+      stdout: 'tasks/publish.yaml,tasks/weekly-report.yaml\n',
+    })
+    const file = join(dir, 'teams', 'operations.yaml')
+    await writeFile(file, (await readFile(file, 'utf8')).replace('name: Operations', 'name: Ops'))
+    const changed = await osctl(
+      [
+        '--jq',
+        '.changes[] | select(.action == "update") | "\\(.name) \\(.fields[0].path)"',
+        'diff',
+        '-f',
+        dir,
+      ],
+      cli.env,
+    )
+    // The command's own exit code stays: 1, something would change.
+    expect(changed).toMatchObject({ exitCode: 1, stdout: 'operations spec.name\n' })
+  })
+
+  it('a filter jq refuses: exit 2 with its words', async () => {
+    const res = await osctl(['config', 'export', await tempDir(), '--jq', '.files |||'], cli.env)
+    expect(res.exitCode).toBe(exitCodes.usage)
+    expect(res.stderr).toMatch(/^error: --jq: jq: error: syntax error/)
+  })
+})
