@@ -10,11 +10,6 @@ import { followWakes } from './wakes.js'
 // back. Runs and chat turns are the two kinds (runs/loop.ts, chats/loop.ts): each says how its rows are
 // claimed, renewed and released, and what executing one does.
 
-/** Backs off held work (a run blocked, a chat reply whose provider did not answer): 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
-export function backoffMs(holds: number): number {
-  return Math.min(10 * 60_000, 30_000 * 2 ** Math.min(holds, 5))
-}
-
 /** A piece of work this engine holds the lease of. */
 export interface Leased {
   id: string
