@@ -16,8 +16,13 @@ export function actionOf<A extends unknown[]>(
 ): (...params: unknown[]) => Promise<void> {
   return async (...params) => {
     const command = params.at(-1) as Command
-    const deps = await makeDeps(command.optsWithGlobals<GlobalOptions>())
-    await fn(deps, ...(params.slice(0, -1) as A))
+    const globals = command.optsWithGlobals<GlobalOptions>()
+    const deps = await makeDeps(globals)
+    const args = params.slice(0, -1) as A
+    if (globals.jq === undefined) return fn(deps, ...args)
+    // Loaded only with --jq: its WebAssembly costs nothing to the commands that do not ask for it.
+    const { withJq } = await import('./jq.js')
+    await withJq(deps, globals.jq, (jqDeps) => fn(jqDeps, ...args))
   }
 }
 

@@ -10,6 +10,8 @@ export interface GlobalOptions {
   token?: string
   profile?: string
   json?: boolean
+  /** A jq expression the JSON a command prints goes through (cli/jq.ts); implies json. */
+  jq?: string
 }
 
 /**

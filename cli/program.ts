@@ -87,6 +87,18 @@ export const topLevelCommands: TopLevelCommand[] = [
     name: 'webhook-secret',
     load: async () => (await import('./commands/enterprise.js')).registerTopLevelWebhookSecret,
   },
+  { name: 'config', load: async () => (await import('./commands/config.js')).registerConfig },
+  {
+    name: 'diff',
+    term: 'diff [options]',
+    load: async () => (await import('./commands/config.js')).registerDiff,
+  },
+  {
+    name: 'apply',
+    term: 'apply [options]',
+    load: async () => (await import('./commands/config.js')).registerApply,
+  },
+  { name: 'wait', load: async () => (await import('./commands/wait.js')).registerWait },
   {
     name: 'api',
     term: 'api [options] <method> <path>',
@@ -218,6 +230,10 @@ export async function buildProgram(makeDeps: MakeDeps, argv?: readonly string[])
     .option('--token <token>', 'API token (env OSCTL_TOKEN)')
     .option('--profile <name>', 'profile to use (env OSCTL_PROFILE)')
     .option('--json', 'print the API JSON unchanged')
+    .option(
+      '--jq <expr>',
+      "filter the JSON a command prints with a jq expression, as `--json | jq -r EXPR` (jq's own semantics: strings printed raw)",
+    )
     .configureHelp({ sortSubcommands: false })
     // Set before the subcommands exist: commander copies it to each as it is made. run.ts maps the
     // thrown errors to exit codes (2 for usage).

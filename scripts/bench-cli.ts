@@ -3,13 +3,18 @@
 // warm-up, beside `node -e 0` as the baseline measured in the same run, all taken in turn so a
 // load that comes and goes falls on each alike. Prints median and p90 wall time in ms and the ratio of
 // each median to the baseline's. Targets: --version and --help under 120 ms here, --help <= 1.5x the
-// baseline (issue 30). Reports; asserts nothing.
+// baseline (issue 30). `profile list` with --json and with --jq: what --jq costs (issue 48: under
+// 20 ms). Reports; asserts nothing.
 import { spawnSync } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { projectRoot } from '../shared/paths.js'
 import { median, percentile } from './bench-lib.js'
 
 const runs = Number(process.env.BENCH_RUNS ?? 10)
+/** A profile store of the bench's own, empty: `profile list` reads it. */
+const configDir = mkdtempSync(join(tmpdir(), 'osctl-bench-'))
 const osctl = join(projectRoot, 'bin', 'osctl')
 
 const cases: { name: string; args: string[] }[] = [
@@ -18,12 +23,19 @@ const cases: { name: string; args: string[] }[] = [
   { name: 'osctl --help', args: [osctl, '--help'] },
   // One command's help: its module and what it imports load, the other commands' do not (issue 30).
   { name: 'osctl runs --help', args: [osctl, 'runs', '--help'] },
+  // What --jq adds to a command that prints JSON (issue 48: target under 20 ms): jq-wasm's load and
+  // one filter, on a command that needs no daemon.
+  { name: 'profile list --json', args: [osctl, 'profile', 'list', '--json'] },
+  { name: 'profile list --jq', args: [osctl, 'profile', 'list', '--jq', 'length'] },
 ]
 
 /** Wall time of one spawn to its exit, in ms; a failed command stops the bench. */
 function time(args: string[]): number {
   const start = process.hrtime.bigint()
-  const res = spawnSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const res = spawnSync(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, OSCTL_CONFIG_DIR: configDir },
+  })
   const ms = Number(process.hrtime.bigint() - start) / 1e6
   if (res.status !== 0)
     throw new Error(`node ${args.join(' ')} exited ${res.status}: ${res.stderr.toString()}`)

@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Command, Help } from 'commander'
 import prettier from 'prettier'
+import { exitCodeTable, exitCodes } from '../cli/errors.js'
 import { buildProgram } from '../cli/program.js'
 import { projectRoot } from '../shared/paths.js'
 
@@ -91,6 +92,15 @@ export async function renderReference(): Promise<string> {
     'Options of every command:',
     '',
     ...optionLines(help, program),
+    '',
+    'Exit codes (every command: 0, 1, 2 and 4; the others only where named):',
+    '',
+    '| code | meaning | commands |',
+    '| --- | --- | --- |',
+    ...(Object.keys(exitCodes) as (keyof typeof exitCodes)[]).map((name) => {
+      const { meaning, commands } = exitCodeTable[name]
+      return `| ${exitCodes[name]} | ${meaning.replace(/\|/g, '\\|')} | ${(commands ?? ['every command']).map((c) => (c === 'every command' ? c : `\`osctl ${c}\``)).join(', ')} |`
+    }),
     '',
     'Commands:',
     '',

@@ -16,6 +16,8 @@ export const errorStatus = {
   invalid_image: 400,
   tool_namespace_reserved: 400,
   url_not_allowed: 400,
+  config_document_invalid: 400,
+  config_secret_missing: 400,
   // 401: no or wrong credentials
   invalid_credentials: 401,
   // 403: the token cannot do this
@@ -94,6 +96,9 @@ export const errorStatus = {
   consent_request_decided: 409,
   already_member: 409,
   tool_connection_shadows_enterprise: 409,
+  config_changed: 409,
+  config_prune_refused: 409,
+  config_name_ambiguous: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

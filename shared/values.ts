@@ -123,3 +123,26 @@ export const recommendationStatuses = ['waiting', 'approved', 'declined'] as con
 export const recommendationDecisions = ['approve', 'decline'] as const
 /** GET /v1/recommendations view: those waiting (default), or those decided in the last 60 days. */
 export const recommendationViews = ['waiting', 'decided'] as const
+
+// configuration as code (issue 48; DESIGN 15)
+/** The apiVersion every document of `GET /v1/config` carries and `POST /v1/config/plan|apply` take. */
+export const configApiVersion = 'osd/v1'
+/**
+ * The kinds of document, in the order an export lists them. A kind named here has one module in
+ * server/domain/config/kinds/ that reads, checks and writes it through the domain of its resource.
+ */
+export const configKinds = [
+  'Settings',
+  'Team',
+  'Role',
+  'Member',
+  'Task',
+  'ToolConnection',
+  'ModelKey',
+  'ModelTiers',
+  'SpendLimits',
+] as const
+export type ConfigKind = (typeof configKinds)[number]
+/** What a plan answers for each object: created, changed, deleted (only with prune), or left as it is. */
+export const configActions = ['create', 'update', 'delete', 'unchanged'] as const
+export type ConfigAction = (typeof configActions)[number]

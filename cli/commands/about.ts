@@ -31,6 +31,12 @@ export const about = {
   catalog: 'the catalogue: public tasks and roles to install on a team, cloned or copied',
   recommendations: 'changes to tasks that self-improvement proposed, for a person to decide',
   'webhook-secret': 'the secret inbound webhooks carry',
+  config:
+    'the enterprise as YAML documents: export them to a directory (then `osctl diff`, `osctl apply`)',
+  diff: 'show what applying documents would change, as a unified diff per object (exit 1 when something would)',
+  apply:
+    'make the enterprise match documents, in one transaction: created, configured, unchanged, deleted',
+  wait: 'wait until a run reaches a status or a gate is decided (exit 0), ended otherwise (1), or the timeout passed (8)',
   api: 'call any route of the API and print its answer',
   completion: 'print a shell completion script',
 }

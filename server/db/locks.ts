@@ -59,3 +59,12 @@ export function lockMemoryLayer(
 ) {
   return db`select pg_advisory_xact_lock(hashtextextended(${`osd.memory.layer:${enterpriseId}:${layer}:${ownerId ?? ''}`}, 0))`
 }
+
+/**
+ * An enterprise's configuration applies (config/apply.ts): taken first in the apply's transaction, so
+ * two applies of one enterprise run one after the other, the second reading what the first left (and
+ * answering 409 config_changed if it planned against the state before).
+ */
+export function lockConfig(db: Db, enterpriseId: string) {
+  return db`select pg_advisory_xact_lock(hashtextextended(${`osd.config:${enterpriseId}`}, 0))`
+}

@@ -4,6 +4,7 @@ import { appConnectionRoutes, consentRoutes } from '../routes/consent.js'
 import { enterpriseRoutes } from '../routes/enterprise.js'
 import { blockerRoutes } from '../routes/blockers.js'
 import { catalogRoutes } from '../routes/catalog.js'
+import { configRoutes } from '../routes/config.js'
 import { executionRoutes } from '../routes/executions.js'
 import { ChangeWatch } from '../db/change-watch.js'
 import { chatChannel } from '../domain/chats/index.js'
@@ -98,6 +99,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/recommendations', recommendationRoutes(routeDeps))
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
   app.route('/v1/catalog', catalogRoutes(routeDeps))
+  app.route('/v1/config', configRoutes(routeDeps))
 
   finishDocument(app)
   app.openAPIRegistry.registerPath({

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler, Next } from 'hono'
 import type { IncomingMessage } from 'node:http'
 import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../../shared/errors.js'
+import { configBodyMaxBytes } from '../../shared/schemas/config.js'
 import { unstorable } from '../../shared/text.js'
 import type { AppEnv } from './context.js'
 import { requestHeader } from './headers.js'
@@ -9,12 +10,28 @@ import { requestHeader } from './headers.js'
 /** Spec, Limits: a request body over 100 KB answers 413, with or without a content-length. */
 export const maxBodyBytes = 100 * 1024
 
-const limit = bodyLimit({
-  maxSize: maxBodyBytes,
-  onError: () => {
-    throw tooLarge()
-  },
-})
+/**
+ * Beyond the spec, which has no such routes: a plan or an apply of documents carries a whole
+ * enterprise (issue 48), larger than any other body.
+ */
+const largeBodies = new Map([
+  ['/v1/config/plan', configBodyMaxBytes],
+  ['/v1/config/apply', configBodyMaxBytes],
+])
+
+const limitOf = (path: string) => largeBodies.get(path) ?? maxBodyBytes
+
+const limiters = new Map(
+  [maxBodyBytes, configBodyMaxBytes].map((maxSize) => [
+    maxSize,
+    bodyLimit({
+      maxSize,
+      onError: () => {
+        throw tooLarge(maxSize)
+      },
+    }),
+  ]),
+)
 
 // GET and HEAD carry no body. Skipping them matters: touching c.req.raw makes the node adapter build
 // a full Request (with its AbortSignal) for every call, which costs more than the rest of a cached read.
@@ -30,13 +47,14 @@ const jsonType = /^application\/json\s*(;|$)/i
 export const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (hasNoBody(c.req.method)) return next()
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming
-  if (!incoming) return limit(c, () => parseJson(c, next))
+  const max = limitOf(c.req.path)
+  if (!incoming) return limiters.get(max)!(c, () => parseJson(c, next))
   // Any body that says it is too large is refused, JSON or not (as bodyLimit does).
-  if (Number(incoming.headers['content-length']) > maxBodyBytes) {
+  if (Number(incoming.headers['content-length']) > max) {
     incoming.resume()
-    throw tooLarge()
+    throw tooLarge(max)
   }
-  return parseJson(c, next, () => readIncoming(incoming))
+  return parseJson(c, next, () => readIncoming(incoming, max))
 }
 
 async function parseJson(
@@ -71,7 +89,11 @@ async function parseJson(
   await next()
 }
 
-const tooLarge = () => new ApiError('body_too_large', 'The request body is over 100 KB.')
+const tooLarge = (max = maxBodyBytes) =>
+  new ApiError(
+    'body_too_large',
+    `The request body is over ${max >= 1024 * 1024 ? `${max / (1024 * 1024)} MB` : `${max / 1024} KB`}.`,
+  )
 
 /**
  * The body as text, read from node's own request under `osd serve` (issue 30): through Hono's request
@@ -79,17 +101,17 @@ const tooLarge = () => new ApiError('body_too_large', 'The request body is over 
  * percent of the CPU of a start. At most 100 KB, whether or not a content-length says so: past it the
  * rest is read and dropped, so that the 413 can be answered on the same connection.
  */
-function readIncoming(incoming: IncomingMessage): Promise<string | undefined> {
+function readIncoming(incoming: IncomingMessage, max: number): Promise<string | undefined> {
   if (incoming.readableEnded) return Promise.resolve(undefined)
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer) => {
       size += chunk.length
-      if (size <= maxBodyBytes) return void chunks.push(chunk)
+      if (size <= max) return void chunks.push(chunk)
       incoming.off('data', onData)
       incoming.resume()
-      reject(tooLarge())
+      reject(tooLarge(max))
     }
     incoming.on('data', onData)
     incoming.once('end', () => resolve(Buffer.concat(chunks, size).toString('utf8')))

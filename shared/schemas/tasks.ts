@@ -157,6 +157,10 @@ export const VersionPublish = z
     ...versionFields,
     assigneeMemberId: assigneeMemberIdRefused,
     baseVersionId: Uuid.optional(),
+    message: z.string().trim().min(1).max(500).optional().meta({
+      description:
+        'why this version is published, kept with it (an apply of documents says "applied from config")',
+    }),
   })
   .partial()
   .meta({ id: 'VersionPublish' })
@@ -172,6 +176,10 @@ export const TaskVersion = z
     id: Uuid,
     taskId: Uuid,
     number: z.number().int(),
+    message: z
+      .string()
+      .nullable()
+      .meta({ description: 'why it was published, if the publisher said' }),
     createdAt: IsoTime,
     definition: VersionDefinition,
   })
@@ -182,6 +190,7 @@ export const TaskVersionSummary = z
   .object({
     id: Uuid,
     number: z.number().int(),
+    message: z.string().nullable(),
     createdAt: IsoTime,
     runCount: z.number().int(),
     current: z.boolean(),

@@ -151,6 +151,7 @@ async function loadEntry(db: Db, id: string, lock = false): Promise<EntryRow> {
 
 export async function getCatalogTask(db: Db, id: string): Promise<CatalogTaskRead> {
   const row = await loadEntry(db, id)
+  const version = await versionSaved(db, row.currentVersionId)
   return {
     ...toEntry(row),
     serializeOn: row.serializeOn,
@@ -158,7 +159,8 @@ export async function getCatalogTask(db: Db, id: string): Promise<CatalogTaskRea
       id: row.currentVersionId,
       taskId: row.id,
       number: row.versionNumber,
-      createdAt: (await versionCreatedAt(db, row.currentVersionId)).toISOString(),
+      message: version.message,
+      createdAt: version.createdAt.toISOString(),
       definition: row.definition,
     },
     skillMd: row.definition.skillMd,
@@ -166,11 +168,14 @@ export async function getCatalogTask(db: Db, id: string): Promise<CatalogTaskRea
   }
 }
 
-async function versionCreatedAt(db: Db, id: string): Promise<Date> {
+async function versionSaved(
+  db: Db,
+  id: string,
+): Promise<{ createdAt: Date; message: string | null }> {
   const [row] = await db<
-    { createdAt: Date }[]
-  >`select created_at from task_versions where id = ${id}`
-  return row!.createdAt
+    { createdAt: Date; message: string | null }[]
+  >`select created_at, message from task_versions where id = ${id}`
+  return row!
 }
 
 // --- installs ---------------------------------------------------------------------------------------

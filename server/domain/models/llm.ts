@@ -18,7 +18,7 @@ import type { Sealer } from '../../crypto.js'
 import { transaction, type Db } from '../../db/sql.js'
 import type { ModelProvider } from './provider.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
-import { lastChars } from '../secrets.js'
+import { hashSecret, lastChars, matchesHash } from '../secrets.js'
 
 // Model connections, bindings, tiers and models (spec: Endpoints Models; DESIGN 6).
 
@@ -243,6 +243,33 @@ export async function overrideTier(
     insert into llm_tier_overrides (enterprise_id, provider, tier, model)
     values (${enterpriseId}, ${input.provider}, ${input.tier}, ${input.model})
     on conflict (enterprise_id, provider, tier) do update set model = excluded.model, updated_at = now()`
+}
+
+/** Takes an enterprise's model for a tier of a provider back to the shipped one (again: no change). */
+export async function clearTierOverride(
+  db: Db,
+  enterpriseId: string,
+  input: { provider: Provider; tier: ModelTier },
+): Promise<void> {
+  await db`
+    delete from llm_tier_overrides
+     where enterprise_id = ${enterpriseId} and provider = ${input.provider} and tier = ${input.tier}`
+}
+
+/**
+ * Whether the key of an API key connection is `candidate`, compared in constant time: what an apply of
+ * documents asks to tell an unchanged key from a new one. The key itself never leaves this module.
+ */
+export async function sameKey(
+  db: Db,
+  sealer: Sealer,
+  enterpriseId: string,
+  id: string,
+  candidate: string,
+): Promise<boolean> {
+  const row = await loadConnection(db, enterpriseId, id)
+  if (row.kind !== 'api_key') return false
+  return matchesHash(candidate, hashSecret(sealer.open(row.secretCiphertext)))
 }
 
 /** What a model connection needs at call time: its provider, its credential and the connection id. */

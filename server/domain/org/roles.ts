@@ -229,6 +229,26 @@ export async function revokeRole(
 }
 
 /**
+ * Renames a role (its slug and team stay: tasks name the slug, holders hold it on its team). Beyond
+ * the spec, which has no PATCH of a role: an apply of documents changes a role's name this way.
+ */
+export async function renameRole(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  name: string,
+): Promise<Role> {
+  const role = await requireRole(db, enterpriseId, id)
+  if (role.builtin) {
+    throw new ApiError('role_builtin', `The built-in role ${role.slug} keeps its name.`)
+  }
+  await db`
+    update roles set name = ${validName(name)}, updated_at = now()
+     where enterprise_id = ${enterpriseId} and id = ${id}`
+  return getRole(db, enterpriseId, id)
+}
+
+/**
  * Deletes a role and its grants. Runs name members, not roles, so no run history is lost; tasks that
  * named it keep the slug and cannot start until a role of that slug exists again. Built-in roles stay.
  */

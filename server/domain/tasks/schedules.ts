@@ -97,6 +97,22 @@ export async function deleteSchedule(db: Db, enterpriseId: string, taskId: strin
   await db`delete from task_schedules where enterprise_id = ${enterpriseId} and task_id = ${taskId}`
 }
 
+/** Every schedule of the enterprise's tasks, by task id, as set (an export of its documents). */
+export async function listSchedules(
+  db: Db,
+  enterpriseId: string,
+): Promise<Map<string, Omit<ScheduleRow, 'updatedAt'>>> {
+  const rows = await db<(ScheduleRow & { taskId: string })[]>`
+    select task_id, cron, timezone, input, enabled from task_schedules
+     where enterprise_id = ${enterpriseId}`
+  return new Map(
+    rows.map((r) => [
+      r.taskId,
+      { cron: r.cron, timezone: r.timezone, input: r.input, enabled: r.enabled },
+    ]),
+  )
+}
+
 // --- fires (DESIGN 7): the engine's scheduler asks these -------------------------------------------
 
 /** An enabled schedule of an active task, as the scheduler matches it against each minute. */

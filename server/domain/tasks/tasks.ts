@@ -53,6 +53,8 @@ export interface VersionRow {
   taskId: string
   number: number
   definition: VersionDefinition
+  /** Why it was published, when the publisher said (an apply of documents says "applied from config"). */
+  message: string | null
   createdAt: Date
 }
 
@@ -85,7 +87,7 @@ export async function loadVersion(
   id: string,
 ): Promise<VersionRow | undefined> {
   const [row] = await db<VersionRow[]>`
-    select id, task_id, number, definition, created_at
+    select id, task_id, number, definition, message, created_at
       from task_versions where enterprise_id = ${enterpriseId} and id = ${id}`
   return row
 }
@@ -95,6 +97,7 @@ function toVersion(row: VersionRow): TaskVersion {
     id: row.id,
     taskId: row.taskId,
     number: row.number,
+    message: row.message,
     createdAt: row.createdAt.toISOString(),
     definition: row.definition,
   }
@@ -182,6 +185,8 @@ export interface CreateOptions {
   sourceVersionId?: string
   /** A task proposed in a create-task chat names the chat (DESIGN 11). */
   sourceChatId?: string
+  /** Why its first version was published (an apply of documents: "applied from config"). */
+  message?: string
 }
 
 export async function createTask(
@@ -208,7 +213,15 @@ export async function createTask(
                 ${tx.json(issues)}, ${options.origin ?? 'custom'}, ${options.sourceTaskId ?? null},
                 ${options.sourceChatId ?? null})
         returning id`
-      await insertVersion(tx, enterpriseId, task!.id, 1, definition, options.sourceVersionId)
+      await insertVersion(
+        tx,
+        enterpriseId,
+        task!.id,
+        1,
+        definition,
+        options.sourceVersionId,
+        options.message,
+      )
       return task!.id
     })
   } catch (err) {
@@ -226,11 +239,13 @@ export async function insertVersion(
   number: number,
   definition: VersionDefinition,
   sourceVersionId: string | null = null,
+  message: string | null = null,
 ): Promise<VersionRow> {
   const [version] = await tx<VersionRow[]>`
-    insert into task_versions (enterprise_id, task_id, number, definition, source_version_id)
-    values (${enterpriseId}, ${taskId}, ${number}, ${tx.json(definition as never)}, ${sourceVersionId})
-    returning id, task_id, number, definition, created_at`
+    insert into task_versions (enterprise_id, task_id, number, definition, source_version_id, message)
+    values (${enterpriseId}, ${taskId}, ${number}, ${tx.json(definition as never)}, ${sourceVersionId},
+            ${message})
+    returning id, task_id, number, definition, message, created_at`
   await tx`update tasks set current_version_id = ${version!.id}, updated_at = now() where id = ${taskId}`
   return version!
 }
@@ -255,7 +270,7 @@ export async function readTask(
   const task = await loadTask(db, enterpriseId, id)
   const [versions, enterprise, schedule] = await Promise.all([
     db<VersionRow[]>`
-      select id, task_id, number, definition, created_at from task_versions
+      select id, task_id, number, definition, message, created_at from task_versions
        where task_id = ${id} order by number desc`,
     db<{ slug: string }[]>`select slug from enterprises where id = ${enterpriseId}`,
     getSchedule(db, enterpriseId, id, task.status),
@@ -272,6 +287,7 @@ export async function readTask(
     versions: versions.map((v) => ({
       id: v.id,
       number: v.number,
+      message: v.message,
       createdAt: v.createdAt.toISOString(),
       runCount: counts.get(v.id) ?? 0,
       current: v.id === task.currentVersionId,
@@ -363,6 +379,21 @@ export async function listTasks(
   return envelope(data, count!.n, page)
 }
 
+/**
+ * Every task of the enterprise with its current version's definition, in slug order, in one query:
+ * what an export of its documents reads (domain/config), where readTask would cost four per task.
+ */
+export async function listTaskDefinitions(
+  db: Db,
+  enterpriseId: string,
+): Promise<(TaskRow & { definition: VersionDefinition })[]> {
+  return db<(TaskRow & { definition: VersionDefinition })[]>`
+    select ${taskColumns(db)}, v.definition
+      from tasks t join task_versions v on v.id = t.current_version_id
+     where t.enterprise_id = ${enterpriseId}
+     order by t.slug`
+}
+
 // --- versions ---------------------------------------------------------------------------------------
 
 /**
@@ -401,7 +432,7 @@ export async function publishVersion(
   enterpriseId: string,
   id: string,
   body: VersionPublish,
-  saved: { by?: string; why?: string } = {},
+  saved: { by?: string; why?: string; message?: string } = {},
 ): Promise<TaskVersion & { definitionIssues: DefinitionIssue[] }> {
   return transaction(db, async (tx) => {
     const task = await loadTask(tx, enterpriseId, id, true)
@@ -440,7 +471,15 @@ export async function publishVersion(
     const [latest] = await tx<
       { n: number }[]
     >`select max(number)::int as n from task_versions where task_id = ${id}`
-    const version = await insertVersion(tx, enterpriseId, id, latest!.n + 1, definition)
+    const version = await insertVersion(
+      tx,
+      enterpriseId,
+      id,
+      latest!.n + 1,
+      definition,
+      null,
+      body.message ?? saved.message ?? null,
+    )
     try {
       await tx`
         update tasks
@@ -487,6 +526,7 @@ const cloneOwnFields = new Set([
   'assigneeRole',
   'status',
   'baseVersionId',
+  'message',
 ])
 
 function refuseCloneDefinition(task: TaskRow, body: VersionPublish): void {
@@ -580,7 +620,7 @@ export async function listVersions(
 ): Promise<TaskVersionRead[]> {
   const task = await loadTask(db, enterpriseId, id)
   const versions = await db<VersionRow[]>`
-    select id, task_id, number, definition, created_at from task_versions
+    select id, task_id, number, definition, message, created_at from task_versions
      where task_id = ${id} order by number desc`
   const counts = await runCounts(
     db,

@@ -12,6 +12,7 @@ import {
 import type { Sealer } from '../../crypto.js'
 import { requireAllowedUrl, siteUrl, type EgressRule } from '../../egress.js'
 import { transaction, type Db } from '../../db/sql.js'
+import { hashSecret, matchesHash } from '../secrets.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
 
 // Tool connections (spec: Endpoints Tools; Authentication 10): an MCP tool server or a browser-operated
@@ -348,6 +349,22 @@ export async function deleteToolConnection(
   if (row.layer === 'enterprise' && !right.mayBindEnterprise)
     throw ceoOnly('A tool connection on the enterprise')
   await db`delete from tool_connections where id = ${id}`
+}
+
+/**
+ * Whether a connection's stored token is `candidate`, compared in constant time: what an apply of
+ * documents asks to tell an unchanged token from a new one. The token itself never leaves this module.
+ */
+export async function sameToolToken(
+  db: Db,
+  sealer: Sealer,
+  enterpriseId: string,
+  id: string,
+  candidate: string,
+): Promise<boolean> {
+  const row = await loadConnection(db, enterpriseId, id)
+  if (!row.tokenCiphertext) return false
+  return matchesHash(candidate, hashSecret(sealer.open(row.tokenCiphertext)))
 }
 
 export async function listSignIns(db: Db, enterpriseId: string, id: string) {

@@ -109,6 +109,7 @@ describe('create and read (spec: Task definition, Task read answer)', () => {
       {
         id: task.currentVersionId,
         number: 1,
+        message: null,
         createdAt: task.currentVersion.createdAt,
         runCount: 0,
         current: true,
@@ -413,6 +414,22 @@ describe('versions (spec: Endpoints Tasks, Publish a version; Versioning)', () =
       [2, true],
       [1, false],
     ])
+  })
+
+  it('keeps the message a version is published with, not in its definition (issue 48)', async () => {
+    const task = await create({ name: `M ${unique()}` })
+    expect(task.currentVersion.message).toBeNull()
+    const res = await publish(task.id, { goal: 'why not', message: '  weekly tidy-up  ' })
+    expect(res.status).toBe(201)
+    expect(res.body.message).toBe('weekly tidy-up')
+    expect(res.body.definition).not.toHaveProperty('message')
+    const read = (await t.call('GET', `/v1/tasks/${task.id}`)).body
+    expect(read.versions.map((v: { message: string | null }) => v.message)).toEqual([
+      'weekly tidy-up',
+      null,
+    ])
+    const empty = await publish(task.id, { goal: 'x', message: '   ' })
+    expect(empty.status).toBe(400)
   })
 
   it('clears inputs, workspace and successors with null', async () => {
