@@ -263,7 +263,7 @@ export async function dispatchQueued(
                        where tm.id = r.team_id
                          and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))`
     // Deterministic runs and the others apart, each the oldest first: the deterministic ones through
-    // their own index (runs_queued_deterministic, migration 0030), so a backlog of runs waiting for a
+    // their own index (runs_queued_deterministic, migration 0032), so a backlog of runs waiting for a
     // free slot is not read past at every step; the others no more than the slots.
     const claimed = await tx<RunRow[]>`
       with deterministic as (
