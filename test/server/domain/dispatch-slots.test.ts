@@ -38,10 +38,10 @@ describe('dispatch within the free slots', () => {
     const det = await deterministicTask(t, { serializeOn: ['i'] })
     const otherLlm = await llmTask(t, { serializeOn: ['i'] }, other.token)
     const oldest = (await apiStart(t.sql, t.acme.id, llm.id, { i: 0 })).run.id
-    const newer = []
+    const newer: string[] = []
     for (let i = 1; i < 4; i++)
       newer.push((await apiStart(t.sql, other.id, otherLlm.id, { i })).run.id)
-    const detRuns = []
+    const detRuns: string[] = []
     for (let i = 0; i < 3; i++)
       detRuns.push((await apiStart(t.sql, t.acme.id, det.id, { i })).run.id)
     expect((await statuses([oldest, ...newer])).every((r) => r.status === 'queued')).toBe(true)
@@ -89,7 +89,7 @@ describe('dispatch within the free slots', () => {
     expect(after[llmRun]).toMatchObject({ status: 'queued', leaseOwner: null })
     expect(after[detRun]).toMatchObject({ status: 'succeeded' })
     // Across the rounds of one step the slots are spent once: two slots, three llm runs queued.
-    const more = []
+    const more: string[] = []
     for (let i = 2; i < 4; i++) more.push((await apiStart(t.sql, t.acme.id, llm.id, { i })).run.id)
     const two = await advance(t.sql, 'two-slots', completeDeterministic, { slots: 2 })
     expect(two.started).toHaveLength(2)
