@@ -110,7 +110,12 @@ export function baseUrlSetByOperator(
  */
 export const defaultLeaseSeconds = 30
 
-/** OSD_ENGINE_CONCURRENCY's default: see engineConcurrency. */
+/**
+ * OSD_ENGINE_CONCURRENCY's default: 32 runs, and apart 32 chat replies, at once. Each spends nearly all
+ * its time waiting for the model and holds a database connection only between calls, so one process
+ * keeps many going on its pools (20 connections, 8 more for chats); the bound keeps work past it queued
+ * for another engine process, and a burst from starting hundreds of model calls in one process.
+ */
 export const defaultEngineConcurrency = 32
 
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -186,13 +191,15 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
 
 /**
  * OSD_ENGINE_CONCURRENCY: a whole number of 1 or more, else osd stops at start (a typo that made it 1
- * would quietly slow every run down). See defaultEngineConcurrency for how the default was chosen.
+ * would quietly slow every run down).
  */
 function engineConcurrency(raw: string | undefined): number {
   if (raw === undefined || raw.trim() === '') return defaultEngineConcurrency
   const value = Number(raw.trim())
   if (!Number.isInteger(value) || value < 1)
-    throw new ConfigError(`OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more; got "${raw}"`)
+    throw new ConfigError(
+      `OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more; got "${raw}"`,
+    )
   return value
 }
 
