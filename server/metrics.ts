@@ -243,8 +243,10 @@ export function enableMetrics(role: string): Registry {
   if (on) return on.registry
   const registry = new Registry()
   registry.setDefaultLabels({ role })
-  // prom-client's process metrics (CPU, memory, heap, event loop lag, handles), named osd_*.
-  collectDefaultMetrics({ register: registry, prefix: 'osd_' })
+  // prom-client's process and Node.js metrics (CPU, memory, heap, event loop lag, handles) under their
+  // standard names, process_* and nodejs_*, as every Prometheus client library exports them: stock
+  // dashboards and alerts find them there (DESIGN 13; issue 51). osd's own are osd_*.
+  collectDefaultMetrics({ register: registry })
   on = { registry, m: instruments(registry) }
   return registry
 }
@@ -457,9 +459,7 @@ export const metrics = {
   modelCall(
     labels: { provider: string; tier: string },
     seconds: number,
-    outcome:
-      | { usage: TokenUsage; costMicros: number }
-      | { kind: string; throttled: boolean; timedOut: boolean },
+    outcome: { usage: TokenUsage; costMicros: number } | { kind: string; timedOut: boolean },
   ): void {
     if (!on) return
     const { provider, tier } = labels
@@ -475,7 +475,7 @@ export const metrics = {
       return
     }
     on.m.modelDuration.observe({ provider, tier, outcome: 'failed' }, seconds)
-    const kind = outcome.throttled ? 'throttled' : outcome.timedOut ? 'timeout' : outcome.kind
+    const kind = outcome.timedOut ? 'timeout' : outcome.kind
     on.m.modelErrors.inc({ provider, kind })
   },
 

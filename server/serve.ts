@@ -1,9 +1,9 @@
-import type { AddressInfo } from 'node:net'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import { homedir } from 'node:os'
 import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
-import type { Config } from './config.js'
+import { ConfigError, type Config } from './config.js'
 import { createSealer, secretKey } from './crypto.js'
 import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
@@ -49,6 +49,11 @@ export async function startDaemon(
   // Before the database opens, so that what happens to it from the start (a restart of the embedded
   // server) is counted; every count is a no-op while metrics are off.
   if (config.metricsPort !== undefined) enableMetrics(config.role)
+  // A port taken is said in one line before the database starts (issue 51), not after the embedded
+  // server's start as a stack: nothing else osd does then helps.
+  if (config.role !== 'engine') await portFree(config.host, config.port, '--port or OSD_PORT')
+  if (config.metricsPort !== undefined)
+    await portFree(config.metricsHost, config.metricsPort, '--metrics-port or OSD_METRICS_PORT')
   const db = await openDatabase(config, log, { max: 20 })
   let empty: boolean
   try {
@@ -151,6 +156,31 @@ export function osdCommand(
 /** A path as one shell word. */
 function quoted(path: string): string {
   return /^[\w@%+=:,./-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`
+}
+
+/**
+ * Refuses, as a ConfigError naming the setting, a port another process listens on. Port 0 picks a
+ * free one. A port taken between this and the listen fails the listen all the same.
+ */
+async function portFree(host: string, port: number, setting: string): Promise<void> {
+  if (port === 0) return
+  await new Promise<void>((resolve, reject) => {
+    const probe = createNetServer()
+    probe.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new ConfigError(
+              `port ${port} on ${formatHost(host)} is in use by another process: choose another with ${setting}`,
+            )
+          : err.code === 'EACCES'
+            ? new ConfigError(
+                `port ${port} on ${formatHost(host)} may not be used by this user: choose another with ${setting}`,
+              )
+            : err,
+      ),
+    )
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()))
+  })
 }
 
 async function listenHttp(deps: AppDeps): Promise<Server> {

@@ -17,11 +17,6 @@ import { followWakes } from './wakes.js'
 // loop to claim again. Work is never claimed beyond the free slots to wait here for one: it would be
 // running under this engine's lease with nobody at it, and lapse and be taken over.
 
-/** Backs off held work (a run blocked, a chat reply whose provider did not answer): 30 s, 1, 2, 4, 8 minutes, then every 10 minutes. */
-export function backoffMs(holds: number): number {
-  return Math.min(10 * 60_000, 30_000 * 2 ** Math.min(holds, 5))
-}
-
 /** A piece of work this engine holds the lease of. */
 export interface Leased {
   id: string

@@ -3,15 +3,15 @@ import cron, { type ScheduledTask } from 'node-cron'
 import { ApiError } from '../../shared/errors.js'
 import { isRetryable, onCommit, transaction, type Sql } from '../db/sql.js'
 import { enqueueRuns } from '../domain/runs/index.js'
+import {
+  claimFires,
+  enabledSchedules,
+  recordFires,
+  type DueSchedule,
+} from '../domain/tasks/index.js'
 import type { Logger } from '../log.js'
 
-interface ScheduleRow {
-  taskId: string
-  enterpriseId: string
-  cron: string
-  timezone: string
-  input: Record<string, unknown>
-}
+type ScheduleRow = DueSchedule
 
 const minuteMs = 60_000
 /** Fires claimed (and their runs started) per transaction, unless the constructor says otherwise. */
@@ -86,11 +86,7 @@ export class Scheduler {
   async fireMinute(minute: Date): Promise<void> {
     let rows: ScheduleRow[]
     try {
-      rows = await this.sql<ScheduleRow[]>`
-        select s.task_id, s.enterprise_id, s.cron, s.timezone, s.input
-          from task_schedules s join tasks t on t.id = s.task_id
-         where s.enabled and t.status = 'active'
-         order by s.task_id`
+      rows = await enabledSchedules(this.sql)
     } catch (err) {
       this.log.error({ err, fireAt: minute }, 'could not read schedules')
       return
@@ -139,16 +135,8 @@ export class Scheduler {
   private async claim(schedules: ScheduleRow[], minute: Date, attempt = 1): Promise<void> {
     try {
       await transaction(this.sql, async (tx) => {
-        const claimed = await tx<{ taskId: string }[]>`
-          insert into schedule_fires (task_id, fire_at, enterprise_id, outcome)
-          select f.task_id, ${minute}, f.enterprise_id, 'claimed'
-            from unnest(${tx.array(schedules.map((s) => s.taskId))}::uuid[],
-                        ${tx.array(schedules.map((s) => s.enterpriseId))}::uuid[]) as f(task_id, enterprise_id)
-           order by f.task_id
-          on conflict do nothing
-          returning task_id`
-        if (claimed.length === 0) return // other processes fired these
-        const mine = new Set(claimed.map((c) => c.taskId))
+        const mine = await claimFires(tx, minute, schedules)
+        if (mine.size === 0) return // other processes fired these
         const firing = schedules.filter((s) => mine.has(s.taskId))
         const outcomes = await enqueueRuns(tx, firing, { origin: 'schedule' })
         const fires = firing.map((schedule, i) => {
@@ -156,28 +144,24 @@ export class Scheduler {
           // A task that cannot run (deprecated since, nobody holds its role) starts nothing; its fire says why.
           if (outcome instanceof ApiError)
             return {
-              task_id: schedule.taskId,
-              run_id: null,
+              taskId: schedule.taskId,
+              runId: null,
               outcome: `${outcome.code}: ${outcome.message}`,
             }
-          return { task_id: schedule.taskId, run_id: outcome.id, outcome: 'started' }
+          return { taskId: schedule.taskId, runId: outcome.id, outcome: 'started' }
         })
-        await tx`
-          update schedule_fires f set run_id = o.run_id, outcome = o.outcome
-            from jsonb_to_recordset(${tx.json(fires as never)})
-                   as o(task_id uuid, run_id uuid, outcome text)
-           where f.task_id = o.task_id and f.fire_at = ${minute}`
-        const started = fires.filter((fire) => fire.run_id).length
+        await recordFires(tx, minute, fires)
+        const started = fires.filter((fire) => fire.runId).length
         onCommit(tx, () => metrics.scheduleFires(started, fires.length - started))
         for (const fire of fires) {
-          if (fire.run_id)
+          if (fire.runId)
             this.log.info(
-              { taskId: fire.task_id, runId: fire.run_id, fireAt: minute },
+              { taskId: fire.taskId, runId: fire.runId, fireAt: minute },
               'schedule fired',
             )
           else
             this.log.info(
-              { taskId: fire.task_id, fireAt: minute, outcome: fire.outcome },
+              { taskId: fire.taskId, fireAt: minute, outcome: fire.outcome },
               'schedule fired no run',
             )
         }

@@ -1,4 +1,8 @@
 import { execa } from 'execa'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { createServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { login } from '../../server/domain/people/index.js'
 import { packageVersion } from '../../shared/paths.js'
@@ -319,6 +323,25 @@ describe('a database migrated by a newer osd (issue 43)', () => {
 })
 
 describe('osd serve', { timeout: 60_000 }, () => {
+  it('on a port another process listens on says so in one line, before any database starts (issue 51)', async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const port = (taken.address() as AddressInfo).port
+    const dataDir = await mkdtemp(join(tmpdir(), 'osd-port-'))
+    try {
+      const res = await osd(['serve', '--port', String(port), '--data-dir', dataDir], {})
+      expect(res.exitCode).toBe(2)
+      expect(res.stderr.trim()).toBe(
+        `error: port ${port} on 127.0.0.1 is in use by another process: choose another with --port or OSD_PORT`,
+      )
+      // The embedded server was never set up, let alone started.
+      expect(await readdir(dataDir)).toEqual([])
+    } finally {
+      taken.close()
+      await rm(dataDir, { recursive: true, force: true })
+    }
+  })
+
   let daemons: { stop(): Promise<number | undefined> }[] = []
   afterAll(async () => {
     await Promise.all(daemons.map((d) => d.stop()))

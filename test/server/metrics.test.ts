@@ -89,10 +89,12 @@ describe('a scrape after a known workload', () => {
       const now = await scraped()
       return sampleValue(now, 'osd_db_pool_connections', { pool: 'main', state: 'in_use' }) === 0
     }, 10_000)
-    // Every series is labelled with the process's role; prom-client's process metrics are there.
+    // Every series is labelled with the process's role; prom-client's process and Node.js metrics are
+    // there under their standard names, which stock dashboards and alerts read (issue 51).
     expect(sampleValue(after, 'osd_runs_started_total', { role: 'all' })).toBeGreaterThan(0)
-    expect(sampleValue(after, 'osd_process_cpu_user_seconds_total')).toBeGreaterThan(0)
-    expect(after.osd_nodejs_eventloop_lag_seconds).toBeDefined()
+    expect(sampleValue(after, 'process_cpu_user_seconds_total')).toBeGreaterThan(0)
+    expect(after.nodejs_eventloop_lag_seconds).toBeDefined()
+    expect(Object.keys(after).filter((name) => /^osd_(process|nodejs)_/.test(name))).toEqual([])
   })
 
   it("counts a model call's tokens and cost by provider and tier, as the provider reported them", async () => {

@@ -189,3 +189,16 @@ export async function settleInterruptedCalls(
 
 /** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
 export const closedCallResult = 'The chat was closed before this call was decided.'
+
+/** The chat's messages, in their order: what a reply reads of the conversation. */
+export function chatMessages(db: Db, chatId: string): Promise<MessageRow[]> {
+  return db<MessageRow[]>`select * from chat_messages where chat_id = ${chatId} order by seq`
+}
+
+/** The person's message a turn answers (what its memory is recalled for). */
+export async function turnPersonMessage(db: Db, turnId: string): Promise<string | undefined> {
+  const [message] = await db<{ content: string }[]>`
+    select content from chat_messages where turn_id = ${turnId} and role = 'person'
+     order by seq limit 1`
+  return message?.content
+}

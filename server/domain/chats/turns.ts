@@ -2,6 +2,7 @@ import type { ModelTier } from '../../../shared/schemas/models.js'
 import {
   notifyAfterCommit,
   onCommit,
+  transaction,
   unflushedCommit,
   type Db,
   type Fragment,
@@ -35,22 +36,17 @@ const next: Record<TurnStatus, readonly TurnStatus[]> = {
   done: [],
 }
 
-/** The spend reservation of a turn's model call in flight (released once if a crash interrupts it). */
-export interface TurnReservation {
-  id: string
-  day: string
-  micros: number
-  teamId: string | null
-}
-
 export interface TurnRow {
-  reservation: TurnReservation | null
+  /** A spend reservation of a model call in flight is held for the turn (a crash left it, if claimed). */
+  reserved: boolean
   id: string
   enterpriseId: string
   chatId: string
   status: TurnStatus
   caller: string | null
   modelCalls: number
+  /** How many times the turn was held (blocked) so far: its back-off grows with it. */
+  holds: number
   recall: 'succeeded' | 'failed' | null
   /** What the reply works with, read by the claim itself (null: the chat is gone). */
   context: ChatContext | null
@@ -119,7 +115,7 @@ export interface TurnSelection {
 }
 
 export interface TurnFields {
-  /** blocked: when it is tried again (none: when a key is bound). */
+  /** blocked: when it is tried again (domain/models/holds.ts), or at once when a key is bound. */
   notBefore?: Date
   /** The model call just settled, counted in the same statement: its cost in micro-dollars. */
   countCall?: number
@@ -143,7 +139,8 @@ export async function moveTurns(
   const moved = await db<{ chatId: string }[]>`
     update chat_turns
        set status = ${to}, lease_owner = null, lease_expires_at = null,
-           not_before = ${to === 'blocked' ? (fields.notBefore ?? null) : null}, updated_at = now()
+           not_before = ${to === 'blocked' ? (fields.notBefore ?? null) : null},
+           holds = ${to === 'blocked' ? db`holds + 1` : db`holds`}, updated_at = now()
            ${
              fields.countCall !== undefined
                ? db`, model_calls = model_calls + 1, cost_usd_micros = cost_usd_micros + ${fields.countCall}`
@@ -199,6 +196,7 @@ export async function claimTurns(
                        order by created_at limit ${limit} for update skip locked)
       returning t.*)
     select t.*, ${unflushedCommit(db)},
+           exists (select 1 from spend_reservations r where r.turn_id = t.id) as reserved,
            (select json_build_object(
                      'id', c.id, 'enterpriseId', c.enterprise_id, 'memberId', c.member_id,
                      'purpose', c.purpose, 'status', c.status, 'memberName', m.name,
@@ -253,6 +251,46 @@ export async function lockTurn(tx: Db, engineId: string, id: string): Promise<bo
   return row?.status === 'running' && row.leaseOwner === engineId
 }
 
+/**
+ * Locks the turn's chat, then the turn (docs/locks.md: a chat before its turn), in `tx`; whether the
+ * turn is still this engine's to move. Every change of a reply that touches the chat goes through it.
+ */
+export async function lockChatTurn(
+  tx: Db,
+  chatId: string,
+  engineId: string,
+  turnId: string,
+): Promise<boolean> {
+  const [, held] = await Promise.all([
+    tx`select 1 from chats where id = ${chatId} for no key update`,
+    lockTurn(tx, engineId, turnId),
+  ])
+  return held
+}
+
+/**
+ * The turn waits for the person's decision of its tool calls, unless it came meanwhile (a call allowed
+ * already, or none waiting): the chat's lock orders this against the decision, which takes it first.
+ * Answers whether the reply stops here (it waits, or the turn is no longer this engine's).
+ */
+export async function waitForPerson(
+  db: Db,
+  chatId: string,
+  engineId: string,
+  turnId: string,
+): Promise<boolean> {
+  return transaction(db, async (tx) => {
+    if (!(await lockChatTurn(tx, chatId, engineId, turnId))) return true
+    const [row] = await tx<{ waiting: boolean; allowed: boolean }[]>`
+      select bool_or(tool_call ->> 'status' = 'waiting') as waiting,
+             bool_or(tool_call ->> 'status' = 'allowed') as allowed
+        from chat_messages where turn_id = ${turnId} and tool_call is not null`
+    if (!row?.waiting || row.allowed) return false
+    await moveTurns(tx, 'waiting', { ids: [turnId], from: ['running'], owner: engineId })
+    return true
+  })
+}
+
 /** What this engine was replying to goes back in line for the next engine, at once (it is stopping). */
 export async function releaseTurns(db: Db, engineId: string, ids: string[]): Promise<void> {
   await moveTurns(db, 'pending', { ids, from: ['running'], owner: engineId })
@@ -266,22 +304,6 @@ export async function nextDueTurn(db: Db): Promise<Date | null> {
 }
 
 // --- what a reply keeps on its turn ---------------------------------------------------------------
-
-/**
- * Keeps the reservation of the model call in flight on the turn (null: none in flight). `unflushed`:
- * its transaction commits without waiting for the WAL flush (DESIGN 3: a reservation whose loss
- * releases it).
- */
-export function keepReservation(
-  db: Db,
-  id: string,
-  held: TurnReservation | null,
-  { unflushed = false } = {},
-) {
-  return db`
-    update chat_turns set reservation = ${held ? db.json(held as never) : null} where id = ${id}
-    ${unflushed ? db`returning ${unflushedCommit(db)}` : db``}`
-}
 
 /** Counts a model call that did not end the turn. */
 export function countTurnCall(db: Db, id: string, costMicros: number) {

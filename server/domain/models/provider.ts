@@ -87,30 +87,62 @@ export interface ModelProvider {
   readonly baseUrlSetByOperator?: boolean
 }
 
-/**
- * Why a provider call did not answer, in the terms the run's state needs (DESIGN 6). An outage the
- * provider throttled (429, 529) says how long to wait before the connection is called again:
- * `retryAfterMs`, the provider's word at first (`retry-after-ms`, `retry-after`), then the wait the
- * engine chose from it (models/throttles.ts).
- */
-export class ProviderError extends Error {
-  constructor(
-    readonly kind: 'refused_key' | 'outage' | 'bad_request' | 'aborted',
-    message: string,
-    readonly status?: number,
-    public retryAfterMs?: number,
-  ) {
-    super(message)
-  }
+/** Why a provider call did not answer (DESIGN 6), decided once: engine/models/failures.ts. */
+export type FailureKind =
+  /** The key was refused (401, 403): the work waits for a working key. */
+  | 'refused_key'
+  /** The provider asked to be called less (429 too many requests, 529 overloaded). */
+  | 'throttled'
+  /** No answer, a 5xx, a timeout: the work waits its back-off. */
+  | 'outage'
+  /** The provider refused the request itself (another 4xx): trying again would not help. */
+  | 'bad_request'
+  /** The caller stopped the call. */
+  | 'aborted'
 
+export interface ProviderErrorDetail {
+  /** The provider's status, when it answered one. */
+  status?: number
+  /**
+   * How long to wait before the connection is called again: the provider's word
+   * (`retry-after-ms`, `retry-after`), or the wait the engine chose from it (models/throttles.ts).
+   */
+  retryAfterMs?: number
   /**
    * An outage because the call took too long (OSD_MODEL_TIMEOUT_SECONDS) or its stream went quiet
    * (OSD_MODEL_IDLE_SECONDS): set where the timeout is found, so nothing reads it from the words.
    */
-  timedOut = false
+  timedOut?: boolean
+  /** False when this process chose not to call (its key throttled a moment ago): no status then. */
+  called?: boolean
+}
 
-  /** The provider asked to be called less (429 too many requests, 529 overloaded). */
+/** A failed provider call. Never changed once made: `waiting` makes another with the wait chosen. */
+export class ProviderError extends Error {
+  readonly status?: number
+  readonly retryAfterMs?: number
+  readonly timedOut: boolean
+  readonly called: boolean
+
+  constructor(
+    readonly kind: FailureKind,
+    message: string,
+    detail: ProviderErrorDetail = {},
+  ) {
+    super(message)
+    this.status = detail.status
+    this.retryAfterMs = detail.retryAfterMs
+    this.timedOut = detail.timedOut ?? false
+    this.called = detail.called ?? true
+  }
+
   get throttled(): boolean {
-    return this.status === 429 || this.status === 529
+    return this.kind === 'throttled'
+  }
+
+  /** The same failure, its work to wait `retryAfterMs` before the connection is called again. */
+  waiting(retryAfterMs: number): ProviderError {
+    const { status, timedOut, called } = this
+    return new ProviderError(this.kind, this.message, { status, timedOut, called, retryAfterMs })
   }
 }

@@ -5,7 +5,7 @@ import {
   type SpendView,
 } from '../../../shared/schemas/spend.js'
 import type { ModelPrice } from '../../../shared/schemas/models.js'
-import { transaction, type Db } from '../../db/sql.js'
+import { transaction, unflushedCommit, type Db } from '../../db/sql.js'
 import { moveTurns } from '../chats/index.js'
 import { layerOwner } from '../tasks/index.js'
 import { transitionAll, type RunRow } from '../runs/index.js'
@@ -121,13 +121,71 @@ export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Pr
   return { ok: true, day }
 }
 
-/** The reservation's second half: `worstMicros` on the layers of `day` (checkRoom locked them). */
-export function holdReservation(tx: Db, run: RunLayers, day: string, worstMicros: number) {
+/** What a reservation is for: a run's model call, or a chat turn's. */
+export type ReservedFor = { runId: string } | { turnId: string }
+
+/**
+ * The reservation's second half: `worstMicros` on the layers of `day` (checkRoom locked them), and the
+ * reservation's row naming the work it is for (spend_reservations: the one place it lives until it is
+ * released, issue 43). `unflushed`: the commit does not wait for the WAL flush (a chat reply's: DESIGN 3,
+ * a reservation lost in a database crash releases itself).
+ */
+export function holdReservation(
+  tx: Db,
+  run: RunLayers,
+  day: string,
+  worstMicros: number,
+  held: { id: string; for: ReservedFor },
+  { unflushed = false }: { unflushed?: boolean } = {},
+) {
   const layers = layersOf(run)
-  return tx`
-    update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
-     where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+  const runId = 'runId' in held.for ? held.for.runId : null
+  const turnId = 'turnId' in held.for ? held.for.turnId : null
+  return Promise.all([
+    tx`
+      update spend_days set reserved_usd_micros = reserved_usd_micros + ${worstMicros}
+       where enterprise_id = ${run.enterpriseId} and day = ${day}
+         and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`,
+    tx`
+      insert into spend_reservations (id, enterprise_id, run_id, turn_id, day, micros, team_id, task_id,
+                                      member_id)
+      values (${held.id}, ${run.enterpriseId}, ${runId}, ${turnId}, ${day}, ${worstMicros},
+              ${run.teamId}, ${run.taskId}, ${run.memberId})
+      ${unflushed ? tx`returning ${unflushedCommit(tx)}` : tx``}`,
+  ])
+}
+
+/**
+ * Takes a call's reservation back at its settlement: true when it was still held, and then this
+ * settlement releases it; false when the engine that took the work over after a crash released it
+ * already (releaseInterrupted). Deleting the row is what makes the release happen once.
+ */
+export async function takeReservation(tx: Db, id: string): Promise<boolean> {
+  const [row] = await tx`delete from spend_reservations where id = ${id} returning id`
+  return row !== undefined
+}
+
+/**
+ * Releases what calls a crash interrupted kept reserved for a run or a chat turn (the process died or
+ * stopped during them), once: an engine taking the work over calls it before it goes on. Answers how
+ * many it released.
+ */
+export async function releaseInterrupted(tx: Db, work: ReservedFor): Promise<number> {
+  const released = await tx<
+    {
+      enterpriseId: string
+      day: string
+      micros: number
+      teamId: string | null
+      taskId: string | null
+      memberId: string | null
+    }[]
+  >`
+    delete from spend_reservations
+     where ${'runId' in work ? tx`run_id = ${work.runId}` : tx`turn_id = ${work.turnId}`}
+    returning enterprise_id, day::text as day, micros, team_id, task_id, member_id`
+  for (const held of released) await settle(tx, held, held.day, held.micros, 0, false)
+  return released.length
 }
 
 /**

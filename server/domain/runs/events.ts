@@ -105,3 +105,15 @@ export const toEvent = (e: EventRow): RunEvent => ({
   payload: e.payload,
   createdAt: e.createdAt.toISOString(),
 })
+
+/** The run's events of these types, in their order (what a run recorded at its first start, say). */
+export async function eventsOfTypes(
+  db: Db,
+  runId: string,
+  types: readonly string[],
+): Promise<{ type: string; payload: Record<string, unknown> }[]> {
+  return db<{ type: string; payload: Record<string, unknown> }[]>`
+    select type, payload from run_events
+     where run_id = ${runId} and type = any(${db.array([...types])}::text[])
+     order by seq`
+}

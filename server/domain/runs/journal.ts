@@ -12,8 +12,6 @@ export interface JournalEntry {
   request: Record<string, any>
   response: Record<string, any> | null
   costUsdMicros: number
-  reservedUsdMicros: number
-  spendDay: string | null
   connectionId: string | null
 }
 
@@ -35,8 +33,7 @@ type RunRef = { id: string; enterpriseId: string }
  */
 export async function readJournal(db: Db, runId: string, fromStep = 0): Promise<JournalEntry[]> {
   return db<JournalEntry[]>`
-    select step, kind, state, request, response, cost_usd_micros, reserved_usd_micros,
-           to_char(spend_day, 'YYYY-MM-DD') as spend_day, connection_id
+    select step, kind, state, request, response, cost_usd_micros, connection_id
       from run_journal where run_id = ${runId} and step >= ${fromStep} order by step`
 }
 
@@ -64,19 +61,25 @@ export async function modelCallTotals(db: Db, runId: string): Promise<ModelCallT
   return row!
 }
 
-/** Journals a model call as started, with the spend reserved for it, before it is made. */
+/**
+ * Journals a model call as started, before it is made, in the transaction of its spend reservation.
+ * The reservation itself lives in spend_reservations (domain/models/spend.ts), released from there;
+ * the step keeps the amount reserved as a record of the call, read by nobody who releases.
+ */
 export async function startModelStep(
   db: Db,
   run: RunRef,
-  entry: Pick<JournalEntry, 'step' | 'reservedUsdMicros' | 'spendDay' | 'connectionId'> & {
+  entry: Pick<JournalEntry, 'step' | 'connectionId'> & {
     request: { provider: string; model: string }
+    reservedUsdMicros: number
   },
 ): Promise<JournalEntry> {
   await db`
-    insert into run_journal (enterprise_id, run_id, step, kind, state, request, reserved_usd_micros, spend_day, connection_id)
+    insert into run_journal (enterprise_id, run_id, step, kind, state, request, reserved_usd_micros, connection_id)
     values (${run.enterpriseId}, ${run.id}, ${entry.step}, 'model', 'started', ${db.json(entry.request)},
-            ${entry.reservedUsdMicros}, ${entry.spendDay}, ${entry.connectionId})`
-  return { ...entry, kind: 'model', state: 'started', response: null, costUsdMicros: 0 }
+            ${entry.reservedUsdMicros}, ${entry.connectionId})`
+  const { reservedUsdMicros: _, ...rest } = entry
+  return { ...rest, kind: 'model', state: 'started', response: null, costUsdMicros: 0 }
 }
 
 /**
@@ -183,8 +186,6 @@ function toolEntry(
     request: stored(request),
     response,
     costUsdMicros: 0,
-    reservedUsdMicros: 0,
-    spendDay: null,
     connectionId: null,
   }
 }

@@ -56,6 +56,8 @@ export interface RunRow {
   leaseOwner: string | null
   leaseExpiresAt: Date | null
   attempts: number
+  /** How many times the run was held (blocked) so far: its back-off grows with it. */
+  holds: number
   clearedAt: Date | null
   createdAt: Date
   queuedAt: Date | null

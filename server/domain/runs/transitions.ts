@@ -112,6 +112,7 @@ export async function transitionAll(
            queued_at = ${to === 'queued' ? tx`statement_timestamp()` : tx`r.queued_at`},
            started_at = ${to === 'running' || through === 'running' ? tx`coalesce(r.started_at, statement_timestamp())` : tx`r.started_at`},
            finished_at = ${finishing ? tx`statement_timestamp()` : null},
+           holds = ${to === 'blocked' ? tx`r.holds + 1` : tx`r.holds`},
            updated_at = statement_timestamp()
       from jsonb_to_recordset(${tx.json(rows as never)})
            as d(id uuid, from_status text, result jsonb, reason text, blocked_reason text, member_id uuid,

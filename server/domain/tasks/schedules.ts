@@ -96,3 +96,58 @@ export async function setSchedule(
 export async function deleteSchedule(db: Db, enterpriseId: string, taskId: string): Promise<void> {
   await db`delete from task_schedules where enterprise_id = ${enterpriseId} and task_id = ${taskId}`
 }
+
+// --- fires (DESIGN 7): the engine's scheduler asks these -------------------------------------------
+
+/** An enabled schedule of an active task, as the scheduler matches it against each minute. */
+export interface DueSchedule {
+  taskId: string
+  enterpriseId: string
+  cron: string
+  timezone: string
+  input: Record<string, unknown>
+}
+
+/** Every enabled schedule of an active task, in task id order. */
+export function enabledSchedules(db: Db): Promise<DueSchedule[]> {
+  return db<DueSchedule[]>`
+    select s.task_id, s.enterprise_id, s.cron, s.timezone, s.input
+      from task_schedules s join tasks t on t.id = s.task_id
+     where s.enabled and t.status = 'active'
+     order by s.task_id`
+}
+
+/**
+ * Claims the fires of `schedules` at `minute`: a row per (task, minute), whose unique key lets exactly
+ * one process claim each however many try; inserted in task id order, as every process does, so two
+ * processes claiming overlapping batches wait on each other in one order and never deadlock. Answers
+ * the tasks whose fires this transaction claimed.
+ */
+export async function claimFires(
+  tx: Db,
+  minute: Date,
+  schedules: readonly Pick<DueSchedule, 'taskId' | 'enterpriseId'>[],
+): Promise<Set<string>> {
+  const claimed = await tx<{ taskId: string }[]>`
+    insert into schedule_fires (task_id, fire_at, enterprise_id, outcome)
+    select f.task_id, ${minute}, f.enterprise_id, 'claimed'
+      from unnest(${tx.array(schedules.map((s) => s.taskId))}::uuid[],
+                  ${tx.array(schedules.map((s) => s.enterpriseId))}::uuid[]) as f(task_id, enterprise_id)
+     order by f.task_id
+    on conflict do nothing
+    returning task_id`
+  return new Set(claimed.map((c) => c.taskId))
+}
+
+/** What each claimed fire did: the run it started, or why it started none. */
+export async function recordFires(
+  tx: Db,
+  minute: Date,
+  fires: readonly { taskId: string; runId: string | null; outcome: string }[],
+): Promise<void> {
+  await tx`
+    update schedule_fires f set run_id = o.run_id, outcome = o.outcome
+      from jsonb_to_recordset(${tx.json(fires.map((f) => ({ task_id: f.taskId, run_id: f.runId, outcome: f.outcome })) as never)})
+             as o(task_id uuid, run_id uuid, outcome text)
+     where f.task_id = o.task_id and f.fire_at = ${minute}`
+}

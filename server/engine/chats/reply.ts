@@ -2,7 +2,7 @@ import { metrics } from '../../metrics.js'
 import { randomUUID } from 'node:crypto'
 import type { ModelTier, Provider } from '../../../shared/schemas/models.js'
 import type { Sealer } from '../../crypto.js'
-import { onCommit, transaction, type Sql, type Tx } from '../../db/sql.js'
+import { onCommit, retryConflicts, transaction, type Sql, type Tx } from '../../db/sql.js'
 import {
   answerToolCall,
   checkProposal,
@@ -11,7 +11,9 @@ import {
   insertMessage,
   isGranted,
   isNotice,
-  keepReservation,
+  chatMessages,
+  holdsTurn,
+  lockChatTurn,
   lockTurn,
   markExecuting,
   type MessageRow,
@@ -20,22 +22,23 @@ import {
   recordRecall,
   settleInterruptedCalls,
   type StoredToolCall,
-  type TurnReservation,
+  turnPersonMessage,
   type TurnRow,
+  waitForPerson,
 } from '../../domain/chats/index.js'
 import { openChatGate } from '../../domain/gates/index.js'
 import {
   chooseModel,
   type OnText,
   type OAuthSettings,
+  holdFor,
+  releaseInterrupted,
   type RunLayers,
-  settle,
 } from '../../domain/models/index.js'
 import { recallChatNotes } from '../../domain/learning/index.js'
 import { mustGateTools } from '../../domain/tasks/index.js'
 import { nearestConnections } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
-import { backoffMs } from '../lease-loop.js'
 import {
   askCeoArguments,
   interruptedCallResult,
@@ -137,7 +140,10 @@ export class ChatReply {
     const prepared = await this.prepare()
     // A turn taken over: the reservation of a model call the crash interrupted is released first,
     // also when the chat was closed meanwhile.
-    if (this.turn.reservation && this.layers !== undefined) await this.releaseInterrupted()
+    if (this.turn.reserved && this.layers !== undefined)
+      await retryConflicts(() =>
+        transaction(this.sql, (tx) => releaseInterrupted(tx, { turnId: this.turn.id })),
+      )
     if (!prepared) return
     const max = this.options.maxModelCalls ?? 10
     let first = true
@@ -238,16 +244,14 @@ export class ChatReply {
   private async recall(depth: string): Promise<PromptNote[]> {
     const limit = depthNotes[depth] ?? 8
     if (limit === 0) return []
-    const [message] = await this.sql<{ content: string }[]>`
-      select content from chat_messages where turn_id = ${this.turn.id} and role = 'person'
-       order by seq limit 1`
+    const message = await turnPersonMessage(this.sql, this.turn.id)
     const first = this.turn.recall === null
     try {
       const notes = await recallChatNotes(
         this.sql,
         this.chat.enterpriseId,
         this.layers.teamId,
-        message?.content ?? '',
+        message ?? '',
         limit,
         first,
       )
@@ -278,8 +282,7 @@ export class ChatReply {
     const read = this.read
     this.read = undefined
     if (read) return read
-    return this.sql<MessageRow[]>`
-      select * from chat_messages where chat_id = ${this.chat.id} order by seq`
+    return chatMessages(this.sql, this.chat.id)
   }
 
   /** The turn, while it is this engine's: ids, statuses it moves from, and the lease it holds. */
@@ -305,12 +308,13 @@ export class ChatReply {
     status: 'done' | 'blocked' | 'paused_spend',
     notBefore?: Date,
   ): Promise<void> {
-    await transaction(this.sql, async (tx) => {
-      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await lockTurn(tx, this.options.engineId, this.turn.id))) return
-      await noticeMessage(tx, this.chat, this.turn.id, content)
-      await moveTurns(tx, status, this.running(), { notBefore })
-    })
+    await retryConflicts(() =>
+      transaction(this.sql, async (tx) => {
+        if (!(await lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id))) return
+        await noticeMessage(tx, this.chat, this.turn.id, content)
+        await moveTurns(tx, status, this.running(), { notBefore })
+      }),
+    )
     metrics.chatReply(status)
   }
 
@@ -318,41 +322,16 @@ export class ChatReply {
    * The turn waits for the person's decision, unless it came meanwhile: the chat's row lock orders this
    * against the decision, which takes it first.
    */
-  private async waitForPerson(): Promise<boolean> {
-    return transaction(this.sql, async (tx) => {
-      await tx`select 1 from chats where id = ${this.chat.id} for no key update`
-      if (!(await lockTurn(tx, this.options.engineId, this.turn.id))) return true
-      const [row] = await tx<{ waiting: boolean; allowed: boolean }[]>`
-        select bool_or(tool_call ->> 'status' = 'waiting') as waiting,
-               bool_or(tool_call ->> 'status' = 'allowed') as allowed
-          from chat_messages where turn_id = ${this.turn.id} and tool_call is not null`
-      if (!row?.waiting || row.allowed) return false
-      await moveTurns(tx, 'waiting', this.running())
-      return true
-    })
+  private waitForPerson(): Promise<boolean> {
+    return retryConflicts(() =>
+      waitForPerson(this.sql, this.chat.id, this.options.engineId, this.turn.id),
+    )
   }
 
   // --- what a crash left behind ----------------------------------------------------------------------
 
   private interrupted(m: MessageRow): boolean {
     return m.turnId === this.turn.id && !!m.executingAt && m.toolCall?.status === 'allowed'
-  }
-
-  /**
-   * The model call a crash interrupted (its reservation still on the turn) is released, once: the turn's
-   * row lock orders this against any other engine doing the same.
-   */
-  private async releaseInterrupted(): Promise<void> {
-    await transaction(this.sql, async (tx) => {
-      const [row] = await tx<{ reservation: TurnReservation | null }[]>`
-        select reservation from chat_turns where id = ${this.turn.id} for update`
-      const held = row?.reservation
-      if (!held) return
-      await Promise.all([
-        settle(tx, { ...this.layers, teamId: held.teamId }, held.day, held.micros, 0, false),
-        keepReservation(tx, this.turn.id, null),
-      ])
-    })
   }
 
   // --- tool calls -----------------------------------------------------------------------------------
@@ -375,10 +354,8 @@ export class ChatReply {
     return 'continue'
   }
 
-  private async stillMine(): Promise<boolean> {
-    const [row] = await this.sql<{ status: string; leaseOwner: string | null }[]>`
-      select status, lease_owner from chat_turns where id = ${this.turn.id}`
-    return row?.status === 'running' && row.leaseOwner === this.options.engineId
+  private stillMine(): Promise<boolean> {
+    return holdsTurn(this.sql, this.options.engineId, this.turn.id)
   }
 
   // --- model calls ----------------------------------------------------------------------------------
@@ -388,9 +365,11 @@ export class ChatReply {
     const choice = (this.choice ??= await this.chooseModel())
     if ('blocked' in choice) {
       this.choice = undefined
+      const hold = holdFor({ noKey: choice.blocked }, this.turn.holds)
       await this.notice(
-        `I cannot reply yet: ${choice.blocked} I will reply once one is bound.`,
-        'blocked',
+        `I cannot reply yet: ${choice.blocked} I will reply once one is bound, or try again in ${retryWords(hold.waitMs)}.`,
+        hold.status,
+        hold.notBefore,
       )
       return 'stop'
     }
@@ -429,20 +408,15 @@ export class ChatReply {
       owner: {
         layers: this.layers,
         lock: (tx) => lockTurn(tx, this.options.engineId, this.turn.id),
-        // Kept on the turn until the call is settled: an engine that takes the turn over after a crash
+        // The turn's until the call is settled: an engine that takes the turn over after a crash
         // releases it (releaseInterrupted), and only one of them does. The commit does not wait for the
         // WAL flush: every reply of the enterprise locks the same counters, and a flush inside that lock
         // made 50 replies queue behind each other's flushes. A database crash that loses the
-        // reservation loses its mark on the turn with it, and an interrupted call is released
+        // reservation loses it with the counters' change, and an interrupted call is released
         // uncharged either way; only the room it held may then go to another call before this one
         // settles (DESIGN 3).
-        hold: (tx, held) =>
-          keepReservation(
-            tx,
-            this.turn.id,
-            { id: held.id, day: held.day, micros: held.micros, teamId: this.layers.teamId },
-            { unflushed: true },
-          ),
+        reservedFor: { turnId: this.turn.id },
+        unflushedReservation: true,
         beforeSettle: async (outcome) => {
           // Every piece of the text has gone out before the message is stored: readers see the
           // deltas, then the message.
@@ -462,13 +436,16 @@ export class ChatReply {
               granted.add(call.id)
           }
         },
-        claim: (tx, held, outcome) => this.claimSettlement(tx, held.id, 'reply' in outcome),
-        record: async (tx, outcome, { ours, mine }, last) => {
-          // Sent now, before the answer's statements (a query is sent once awaited or executed).
-          const release = ours ? keepReservation(tx, this.turn.id, null).execute() : undefined
-          if (!('reply' in outcome) || !mine) return void (await Promise.all([release, last()]))
+        // Settled under the turn's lock, and its chat's first when an answer is to be stored (as
+        // everywhere: a chat before its turn).
+        claim: async (tx, _held, outcome) => ({
+          mine: await ('reply' in outcome
+            ? lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id)
+            : lockTurn(tx, this.options.engineId, this.turn.id)),
+        }),
+        record: async (tx, outcome, { mine }, last) => {
+          if (!('reply' in outcome) || !mine) return void (await last())
           step = await this.storeAnswer(tx, outcome, deltas.messageId, checked, granted, last)
-          await release
         },
       },
     })
@@ -486,16 +463,6 @@ export class ChatReply {
       const { failure } = result
       if (failure.kind === 'aborted' || this.signal.aborted) return 'stop'
       const status = failure.status ? ` (${failure.status})` : ''
-      if (failure.throttled) {
-        // Throttled (or its connection is, this moment): the provider's wait, spread (models/throttles.ts).
-        const wait = failure.retryAfterMs ?? backoffMs(0)
-        await this.notice(
-          `The model provider asked for fewer calls${status}; the reply is retried in ${retryWords(wait)}.`,
-          'blocked',
-          new Date(Date.now() + wait),
-        )
-        return 'stop'
-      }
       if (failure.kind === 'bad_request') {
         await this.notice(
           `I could not reply: the model provider refused the request${status}.`,
@@ -503,52 +470,25 @@ export class ChatReply {
         )
         return 'stop'
       }
-      if (failure.kind === 'refused_key') {
-        this.choice = undefined
-        await this.notice(
-          `I cannot reply yet: the model provider refused the key${status}. I will reply once a working key is bound.`,
-          'blocked',
-        )
-        return 'stop'
-      }
-      // An outage: tried again after a back-off, which grows with each try of this turn's.
-      const wait = backoffMs(await this.outages())
+      // Held as a run is (domain/models/holds.ts): a throttle's own wait, else the back-off that grows
+      // with each hold of this turn's; at once when a key is bound.
+      const hold = holdFor(failure, this.turn.holds)
+      const retried = `the reply is retried in ${retryWords(hold.waitMs)}`
+      if (failure.kind === 'refused_key') this.choice = undefined
       await this.notice(
-        `The model provider did not answer${status}; the reply is retried in ${retryWords(wait)}.`,
-        'blocked',
-        new Date(Date.now() + wait),
+        failure.throttled
+          ? `The model provider asked for fewer calls${status}; ${retried}.`
+          : failure.kind === 'refused_key'
+            ? `I cannot reply yet: the model provider refused the key${status}; ${retried}, or at once when a working key is bound.`
+            : `The model provider did not answer${status}; ${retried}.`,
+        hold.status,
+        hold.notBefore,
       )
       return 'stop'
     }
     if (!result.mine) return 'stop'
     this.modelCalls++
     return step
-  }
-
-  /** How many times this turn's model provider did not answer so far (its notices that say so). */
-  private async outages(): Promise<number> {
-    const [row] = await this.sql<{ count: number }[]>`
-      select count(*)::int as count from chat_messages
-       where turn_id = ${this.turn.id} and role = 'member' and reply_group is null
-         and content like 'The model provider did not answer%'`
-    return row?.count ?? 0
-  }
-
-  /**
-   * Settles a model call of this turn under the turn's row lock (the chat's first when an answer is to
-   * be stored, as everywhere: sent in this order). The reservation is the settlement's to release only if
-   * it is still on the turn (not already by an engine that took the turn over).
-   */
-  private async claimSettlement(tx: Tx, heldId: string, answered: boolean) {
-    const [, [row]] = await Promise.all([
-      answered ? tx`select 1 from chats where id = ${this.chat.id} for no key update` : undefined,
-      tx<{ status: string; leaseOwner: string | null; reservation: TurnReservation | null }[]>`
-        select status, lease_owner, reservation from chat_turns where id = ${this.turn.id} for update`,
-    ])
-    return {
-      ours: row?.reservation?.id === heldId,
-      mine: row?.status === 'running' && row.leaseOwner === this.options.engineId,
-    }
   }
 
   /**

@@ -6,6 +6,8 @@ import {
   checkRoom,
   countUsage,
   holdReservation,
+  takeReservation,
+  type ReservedFor,
   priceForCall,
   ProviderError,
   settle,
@@ -56,7 +58,10 @@ export type CallOutcome =
   | { reply: ModelReply; costMicros: number; unpriced?: boolean }
   | { failure: ProviderError; costMicros: 0 }
 
-/** Where a settlement finds the caller's record: still its reservation (ours), still its work (mine). */
+/**
+ * What a settlement finds: the call's reservation still held (ours: this settlement releases it, not
+ * an engine that took the work over), and the work still this engine's (mine).
+ */
 export interface Claimed {
   ours: boolean
   mine: boolean
@@ -66,10 +71,14 @@ export interface Claimed {
 export interface CallOwner {
   /** The spend layers the call is charged to. */
   layers: RunLayers
+  /** The work the reservation is for: released by its settlement, or by the engine taking it over. */
+  reservedFor: ReservedFor
+  /** The reservation's commit does not wait for the WAL flush (DESIGN 3: a chat reply's). */
+  unflushedReservation?: boolean
   /** Sent with the spend counters' locks at the reservation: whether the work is still this engine's. */
   lock(tx: Tx): Promise<boolean>
-  /** Keeps the reservation on the work's record; sent with the reservation itself and the commit. */
-  hold(tx: Tx, held: HeldCall): Promise<unknown>
+  /** The work's own record of the call it is about to make (a run's journal step), if it keeps one. */
+  hold?(tx: Tx, held: HeldCall): Promise<unknown>
   /**
    * After the call, before its settlement's transaction begins: reads the work needs to record the
    * outcome (through the pool: inside the transaction they would hold its connection waiting on another).
@@ -78,10 +87,10 @@ export interface CallOwner {
   /** No room under a cap: what the work does in the reservation's transaction (a run pauses), if any. */
   refused?(tx: Tx, refusal: SpendRefusal): Promise<unknown>
   /**
-   * Sent first at the settlement: locks the work and takes the reservation off its record if it is still
-   * there (ours: this settlement releases it), and answers whether the work is still this engine's.
+   * Sent first at the settlement, with the taking of the reservation: locks the work and answers
+   * whether it is still this engine's (mine).
    */
-  claim(tx: Tx, held: HeldCall, outcome: CallOutcome): Promise<Claimed>
+  claim(tx: Tx, held: HeldCall, outcome: CallOutcome): Promise<{ mine: boolean }>
   /**
    * The work's record of the outcome, in the settlement's transaction. `last` sends the key's usage
    * (every call of the enterprise on that key writes its row) and the commit: the work calls it with its
@@ -154,11 +163,12 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   if (wait !== undefined)
     return {
       kind: 'throttled',
+      // Not made, so no status: the chat and the run say the provider asked for fewer calls, not
+      // that it answered 429 to a call it never saw.
       failure: new ProviderError(
-        'outage',
+        'throttled',
         'the provider asked for fewer calls on this key a moment ago',
-        429,
-        wait,
+        { retryAfterMs: wait, called: false },
       ),
     }
 
@@ -185,8 +195,15 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       }
       held.day = room.day
       await Promise.all([
-        holdReservation(tx, owner.layers, room.day, worst),
-        owner.hold(tx, held),
+        holdReservation(
+          tx,
+          owner.layers,
+          room.day,
+          worst,
+          { id: held.id, for: owner.reservedFor },
+          { unflushed: owner.unflushedReservation },
+        ),
+        owner.hold?.(tx, held),
         commit(),
       ])
       return undefined
@@ -223,16 +240,17 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       ? { usage: outcome.reply.usage, costMicros: outcome.costMicros }
       : {
           kind: outcome.failure.kind,
-          throttled: outcome.failure.throttled,
           timedOut: outcome.failure.timedOut,
         },
   )
   if ('reply' in outcome) throttles.answered(key.connectionId)
   else if (outcome.failure.throttled)
-    outcome.failure.retryAfterMs = throttles.throttled(
-      key.connectionId,
-      outcome.failure.retryAfterMs,
-    )
+    outcome = {
+      failure: outcome.failure.waiting(
+        throttles.throttled(key.connectionId, outcome.failure.retryAfterMs),
+      ),
+      costMicros: 0,
+    }
   else if (outcome.failure.kind === 'aborted') throttles.abandoned(key.connectionId)
   else throttles.answered(key.connectionId)
 
@@ -242,7 +260,11 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   // the outcome, the usage and the commit.
   const mine = await retryConflicts(() =>
     pipelinedTransaction(sql, async (tx, commit) => {
-      const claimed = await owner.claim(tx, held, outcome)
+      const [{ mine }, ours] = await Promise.all([
+        owner.claim(tx, held, outcome),
+        takeReservation(tx, held.id),
+      ])
+      const claimed: Claimed = { ours, mine }
       const settled = settle(
         tx,
         owner.layers,

@@ -42,7 +42,7 @@ export async function postStream(call: StreamRequest): Promise<void> {
       bodyTimeout: call.idleMs,
     })
   } catch (err) {
-    // A timeout keeps its code (retries.ts timedOut); an abort is the caller's to tell.
+    // A timeout keeps its code (failures.ts timedOut); an abort is the caller's to tell.
     if (call.signal.aborted || (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT')
       throw err
     throw new StreamError(`Connection error: ${(err as Error).message}`)

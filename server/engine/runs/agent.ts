@@ -12,6 +12,11 @@ import {
   finishRun,
   insertToolDone,
   journalHead,
+  addRunCost,
+  holdsRun,
+  lockHeldRun,
+  runContext,
+  writeRunLog,
   type JournalEntry,
   markExecuting,
   type NewEvent,
@@ -27,14 +32,14 @@ import {
 import {
   chooseModel,
   type OAuthSettings,
-  type ProviderError,
-  settle,
+  holdFor,
+  type HoldCause,
+  releaseInterrupted,
 } from '../../domain/models/index.js'
 import { mustGateTools, reaches, reachesNamespace } from '../../domain/tasks/index.js'
 import { connectionsForRun, type RunConnection } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { withCallSignal } from '../call-signal.js'
-import { backoffMs } from '../lease-loop.js'
 import type { ExecutionContext, Executor } from './executor.js'
 import { callModel, type CallOutcome } from '../models/index.js'
 import { Conversation } from './conversation.js'
@@ -144,32 +149,23 @@ class RunExecution {
 
   private async prepare(): Promise<void> {
     const { sql, run } = this
-    const [[version], [member], [enterprise], recorded] = await Promise.all([
-      sql<
-        { definition: VersionDefinition }[]
-      >`select definition from task_versions where id = ${run.taskVersionId}`,
-      sql<
-        { name: string; email: string; persona: string }[]
-      >`select name, email, persona from members where id = ${run.memberId}`,
-      sql<{ name: string }[]>`select name from enterprises where id = ${run.enterpriseId}`,
+    const [context, recorded] = await Promise.all([
+      runContext(sql, run),
       readRecordedMemory(sql, run.id),
     ])
-    this.definition = version!.definition
+    const { definition, member } = context
+    this.definition = definition
     // Memory (DESIGN 10): recalled and recorded at the run's first start, read back afterwards.
     const [memory, briefing] = await Promise.all([
-      recallForRun(sql, run, this.definition.goal, recorded),
-      briefingForRun(sql, run, this.definition, recorded),
+      recallForRun(sql, run, definition.goal, recorded),
+      briefingForRun(sql, run, definition, recorded),
     ])
     await this.record([memory.event, briefing.event].filter((e): e is NewEvent => !!e))
     this.sender = member?.email ?? 'osd@localhost'
-    let prefix: Conversation | undefined
-    if (run.resumeFromRunId) {
-      const [previous] = await sql<
-        { input: Record<string, unknown> }[]
-      >`select input from runs where id = ${run.resumeFromRunId}`
-      if (previous)
-        prefix = Conversation.of(previous.input, await readJournal(sql, run.resumeFromRunId))
-    }
+    const prefix =
+      run.resumeFromRunId && context.resumedInput
+        ? Conversation.of(context.resumedInput, await readJournal(sql, run.resumeFromRunId))
+        : undefined
     this.journal = new RunJournal(run.input, prefix, briefing.text)
     this.journal.remember(await readJournal(sql, run.id))
     // os.mail_send as well: a version saved before "os" reached it in the checks (issue 41) ends at
@@ -190,7 +186,7 @@ class RunExecution {
     this.system = systemPrompt({
       member,
       taskName: run.taskName,
-      enterpriseName: enterprise?.name,
+      enterpriseName: context.enterpriseName,
       definition: this.definition,
       notes: memory.notes,
     })
@@ -228,10 +224,8 @@ class RunExecution {
   }
 
   /** Whether the run is still running under this engine's lease (it may have been cancelled). */
-  private async stillMine(): Promise<boolean> {
-    const [row] = await this.sql<{ status: string; leaseOwner: string | null }[]>`
-      select status, lease_owner from runs where id = ${this.run.id}`
-    return row?.status === 'running' && row.leaseOwner === this.context.engineId
+  private stillMine(): Promise<boolean> {
+    return holdsRun(this.sql, this.context.engineId, this.run.id)
   }
 
   /**
@@ -241,10 +235,8 @@ class RunExecution {
    * keeps a run's events in the order they commit, so a follower reading after an event misses none.
    */
   private async lockRun(tx: Db): Promise<RunRow | undefined> {
-    const [row] = await tx<RunRow[]>`select * from runs where id = ${this.run.id} for no key update`
-    if (!row || row.status !== 'running' || row.leaseOwner !== this.context.engineId)
-      return undefined
-    this.run = row
+    const row = await lockHeldRun(tx, this.context.engineId, this.run.id)
+    if (row) this.run = row
     return row
   }
 
@@ -272,27 +264,31 @@ class RunExecution {
    */
   private async settleInterrupted(): Promise<void> {
     let answeredMeanwhile = false
-    for (const entry of this.journal.started()) {
-      if (entry.kind === 'model') {
-        // Only the worker that moves the step out of started releases the call's reservation.
-        await retryConflicts(() =>
-          transaction(this.sql, async (tx) => {
+    const started = this.journal.started()
+    const calls = started.filter((entry) => entry.kind === 'model')
+    if (calls.length)
+      // The calls' reservations are released once, by whoever deletes them (releaseInterrupted),
+      // in the transaction that ends their steps.
+      await retryConflicts(() =>
+        transaction(this.sql, async (tx) => {
+          answeredMeanwhile = false
+          await releaseInterrupted(tx, { runId: this.run.id })
+          for (const entry of calls) {
             const ended = await endModelStep(tx, this.run.id, entry.step, {
               state: 'failed',
               response: { interrupted: true },
             })
-            // Not ended here: the worker that made the call settled it since (its answer came after
-            // all).
+            // Not ended here: the worker that made the call settled it since (its answer came
+            // after all).
             answeredMeanwhile ||= !ended
-            if (ended && entry.spendDay)
-              await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
-          }),
-        )
-        Object.assign(entry, { state: 'failed', response: { interrupted: true } })
-      } else if (!entry.request.gateId || entry.request.executing) {
+          }
+        }),
+      )
+    for (const entry of calls)
+      Object.assign(entry, { state: 'failed', response: { interrupted: true } })
+    for (const entry of started)
+      if (entry.kind === 'tool' && (!entry.request.gateId || entry.request.executing))
         await this.answer(entry, { content: interruptedCallResult, isError: true })
-      }
-    }
     // A call answered after all is the run's: the journal is read again to go on from it.
     if (answeredMeanwhile) this.journal.replace(await readJournal(this.sql, this.run.id))
   }
@@ -313,7 +309,7 @@ class RunExecution {
       this.definition.spend,
       this.options.oauth,
     )
-    if ('blocked' in choice) return this.hold('blocked', choice.blocked)
+    if ('blocked' in choice) return this.hold({ noKey: choice.blocked })
     const { key, model } = choice
     await this.connectTools()
     const conversation = this.journal.messages()
@@ -322,6 +318,7 @@ class RunExecution {
     const perRun = this.definition.spend?.moneyUsdPerRun
     let locked: RunRow | undefined
     let behind = false
+    let stepEnded = false
     let spent = run.costUsdMicros
     const result = await callModel({
       sql: this.sql,
@@ -350,15 +347,17 @@ class RunExecution {
           behind = head >= step
           return Boolean(row) && !behind
         },
-        // The journal's step records the reservation: only the worker that moves the step out of
-        // started releases it (settleInterrupted, after a crash).
+        // The reservation is the run's (spend_reservations): released by this call's settlement, or
+        // by the engine that takes the run over after a crash (settleInterrupted), once.
+        reservedFor: { runId: run.id },
+        // The journal's step, started with the reservation: a run resumed finds it and makes the
+        // call again (settleInterrupted ends it as interrupted).
         hold: (tx, held) =>
           startModelStep(tx, run, {
             step,
             request,
-            reservedUsdMicros: held.micros,
-            spendDay: held.day,
             connectionId: held.connectionId,
+            reservedUsdMicros: held.micros,
           }),
         refused: (tx, refusal) =>
           transition(
@@ -392,18 +391,16 @@ class RunExecution {
                 : { state: 'failed', response: responseOf(outcome) },
             ),
           ])
-          return { mine: Boolean(row), ours: ended }
+          stepEnded = ended
+          return { mine: Boolean(row) }
         },
-        record: async (tx, outcome, { ours, mine }, last) => {
+        record: async (tx, outcome, { mine }, last) => {
           if (!('reply' in outcome)) return void (await last())
           const { reply, costMicros, unpriced } = outcome
-          const [, [updated]] = await Promise.all([
-            ours ? undefined : setStepCost(tx, run.id, step, costMicros),
-            // A call with no price (issue 51) costs 0 and is counted, so the run says "unpriced".
-            tx<{ costUsdMicros: number }[]>`
-              update runs set cost_usd_micros = cost_usd_micros + ${costMicros},
-                              unpriced_calls = unpriced_calls + ${unpriced ? 1 : 0}, updated_at = now()
-               where id = ${run.id} returning cost_usd_micros`,
+          const [, total] = await Promise.all([
+            // The step another engine ended as interrupted meanwhile gets the call's cost all the same.
+            stepEnded ? undefined : setStepCost(tx, run.id, step, costMicros),
+            addRunCost(tx, run.id, costMicros, unpriced),
             appendEvent(tx, run, 'model.called', {
               model,
               provider: key.provider,
@@ -420,7 +417,7 @@ class RunExecution {
             }),
             last(),
           ])
-          spent = updated!.costUsdMicros
+          spent = total
         },
       },
     })
@@ -432,7 +429,7 @@ class RunExecution {
       return 'continue'
     }
     if (result.kind === 'gone' || result.kind === 'no_room') return 'stop'
-    if (result.kind === 'throttled') return this.hold('blocked', result.failure)
+    if (result.kind === 'throttled') return this.hold(result.failure)
     const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
       this.journal.remember([
         {
@@ -442,8 +439,6 @@ class RunExecution {
           request,
           response: stored(response),
           costUsdMicros: cost,
-          reservedUsdMicros: result.held.micros,
-          spendDay: result.held.day,
           connectionId: key.connectionId,
         },
       ])
@@ -454,7 +449,7 @@ class RunExecution {
       ended('failed', responseOf({ failure, costMicros: 0 }))
       if (failure.kind === 'aborted') return 'stop'
       if (failure.kind === 'bad_request') return this.fail(failure.message)
-      return this.hold('blocked', failure)
+      return this.hold(failure)
     }
     if (!result.mine) return 'stop'
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
@@ -676,24 +671,19 @@ class RunExecution {
   }
 
   /**
-   * Holds the run (blocked: a refused key, no key, an outage): it leaves its concurrency slot and comes
-   * back by itself after a back-off, or at once when a key is bound. A provider's throttle sets the wait
-   * (models/throttles.ts), which its event says, with the time the run tries again.
+   * Holds the run (blocked: no key, a refused key, an outage, a throttle): it leaves its concurrency
+   * slot and comes back by itself when the hold is over (domain/models/holds.ts, the same rule as a
+   * chat reply's), or at once when a key is bound. A throttle's event says so, with when it tries again.
    */
-  private async hold(status: 'blocked', why: string | ProviderError): Promise<Step> {
-    const waitMs = typeof why === 'string' ? undefined : why.retryAfterMs
-    const reason = typeof why === 'string' ? why : why.message
+  private async hold(why: HoldCause): Promise<Step> {
     const held = await this.whileMine(async (tx, run) => {
-      // Every hold counts, whatever its cause (no key, a refused key, an outage): each one is an event.
-      const [holds] = await tx<{ times: number }[]>`
-        select count(*)::int as times from run_events where run_id = ${this.run.id} and type = 'run.blocked'`
-      const retryAt = new Date(Date.now() + (waitMs ?? backoffMs(holds!.times)))
+      const hold = holdFor(why, run.holds)
       await transition(
         tx,
         run,
-        status,
-        { blockedReason: reason, notBefore: retryAt },
-        waitMs === undefined ? {} : { throttled: true, retryAt: retryAt.toISOString() },
+        hold.status,
+        { blockedReason: hold.reason, notBefore: hold.notBefore },
+        hold.throttled ? { throttled: true, retryAt: hold.notBefore.toISOString() } : {},
       )
       return true
     })
@@ -709,9 +699,7 @@ class RunExecution {
   private async writeLog(): Promise<void> {
     const lines = ['# System', this.system, '', '# Input', JSON.stringify(this.run.input, null, 2)]
     lines.push(...this.journal.transcript())
-    await this.sql`
-      insert into run_logs (run_id, enterprise_id, body) values (${this.run.id}, ${this.run.enterpriseId}, ${lines.join('\n')})
-      on conflict (run_id) do update set body = excluded.body, updated_at = now()`
+    await writeRunLog(this.sql, this.run, lines.join('\n'))
   }
 }
 

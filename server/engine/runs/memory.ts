@@ -3,6 +3,7 @@ import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Db } from '../../db/sql.js'
 import { proposeChangeTool, rememberTool } from '../../domain/tasks/index.js'
 import {
+  activeNotesByIds,
   chooseImproveMaterial,
   chooseTrainingMaterial,
   defaultRecallLimit,
@@ -14,7 +15,7 @@ import {
   type TrainingMaterial,
   memoryScopeOf,
 } from '../../domain/learning/index.js'
-import type { NewEvent, RunRow } from '../../domain/runs/index.js'
+import { eventsOfTypes, type NewEvent, type RunRow } from '../../domain/runs/index.js'
 
 // What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)
 // and has the notes in its prompt; a training run (one that may call os.remember) is also given its
@@ -53,12 +54,7 @@ export interface RecordedMemory {
 
 /** The memory events of a run: its recall and its training material, if it recorded them. */
 export async function readRecordedMemory(db: Db, runId: string): Promise<RecordedMemory> {
-  const rows = await db<{ type: string; payload: Record<string, unknown> }[]>`
-    select type, payload from run_events
-     where run_id = ${runId}
-       and type in (${memoryEvents.recalled}, ${memoryEvents.recallFailed}, ${memoryEvents.training},
-                    ${memoryEvents.improve})
-     order by seq`
+  const rows = await eventsOfTypes(db, runId, Object.values(memoryEvents))
   const recorded: RecordedMemory = {}
   for (const row of rows) {
     if (row.type === memoryEvents.training) recorded.training ??= row.payload as never
@@ -110,14 +106,7 @@ export async function recallForRun(
     const ids = recorded.recall.payload.noteIds
     if (recorded.recall.type !== memoryEvents.recalled || !Array.isArray(ids) || ids.length === 0)
       return { notes: [] }
-    const rows = await db<PromptNote[]>`
-      select n.id, n.layer, n.text
-        from unnest(${db.array(ids as string[])}::uuid[]) with ordinality as r(id, ord)
-        join memory_notes n on n.id = r.id
-       where n.enterprise_id = ${run.enterpriseId} and n.status = 'active'
-         and (n.valid_until is null or n.valid_until > now())
-       order by r.ord`
-    return { notes: rows }
+    return { notes: await activeNotesByIds(db, run.enterpriseId, ids as string[]) }
   }
   try {
     const recalled = await recallNotes(

@@ -403,6 +403,49 @@ describe('the stream', () => {
     await stream.cancel()
   })
 
+  it("a provider down six times in a row holds the reply as a run's: 30 s, 1, 2, 4, 8, then 10 minutes (issue 43)", async () => {
+    // The back-off once counted notices by their words, and the notice is updated in place: the wait
+    // went 30 s, 60 s, then stayed at 60 s for good. Each failure here is a call and its two tries in
+    // place (retries.ts); the clock is moved by bringing not_before to now.
+    const s = await tenant()
+    const down = { status: 503, message: 'overloaded', retryAfter: 0 }
+    fake.script(s.key, ...Array.from({ length: 18 }, () => down), { text: 'Back at last.' })
+    const chat = await s.open()
+    await s.send(chat.id, 'Hello?')
+    const waits: number[] = []
+    for (let hold = 1; hold <= 6; hold++) {
+      let turn: { holds: number; status: string; notBefore: Date; updatedAt: Date } | undefined
+      await eventually(
+        async () => {
+          ;[turn] = await t.sql<(typeof turn & {})[]>`
+            select holds, status, not_before, updated_at from chat_turns where chat_id = ${chat.id}`
+          return turn?.status === 'blocked' && turn.holds === hold
+        },
+        15_000,
+        `hold ${hold}`,
+      )
+      waits.push(Math.round((turn!.notBefore.getTime() - turn!.updatedAt.getTime()) / 1000))
+      await t.sql`update chat_turns set not_before = now() where chat_id = ${chat.id}`
+      engine.chats.wake()
+    }
+    // Seconds from the hold's write to its not_before (the engine's clock and the database's may
+    // differ by the statement's round trip).
+    const expected = [30, 60, 120, 240, 480, 600]
+    waits.forEach((w, i) =>
+      expect(Math.abs(w - expected[i]!), `wait ${i + 1}: ${waits}`).toBeLessThanOrEqual(2),
+    )
+    let messages: ChatMessage[] = []
+    await eventually(async () => {
+      const res = await t.call('GET', `/v1/chats/${chat.id}`, s.as)
+      messages = (res.body as { messages: ChatMessage[] }).messages
+      return messages.at(-1)?.content === 'Back at last.'
+    }, 15_000)
+    // One notice for the outage, updated in place to say the last wait.
+    expect(messages.filter((m) => m.notice).map((m) => m.content)).toEqual([
+      'The model provider did not answer (503); the reply is retried in 10 min.',
+    ])
+  })
+
   it('a provider that throttles says so, and the reply comes by itself after its retry-after (issue 34)', async () => {
     const s = await tenant()
     fake.script(s.key, { status: 429, retryAfter: 1 }, { text: 'Here now.' })
@@ -427,5 +470,29 @@ describe('the stream', () => {
     expect(fake.callsWith(s.key)).toHaveLength(2)
     expect(fake.callsWith(s.key)[1]!.receivedAt - sent).toBeGreaterThanOrEqual(1_000)
     await stream.cancel()
+  })
+
+  it('a call not made because its key was throttled a moment ago is not said to have answered 429 (issue 43)', async () => {
+    const s = await tenant()
+    fake.script(s.key, { status: 429, retryAfter: 60 })
+    const notice = async (chatId: string) => {
+      let content: string | undefined
+      await eventually(async () => {
+        const res = await t.call('GET', `/v1/chats/${chatId}`, s.as)
+        content = (res.body as { messages: ChatMessage[] }).messages.find((m) => m.notice)?.content
+        return content !== undefined
+      }, 15_000)
+      return content!
+    }
+    const first = await s.open()
+    await s.send(first.id, 'Hello?')
+    expect(await notice(first.id)).toMatch(/^The model provider asked for fewer calls \(429\);/)
+    // The second chat on the same key is held without a call: no status of the provider's to say.
+    const second = await s.open()
+    await s.send(second.id, 'Anyone?')
+    expect(await notice(second.id)).toMatch(
+      /^The model provider asked for fewer calls; the reply is retried in \d+ (s|min)\.$/,
+    )
+    expect(fake.callsWith(s.key)).toHaveLength(1)
   })
 })

@@ -235,14 +235,18 @@ describe('a turn taken over', () => {
                 values (${s.e.id}, ${day}, 'enterprise', ${s.e.id}, 5000),
                        (${s.e.id}, ${day}, 'member', ${s.member.id}, 5000)`
     await t.sql`update chats set status = 'closed', outcome = 'closed' where id = ${chat.id}`
-    await t.sql`insert into chat_turns (enterprise_id, chat_id, status, lease_owner, lease_expires_at, reservation)
-                values (${s.e.id}, ${chat.id}, 'running', 'dead-engine', now() - interval '1 second',
-                        ${t.sql.json({ id: randomUUID(), day, micros: 5000, teamId: null })})`
+    const [turn] = await t.sql<{ id: string }[]>`
+      insert into chat_turns (enterprise_id, chat_id, status, lease_owner, lease_expires_at)
+      values (${s.e.id}, ${chat.id}, 'running', 'dead-engine', now() - interval '1 second')
+      returning id`
+    await t.sql`insert into spend_reservations (id, enterprise_id, turn_id, day, micros, member_id)
+                values (${randomUUID()}, ${s.e.id}, ${turn!.id}, ${day}, 5000, ${s.member.id})`
     engine.chats.wake()
     await eventually(async () => {
-      const [turn] = await t.sql<{ status: string; reservation: unknown }[]>`
-        select status, reservation from chat_turns where chat_id = ${chat.id}`
-      return turn?.status === 'done' && turn.reservation === null
+      const [now] = await t.sql<{ status: string; reservations: number }[]>`
+        select status, (select count(*)::int from spend_reservations where turn_id = ${turn!.id}) as reservations
+          from chat_turns where id = ${turn!.id}`
+      return now?.status === 'done' && now.reservations === 0
     })
     const days = await t.sql<{ reservedUsdMicros: number }[]>`
       select reserved_usd_micros from spend_days where enterprise_id = ${s.e.id}`

@@ -103,7 +103,7 @@ describe.each(['provider_a', 'provider_b'] as const)('a call to %s', (provider) 
         fake.script(key, { status, retryAfter: 2 }, { text: 'fine' })
         const { error } = await failure(provider, {}, streamed, key)
         expect(error).toMatchObject({
-          kind: 'outage',
+          kind: 'throttled',
           status,
           retryAfterMs: 2_000,
           throttled: true,
@@ -262,8 +262,13 @@ describe('runs against a provider that throttles', () => {
         )
         expect(most).toBeLessThanOrEqual(3)
         expect(inWindow.length).toBeLessThanOrEqual(50 * 2)
-        // Each throttled run says so, and when it tries again.
-        const blocked = ends[0]!.events.find((ev: { type: string }) => ev.type === 'run.blocked')
+        // Each throttled run says so, and when it tries again. (Only the runs the engine's slots let
+        // call in the window are throttled; on a loaded machine the first started need not be one.)
+        const blockedEvents = ends.flatMap((d) =>
+          d.events.filter((ev: { type: string }) => ev.type === 'run.blocked'),
+        )
+        expect(blockedEvents.length).toBeGreaterThan(0)
+        const blocked = blockedEvents[0]!
         expect(blocked.payload).toMatchObject({ throttled: true })
         expect(blocked.payload.blockedReason).toMatch(/asked for fewer calls/)
         expect(Date.parse(blocked.payload.retryAt)).toBeGreaterThan(from)

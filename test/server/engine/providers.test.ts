@@ -125,7 +125,7 @@ describe.each(['provider_a', 'provider_b'] as const)('%s streaming', (provider) 
     const told = (await providers[provider]
       .call(request, { key: throttled }, new AbortController().signal, () => undefined)
       .catch((err: unknown) => err)) as ProviderError
-    expect(told).toMatchObject({ kind: 'outage', status: 429, retryAfterMs: 200 })
+    expect(told).toMatchObject({ kind: 'throttled', status: 429, retryAfterMs: 200 })
     expect(fake.callsWith(throttled)).toHaveLength(1)
     const refused = `k-${provider}-refused`
     fake.script(refused, { status: 401, message: 'invalid x-api-key' })

@@ -128,7 +128,7 @@ it('releases the spend reservation of a model call the kill -9 interrupted, once
     expect(day.reservedUsdMicros).toBe(0)
     expect(day.spentUsdMicros).toBeGreaterThan(0)
   }
-  const [turn] = await db.sql<{ reservation: unknown }[]>`
-    select reservation from chat_turns where chat_id = ${chat.id}`
-  expect(turn!.reservation).toBeNull()
+  const [held] = await db.sql<{ n: number }[]>`
+    select count(*)::int as n from spend_reservations where enterprise_id = ${enterprise.id}`
+  expect(held!.n).toBe(0)
 }, 120_000)

@@ -17,6 +17,7 @@ export { countImpact, lowImpactLift, lowImpactRuns } from './impact.js'
 export { memorySupport, noTrigramMessage, type MemorySupport } from './support.js'
 export {
   recallNotes,
+  activeNotesByIds,
   recallChatNotes,
   searchTaskNotes,
   askTaskMemory,

@@ -1,4 +1,9 @@
-import type { MemoryAsk, RecallHealth, RecalledNote } from '../../../../shared/schemas/memory.js'
+import type {
+  MemoryAsk,
+  MemoryLayer,
+  RecallHealth,
+  RecalledNote,
+} from '../../../../shared/schemas/memory.js'
 import { unflushedCommit, type Db, type Fragment, type Sql } from '../../../db/sql.js'
 import { loadTask, loadVersion } from '../../tasks/index.js'
 import { holds } from './rows.js'
@@ -190,4 +195,22 @@ export async function recallHealth(db: Db, enterpriseId: string): Promise<Recall
     runs: { attempted: succeeded + failed, succeeded, failed },
     chats: { attempted: chats!.succeeded + chats!.failed, ...chats! },
   }
+}
+
+/**
+ * Notes by id, in the order given, of those still active: what a resumed run recalled at its first
+ * start, read back (a note's text never changes; one tombstoned, superseded or expired since leaves).
+ */
+export async function activeNotesByIds(
+  db: Db,
+  enterpriseId: string,
+  ids: readonly string[],
+): Promise<{ id: string; layer: MemoryLayer; text: string }[]> {
+  return db<{ id: string; layer: MemoryLayer; text: string }[]>`
+    select n.id, n.layer, n.text
+      from unnest(${db.array([...ids])}::uuid[]) with ordinality as r(id, ord)
+      join memory_notes n on n.id = r.id
+     where n.enterprise_id = ${enterpriseId} and n.status = 'active'
+       and (n.valid_until is null or n.valid_until > now())
+     order by r.ord`
 }
