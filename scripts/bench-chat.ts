@@ -3,8 +3,10 @@
 // deployment has elsewhere is in a worker thread of this process (bench-chat-load.ts): the fake model
 // provider (its URL given to osd as OSD_PROVIDER_A_BASE_URL / OSD_PROVIDER_B_BASE_URL, an LLM key bound
 // through POST /v1/llm/bindings) and the 50 chatting clients, so that their event loop is not the one
-// that times run dispatch. Two layouts in the same run: one `osd serve` process (API and engine), then an
-// API process and one `--role engine` process.
+// that times run dispatch. Three layouts in the same run: one `osd serve` process (API and engine), then an
+// API process and one `--role engine` process, then the same with a second engine process (issue 43:
+// each of two engines should make 35-65% of the replies, and two at least as many replies/s as one;
+// each engine's share is told by its /metrics, osd_chat_replies_total, before and after the window).
 //   reply:    from a message POST to the member's reply answered by the long-poll
 //             (GET /v1/chats/{id}?afterMessageId=<the message>&waitSeconds=10), one message at a time,
 //             BENCH_MESSAGES of them, the fake answering at once: p50 and p99 (targets: p50 <= 30 ms,
@@ -30,14 +32,24 @@
 //             reply of 200 tokens, 10 chats replying 5 times each, streamed and then unstreamed (a
 //             process with OSD_CHAT_STREAM=off, the fake answering whole after the same 4 s): their
 //             ratio (target: osd <= 2x).
-// BENCH_PARTS=dispatch or =stream runs one part (default both).
+// BENCH_PARTS=dispatch or =stream runs one part (default both); BENCH_ONLY=engine (or "1 process",
+// "2 engines") the dispatch part of the layouts whose name contains it only.
 // Medians of BENCH_ROUNDS rounds (the ratio: the median of each round's own). Reports; asserts nothing.
 import { randomBytes } from 'node:crypto'
 import { Worker } from 'node:worker_threads'
 import { freePort } from '../server/db/embedded.js'
 import type { LoadRequest } from './bench-chat-load.js'
 import { Pool } from 'undici'
-import { api, benchDaemon, chatExchange, median, percentile, watchRuns } from './bench-lib.js'
+import {
+  api,
+  benchDaemon,
+  chatExchange,
+  formatShares,
+  median,
+  percentile,
+  sharesOf,
+  watchRuns,
+} from './bench-lib.js'
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 200)
 const windowMs = Number(process.env.BENCH_SECONDS ?? 6) * 1000
@@ -45,6 +57,9 @@ const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const answerTimes = (process.env.BENCH_REPLY_MS ?? '500,2000,5000').split(',').map(Number)
 const chatters = 50
+const wanted = (name: string) => !process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)
+/** The /metrics of each engine process of the split layouts, in the order they started. */
+const engineMetrics: string[] = []
 
 // The fake provider and the 50 chatting clients: a worker thread, asked by message. Its hooks are
 // registered in the worker itself: Node 20 loads a worker's entry before inherited --import hooks apply.
@@ -210,6 +225,9 @@ interface Round {
   repliesPerSecond: number
   /** CPU per reply (ms) in osd, PostgreSQL and the bench process, from the loaded window. */
   perReply: Cores
+  /** Of two engine processes, each one's share of the replies and of the runs of the loaded window. */
+  replyShares: number[]
+  runShares: number[]
 }
 
 /** Dispatch alone (half before, half after) and while the 50 chats reply, the fake taking `answerMs`. */
@@ -232,11 +250,14 @@ async function loaded(answerMs: number): Promise<Round> {
   })
   // Measured once every chat replies steadily: all have started within one answer time.
   await new Promise((r) => setTimeout(r, 1.5 * answerMs + 500))
+  const replyShares = await sharesOf(engineMetrics, 'osd_chat_replies_total', 'outcome="answered"')
+  const runShares = await sharesOf(engineMetrics, 'osd_runs_ended_total', 'status="succeeded"')
   const busyCpu = await measureCpu()
   const repliesBefore = await ask<number>({ kind: 'replies' })
   const busy = await dispatch(windowMs)
   const during = await busyCpu.done()
   const replies = (await ask<number>({ kind: 'replies' })) - repliesBefore
+  const split = engineMetrics.length > 1
   await ask({ kind: 'stop' })
   const after = await measureCpu()
   await dispatch(windowMs / 2, alone)
@@ -261,11 +282,16 @@ async function loaded(answerMs: number): Promise<Round> {
     claimBusy: await claimMedian(busy.ids),
     repliesPerSecond: (replies / during.wallMs) * 1000,
     perReply,
+    replyShares: split ? await replyShares() : [],
+    runShares: split ? await runShares() : [],
   }
+  const shares = split
+    ? `; engines %: replies ${formatShares(round.replyShares)}, runs ${formatShares(round.runShares)}`
+    : ''
   console.log(
     `  answers in ${answerMs} ms: run dispatch ${round.alone.toFixed(1)} ms alone (${alone.times.length} runs; POST ${round.postAlone.toFixed(1)} ms, queued -> started ${round.claimAlone.toFixed(1)} ms; ${pct(aloneCores)} of a core), ` +
       `${round.busy.toFixed(1)} ms with ${chatters} chats replying (${busy.times.length} runs; POST ${round.postBusy.toFixed(1)} ms, queued -> started ${round.claimBusy.toFixed(1)} ms; ${pct(during)}; ${replies} replies in ${(during.wallMs / 1000).toFixed(1)} s): x${round.ratio.toFixed(2)}; ` +
-      `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms`,
+      `CPU per reply: osd ${perReply.osd.toFixed(2)} ms, PostgreSQL ${perReply.postgres.toFixed(2)} ms, bench ${perReply.bench.toFixed(2)} ms${shares}`,
   )
   return round
 }
@@ -356,19 +382,28 @@ async function streamPart(
 
 const layouts: [string, Awaited<ReturnType<typeof layout>>][] = []
 const streams: [string, Streamed][] = []
-if (parts.includes('dispatch')) layouts.push(['1 process (osd serve)', await layout('1 process')])
+const dispatching = (name: string) => parts.includes('dispatch') && wanted(name)
+if (dispatching('1 process')) layouts.push(['1 process (osd serve)', await layout('1 process')])
 if (parts.includes('stream')) streams.push(['1 process, streamed', await streamPart(true)])
-// An API process and an engine process take over; the first process stops, its engine with it.
+// An API process and an engine process take over; the first process stops, its engine with it. Each
+// engine serves /metrics, for its share of the work.
+const engine = async () => {
+  const port = await freePort()
+  const child = await daemon.start(['--role', 'engine'], { OSD_METRICS_PORT: String(port) })
+  engineMetrics.push(`http://127.0.0.1:${port}/metrics`)
+  return child
+}
 const apiPort = await freePort()
-const processes = [
-  await daemon.start(['--role', 'api', '--port', String(apiPort)]),
-  await daemon.start(['--role', 'engine']),
-]
+const processes = [await daemon.start(['--role', 'api', '--port', String(apiPort)]), await engine()]
 await daemon.first.stop()
 base = `http://127.0.0.1:${apiPort}/v1`
 call = api({ url: base, token: daemon.token })
-if (parts.includes('dispatch')) layouts.push(['api + 1 engine', await layout('api + 1 engine')])
+if (dispatching('api + 1 engine')) layouts.push(['api + 1 engine', await layout('api + 1 engine')])
 if (parts.includes('stream')) streams.push(['api + 1 engine, streamed', await streamPart(true)])
+if (dispatching('api + 2 engines')) {
+  processes.push(await engine())
+  layouts.push(['api + 2 engines', await layout('api + 2 engines')])
+}
 for (const p of processes) await p.stop()
 /** CPU per reply of fresh one-process layouts, streamed and unstreamed, alternating, BENCH_ROUNDS times. */
 const cpuRounds: { streamed: Streamed['perReply'][]; unstreamed: Streamed['perReply'][] } = {
@@ -407,10 +442,15 @@ for (const [name, { latencies, results }] of layouts) {
   )
   for (const [ms, list] of results) {
     const m = (pick: (r: Round) => number) => median(list.map(pick))
+    const shares = (pick: (r: Round) => number[]) =>
+      formatShares((pick(list[0]!) ?? []).map((_, i) => m((r) => pick(r)[i] ?? 0)))
+    const engines = list[0]?.replyShares.length
+      ? `; engines %: replies ${shares((r) => r.replyShares)}, runs ${shares((r) => r.runShares)}`
+      : ''
     console.log(
       `  answers in ${String(ms).padStart(5)} ms (${f(m((r) => r.repliesPerSecond))} replies/s): run dispatch ${f(m((r) => r.alone))} ms alone, ${f(m((r) => r.busy))} ms loaded: x${m((r) => r.ratio).toFixed(2)} (target <= 1.10; rounds ${list.map((r) => r.ratio.toFixed(2)).join(', ')}); ` +
         `POST ${f(m((r) => r.postAlone))} -> ${f(m((r) => r.postBusy))} ms, queued -> started ${f(m((r) => r.claimAlone))} -> ${f(m((r) => r.claimBusy))} ms; ` +
-        `CPU per reply: osd ${m((r) => r.perReply.osd).toFixed(2)} ms, PostgreSQL ${m((r) => r.perReply.postgres).toFixed(2)} ms, bench ${m((r) => r.perReply.bench).toFixed(2)} ms`,
+        `CPU per reply: osd ${m((r) => r.perReply.osd).toFixed(2)} ms, PostgreSQL ${m((r) => r.perReply.postgres).toFixed(2)} ms, bench ${m((r) => r.perReply.bench).toFixed(2)} ms${engines}`,
     )
   }
 }

@@ -72,8 +72,9 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
   const alive = new Set<number>()
 
   /**
-   * Starts a process and waits until it is ready: one serving HTTP when its health answers, an engine
-   * when it logs that it started (or after 5 s, should its log level hide that line).
+   * Starts a process and waits until it is ready: one serving HTTP when its health answers, one serving
+   * /metrics (OSD_METRICS_PORT in `more`) when that answers, an engine when it logs that it started
+   * (or after 5 s, should its log level hide that line: on a loaded machine it may not be up by then).
    */
   async function start(args: string[] = [], more: Record<string, string> = {}) {
     // BENCH_PROFILE_DIR: each osd process writes a CPU profile there when it stops (node --cpu-prof).
@@ -81,7 +82,13 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
       ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`]
       : []
     const portAt = args.indexOf('--port')
-    const health = portAt >= 0 ? `http://127.0.0.1:${args[portAt + 1]}/v1/health` : undefined
+    const metricsPort = Number(more.OSD_METRICS_PORT)
+    const health =
+      portAt >= 0
+        ? `http://127.0.0.1:${args[portAt + 1]}/v1/health`
+        : metricsPort > 0
+          ? `http://127.0.0.1:${metricsPort}/metrics`
+          : undefined
     // A process that serves HTTP logs to a file, as `osd serve >> osd.log` would: piped to this
     // process, its request lines (one per request) were read here, on the cores the load is made on,
     // which took 10-20% off the requests/s measured (issue 30). Its readiness is its health.
@@ -255,6 +262,46 @@ export function scrapeEvery(url: string, ms = 1000): () => void {
     ms,
   )
   return () => clearInterval(timer)
+}
+
+/**
+ * The sum of a counter's series (every label set) that the process at `metricsUrl` has counted so far;
+ * `labels` keeps the series whose labels include it (`outcome="answered"`). For the share of the work
+ * each engine process did: osd_runs_ended_total, osd_chat_replies_total.
+ */
+export async function counterTotal(metricsUrl: string, name: string, labels = ''): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text()
+  let total = 0
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
+    if (labels && !line.includes(labels)) continue
+    total += Number(line.slice(line.lastIndexOf(' ') + 1))
+  }
+  return total
+}
+
+/**
+ * What each of a layout's engine processes did of some work meanwhile: `take()` reads each one's counter
+ * (counterTotal) before, the function it answers reads them again and answers each engine's share of
+ * the difference (0..1, in the order of `metricsUrls`).
+ */
+export async function sharesOf(
+  metricsUrls: string[],
+  name: string,
+  labels = '',
+): Promise<() => Promise<number[]>> {
+  const read = () => Promise.all(metricsUrls.map((url) => counterTotal(url, name, labels)))
+  const before = await read()
+  return async () => {
+    const done = (await read()).map((n, i) => n - before[i]!)
+    const total = done.reduce((a, b) => a + b, 0)
+    return done.map((n) => (total ? n / total : 0))
+  }
+}
+
+/** Shares (0..1) as percentages joined by slashes: "48/52". */
+export function formatShares(shares: number[]): string {
+  return shares.map((s) => (s * 100).toFixed(0)).join('/')
 }
 
 export function median(values: number[]): number {

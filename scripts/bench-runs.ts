@@ -16,15 +16,19 @@
 // Targets: >= 1,000 runs/s sustained, p50 <= 10 ms, p99 <= 50 ms. The one-process scenarios go
 // once more on a process with /metrics on (OSD_METRICS_PORT, scraped every second meanwhile): issue 33's
 // target is at most 5% fewer done/s with metrics on. Measured after them, on a database that holds their
-// runs too, so the comparison leans against metrics.
+// runs too, so the comparison leans against metrics. In the split layouts each engine process has
+// /metrics on, and its runs ended (osd_runs_ended_total) before and after each round tell its share of
+// the work (issue 43: each of two engines should do 35-65%, and two at least as many runs/s as one).
 import { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
 import {
   api,
   benchDaemon,
+  formatShares,
   largest,
   median,
   percentile,
+  sharesOf,
   watchRuns,
   type BenchDaemon,
   scrapeEvery,
@@ -49,12 +53,16 @@ interface Load {
   p50: number
   p99: number
   failed: number
+  /** Each engine process's share of the runs that ended meanwhile (split layouts only). */
+  shares: number[]
 }
 
 const daemon = await benchDaemon({ OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'warn' })
 // Where starts are sent: the first process, then the API process of the split layouts.
 let origin = new URL(daemon.url).origin
 const watch = await watchRuns(daemon.sql)
+/** The /metrics of each engine process of the split layouts, in the order they started. */
+const engineMetrics: string[] = []
 
 /** One request sent and its answer read: its status, and the run id it answers if any. */
 async function send(pool: Pool, request: Request): Promise<{ status: number; runId?: string }> {
@@ -133,6 +141,7 @@ async function underLoad(
   start: (n: number) => Request,
   drive: typeof load | typeof paced = load,
 ): Promise<Load> {
+  const shares = await sharesOf(engineMetrics, 'osd_runs_ended_total', 'status="succeeded"')
   const { answers, failed, began, ended } = await drive(start)
   const finished = await ends(answers.map((a) => a.runId))
   const latencies = answers
@@ -147,6 +156,7 @@ async function underLoad(
     p50: median(latencies),
     p99: percentile(latencies, 99),
     failed: failed + answers.length - finished.size,
+    shares: engineMetrics.length > 1 ? await shares() : [],
   }
 }
 
@@ -255,10 +265,16 @@ const split = ['api + 1 engine', 'api + 2 engines'].flatMap((layout) =>
 )
 if (split.some(wanted)) {
   // An API process and an engine process take over; the first process stops, its engine with it.
+  const engine = async () => {
+    const port = await freePort()
+    const child = await daemon.start(['--role', 'engine'], { OSD_METRICS_PORT: String(port) })
+    engineMetrics.push(`http://127.0.0.1:${port}/metrics`)
+    return child
+  }
   const apiPort = await freePort()
   const processes = [
     await daemon.start(['--role', 'api', '--port', String(apiPort)]),
-    await daemon.start(['--role', 'engine']),
+    await engine(),
   ]
   await daemon.first.stop()
   await metered?.stop()
@@ -267,7 +283,7 @@ if (split.some(wanted)) {
   await scenario('API starts, api + 1 engine', viaApi)
   await scenario('webhook starts, api + 1 engine', viaWebhook)
   if (split.slice(2).some(wanted)) {
-    processes.push(await daemon.start(['--role', 'engine']))
+    processes.push(await engine())
     await scenario('API starts, api + 2 engines', viaApi)
     await scenario('webhook starts, api + 2 engines', viaWebhook)
   }
@@ -297,6 +313,7 @@ console.log(
   '| 1-at-a-time p50'.padStart(17),
   'p99'.padStart(6),
   'failed'.padStart(7),
+  '| engines %'.padStart(11),
 )
 for (const s of scenarios) {
   const perSecond = s.loads.map((l) => l.perSecond)
@@ -320,10 +337,14 @@ for (const s of scenarios) {
     m(s.latencies, 1).padStart(17),
     percentile(s.latencies, 99).toFixed(1).padStart(6),
     String([...s.loads, ...s.paced].reduce((n, l) => n + l.failed, 0)).padStart(7),
+    formatShares(
+      (s.loads[0]?.shares ?? []).map((_, i) => median(s.loads.map((l) => l.shares[i] ?? 0))),
+    ).padStart(11),
   )
 }
 console.log(
   '\ndone/s: runs that succeeded while starts kept coming; drain: how long the backlog took after;' +
     `\nload: ${concurrency} starts kept in flight (as fast as it goes); at ${rate}/s: starts sent at that steady rate;` +
-    "\nlatency: from the start's answer to the commit that ended the run (ms), under load, at the rate and one at a time",
+    "\nlatency: from the start's answer to the commit that ended the run (ms), under load, at the rate and one at a time;" +
+    '\nengines %: of two engine processes, the share of the runs each ended under load (median of the rounds)',
 )

@@ -24,6 +24,11 @@ export interface Config {
   metricsHost: string
   /** How long an engine's claim on a running run lasts before another engine may take it over. */
   leaseSeconds: number
+  /**
+   * How many runs, and apart how many chat replies, one engine process works on at once
+   * (OSD_ENGINE_CONCURRENCY): it claims only for free slots, so other engines share the work.
+   */
+  engineConcurrency: number
   /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
   publicUrl: string | undefined
   mailDomain: string
@@ -99,6 +104,20 @@ export function baseUrlSetByOperator(
   return baseUrls[provider].replace(/\/+$/, '') !== defaultProviderBaseUrls[provider]
 }
 
+/**
+ * How long a lease on running work (a run, a chat turn) lasts without renewal, unless OSD_LEASE_SECONDS
+ * says otherwise: the one default every lease falls back to, in the engine and the domain alike.
+ */
+export const defaultLeaseSeconds = 30
+
+/**
+ * OSD_ENGINE_CONCURRENCY's default: 32 runs, and apart 32 chat replies, at once. Each spends nearly all
+ * its time waiting for the model and holds a database connection only between calls, so one process
+ * keeps many going on its pools (20 connections, 8 more for chats); the bound keeps work past it queued
+ * for another engine process, and a burst from starting hundreds of model calls in one process.
+ */
+export const defaultEngineConcurrency = 32
+
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'
@@ -116,7 +135,8 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     metricsPort:
       metricsPort === undefined || metricsPort === '' ? undefined : parsePort(metricsPort),
     metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
-    leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || 30),
+    leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || defaultLeaseSeconds),
+    engineConcurrency: engineConcurrency(env.OSD_ENGINE_CONCURRENCY),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
     providerBaseUrls: {
@@ -167,6 +187,20 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
   if (raw.toLowerCase() === 'off') return undefined
   const value = Number(raw)
   return Number.isFinite(value) && value >= 0 ? value : 60
+}
+
+/**
+ * OSD_ENGINE_CONCURRENCY: a whole number of 1 or more, else osd stops at start (a typo that made it 1
+ * would quietly slow every run down).
+ */
+function engineConcurrency(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return defaultEngineConcurrency
+  const value = Number(raw.trim())
+  if (!Number.isInteger(value) || value < 1)
+    throw new ConfigError(
+      `OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more; got "${raw}"`,
+    )
+  return value
 }
 
 function egressAllow(raw: string | undefined) {

@@ -3,7 +3,7 @@ import { ApiError } from '../shared/errors.js'
 import { registerAdmin, UsageError } from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
-import { migrate } from './db/migrate.js'
+import { migrate, NewerDatabaseError } from './db/migrate.js'
 import { createLogger } from './log.js'
 import { packageVersion } from '../shared/paths.js'
 import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
@@ -80,6 +80,11 @@ registerAdmin(program.command('admin').description('operator bootstrap: enterpri
 program.parseAsync().catch((err: unknown) => {
   if (err instanceof ApiError) {
     process.stderr.write(`error: ${err.code}: ${err.message}\n`)
+    process.exit(1)
+  }
+  // A database migrated by a newer osd: the message says what to do; a stack would bury it.
+  if (err instanceof NewerDatabaseError) {
+    process.stderr.write(`error: ${err.message}\n`)
     process.exit(1)
   }
   if (err instanceof UsageError || err instanceof ConfigError) {

@@ -34,6 +34,7 @@ export interface EngineOptions {
     Partial<
       Pick<
         Config,
+        | 'engineConcurrency'
         | 'chatStreaming'
         | 'toolTimeoutSeconds'
         | 'promptCache'
@@ -86,6 +87,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     engineId: id,
     executors,
     leaseSeconds: config.leaseSeconds,
+    capacity: config.engineConcurrency,
     sweepMs: options.sweepMs,
   })
   const scheduler = new Scheduler(sql, log)
@@ -96,6 +98,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     providers,
     engineId: id,
     leaseSeconds: config.leaseSeconds,
+    capacity: config.engineConcurrency,
     sweepMs: options.sweepMs,
     oauth: config.providerBOAuth,
     streaming: config.chatStreaming ?? true,

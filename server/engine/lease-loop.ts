@@ -1,3 +1,4 @@
+import { defaultEngineConcurrency, defaultLeaseSeconds } from '../config.js'
 import { metrics } from '../metrics.js'
 import { isDatabaseUnavailable, isRetryable, type Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
@@ -9,6 +10,12 @@ import { followWakes } from './wakes.js'
 // pass again within a second, and on stop give the work in progress a grace before handing its leases
 // back. Runs and chat turns are the two kinds (runs/loop.ts, chats/loop.ts): each says how its rows are
 // claimed, renewed and released, and what executing one does.
+//
+// A loop has a capacity (OSD_ENGINE_CONCURRENCY; STYLE: Concurrency has a number): it claims only for
+// its free slots, as graphile-worker fetches for idle workers only, so the first engine to wake does
+// not take every piece of work there is and a second engine shares it. A slot that frees wakes the
+// loop to claim again. Work is never claimed beyond the free slots to wait here for one: it would be
+// running under this engine's lease with nobody at it, and lapse and be taken over.
 
 /** A piece of work this engine holds the lease of. */
 export interface Leased {
@@ -26,8 +33,12 @@ export interface WorkKind<W extends Leased> {
   channel: string
   /** The same payloads told at this process's own commits, heard before their NOTIFY comes back. */
   listenLocally: (heard: (payload: string) => void) => () => void
-  /** One step of a pass: what it claimed, and whether another step may find more. */
-  claim(): Promise<{ claimed: W[]; more: boolean }>
+  /**
+   * One step of a pass: claims at most `room` pieces of work (the loop's free slots; 0 when it is at
+   * capacity, when a kind may still move work that takes no slot), and answers what it claimed and
+   * whether another step may find more.
+   */
+  claim(room: number): Promise<{ claimed: W[]; more: boolean }>
   /** When the next work that waits for a time (a delay, a back-off) becomes due, if any. */
   nextDue?(): Promise<Date | null>
   /** Does the work, until it ends, waits, or `signal` aborts (cancelled, lease lost, engine stopping). */
@@ -47,6 +58,8 @@ export interface LeaseLoopOptions {
   sweepMs?: number
   /** How long a lease lasts; work in progress renews it every third of it. */
   leaseSeconds?: number
+  /** How many pieces of work this loop executes at once (OSD_ENGINE_CONCURRENCY). */
+  capacity?: number
 }
 
 /** The longest a due timer waits before looking again: a due time may move earlier meanwhile. */
@@ -78,7 +91,12 @@ export class LeaseLoop<W extends Leased> {
   }
 
   get leaseSeconds(): number {
-    return this.options.leaseSeconds ?? 30
+    return this.options.leaseSeconds ?? defaultLeaseSeconds
+  }
+
+  /** How many pieces of work this loop executes at once. */
+  get capacity(): number {
+    return Math.max(1, this.options.capacity ?? defaultEngineConcurrency)
   }
 
   /** The ids of the work this loop is doing now. */
@@ -122,8 +140,12 @@ export class LeaseLoop<W extends Leased> {
         // Each step sees every commit that woke the loop so far (its own previous step's too).
         this.again = false
         for (let more = true; more && !this.stopped;) {
-          const step = await this.kind.claim()
+          // Only this pass claims, and the executions it starts are counted before the next step: the
+          // room is what is free now (a slot freed meanwhile wakes another pass).
+          const room = Math.max(0, this.capacity - this.executing.size)
+          const step = await this.kind.claim(room)
           metrics.enginePass(this.metricsKind, step.claimed.length)
+          // All of it, even past the room (a kind's mistake): claimed work not executed would lapse.
           for (const work of step.claimed) this.execute(work)
           more = step.more
         }

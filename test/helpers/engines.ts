@@ -28,8 +28,9 @@ export async function engineHarness(db: TestDatabase, providerUrl?: string) {
   return {
     sealer,
     env,
-    async engine(): Promise<OsdProcess> {
-      const process = await startOsd(env, ['--role', 'engine'])
+    /** An engine process; `more` adds to the harness's environment (OSD_ENGINE_CONCURRENCY, say). */
+    async engine(more: Record<string, string> = {}): Promise<OsdProcess> {
+      const process = await startOsd({ ...env, ...more }, ['--role', 'engine'])
       running.push(process)
       return process
     },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { loadConfig } from '../../server/config.js'
+import { defaultEngineConcurrency, defaultLeaseSeconds, loadConfig } from '../../server/config.js'
 
 describe('OSD_PROMPT_CACHE (issue 29)', () => {
   it('is on unless set to off', () => {
@@ -65,5 +65,24 @@ describe('what a tool server may make osd read and where osd connects (issue 44)
     expect(allow.networks).toHaveLength(2)
     expect(allow.names).toEqual(['tools.corp.example'])
     expect(() => loadConfig({}, { OSD_EGRESS_ALLOW: '300.0.0.0/8' })).toThrow(/OSD_EGRESS_ALLOW/)
+  })
+})
+
+describe('how much work an engine takes (issue 43)', () => {
+  it('reads OSD_ENGINE_CONCURRENCY, the default unless set, and stops at anything but a whole number of 1 or more', () => {
+    expect(loadConfig({}, {}).engineConcurrency).toBe(defaultEngineConcurrency)
+    expect(loadConfig({}, { OSD_ENGINE_CONCURRENCY: ' ' }).engineConcurrency).toBe(
+      defaultEngineConcurrency,
+    )
+    expect(loadConfig({}, { OSD_ENGINE_CONCURRENCY: '4' }).engineConcurrency).toBe(4)
+    for (const wrong of ['0', '-2', '2.5', 'many'])
+      expect(() => loadConfig({}, { OSD_ENGINE_CONCURRENCY: wrong })).toThrow(
+        /OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more/,
+      )
+  })
+
+  it('leases last OSD_LEASE_SECONDS, defaultLeaseSeconds unless set', () => {
+    expect(loadConfig({}, {}).leaseSeconds).toBe(defaultLeaseSeconds)
+    expect(loadConfig({}, { OSD_LEASE_SECONDS: '3' }).leaseSeconds).toBe(3)
   })
 })

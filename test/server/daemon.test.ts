@@ -1,11 +1,13 @@
+import { execa } from 'execa'
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { login } from '../../server/domain/people/index.js'
+import { packageVersion } from '../../shared/paths.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
-import { osd, startOsd } from '../helpers/processes.js'
+import { osd, osdBin, startOsd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
 let db: TestDatabase
@@ -289,6 +291,35 @@ describe('osd migrate', { timeout: 60_000 }, () => {
     expect(res.exitCode, res.stderr).toBe(0)
     expect(res.stdout.trim()).toBe('nothing to apply')
   })
+})
+
+describe('a database migrated by a newer osd (issue 43)', () => {
+  it('is refused by osd serve and osd migrate: exit 1 and a message naming both versions', async () => {
+    await db.sql`
+      insert into osd_migrations (id, name, osd_version) values (9500, 'from_a_newer_osd', '99.1.0')`
+    try {
+      for (const args of [['serve', '--port', '0'], ['migrate']]) {
+        // A timeout, so that a serve that starts anyway fails here rather than at the test's own.
+        const res = await execa('node', [osdBin, ...args], {
+          env: { DATABASE_URL: db.url },
+          reject: false,
+          stdin: 'ignore',
+          timeout: 60_000,
+        })
+        expect(res.timedOut, `osd ${args[0]} went on`).toBe(false)
+        expect(res.exitCode, res.stderr).toBe(1)
+        expect(res.stderr).toContain(
+          'this database was migrated by a newer osd: it holds migration 9500_from_a_newer_osd, ' +
+            `applied by osd 99.1.0, which this osd (${packageVersion}, migrations up to`,
+        )
+        expect(res.stderr).not.toMatch(/\n\s+at /)
+      }
+    } finally {
+      await db.sql`delete from osd_migrations where id = 9500`
+    }
+    // The two starts took 44 s on a machine shared by several loaded processes (up to 16 s each under
+    // `taskset -c 0 npm test`): about three times that.
+  }, 150_000)
 })
 
 describe('osd serve', { timeout: 60_000 }, () => {

@@ -138,6 +138,35 @@ describe('a scrape after a known workload', () => {
     ).toBe(1)
   })
 
+  it('counts a chat reply the model answered, once (issue 43: it was not counted at all)', async () => {
+    const { key, as } = await keyedEnterprise(t, 'Chatty')
+    const member = await t.call('POST', '/v1/members', { ...as, body: { name: 'Ada' } })
+    expect(member.status, JSON.stringify(member.body)).toBe(201)
+    const chat = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.body.id } })
+    expect(chat.status, JSON.stringify(chat.body)).toBe(201)
+    fake.script(key, { text: 'Hello.' })
+    const before = await scraped()
+    const sent = await t.call('POST', `/v1/chats/${chat.body.id}/messages`, {
+      ...as,
+      body: { content: 'Hi' },
+    })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+    // Counted once the reply's transaction committed, which a read of the turn may see first.
+    let after = await scraped()
+    const grew = (outcome: string) =>
+      (sampleValue(after, 'osd_chat_replies_total', { outcome }) ?? 0) -
+      (sampleValue(before, 'osd_chat_replies_total', { outcome }) ?? 0)
+    await eventually(
+      async () => ((after = await scraped()), grew('answered') > 0),
+      15_000,
+      'the reply counted',
+    )
+    const [turn] = await t.sql`select status from chat_turns where chat_id = ${chat.body.id}`
+    expect(turn!.status).toBe('done')
+    expect(grew('answered')).toBe(1)
+    expect(grew('blocked') + grew('done') + grew('paused_spend')).toBe(0)
+  })
+
   it('counts a failed model call by its kind', async () => {
     const { e, key, as } = await keyedEnterprise(t, 'Refused', { provider: 'provider_b' })
     const task = await t.call('POST', '/v1/tasks', {

@@ -1,4 +1,5 @@
 import { underWayStatuses } from '../../../shared/schemas/runs.js'
+import { defaultLeaseSeconds } from '../../config.js'
 import { metrics } from '../../metrics.js'
 import { laneKey } from '../../db/locks.js'
 import { genericPlans, literalIn, transaction, type Db } from '../../db/sql.js'
@@ -26,6 +27,9 @@ export interface Advanced {
  */
 export type Complete = (tx: Db, runs: RunRow[]) => Promise<number>
 
+/** Queued runs of each sort one dispatch statement takes, when no smaller number of slots is given. */
+const dispatchBatch = 200
+
 /**
  * One engine step, in one transaction: holds whose back-off is over go back to pending, pending runs
  * are admitted and queued runs dispatched. While the deterministic runs it completes start successors
@@ -33,14 +37,19 @@ export type Complete = (tx: Db, runs: RunRow[]) => Promise<number>
  * without a commit and a wake-up per step; runs that merely arrived meanwhile wait for the next step,
  * so what this one ended is committed without delay. Runs started for an executor are answered after
  * the commit, so an executor never sees a run its dispatch has not made visible.
+ *
+ * `slots`: how many runs the engine has room to execute (its free slots), across every round: dispatch
+ * starts no more runs for an executor than that, so a run is never left running under a lease that
+ * nobody executes (it would lapse and be taken over), and a second engine finds the rest. Admission is
+ * not bounded by it (it only moves runs to queued), nor are deterministic runs, which end in the step.
  */
 export async function advance(
   db: Db,
   engineId: string,
   complete: Complete,
-  options: { leaseSeconds?: number; rounds?: number; budgetMs?: number } = {},
+  options: { leaseSeconds?: number; rounds?: number; budgetMs?: number; slots?: number } = {},
 ): Promise<Advanced> {
-  const { rounds = 20, budgetMs = 25 } = options
+  const { rounds = 20, budgetMs = 25, slots = dispatchBatch, leaseSeconds } = options
   return transaction(db, async (tx) => {
     const until = performance.now() + budgetMs
     const [, held] = await Promise.all([genericPlans(tx), resumeDueHolds(tx)])
@@ -51,7 +60,11 @@ export async function advance(
       // what is free and leave the rest to the next step, which waits in its first round.
       const wait = round === 0
       const admitted = await admitPending(tx, { wait })
-      const dispatched = await dispatchQueued(tx, engineId, complete, { ...options, wait })
+      const dispatched = await dispatchQueued(tx, engineId, complete, {
+        leaseSeconds,
+        wait,
+        slots: slots - step.started.length,
+      })
       step.moved += admitted + dispatched.completed + dispatched.started.length
       step.started.push(...dispatched.started)
       if (dispatched.followed === 0 || performance.now() > until) break
@@ -226,30 +239,48 @@ export interface Dispatched {
  * does not conflict with the key-share lock an insert of a run (or an event) takes on the rows its
  * foreign keys name, so starts never wait for the engine. A deterministic run runs no model and acts on
  * nothing: `complete` takes it from queued through running to succeeded in this same transaction.
+ *
+ * `slots`: the most runs it starts for an executor (the engine's free slots; 0 takes deterministic runs
+ * only). Only that many are locked, so runs past them stay free for another engine's dispatch meanwhile.
  */
 export async function dispatchQueued(
   db: Db,
   engineId: string,
   complete: Complete,
-  options: { limit?: number; leaseSeconds?: number; wait?: boolean } = {},
+  options: { slots?: number; leaseSeconds?: number; wait?: boolean } = {},
 ): Promise<Dispatched> {
-  const { limit = 200, leaseSeconds = 30, wait = true } = options
+  const { leaseSeconds = defaultLeaseSeconds, wait = true } = options
+  const slots = Math.max(0, options.slots ?? dispatchBatch)
   return transaction(db, async (tx) => {
     // Only runs whose enterprise and team had room when this statement began: runs held back by a
     // limit stay queued without keeping later runs of others from being claimed. The counts are read
     // again below under their row locks, which decides.
+    const hasRoom = tx`
+      exists (select 1 from enterprises e
+               where e.id = r.enterprise_id and e.running_count < e.concurrent_run_limit)
+      and (r.team_id is null
+           or exists (select 1 from teams tm
+                       where tm.id = r.team_id
+                         and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))`
+    // Deterministic runs and the others apart, each the oldest first: the deterministic ones through
+    // their own index (runs_queued_deterministic, migration 0032), so a backlog of runs waiting for a
+    // free slot is not read past at every step; the others no more than the slots.
     const claimed = await tx<RunRow[]>`
-      select r.* from runs r
-       where r.status = 'queued'
-         and exists (select 1 from enterprises e
-                      where e.id = r.enterprise_id and e.running_count < e.concurrent_run_limit)
-         and (r.team_id is null
-              or exists (select 1 from teams tm
-                          where tm.id = r.team_id
-                            and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))
-       order by r.queued_at, r.id
-       limit ${limit}
-       for no key update of r skip locked`
+      with deterministic as (
+        select r.* from runs r
+         where r.status = 'queued' and r.kind = 'deterministic' and ${hasRoom}
+         order by r.queued_at, r.id
+         limit ${dispatchBatch}
+         for no key update of r skip locked
+      ), slotted as (
+        select r.* from runs r
+         where r.status = 'queued' and r.kind <> 'deterministic' and ${hasRoom}
+         order by r.queued_at, r.id
+         limit ${slots}
+         for no key update of r skip locked
+      )
+      select * from deterministic union all select * from slotted
+       order by queued_at, id`
     if (claimed.length === 0) return { completed: 0, followed: 0, started: [] }
     const enterpriseIds = [...new Set(claimed.map((r) => r.enterpriseId))]
     const teamIds = [...new Set(claimed.map((r) => r.teamId).filter((id) => id !== null))]
@@ -307,7 +338,7 @@ export async function renewLeases(
   db: Db,
   engineId: string,
   runIds: string[],
-  leaseSeconds = 30,
+  leaseSeconds = defaultLeaseSeconds,
 ): Promise<Set<string>> {
   if (runIds.length === 0) return new Set()
   // Locked in id order first: an update alone locks its rows in its plan's order, and renewals of two
@@ -367,7 +398,7 @@ export const maxTakeovers = 5
 export async function takeOverLapsed(
   db: Db,
   engineId: string,
-  leaseSeconds = 30,
+  leaseSeconds = defaultLeaseSeconds,
   limit = 20,
 ): Promise<RunRow[]> {
   // Most passes find nothing: one indexed read decides whether a transaction is needed at all.

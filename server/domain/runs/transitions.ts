@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import { type RunResult, type RunStatus } from '../../../shared/schemas/runs.js'
 import { onCommit, type Db } from '../../db/sql.js'
+import { defaultLeaseSeconds } from '../../config.js'
 import { metrics, metricsEnabled } from '../../metrics.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { type RunRow, isFinished } from './rows.js'
@@ -89,7 +90,7 @@ export async function transitionAll(
     not_before:
       fields.notBefore === undefined ? (to === 'pending' ? run.notBefore : null) : fields.notBefore,
     lease_owner: to === 'running' ? (fields.leaseOwner ?? null) : null,
-    lease_seconds: fields.leaseSeconds ?? 30,
+    lease_seconds: fields.leaseSeconds ?? defaultLeaseSeconds,
   }))
   // The gates, the counts and the events are decided from the caller's rows, as the update is: all
   // go to the server together (one round trip, not four). Should the update find a run that moved,

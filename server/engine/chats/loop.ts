@@ -1,3 +1,4 @@
+import { defaultLeaseSeconds } from '../../config.js'
 import type { Sql } from '../../db/sql.js'
 import {
   chatTurnChannel,
@@ -21,9 +22,11 @@ export interface ChatLoopOptions extends ChatReplyOptions {
   sql: Sql
   leaseSeconds?: number
   sweepMs?: number
+  /** How many replies this engine makes at once (OSD_ENGINE_CONCURRENCY). */
+  capacity?: number
 }
 
-/** Turns one claim statement takes. */
+/** Turns one claim statement takes at most (fewer when fewer slots are free). */
 const claimBatch = 8
 
 interface TurnWork extends Leased {
@@ -33,19 +36,22 @@ interface TurnWork extends Leased {
 export class ChatLoop extends LeaseLoop<TurnWork> {
   constructor(private readonly chatOptions: ChatLoopOptions) {
     const { sql, engineId } = chatOptions
-    const leaseSeconds = chatOptions.leaseSeconds ?? 30
+    const leaseSeconds = chatOptions.leaseSeconds ?? defaultLeaseSeconds
     const kind: WorkKind<TurnWork> = {
       name: 'chat turn',
       logKey: 'turnId',
       channel: chatTurnChannel,
       // A chat whose turn this process's own commit announced is heard once, not again at its NOTIFY.
       listenLocally: listenChatTurnsLocally,
-      async claim() {
-        // A batch at a time: a claim that finds fewer than it asked for was the last one needed.
-        const turns = await claimTurns(sql, engineId, leaseSeconds, claimBatch)
+      async claim(room) {
+        // A batch at a time, within the free slots: a claim that finds fewer than it asked for was
+        // the last one needed.
+        const want = Math.min(claimBatch, room)
+        if (want === 0) return { claimed: [], more: false }
+        const turns = await claimTurns(sql, engineId, leaseSeconds, want)
         return {
           claimed: turns.map((turn) => ({ id: turn.id, wakeKey: turn.chatId, turn })),
-          more: turns.length === claimBatch,
+          more: turns.length === want,
         }
       },
       nextDue: () => nextDueTurn(sql),
@@ -61,7 +67,13 @@ export class ChatLoop extends LeaseLoop<TurnWork> {
       stillHeld: (id) => holdsTurn(sql, engineId, id),
       release: (ids) => releaseTurns(sql, engineId, ids),
     }
-    super(kind, { sql, log: chatOptions.log, sweepMs: chatOptions.sweepMs, leaseSeconds })
+    super(kind, {
+      sql,
+      log: chatOptions.log,
+      sweepMs: chatOptions.sweepMs,
+      leaseSeconds,
+      capacity: chatOptions.capacity,
+    })
   }
 
   /** A bound key lets the enterprise's replies blocked for want of one try again at once. */

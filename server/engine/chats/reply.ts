@@ -2,7 +2,7 @@ import { metrics } from '../../metrics.js'
 import { randomUUID } from 'node:crypto'
 import type { ModelTier, Provider } from '../../../shared/schemas/models.js'
 import type { Sealer } from '../../crypto.js'
-import { retryConflicts, transaction, type Sql, type Tx } from '../../db/sql.js'
+import { onCommit, retryConflicts, transaction, type Sql, type Tx } from '../../db/sql.js'
 import {
   answerToolCall,
   checkProposal,
@@ -513,6 +513,9 @@ export class ChatReply {
     const group = randomUUID()
     const base = { turnId: this.turn.id, replyGroup: group }
     if (reply.toolCalls.length === 0) {
+      // The usual end of a reply, counted once committed as end() counts the others (issue 43: the
+      // count of answered replies missed every reply the model ended).
+      onCommit(tx, () => metrics.chatReply('answered'))
       await Promise.all([
         moveTurns(tx, 'done', this.running(), { countCall: costMicros }),
         insertMessage(tx, this.chat, {

@@ -1,3 +1,4 @@
+import { defaultLeaseSeconds } from '../../config.js'
 import type { Sql } from '../../db/sql.js'
 import {
   advance,
@@ -23,6 +24,8 @@ export interface RunLoopOptions {
   sweepMs?: number
   /** How long a lease lasts; runs being executed renew theirs every third of it (DESIGN 5). */
   leaseSeconds?: number
+  /** How many runs this engine executes at once (OSD_ENGINE_CONCURRENCY). */
+  capacity?: number
 }
 
 /** A run this engine executes: dispatched here (`resumed` false), or taken over from a lapsed lease. */
@@ -35,12 +38,13 @@ interface RunWork extends Leased {
  * The engine's work on runs (DESIGN 5), as a kind of the lease loop: each step is admission (pending ->
  * queued) and dispatch (queued -> running) under locks, then the takeover of runs whose lease lapsed;
  * a run is executed by the executor of its task's kind. Every decision is a locking query: correctness
- * never depends on a notification.
+ * never depends on a notification. Dispatch and takeovers claim only for the free slots; admission and
+ * deterministic runs (which end inside their dispatch) take none, so they go on at capacity too.
  */
 export class RunLoop extends LeaseLoop<RunWork> {
   constructor(options: RunLoopOptions) {
     const { sql, log, engineId, executors } = options
-    const leaseSeconds = options.leaseSeconds ?? 30
+    const leaseSeconds = options.leaseSeconds ?? defaultLeaseSeconds
     const work = (run: RunRow, resumed: boolean): RunWork => ({
       id: run.id,
       wakeKey: run.id,
@@ -52,9 +56,13 @@ export class RunLoop extends LeaseLoop<RunWork> {
       logKey: 'runId',
       channel: engineChannel,
       listenLocally,
-      async claim() {
-        const step = await advance(sql, engineId, completeDeterministic, { leaseSeconds })
-        const lapsed = await takeOverLapsed(sql, engineId, leaseSeconds)
+      async claim(room) {
+        const step = await advance(sql, engineId, completeDeterministic, {
+          leaseSeconds,
+          slots: room,
+        })
+        const left = room - step.started.length
+        const lapsed = left > 0 ? await takeOverLapsed(sql, engineId, leaseSeconds, left) : []
         const claimed = [
           ...step.started.map((run) => work(run, false)),
           ...lapsed.map((run) => work(run, true)),
@@ -68,6 +76,6 @@ export class RunLoop extends LeaseLoop<RunWork> {
       stillHeld: (id) => holdsRun(sql, engineId, id),
       release: (ids) => releaseLeases(sql, engineId, ids),
     }
-    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds })
+    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds, capacity: options.capacity })
   }
 }

@@ -21,11 +21,17 @@ function deferred<T>() {
   return { promise, resolve }
 }
 
-/** A kind whose claims, executions and answers the test decides. */
+/**
+ * A kind whose claims, executions and answers the test decides. A claim takes from `queue` no more than
+ * the room the loop offers, and records that room beside the executions under way when it was asked.
+ */
 function handDriven() {
   const queue: Leased[] = []
   const executions: { work: Leased; signal: AbortSignal; done: () => void }[] = []
   const checks: { id: string; answer: (held: boolean) => void }[] = []
+  const claims: { room: number; underWay: number }[] = []
+  let underWay = 0
+  let mostUnderWay = 0
   let heard: ((payload: string) => void) | undefined
   const kind: WorkKind<Leased> = {
     name: 'hand',
@@ -35,10 +41,22 @@ function handDriven() {
       heard = h
       return () => (heard = undefined)
     },
-    claim: async () => ({ claimed: queue.splice(0), more: false }),
+    claim: async (room) => {
+      claims.push({ room, underWay })
+      const claimed = queue.splice(0, room)
+      return { claimed, more: claimed.length > 0 && claimed.length === room }
+    },
     execute: (work, signal) => {
       const finished = deferred<void>()
-      executions.push({ work, signal, done: () => finished.resolve() })
+      mostUnderWay = Math.max(mostUnderWay, ++underWay)
+      executions.push({
+        work,
+        signal,
+        done: () => {
+          underWay--
+          finished.resolve()
+        },
+      })
       return finished.promise
     },
     renew: async (ids) => new Set(ids),
@@ -49,7 +67,15 @@ function handDriven() {
     },
     release: async () => undefined,
   }
-  return { kind, queue, executions, checks, hear: (payload: string) => heard?.(payload) }
+  return {
+    kind,
+    queue,
+    executions,
+    checks,
+    claims,
+    mostUnderWay: () => mostUnderWay,
+    hear: (payload: string) => heard?.(payload),
+  }
 }
 
 describe('the lease loop', () => {
@@ -81,6 +107,49 @@ describe('the lease loop', () => {
       hand.checks[1]!.answer(false)
       await eventually(() => hand.executions[1]!.signal.aborted)
       hand.executions[1]!.done()
+    } finally {
+      await loop.stop(100)
+    }
+  })
+
+  it('claims only for its free slots, and claims again as each one frees (issue 43)', async () => {
+    const hand = handDriven()
+    const loop = new LeaseLoop(hand.kind, {
+      sql: db.sql,
+      log: silentLog,
+      sweepMs: 60_000,
+      capacity: 2,
+    })
+    for (let i = 0; i < 5; i++) hand.queue.push({ id: `work-${i}`, wakeKey: `work-${i}` })
+    await loop.start()
+    try {
+      await eventually(() => hand.executions.length === 2)
+      // Woken at capacity (a notification, the sweep): it asks with no room, and claims nothing.
+      const asked = hand.claims.length
+      loop.wake()
+      await eventually(() => hand.claims.length > asked)
+      expect(hand.claims.at(-1)).toEqual({ room: 0, underWay: 2 })
+      expect(hand.executions).toHaveLength(2)
+      expect(hand.queue).toHaveLength(3)
+      expect(loop.inProgress).toEqual(['work-0', 'work-1'])
+
+      // A slot frees: the loop wakes by itself and claims one, not more.
+      hand.executions[0]!.done()
+      await eventually(() => hand.executions.length === 3)
+      await eventually(() => loop.inProgress.length === 2)
+      expect(hand.queue).toHaveLength(2)
+      // Two free at once: two claimed.
+      hand.executions[1]!.done()
+      hand.executions[2]!.done()
+      await eventually(() => hand.executions.length === 5)
+      expect(hand.queue).toHaveLength(0)
+      for (const execution of hand.executions.slice(3)) execution.done()
+      await eventually(() => loop.inProgress.length === 0)
+
+      // Every claim offered at most the slots not under way, and never were more than two at once.
+      for (const claim of hand.claims) expect(claim.room + claim.underWay).toBeLessThanOrEqual(2)
+      expect(Math.max(...hand.claims.map((c) => c.room))).toBe(2)
+      expect(hand.mostUnderWay()).toBe(2)
     } finally {
       await loop.stop(100)
     }

@@ -105,6 +105,69 @@ describe('two engine processes', () => {
   }, 90_000)
 })
 
+describe('two engine processes with a capacity of 2 each (OSD_ENGINE_CONCURRENCY)', () => {
+  it('share 16 slow runs, each doing 35-65% of them, and neither ever runs more than 2 at once', async () => {
+    const { enterprise, key } = await llmEnterprise('Shared')
+    const taskId = await createTask(db.sql, enterprise.id, {
+      name: 'Slow and many',
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+      serializeOn: ['i'],
+    })
+    const engines = await Promise.all([
+      harness.engine({ OSD_ENGINE_CONCURRENCY: '2' }),
+      harness.engine({ OSD_ENGINE_CONCURRENCY: '2' }),
+    ])
+    const ids = engines.map((e) => engineIdOf(e)!)
+    // Which engine ran each run, and the most each ran at once, from the running runs' leases. Each
+    // model call is answered only once a sample has been taken since it came, so every run is seen
+    // running, whatever the machine's speed.
+    let samples = 0
+    const ranBy = new Map<string, string>()
+    const most = new Map<string, number>()
+    model.onRequest(async (r) => {
+      if (r.key !== key) return undefined
+      const seen = samples
+      await eventually(() => samples >= seen + 2, 30_000, 'a sample of the running runs')
+      return { ...finish, delayMs: 200 }
+    })
+    const runs = []
+    for (let i = 0; i < 16; i++)
+      runs.push(await enqueueRun(db.sql, enterprise.id, taskId, { i }, { origin: 'webhook' }))
+    let done = false
+    const sampling = (async () => {
+      while (!done) {
+        const running = await db.sql<{ id: string; leaseOwner: string }[]>`
+          select id, lease_owner from runs where enterprise_id = ${enterprise.id} and status = 'running'`
+        const counts = new Map<string, number>()
+        for (const run of running) {
+          ranBy.set(run.id, run.leaseOwner)
+          counts.set(run.leaseOwner, (counts.get(run.leaseOwner) ?? 0) + 1)
+        }
+        for (const [owner, n] of counts) most.set(owner, Math.max(most.get(owner) ?? 0, n))
+        samples++
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    })()
+    try {
+      for (const run of runs) await until(run.id, 'succeeded', 60_000)
+    } finally {
+      done = true
+      await sampling
+      model.onRequest(() => undefined)
+    }
+    expect(ranBy.size).toBe(16)
+    expect([...new Set(ranBy.values())].sort()).toEqual([...ids].sort())
+    for (const id of ids) {
+      const share = [...ranBy.values()].filter((owner) => owner === id).length / 16
+      expect(share, `engine ${id}'s share`).toBeGreaterThanOrEqual(0.35)
+      expect(share, `engine ${id}'s share`).toBeLessThanOrEqual(0.65)
+      expect(most.get(id), `engine ${id} at once`).toBe(2)
+    }
+    // 17-25 s with the machine loaded (two engines starting, 16 runs four at a time): three times that.
+  }, 90_000)
+})
+
 describe('a worker that dies', () => {
   it('has its running run taken over after the lease lapses, and the events say so', async () => {
     const { enterprise, key } = await llmEnterprise('Takeover')

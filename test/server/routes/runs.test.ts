@@ -485,7 +485,7 @@ describe('limits hold however many dispatches race (DESIGN 5)', () => {
     for (let i = 0; i < 10; i++) runs.push((await start(llm.id, { i }, e.token)).body)
     // Each in a transaction of its own, as ten engines' would be: only the team row's lock decides.
     await Promise.all(
-      runs.map(() => dispatchQueued(t.sql, 'racer', completeDeterministic, { limit: 1 })),
+      runs.map(() => dispatchQueued(t.sql, 'racer', completeDeterministic, { slots: 1 })),
     )
     const [running] = await t.sql<{ n: number }[]>`
       select count(*)::int as n from runs where team_id = ${team.id} and status = 'running'`
