@@ -93,6 +93,9 @@ export const errorStatus = {
   consent_request_decided: 409,
   already_member: 409,
   tool_connection_shadows_enterprise: 409,
+  token_revoked: 409,
+  token_expired: 409,
+  token_of_connected_app: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

@@ -123,3 +123,6 @@ export const recommendationStatuses = ['waiting', 'approved', 'declined'] as con
 export const recommendationDecisions = ['approve', 'decline'] as const
 /** GET /v1/recommendations view: those waiting (default), or those decided in the last 60 days. */
 export const recommendationViews = ['waiting', 'decided'] as const
+
+/** The longest grace a token's rotation gives the secret it replaces: 7 days, as Stripe's rolled keys. */
+export const maxGraceSeconds = 7 * 24 * 3600

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { getCookie } from 'hono/cookie'
 import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
+import { apiTokenShape } from '../../shared/token-format.js'
 import type { Db } from '../db/sql.js'
 import { hashSecret, matchesHash } from '../domain/secrets.js'
 import {
@@ -15,6 +16,7 @@ import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
 import { routeOf } from './methods.js'
+import type { TokenUses } from './token-uses.js'
 
 // Portal-only routes (spec: Authentication 6-7, Portal-only routes): refused to every token, whatever its
 // scopes, before anything else. Matched on whole path segments.
@@ -23,7 +25,7 @@ const portalOnly: { prefix: string; code: ErrorCode; message: string }[] = [
     prefix: '/v1/enterprise/api-tokens',
     code: 'api_token_cannot_manage_tokens',
     message:
-      'API tokens are created, rotated and revoked only by a signed-in person in the portal.',
+      'API tokens are created, rotated, changed and revoked only by a signed-in person in the portal.',
   },
   {
     prefix: '/v1/enterprise/connections',
@@ -75,6 +77,11 @@ const enterpriseFree = ['/v1/auth', '/v1/enterprises', '/v1/consent']
 
 export const sessionCookie = 'osd_session'
 export const csrfHeader = 'x-osd-csrf'
+/**
+ * On an answer to a token that expires: when (ISO 8601), so a client can warn before it happens
+ * (GitHub's GitHub-Authentication-Token-Expiration).
+ */
+export const tokenExpiresHeader = 'x-osd-token-expires-at'
 
 /**
  * Authentication and the scope rule (spec: Authentication 1-7; DESIGN 4, 8). A bearer API token acts with
@@ -88,11 +95,18 @@ export function authenticate(
   publicRoutes: PublicRoutes,
   caches: Pick<Caches, 'callers' | 'sessions'>,
   lifetime: SessionLifetime,
+  uses: TokenUses,
 ): MiddlewareHandler<AppEnv> {
   // Keyed by the secret itself: hashing it costs ~3% of a cached read, and this process's memory holds
-  // every secret in flight anyway. At rest, they exist only as hashes (DESIGN 3).
+  // every secret in flight anyway. At rest, they exist only as hashes (DESIGN 3). Kept no longer than
+  // the secret signs in (its expiry, the end of a rotation's grace): then it is looked up again, and
+  // found no more, exactly as an unknown token.
   function callerOf(token: string) {
-    return caches.callers.through(token, () => findCallerByHash(db, hashSecret(token)))
+    return caches.callers.through(
+      token,
+      () => findCallerByHash(db, hashSecret(token)),
+      (caller) => caller.validUntil,
+    )
   }
   function sessionOf(secret: string) {
     return caches.sessions.through(secret, () =>
@@ -143,8 +157,13 @@ export function authenticate(
       return next()
     }
 
-    const caller = cookie === undefined ? await callerOf(secret) : undefined
+    // A token whose checksum is wrong (mistyped, cut) is refused without a look-up (issue 45).
+    if (cookie !== undefined || apiTokenShape(secret) === 'malformed')
+      return frameworkError(c, 401, 'Unauthorized')
+    const caller = await callerOf(secret)
     if (!caller) return frameworkError(c, 401, 'Unauthorized')
+    uses.note(caller.tokenId)
+    if (caller.expiresAt) c.header(tokenExpiresHeader, caller.expiresAt)
 
     const resource = resourceOf(path)
     const portal = portalOnly.find((p) => underPrefix(path, p.prefix))

@@ -603,7 +603,11 @@ const token = (overrides: Partial<ApiToken> = {}): ApiToken => ({
   lastUsedAt: null,
   createdAt: new Date().toISOString(),
   createdBy: { userId: user.id, email: user.email },
+  expiresAt: null,
+  rotatedAt: null,
+  graceEndsAt: null,
   revokedAt: null,
+  revokedReason: null,
   ...overrides,
 })
 
