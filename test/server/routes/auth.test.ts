@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes, scryptSync } from 'node:crypto'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
-import { createUser, hashing } from '../../../server/domain/people/index.js'
+import { createUser, createUserWithHash, hashing } from '../../../server/domain/people/index.js'
 import { createApp } from '../../../server/http/app.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn } from '../../helpers/people.js'
@@ -130,6 +130,34 @@ describe('POST /v1/auth/login', () => {
     expect(counted!.n).toBe(answers.length - busy.length)
   })
 
+  it('makes a hash of weaker parameters again at the next successful sign-in, and only then (issue 45)', async () => {
+    // As osd stored passwords before: N = 2^15.
+    const password = 'an older password hash'
+    const salt = randomBytes(16)
+    const key = scryptSync(password, salt, 32, { N: 2 ** 15, r: 8, p: 1, maxmem: 64 * 2 ** 20 })
+    const older = ['scrypt', 15, 8, 1, salt.toString('base64'), key.toString('base64')].join('$')
+    const user = await createUserWithHash(t.sql, {
+      email: 'older@example.com',
+      passwordHash: older,
+    })
+    await t.sql`insert into enterprise_people values (${t.acme.id}, ${user.id}, 'member')`
+    const stored = async () =>
+      (await t.sql`select password_hash from users where id = ${user.id}`)[0]!
+        .passwordHash as string
+
+    expect((await login({ email: 'older@example.com', password: 'not the password' })).status).toBe(
+      401,
+    )
+    expect(await stored()).toBe(older)
+    expect((await login({ email: 'older@example.com', password })).status).toBe(200)
+    const upgraded = await stored()
+    expect(upgraded).toMatch(/^scrypt\$17\$8\$1\$/)
+    expect(upgraded).not.toContain(salt.toString('base64'))
+    // The same password signs in with the new hash, which is kept as it is.
+    expect((await login({ email: 'older@example.com', password })).status).toBe(200)
+    expect(await stored()).toBe(upgraded)
+  })
+
   it('keeps passwords, session secrets and CSRF tokens out of the database and the log', async () => {
     const lines: string[] = []
     const log = pino({ level: 'trace' }, { write: (line: string) => lines.push(line) })
@@ -155,7 +183,8 @@ describe('POST /v1/auth/login', () => {
     expect(lines.length).toBeGreaterThan(0)
     for (const secret of secrets) expect(logged).not.toContain(secret)
     const [stored] = await t.sql`select password_hash from users where id = ${user.id}`
-    expect(stored!.passwordHash).toMatch(/^scrypt\$15\$8\$1\$/)
+    // OWASP's minimum for scrypt (issue 45): N = 2^17, r = 8, p = 1.
+    expect(stored!.passwordHash).toMatch(/^scrypt\$17\$8\$1\$/)
     const dump = await t.sql`
       select (select json_agg(u) from users u)::text as users,
              (select json_agg(s) from sessions s)::text as sessions,
