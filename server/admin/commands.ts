@@ -21,6 +21,7 @@ import {
   setPassword,
 } from '../domain/people/index.js'
 import { createLogger } from '../log.js'
+import { registerSecrets } from './secrets.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
 // same data dir or DATABASE_URL: the embedded server is joined if running, else started for the command.
@@ -336,6 +337,11 @@ export function registerAdmin(admin: Command): void {
       print(opts.json ?? false, revoked, () => `token ${revoked.id} revoked`)
     })
 
+  registerSecrets(admin, {
+    withDatabase: (fn) => withDatabase(dbFlags(), fn),
+    print,
+    usage: (message) => new UsageError(message),
+  })
 
   const catalog = admin
     .command('catalog')
