@@ -141,7 +141,9 @@ export async function updateToken(
   if (Object.keys(body).length === 0)
     throw new UsageError('give what to change: --name, --scopes or --expires')
   const id = await tokenId(deps, ref)
-  const changed = await asPerson(deps, (client) => client.patch<ApiToken>(`${path}/${id}`, body))
+  const changed = await asPerson(deps, (client) =>
+    client.patch<ApiToken>(`/enterprise/api-tokens/${id}`, body),
+  )
   show(deps.out, changed, () =>
     printFields(deps.out, [
       ['id', changed.id],
@@ -182,7 +184,7 @@ export async function rotateToken(
       `Rotate token ${ref} (its current secret stops working at once; --grace keeps it working a while)`,
     )
   const rotated = await asPerson(deps, (client) =>
-    client.post<ApiTokenCreated>(`${path}/${id}/rotate`, { graceSeconds: grace }),
+    client.post<ApiTokenCreated>(`/enterprise/api-tokens/${id}/rotate`, { graceSeconds: grace }),
   )
   deps.out.error(
     `token ${rotated.name} (${rotated.id}): the new secret is shown once, now; ` +

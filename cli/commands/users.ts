@@ -86,14 +86,19 @@ export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean 
     opts.yes,
     `Remove ${who} from the enterprise (their sessions and the API tokens they made in it end at once)`,
   )
-  const answer = await asPerson(deps, (client) => client.delete<PersonRemoved>(`/users/${id}`))
-  const revoked = answer.revokedTokens
-  show(deps.out, answer, () =>
+  // An osd from before issue 45 answers 204, without the count.
+  const answer = await asPerson(deps, (client) =>
+    client.delete<PersonRemoved | undefined>(`/users/${id}`),
+  )
+  const revoked = answer?.revokedTokens
+  show(deps.out, answer ?? { removed: id }, () =>
     deps.out.write(
-      `removed ${who} from the enterprise; ` +
-        (revoked === 0
-          ? 'they had made no API token in it\n'
-          : `revoked the ${revoked === 1 ? 'API token' : `${revoked} API tokens`} they made in it\n`),
+      `removed ${who} from the enterprise` +
+        (revoked === undefined
+          ? '\n'
+          : revoked === 0
+            ? '; they had made no API token in it\n'
+            : `; revoked the ${revoked === 1 ? 'API token' : `${revoked} API tokens`} they made in it\n`),
     ),
   )
 }
