@@ -1,6 +1,7 @@
 import { homedir } from 'node:os'
 import { resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
+import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
 
 export type Role = 'all' | 'api' | 'engine'
 export const roles: Role[] = ['all', 'api', 'engine']
@@ -35,6 +36,16 @@ export interface Config {
   chatStreaming: boolean
   /** The longest a tool server's call may take before it is answered to the model as not answered. */
   toolTimeoutSeconds: number
+  /**
+   * The most of a tool result osd reads (OSD_TOOL_RESULT_MAX_BYTES): past it the call is ended and the
+   * model gets the first part with a line saying it was cut (issue 44).
+   */
+  toolResultMaxBytes: number
+  /**
+   * Where osd may connect on a tenant's behalf (DESIGN 15): OSD_EGRESS_ALLOW's networks and names, which
+   * may be reached although private. Tests give it a resolver of their own.
+   */
+  egress: EgressRule
   /** The longest an unstreamed model call may take: past it, an outage (the work waits and retries). */
   modelTimeoutSeconds: number
   /** The longest a streamed model call may go without a piece of its answer (its first included). */
@@ -70,6 +81,24 @@ export interface ConfigFlags {
 
 export class ConfigError extends Error {}
 
+/** The providers' own addresses: osd calls them unless OSD_PROVIDER_A/B_BASE_URL says otherwise. */
+export const defaultProviderBaseUrls = {
+  provider_a: 'https://api.anthropic.com',
+  provider_b: 'https://api.openai.com',
+} as const
+
+/**
+ * Whether the operator pointed a provider elsewhere than its own address (a local server, a
+ * compatible one, the tests' fake): a model osd has no price for is then priced at 0, unpriced, rather
+ * than as the provider's frontier model (issue 51).
+ */
+export function baseUrlSetByOperator(
+  baseUrls: { provider_a: string; provider_b: string },
+  provider: keyof typeof defaultProviderBaseUrls,
+): boolean {
+  return baseUrls[provider].replace(/\/+$/, '') !== defaultProviderBaseUrls[provider]
+}
+
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'
@@ -91,11 +120,19 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
     providerBaseUrls: {
-      provider_a: (env.OSD_PROVIDER_A_BASE_URL || 'https://api.anthropic.com').replace(/\/+$/, ''),
-      provider_b: (env.OSD_PROVIDER_B_BASE_URL || 'https://api.openai.com').replace(/\/+$/, ''),
+      provider_a: (env.OSD_PROVIDER_A_BASE_URL || defaultProviderBaseUrls.provider_a).replace(
+        /\/+$/,
+        '',
+      ),
+      provider_b: (env.OSD_PROVIDER_B_BASE_URL || defaultProviderBaseUrls.provider_b).replace(
+        /\/+$/,
+        '',
+      ),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
+    toolResultMaxBytes: Math.floor(positive(env.OSD_TOOL_RESULT_MAX_BYTES, 100_000)),
+    egress: { allow: egressAllow(env.OSD_EGRESS_ALLOW) },
     modelTimeoutSeconds: positive(env.OSD_MODEL_TIMEOUT_SECONDS, 120),
     modelIdleSeconds: positive(env.OSD_MODEL_IDLE_SECONDS, 60),
     promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
@@ -130,6 +167,15 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
   if (raw.toLowerCase() === 'off') return undefined
   const value = Number(raw)
   return Number.isFinite(value) && value >= 0 ? value : 60
+}
+
+function egressAllow(raw: string | undefined) {
+  try {
+    return parseEgressAllow(raw)
+  } catch (err) {
+    if (err instanceof EgressConfigError) throw new ConfigError(err.message)
+    throw err
+  }
 }
 
 function positive(raw: string | undefined, fallback: number): number {

@@ -24,7 +24,7 @@ export const about = {
   chats: 'chats: conversations with members, their tool calls and questions',
   chat: 'chat with a member on an interactive screen: replies as they come, tool calls and questions decided in place (needs a terminal)',
   tools: 'tool connections: tool servers and browser-operated systems runs may use',
-  llm: 'model providers: connections, keys, tiers and the models offered',
+  llm: 'model providers: connections, keys, tiers, the models offered and their prices',
   spend: "daily spend caps and today's spend, per enterprise, team, task and member",
   plans: 'plans that runs wrote (os.write_plan), with their items and gates',
   memory: 'memory: what the company learns, recalled by every run and chat',

@@ -12,9 +12,11 @@ import type {
   CatalogRoleCloned,
   CatalogTask,
   CatalogTaskRead,
+  ClonedSchedule,
 } from '../../shared/schemas/catalog.js'
 import type { Member, Role } from '../../shared/schemas/organisation.js'
 import type { TaskRead } from '../../shared/schemas/tasks.js'
+import { unsetRequiredInputs } from '../../shared/task-inputs.js'
 import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
@@ -22,6 +24,7 @@ import { ApiRequestError, CliError } from '../errors.js'
 import { printFields, printJson, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { resolveRef, teamId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 import { printVersion } from './tasks.js'
 
@@ -161,10 +164,56 @@ async function roleNote(deps: Deps, task: TaskRead): Promise<void> {
     deps.out.error(`nobody holds the role ${role} yet: osctl roles grant ${role} MEMBER\n`)
 }
 
+/** A word for a shell: as it is when nothing in it is special to one, else in single quotes. */
+function shellWord(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
+}
+
+/**
+ * A schedule an install came with, in one line (issue 51): on, or off with the required inputs it
+ * misses and the command that sets them and turns it on (the schedule's other inputs kept as they are).
+ */
+export function scheduleLine(
+  schedule: Pick<ClonedSchedule, 'taskSlug' | 'cron' | 'timezone' | 'input' | 'enabled'> & {
+    missingInputs: readonly string[]
+  },
+): string {
+  const head = `schedule of ${schedule.taskSlug}: ${schedule.cron} (${schedule.timezone})`
+  if (schedule.enabled) return `${head}, on`
+  const { missingInputs: missing } = schedule
+  if (missing.length === 0) return `${head}, off`
+  // The missing first, in the order the task declares them; then the rest, kept as they are.
+  const keys = [...new Set([...missing, ...Object.keys(schedule.input)])]
+  const inputs = keys.map((key) => {
+    const value = schedule.input[key]
+    const text = missing.includes(key)
+      ? 'VALUE'
+      : typeof value === 'string'
+        ? value
+        : JSON.stringify(value)
+    return `--input ${shellWord(`${key}=${text}`)}`
+  })
+  const command = [
+    `osctl tasks schedule set ${shellWord(schedule.taskSlug)}`,
+    `--cron ${shellWord(schedule.cron)} --tz ${shellWord(schedule.timezone)}`,
+    ...inputs,
+  ].join(' ')
+  const what =
+    missing.length === 1
+      ? `the required input ${missing[0]} has no value`
+      : `the required inputs ${missing.join(', ')} have no value`
+  return `${head}, off: ${what}; turn it on with: ${command}`
+}
+
 /** `team` is the team as the user named it (a slug reads better than the id the answer holds). */
 async function showInstalled(deps: Deps, task: TaskRead, team: string, how: string): Promise<void> {
   if (deps.out.json) return printJson(deps.out, task)
-  deps.out.write(`installed task ${task.slug} (${task.id}) on team ${team}, ${how}\n`)
+  deps.out.write(`installed task ${safeText(task.slug)} (${task.id}) on team ${team}, ${how}\n`)
+  const schedule = task.schedule
+  if (schedule) {
+    const missingInputs = unsetRequiredInputs(task.currentVersion.definition.inputs, schedule.input)
+    deps.out.write(`${scheduleLine({ ...schedule, taskSlug: task.slug, missingInputs })}\n`)
+  }
   await roleNote(deps, task)
 }
 
@@ -222,7 +271,7 @@ export async function getRoleEntry(deps: Deps, ref: string): Promise<void> {
       ['published', role.publishedAt],
       ['updated', role.updatedAt],
     ])
-    deps.out.write(`\n${role.description.trimEnd()}\n\n`)
+    deps.out.write(`\n${safeText(role.description.trimEnd(), { multiline: true })}\n\n`)
     printTable(deps.out, role.tasks, roleTaskColumns)
   })
 }
@@ -264,10 +313,18 @@ export async function cloneRoleEntry(
     deps.out.write(
       `${cloned.roleCreated ? 'installed' : 'reused'} role ${role.slug} (${role.id}) ${where}\n`,
     )
-    for (const task of cloned.tasks) deps.out.write(`installed task ${task.slug} (${task.id})\n`)
-    for (const skip of cloned.skipped) deps.out.write(`skipped task ${skip.slug}: ${skip.reason}\n`)
+    for (const task of cloned.tasks) {
+      deps.out.write(`installed task ${safeText(task.slug)} (${task.id})\n`)
+      // An osd from before issue 51 answers no schedules: nothing is said of them then.
+      const schedule = cloned.schedules?.find((s) => s.taskId === task.id)
+      if (schedule) deps.out.write(`${scheduleLine(schedule)}\n`)
+    }
+    for (const skip of cloned.skipped)
+      deps.out.write(`skipped task ${safeText(skip.slug)}: ${safeText(skip.reason)}\n`)
     if (holder)
-      deps.out.write(`new member ${holder.name} (${holder.email}) holds the role ${role.slug}\n`)
+      deps.out.write(
+        `new member ${safeText(holder.name)} (${safeText(holder.email)}) holds the role ${role.slug}\n`,
+      )
     else if (role.holderCount === 0 && cloned.tasks.length)
       deps.out.error(
         `nobody holds the role ${role.slug} yet: its tasks run once someone does (osctl roles grant ${role.slug} MEMBER)\n`,

@@ -6,6 +6,8 @@ import type {
   LlmConnection,
   LlmLayer,
   LlmModels,
+  LlmPrice,
+  LlmPrices,
   LlmUsage,
   OAuthStarted,
   Tiers,
@@ -22,7 +24,7 @@ import type { ApiClient } from '../client.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { layerIdOf, layerText, teamOrMember } from '../layers.js'
-import { usd } from '../money.js'
+import { cost } from '../money.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import { readSecret } from '../secrets.js'
@@ -96,7 +98,7 @@ export async function connectionUsage(deps: Deps, ref: string): Promise<void> {
       { header: 'CACHE READ', value: (d) => d.cacheReadTokens },
       { header: 'CACHE WRITE', value: (d) => d.cacheWriteTokens },
       { header: 'OUTPUT TOKENS', value: (d) => d.outputTokens },
-      { header: 'COST', value: (d) => usd(d.costUsdCents) },
+      { header: 'COST', value: (d) => cost(d.costUsdCents, d.unpriced) },
     ]),
   )
 }
@@ -227,6 +229,76 @@ export async function listModels(deps: Deps): Promise<void> {
       },
     ]),
   )
+}
+
+/** Dollars per million tokens as a price list writes them: $3, $0.15, $0. */
+const perMillion = (usd: number | null) => (usd === null ? '-' : `$${usd}`)
+
+export async function listPrices(deps: Deps): Promise<void> {
+  const answer = await deps.client().get<LlmPrices>('/llm/prices')
+  show(deps.out, answer, () => {
+    printTable(deps.out, answer.prices, [
+      { header: 'MODEL', value: (p) => p.model, id: true },
+      {
+        header: 'FROM',
+        value: (p) => (p.source === 'list' ? `list (${p.provider})` : 'enterprise'),
+      },
+      { header: 'INPUT', value: (p) => perMillion(p.input) },
+      { header: 'OUTPUT', value: (p) => perMillion(p.output) },
+      { header: 'CACHE READ', value: (p) => perMillion(p.cacheRead) },
+      { header: 'CACHE WRITE', value: (p) => perMillion(p.cacheWrite) },
+    ])
+    deps.out.write(
+      "\nUS dollars per million tokens; - is the provider's ratio to the input price.\n",
+    )
+    for (const u of answer.unlisted)
+      deps.out.write(
+        u.pricedAs === 'unpriced'
+          ? `a ${u.provider} model with no price: unpriced, at $0 (the operator set its address); set one with osctl llm prices set\n`
+          : `a ${u.provider} model with no price: priced as ${u.frontierModel}, its frontier model\n`,
+      )
+  })
+}
+
+export async function setPrice(
+  deps: Deps,
+  opts: { model: string; input: string; output: string; cacheRead?: string; cacheWrite?: string },
+): Promise<void> {
+  const body = {
+    input: dollars(opts.input, '--input'),
+    output: dollars(opts.output, '--output'),
+    ...(opts.cacheRead !== undefined ? { cacheRead: dollars(opts.cacheRead, '--cache-read') } : {}),
+    ...(opts.cacheWrite !== undefined
+      ? { cacheWrite: dollars(opts.cacheWrite, '--cache-write') }
+      : {}),
+  }
+  const price = await deps
+    .client()
+    .put<LlmPrice>(`/llm/prices/${encodeURIComponent(opts.model)}`, body)
+  show(deps.out, price, () =>
+    deps.out.write(
+      `${price.model}: $${price.input} input, $${price.output} output per million tokens, from its next call\n`,
+    ),
+  )
+}
+
+export async function removePrice(
+  deps: Deps,
+  opts: { model: string; yes?: boolean },
+): Promise<void> {
+  await confirmDestructive(deps, opts.yes, `Remove the price of ${opts.model}`)
+  await deps.client().delete(`/llm/prices/${encodeURIComponent(opts.model)}`)
+  show(deps.out, { removed: { model: opts.model } }, () =>
+    deps.out.write(`price of ${opts.model} removed: it is priced as osctl llm prices list says\n`),
+  )
+}
+
+/** US dollars per million tokens from a flag: a number of at least 0. */
+function dollars(value: string, flag: string): number {
+  const n = Number(value.trim().replace(/^\$/, ''))
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0)
+    throw new UsageError(`${flag} takes US dollars per million tokens, 0 or more; got "${value}"`)
+  return n
 }
 
 export async function startOAuth(
@@ -362,6 +434,41 @@ export function registerLlm(program: Command, makeDeps: MakeDeps): void {
       .description("the models the connections offer (the provider's list, else the shipped one)")
       .action(actionOf(makeDeps, listModels)),
     'osctl llm models',
+  )
+
+  const prices = llm
+    .command('prices')
+    .description("what model calls are priced at: osd's list, and the enterprise's own prices")
+  examples(
+    prices
+      .command('list', { isDefault: true })
+      .description('every price, and how a model with none is priced')
+      .action(actionOf(makeDeps, listPrices)),
+    'osctl llm prices',
+  )
+  examples(
+    prices
+      .command('set')
+      .description(
+        "price a model osd's list does not hold (a local model, say), per million tokens",
+      )
+      .requiredOption('--model <model>', 'the model as the provider names it')
+      .requiredOption('--input <usd>', 'US dollars per million input tokens')
+      .requiredOption('--output <usd>', 'US dollars per million output tokens')
+      .option('--cache-read <usd>', "cache-read input (default: the provider's ratio to --input)")
+      .option('--cache-write <usd>', "cache-write input (default: the provider's ratio to --input)")
+      .action(actionOf(makeDeps, setPrice)),
+    'osctl llm prices set --model llama3.2 --input 0 --output 0',
+    'osctl llm prices set --model gpt-5.7 --input 2 --output 12',
+  )
+  examples(
+    prices
+      .command('remove')
+      .description("remove the enterprise's price of a model")
+      .requiredOption('--model <model>', 'the model')
+      .option('-y, --yes', 'do not ask')
+      .action(actionOf(makeDeps, removePrice)),
+    'osctl llm prices remove --model llama3.2 --yes',
   )
 
   const oauth = llm

@@ -5,7 +5,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { layerIdOf } from '../layers.js'
-import { usd } from '../money.js'
+import { cost, usd } from '../money.js'
 import { bold, printFields, printTable, show } from '../output.js'
 import { about } from './about.js'
 
@@ -21,16 +21,16 @@ function showSpend(deps: Deps, view: SpendView): void {
       ['day', `${view.day} (UTC)`],
       ['limits', view.enabled ? 'on' : 'off: caps are kept but not applied'],
     ])
-    out.write(`\n${out.color ? bold('Spent today') : 'Spent today'}\n`)
+    out.write(`\n${bold(out, 'Spent today')}\n`)
     if (view.today.length === 0) out.write('(nothing)\n')
     else
       printTable(out, view.today, [
         { header: 'LAYER', value: (s) => s.layer },
         { header: 'ID', value: (s) => where(s.layer, s.layerId) },
-        { header: 'SPENT', value: (s) => usd(s.usdCents) },
+        { header: 'SPENT', value: (s) => cost(s.usdCents, s.unpriced) },
         { header: 'RUNS', value: (s) => s.runs },
       ])
-    out.write(`\n${out.color ? bold('Daily caps') : 'Daily caps'}\n`)
+    out.write(`\n${bold(out, 'Daily caps')}\n`)
     if (view.caps.length === 0) out.write('(none)\n')
     else
       printTable(out, view.caps, [
@@ -39,10 +39,10 @@ function showSpend(deps: Deps, view: SpendView): void {
         { header: 'CAP', value: (c) => `${usd(c.moneyCentsDay)}/day` },
         {
           header: 'SPENT',
-          value: (c) =>
-            usd(
-              view.today.find((s) => s.layer === c.layer && s.layerId === c.layerId)?.usdCents ?? 0,
-            ),
+          value: (c) => {
+            const spent = view.today.find((s) => s.layer === c.layer && s.layerId === c.layerId)
+            return cost(spent?.usdCents ?? 0, spent?.unpriced)
+          },
         },
       ])
   })

@@ -1,10 +1,12 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import type { ReactNode } from 'react'
 import type { ChatMessage, ChatQuestion, ChatToolCall } from '../../shared/schemas/chats.js'
 import { clockTime } from '../chat.js'
+import { decisionLine } from '../decisions.js'
 import { mustGateReason, type AnswerForm } from './chat-keys.js'
 import { fold, jsonLines, resultLines } from './fold.js'
 import { Markdown, markdownRows } from './markdown.js'
+import { Text } from './text.js'
 
 // One message of the chat as the screen draws it: the person's words, the member's reply in markdown,
 // a tool call with its arguments and result (folded), a question once with its answer, osd's notice
@@ -83,17 +85,7 @@ function ToolCallLine(props: { call: ChatToolCall; maxLines: number }): ReactNod
 function answerWords(question: ChatQuestion): string {
   const answer = question.answer
   if (!answer || answer.decision === null) return 'closed with the chat, unanswered'
-  const choice = question.choices.find((c) => c.key === answer.choice)
-  const parts = [
-    choice ? choice.label : answer.choice,
-    ...(Array.isArray(answer.answers)
-      ? answer.answers.map(String)
-      : answer.answers
-        ? [typeof answer.answers === 'string' ? answer.answers : JSON.stringify(answer.answers)]
-        : []),
-    answer.note,
-  ].filter((p): p is string => Boolean(p))
-  return parts.join(' · ') || 'answered'
+  return decisionLine(answer, question.choices)
 }
 
 function QuestionLine(props: { question: ChatQuestion }): ReactNode {

@@ -1,5 +1,6 @@
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import type { Query } from '../client.js'
+import { decisionWord, type Decided } from '../decisions.js'
 import { ApiRequestError, CliError } from '../errors.js'
 
 // The data side of `osctl gates review`: reads the waiting gates (GET /v1/gates) every few seconds and
@@ -38,7 +39,7 @@ export interface ReviewState {
   /** What came of the last decision, shown until the next one. */
   notice: Notice | null
   /** Decisions this session made, oldest first (for the line left on the terminal at the end). */
-  decided: { gate: Gate; decision: Gate['decision'] }[]
+  decided: (Decided & { gate: Gate })[]
 }
 
 export type DecisionOutcome =
@@ -57,6 +58,10 @@ const pastTense: Record<GateDecision['decision'], string> = {
   reject: 'Rejected',
   request_changes: 'Asked for changes on',
 }
+
+/** An approve that carries answers or a choice answered a question (issue 51): it says so. */
+const pastTenseOf = (body: GateDecision) =>
+  decisionWord(body) === 'answered' ? 'Answered' : pastTense[body.decision]
 
 /** A gate as a person names it in one line: its task (or "chat") and its tool or "question". */
 export function gateLabel(gate: Gate): string {
@@ -175,8 +180,8 @@ export class GateReviewController {
       outcome = { ok: true, gate: decided }
       this.setGates(without(this.state.gates, gate.id), {
         sending: false,
-        notice: { tone: 'success', text: `${pastTense[body.decision]} ${gateLabel(gate)}` },
-        decided: [...this.state.decided, { gate, decision: body.decision }],
+        notice: { tone: 'success', text: `${pastTenseOf(body)} ${gateLabel(gate)}` },
+        decided: [...this.state.decided, { ...body, gate }],
       })
     } catch (err) {
       const alreadyDecided = errorCode(err) === 'gate_not_waiting'

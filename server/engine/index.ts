@@ -12,6 +12,7 @@ import { createProviders, type ModelProvider } from './models/index.js'
 import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
+import { defaultToolLimits, type ToolLimits } from './tools/index.js'
 
 export interface Engine {
   id: string
@@ -38,6 +39,8 @@ export interface EngineOptions {
         | 'promptCache'
         | 'modelTimeoutSeconds'
         | 'modelIdleSeconds'
+        | 'egress'
+        | 'toolResultMaxBytes'
       >
     >
   sealer: Sealer
@@ -73,6 +76,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       log,
       oauth: config.providerBOAuth,
       toolTimeoutMs: toolTimeoutMs(config),
+      toolLimits: toolLimits(config),
     }),
     ...options.executors,
   }
@@ -96,6 +100,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     oauth: config.providerBOAuth,
     streaming: config.chatStreaming ?? true,
     toolTimeoutMs: toolTimeoutMs(config),
+    toolLimits: toolLimits(config),
   })
   await runs.start()
   await chats.start()
@@ -121,6 +126,16 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       await chats.stop()
       await runs.stop()
     },
+  }
+}
+
+/** OSD_EGRESS_ALLOW and OSD_TOOL_RESULT_MAX_BYTES: nothing private, 100 KB unless configured. */
+export function toolLimits(
+  config: Partial<Pick<Config, 'egress' | 'toolResultMaxBytes'>>,
+): ToolLimits {
+  return {
+    egress: config.egress ?? defaultToolLimits.egress,
+    resultMaxBytes: config.toolResultMaxBytes ?? defaultToolLimits.resultMaxBytes,
   }
 }
 

@@ -43,3 +43,17 @@ export function ownerCaller(caller: Caller): SessionCaller {
     throw new ApiError('owner_only', 'Only an owner of the enterprise may do this.')
   return person
 }
+
+/**
+ * 403 api_token_scope unless the caller also holds `scope`: for a route whose path asks one scope
+ * (the rule of DESIGN 4) but which changes what another guards too, as a model's price moves what
+ * the spend caps hold back. A person's session holds every scope of its enterprise.
+ */
+export function requireScope(caller: Caller, scope: string): void {
+  if (caller.scopes.has(scope)) return
+  throw new ApiError(
+    'api_token_scope',
+    `This route also needs the scope ${scope}; the token holds ${[...caller.scopes].join(', ') || 'none'}.`,
+    { needed: scope, held: [...caller.scopes] },
+  )
+}

@@ -90,7 +90,7 @@ export function catalogRoutes({ sql, config }: RouteDeps) {
       summary:
         "Install the task on a team, linked to the original: its definition stays the original's, and each new version of the original is what the clone runs",
       description:
-        "The clone keeps the original's role (assigneeRole) and schedule; name and slug default to the original's. Its name, slug, team, role, status and schedule are the enterprise's to change; a change to its definition answers 403 task_definition_read_only.",
+        "The clone keeps the original's role (assigneeRole) and schedule, the schedule on only when its input gives every required input a value; name and slug default to the original's. Its name, slug, team, role, status and schedule are the enterprise's to change; a change to its definition answers 403 task_definition_read_only.",
       body: CatalogClone,
       status: 201,
       response: TaskRead,
@@ -155,7 +155,7 @@ export function catalogRoutes({ sql, config }: RouteDeps) {
       summary:
         'Install the role on a team (a role with its slug on the team or enterprise-wide is reused) and each of its public tasks, linked; deprecated tasks are skipped',
       description:
-        'One transaction: if any task slug exists in the enterprise nothing is installed, and the 409 task_slug_taken lists those slugs in `slugs`.',
+        "One transaction: if any task slug exists in the enterprise nothing is installed, and the 409 task_slug_taken lists those slugs in `slugs`. A task's schedule is turned on only when its input gives every required input of the task a value; `schedules` lists each one, on or off, with the inputs it misses.",
       body: CatalogRoleClone,
       status: 201,
       response: CatalogRoleCloned,
@@ -169,6 +169,7 @@ export function catalogRoutes({ sql, config }: RouteDeps) {
         roleCreated: done.roleCreated,
         tasks: await Promise.all(done.taskIds.map((id) => read(c, id))),
         skipped: done.skipped,
+        schedules: done.schedules,
       }
     },
   )

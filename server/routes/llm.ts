@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
+import { requireScope } from '../http/caller.js'
 import {
   LlmBinding,
   LlmBindingCreate,
@@ -7,6 +8,9 @@ import {
   LlmConnection,
   LlmConnectionPatch,
   LlmModels,
+  LlmPrice,
+  LlmPriceInput,
+  LlmPrices,
   LlmUsage,
   OAuthComplete,
   OAuthStart,
@@ -21,8 +25,11 @@ import {
   getTiers,
   listBindings,
   listConnections,
+  listPrices,
   offeredModels,
   overrideTier,
+  removePrice,
+  setPrice,
   startOAuth,
   unbindKey,
   updateConnection,
@@ -191,6 +198,66 @@ export function llmRoutes({ sql, sealer, providers, config }: RouteDeps) {
         config.providerBOAuth,
       ),
     }),
+  )
+
+  // Prices (issue 51; DESIGN 6): a model the list does not hold is priced as the enterprise sets it.
+  const model = z.object({
+    model: z.string().meta({
+      description: 'the model as the provider names it; one holding a slash is sent encoded (%2F)',
+    }),
+  })
+  route(
+    app,
+    {
+      operationId: 'listLlmPrices',
+      method: 'get',
+      path: '/prices',
+      summary:
+        "Every price a model call is priced at: osd's list and the enterprise's own; and how a model with none is priced",
+      description:
+        "A model in neither is priced at 0 and answered as unpriced when its provider's address was set by the operator (OSD_PROVIDER_A_BASE_URL, OSD_PROVIDER_B_BASE_URL: a local server); otherwise as the provider's frontier model.",
+      response: LlmPrices,
+    },
+    async (c) =>
+      listPrices(sql, c.var.caller.enterpriseId, {
+        provider_a: providers.provider_a.baseUrlSetByOperator === true,
+        provider_b: providers.provider_b.baseUrlSetByOperator === true,
+      }),
+  )
+  route(
+    app,
+    {
+      operationId: 'setLlmPrice',
+      method: 'put',
+      path: '/prices/{model}',
+      summary:
+        "Set the price of a model osd's list does not hold, in US dollars per million tokens",
+      description:
+        "Model calls from then on are priced at it, their worst case reserved under the spend caps. A model of osd's list keeps the list's price (400). A price decides what the spend caps hold back, so a token needs spend:write as well as llm:write (403 api_token_scope).",
+      params: model,
+      body: LlmPriceInput,
+      response: LlmPrice,
+    },
+    async (c, { params, body }) => {
+      requireScope(c.var.caller, 'spend:write')
+      return setPrice(sql, c.var.caller.enterpriseId, params.model, body)
+    },
+  )
+  route(
+    app,
+    {
+      operationId: 'deleteLlmPrice',
+      method: 'delete',
+      path: '/prices/{model}',
+      summary: "Remove the enterprise's price of a model (again: no change)",
+      description: 'As setting one, it needs spend:write as well as llm:write.',
+      params: model,
+      status: 204,
+    },
+    async (c, { params }) => {
+      requireScope(c.var.caller, 'spend:write')
+      return removePrice(sql, c.var.caller.enterpriseId, params.model)
+    },
   )
   return app
 }

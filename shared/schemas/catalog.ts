@@ -128,6 +128,26 @@ export type CatalogClone = z.infer<typeof CatalogClone>
 export const CatalogRoleClone = z.object({ teamId: Uuid }).meta({ id: 'CatalogRoleClone' })
 export type CatalogRoleClone = z.infer<typeof CatalogRoleClone>
 
+/**
+ * A schedule a clone came with: on only when its input gives every required input of the task a value,
+ * else off until someone sets them (PUT /v1/tasks/{id}/schedule).
+ */
+export const ClonedSchedule = z
+  .object({
+    taskId: Uuid,
+    taskSlug: z.string(),
+    cron: z.string(),
+    timezone: z.string(),
+    input: z.record(z.string(), z.unknown()),
+    enabled: z.boolean(),
+    missingInputs: z.array(z.string()).meta({
+      description:
+        'the required inputs the schedule gives no value (absent or blank): why it is off; empty when on',
+    }),
+  })
+  .meta({ id: 'ClonedSchedule' })
+export type ClonedSchedule = z.infer<typeof ClonedSchedule>
+
 /** What a role clone installed: the role (new or reused) and the linked tasks, each in full. */
 export const CatalogRoleCloned = z
   .object({
@@ -135,6 +155,8 @@ export const CatalogRoleCloned = z
     roleCreated: z.boolean(),
     tasks: z.array(TaskRead),
     skipped: z.array(z.object({ slug: z.string(), reason: z.string() })),
+    /** Each installed task's schedule, and whether the clone turned it on. */
+    schedules: z.array(ClonedSchedule),
   })
   .meta({ id: 'CatalogRoleCloned' })
 export type CatalogRoleCloned = z.infer<typeof CatalogRoleCloned>

@@ -59,8 +59,9 @@ export interface ModelPrice {
 /**
  * The shipped catalogue: models each provider offers when its own list cannot be read, with prices in
  * US dollars per million tokens (input, output; cache read and write where a model has its own figure).
- * A model a provider lists that is not here is priced as its provider's frontier model, so spend is
- * never under-counted.
+ * A model that is not here is priced as the enterprise sets it (PUT /v1/llm/prices/{model}); without
+ * that, at 0 ("unpriced") when its provider's address was set by the operator (a local server), else
+ * as its provider's frontier model, so a real provider's spend is never under-counted (issue 51).
  */
 export const catalogue: Record<
   Provider,
@@ -95,17 +96,25 @@ export const cacheRatios: Record<Provider, { read: number; write: number }> = {
   provider_b: { read: 0.1, write: 1 },
 }
 
-export function priceOf(provider: Provider, model: string): ModelPrice {
-  const listed = catalogue[provider][model] ?? catalogue[provider][defaultTiers[provider].frontier]!
+/** A price with its cache figures filled in from the provider's ratios where it has none of its own. */
+export function withCachePrices(
+  provider: Provider,
+  price: { input: number; output: number; cacheRead?: number | null; cacheWrite?: number | null },
+): ModelPrice {
   const ratio = cacheRatios[provider]
   // To 12 digits: 3 * 0.1 is 0.30000000000000004 in floating point, and a price is a published figure.
   const times = (price: number, by: number) => Number((price * by).toPrecision(12))
   return {
-    input: listed.input,
-    output: listed.output,
-    cacheRead: listed.cacheRead ?? times(listed.input, ratio.read),
-    cacheWrite: listed.cacheWrite ?? times(listed.input, ratio.write),
+    input: price.input,
+    output: price.output,
+    cacheRead: price.cacheRead ?? times(price.input, ratio.read),
+    cacheWrite: price.cacheWrite ?? times(price.input, ratio.write),
   }
+}
+
+export function priceOf(provider: Provider, model: string): ModelPrice {
+  const listed = catalogue[provider][model] ?? catalogue[provider][defaultTiers[provider].frontier]!
+  return withCachePrices(provider, listed)
 }
 
 /** The provider whose catalogue holds a model, if any. */
@@ -155,6 +164,10 @@ export const LlmUsage = z
         calls: z.number().int(),
         ...tokenCounts,
         costUsdCents: z.number(),
+        unpriced: z.boolean().meta({
+          description:
+            'some of these calls had no price (a model neither listed nor priced, on an address the operator set): they count $0',
+        }),
       }),
     ),
   })
@@ -175,7 +188,9 @@ export type LlmBinding = z.infer<typeof LlmBinding>
 
 export const LlmBindingCreate = z
   .object({
-    apiKey: z.string().min(8).max(500),
+    // Any text: a local server takes any key, and a real provider refuses a wrong one itself (the
+    // work then waits, blocked, saying so). Blank is no key.
+    apiKey: z.string().min(1).max(500).regex(/\S/, 'the key is blank'),
     provider: Provider.default('provider_a'),
     layer: LlmLayer.default('enterprise'),
     layerId: Uuid.optional(),
@@ -225,3 +240,64 @@ export const LlmModels = z
     ),
   })
   .meta({ id: 'LlmModels' })
+
+/** A model's price per million tokens, in US dollars, and where it comes from. */
+export const LlmPrice = z
+  .object({
+    model: z.string(),
+    /** list: osd's own price list (the catalogue); enterprise: set with PUT /v1/llm/prices/{model}. */
+    source: z.enum(['list', 'enterprise']),
+    /** The provider whose list holds it; null for an enterprise's price (any provider's model). */
+    provider: z.enum(providers).nullable(),
+    input: z.number(),
+    output: z.number(),
+    cacheRead: z.number().nullable().meta({
+      description: "null: the provider's ratio to the input price (0.1x)",
+    }),
+    cacheWrite: z.number().nullable().meta({
+      description:
+        "null: the provider's ratio to the input price (provider_a 1.25x, provider_b 1x)",
+    }),
+    updatedAt: IsoTime.nullable(),
+  })
+  .meta({ id: 'LlmPrice' })
+export type LlmPrice = z.infer<typeof LlmPrice>
+
+const usdPerMillion = (what: string) =>
+  z
+    .number()
+    .min(0)
+    .max(100_000)
+    .meta({ description: `US dollars per million ${what} tokens` })
+
+/** PUT /v1/llm/prices/{model}: the price of a model the list does not hold. */
+export const LlmPriceInput = z
+  .object({
+    input: usdPerMillion('input'),
+    output: usdPerMillion('output'),
+    cacheRead: usdPerMillion('cache-read input').optional(),
+    cacheWrite: usdPerMillion('cache-write input').optional(),
+  })
+  .meta({ id: 'LlmPriceInput' })
+export type LlmPriceInput = z.infer<typeof LlmPriceInput>
+
+/** GET /v1/llm/prices: every price, and how a model with none is priced on each provider. */
+export const LlmPrices = z
+  .object({
+    prices: z.array(LlmPrice),
+    unlisted: z.array(
+      z.object({
+        provider: Provider,
+        /** Whether the operator set this provider's address (OSD_PROVIDER_A_BASE_URL, ...). */
+        baseUrlSetByOperator: z.boolean(),
+        /**
+         * unpriced: at 0, and answers say unpriced (a local server); frontier: as the provider's
+         * frontier model (`frontierModel`), so a real provider's spend is never under-counted.
+         */
+        pricedAs: z.enum(['unpriced', 'frontier']),
+        frontierModel: z.string(),
+      }),
+    ),
+  })
+  .meta({ id: 'LlmPrices' })
+export type LlmPrices = z.infer<typeof LlmPrices>

@@ -40,6 +40,10 @@ export const Run = z
     status: z.enum(runStatuses),
     input: z.record(z.string(), z.unknown()),
     costUsdCents: z.number(),
+    costUnpriced: z.boolean().meta({
+      description:
+        'some of its model calls had no price (a model neither listed nor priced, on an address the operator set): they count $0 in costUsdCents',
+    }),
     startedAt: IsoTime.nullable(),
     finishedAt: IsoTime.nullable(),
     blockedReason: z.string().optional().meta({ description: 'present when status is blocked' }),
@@ -94,6 +98,8 @@ export const RunDetail = z
     execution: z.object({ id: Uuid, runCount: z.number().int() }),
     cost: z.object({
       usdCents: z.number(),
+      /** Some model calls had no price: they count $0 (Run.costUnpriced). */
+      unpriced: z.boolean(),
       modelCalls: z.number().int(),
       /** Tokens of the run's model calls, each kind once as the provider bills it (DESIGN 13). */
       ...tokenCounts,

@@ -13,6 +13,10 @@ const LayerSpend = z.object({
   layerId: Uuid,
   usdCents: z.number(),
   runs: z.number().int(),
+  unpriced: z.boolean().meta({
+    description:
+      'some model calls on this layer today had no price (a model neither listed nor priced, on an address the operator set): they count $0',
+  }),
 })
 
 export const SpendView = z

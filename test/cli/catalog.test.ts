@@ -396,7 +396,8 @@ describe('osctl catalog against a daemon', () => {
     expect(cloned.exitCode, cloned.stderr).toBe(0)
     const task = TaskRead.parse(await json(['tasks', 'get', 'weekly-report']))
     expect(cloned.stdout).toBe(
-      `installed task weekly-report (${task.id}) on team general, linked to the original: each new version of it is what it runs\n`,
+      `installed task weekly-report (${task.id}) on team general, linked to the original: each new version of it is what it runs\n` +
+        "schedule of weekly-report: 0 7 * * 1 (UTC), off: the required inputs spreadsheet, recipients have no value; turn it on with: osctl tasks schedule set weekly-report --cron '0 7 * * 1' --tz UTC --input spreadsheet=VALUE --input recipients=VALUE\n",
     )
     expect(cloned.stderr).toContain('no role reporting-analyst')
     expect(task).toMatchObject({ origin: 'clone', canEditDefinition: false })
@@ -420,9 +421,10 @@ describe('osctl catalog against a daemon', () => {
     expect(res.exitCode, res.stderr).toBe(0)
     const lines = res.stdout.trimEnd().split('\n')
     expect(lines[0]).toMatch(/^installed role release-manager \([0-9a-f-]{36}\) on team general$/)
-    expect(lines.slice(1).sort()).toEqual([
+    expect(lines.slice(1)).toEqual([
       expect.stringMatching(/^installed task draft-release-notes \([0-9a-f-]{36}\)$/),
       expect.stringMatching(/^installed task triage-issues \([0-9a-f-]{36}\)$/),
+      "schedule of triage-issues: 0 8 * * 1-5 (UTC), off: the required input repository has no value; turn it on with: osctl tasks schedule set triage-issues --cron '0 8 * * 1-5' --tz UTC --input repository=VALUE",
     ])
     const notes = TaskRead.parse(await json(['tasks', 'get', 'draft-release-notes']))
     expect(res.stdout).toContain(`installed task draft-release-notes (${notes.id})`)
@@ -441,6 +443,21 @@ describe('osctl catalog against a daemon', () => {
     expect(JSON.parse(again.stdout).slugs.sort()).toEqual(['draft-release-notes', 'triage-issues'])
     expect((await json(['tasks', 'list'])).total).toBe(before)
 
+    // The command the line gives, with values in place of VALUE, turns the schedule on.
+    const command = lines.at(-1)!.split('turn it on with: osctl ')[1]!
+    const args = command
+      .replace('repository=VALUE', 'repository=acme/web')
+      .match(/'[^']*'|\S+/g)!
+      .map((word) => word.replace(/^'|'$/g, ''))
+    const set = await osctl(args, env)
+    expect(set.exitCode, set.stderr).toBe(0)
+    expect(set.stdout).toMatch(/^enabled\s+yes$/m)
+    expect(TaskRead.parse(await json(['tasks', 'get', 'triage-issues'])).schedule).toMatchObject({
+      cron: '0 8 * * 1-5',
+      input: { repository: 'acme/web' },
+      enabled: true,
+    })
+
     // The role of a task cloned alone (weekly-report, above) is taken: only that slug is named.
     const analyst = await osctl(
       ['catalog', 'roles', 'clone', 'reporting-analyst', '--team', 'general'],
@@ -457,6 +474,9 @@ describe('osctl catalog against a daemon', () => {
     )
     expect(res.exitCode, res.stderr).toBe(0)
     expect(res.stderr).toBe('')
+    // Its schedules need no input they lack: each is on, and said to be.
+    expect(res.stdout).toContain('schedule of answer-support-inbox: 0 9,14 * * 1-5 (UTC), on\n')
+    expect(res.stdout).toContain('schedule of summarise-support-week: 0 16 * * 5 (UTC), on\n')
     const sam = await json(['members', 'get', 'Sam'])
     expect(res.stdout.trimEnd().split('\n').at(-1)).toBe(
       `new member Sam (${sam.email}) holds the role support-lead`,

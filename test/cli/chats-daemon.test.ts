@@ -185,4 +185,67 @@ describe('osctl chats against a daemon', () => {
     const after = z.array(Gate).parse(await json(['gates', 'list']))
     expect(after.map((g) => g.id)).not.toContain(gateId)
   }, 60_000)
+
+  it('shows a rejected question as rejected with its note, an answered one with its answer (issue 51)', async () => {
+    const chat = Chat.parse(await json(['chats', 'new', memberName]))
+    const asking = (question: string) => ({
+      toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: [question] } }],
+    })
+    model.script(key, asking('Port or starboard?'), { text: 'Aye, we hold course.' })
+    const first = z
+      .array(ChatMessage)
+      .parse(await json(['chats', 'send', chat.id, 'which side?', '--wait']))
+    const rejectedGate = first.find((m) => m.question)!.question!.gateId
+    // Rejected through the gate's own route, as POST /v1/gates/{id}/decision.
+    await json(['gates', 'reject', rejectedGate, '--note', 'Stay in port'])
+    await eventually(
+      async () => ChatDetail.parse(await json(['chats', 'get', chat.id])).replying === false,
+      20_000,
+      'the reply after the rejection',
+    )
+    model.script(key, asking('Which flag?'), { text: 'The blue one it is.' })
+    const second = z
+      .array(ChatMessage)
+      .parse(await json(['chats', 'send', chat.id, 'and the flag?', '--wait']))
+    const answeredGate = second.find((m) => m.question)!.question!.gateId
+    await json(['chats', 'answer', chat.id, '--answer', 'Blue'])
+    await eventually(
+      async () => ChatDetail.parse(await json(['chats', 'get', chat.id])).replying === false,
+      20_000,
+      'the reply after the answer',
+    )
+
+    const got = await osctl(['chats', 'get', chat.id], env)
+    expect(got.exitCode, got.stderr).toBe(0)
+    expect(got.stdout).toContain(
+      `  question (rejected), gate ${rejectedGate}:\n    1. Port or starboard?\n    → rejected: Stay in port\n`,
+    )
+    expect(got.stdout).toContain(
+      `  question (answered), gate ${answeredGate}:\n    1. Which flag?\n    → answered: Blue\n`,
+    )
+    const md = await osctl(['chats', 'export', chat.id, '--format', 'md'], env)
+    expect(md.exitCode, md.stderr).toBe(0)
+    expect(md.stdout).toContain(
+      '1. Port or starboard?\n\n**Decision:** rejected\n\n- Note: Stay in port\n',
+    )
+    expect(md.stdout).toContain('1. Which flag?\n\n**Answer:**\n\n- Answer: Blue\n')
+    expect(md.stdout).not.toContain('approved')
+  }, 60_000)
+
+  it('shows a question rejected through the chat gate route as rejected', async () => {
+    const chat = Chat.parse(await json(['chats', 'new', memberName]))
+    model.script(
+      key,
+      { toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Weigh anchor?'] } }] },
+      { text: 'We stay.' },
+    )
+    await json(['chats', 'send', chat.id, 'go?', '--wait'])
+    await json(['gates', 'chat', chat.id, '--decision', 'reject', '--note', 'Storm coming'])
+    const got = await osctl(['chats', 'get', chat.id], env)
+    expect(got.stdout).toMatch(
+      /question \(rejected\), gate .*:\n {4}1\. Weigh anchor\?\n {4}→ rejected: Storm coming\n/,
+    )
+    const md = await osctl(['chats', 'export', chat.id, '--format', 'md'], env)
+    expect(md.stdout).toContain('**Decision:** rejected\n\n- Note: Storm coming')
+  }, 60_000)
 })

@@ -278,8 +278,9 @@ describe('osctl gates, other verbs', () => {
     await screen.type('a', 'Answer ask question')
     await screen.type('\x1b[B', '◉ Yes (yes)')
     await screen.type('Go', '› Go')
-    await screen.type('\r', '✓ Approved ask question')
-    await screen.type('q', 'gates review: decided 1 gate (1 approved).')
+    // An answer is told as one, not as an approval (issue 51).
+    await screen.type('\r', '✓ Answered ask question')
+    await screen.type('q', 'gates review: decided 1 gate (1 answered).')
     expect((await screen.child).exitCode).toBe(0)
     expect(await json(['gates', 'get', gate.id])).toMatchObject({
       decision: 'approve',

@@ -77,6 +77,7 @@ function run(overrides: Partial<Run> = {}): Run {
     status: 'pending',
     input: { layer: 'team' },
     costUsdCents: 0,
+    costUnpriced: false,
     startedAt: null,
     finishedAt: null,
     taskId: randomUUID(),

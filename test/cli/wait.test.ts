@@ -21,6 +21,7 @@ function run(status: RunStatus, overrides: Partial<Run> = {}): Run {
     status,
     input: {},
     costUsdCents: 3,
+    costUnpriced: false,
     startedAt: started,
     finishedAt: ['succeeded', 'failed', 'cancelled'].includes(status)
       ? '2026-11-22T09:30:02.400Z'

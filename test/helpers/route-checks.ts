@@ -12,6 +12,8 @@ export interface RouteCase {
   foreign?: () => { path: string; body?: unknown }
   /** Code of that 404 (the route's own not-found code). */
   notFoundCode?: string
+  /** Scopes the route needs beside its path's (a price needs spend:write as well as llm:write). */
+  alsoNeeds?: Scope[]
 }
 
 /**
@@ -45,7 +47,7 @@ export function commonRouteChecks(t: () => TestApp, route: RouteCase): void {
   })
 
   it(`${label}is let through with exactly its scope`, async () => {
-    const token = await t().tokenWith([needed()])
+    const token = await t().tokenWith([needed(), ...(route.alsoNeeds ?? [])])
     const res = await t().call(route.method, route.path(), { token, body: route.body?.() })
     expect([401, 403]).not.toContain(res.status)
   })

@@ -13,9 +13,13 @@ import {
   sealedKeyId,
   writeKeyFile,
 } from '../../server/crypto.js'
+import { strictEgress, type EgressRule } from '../../server/egress.js'
 import { resolveKey } from '../../server/domain/models/index.js'
 import { connectionsForRun, createToolConnection } from '../../server/domain/tools/index.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+
+// tools.example resolves to nothing here, which the egress check lets through (it checks again on connect).
+const unresolved: EgressRule = { ...strictEgress, resolve: async () => [] }
 
 // The secret keys and what they seal (issue 45): a sealed value names its key and is bound to its row;
 // the keyring holds the current key and older ones; values of the form before key ids still open.
@@ -148,6 +152,7 @@ describe('a sealed value copied into another row', () => {
       createToolConnection(
         t.sql,
         t.sealer,
+        unresolved,
         enterpriseId,
         { name: 'ci', url: 'https://tools.example/mcp', token, layer: 'enterprise' },
         right,

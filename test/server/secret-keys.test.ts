@@ -13,6 +13,7 @@ import {
   type Sealer,
 } from '../../server/crypto.js'
 import type { Running } from '../../server/serve.js'
+import { strictEgress, type EgressRule } from '../../server/egress.js'
 import { resolveKey } from '../../server/domain/models/index.js'
 import { connectionsForRun, createToolConnection } from '../../server/domain/tools/index.js'
 import { createTestEnterprise, type TestEnterprise } from '../helpers/app.js'
@@ -20,6 +21,9 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { serveInProcess } from '../helpers/osctl.js'
 import { osd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
+
+// tools.example resolves to nothing here, which the egress check lets through (it checks again on connect).
+const unresolved: EgressRule = { ...strictEgress, resolve: async () => [] }
 
 // osd admin secrets (issue 45) as an operator runs it, a real process on a test database beside a
 // running osd: rotate-key adds a key to the key file, the running osd seals with it from then on, every
@@ -62,6 +66,7 @@ beforeAll(async () => {
   await createToolConnection(
     db.sql,
     createSealer(oldKey),
+    unresolved,
     acme.id,
     { name: 'ci', url: 'https://tools.example/mcp', token: 'tool-token-1', layer: 'enterprise' },
     { mayBindEnterprise: true },

@@ -4,6 +4,7 @@ import type { Paged } from '../../../shared/schemas/common.js'
 import type {
   CatalogClone,
   CatalogRole,
+  ClonedSchedule,
   CatalogSchedule,
   CatalogTask,
   CatalogTaskRead,
@@ -11,6 +12,7 @@ import type {
   catalogTaskSorts,
 } from '../../../shared/schemas/catalog.js'
 import type { TaskCopy, VersionDefinition } from '../../../shared/schemas/tasks.js'
+import { unsetRequiredInputs } from '../../../shared/task-inputs.js'
 import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { createTask, loadVersion, setSchedule, type TaskRow } from '../tasks/index.js'
@@ -181,20 +183,40 @@ async function lockInstalls(tx: Db, enterpriseId: string): Promise<void> {
   await lockCatalogInstalls(tx, enterpriseId)
 }
 
+/**
+ * The schedule an entry comes with, on the task installed from it: on only when its input gives every
+ * required input a value (issue 51). A catalogue schedule's blanks are for the enterprise to fill;
+ * turned on as they are, it would start runs every week without what they need.
+ */
+async function installSchedule(
+  tx: Db,
+  enterpriseId: string,
+  taskId: string,
+  entry: Pick<EntryRow, 'schedule' | 'definition'>,
+): Promise<Omit<ClonedSchedule, 'taskId' | 'taskSlug'> | null> {
+  if (!entry.schedule) return null
+  const { cron, timezone, input } = entry.schedule
+  const missingInputs = unsetRequiredInputs(entry.definition.inputs, input)
+  const enabled = missingInputs.length === 0
+  await setSchedule(tx, enterpriseId, taskId, { cron, timezone, input, enabled })
+  return { cron, timezone, input, enabled, missingInputs }
+}
+
 /** A clone of `entry` on the team: its current version, linked; the role and schedule it comes with. */
 async function installClone(
   tx: Db,
   enterpriseId: string,
   entry: EntryRow,
   install: { teamId: string; name?: string; slug?: string },
-): Promise<string> {
+): Promise<{ taskId: string; schedule: ClonedSchedule | null }> {
+  const slug = install.slug ?? entry.slug
   const taskId = await createTask(
     tx,
     enterpriseId,
     {
       ...entry.definition,
       name: install.name ?? entry.name,
-      slug: install.slug ?? entry.slug,
+      slug,
       teamId: install.teamId,
       assigneeRole: entry.assigneeRole,
       kind: entry.kind,
@@ -203,8 +225,8 @@ async function installClone(
     },
     { origin: 'clone', sourceTaskId: entry.id, sourceVersionId: entry.currentVersionId },
   )
-  if (entry.schedule) await setSchedule(tx, enterpriseId, taskId, entry.schedule)
-  return taskId
+  const schedule = await installSchedule(tx, enterpriseId, taskId, entry)
+  return { taskId, schedule: schedule && { taskId, taskSlug: slug, ...schedule } }
 }
 
 /** POST /v1/catalog/tasks/{id}/clone: a task linked to the original, on the caller's team. */
@@ -218,7 +240,7 @@ export async function cloneCatalogTask(
     await lockInstalls(tx, enterpriseId)
     const entry = await loadEntry(tx, id, true)
     await requireTeam(tx, enterpriseId, body.teamId)
-    return installClone(tx, enterpriseId, entry, body)
+    return (await installClone(tx, enterpriseId, entry, body)).taskId
   })
 }
 
@@ -247,7 +269,10 @@ export async function copyCatalogTask(
       },
       { origin: 'copy', sourceTaskId: entry.id },
     )
-    if (entry.schedule) await setSchedule(tx, enterpriseId, taskId, entry.schedule)
+    await installSchedule(tx, enterpriseId, taskId, {
+      schedule: entry.schedule,
+      definition: current.definition,
+    })
     return taskId
   })
 }
@@ -365,6 +390,8 @@ export interface RoleCloned {
   roleCreated: boolean
   taskIds: string[]
   skipped: { slug: string; reason: string }[]
+  /** The installed tasks' schedules, each on or off (installSchedule). */
+  schedules: ClonedSchedule[]
 }
 
 /**
@@ -415,11 +442,14 @@ export async function cloneCatalogRole(
       roleId = made!.id
     }
     const taskIds: string[] = []
+    const schedules: ClonedSchedule[] = []
     for (const task of installable) {
       const entry = await loadEntry(tx, task.id, true)
-      taskIds.push(await installClone(tx, enterpriseId, entry, { teamId }))
+      const installed = await installClone(tx, enterpriseId, entry, { teamId })
+      taskIds.push(installed.taskId)
+      if (installed.schedule) schedules.push(installed.schedule)
     }
-    return { roleId, roleCreated: !existing, taskIds, skipped }
+    return { roleId, roleCreated: !existing, taskIds, skipped, schedules }
   })
 }
 

@@ -56,7 +56,7 @@ export interface TurnRow {
   context: ChatContext | null
 }
 
-/** The chat, its member, the enterprise and the member's first team, as the claim reads them. */
+/** The chat, its member, the enterprise, the member's first team and roles, as the claim reads them. */
 export interface ChatContext {
   id: string
   enterpriseId: string
@@ -69,6 +69,11 @@ export interface ChatContext {
   chatModelTier: ModelTier | null
   chatMemoryDepth: string | null
   teamId: string | null
+  /**
+   * The roles the member holds, team roles before enterprise-wide ones: a chat looks its tool
+   * connections up on them as a run does on its task's role (DESIGN 11).
+   */
+  roleIds: string[]
 }
 
 // --- what wakes whom --------------------------------------------------------------------------------
@@ -200,7 +205,12 @@ export async function claimTurns(
                      'persona', m.persona, 'enterpriseName', e.name,
                      'chatModelTier', e.chat_model_tier, 'chatMemoryDepth', e.chat_memory_depth,
                      'teamId', (select team_id from team_members tm where tm.member_id = c.member_id
-                                 order by joined_at limit 1))
+                                 order by joined_at limit 1),
+                     'roleIds', (select coalesce(json_agg(rm.role_id order by r.team_id is null,
+                                                          rm.granted_at, rm.role_id), '[]'::json)
+                                   from role_members rm join roles r on r.id = rm.role_id
+                                  where rm.enterprise_id = c.enterprise_id
+                                    and rm.member_id = c.member_id))
               from chats c
               left join members m on m.id = c.member_id
               left join enterprises e on e.id = c.enterprise_id
@@ -216,10 +226,16 @@ export async function renewTurns(
   leaseSeconds: number,
 ): Promise<Set<string>> {
   // Without waiting for the flush, as the claim: a lost renewal only lets the lease lapse sooner.
+  // Locked in id order first, as runs' leases are (admission.ts renewLeases).
   const rows = await db<{ id: string }[]>`
-    update chat_turns set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
-     where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
-    returning id, ${unflushedCommit(db)}`
+    with mine as (
+      select id from chat_turns
+       where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
+       order by id
+       for update)
+    update chat_turns t set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+      from mine where t.id = mine.id
+    returning t.id, ${unflushedCommit(db)}`
   return new Set(rows.map((r) => r.id))
 }
 

@@ -67,7 +67,11 @@ function toBinding(row: ConnectionRow): LlmBinding {
   }
 }
 
-const hint = (secret: string) => `…${lastChars(secret)}`
+/**
+ * What is shown of a key: its last characters, when they are few enough of it to tell keys apart
+ * without telling the key (any key is taken now, issue 51: a short one shows none).
+ */
+const hint = (secret: string) => (secret.length >= 12 ? `…${lastChars(secret)}` : '…')
 
 /**
  * The layer id a key is kept under, once layerOwner has checked the layer: none for the enterprise
@@ -191,10 +195,11 @@ export async function connectionUsage(db: Db, enterpriseId: string, id: string) 
       cacheWriteTokens: number
       outputTokens: number
       costUsdMicros: number
+      unpricedCalls: number
     }[]
   >`
     select to_char(day, 'YYYY-MM-DD') as day, model, calls, input_tokens, cache_read_tokens,
-           cache_write_tokens, output_tokens, cost_usd_micros
+           cache_write_tokens, output_tokens, cost_usd_micros, unpriced_calls
       from llm_usage where connection_id = ${id} order by day desc, model`
   return {
     connectionId: id,
@@ -207,6 +212,7 @@ export async function connectionUsage(db: Db, enterpriseId: string, id: string) 
       cacheWriteTokens: r.cacheWriteTokens,
       outputTokens: r.outputTokens,
       costUsdCents: r.costUsdMicros / 10_000,
+      unpriced: r.unpricedCalls > 0,
     })),
   }
 }

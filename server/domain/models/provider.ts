@@ -80,6 +80,11 @@ export interface ModelProvider {
     onText?: OnText,
   ): Promise<ModelReply>
   listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
+  /**
+   * The operator set this provider's address (OSD_PROVIDER_A_BASE_URL, OSD_PROVIDER_B_BASE_URL): a
+   * local or compatible server. A model with no price is then priced at 0, unpriced (prices.ts).
+   */
+  readonly baseUrlSetByOperator?: boolean
 }
 
 /**

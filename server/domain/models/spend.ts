@@ -130,7 +130,10 @@ export function holdReservation(tx: Db, run: RunLayers, day: string, worstMicros
        and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
 }
 
-/** Replaces a reservation by what the call cost; the run's first call also counts it as a run of the day. */
+/**
+ * Replaces a reservation by what the call cost; the run's first call also counts it as a run of the
+ * day, and a call with no price as an unpriced one (its cost 0).
+ */
 export async function settle(
   tx: Db,
   run: RunLayers,
@@ -138,15 +141,30 @@ export async function settle(
   reservedMicros: number,
   costMicros: number,
   firstCall: boolean,
+  unpriced = false,
 ): Promise<void> {
   const layers = layersOf(run)
-  await tx`
+  const kinds = tx.array(layers.map((l) => l.layer))
+  const ids = tx.array(layers.map((l) => l.layerId))
+  // The counters locked in checkRoom's order first, in the same round trip: an update alone locks
+  // its rows in whatever order its plan reads them, and two settlements of calls on different layers
+  // (a run's task and team beside a chat's member) deadlocked that way (docs/locks.md; issue 42).
+  await Promise.all([
+    tx`
+      select 1 from spend_days
+       where enterprise_id = ${run.enterpriseId} and day = ${day}
+         and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))
+       order by layer || layer_id::text
+       for update`,
+    tx`
     update spend_days
        set reserved_usd_micros = greatest(0, reserved_usd_micros - ${reservedMicros}),
            spent_usd_micros = spent_usd_micros + ${costMicros},
-           runs = runs + ${firstCall ? 1 : 0}
+           runs = runs + ${firstCall ? 1 : 0},
+           unpriced_calls = unpriced_calls + ${unpriced ? 1 : 0}
      where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+       and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))`,
+  ])
 }
 
 // --- the routes' side -------------------------------------------------------------------------------
@@ -157,9 +175,18 @@ export async function getSpend(db: Db, enterpriseId: string): Promise<SpendView>
     db<
       { spendEnabled: boolean }[]
     >`select spend_enabled from enterprises where id = ${enterpriseId}`,
-    db<{ layer: SpendLayer; layerId: string; spentUsdMicros: number; runs: number }[]>`
-      select layer, layer_id, spent_usd_micros, runs from spend_days
-       where enterprise_id = ${enterpriseId} and day = ${day} and (spent_usd_micros > 0 or runs > 0)
+    db<
+      {
+        layer: SpendLayer
+        layerId: string
+        spentUsdMicros: number
+        runs: number
+        unpricedCalls: number
+      }[]
+    >`
+      select layer, layer_id, spent_usd_micros, runs, unpriced_calls from spend_days
+       where enterprise_id = ${enterpriseId} and day = ${day}
+         and (spent_usd_micros > 0 or runs > 0 or unpriced_calls > 0)
        order by layer, layer_id`,
     db<{ layer: SpendLayer; layerId: string; moneyCentsDay: number }[]>`
       select layer, layer_id, money_cents_day from spend_caps where enterprise_id = ${enterpriseId} order by layer, layer_id`,
@@ -172,6 +199,7 @@ export async function getSpend(db: Db, enterpriseId: string): Promise<SpendView>
       layerId: r.layerId,
       usdCents: r.spentUsdMicros / microsPerCent,
       runs: r.runs,
+      unpriced: r.unpricedCalls > 0,
     })),
     caps,
   }
@@ -226,7 +254,8 @@ export async function setEnabled(
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
   await moveTurns(tx, 'pending', { enterpriseId, from: ['paused_spend'] })
   const paused = await tx<RunRow[]>`
-    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend'
+     order by id for no key update`
   await transitionAll(
     tx,
     'pending',
@@ -278,18 +307,22 @@ export function countUsage(
     model: string
     usage: TokenUsage
     costMicros: number
+    /** The call had no price (prices.ts): its cost is 0, and the row says some calls were unpriced. */
+    unpriced?: boolean
   },
 ) {
   const { usage } = call
+  const unpriced = call.unpriced ? 1 : 0
   return db`
     insert into llm_usage (connection_id, enterprise_id, day, model, calls, input_tokens, cache_read_tokens,
-                           cache_write_tokens, output_tokens, cost_usd_micros)
+                           cache_write_tokens, output_tokens, cost_usd_micros, unpriced_calls)
     values (${call.connectionId}, ${call.enterpriseId}, ${call.day}, ${call.model}, 1, ${usage.input},
-            ${usage.cacheRead}, ${usage.cacheWrite}, ${usage.output}, ${call.costMicros})
+            ${usage.cacheRead}, ${usage.cacheWrite}, ${usage.output}, ${call.costMicros}, ${unpriced})
     on conflict (connection_id, day, model) do update
        set calls = llm_usage.calls + 1, input_tokens = llm_usage.input_tokens + excluded.input_tokens,
            cache_read_tokens = llm_usage.cache_read_tokens + excluded.cache_read_tokens,
            cache_write_tokens = llm_usage.cache_write_tokens + excluded.cache_write_tokens,
            output_tokens = llm_usage.output_tokens + excluded.output_tokens,
-           cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros`
+           cost_usd_micros = llm_usage.cost_usd_micros + excluded.cost_usd_micros,
+           unpriced_calls = llm_usage.unpriced_calls + excluded.unpriced_calls`
 }

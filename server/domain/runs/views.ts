@@ -60,7 +60,11 @@ export async function getRunDetail(
     previous: previous[0] ? refOf(previous[0]) : null,
     next: nextRuns.map(refOf),
     execution: { id: run.executionId, runCount: execution[0]!.n },
-    cost: { usdCents: run.costUsdMicros / 10_000, ...calls },
+    cost: {
+      usdCents: run.costUsdMicros / 10_000,
+      unpriced: (run.unpricedCalls ?? 0) > 0,
+      ...calls,
+    },
   }
 }
 

@@ -10,6 +10,7 @@ import {
   type ToolLayer,
 } from '../../../shared/schemas/tools.js'
 import { sealedColumns, type Sealer } from '../../crypto.js'
+import { requireAllowedUrl, siteUrl, type EgressRule } from '../../egress.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
 
@@ -162,6 +163,20 @@ async function checkLayer(
   return layer === 'enterprise' ? null : owner
 }
 
+/**
+ * The addresses a connection sends osd to obey the egress rule (DESIGN 15): a tool server's url, a
+ * browser system's sites and start page, each checked as it is given (400 url_not_allowed) and again
+ * when osd connects.
+ */
+async function checkAddresses(
+  egress: EgressRule,
+  input: { url?: string | null; sites?: string[] | null; startPage?: string | null },
+): Promise<void> {
+  if (input.url) await requireAllowedUrl('url', input.url, egress)
+  for (const site of input.sites ?? []) await requireAllowedUrl('sites', siteUrl(site), egress)
+  if (input.startPage) await requireAllowedUrl('startPage', siteUrl(input.startPage), egress)
+}
+
 function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' | 'browser' {
   if (input.url && input.sites?.length)
     throw new ApiError(
@@ -183,6 +198,7 @@ function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' 
 export async function createToolConnection(
   db: Db,
   sealer: Sealer,
+  egress: EgressRule,
   enterpriseId: string,
   input: ToolConnectionCreate,
   right: BindRight = tokenRight,
@@ -192,6 +208,7 @@ export async function createToolConnection(
   const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId, right)
   const kind = kindOf(input)
   await checkShadowing(db, enterpriseId, input.name, input.layer, right)
+  await checkAddresses(egress, input)
   const mustGate = input.mustGate
     ? [...new Set(input.mustGate)]
     : input.name === 'vcs'
@@ -249,11 +266,16 @@ export async function listToolConnections(
 export async function updateToolConnection(
   db: Db,
   sealer: Sealer,
+  egress: EgressRule,
   enterpriseId: string,
   id: string,
   patch: ToolConnectionPatch,
   right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
+  // Only what the change gives is checked: an address saved before the rule (or a stricter
+  // OSD_EGRESS_ALLOW) stays as it is and is refused when osd connects. Checked before the row is
+  // locked, since a name may take a while to resolve.
+  await checkAddresses(egress, patch)
   // The row is locked while the change is decided (for update: an OAuth start, whose state row points
   // at it, waits too): a token is never kept for an address that another change set meanwhile.
   return transaction(db, (tx) => changeConnection(tx, sealer, enterpriseId, id, patch, right))
@@ -383,24 +405,39 @@ export interface RunConnection {
 }
 
 /**
- * The tool connections of a run (DESIGN 6): those of its task, its role, its member and its team, and
- * the enterprise's own. Where two share a name, the narrowest layer wins.
+ * Where a lookup of tool connections looks: a run's task, role, member and team, or a chat's member,
+ * the roles that member holds and its team (no task). The enterprise's own always.
  */
-export async function connectionsForRun(
+export interface ConnectionScope {
+  enterpriseId: string
+  taskId: string | null
+  /** Nearest first: a run's one role, or every role a chat's member holds. */
+  roleIds: readonly string[]
+  memberId: string | null
+  teamId: string | null
+}
+
+/**
+ * The nearest tool connections (DESIGN 6, 11): those of the task, the roles, the member and the team,
+ * and the enterprise's own. Where two share a name, the narrowest layer wins (of two roles, the first
+ * named). Runs and chats both look connections up here, so a chat reaches what the member's runs do.
+ */
+export async function nearestConnections(
   db: Db,
   sealer: Sealer,
-  run: { enterpriseId: string; taskId: string; teamId: string | null; memberId: string | null },
-  roleId: string | undefined,
+  scope: ConnectionScope,
 ): Promise<RunConnection[]> {
+  const roleIds = db.array([...scope.roleIds])
   const rows = await db<ConnectionRow[]>`
     select * from tool_connections
-     where enterprise_id = ${run.enterpriseId}
+     where enterprise_id = ${scope.enterpriseId}
        and (layer = 'enterprise'
-            or (layer = 'task' and layer_id = ${run.taskId})
-            or (layer = 'role' and layer_id = ${roleId ?? null}::uuid)
-            or (layer = 'member' and layer_id = ${run.memberId}::uuid)
-            or (layer = 'team' and layer_id = ${run.teamId}::uuid))
-     order by case layer when 'task' then 0 when 'role' then 1 when 'member' then 2 when 'team' then 3 else 4 end`
+            or (layer = 'task' and layer_id = ${scope.taskId}::uuid)
+            or (layer = 'role' and layer_id = any(${roleIds}::uuid[]))
+            or (layer = 'member' and layer_id = ${scope.memberId}::uuid)
+            or (layer = 'team' and layer_id = ${scope.teamId}::uuid))
+     order by case layer when 'task' then 0 when 'role' then 1 when 'member' then 2 when 'team' then 3 else 4 end,
+              array_position(${roleIds}::uuid[], layer_id)`
   const byName = new Map<string, RunConnection>()
   for (const row of rows) {
     // A connection in osd's own namespace (made before the name was reserved) offers no tools: its
@@ -417,4 +454,14 @@ export async function connectionsForRun(
     })
   }
   return [...byName.values()]
+}
+
+/** The tool connections of a run: its task's, its role's, its member's, its team's, the enterprise's. */
+export function connectionsForRun(
+  db: Db,
+  sealer: Sealer,
+  run: { enterpriseId: string; taskId: string; teamId: string | null; memberId: string | null },
+  roleId: string | undefined,
+): Promise<RunConnection[]> {
+  return nearestConnections(db, sealer, { ...run, roleIds: roleId ? [roleId] : [] })
 }

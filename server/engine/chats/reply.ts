@@ -33,10 +33,16 @@ import {
 } from '../../domain/models/index.js'
 import { recallChatNotes } from '../../domain/learning/index.js'
 import { mustGateTools } from '../../domain/tasks/index.js'
-import { connectionsForRun } from '../../domain/tools/index.js'
+import { nearestConnections } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { backoffMs } from '../lease-loop.js'
-import { askCeoArguments, interruptedCallResult, McpTools, osTools } from '../tools/index.js'
+import {
+  askCeoArguments,
+  interruptedCallResult,
+  McpTools,
+  osTools,
+  type ToolLimits,
+} from '../tools/index.js'
 import type { Message, ModelProvider, ToolSpec } from '../models/index.js'
 import { memorySection, type PromptNote } from '../runs/index.js'
 import { withCallSignal } from '../call-signal.js'
@@ -63,6 +69,8 @@ export interface ChatReplyOptions {
   streaming?: boolean
   /** The longest a tool server's call may take (OSD_TOOL_TIMEOUT_SECONDS). */
   toolTimeoutMs?: number
+  /** Where tool servers may be and how much of a result is read (nothing private, 100 KB unless given). */
+  toolLimits?: ToolLimits
 }
 
 /** How many notes a reply recalls at each chatMemoryDepth. */
@@ -188,12 +196,8 @@ export class ChatReply {
     // Together: the memory, the tool connections, the chat's messages and the model (each the pool's).
     const [notes, connections, messages, choice, mustGate] = await Promise.all([
       this.recall(row.chatMemoryDepth ?? 'medium'),
-      connectionsForRun(
-        sql,
-        this.options.sealer,
-        { ...this.layers!, taskId: '00000000-0000-0000-0000-000000000000' },
-        undefined,
-      ),
+      // As a run's (DESIGN 11): the member's, its team's, the enterprise's, and its roles' too.
+      nearestConnections(sql, this.options.sealer, { ...this.layers!, roleIds: row.roleIds }),
       this.messages(),
       this.chooseModel(),
       mustGateTools(sql, enterpriseId),
@@ -205,7 +209,12 @@ export class ChatReply {
     this.tools = [osTools['os.ask_ceo']!]
     if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
     if (connections.length) {
-      this.mcp = new McpTools(connections, this.options.log, this.options.toolTimeoutMs)
+      this.mcp = new McpTools(
+        connections,
+        this.options.log,
+        this.options.toolTimeoutMs,
+        this.options.toolLimits,
+      )
       this.tools.push(...(await this.mcp.connect()))
     }
     const lines = [

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto'
-import { priceOf, type Provider } from '../../../shared/schemas/models.js'
-import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
+import type { Provider } from '../../../shared/schemas/models.js'
+import { pipelinedTransaction, retryConflicts, type Sql, type Tx } from '../../db/sql.js'
 import {
   callCostMicros,
   checkRoom,
   countUsage,
   holdReservation,
+  priceForCall,
   ProviderError,
   settle,
   worstCaseMicros,
@@ -15,6 +16,7 @@ import {
   type OnText,
   type ResolvedKey,
   type RunLayers,
+  type CallPrice,
   type SpendRefusal,
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
@@ -49,8 +51,10 @@ export interface HeldCall {
   connectionId: string
 }
 
+/** `unpriced`: the call's model had no price (domain/models/prices.ts); its cost is 0. */
 export type CallOutcome =
-  { reply: ModelReply; costMicros: number } | { failure: ProviderError; costMicros: 0 }
+  | { reply: ModelReply; costMicros: number; unpriced?: boolean }
+  | { failure: ProviderError; costMicros: 0 }
 
 /** Where a settlement finds the caller's record: still its reservation (ours), still its work (mine). */
 export interface Claimed {
@@ -115,20 +119,35 @@ export type ModelCallResult =
   /** Not called: the connection is throttled; `failure.retryAfterMs` says how long to wait. */
   | { kind: 'throttled'; failure: ProviderError }
   | { kind: 'failed'; failure: ProviderError; held: HeldCall }
-  | { kind: 'answered'; reply: ModelReply; costMicros: number; mine: boolean; held: HeldCall }
+  | {
+      kind: 'answered'
+      reply: ModelReply
+      costMicros: number
+      unpriced: boolean
+      mine: boolean
+      held: HeldCall
+    }
 
 /**
  * The most a call may cost, priced at its model's rates, in micro-dollars: its prompt as uncached input
- * (DESIGN 13), so what the provider's cache saves never lets a cap be passed.
+ * (DESIGN 13), so what the provider's cache saves never lets a cap be passed. A call with no price
+ * (unpriced) has a worst case of 0: the caps hold for every priced call all the same.
  */
-export function worstCaseOf(choice: ModelChoice, promptChars: number, maxTokens: number): number {
-  return worstCaseMicros(priceOf(choice.key.provider, choice.model), promptChars, maxTokens)
+export function worstCaseOf(price: CallPrice, promptChars: number, maxTokens: number): number {
+  return worstCaseMicros(price.price, promptChars, maxTokens)
 }
 
 export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   const { sql, choice, owner } = call
   const { key, model } = choice
-  const worst = worstCaseOf(choice, call.promptChars, call.request.maxTokens)
+  const price = await priceForCall(
+    sql,
+    owner.layers.enterpriseId,
+    key.provider,
+    model,
+    call.providers[key.provider].baseUrlSetByOperator === true,
+  )
+  const worst = worstCaseOf(price, call.promptChars, call.request.maxTokens)
   const over = call.overLimit?.(worst)
   if (over) return { kind: 'over_limit', reason: over }
   const wait = throttles.admit(key.connectionId)
@@ -152,23 +171,27 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
     connectionId: key.connectionId,
   }
   // Two round trips: begin, the work's lock and the counters' (checkRoom); then the reservation held
-  // on the counters and on the work's record, with the commit.
-  const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
-    const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
-    if (!mine) return { kind: 'gone' } as const
-    if (!room.ok) {
-      metrics.spendRefused(room.layer)
-      await Promise.all([owner.refused?.(tx, room), commit()])
-      return { kind: 'no_room', refusal: room } as const
-    }
-    held.day = room.day
-    await Promise.all([
-      holdReservation(tx, owner.layers, room.day, worst),
-      owner.hold(tx, held),
-      commit(),
-    ])
-    return undefined
-  })
+  // on the counters and on the work's record, with the commit. Both transactions go again at once if
+  // PostgreSQL cancels one to break a deadlock (retryConflicts): a settlement lost so would leave an
+  // answered call to be made again by whoever resumes the work.
+  const reserved = await retryConflicts(() =>
+    pipelinedTransaction(sql, async (tx, commit) => {
+      const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
+      if (!mine) return { kind: 'gone' } as const
+      if (!room.ok) {
+        metrics.spendRefused(room.layer)
+        await Promise.all([owner.refused?.(tx, room), commit()])
+        return { kind: 'no_room', refusal: room } as const
+      }
+      held.day = room.day
+      await Promise.all([
+        holdReservation(tx, owner.layers, room.day, worst),
+        owner.hold(tx, held),
+        commit(),
+      ])
+      return undefined
+    }),
+  )
   if (reserved) return reserved
 
   let outcome: CallOutcome
@@ -182,7 +205,8 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
         call.onText,
       ),
     )
-    outcome = { reply, costMicros: callCostMicros(priceOf(key.provider, model), reply.usage) }
+    const costMicros = callCostMicros(price.price, reply.usage)
+    outcome = { reply, costMicros, unpriced: price.unpriced }
   } catch (err) {
     const failure =
       err instanceof ProviderError
@@ -216,35 +240,40 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   // The call was made and is paid for in any case: its cost is counted whoever holds the work now.
   // Two round trips: begin, the work's lock and record; then the spend settled, the work's record of
   // the outcome, the usage and the commit.
-  const mine = await pipelinedTransaction(sql, async (tx, commit) => {
-    const claimed = await owner.claim(tx, held, outcome)
-    const settled = settle(
-      tx,
-      owner.layers,
-      held.day,
-      claimed.ours ? held.micros : 0,
-      outcome.costMicros,
-      call.firstCall === true && 'reply' in outcome,
-    )
-    let sent: Promise<unknown> | undefined
-    const last = () =>
-      (sent ??= Promise.all([
-        'reply' in outcome
-          ? countUsage(tx, {
-              connectionId: key.connectionId,
-              enterpriseId: owner.layers.enterpriseId,
-              day: held.day,
-              model,
-              usage: outcome.reply.usage,
-              costMicros: outcome.costMicros,
-            })
-          : undefined,
-        commit(),
-      ]))
-    await Promise.all([settled, owner.record(tx, outcome, claimed, last)])
-    await last()
-    return claimed.mine
-  })
+  const mine = await retryConflicts(() =>
+    pipelinedTransaction(sql, async (tx, commit) => {
+      const claimed = await owner.claim(tx, held, outcome)
+      const settled = settle(
+        tx,
+        owner.layers,
+        held.day,
+        claimed.ours ? held.micros : 0,
+        outcome.costMicros,
+        call.firstCall === true && 'reply' in outcome,
+        'reply' in outcome && outcome.unpriced === true,
+      )
+      let sent: Promise<unknown> | undefined
+      const last = () =>
+        (sent ??= Promise.all([
+          'reply' in outcome
+            ? countUsage(tx, {
+                connectionId: key.connectionId,
+                enterpriseId: owner.layers.enterpriseId,
+                day: held.day,
+                model,
+                usage: outcome.reply.usage,
+                costMicros: outcome.costMicros,
+                unpriced: outcome.unpriced,
+              })
+            : undefined,
+          commit(),
+        ]))
+      await Promise.all([settled, owner.record(tx, outcome, claimed, last)])
+      await last()
+      return claimed.mine
+    }),
+  )
   if ('failure' in outcome) return { kind: 'failed', failure: outcome.failure, held }
-  return { kind: 'answered', reply: outcome.reply, costMicros: outcome.costMicros, mine, held }
+  const { reply, costMicros } = outcome
+  return { kind: 'answered', reply, costMicros, unpriced: outcome.unpriced === true, mine, held }
 }

@@ -13,6 +13,7 @@ import {
   type TokenUsage,
 } from '../../domain/models/index.js'
 import type { Logger } from '../../log.js'
+import { baseUrlSetByOperator } from '../../config.js'
 import { retryAfterOf, sdkTimedOut, statusOf, timedOut, withRetries } from './retries.js'
 import { postStream, StreamError, type StreamRequest } from './stream.js'
 
@@ -46,7 +47,13 @@ export interface ProviderOptions {
 }
 
 export function createProviders(options: ProviderOptions): Record<Provider, ModelProvider> {
-  return { provider_a: anthropicProvider(options), provider_b: openAiProvider(options) }
+  const set = (provider: Provider) => ({
+    baseUrlSetByOperator: baseUrlSetByOperator(options.baseUrls, provider),
+  })
+  return {
+    provider_a: Object.assign(anthropicProvider(options), set('provider_a')),
+    provider_b: Object.assign(openAiProvider(options), set('provider_b')),
+  }
 }
 
 // --- tool names: providers accept [a-zA-Z0-9_-]{1,64}; ours have dots ---------------------------------

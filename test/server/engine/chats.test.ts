@@ -250,6 +250,45 @@ describe('a turn taken over', () => {
   })
 })
 
+describe('tool connections', () => {
+  it("offers the connections of the roles its member holds, as runs do, never another role's (issue 51)", async () => {
+    const s = await tenant()
+    const role = async (name: string) => {
+      const made = await t.call('POST', '/v1/roles', { ...s.as, body: { name } })
+      expect(made.status, JSON.stringify(made.body)).toBe(201)
+      return made.body as { id: string }
+    }
+    const held = await role(`Analyst ${randomUUID().slice(0, 6)}`)
+    const notHeld = await role(`Auditor ${randomUUID().slice(0, 6)}`)
+    const granted = await t.call('POST', `/v1/roles/${held.id}/members`, {
+      ...s.as,
+      body: { memberId: s.member.id },
+    })
+    expect(granted.status, JSON.stringify(granted.body)).toBe(201)
+    for (const [name, layerId] of [
+      ['sheets', held.id],
+      ['ledger', notHeld.id],
+    ] as const) {
+      const bound = await t.call('POST', '/v1/tools/bindings', {
+        ...s.as,
+        body: { name, url: mcp.url, layer: 'role', layerId },
+      })
+      expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    }
+    fake.script(s.key, { text: 'I can read your sheets.' })
+    const chat = await s.open()
+    await s.send(chat.id, 'What can you use?')
+    await follow(s.e, chat.id, lastIs('member'))
+    const offered: string[] = fake
+      .callsWith(s.key)
+      .at(-1)!
+      .body.tools.map((tool: { name: string }) => tool.name)
+    expect(offered).toContain('os__ask_ceo')
+    expect(offered).toContain('sheets__echo')
+    expect(offered.some((name) => name.startsWith('ledger__'))).toBe(false)
+  })
+})
+
 describe('tool calls', () => {
   it('wait for the decision; allow runs once, deny refuses, always is the caller’s own', async () => {
     const s = await tenant()

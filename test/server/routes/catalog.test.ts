@@ -277,6 +277,82 @@ describe('POST /v1/catalog/roles/{id}/clone', () => {
       role: { id: existing.id },
     })
   })
+
+  it('turns a schedule on only when every required input has a value, and says which is which (issue 51)', async () => {
+    const e = await t.createEnterprise('Schedules Co')
+    const team = (await t.call('GET', '/v1/teams', as(e))).body[0].id
+    const clone = async (slug: string) => {
+      const res = await t.call('POST', `/v1/catalog/roles/${(await roleEntry(slug)).id}/clone`, {
+        ...as(e),
+        body: { teamId: team },
+      })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      return CatalogRoleCloned.parse(res.body)
+    }
+    const enabledOf = async (taskId: string) => {
+      const [row] = await t.sql<{ enabled: boolean }[]>`
+        select enabled from task_schedules where enterprise_id = ${e.id} and task_id = ${taskId}`
+      return row?.enabled
+    }
+
+    // weekly-report's schedule leaves spreadsheet and recipients blank: off, and why.
+    const analyst = await clone('reporting-analyst')
+    const report = analyst.tasks.find((x) => x.slug === 'weekly-report')!
+    expect(analyst.schedules).toEqual([
+      {
+        taskId: report.id,
+        taskSlug: 'weekly-report',
+        cron: '0 7 * * 1',
+        timezone: 'UTC',
+        input: { spreadsheet: '', recipients: '' },
+        enabled: false,
+        missingInputs: ['spreadsheet', 'recipients'],
+      },
+    ])
+    expect(report.schedule).toMatchObject({ enabled: false, nextFireAt: null })
+    expect(await enabledOf(report.id)).toBe(false)
+    // triage-issues names its repository in no schedule: off too.
+    const release = await clone('release-manager')
+    expect(release.schedules.map((s) => [s.taskSlug, s.enabled, s.missingInputs])).toEqual([
+      ['triage-issues', false, ['repository']],
+    ])
+
+    // The support lead's schedules need nothing more: on, and they will fire.
+    const support = await clone('support-lead')
+    expect(support.schedules.map((s) => [s.taskSlug, s.enabled, s.missingInputs]).sort()).toEqual([
+      ['answer-support-inbox', true, []],
+      ['summarise-support-week', true, []],
+    ])
+    for (const task of support.tasks) {
+      expect(task.schedule).toMatchObject({ enabled: true })
+      expect(task.schedule!.nextFireAt).not.toBeNull()
+      expect(await enabledOf(task.id)).toBe(true)
+    }
+  })
+
+  it('installs a task clone or copy with its schedule off while a required input is blank', async () => {
+    const e = await t.createEnterprise('Single Co')
+    const team = (await t.call('GET', '/v1/teams', as(e))).body[0].id
+    const report = await entry('weekly-report')
+    const cloned = await t.call('POST', `/v1/catalog/tasks/${report.id}/clone`, {
+      ...as(e),
+      body: { teamId: team },
+    })
+    expect(cloned.status).toBe(201)
+    expect(TaskRead.parse(cloned.body).schedule).toMatchObject({ enabled: false })
+    const copied = await t.call('POST', `/v1/catalog/tasks/${report.id}/copy`, {
+      ...as(e),
+      body: { teamId: team, name: 'Our weekly report' },
+    })
+    expect(copied.status).toBe(201)
+    expect(TaskRead.parse(copied.body).schedule).toMatchObject({ enabled: false })
+    const books = await entry('chase-overdue-invoices')
+    const chase = await t.call('POST', `/v1/catalog/tasks/${books.id}/clone`, {
+      ...as(e),
+      body: { teamId: team },
+    })
+    expect(TaskRead.parse(chase.body).schedule).toMatchObject({ enabled: true })
+  })
 })
 
 describe('an enterprise publishes; its clones follow new versions; unpublishing detaches them', () => {
