@@ -432,16 +432,21 @@ describe('expiry', () => {
     const p = countingProcess()
     const other = anotherProcess(t)
     try {
-      const soon = new Date(Date.now() + 1500).toISOString()
+      const soon = new Date(Date.now() + 3000).toISOString()
       const res = await create(member, { name: 'brief', scopes: ['tasks:read'], expiresAt: soon })
       const brief = ApiTokenCreated.parse(res.body)
       expect(brief.expiresAt).toBe(soon)
+      // Before it expires it works: asserted of each answer that came back before then, since on a
+      // loaded machine the expiry may come first (which the rest of the test is about anyway).
+      const live = (status: number) => {
+        if (Date.now() < Date.parse(soon)) expect(status).toBe(200)
+      }
       const used = await t.call('GET', '/v1/tasks', { token: brief.token })
-      expect(used.status).toBe(200)
+      live(used.status)
       // Every answer to it says when it expires (osctl warns from it).
-      expect(used.headers.get('x-osd-token-expires-at')).toBe(soon)
-      expect((await p.get(brief.token)).status).toBe(200)
-      expect(await other.status(brief.token)).toBe(200) // cached in both
+      if (used.status === 200) expect(used.headers.get('x-osd-token-expires-at')).toBe(soon)
+      live((await p.get(brief.token)).status)
+      live(await other.status(brief.token)) // cached in both
 
       await until(soon)
       const expired = await t.call('GET', '/v1/tasks', { token: brief.token })
@@ -669,10 +674,15 @@ describe('POST /v1/enterprise/api-tokens/{id}/rotate', () => {
       expect((await list(member)).find((x) => x.id === mine.id)!.graceEndsAt).toBe(
         rotated.graceEndsAt,
       )
-      for (const token of [mine.token, rotated.token]) {
-        expect((await t.call('GET', '/v1/tasks', { token })).status).toBe(200)
-        expect(await other.status(token)).toBe(200)
+      // The old secret works while the grace lasts: asserted of each answer that came back before it
+      // ended, since on a loaded machine the end may come first.
+      const live = (status: number) => {
+        if (Date.now() < ends) expect(status).toBe(200)
       }
+      live((await t.call('GET', '/v1/tasks', { token: mine.token })).status)
+      live(await other.status(mine.token))
+      expect((await t.call('GET', '/v1/tasks', { token: rotated.token })).status).toBe(200)
+      expect(await other.status(rotated.token)).toBe(200)
 
       await until(rotated.graceEndsAt!)
       const old = await t.call('GET', '/v1/tasks', { token: mine.token })
@@ -716,11 +726,11 @@ describe('POST /v1/enterprise/api-tokens/{id}/rotate', () => {
     expect(refused.body.error).toBe('owner_only')
     expect((await t.call('GET', '/v1/tasks', { token: owners.token })).status).toBe(200)
 
-    const soon = new Date(Date.now() + 1000).toISOString()
+    // Expired at once, in the database (no process holds it): no wait for an expiry to come.
     const brief = ApiTokenCreated.parse(
-      (await create(member, { name: 'brief', scopes: ['tasks:read'], expiresAt: soon })).body,
+      (await create(member, { name: 'brief', scopes: ['tasks:read'], expiresInDays: 1 })).body,
     )
-    await until(soon)
+    await t.sql`update api_tokens set expires_at = now() - interval '1 second' where id = ${brief.id}`
     const expired = await rotate(member, brief.id)
     expect(expired.status).toBe(409)
     expect(expired.body.error).toBe('token_expired')
