@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto'
+import { afterAll, beforeAll, onTestFinished } from 'vitest'
 import type { PersonRole } from '../../shared/schemas/people.js'
 import {
   createUserWithHash,
   hashPassword,
   openSession,
+  passwordCost,
   setMembership,
 } from '../../server/domain/people/index.js'
 import { sessionCookie } from '../../server/http/auth.js'
@@ -15,8 +17,42 @@ import type { TestApp, TestEnterprise } from './app.js'
  * itself (test/server/routes/auth.test.ts) sign in through POST /v1/auth/login.
  */
 export const testPassword = 'the password of every test person'
-let testHash: Promise<string> | undefined
-const hashedTestPassword = () => (testHash ??= hashPassword(testPassword))
+// By cost (cheapPasswordHashes), so a person made in a cheap test is no weaker hash in another.
+const testHashes = new Map<number, Promise<string>>()
+const hashedTestPassword = () => {
+  let hash = testHashes.get(passwordCost.log2N)
+  if (!hash) testHashes.set(passwordCost.log2N, (hash = hashPassword(testPassword)))
+  return hash
+}
+
+/**
+ * For the rest of the test, new password hashes (and the one an unknown email is checked against) at
+ * scrypt's N = 2^log2N (2^10 unless told) instead of OWASP's 2^17: for tests that check many
+ * passwords and are not about the cost of one (lock-outs, the queue, sessions). 2^17 costs a few
+ * hundred ms of a core, several seconds on a loaded machine (issue 45).
+ */
+export function cheapPasswordHashes(log2N = 10): void {
+  const before = passwordCost.log2N
+  passwordCost.log2N = log2N
+  onTestFinished(() => {
+    passwordCost.log2N = before
+  })
+}
+
+/**
+ * cheapPasswordHashes for every test of the file (each file runs in a process of its own), for files
+ * of people brought in and signed in whose tests are not about the cost of a hash.
+ */
+export function cheapPasswordHashesInFile(): void {
+  let before = passwordCost.log2N
+  beforeAll(() => {
+    before = passwordCost.log2N
+    passwordCost.log2N = 10
+  })
+  afterAll(() => {
+    passwordCost.log2N = before
+  })
+}
 
 export interface TestPerson {
   id: string

@@ -105,7 +105,7 @@ export async function checkCredentials(db: Db, email: string, password: string):
   if (attempt.locked !== undefined) throw lockedError(attempt.locked)
 
   const user = await findUserByEmail(db, email)
-  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash).catch(
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash()).catch(
     async (err: unknown) => {
       // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
       await db`
