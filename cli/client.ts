@@ -17,11 +17,17 @@ export interface RawAnswer {
   body: Buffer
 }
 
+/** The header on answers to a token that expires: when (server/http/auth.ts). */
+export const tokenExpiresHeader = 'x-osd-token-expires-at'
+
 /** The one HTTP client of osctl (DESIGN 9): base URL, token, error decoding, paging. */
 export class ApiClient {
+  /** When the token expires, as the daemon's last answer said; undefined for a token without expiry. */
+  tokenExpiresAt: string | undefined
+
   constructor(
     readonly baseUrl: string,
-    private readonly token: string | undefined,
+    readonly token: string | undefined,
     private readonly dispatcher?: Dispatcher,
   ) {}
 
@@ -58,6 +64,8 @@ export class ApiClient {
         dispatcher: this.dispatcher,
       })
       const bytes = Buffer.from(await res.body.arrayBuffer())
+      const expires = res.headers[tokenExpiresHeader]
+      if (typeof expires === 'string') this.tokenExpiresAt = expires
       return {
         status: res.statusCode,
         contentType: String(res.headers['content-type'] ?? ''),

@@ -19,10 +19,41 @@ export function actionOf<A extends unknown[]>(
     const globals = command.optsWithGlobals<GlobalOptions>()
     const deps = await makeDeps(globals)
     const args = params.slice(0, -1) as A
-    if (globals.jq === undefined) return fn(deps, ...args)
-    // Loaded only with --jq: its WebAssembly costs nothing to the commands that do not ask for it.
-    const { withJq } = await import('./jq.js')
-    await withJq(deps, globals.jq, (jqDeps) => fn(jqDeps, ...args))
+    try {
+      if (globals.jq === undefined) return await fn(deps, ...args)
+      // Loaded only with --jq: its WebAssembly costs nothing to the commands that do not ask for it.
+      const { withJq } = await import('./jq.js')
+      await withJq(deps, globals.jq, (jqDeps) => fn(jqDeps, ...args))
+    } finally {
+      warnOfExpiry(deps)
+    }
+  }
+}
+
+const day = 24 * 3600 * 1000
+
+/**
+ * Once a day per profile, on stderr: the API token the command used expires within 7 days (the daemon
+ * says when on every answer to such a token: x-osd-token-expires-at). Never fails the command.
+ */
+export function warnOfExpiry(deps: Deps, now = Date.now()): void {
+  try {
+    const expiresAt = deps.client().tokenExpiresAt
+    if (!expiresAt) return
+    const left = Date.parse(expiresAt) - now
+    if (!(left < 7 * day)) return
+    const profile = deps.target().profile
+    if (!deps.profiles().warningDue(`token-expiry:${profile}`, day, now)) return
+    const when =
+      left <= 0
+        ? 'has expired'
+        : `expires ${expiresAt} (in ${Math.max(1, Math.round(left / day))} days or less)`
+    deps.out.error(
+      `warning: the API token of profile "${profile}" ${when}: a person rotates it, or changes its expiry, ` +
+        'with `osctl tokens rotate` or `osctl tokens update --expires`\n',
+    )
+  } catch {
+    // A warning never makes a command fail.
   }
 }
 

@@ -29,6 +29,8 @@ interface Stored {
   profiles: Record<string, Profile>
   /** The one-time tips osctl has shown on this machine (issue 35: the next step after a sign-in). */
   tipsShown?: string[]
+  /** When osctl last warned of each thing it warns of at most once a while (ISO 8601), by name. */
+  lastWarned?: Record<string, string>
 }
 
 /** Named profiles of URL and token (DESIGN 9), in a file readable by its owner only. */
@@ -83,6 +85,18 @@ export class ProfileStore {
     const shown = this.conf.get('tipsShown') ?? []
     if (shown.includes(tip)) return false
     this.conf.set('tipsShown', [...shown, tip])
+    return true
+  }
+
+  /**
+   * True when osctl has not warned of `what` in the last `everyMs` (recording now as the last time),
+   * false otherwise: a warning repeated on every command would be noise.
+   */
+  warningDue(what: string, everyMs: number, now = Date.now()): boolean {
+    const warned = this.conf.get('lastWarned') ?? {}
+    const last = warned[what] === undefined ? NaN : Date.parse(warned[what])
+    if (now - last < everyMs) return false
+    this.conf.set('lastWarned', { ...warned, [what]: new Date(now).toISOString() })
     return true
   }
 

@@ -75,7 +75,11 @@ program
     }
   })
 
-registerAdmin(program.command('admin').description('operator bootstrap: enterprises and tokens'))
+registerAdmin(
+  program
+    .command('admin')
+    .description('operator bootstrap: enterprises, people, tokens and the secret keys'),
+)
 
 program.parseAsync().catch((err: unknown) => {
   if (err instanceof ApiError) {

@@ -4,7 +4,7 @@ import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'nod
 import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import { ConfigError, type Config } from './config.js'
-import { createSealer, secretKey } from './crypto.js'
+import { createSealer, loadKeyring } from './crypto.js'
 import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
@@ -24,6 +24,7 @@ import {
 import type { Sql } from './db/sql.js'
 import { runGauges } from './domain/runs/index.js'
 import { spendCapUse } from './domain/models/index.js'
+import { secretKeysChangedChannel } from './domain/sealed.js'
 
 export interface Running {
   /** Base URL of the API (ends in /v1), when this process serves HTTP. */
@@ -73,11 +74,26 @@ export async function startDaemon(
   }
 
   const shutdown = new AbortController()
+  let keyring
+  try {
+    keyring = loadKeyring(config.dataDir)
+  } catch (err) {
+    await db.close().catch(() => undefined)
+    throw err
+  }
+  // rotate-key adds a key (and the operator removes one) while osd runs: read them again when told.
+  await followKeyChanges(db.sql, log, () => {
+    const failed = keyring.reload()
+    if (failed)
+      log.error({ err: failed }, 'cannot read the secret keys again; keeping those read before')
+    else
+      log.info({ current: keyring.current.id, keys: keyring.all.length }, 'secret keys read again')
+  })
   const deps: AppDeps = {
     sql: db.sql,
     config,
     log,
-    sealer: createSealer(secretKey(config.dataDir)),
+    sealer: createSealer(keyring),
     shutdown: shutdown.signal,
   }
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
@@ -116,6 +132,16 @@ export async function startDaemon(
         log.info({}, 'osd stopped')
       })()),
   }
+}
+
+/**
+ * Calls `reload` whenever rotate-key says the keys changed; a failure to listen is logged, not fatal
+ * (a value sealed under a key this process lacks also makes it read its keys again: crypto.ts).
+ */
+async function followKeyChanges(sql: Sql, log: Logger, reload: () => void): Promise<void> {
+  await sql
+    .listen(secretKeysChangedChannel, reload)
+    .catch((err: unknown) => log.error({ err }, 'cannot follow changes of the secret keys'))
 }
 
 /**

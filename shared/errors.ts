@@ -99,6 +99,9 @@ export const errorStatus = {
   config_changed: 409,
   config_prune_refused: 409,
   config_name_ambiguous: 409,
+  token_revoked: 409,
+  token_expired: 409,
+  token_of_connected_app: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

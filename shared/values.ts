@@ -146,3 +146,5 @@ export type ConfigKind = (typeof configKinds)[number]
 /** What a plan answers for each object: created, changed, deleted (only with prune), or left as it is. */
 export const configActions = ['create', 'update', 'delete', 'unchanged'] as const
 export type ConfigAction = (typeof configActions)[number]
+/** The longest grace a token's rotation gives the secret it replaces: 7 days, as Stripe's rolled keys. */
+export const maxGraceSeconds = 7 * 24 * 3600

@@ -9,6 +9,7 @@ import { ApiRequestError, AuthError, CliError, UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
 import type { Profile, Target } from '../profiles.js'
 import { idRef } from '../resolve.js'
+import { apiTokenShape } from '../../shared/token-format.js'
 import {
   asPerson,
   enterpriseText,
@@ -22,6 +23,7 @@ import { about } from './about.js'
 
 export interface LoginFlags {
   verify: boolean
+  withToken?: boolean
   email?: string
   passwordStdin?: boolean
   enterprise?: string
@@ -29,17 +31,34 @@ export interface LoginFlags {
 }
 
 /**
- * Saves the global --url and --token as a profile (--profile, OSCTL_PROFILE, default "default") and makes it current,
- * after checking that the daemon takes the token. With --email, a person signs in instead.
+ * Saves the global --url and an API token as a profile (--profile, OSCTL_PROFILE, default "default") and
+ * makes it current, after checking that the daemon takes the token. The token is read from stdin with
+ * --with-token (as gh does), else taken from --token (which warns: the shell's history keeps it) or
+ * OSCTL_TOKEN. With --email, a person signs in instead.
  */
 export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
-  if (opts.email !== undefined) return loginPerson(deps, opts)
+  if (opts.email !== undefined) {
+    if (opts.withToken) throw new UsageError('give --email or --with-token, not both')
+    return loginPerson(deps, opts)
+  }
   if (opts.passwordStdin || opts.enterprise !== undefined || opts.force)
     throw new UsageError('--password-stdin, --enterprise and --force go with --email')
+  if (opts.withToken && deps.globals.token !== undefined)
+    throw new UsageError('give --with-token (the token on stdin) or --token, not both')
   const url = deps.globals.url ?? process.env.OSCTL_URL
-  const token = deps.globals.token ?? process.env.OSCTL_TOKEN
   if (!url) throw new UsageError('--url is required (or OSCTL_URL)')
-  if (!token) throw new UsageError('--token is required (or OSCTL_TOKEN)')
+  const token = opts.withToken
+    ? await tokenFromStdin(deps)
+    : (deps.globals.token ?? process.env.OSCTL_TOKEN)
+  if (!token)
+    throw new UsageError(
+      'give the token on stdin with --with-token (or --token TOKEN, or OSCTL_TOKEN)',
+    )
+  if (!opts.withToken && deps.globals.token !== undefined)
+    deps.out.error(
+      "warning: a token given with --token stays in the shell's history; pipe it to " +
+        '`osctl auth login --with-token` instead\n',
+    )
   const name = chosenProfile(deps) ?? 'default'
   let seen: TokenView | undefined
   if (opts.verify) seen = await whoAmI(deps.connect(url, token))
@@ -49,6 +68,19 @@ export async function login(deps: Deps, opts: LoginFlags): Promise<void> {
     deps.out.write(seen?.enterprise ? ` (enterprise ${seen.enterprise.slug})\n` : '\n')
     if (opts.verify) tellNextStep(deps)
   })
+}
+
+/**
+ * The token of --with-token: piped to stdin (its one line, without surrounding white space), or typed
+ * at a prompt that does not echo when stdin is a terminal.
+ */
+async function tokenFromStdin(deps: Deps): Promise<string> {
+  const typed = await deps.password('API token (it does not echo): ')
+  const lines = (typed ?? (await deps.stdin())).trim().split(/\r?\n/)
+  if (lines.length > 1) throw new UsageError('--with-token reads one token, on one line of stdin')
+  const token = lines[0]!.trim()
+  if (!token) throw new UsageError('--with-token found no token on stdin')
+  return token
 }
 
 /**
@@ -268,7 +300,14 @@ async function whoAmI(client: ApiClient): Promise<TokenView> {
     return { enterprise: overview.enterprise, scopes: overview.token?.scopes ?? [] }
   } catch (err) {
     if (err instanceof ApiRequestError && err.status === 401) {
-      throw new AuthError(`${client.baseUrl} refused the token (401): it is wrong or revoked`)
+      // A token of the checked format whose checksum is wrong was mistyped (or cut) on the way here.
+      const mistyped = client.token !== undefined && apiTokenShape(client.token) === 'malformed'
+      throw new AuthError(
+        `${client.baseUrl} refused the token (401): ` +
+          (mistyped
+            ? 'it is mistyped or cut, or not an osd API token (osd_ and 49 letters and digits, the last 6 a checksum)'
+            : 'it is wrong, revoked or expired'),
+      )
     }
     if (err instanceof ApiRequestError && err.code === 'api_token_scope') {
       return { scopes: ((err.body as { held?: string[] }).held ?? []).slice() }
@@ -466,7 +505,7 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
     auth
       .command('login')
       .description(
-        'save --url and --token as a profile (--profile, else OSCTL_PROFILE, else "default") and make it current; ' +
+        'save --url and an API token (from stdin with --with-token, or --token) as a profile (--profile, else OSCTL_PROFILE, else "default") and make it current; ' +
           'with --email, sign in as a person and save the session to a profile (--profile, else OSCTL_PROFILE, ' +
           'else one named after the email) that becomes current; a profile holding an API token is never signed in over without --force',
       )
@@ -474,13 +513,17 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
       .option('--password-stdin', 'with --email: read the password from stdin')
       .option('--enterprise <slug>', 'with --email: the enterprise to act in (slug or id)')
       .option('--force', "with --email: sign in over the profile's API token (it is lost)")
-      .option('--no-verify', 'with --token: save without asking the daemon')
+      .option(
+        '--with-token',
+        "read an API token from stdin, or ask for it without echo on a terminal (--token works too, but the shell's history keeps it)",
+      )
+      .option('--no-verify', 'with a token: save without asking the daemon')
       .action(actionOf(makeDeps, login)),
     'osctl auth login --url http://127.0.0.1:8080/v1 --email ada@example.com',
     'osctl auth login --email ada@example.com --profile work',
     'printf %s "$OSD_PASSWORD" | osctl auth login --email ada@example.com --password-stdin --enterprise acme',
-    'osctl auth login --url http://127.0.0.1:8080/v1 --token osd_xxx',
-    'osctl auth login --profile prod --url https://osd.example.com/v1 --token "$OSD_TOKEN"',
+    'osctl auth login --url http://127.0.0.1:8080/v1 --with-token < ci-token',
+    'printenv OSD_TOKEN | osctl auth login --profile prod --url https://osd.example.com/v1 --with-token',
   )
   examples(
     auth

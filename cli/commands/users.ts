@@ -1,5 +1,10 @@
 import type { Command } from 'commander'
-import type { InviteCreated, PendingInvite, Person } from '../../shared/schemas/users.js'
+import type {
+  InviteCreated,
+  PendingInvite,
+  Person,
+  PersonRemoved,
+} from '../../shared/schemas/users.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
@@ -68,7 +73,10 @@ export async function changeUserRole(deps: Deps, ref: string, role: string): Pro
   show(deps.out, person, () => deps.out.write(`${personText(person)} is now ${person.role}\n`))
 }
 
-/** Removes a person (by id or email) from the enterprise; their sessions there end at once. */
+/**
+ * Removes a person (by id or email) from the enterprise; their sessions there end at once, and so do
+ * the API tokens they made there: the answer says how many.
+ */
 export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
   let who = ref
   const id = await personId(deps, ref)
@@ -76,10 +84,23 @@ export async function removeUser(deps: Deps, ref: string, opts: { yes?: boolean 
   await confirmDestructive(
     deps,
     opts.yes,
-    `Remove ${who} from the enterprise (their sessions in it end at once)`,
+    `Remove ${who} from the enterprise (their sessions and the API tokens they made in it end at once)`,
   )
-  await asPerson(deps, (client) => client.delete(`/users/${id}`))
-  show(deps.out, { removed: id }, () => deps.out.write(`removed ${who} from the enterprise\n`))
+  // An osd from before issue 45 answers 204, without the count.
+  const answer = await asPerson(deps, (client) =>
+    client.delete<PersonRemoved | undefined>(`/users/${id}`),
+  )
+  const revoked = answer?.revokedTokens
+  show(deps.out, answer ?? { removed: id }, () =>
+    deps.out.write(
+      `removed ${who} from the enterprise` +
+        (revoked === undefined
+          ? '\n'
+          : revoked === 0
+            ? '; they had made no API token in it\n'
+            : `; revoked the ${revoked === 1 ? 'API token' : `${revoked} API tokens`} they made in it\n`),
+    ),
+  )
 }
 
 /** The invites that may still be accepted (owners only). */
@@ -154,7 +175,9 @@ export function registerUsers(program: Command, makeDeps: MakeDeps): void {
       .command('remove')
       .argument('<user>', 'id or email')
       .option('-y, --yes', 'do not ask')
-      .description('remove a person from the enterprise; their sessions in it end at once')
+      .description(
+        'remove a person from the enterprise; their sessions in it and the API tokens they made there end at once',
+      )
       .action(actionOf(makeDeps, removeUser)),
     'osctl users remove grace@example.com --yes',
   )

@@ -21,6 +21,7 @@ import {
   setPassword,
 } from '../domain/people/index.js'
 import { createLogger } from '../log.js'
+import { registerSecrets } from './secrets.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
 // same data dir or DATABASE_URL: the embedded server is joined if running, else started for the command.
@@ -249,23 +250,51 @@ export function registerAdmin(admin: Command): void {
       'comma-separated scopes, e.g. tasks:read,runs:write; * for all',
     )
     .option('--name <name>', 'name to recognise it by', 'api')
+    .option(
+      '--expires-in-days <n>',
+      'the token stops working after this many days (never unless given)',
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { enterprise: string; scopes: string; name: string; json?: boolean }) => {
-      const { scopes, unknown } = parseScopes(opts.scopes)
-      if (unknown.length || scopes.length === 0) {
-        throw new UsageError(
-          `unknown scopes: ${unknown.join(', ') || '(none given)'}; scopes are <resource>:read|write ` +
-            `with resource one of ${[...new Set(allScopes.map((s) => s.split(':')[0]))].join(', ')}`,
+    .action(
+      async (opts: {
+        enterprise: string
+        scopes: string
+        name: string
+        expiresInDays?: string
+        json?: boolean
+      }) => {
+        const days = opts.expiresInDays === undefined ? undefined : Number(opts.expiresInDays)
+        if (days !== undefined && !(Number.isInteger(days) && days >= 1 && days <= 3650))
+          throw new UsageError('--expires-in-days takes a whole number of days, 1 to 3650')
+        const expiresAt = days === undefined ? null : new Date(Date.now() + days * 86_400_000)
+        const { scopes, unknown } = parseScopes(opts.scopes)
+        if (unknown.length || scopes.length === 0) {
+          throw new UsageError(
+            `unknown scopes: ${unknown.join(', ') || '(none given)'}; scopes are <resource>:read|write ` +
+              `with resource one of ${[...new Set(allScopes.map((s) => s.split(':')[0]))].join(', ')}`,
+          )
+        }
+        const created = await withDatabase(dbFlags(), async (sql) =>
+          createToken(sql, await enterpriseId(sql, opts.enterprise), {
+            name: opts.name,
+            scopes,
+            expiresAt,
+          }),
         )
-      }
-      const created = await withDatabase(dbFlags(), async (sql) =>
-        createToken(sql, await enterpriseId(sql, opts.enterprise), { name: opts.name, scopes }),
-      )
-      const { id, name, token: secret } = created
-      print(opts.json ?? false, { id, name, scopes: created.scopes, token: secret }, () =>
-        [`token ${id} (${name}) created; shown once:`, secret].join('\n'),
-      )
-    })
+        const { id, name, token: secret } = created
+        print(
+          opts.json ?? false,
+          { id, name, scopes: created.scopes, expiresAt: created.expiresAt, token: secret },
+          () =>
+            [
+              `token ${id} (${name}) created` +
+                (created.expiresAt ? `, expires ${created.expiresAt}` : '') +
+                '; shown once:',
+              secret,
+            ].join('\n'),
+        )
+      },
+    )
   token
     .command('list')
     .description("list an enterprise's tokens (never their secrets)")
@@ -282,7 +311,13 @@ export function registerAdmin(admin: Command): void {
               t.id,
               t.name,
               `…${t.lastChars}`,
-              t.revokedAt ? 'revoked' : 'active',
+              t.revokedAt
+                ? `revoked (${t.revokedReason})`
+                : t.expiresAt && Date.parse(t.expiresAt) <= Date.now()
+                  ? 'expired'
+                  : 'active',
+              t.expiresAt ? `expires ${t.expiresAt}` : 'never expires',
+              t.lastUsedAt ? `last used ${t.lastUsedAt}` : 'never used',
               t.scopes.join(','),
             ].join('\t'),
           )
@@ -301,6 +336,12 @@ export function registerAdmin(admin: Command): void {
       )
       print(opts.json ?? false, revoked, () => `token ${revoked.id} revoked`)
     })
+
+  registerSecrets(admin, {
+    withDatabase: (fn) => withDatabase(dbFlags(), fn),
+    print,
+    usage: (message) => new UsageError(message),
+  })
 
   const catalog = admin
     .command('catalog')

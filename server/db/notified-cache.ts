@@ -30,19 +30,29 @@ export class NotifiedCache<V> {
     return entry.value
   }
 
-  set(key: string, value: V, now = Date.now()): void {
+  /** Keeps `value` for the time-to-live, or until `until` (ms) when that comes first. */
+  set(key: string, value: V, now = Date.now(), until?: number | null): void {
     // Maps iterate in insertion order: when full, the oldest entry goes.
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!)
-    this.entries.set(key, { value, expires: now + this.ttlMs })
+    const expires = Math.min(now + this.ttlMs, until ?? Infinity)
+    this.entries.set(key, { value, expires })
   }
 
-  /** The cached value, or the one `load` reads (and keeps, when there is one). */
-  async through(key: string, load: () => Promise<V | undefined>): Promise<V | undefined> {
+  /**
+   * The cached value, or the one `load` reads (and keeps, when there is one, until `until` says it
+   * stops being true if that comes before the time-to-live: a token's expiry, say).
+   */
+  async through(
+    key: string,
+    load: () => Promise<V | undefined>,
+    until?: (value: V) => number | null,
+  ): Promise<V | undefined> {
     const cached = this.get(key)
     if (cached !== undefined) return cached
     const generation = this.generation
     const value = await load()
-    if (value !== undefined && generation === this.generation) this.set(key, value)
+    if (value !== undefined && generation === this.generation)
+      this.set(key, value, Date.now(), until?.(value))
     return value
   }
 

@@ -3,8 +3,11 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 // Secrets the service only checks (API tokens, the webhook secret) are stored as SHA-256 hashes and
 // compared in constant time (DESIGN 3).
 
-/** A new secret: a prefix naming its kind, then 32 random bytes in base64url. */
-export function newSecret(prefix: 'osd' | 'osds' | 'osdp' | 'osdi' | 'whsec'): string {
+/**
+ * A new secret: a prefix naming its kind, then 32 random bytes in base64url. API tokens have a format
+ * of their own, with a checksum (domain/people/tokens.ts newTokenSecret).
+ */
+export function newSecret(prefix: 'osds' | 'osdp' | 'osdi' | 'whsec'): string {
   return `${prefix}_${randomBytes(32).toString('base64url')}`
 }
 

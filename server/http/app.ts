@@ -30,6 +30,7 @@ import { inviteAcceptRoutes, userRoutes } from '../routes/users.js'
 import { installLearning } from '../domain/learning/index.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
+import { TokenUses } from './token-uses.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
@@ -70,7 +71,13 @@ export function createApp(deps: AppDeps): Router {
     requestLog(deps.log),
     methodCheck(knownPaths),
     readBody,
-    authenticate(deps.sql, publicRoutes, routeDeps.caches, deps.config.session),
+    authenticate(
+      deps.sql,
+      publicRoutes,
+      routeDeps.caches,
+      deps.config.session,
+      deps.tokenUses ?? new TokenUses(deps.sql, deps.log),
+    ),
   )
 
   app.route('/v1', healthRoutes(routeDeps))

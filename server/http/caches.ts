@@ -6,20 +6,20 @@ import {
   type EnterpriseSettings,
   type WebhookSecretHolder,
 } from '../domain/enterprises/index.js'
-import { sessionChangedChannel, tokenRevokedChannel } from '../domain/people/index.js'
-import type { FoundSession } from '../domain/people/index.js'
+import { sessionChangedChannel, tokenChangedChannel } from '../domain/people/index.js'
+import type { FoundSession, TokenCaller } from '../domain/people/index.js'
 import type { Logger } from '../log.js'
-import type { Caller } from './caller.js'
 
 /**
  * What hot reads keep in memory, each dropped when its change is announced (db/notified-cache.ts):
- * the callers of recently seen tokens (dropped by token id on revocation), the sessions of recently
+ * the callers of recently seen tokens (dropped by token id when it is revoked, changed or rotated, and
+ * kept no longer than the secret signs in), the sessions of recently
  * seen session secrets (dropped by session id or by their person's id),
  * enterprise settings (keyed and dropped by enterprise id), and the webhook secrets' hashes (keyed by
  * enterprise slug, dropped by enterprise id on rotation).
  */
 export interface Caches {
-  callers: NotifiedCache<Caller>
+  callers: NotifiedCache<TokenCaller>
   sessions: NotifiedCache<FoundSession>
   settings: NotifiedCache<EnterpriseSettings>
   webhookSecrets: NotifiedCache<WebhookSecretHolder>
@@ -27,9 +27,9 @@ export interface Caches {
 
 export function createCaches(sql: Sql, log: Logger): Caches {
   const caches: Caches = {
-    callers: new NotifiedCache<Caller>(
-      tokenRevokedChannel,
-      (tokenId, _, caller) => caller.kind === 'token' && caller.tokenId === tokenId,
+    callers: new NotifiedCache<TokenCaller>(
+      tokenChangedChannel,
+      (tokenId, _, caller) => caller.tokenId === tokenId,
     ),
     sessions: new NotifiedCache<FoundSession>(
       sessionChangedChannel,

@@ -9,6 +9,7 @@ import type { FoundSession } from '../domain/people/index.js'
 import type { Caller } from './caller.js'
 import type { ChangeWatch } from '../db/change-watch.js'
 import type { RunStarts } from '../domain/runs/index.js'
+import type { TokenUses } from './token-uses.js'
 
 export interface AppEnv {
   Variables: {
@@ -36,6 +37,8 @@ export interface AppDeps {
   providers?: Record<'provider_a' | 'provider_b', ModelProvider>
   /** What chat readers wait with (one following the chat channel is made unless given: tests look in). */
   chatWatch?: ChangeWatch
+  /** Where requests note their tokens' use (one is made unless given: tests flush it). */
+  tokenUses?: TokenUses
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */

@@ -4,20 +4,29 @@ import { validName } from '../../shared/names.js'
 import { IdParam } from '../../shared/schemas/common.js'
 import {
   ApiToken,
+  ApiTokenChange,
   ApiTokenCreated,
   ApiTokenInput,
   ApiTokenListQuery,
+  ApiTokenRotation,
 } from '../../shared/schemas/tokens.js'
 import { allScopes, isScope, type Scope } from '../../shared/scopes.js'
-import { createToken, getToken, listTokens, revokeToken } from '../domain/people/index.js'
-import { sessionCaller } from '../http/caller.js'
+import {
+  createToken,
+  getToken,
+  listTokens,
+  revokeToken,
+  rotateToken,
+  updateToken,
+} from '../domain/people/index.js'
+import { sessionCaller, type SessionCaller } from '../http/caller.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 // API tokens managed by a signed-in person (spec: Authentication 6; Portal-only routes): tokens never
 // reach these (the auth middleware answers them 403 api_token_cannot_manage_tokens, or api_token_scope
 // first when they lack the enterprise scope). Any person of the enterprise may make and list tokens; a
-// token is revoked by the person who made it or by an owner.
+// token is changed, rotated and revoked by the person who made it or by an owner.
 
 /** The spec's scopes among `given`, each once, in the spec's order; 400 naming any other. */
 export function validScopes(given: readonly string[]): Scope[] {
@@ -39,7 +48,47 @@ export function validScopes(given: readonly string[]): Scope[] {
   return scopes
 }
 
+function invalid(field: string, message: string): ApiError {
+  return new ApiError('invalid_request', `${field}: ${message}.`, { issues: [{ field, message }] })
+}
+
+const dateOnly = /^\d{4}-\d{2}-\d{2}$/
+const dateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/
+
+/** An expiry as sent: an ISO 8601 date-time with its offset, or a date (00:00 UTC); in the future. */
+export function validExpiry(text: string, field = 'expiresAt'): Date {
+  const when = dateOnly.test(text) || dateTime.test(text) ? new Date(text) : undefined
+  // Date rolls 2027-02-30 over to March: the day must be one of its month.
+  const [year, month, day] = text.slice(0, 10).split('-').map(Number)
+  const real = new Date(Date.UTC(year!, month! - 1, day!))
+  if (!when || Number.isNaN(when.getTime()) || real.getUTCMonth() !== month! - 1)
+    throw invalid(field, 'an ISO 8601 date-time with its offset (2027-01-31T12:00:00Z) or a date')
+  if (when.getTime() <= Date.now()) throw invalid(field, 'a time in the future')
+  return when
+}
+
+/** The expiry of a new token: expiresInDays from now, or expiresAt, or never; not both. */
+function expiryOf(body: { expiresInDays?: number; expiresAt?: string }): Date | null {
+  if (body.expiresInDays !== undefined && body.expiresAt !== undefined)
+    throw invalid('expiresAt', 'give expiresInDays or expiresAt, not both')
+  if (body.expiresInDays !== undefined)
+    return new Date(Date.now() + body.expiresInDays * 24 * 3600 * 1000)
+  return body.expiresAt === undefined ? null : validExpiry(body.expiresAt)
+}
+
 export function apiTokenRoutes({ sql, caches }: RouteDeps) {
+  /** The token, if the person may change it: its maker or an owner (403 owner_only otherwise). */
+  async function ownToken(person: SessionCaller, id: string, verb: string): Promise<ApiToken> {
+    const token = await getToken(sql, person.enterpriseId, id)
+    if (person.role !== 'owner' && token.createdBy?.userId !== person.userId) {
+      throw new ApiError(
+        'owner_only',
+        `A token is ${verb} by the person who made it or by an owner of the enterprise.`,
+      )
+    }
+    return token
+  }
+
   const app = createRouter()
 
   route(
@@ -71,7 +120,7 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       path: '/',
       summary: 'A new API token with the chosen scopes; its secret is in this answer only',
       description:
-        'Scopes are those of the spec (resource:read or resource:write); an unknown one is refused 400 invalid_request naming it. Only the SHA-256 of the secret is stored. Portal-only: a token gets 403 api_token_cannot_manage_tokens.',
+        'Scopes are those of the spec (resource:read or resource:write); an unknown one is refused 400 invalid_request naming it. expiresInDays or expiresAt (not both) make it expire: from then on it answers 401, as an unknown token. The secret is osd_, 43 random characters and a CRC32 checksum of them (6 characters), so a mistyped token is refused without a look-up and secret scanners recognise it. Only the SHA-256 of the secret is stored. Portal-only: a token gets 403 api_token_cannot_manage_tokens.',
       body: ApiTokenInput,
       status: 201,
       response: ApiTokenCreated,
@@ -81,8 +130,86 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       const person = sessionCaller(c.var.caller)
       const name = validName(body.name)
       const scopes = validScopes(body.scopes)
+      const expiresAt = expiryOf(body)
       c.header('Cache-Control', 'no-store')
-      return createToken(sql, person.enterpriseId, { name, scopes, createdBy: person.userId })
+      return createToken(sql, person.enterpriseId, {
+        name,
+        scopes,
+        createdBy: person.userId,
+        expiresAt,
+      })
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'changeApiToken',
+      method: 'patch',
+      path: '/{id}',
+      summary:
+        "Change a token's name, scopes or expiry: every osd process acts on it from its next request",
+      description:
+        "What is not sent stays; expiresAt null: it never expires. The person who made the token, or an owner (else 403 owner_only). A revoked token is refused 409 token_revoked; a connected app's token 409 token_of_connected_app (it is managed under /v1/enterprise/connections). Portal-only: a token gets 403 api_token_cannot_manage_tokens.",
+      params: IdParam,
+      notFound: 'token_not_found',
+      body: ApiTokenChange,
+      response: ApiToken,
+      errors: [
+        'invalid_name',
+        'owner_only',
+        'token_revoked',
+        'token_of_connected_app',
+        'api_token_cannot_manage_tokens',
+      ],
+    },
+    async (c, { params, body }) => {
+      const person = sessionCaller(c.var.caller)
+      const change = {
+        name: body.name === undefined ? undefined : validName(body.name),
+        scopes: body.scopes === undefined ? undefined : validScopes(body.scopes),
+        expiresAt:
+          body.expiresAt === undefined || body.expiresAt === null
+            ? body.expiresAt
+            : validExpiry(body.expiresAt),
+      }
+      await ownToken(person, params.id, 'changed')
+      const changed = await updateToken(sql, person.enterpriseId, params.id, change)
+      // Other processes drop its callers when the NOTIFY reaches them; this one at once.
+      caches.callers.invalidate(changed.id)
+      return changed
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'rotateApiToken',
+      method: 'post',
+      path: '/{id}/rotate',
+      summary:
+        'A new secret for the token, in this answer only; the old one works for graceSeconds more',
+      description:
+        "The secret it replaces keeps working for graceSeconds (default 0: it stops at once; at most 604800, 7 days), then answers 401 as an unknown token; a rotation during the grace of another ends that grace. Name, scopes, expiry and last use stay. The person who made the token, or an owner (else 403 owner_only). A revoked token is refused 409 token_revoked, an expired one 409 token_expired (give it a new expiresAt first), a connected app's 409 token_of_connected_app. Portal-only: a token gets 403 api_token_cannot_manage_tokens.",
+      params: IdParam,
+      notFound: 'token_not_found',
+      body: ApiTokenRotation,
+      response: ApiTokenCreated,
+      errors: [
+        'owner_only',
+        'token_revoked',
+        'token_expired',
+        'token_of_connected_app',
+        'api_token_cannot_manage_tokens',
+      ],
+    },
+    async (c, { params, body }) => {
+      const person = sessionCaller(c.var.caller)
+      await ownToken(person, params.id, 'rotated')
+      const rotated = await rotateToken(sql, person.enterpriseId, params.id, body.graceSeconds ?? 0)
+      caches.callers.invalidate(rotated.id)
+      c.header('Cache-Control', 'no-store')
+      return rotated
     },
   )
 
@@ -102,13 +229,7 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
     },
     async (c, { params }) => {
       const person = sessionCaller(c.var.caller)
-      const token = await getToken(sql, person.enterpriseId, params.id)
-      if (person.role !== 'owner' && token.createdBy?.userId !== person.userId) {
-        throw new ApiError(
-          'owner_only',
-          'A token is revoked by the person who made it or by an owner of the enterprise.',
-        )
-      }
+      await ownToken(person, params.id, 'revoked')
       const revoked = await revokeToken(sql, person.enterpriseId, params.id)
       // Other processes forget it when the NOTIFY reaches them; this one at once.
       caches.callers.invalidate(revoked.id)

@@ -7,6 +7,7 @@ import {
   InviteInput,
   PendingInvite,
   Person,
+  PersonRemoved,
   RoleChange,
 } from '../../shared/schemas/users.js'
 import {
@@ -130,18 +131,25 @@ export function userRoutes({ sql, caches }: RouteDeps) {
       method: 'delete',
       path: '/{id}',
       summary:
-        'Take a person out of the enterprise (owners only): their sessions there end at once, in every osd process',
+        'Take a person out of the enterprise (owners only): their sessions there and the API tokens they made there end at once, in every osd process',
       description:
-        'The last owner cannot be removed (409 last_owner): an enterprise always has a chief executive. Invites the person made as an owner can no longer be accepted.',
+        "The API tokens the person made in the enterprise are revoked (revokedReason creator_removed) and the answer says how many; tokens made on the server host (osd admin) and connected apps' tokens stay. The last owner cannot be removed (409 last_owner): an enterprise always has a chief executive. Invites the person made as an owner can no longer be accepted.",
       params: IdParam,
       notFound: 'user_not_found',
-      status: 204,
+      response: PersonRemoved,
       errors: ['owner_only', 'last_owner'],
     },
     async (c, { params }) => {
-      await removeMembership(sql, ownerCaller(c.var.caller).enterpriseId, params.id)
-      // Other processes drop the person's sessions when the NOTIFY reaches them; this one at once.
+      const { removed, revokedTokens } = await removeMembership(
+        sql,
+        ownerCaller(c.var.caller).enterpriseId,
+        params.id,
+      )
+      // Other processes drop the person's sessions and tokens when the NOTIFYs reach them; this one
+      // at once.
       caches.sessions.invalidate(params.id)
+      for (const id of revokedTokens) caches.callers.invalidate(id)
+      return { removed, revokedTokens: revokedTokens.length }
     },
   )
 

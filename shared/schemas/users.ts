@@ -59,3 +59,14 @@ export const AcceptInviteInput = z
     name: z.string().max(200).optional().meta({ description: 'of a new person' }),
   })
   .meta({ id: 'AcceptInviteInput' })
+
+export const PersonRemoved = z
+  .object({
+    removed: Person.meta({ description: 'the person as they were in the enterprise' }),
+    revokedTokens: z.number().int().meta({
+      description:
+        'how many API tokens they had made in the enterprise and which were revoked with their removal (revokedReason creator_removed)',
+    }),
+  })
+  .meta({ id: 'PersonRemoved' })
+export type PersonRemoved = z.infer<typeof PersonRemoved>

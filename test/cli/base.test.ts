@@ -106,7 +106,7 @@ describe('osctl credentials and profiles', () => {
   it('logs in to a profile file readable by its owner only, and reports status', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'osctl-'))
     const own = { OSCTL_CONFIG_DIR: dir }
-    const login = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    const login = await osctl(['auth', 'login', '--url', daemon.url, '--with-token'], own, token)
     expect(login.exitCode, login.stderr).toBe(0)
     const file = join(dir, 'config.json')
     expect((await stat(file)).mode & 0o777).toBe(0o600)
@@ -126,12 +126,13 @@ describe('osctl credentials and profiles', () => {
   it('says after the first sign-in on a machine, once, what to do next; never with --json', async () => {
     const own = { OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')) }
     const quiet = await osctl(
-      ['auth', 'login', '--url', daemon.url, '--token', token, '--json'],
+      ['auth', 'login', '--url', daemon.url, '--with-token', '--json'],
       own,
+      `${token}\n`,
     )
     expect(quiet.exitCode, quiet.stderr).toBe(0)
     expect(quiet.stderr).toBe('')
-    const first = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    const first = await osctl(['auth', 'login', '--url', daemon.url, '--with-token'], own, token)
     expect(first.exitCode, first.stderr).toBe(0)
     expect(first.stdout).toBe(
       `logged in to ${daemon.url} as profile "default" (enterprise cli-co)\n`,
@@ -140,7 +141,7 @@ describe('osctl credentials and profiles', () => {
       'next: `osctl catalog roles list` shows the roles you can clone onto a team, each with its ' +
         'tasks; `osctl chat` talks with a member\n',
     )
-    const again = await osctl(['auth', 'login', '--url', daemon.url, '--token', token], own)
+    const again = await osctl(['auth', 'login', '--url', daemon.url, '--with-token'], own, token)
     expect(again.stdout).toBe(first.stdout)
     expect(again.stderr).toBe('')
   })

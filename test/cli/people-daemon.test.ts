@@ -356,6 +356,215 @@ describe('an owner and the people of the enterprise', () => {
   }, 60_000)
 })
 
+/** The owner, signed in to a profile of their own, acting in the first enterprise. */
+async function ownerEnv(): Promise<Record<string, string>> {
+  const env = await personEnv()
+  await json(
+    ['auth', 'login', '--email', email, '--password-stdin', '--enterprise', first.slug],
+    env,
+    `${password}\n`,
+  )
+  return env
+}
+
+describe('tokens that change, rotate, expire and end with their maker (issue 45)', () => {
+  it('makes a token that expires, lists its expiry and last use, changes it and rotates it', async () => {
+    const owner = await ownerEnv()
+    const made = await osctl(
+      [
+        '--json',
+        'tokens',
+        'create',
+        '--name',
+        'deploy',
+        '--scopes',
+        'enterprise:read,tasks:read',
+      ].concat(['--expires-in-days', '30']),
+      owner,
+    )
+    expect(made.exitCode, made.stderr).toBe(0)
+    const created = ApiTokenCreated.parse(JSON.parse(made.stdout))
+    expect(made.stderr).toContain(`it expires ${created.expiresAt}`)
+    const days = (Date.parse(created.expiresAt!) - Date.now()) / 86_400_000
+    expect(days).toBeGreaterThan(29.9)
+    const asToken = (token: string) => ({ ...owner, OSCTL_TOKEN: token })
+    expect((await osctl(['tasks', 'list'], asToken(created.token))).exitCode).toBe(0)
+    const badDays = await osctl(
+      ['tokens', 'create', '--name', 'x', '--scopes', 'tasks:read', '--expires-in-days', 'soon'],
+      owner,
+    )
+    expect(badDays.exitCode).toBe(2)
+
+    // Its last use is listed a moment after it (written off the request's path).
+    await eventually(
+      async () =>
+        z
+          .array(ApiToken)
+          .parse(await json(['tokens', 'list'], owner))
+          .find((t) => t.id === created.id)?.lastUsedAt != null,
+      5000,
+      'lastUsedAt',
+    )
+    const table = await osctl(['tokens', 'list'], owner)
+    expect(table.stdout).toMatch(/LAST USED\s+EXPIRES/)
+    const row = table.stdout.split('\n').find((line) => line.startsWith(created.id))!
+    expect(row).toContain(created.expiresAt)
+    expect(row).not.toMatch(/\bnever\b/)
+
+    // Changed: fewer scopes, no expiry; the next call hears it.
+    const changed = ApiToken.parse(
+      await json(
+        ['tokens', 'update', 'deploy', '--scopes', 'enterprise:read', '--expires', 'never'],
+        owner,
+      ),
+    )
+    expect(changed).toMatchObject({ id: created.id, scopes: ['enterprise:read'], expiresAt: null })
+    const narrowed = await osctl(['tasks', 'list'], asToken(created.token))
+    expect(narrowed.exitCode).toBe(1)
+    expect(narrowed.stderr).toContain('api_token_scope')
+    const human = await osctl(['tokens', 'update', 'deploy', '--name', 'deployer'], owner)
+    expect(human.exitCode, human.stderr).toBe(0)
+    expect(human.stdout).toMatch(/name\s+deployer/)
+    expect(human.stdout).toMatch(/expires\s+never/)
+    expect((await osctl(['tokens', 'update', 'deployer'], owner)).exitCode).toBe(2)
+    expect(
+      (await osctl(['tokens', 'update', 'deployer', '--expires', 'later'], owner)).exitCode,
+    ).toBe(2)
+
+    // Rotated with a grace: the new secret on stdout, the old one still works for now.
+    const rolled = await osctl(['tokens', 'rotate', 'deployer', '--grace', '1h'], owner)
+    expect(rolled.exitCode, rolled.stderr).toBe(0)
+    const second = rolled.stdout.trim()
+    expect(rolled.stdout).toMatch(/^osd_[0-9A-Za-z]{49}\n$/)
+    expect(rolled.stderr).toContain('the old one works until')
+    for (const token of [created.token, second])
+      expect((await osctl(['enterprise', 'show'], asToken(token))).exitCode).toBe(0)
+    // Without a grace it asks first; --yes rotates, and every older secret stops at once.
+    expect((await osctl(['tokens', 'rotate', 'deployer'], owner)).exitCode).toBe(2)
+    expect((await osctl(['tokens', 'rotate', 'deployer', '--grace', '8d'], owner)).exitCode).toBe(2)
+    const third = ApiTokenCreated.parse(
+      await json(['tokens', 'rotate', 'deployer', '--yes'], owner),
+    ).token
+    for (const token of [created.token, second]) {
+      const refused = await osctl(['enterprise', 'show'], asToken(token))
+      expect(refused.exitCode).toBe(4)
+    }
+    expect((await osctl(['enterprise', 'show'], asToken(third))).exitCode).toBe(0)
+  }, 90_000)
+
+  it('a removed member’s tokens end with them, and osctl says how many', async () => {
+    const owner = await ownerEnv()
+    const someone = `leaver-${randomBytes(4).toString('hex')}@example.com`
+    const inviteToken = (await osctl(['users', 'invite', someone], owner)).stdout.trim()
+    const member = await personEnv()
+    const accepted = await osctl(
+      ['auth', 'accept-invite', inviteToken, '--password-stdin'],
+      member,
+      'the password of the leaver\n',
+    )
+    expect(accepted.exitCode, accepted.stderr).toBe(0)
+    const theirs = await osctl(
+      ['tokens', 'create', '--name', 'theirs', '--scopes', 'enterprise:read,enterprise:write'],
+      member,
+    )
+    const token = theirs.stdout.trim()
+    const asTheirs = { ...member, OSCTL_TOKEN: token }
+    // The issue's example: the member's token rotates the webhook secret...
+    expect((await osctl(['webhook-secret', 'rotate', '--yes'], asTheirs)).exitCode).toBe(0)
+    const removed = await osctl(['users', 'remove', someone, '--yes'], owner)
+    expect(removed.exitCode, removed.stderr).toBe(0)
+    expect(removed.stdout).toContain(`removed ${someone}`)
+    expect(removed.stdout).toContain('revoked the API token they made in it')
+    // ... and after their removal it can no more.
+    const after = await osctl(['webhook-secret', 'rotate', '--yes'], asTheirs)
+    expect(after.exitCode).toBe(4)
+    expect(after.stderr).toContain('401')
+    const listed = z
+      .array(ApiToken)
+      .parse(await json(['tokens', 'list', '--include-revoked'], owner))
+    expect(listed.find((t) => t.name === 'theirs')?.revokedReason).toBe('creator_removed')
+  }, 90_000)
+
+  it('signs in with a token from stdin, warns of --token, and of a token about to expire once a day', async () => {
+    const owner = await ownerEnv()
+    const expiring = ApiTokenCreated.parse(
+      await json(
+        [
+          'tokens',
+          'create',
+          '--name',
+          'brief',
+          '--scopes',
+          'enterprise:read',
+          '--expires-in-days',
+          '3',
+        ],
+        owner,
+      ),
+    )
+    const env: Record<string, string> = { ...(await personEnv()), OSCTL_URL: '' }
+    const url = cli.daemon.url
+    const login = await osctl(
+      ['auth', 'login', '--url', url, '--with-token'],
+      env,
+      `${expiring.token}\n`,
+    )
+    expect(login.exitCode, login.stderr).toBe(0)
+    expect(login.stdout).toContain(`logged in to ${url} as profile "default"`)
+    expect(login.stderr).not.toContain('history')
+    const file = join(env.OSCTL_CONFIG_DIR!, 'config.json')
+    expect(JSON.parse(await readFile(file, 'utf8')).profiles.default).toEqual({
+      url,
+      token: expiring.token,
+      kind: 'token',
+    })
+
+    // Within 7 days of its end: one warning on stderr, then none for a day.
+    const first = await osctl(['enterprise', 'show'], env)
+    expect(first.exitCode, first.stderr).toBe(0)
+    expect(first.stderr).toContain(
+      `warning: the API token of profile "default" expires ${expiring.expiresAt}`,
+    )
+    const json1 = await osctl(['--json', 'enterprise', 'show'], env)
+    expect(json1.stderr).toBe('')
+    expect(() => JSON.parse(json1.stdout)).not.toThrow()
+    const config = JSON.parse(await readFile(file, 'utf8'))
+    const warned = config.lastWarned['token-expiry:default']
+    expect(Date.parse(warned)).toBeGreaterThan(Date.now() - 60_000)
+    config.lastWarned['token-expiry:default'] = new Date(Date.now() - 25 * 3600_000).toISOString()
+    await writeFile(file, JSON.stringify(config), { mode: 0o600 })
+    expect((await osctl(['enterprise', 'show'], env)).stderr).toContain('warning: the API token')
+    // A token far from its end says nothing.
+    const lasting = await osctl(['enterprise', 'show'], {
+      ...env,
+      OSCTL_TOKEN: cli.enterprise.token,
+    })
+    expect(lasting.stderr).toBe('')
+
+    // --token still works, and says where the token is left.
+    const flagged = await osctl(
+      ['auth', 'login', '--url', url, '--token', expiring.token, '--profile', 'flagged'],
+      env,
+    )
+    expect(flagged.exitCode, flagged.stderr).toBe(0)
+    expect(flagged.stderr).toContain("stays in the shell's history")
+    expect(flagged.stderr).toContain('--with-token')
+    const both = await osctl(
+      ['auth', 'login', '--url', url, '--token', 'x', '--with-token'],
+      env,
+      'y',
+    )
+    expect(both.exitCode).toBe(2)
+    const empty = await osctl(['auth', 'login', '--url', url, '--with-token'], env, '')
+    expect(empty.exitCode).toBe(2)
+    expect(empty.stderr).toContain('no token on stdin')
+    const typo = expiring.token.slice(0, -1) + (expiring.token.endsWith('a') ? 'b' : 'a')
+    const mistyped = await osctl(['auth', 'login', '--url', url, '--with-token'], env, typo)
+    expect(mistyped.exitCode).toBe(4)
+    expect(mistyped.stderr).toContain('mistyped')
+  }, 90_000)
+})
+
 describe('a token profile on the portal-only verbs', () => {
   it('prints the API refusal and a hint that a person must sign in (exit 1)', async () => {
     for (const [args, code] of [

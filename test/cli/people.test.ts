@@ -643,7 +643,11 @@ const token = (overrides: Partial<ApiToken> = {}): ApiToken => ({
   lastUsedAt: null,
   createdAt: new Date().toISOString(),
   createdBy: { userId: user.id, email: user.email },
+  expiresAt: null,
+  rotatedAt: null,
+  graceEndsAt: null,
   revokedAt: null,
+  revokedReason: null,
   ...overrides,
 })
 
@@ -654,7 +658,9 @@ describe('osctl tokens', () => {
     const f = fakeDeps(api, { target: sessionTarget })
     await listTokens(f.deps, {})
     expect(api.sent[0]!.query).toEqual({})
-    expect(f.stdout()).toMatch(/ci\s+…a1b2\s+tasks:read runs:write\s+-\s+ada@example.com/)
+    expect(f.stdout()).toMatch(
+      /ci\s+…a1b2\s+tasks:read runs:write\s+never\s+never\s+ada@example.com/,
+    )
     await listTokens(fakeDeps(api, { target: sessionTarget }).deps, { includeRevoked: true })
     expect(api.sent[1]!.query).toEqual({ includeRevoked: 'true' })
   })
@@ -789,7 +795,7 @@ describe('osctl users', () => {
           inviteToken,
         },
       }),
-      [`DELETE /users/${grace.id}`]: { status: 204 },
+      [`DELETE /users/${grace.id}`]: { body: { removed: grace, revokedTokens: 2 } },
       [`PATCH /users/${grace.id}`]: { body: { ...grace, role: 'owner' } },
     })
     const list = fakeDeps(api, { target: sessionTarget })
@@ -823,7 +829,19 @@ describe('osctl users', () => {
     const remove = fakeDeps(api, { target: sessionTarget })
     await removeUser(remove.deps, 'GRACE@example.com', { yes: true })
     expect(api.sent.at(-1)).toMatchObject({ method: 'DELETE', path: `/users/${grace.id}` })
-    expect(remove.stdout()).toBe(`removed GRACE@example.com (${grace.id}) from the enterprise\n`)
+    expect(remove.stdout()).toBe(
+      `removed GRACE@example.com (${grace.id}) from the enterprise; revoked the 2 API tokens they made in it\n`,
+    )
+  })
+
+  it('remove against an osd that answers no count (204) says only who was removed', async () => {
+    const api = routes({
+      'GET /users': { body: [{ ...user, role: 'owner', joinedAt: later }] },
+      [`DELETE /users/${user.id}`]: { status: 204 },
+    })
+    const f = fakeDeps(api, { target: sessionTarget })
+    await removeUser(f.deps, user.id, { yes: true })
+    expect(f.stdout()).toBe(`removed ${user.id} from the enterprise\n`)
   })
 
   it('lists pending invites and withdraws one', async () => {

@@ -56,6 +56,8 @@ describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
         'tasks:read,runs:write',
         '--name',
         'ci',
+        '--expires-in-days',
+        '90',
         '--json',
       ],
       { DATABASE_URL: db.url },
@@ -63,7 +65,10 @@ describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
     expect(created.exitCode, created.stderr).toBe(0)
     const token = JSON.parse(created.stdout)
     expect(token).toMatchObject({ name: 'ci', scopes: ['tasks:read', 'runs:write'] })
-    expect(token.token).toMatch(/^osd_/)
+    expect(token.token).toMatch(/^osd_[0-9A-Za-z]{49}$/)
+    const days = (Date.parse(token.expiresAt) - Date.now()) / 86_400_000
+    expect(days).toBeGreaterThan(89.9)
+    expect(days).toBeLessThanOrEqual(90)
     const stored = await db.sql`select token_hash from api_tokens where id = ${token.id}`
     expect(Buffer.from(stored[0]!.tokenHash).toString('utf8')).not.toContain(token.token)
 
@@ -72,6 +77,7 @@ describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
     })
     const tokens = JSON.parse(list.stdout)
     expect(tokens.map((t: { name: string }) => t.name)).toContain('ci')
+    expect(tokens.find((t: { id: string }) => t.id === token.id).expiresAt).toBe(token.expiresAt)
     expect(list.stdout).not.toContain(token.token)
 
     const revoked = await osd(

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import {
   catalogue,
@@ -14,7 +14,7 @@ import {
   type ModelTier,
   type Provider,
 } from '../../../shared/schemas/models.js'
-import type { Sealer } from '../../crypto.js'
+import { sealedColumns, type Sealer } from '../../crypto.js'
 import { transaction, type Db } from '../../db/sql.js'
 import type { ModelProvider } from './provider.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
@@ -102,16 +102,18 @@ export async function bindKey(
 ): Promise<LlmBinding> {
   const layerId = await keyLayerId(db, enterpriseId, input.layer, input.layerId)
   return transaction(db, async (tx) => {
+    const id = randomUUID()
     const [row] = await tx<ConnectionRow[]>`
-      insert into llm_connections (enterprise_id, provider, kind, layer, layer_id, name, secret_ciphertext, secret_hint)
-      values (${enterpriseId}, ${input.provider}, 'api_key', ${input.layer}, ${layerId},
-              ${`${input.provider} key (${input.layer})`}, ${sealer.seal(input.apiKey)}, ${hint(input.apiKey)})
+      insert into llm_connections (id, enterprise_id, provider, kind, layer, layer_id, name, secret_ciphertext, secret_hint)
+      values (${id}, ${enterpriseId}, ${input.provider}, 'api_key', ${input.layer}, ${layerId},
+              ${`${input.provider} key (${input.layer})`}, ${sealer.seal(input.apiKey, sealedAt, id)},
+              ${hint(input.apiKey)})
       on conflict (enterprise_id, provider, layer, coalesce(layer_id, '00000000-0000-0000-0000-000000000000'::uuid))
       do update set kind = 'api_key', secret_ciphertext = excluded.secret_ciphertext,
                     secret_hint = excluded.secret_hint, access_expires_at = null, updated_at = now()
       returning *`
     await tx`select pg_notify(${keyBoundChannel}, ${enterpriseId})`
-    return toBinding(row!)
+    return toBinding(await sealedFor(tx, sealer, row!, id, input.apiKey))
   })
 }
 
@@ -269,7 +271,7 @@ export async function sameKey(
 ): Promise<boolean> {
   const row = await loadConnection(db, enterpriseId, id)
   if (row.kind !== 'api_key') return false
-  return matchesHash(candidate, hashSecret(sealer.open(row.secretCiphertext)))
+  return matchesHash(candidate, hashSecret(sealer.open(row.secretCiphertext, sealedAt, row.id)))
 }
 
 /** What a model connection needs at call time: its provider, its credential and the connection id. */
@@ -315,7 +317,7 @@ async function credentialOf(
   row: ConnectionRow,
   oauth?: OAuthSettings,
 ): Promise<string> {
-  if (row.kind === 'api_key') return sealer.open(row.secretCiphertext)
+  if (row.kind === 'api_key') return sealer.open(row.secretCiphertext, sealedAt, row.id)
   const tokens = subscriptionTokens(sealer, row)
   if (!expiring(row, tokens)) return tokens.accessToken
   // One refresh per connection at a time in this process; the row lock orders the other processes.
@@ -334,7 +336,7 @@ const refreshing = new WeakMap<Db, Map<string, Promise<string>>>()
 type SubscriptionTokens = { accessToken: string; refreshToken?: string }
 
 function subscriptionTokens(sealer: Sealer, row: ConnectionRow): SubscriptionTokens {
-  return JSON.parse(sealer.open(row.secretCiphertext)) as SubscriptionTokens
+  return JSON.parse(sealer.open(row.secretCiphertext, sealedAt, row.id)) as SubscriptionTokens
 }
 
 /** Due for a refresh: expiring within the minute, and refreshable. */
@@ -373,6 +375,8 @@ function refreshAccessToken(
         accessToken: fresh.accessToken,
         refreshToken: fresh.refreshToken ?? tokens.refreshToken,
       }),
+      sealedAt,
+      id,
     )
     await tx`
       update llm_connections
@@ -536,7 +540,8 @@ export async function startOAuth(
   const challenge = createHash('sha256').update(verifier).digest('base64url')
   await db`
     insert into llm_oauth_states (state, enterprise_id, verifier_ciphertext, layer, layer_id)
-    values (${state}, ${enterpriseId}, ${sealer.seal(verifier)}, ${input.layer}, ${layerId})`
+    values (${state}, ${enterpriseId}, ${sealer.seal(verifier, sealedColumns.llmVerifier, state)},
+            ${input.layer}, ${layerId})`
   const url = new URL(config.authorizeUrl)
   url.search = new URLSearchParams({
     response_type: 'code',
@@ -571,20 +576,46 @@ export async function completeOAuth(
     grant_type: 'authorization_code',
     code: input.code,
     redirect_uri: config.redirectUri,
-    code_verifier: sealer.open(pending.verifierCiphertext),
+    code_verifier: sealer.open(pending.verifierCiphertext, sealedColumns.llmVerifier, input.state),
   })
-  const [row] = await db<ConnectionRow[]>`
-    insert into llm_connections (enterprise_id, provider, kind, layer, layer_id, name, plan, secret_ciphertext,
-                                 secret_hint, access_expires_at)
-    values (${enterpriseId}, 'provider_b', 'subscription', ${pending.layer}, ${pending.layerId},
-            'provider_b subscription', null, ${sealer.seal(JSON.stringify(tokens))}, ${hint(tokens.accessToken)},
-            ${tokens.expiresAt})
-    on conflict (enterprise_id, provider, layer, coalesce(layer_id, '00000000-0000-0000-0000-000000000000'::uuid))
-    do update set kind = 'subscription', secret_ciphertext = excluded.secret_ciphertext,
-                  secret_hint = excluded.secret_hint, access_expires_at = excluded.access_expires_at, updated_at = now()
-    returning *`
-  await db`select pg_notify(${keyBoundChannel}, ${enterpriseId})`
-  return toConnection(row!)
+  const secret = JSON.stringify(tokens)
+  return transaction(db, async (tx) => {
+    const id = randomUUID()
+    const [row] = await tx<ConnectionRow[]>`
+      insert into llm_connections (id, enterprise_id, provider, kind, layer, layer_id, name, plan, secret_ciphertext,
+                                   secret_hint, access_expires_at)
+      values (${id}, ${enterpriseId}, 'provider_b', 'subscription', ${pending.layer}, ${pending.layerId},
+              'provider_b subscription', null, ${sealer.seal(secret, sealedAt, id)}, ${hint(tokens.accessToken)},
+              ${tokens.expiresAt})
+      on conflict (enterprise_id, provider, layer, coalesce(layer_id, '00000000-0000-0000-0000-000000000000'::uuid))
+      do update set kind = 'subscription', secret_ciphertext = excluded.secret_ciphertext,
+                    secret_hint = excluded.secret_hint, access_expires_at = excluded.access_expires_at, updated_at = now()
+      returning *`
+    await tx`select pg_notify(${keyBoundChannel}, ${enterpriseId})`
+    return toConnection(await sealedFor(tx, sealer, row!, id, secret))
+  })
+}
+
+/** Where a connection's secret is sealed: bound to its row (crypto.ts). */
+const sealedAt = sealedColumns.llmSecret
+
+/**
+ * The connection an upsert answered, its secret sealed for its row: an upsert that met the layer's
+ * connection kept that row's id, not the one the secret was sealed for, so it is sealed again for it.
+ */
+async function sealedFor(
+  tx: Db,
+  sealer: Sealer,
+  row: ConnectionRow,
+  sealedFor: string,
+  secret: string,
+): Promise<ConnectionRow> {
+  if (row.id === sealedFor) return row
+  const [resealed] = await tx<ConnectionRow[]>`
+    update llm_connections set secret_ciphertext = ${sealer.seal(secret, sealedAt, row.id)}
+     where id = ${row.id}
+     returning *`
+  return resealed!
 }
 
 async function exchangeToken(

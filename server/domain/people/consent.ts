@@ -12,7 +12,7 @@ import type { Scope } from '../../../shared/scopes.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { enterpriseOf, enterprisesOf } from './people.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from '../secrets.js'
-import { tokenRevokedChannel } from './tokens.js'
+import { newTokenSecret, tokenChangedChannel } from './tokens.js'
 
 // Connected apps (spec: Portal-only routes; DESIGN 8), by a device-style flow since no mail or browser
 // redirect exists here:
@@ -129,7 +129,7 @@ export async function pollConsentRequest(
     if (!connection || connection.revokedAt) return { status: 'revoked', expiresAt }
     if (row.tokenIssuedAt) return { status: 'approved', expiresAt }
 
-    const token = newSecret('osd')
+    const token = newTokenSecret()
     await tx`
       insert into api_tokens (enterprise_id, name, scopes, token_hash, last_chars, created_by_user, app_connection_id)
       values (${connection.enterpriseId}, ${`app: ${row.appName}`.slice(0, 200)}, ${tx.array(row.scopes)},
@@ -325,7 +325,7 @@ export async function revokeConnection(
         update api_tokens set revoked_at = coalesce(revoked_at, now())
          where app_connection_id = ${id} returning id
       )
-      select pg_notify(${tokenRevokedChannel}, revoked.id::text) from revoked`
+      select pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
   })
   return getConnection(db, enterpriseId, id)
 }

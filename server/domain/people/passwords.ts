@@ -1,11 +1,19 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
+import type { Db } from '../../db/sql.js'
 
 // Passwords (DESIGN 8): scrypt, memory-hard, run on libuv's thread pool so a login does not stop the event
-// loop. The stored string names its parameters, so they can be raised later without breaking old hashes:
-// scrypt$<log2 N>$<r>$<p>$<salt>$<hash>, base64. N = 2^15, r = 8 takes 32 MiB and ~60 ms per hash here.
+// loop. The stored string names its parameters, so they can be raised without breaking old hashes:
+// scrypt$<log2 N>$<r>$<p>$<salt>$<hash>, base64. N = 2^17, r = 8, p = 1 is OWASP's minimum for scrypt
+// (issue 45; 2^15 before): 128 MiB per hash. A hash made with weaker parameters is made again with these
+// at the person's next successful sign-in (upgradePasswordHash).
 
-const log2N = 15
+/**
+ * log2 of scrypt's N for a new hash: 17, OWASP's minimum. An object so that the tests of what counts
+ * sign-ins (lock-outs, the queue: dozens of hashes each) lower it, as they lower `hashing`: they are
+ * about counting, not cost (test/helpers/people.ts cheapPasswordHashes). Nothing else changes it.
+ */
+export const passwordCost = { log2N: 17 }
 const r = 8
 const p = 1
 const keyLength = 32
@@ -13,11 +21,13 @@ const keyLength = 32
 export const passwordLimits = { min: 12, max: 1024 } as const
 
 /**
- * At most this many hashes at once per process (each takes 32 MiB and a thread of libuv's pool, which
- * file and DNS work share), and at most `waiting` more queued: beyond that a sign-in is answered 429
- * sign_in_busy at once, so a flood of sign-ins with made-up emails cannot take the memory or the pool.
+ * At most this many hashes at once per process, and at most `waiting` more queued: beyond that a sign-in
+ * is answered 429 sign_in_busy at once, so a flood of sign-ins with made-up emails cannot take the memory
+ * or the pool. One at a time: each takes 128 MiB and a thread of libuv's pool (which file and DNS work
+ * share) for a few hundred ms of a core, and sign-ins are rare; two would double the memory (256 MiB)
+ * for a throughput people never need. The queue holds what one slot clears in a few seconds.
  */
-export const hashing = { atOnce: 2, waiting: 64 }
+export const hashing = { atOnce: 1, waiting: 16 }
 let running = 0
 const queue: (() => void)[] = []
 
@@ -30,6 +40,7 @@ async function derive(password: string, salt: Buffer, options: ScryptOptions): P
     await new Promise<void>((resolve) => queue.push(resolve))
   } else running++
   try {
+    // scrypt refuses to use more than maxmem: 128 * N * r bytes, with room to spare.
     const maxmem = 256 * options.N! * options.r! + 1024 * 1024
     return await new Promise((resolve, reject) =>
       scrypt(password.normalize('NFC'), salt, keyLength, { ...options, maxmem }, (err, key) =>
@@ -56,6 +67,7 @@ export function checkNewPassword(password: string): void {
 
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16)
+  const { log2N } = passwordCost
   const key = await derive(password, salt, { N: 2 ** log2N, r, p })
   return ['scrypt', log2N, r, p, salt.toString('base64'), key.toString('base64')].join('$')
 }
@@ -73,8 +85,36 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return key.length === expected.length && timingSafeEqual(key, expected)
 }
 
+/** Whether a stored hash was made with weaker parameters than a new one is. */
+export function isWeakerHash(stored: string): boolean {
+  const [scheme, n, rr, pp] = stored.split('$')
+  return scheme !== 'scrypt' || Number(n) < passwordCost.log2N || Number(rr) < r || Number(pp) < p
+}
+
+/**
+ * After a successful sign-in with `password`: a hash made with weaker parameters is replaced by one made
+ * with today's (OWASP's minimum), unless the password changed meanwhile. Costs that one sign-in a hash.
+ */
+export async function upgradePasswordHash(
+  db: Db,
+  userId: string,
+  password: string,
+  stored: string,
+): Promise<boolean> {
+  if (!isWeakerHash(stored)) return false
+  const upgraded = await hashPassword(password)
+  const rows = await db`
+    update users set password_hash = ${upgraded}
+     where id = ${userId} and password_hash = ${stored}
+     returning 1`
+  return rows.length > 0
+}
+
 /**
  * A hash no password matches, verified when the email names nobody, so an unknown email costs a login as
  * much time as a wrong password does (the answer must not tell whether the email exists).
  */
-export const unmatchableHash = `scrypt$${log2N}$${r}$${p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(keyLength).toString('base64')}`
+export function unmatchableHash(): string {
+  const zeros = (bytes: number) => Buffer.alloc(bytes).toString('base64')
+  return `scrypt$${passwordCost.log2N}$${r}$${p}$${zeros(16)}$${zeros(keyLength)}`
+}

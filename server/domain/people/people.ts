@@ -4,6 +4,7 @@ import { Email } from '../../../shared/schemas/people.js'
 import type { Person } from '../../../shared/schemas/users.js'
 import { isUniqueViolation, transaction, type Db, type Tx } from '../../db/sql.js'
 import { checkNewPassword, hashPassword } from './passwords.js'
+import { revokeTokensOfMaker } from './tokens.js'
 
 // People (DESIGN 8): a person has an email, a password and memberships in enterprises with a role there;
 // the owner of an enterprise holds its chief executive role.
@@ -21,13 +22,25 @@ export async function createUser(
   db: Db,
   input: { email: string; password: string; name?: string },
 ): Promise<User> {
-  const email = validEmail(input.email)
+  validEmail(input.email)
   checkNewPassword(input.password)
   const passwordHash = await hashPassword(input.password)
+  return createUserWithHash(db, { email: input.email, name: input.name, passwordHash })
+}
+
+/**
+ * A person whose password is already hashed (hashPassword): for the test suite, which makes many people
+ * with one password hashed once (each hash takes a few hundred ms at OWASP's cost).
+ */
+export async function createUserWithHash(
+  db: Db,
+  input: { email: string; passwordHash: string; name?: string },
+): Promise<User> {
+  const email = validEmail(input.email)
   try {
     const [user] = await db<User[]>`
       insert into users (email, name, password_hash)
-      values (${email}, ${input.name?.trim() ?? ''}, ${passwordHash})
+      values (${email}, ${input.name?.trim() ?? ''}, ${input.passwordHash})
       returning id, email, name`
     return user!
   } catch (err) {
@@ -124,21 +137,26 @@ export async function changeRole(
 }
 
 /**
- * Takes the person out of the enterprise; their sessions acting there stop at once in every osd process.
- * The last owner stays (409 last_owner): an enterprise always has a chief executive.
+ * Takes the person out of the enterprise; their sessions acting there stop at once in every osd process,
+ * and so do the API tokens they made there (revokedReason creator_removed: issue 45). The last owner
+ * stays (409 last_owner): an enterprise always has a chief executive. Answers the person as they were,
+ * and the ids of the tokens revoked.
  */
 export async function removeMembership(
   db: Db,
   enterpriseId: string,
   userId: string,
-): Promise<void> {
-  await transaction(db, async (tx) => {
+): Promise<{ removed: Person; revokedTokens: string[] }> {
+  return transaction(db, async (tx) => {
     await lockMembership(tx, enterpriseId, userId, 'removed')
+    const [removed] = await listPeople(tx, enterpriseId, { userId })
     await tx`delete from enterprise_people where enterprise_id = ${enterpriseId} and user_id = ${userId}`
     await tx`
       update sessions set revoked_at = now()
        where user_id = ${userId} and enterprise_id = ${enterpriseId} and revoked_at is null`
     await tx`select pg_notify(${sessionChangedChannel}, ${userId})`
+    const revokedTokens = await revokeTokensOfMaker(tx, enterpriseId, userId)
+    return { removed: removed!, revokedTokens }
   })
 }
 

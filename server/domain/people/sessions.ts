@@ -10,7 +10,13 @@ import type {
   User,
 } from '../../../shared/schemas/people.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { checkNewPassword, hashPassword, unmatchableHash, verifyPassword } from './passwords.js'
+import {
+  checkNewPassword,
+  hashPassword,
+  unmatchableHash,
+  upgradePasswordHash,
+  verifyPassword,
+} from './passwords.js'
 import {
   enterpriseOf,
   enterprisesOf,
@@ -74,7 +80,7 @@ export async function login(
  * 15 minutes lock it for 15 minutes (429 login_locked, Retry-After), whether or not a person has that
  * email, and a wrong email costs the same scrypt time as a wrong password: the answers tell nothing of
  * who exists. An attempt counts as a failure from before its password is checked, so parallel guesses
- * cannot outrun the lock.
+ * cannot outrun the lock. A hash of weaker parameters than today's is made again on success.
  */
 export async function checkCredentials(db: Db, email: string, password: string): Promise<User> {
   const key = emailHash(email)
@@ -99,7 +105,7 @@ export async function checkCredentials(db: Db, email: string, password: string):
   if (attempt.locked !== undefined) throw lockedError(attempt.locked)
 
   const user = await findUserByEmail(db, email)
-  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash).catch(
+  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash()).catch(
     async (err: unknown) => {
       // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
       await db`
@@ -113,6 +119,7 @@ export async function checkCredentials(db: Db, email: string, password: string):
     throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
   }
   await db`delete from login_failures where email_hash = ${key}`
+  await upgradePasswordHash(db, user.id, password, user.passwordHash)
   return { id: user.id, email: user.email, name: user.name }
 }
 

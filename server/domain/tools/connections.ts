@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import { fixedTools } from '../../../shared/schemas/tasks.js'
 import {
@@ -9,7 +9,7 @@ import {
   type ToolConnectionQuery,
   type ToolLayer,
 } from '../../../shared/schemas/tools.js'
-import type { Sealer } from '../../crypto.js'
+import { sealedColumns, type Sealer } from '../../crypto.js'
 import { requireAllowedUrl, siteUrl, type EgressRule } from '../../egress.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { hashSecret, matchesHash } from '../secrets.js'
@@ -215,11 +215,14 @@ export async function createToolConnection(
     : input.name === 'vcs'
       ? [fixedTools.merge]
       : []
+  // The id is made here: the token is sealed for its row (crypto.ts).
+  const id = randomUUID()
   const [row] = await db<ConnectionRow[]>`
-    insert into tool_connections (enterprise_id, name, kind, url, token_ciphertext, sites, start_page, layer, layer_id,
-                                  must_gate, description)
-    values (${enterpriseId}, ${input.name}, ${kind}, ${input.url ?? null},
-            ${input.token ? sealer.seal(input.token) : null}, ${input.sites ? db.json(input.sites) : null},
+    insert into tool_connections (id, enterprise_id, name, kind, url, token_ciphertext, sites, start_page, layer,
+                                  layer_id, must_gate, description)
+    values (${id}, ${enterpriseId}, ${input.name}, ${kind}, ${input.url ?? null},
+            ${input.token ? sealer.seal(input.token, sealedColumns.toolToken, id) : null},
+            ${input.sites ? db.json(input.sites) : null},
             ${input.startPage ?? null}, ${input.layer}, ${layerId}, ${db.json(mustGate)}, ${input.description ?? ''})
     returning *`
   return toConnection(row!)
@@ -315,7 +318,7 @@ async function changeConnection(
   const moved = originOf(url) !== originOf(row.url)
   const token =
     patch.token !== undefined
-      ? patch.token && sealer.seal(patch.token)
+      ? patch.token && sealer.seal(patch.token, sealedColumns.toolToken, id)
       : moved
         ? null
         : row.tokenCiphertext
@@ -364,7 +367,7 @@ export async function sameToolToken(
 ): Promise<boolean> {
   const row = await loadConnection(db, enterpriseId, id)
   if (!row.tokenCiphertext) return false
-  return matchesHash(candidate, hashSecret(sealer.open(row.tokenCiphertext)))
+  return matchesHash(candidate, hashSecret(sealer.open(row.tokenCiphertext, sealedColumns.toolToken, row.id)))
 }
 
 export async function listSignIns(db: Db, enterpriseId: string, id: string) {
@@ -462,7 +465,9 @@ export async function nearestConnections(
       name: row.name,
       kind: row.kind,
       url: row.url,
-      token: row.tokenCiphertext ? sealer.open(row.tokenCiphertext) : undefined,
+      token: row.tokenCiphertext
+        ? sealer.open(row.tokenCiphertext, sealedColumns.toolToken, row.id)
+        : undefined,
     })
   }
   return [...byName.values()]

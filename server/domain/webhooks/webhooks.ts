@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { ApiError, frameworkBody, isErrorCode } from '../../../shared/errors.js'
 import type { Paged } from '../../../shared/schemas/common.js'
 import type { WebhookDelivery, webhookSorts } from '../../../shared/schemas/webhooks.js'
-import type { Sealer } from '../../crypto.js'
+import { sealedColumns, type Sealer } from '../../crypto.js'
 import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
 import { isUniqueViolation, onCommit, transaction, type Db } from '../../db/sql.js'
 import { verifyWebhookSecret, type WebhookSecretHolder } from '../enterprises/index.js'
@@ -279,8 +279,9 @@ export async function receiveWebhook(
   // A body that held the secret is handed on without it, and is never kept whole, so never replayed.
   const containedSecret = holdsSecret(inbound.body, inbound.secret)
   const body = containedSecret ? withoutSecret(inbound.body, inbound.secret) : inbound.body
+  const id = randomUUID()
   const delivery: NewDelivery = {
-    id: randomUUID(),
+    id,
     enterpriseId: known.id,
     kind,
     target: inbound.target,
@@ -293,7 +294,7 @@ export async function receiveWebhook(
     },
     sealedBody:
       enterprise && !containedSecret && inbound.body !== undefined
-        ? sealer.seal(JSON.stringify(inbound.body))
+        ? sealer.seal(JSON.stringify(inbound.body), sealedColumns.webhookBody, id)
         : null,
     containedSecret,
   }
@@ -472,14 +473,20 @@ export async function replayDelivery(
     throw new ApiError('delivery_not_replayable', `Delivery ${id} cannot be replayed: ${refusal}.`)
   }
   const started = performance.now()
+  // The original's body, sealed again for the replay's own row: a sealed value opens only in its row.
+  const plain = original.sealedBody
+    ? sealer.open(original.sealedBody, sealedColumns.webhookBody, original.id)
+    : undefined
+  const replayId = randomUUID()
   const replay: NewDelivery = {
-    id: randomUUID(),
+    id: replayId,
     enterpriseId,
     kind: original.kind,
     target: original.target,
     authenticated: true,
     request: original.request,
-    sealedBody: original.sealedBody,
+    sealedBody:
+      plain === undefined ? null : sealer.seal(plain, sealedColumns.webhookBody, replayId),
     containedSecret: false,
     replayOf: id,
     idempotencyKey,
@@ -493,9 +500,7 @@ export async function replayDelivery(
     if (!raced) throw err
     return answered(raced, false)
   }
-  const body = original.sealedBody
-    ? (JSON.parse(sealer.open(original.sealedBody)) as unknown)
-    : undefined
+  const body = plain === undefined ? undefined : (JSON.parse(plain) as unknown)
   await handle(db, starts, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
     record(tx, replay.id, outcome, started),
   )

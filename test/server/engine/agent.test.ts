@@ -3,6 +3,7 @@ import { getEventListeners } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { sealedColumns } from '../../../server/crypto.js'
 import { createSql } from '../../../server/db/sql.js'
 import { chooseModel, resolveKey } from '../../../server/domain/models/index.js'
 import { AgentExecutor } from '../../../server/engine/runs/index.js'
@@ -1075,7 +1076,9 @@ describe('provider_b subscription sign-in (OAuth with PKCE)', () => {
       expect(refreshes).toBe(1)
       const [row] = await app.sql<{ secretCiphertext: Buffer }[]>`
         select secret_ciphertext from llm_connections where id = ${done.body.id}`
-      expect(JSON.parse(app.sealer.open(row!.secretCiphertext))).toEqual({
+      expect(
+        JSON.parse(app.sealer.open(row!.secretCiphertext, sealedColumns.llmSecret, done.body.id)),
+      ).toEqual({
         accessToken: 'access-1',
         refreshToken: 'refresh-1',
       })

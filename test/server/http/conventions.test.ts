@@ -96,6 +96,8 @@ describe('portal-only routes (spec: Authentication 6-7)', () => {
     ['GET', '/v1/enterprise/api-tokens', 'api_token_cannot_manage_tokens'],
     ['POST', '/v1/enterprise/api-tokens', 'api_token_cannot_manage_tokens'],
     ['DELETE', `/v1/enterprise/api-tokens/${randomUUID()}`, 'api_token_cannot_manage_tokens'],
+    ['PATCH', `/v1/enterprise/api-tokens/${randomUUID()}`, 'api_token_cannot_manage_tokens'],
+    ['POST', `/v1/enterprise/api-tokens/${randomUUID()}/rotate`, 'api_token_cannot_manage_tokens'],
     ['GET', '/v1/enterprise/connections', 'api_token_cannot_manage_connections'],
     ['DELETE', '/v1/enterprise/connections/x', 'api_token_cannot_manage_connections'],
     ['GET', '/v1/users', 'api_token_scope'],
@@ -449,7 +451,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
 describe('methods (DESIGN 4)', () => {
   it('answers a method a path does not have 405 with Allow, before authentication', async () => {
     for (const [method, path, allow] of [
-      ['PATCH', `/v1/enterprise/api-tokens/${randomUUID()}`, 'DELETE, OPTIONS'],
+      ['PUT', `/v1/enterprise/api-tokens/${randomUUID()}`, 'DELETE, OPTIONS, PATCH'],
       ['POST', '/v1/enterprise/connections', 'GET, HEAD, OPTIONS'],
       ['PUT', '/v1/tasks', 'GET, HEAD, OPTIONS, POST'],
       ['DELETE', '/v1/health', 'GET, HEAD, OPTIONS'],

@@ -1,3 +1,4 @@
+import { sealedColumns } from '../../../server/crypto.js'
 import { randomUUID } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -159,9 +160,11 @@ describe('an apply to a second enterprise (the issue: round trip)', () => {
     expect(answer.changes.map((c) => c.action)).toEqual(documents.map(() => 'unchanged'))
     expect(answer.base).toBe(again.base)
     // The secrets went with the apply: the copy's key is the one sent.
-    const [key] = await t.sql<{ secretCiphertext: Buffer }[]>`
-      select secret_ciphertext from llm_connections where enterprise_id = ${copy.id} and layer = 'enterprise'`
-    expect(t.sealer.open(key!.secretCiphertext)).toBe(everyKindSecrets.OSD_MODEL_KEY_PROVIDER_A)
+    const [key] = await t.sql<{ id: string; secretCiphertext: Buffer }[]>`
+      select id, secret_ciphertext from llm_connections where enterprise_id = ${copy.id} and layer = 'enterprise'`
+    expect(t.sealer.open(key!.secretCiphertext, sealedColumns.llmSecret, key!.id)).toBe(
+      everyKindSecrets.OSD_MODEL_KEY_PROVIDER_A,
+    )
   }, 120_000)
 })
 
@@ -411,9 +414,9 @@ describe('secrets', () => {
       body: { documents, secrets },
     })
     expect(res.status, res.text).toBe(200)
-    const [row] = await t.sql<{ tokenCiphertext: Buffer }[]>`
-      select token_ciphertext from tool_connections where enterprise_id = ${copy.id} and name = 'docs'`
-    expect(t.sealer.open(row!.tokenCiphertext)).toBe('rotated')
+    const [row] = await t.sql<{ id: string; tokenCiphertext: Buffer }[]>`
+      select id, token_ciphertext from tool_connections where enterprise_id = ${copy.id} and name = 'docs'`
+    expect(t.sealer.open(row!.tokenCiphertext, sealedColumns.toolToken, row!.id)).toBe('rotated')
   }, 120_000)
 
   it('comparing one needs the write scope of its kind', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { sealedColumns } from '../../../server/crypto.js'
 import { ToolConnection } from '../../../shared/schemas/tools.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { signIn, type TestPerson } from '../../helpers/people.js'
@@ -41,7 +42,9 @@ async function patch(id: string, body: Record<string, unknown>, token = e.token)
 async function storedToken(id: string): Promise<string | null> {
   const [row] = await t.sql<{ tokenCiphertext: Buffer | null }[]>`
     select token_ciphertext from tool_connections where id = ${id}`
-  return row!.tokenCiphertext ? t.sealer.open(row!.tokenCiphertext) : null
+  return row!.tokenCiphertext
+    ? t.sealer.open(row!.tokenCiphertext, sealedColumns.toolToken, id)
+    : null
 }
 
 describe('a stored token follows the origin of the url, never the url (issue 41, 1)', () => {
