@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander'
 import { ApiError } from '../shared/errors.js'
+import { BackupError } from './admin/backup.js'
 import { registerAdmin, UsageError } from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
@@ -75,11 +76,19 @@ program
     }
   })
 
-registerAdmin(program.command('admin').description('operator bootstrap: enterprises and tokens'))
+registerAdmin(
+  program
+    .command('admin')
+    .description('operator bootstrap and care: enterprises, people, tokens, retention, backups'),
+)
 
 program.parseAsync().catch((err: unknown) => {
   if (err instanceof ApiError) {
     process.stderr.write(`error: ${err.code}: ${err.message}\n`)
+    process.exit(1)
+  }
+  if (err instanceof BackupError) {
+    process.stderr.write(`error: ${err.message}\n`)
     process.exit(1)
   }
   if (err instanceof UsageError || err instanceof ConfigError) {

@@ -3,12 +3,14 @@ import { homedir } from 'node:os'
 import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
-import type { Config } from './config.js'
+import { ConfigError, type Config } from './config.js'
 import { createSealer, secretKey } from './crypto.js'
 import { openDatabase } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
 import { anyEnterprise } from './domain/enterprises/index.js'
+import { archiveDirProblem } from './domain/retention/index.js'
+import { secretKeyProblem } from './domain/secret-check.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
@@ -50,6 +52,7 @@ export async function startDaemon(
   // server) is counted; every count is a no-op while metrics are off.
   if (config.metricsPort !== undefined) enableMetrics(config.role)
   const db = await openDatabase(config, log, { max: 20 })
+  const sealer = createSealer(secretKey(config.dataDir))
   let empty: boolean
   try {
     const applied = await migrate(db.sql)
@@ -59,6 +62,9 @@ export async function startDaemon(
     // Said once, here: recall without pg_trgm works, only less forgiving (issue 31).
     if (!(await memorySupport(db.sql)).trigram) log.warn({ extension: 'pg_trgm' }, noTrigramMessage)
     empty = !(await anyEnterprise(db.sql))
+    // A restored backup's secrets need the key of the instance it was made on (issue 46).
+    const keyProblem = await secretKeyProblem(db.sql, sealer)
+    if (keyProblem) throw new ConfigError(keyProblem)
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err
@@ -69,14 +75,21 @@ export async function startDaemon(
     sql: db.sql,
     config,
     log,
-    sealer: createSealer(secretKey(config.dataDir)),
+    sealer,
     shutdown: shutdown.signal,
   }
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
   const chatSql =
     config.role === 'api' ? undefined : await db.pool({ max: 8, applicationName: 'osd chats' })
   const engine = chatSql
-    ? await startEngine({ sql: db.sql, chatSql, log, config, sealer: deps.sealer })
+    ? await startEngine({
+        sql: db.sql,
+        chatSql,
+        log,
+        config,
+        sealer: deps.sealer,
+        retention: await retentionOf(config, log),
+      })
     : undefined
   const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
@@ -108,6 +121,18 @@ export async function startDaemon(
         log.info({}, 'osd stopped')
       })()),
   }
+}
+
+/**
+ * The retention pass this engine runs (issue 46), unless OSD_RETENTION=off. An archive dir it cannot
+ * write is said at start; the pass still runs, and its batches fail (and keep their rows) until the
+ * dir can be written.
+ */
+async function retentionOf(config: Config, log: Logger) {
+  if (!config.retention.enabled) return undefined
+  const problem = await archiveDirProblem(config.archiveDir)
+  if (problem) log.warn({ archiveDir: config.archiveDir, problem }, 'archive dir cannot be written')
+  return { archiveDir: config.archiveDir, intervalSeconds: config.retention.intervalSeconds }
 }
 
 /**

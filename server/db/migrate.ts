@@ -24,10 +24,18 @@ export async function listMigrations(dir = migrationsDir): Promise<Migration[]> 
 /**
  * Applies pending migrations, each once, each in its own transaction, under an advisory lock; the record
  * row is written first so a failed migration leaves nothing behind (graphile-worker's migrate.ts).
- * Returns the names applied by this call.
+ * Returns the names applied by this call. With upTo, only the migrations up to that id.
  */
-export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
-  const migrations = await listMigrations(dir)
+export async function migrate(
+  sql: Sql,
+  dir = migrationsDir,
+  options: { upTo?: number } = {},
+): Promise<string[]> {
+  // upTo: the schema of a backup being restored (admin/backup.ts), the later migrations left for the
+  // next start.
+  const migrations = (await listMigrations(dir)).filter(
+    (m) => options.upTo === undefined || m.id <= options.upTo,
+  )
   const applied: string[] = []
   for (const migration of migrations) {
     const done = await sql.begin(async (tx) => {

@@ -15,20 +15,19 @@ import {
   cancelRun,
   clearRun,
   getOsToolView,
-  getRunDetail,
-  getRunLog,
   listEvents,
   listRuns,
   retryRun,
   toRun,
 } from '../domain/runs/index.js'
+import { runDetail, runLog } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 const RunParams = z.object({ id: Uuid })
 
 /** Runs (spec: Endpoints Runs). */
-export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
+export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'run_not_found', params: RunParams } as const
 
@@ -54,23 +53,28 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       operationId: 'getRun',
       method: 'get',
       path: '/{id}',
-      summary: 'The run, its events, gates, task, version, neighbours, execution and cost',
+      summary:
+        'The run, its events, gates, task, version, neighbours, execution and cost; an archived run too (archived: true)',
       description:
         'afterEventId returns only later events. With waitSeconds (up to 30, beyond the spec) the answer is held until such an event exists, so callers follow a run without polling.',
       query: RunDetailQuery,
       response: RunDetail,
+      errors: ['archive_unavailable'],
     },
     async (c, { params, query }) => {
       const enterpriseId = c.var.caller.enterpriseId
       const waitMs = Math.min(30, Math.max(0, Number(query.waitSeconds) || 0)) * 1000
       const deadline = Date.now() + waitMs
-      const detail = () => getRunDetail(sql, enterpriseId, params.id, query.afterEventId)
+      // A run the retention pass archived answers from the archive (archived: true; issue 46).
+      const detail = () =>
+        runDetail(sql, config.archiveDir, enterpriseId, params.id, query.afterEventId)
       // Each wait starts before the read it guards, so an event landing in between is not missed.
       const watchFor = () => runWatch.subscribe(params.id, deadline - Date.now(), shutdown)
       let watch = waitMs > 0 && query.afterEventId ? watchFor() : undefined
       try {
         const first = await detail()
-        if (!watch || first.events.length > 0 || shutdown?.aborted) return first
+        // An archived run has no event to come.
+        if (!watch || first.events.length > 0 || first.archived || shutdown?.aborted) return first
         // The run is the caller's (the detail found it); until its next event only its events are read.
         for (;;) {
           await watch.ready
@@ -95,9 +99,9 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       path: '/{id}/log',
       summary: 'The full log, once stored',
       response: RunLog,
-      errors: ['log_not_found'],
+      errors: ['log_not_found', 'archive_unavailable'],
     },
-    async (c, { params }) => getRunLog(sql, c.var.caller.enterpriseId, params.id),
+    async (c, { params }) => runLog(sql, config.archiveDir, c.var.caller.enterpriseId, params.id),
   )
 
   route(
