@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { constants, createReadStream, createWriteStream } from 'node:fs'
 import { open, rename, rm, stat, statfs } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
-import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { Readable, Writable } from 'node:stream'
 import { createGunzip, createGzip } from 'node:zlib'
 import { packageVersion } from '../../shared/paths.js'
 import { listMigrations, migrate, migrationsDir } from '../db/migrate.js'
@@ -33,6 +33,9 @@ const magic = 'OSD-BACKUP 1'
 const endOfData = '\\.'
 
 export class BackupError extends Error {}
+
+/** A backup that does not read as it was written: cut short, changed, or not whole. */
+const damaged = (what: string) => new BackupError(`the backup is damaged: ${what}`)
 
 export interface BackupHeader {
   format: 'osd-backup'
@@ -212,10 +215,7 @@ export async function backup(
         await write(JSON.stringify({ table: shape.name, columns: shape.columns }) + '\n')
         const hash = createHash('sha256')
         let count = 0
-        const copy = await tx
-          .unsafe(`copy ${ident(shape.name)} (${shape.columns.map(ident).join(', ')}) to stdout`)
-          .readable()
-        for await (const chunk of copy as AsyncIterable<Buffer>) {
+        for await (const chunk of copyOut(tx, shape)) {
           hash.update(chunk)
           count += newlines(chunk)
           await write(chunk)
@@ -248,6 +248,25 @@ export async function backup(
     rows,
     migrations: last ? `${String(last.id).padStart(4, '0')}_${last.name}` : 'none',
     seconds: (Date.now() - started) / 1000,
+  }
+}
+
+/**
+ * A table's rows as COPY ... TO STDOUT writes them, read as they come (the socket paused while the
+ * reader is behind). postgres.js 3.4.9 pauses its socket when the stream's buffer is full and resumes
+ * it only when the stream is read again; when that last pause comes with the copy's end in the same
+ * packet, nothing reads again, and the connection's next answer is never read: the backup stood still
+ * after a table of some size. So the socket is resumed once the copy has ended (its `read` is what
+ * resumes it).
+ */
+async function* copyOut(tx: Tx, shape: TableShape): AsyncGenerator<Buffer> {
+  const copy = (await tx
+    .unsafe(`copy ${ident(shape.name)} (${shape.columns.map(ident).join(', ')}) to stdout`)
+    .readable()) as Readable
+  try {
+    for await (const chunk of copy as AsyncIterable<Buffer>) yield chunk
+  } finally {
+    copy._read(0)
   }
 }
 
@@ -298,7 +317,7 @@ async function* linesOf(file: string): AsyncGenerator<Buffer> {
       rest = Buffer.from(data)
     }
   } catch (err) {
-    throw new BackupError(`${file} is damaged: ${(err as Error).message}`)
+    throw damaged(`${file} does not inflate (${(err as Error).message})`)
   } finally {
     input.destroy()
   }
@@ -308,11 +327,11 @@ async function* linesOf(file: string): AsyncGenerator<Buffer> {
 const text = (line: Buffer) => line.toString('utf8').replace(/\n$/, '')
 
 function parseJson<T>(line: Buffer | undefined, what: string): T {
-  if (!line) throw new BackupError(`the backup ends before ${what}`)
+  if (!line) throw damaged(`it ends before ${what}`)
   try {
     return JSON.parse(text(line)) as T
   } catch {
-    throw new BackupError(`${what}: not the line expected there`)
+    throw damaged(`${what} is not the line expected there`)
   }
 }
 
@@ -336,14 +355,14 @@ async function readBackup(
     for (const name of header.tables) {
       const shape = parseJson<{ table?: string; columns?: string[] }>(await next(), `table ${name}`)
       if (shape.table !== name || !Array.isArray(shape.columns))
-        throw new BackupError(`expected table ${name}, found ${String(shape.table)}`)
+        throw damaged(`table ${name} expected, ${String(shape.table)} found`)
       const hash = createHash('sha256')
       let count = 0
       let ended = false
       async function* rows(): AsyncGenerator<Buffer> {
         for (;;) {
           const line = await next()
-          if (!line) throw new BackupError(`the backup ends inside table ${name}`)
+          if (!line) throw damaged(`it ends inside table ${name}`)
           if (text(line) === endOfData) {
             ended = true
             return
@@ -360,17 +379,17 @@ async function readBackup(
         await next(),
         `the end of table ${name}`,
       )
-      if (end.end !== name) throw new BackupError(`table ${name} is not ended where it should be`)
+      if (end.end !== name) throw damaged(`table ${name} does not end where it should`)
       if (end.rows !== count)
-        throw new BackupError(`table ${name}: ${count} rows read, ${end.rows} written`)
+        throw damaged(`table ${name}: ${count} rows read, ${end.rows} written`)
       if (end.sha256 !== hash.digest('hex'))
-        throw new BackupError(`table ${name}: its rows are not those written (checksum)`)
+        throw damaged(`table ${name}: its rows are not those written (checksum)`)
       tables.push({ name, rows: count })
     }
     const end = parseJson<{ end?: string; tables?: number }>(await next(), 'the end of the backup')
     if (end.end !== 'backup' || end.tables !== header.tables.length)
-      throw new BackupError('the backup does not end as it should')
-    if ((await next()) !== undefined) throw new BackupError('the backup goes on past its end')
+      throw damaged('it does not end as it should')
+    if ((await next()) !== undefined) throw damaged('it goes on past its end')
     return { header, tables }
   } finally {
     await lines.return(undefined)
@@ -440,41 +459,30 @@ async function readHeader(file: string): Promise<BackupHeader> {
 }
 
 /**
- * COPY ... FROM STDIN of `rows`, in `tx`. postgres.js ends the stream's writing before the server has
- * judged the rows, and reports nothing when it refuses them then (a foreign key); so a statement is sent
- * after it, which fails when the copy did.
+ * COPY ... FROM STDIN of `rows`, in `tx`. postgres.js resolves the query with its stream at once, and
+ * hands a refusal that comes after the last row (a foreign key checked at the statement's end) to that
+ * promise, already resolved; the refusal is taken from there, so it fails the copy instead of leaving
+ * it waiting for an end that never comes.
  */
 async function copyIn(tx: Tx, statement: string, rows: AsyncIterable<Buffer>): Promise<void> {
   const query = tx.unsafe(statement)
-  let refused: Error | undefined
-  // The copy's own error, which postgres.js hands to a promise already resolved (with the stream).
+  let fail: (err: Error) => void = () => undefined
+  const refused = new Promise<never>((_, reject) => (fail = reject))
+  refused.catch(() => undefined)
+  // postgres.js 3.4 sets reject on the query as it is made, and calls it with the server's refusal.
   const q = query as unknown as { reject: (err: Error) => void }
   const reject = q.reject
   q.reject = (err: Error) => {
-    refused = err
+    fail(err)
     reject(err)
   }
-  const stream = (await query.writable()) as unknown as NodeJS.WritableStream & {
-    destroyed: boolean
-  }
-  const failed = new Promise<never>((_, fail) => stream.on('error', fail))
-  failed.catch(() => undefined)
-  for await (const row of rows) {
-    if (!stream.write(row)) await Promise.race([once(stream, 'drain'), failed])
-  }
+  const stream = (await Promise.race([query.writable(), refused])) as unknown as Writable
+  stream.on('error', fail)
+  for await (const row of rows)
+    if (!stream.write(row)) await Promise.race([once(stream, 'drain'), refused])
+  const finished = once(stream, 'finish')
   stream.end()
-  for (;;) {
-    try {
-      await tx`select 1`
-      return
-    } catch (err) {
-      if ((err as { code?: string }).code === 'COPY_IN_PROGRESS') {
-        await nextTurn()
-        continue
-      }
-      throw refused ?? err
-    }
-  }
+  await Promise.race([finished, refused])
 }
 
 export interface RestoreSummary {
@@ -555,6 +563,8 @@ export async function restoreBackup(sql: Sql, file: string): Promise<RestoreSumm
     )
     for (const s of header.sequences)
       await tx`select setval(${ident(s.name)}::regclass, ${s.lastValue}, ${s.isCalled})`
+    // The deferred keys are checked now: a table's triggers cannot change with checks pending.
+    await tx`set constraints all immediate`
     for (const name of header.tables)
       await tx.unsafe(`alter table ${ident(name)} enable trigger user`)
   })
