@@ -17,6 +17,9 @@ export default defineConfig({
     // OSD_IMPROVE_INTERVAL_MINUTES off: a failed run or a turned-down gate would start an os-improve run
     // (DESIGN 10) that takes the scripted model replies of the test's key; the tests of learning turn it
     // on themselves (test/server/**/recommendations.test.ts).
+    // OSD_EGRESS_ALLOW: the fake tool servers listen on 127.0.0.1, which osd refuses to connect to for
+    // a tenant unless allowed (DESIGN 15); the tests of that rule make apps with rules of their own
+    // (test/server/http/hostile-egress.test.ts).
     env: {
       OSCTL_URL: '',
       OSCTL_TOKEN: '',
@@ -24,6 +27,7 @@ export default defineConfig({
       NO_COLOR: '1',
       CI: 'false',
       OSD_IMPROVE_INTERVAL_MINUTES: 'off',
+      OSD_EGRESS_ALLOW: '127.0.0.0/8,::1',
     },
   },
 })

@@ -5,11 +5,14 @@ import type {
   ChatToolCall,
 } from '../shared/schemas/chats.js'
 import { answerTexts, decisionWord } from './decisions.js'
+import { safeText } from './safe-text.js'
 
 // `osctl chats export ID --format md`: a chat's transcript as a markdown document a person reads (and
 // any markdown tool renders): who said what and when, each tool call with its arguments, decision
 // and result, each question with its answer, osd's notices in italics. A member's reply is markdown
-// already: it goes in a block quote, so its own headings and lists stay inside its message. No ink
+// already: it goes in a block quote, so its own headings and lists stay inside its message. Its text
+// and the rest of the server's have their control characters escaped (issue 41): a line's worth (a
+// name, a label, an answer) with its line breaks too, so it cannot start a heading of its own. No ink
 // and no zod here: command modules load this as osctl starts.
 
 /** "2026-03-02 11:52" in the local time zone. */
@@ -32,13 +35,14 @@ function quoted(text: string): string[] {
   return text.split('\n').map((line) => (line ? `> ${line}` : '>'))
 }
 
-/** Characters markdown would read as marks, written as themselves. */
+/** Characters markdown would read as marks written as themselves; control characters escaped. */
 export function escapeInline(text: string): string {
-  return text.replace(/([\\`*_[\]<>#|~])/g, '\\$1')
+  return safeText(text.replace(/([\\`*_[\]<>#|~])/g, '\\$1'))
 }
 
+/** Pretty JSON; C1 and the bidi controls, which JSON leaves as they are, escaped as \uXXXX. */
 function json(value: unknown): string {
-  return JSON.stringify(value, null, 2) ?? 'null'
+  return safeText(JSON.stringify(value, null, 2) ?? 'null', { multiline: true })
 }
 
 const decisionOf: Record<ChatToolCall['status'], string> = {
@@ -51,7 +55,7 @@ const decisionOf: Record<ChatToolCall['status'], string> = {
 
 function toolCallLines(call: ChatToolCall): string[] {
   const lines = [
-    `**Tool call** \`${call.name}\`${call.mustGate ? ' (on a must-gate list: decided each time)' : ''}`,
+    `**Tool call** \`${safeText(call.name)}\`${call.mustGate ? ' (on a must-gate list: decided each time)' : ''}`,
     '',
     `- Decision: ${decisionOf[call.status]}`,
     `- Status: ${call.status}`,
@@ -59,7 +63,10 @@ function toolCallLines(call: ChatToolCall): string[] {
     ...fenced(json(call.arguments), 'json'),
   ]
   if (call.result !== null) {
-    let result: { text: string; lang: string } = { text: call.result, lang: 'text' }
+    let result: { text: string; lang: string } = {
+      text: safeText(call.result, { multiline: true }),
+      lang: 'text',
+    }
     try {
       if (/^\s*[[{]/.test(call.result))
         result = { text: json(JSON.parse(call.result)), lang: 'json' }
@@ -79,7 +86,7 @@ function answerLines(question: ChatQuestion): string[] {
   const choice = question.choices.find((c) => c.key === answer.choice)
   if (answer.choice !== null)
     lines.push(
-      `- Choice: ${choice ? `${escapeInline(choice.label)} (\`${answer.choice}\`)` : `\`${answer.choice}\``}`,
+      `- Choice: ${choice ? `${escapeInline(choice.label)} (\`${safeText(answer.choice)}\`)` : `\`${safeText(answer.choice)}\``}`,
     )
   const answers = answerTexts(answer.answers)
   answers.forEach((a, i) =>
@@ -98,7 +105,8 @@ function questionLines(question: ChatQuestion): string[] {
   question.questions.forEach((q, i) => lines.push(`${i + 1}. ${escapeInline(q)}`))
   if (question.choices.length) {
     lines.push('', 'Choices:', '')
-    for (const c of question.choices) lines.push(`- \`${c.key}\`: ${escapeInline(c.label)}`)
+    for (const c of question.choices)
+      lines.push(`- \`${safeText(c.key)}\`: ${escapeInline(c.label)}`)
   }
   return [...lines, '', ...answerLines(question)]
 }
@@ -128,7 +136,7 @@ function messageLines(message: ChatMessage, memberName: string): string[] {
   }
   // A question's words are its content too: written once, as the question.
   const asked = message.question && message.question.questions.join('\n') === text.trim()
-  if (text && !asked) lines.push(...quoted(text), '')
+  if (text && !asked) lines.push(...quoted(safeText(text, { multiline: true })), '')
   if (message.toolCall) lines.push(...toolCallLines(message.toolCall), '')
   if (message.question) lines.push(...questionLines(message.question), '')
   while (lines.at(-1) === '') lines.pop()
@@ -139,7 +147,7 @@ function messageLines(message: ChatMessage, memberName: string): string[] {
 export function chatMarkdown(detail: ChatDetail, memberName = 'member'): string {
   const status =
     detail.status === 'closed'
-      ? `closed${detail.outcome ? ` (${detail.outcome})` : ''}${detail.taskId ? `, task \`${detail.taskId}\`` : ''}`
+      ? `closed${detail.outcome ? ` (${escapeInline(detail.outcome)})` : ''}${detail.taskId ? `, task \`${detail.taskId}\`` : ''}`
       : detail.replying
         ? 'open, the member is replying'
         : 'open'
@@ -155,5 +163,6 @@ export function chatMarkdown(detail: ChatDetail, memberName = 'member'): string 
   ]
   for (const message of detail.messages) lines.push('', ...messageLines(message, memberName))
   if (detail.messages.length === 0) lines.push('', '*No messages.*')
-  return lines.join('\n') + '\n'
+  // Each piece of the server's text is escaped where it is put; this holds if one were missed.
+  return safeText(lines.join('\n') + '\n', { multiline: true })
 }

@@ -1,6 +1,7 @@
 import type { Chat, ChatDetail, ChatMessage } from '../shared/schemas/chats.js'
 import type { Query } from './client.js'
 import { decisionLine, decisionWord } from './decisions.js'
+import { safeText } from './safe-text.js'
 
 // What `osctl chats` and the chat screen (cli/tui) share about a conversation: which messages are new,
 // whether the member's reply is over or waits on the person, and how a message reads on one line. No
@@ -68,18 +69,20 @@ export function transcriptLines(
   memberName = 'member',
 ): string[] {
   const lines: string[] = []
-  const head = `[${clockTime(message.createdAt)}] ${speaker(message, memberName)}:`
-  const text = message.content.trimEnd()
+  const head = `[${safeText(clockTime(message.createdAt))}] ${safeText(speaker(message, memberName))}:`
+  const text = safeText(message.content.trimEnd(), { multiline: true })
   if (text) {
     const [first, ...rest] = text.split('\n')
     lines.push(`${head} ${first}`, ...rest.map((l) => `  ${l}`))
   } else lines.push(head)
   const call = message.toolCall
   if (call) {
-    lines.push(`  tool call ${call.name} ${argumentsLine(call.arguments)}: ${call.status}`)
+    lines.push(
+      `  tool call ${safeText(call.name)} ${safeText(argumentsLine(call.arguments))}: ${call.status}`,
+    )
     if (call.status === 'waiting')
       lines.push(`    decide: osctl chats decide ${chatId} ${call.id} --allow|--always|--deny`)
-    if (call.result) lines.push(`    result: ${call.result.split('\n')[0]}`)
+    if (call.result) lines.push(`    result: ${safeText(call.result.split('\n')[0]!)}`)
   }
   const question = message.question
   if (question) {
@@ -87,9 +90,11 @@ export function transcriptLines(
     const answer = question.status === 'waiting' ? null : question.answer
     const decided = answer ? decisionWord(answer) : question.status
     lines.push(`  question (${decided}), gate ${question.gateId}:`)
-    question.questions.forEach((q, i) => lines.push(`    ${i + 1}. ${q}`))
+    question.questions.forEach((q, i) => lines.push(`    ${i + 1}. ${safeText(q)}`))
     if (question.choices.length)
-      lines.push(`    choices: ${question.choices.map((c) => `${c.key} (${c.label})`).join(', ')}`)
+      lines.push(
+        `    choices: ${safeText(question.choices.map((c) => `${c.key} (${c.label})`).join(', '))}`,
+      )
     if (question.status === 'waiting')
       lines.push(`    answer: osctl chats answer ${chatId} --answer TEXT | --choice KEY`)
     else if (answer) lines.push(`    → ${decisionLine(answer, question.choices)}`)

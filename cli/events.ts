@@ -1,21 +1,24 @@
 import type { RunEvent } from '../shared/schemas/runs.js'
+import { safeText } from './safe-text.js'
 
 /** How long a payload summary may grow before it is cut with an ellipsis. */
 const summaryWidth = 100
 
 /**
  * One line for a run event: its time, its type, and a short summary of its payload. On a terminal the
- * time is the local clock time; elsewhere the ISO time as recorded, so logs can be compared.
+ * time is the local clock time; elsewhere the ISO time as recorded, so logs can be compared. The
+ * server's text in it (a reason, a tool's name, a model's summary) has its control characters escaped.
  */
 export function formatEvent(event: RunEvent, options: { isTTY: boolean }): string {
-  const time = options.isTTY ? clockTime(event.createdAt) : event.createdAt
+  const time = safeText(options.isTTY ? clockTime(event.createdAt) : event.createdAt)
   const summary = summarisePayload(event.payload)
-  return [time, event.type.padEnd(22), summary].join('  ').trimEnd()
+  return [time, safeText(event.type).padEnd(22), summary].join('  ').trimEnd()
 }
 
 /**
  * The payload as `key=value` pairs, the run's result first and flattened (outcome, summary, output),
- * strings unquoted unless they hold spaces, cut to one readable line.
+ * strings unquoted unless they hold spaces, cut to one readable line: its control characters escaped
+ * before it is measured (JSON leaves C1 and the bidi controls as they are; a bare string all of them).
  */
 export function summarisePayload(payload: Record<string, unknown>, width = summaryWidth): string {
   const { result, ...rest } = payload
@@ -27,7 +30,7 @@ export function summarisePayload(payload: Record<string, unknown>, width = summa
     parts.push(pair('result', result))
   }
   for (const [key, value] of inOrder(rest)) parts.push(pair(key, value))
-  const line = parts.join(' ').replace(/\s*\n\s*/g, ' ')
+  const line = safeText(parts.join(' ').replace(/\s*\n\s*/g, ' '))
   return line.length > width ? line.slice(0, width - 1) + '…' : line
 }
 

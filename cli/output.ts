@@ -1,30 +1,62 @@
-// Data to stdout, everything else to stderr; tables, colour and human times only on a terminal
-// (STYLE, The CLI). `--json` prints the API's JSON and nothing else.
+import { safeOutput, safeText } from './safe-text.js'
 
-export interface Output {
+// Data to stdout, everything else to stderr; tables, colour and human times only on a terminal
+// (STYLE, The CLI). `--json` prints the API's JSON and nothing else. What is written for a person
+// shows the server's control characters escaped (cli/safe-text.ts, issue 41).
+
+export interface OutputSettings {
   json: boolean
   isTTY: boolean
   /** Whether stderr is a terminal: progress lines (a spinner) go there only then. */
   errorIsTTY: boolean
   color: boolean
   columns: number
+}
+
+export interface Output extends OutputSettings {
   write(text: string): void
   error(text: string): void
 }
 
+/** What the spinner writes to start its line again: carriage return, erase the line. */
+export const clearLine = '\r\x1b[K'
+
+/**
+ * An Output over two writers (the process's streams, or a test's). Everything but --json's stdout
+ * goes through safeOutput: only osctl's own sequences (its colours when it colours, the spinner's
+ * clearing when stderr is a terminal) pass as control characters.
+ */
+export function makeOutput(
+  settings: OutputSettings,
+  stdout: (text: string) => void,
+  stderr: (text: string) => void,
+): Output {
+  const colours = settings.color
+    ? Object.values(styles).flatMap(([on, off]) => [sgr(on), sgr(off)])
+    : []
+  const spinner = settings.errorIsTTY ? [clearLine] : []
+  return {
+    ...settings,
+    write: (text) => stdout(settings.json ? text : safeOutput(text, colours)),
+    error: (text) => stderr(safeOutput(text, [...colours, ...spinner])),
+  }
+}
+
 export function terminalOutput(json: boolean): Output {
   const isTTY = Boolean(process.stdout.isTTY)
-  return {
-    json,
-    isTTY,
-    errorIsTTY: Boolean(process.stderr.isTTY),
-    color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
-    columns: process.stdout.columns || 100,
+  return makeOutput(
+    {
+      json,
+      isTTY,
+      errorIsTTY: Boolean(process.stderr.isTTY),
+      color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
+      columns: process.stdout.columns || 100,
+    },
     // Once a reader has gone (EPIPE), the stream is destroyed at once but says so a moment later
     // (shared/pipes.ts ends the process then): what is written meanwhile goes nowhere, quietly.
-    write: (text) => void (process.stdout.destroyed || process.stdout.write(text)),
-    error: (text) => void (process.stderr.destroyed || process.stderr.write(text)),
-  }
+    (text) => void (process.stdout.destroyed || process.stdout.write(text)),
+    (text) => void (process.stderr.destroyed || process.stderr.write(text)),
+  )
 }
 
 export function printJson(out: Output, value: unknown): void {
@@ -56,25 +88,26 @@ const narrowest = 10
  * A table, one row a line. On a terminal it is fitted to the width: the widest column that is not an
  * id gives way first, cut with an ellipsis, down to `narrowest`; ids are never cut, since an id is what
  * the next command needs (issue 27), so a terminal too narrow for them wraps the line instead. Off a
- * terminal (a pipe, a file) every column is printed whole.
+ * terminal (a pipe, a file) every column is printed whole. Widths are counted on the cells as shown,
+ * the server's control characters escaped (issue 41).
  */
 export function printTable<T>(out: Output, rows: T[], columns: Column<T>[]): void {
   if (rows.length === 0) {
     out.error('(none)\n')
     return
   }
-  const cells = rows.map((row) => columns.map((c) => oneLine(cellText(out, c.value(row)))))
+  const cells = rows.map((row) => columns.map((c) => cellOf(out, c.value(row), false)))
   const natural = columns.map((c, i) =>
-    Math.max(c.header.length, ...cells.map((r) => visible(r[i]!).length)),
+    Math.max(c.header.length, ...cells.map((r) => r[i]!.text.length)),
   )
-  const whole = columns.map((c, i) => c.id === true || cells.every((r) => holdsIds(visible(r[i]!))))
+  const whole = columns.map((c, i) => c.id === true || cells.every((r) => holdsIds(r[i]!.text)))
   const widths = out.isTTY ? fitted(natural, whole, out.columns) : natural
-  const line = (values: string[]) =>
+  const line = (values: Cell[]) =>
     values
       .map((v, i) => fit(v, widths[i]!))
       .join(' '.repeat(gap))
       .trimEnd() + '\n'
-  out.write(line(columns.map((c) => (out.color ? bold(c.header) : c.header))))
+  out.write(line(columns.map((c) => ({ text: c.header, style: out.color ? 'bold' : null }))))
   for (const row of cells) out.write(line(row))
 }
 
@@ -108,31 +141,46 @@ function oneLine(text: string): string {
   return text.replace(/\s*[\r\n]+\s*|\t/g, ' ')
 }
 
-/** Label and value lines for one record. */
+/**
+ * Label and value lines for one record. A value of several lines (a description, a reason) keeps its
+ * line breaks, each further line indented under the value, so no line of it reads as a label of its
+ * own.
+ */
 export function printFields(out: Output, fields: [string, unknown][]): void {
   const width = Math.max(...fields.map(([label]) => label.length))
+  const indent = '\n' + ' '.repeat(width + 2)
   for (const [label, value] of fields) {
-    out.write(`${label.padEnd(width)}  ${cellText(out, value)}\n`)
+    const cell = cellOf(out, value, true)
+    out.write(`${label.padEnd(width)}  ${styled(cell.style, cell.text.replace(/\n/g, indent))}\n`)
   }
+}
+
+/** A value as a table or a detail view shows it: its text, escaped, and osctl's style for it. */
+interface Cell {
+  text: string
+  style: StyleName | null
+}
+
+function cellOf(out: Output, value: unknown, multiline: boolean): Cell {
+  if (value instanceof Styled)
+    return { text: multiline ? value.text : oneLine(value.text), style: value.style }
+  const text = cellText(out, value)
+  return { text: safeText(multiline ? text : oneLine(text), { multiline }), style: null }
 }
 
 function cellText(out: Output, value: unknown): string {
   if (value === null || value === undefined) return '-'
   if (typeof value === 'string' && isoTime.test(value)) return formatTime(out, value)
+  if (value instanceof Styled) return value.text
   if (Array.isArray(value)) return value.map((v) => cellText(out, v)).join(', ')
   if (typeof value === 'object') return JSON.stringify(value)
   return String(value)
 }
 
-/** Text without its colour codes: what takes room on the screen. */
-function visible(text: string): string {
-  return text.replace(/\x1b\[[0-9;]*m/g, '')
-}
-
-function fit(text: string, width: number): string {
-  const shown = visible(text)
-  if (shown.length <= width) return text + ' '.repeat(width - shown.length)
-  return shown.slice(0, Math.max(0, width - 1)) + '…'
+function fit(cell: Cell, width: number): string {
+  const { text } = cell
+  if (text.length <= width) return styled(cell.style, text) + ' '.repeat(width - text.length)
+  return styled(cell.style, text.slice(0, Math.max(0, width - 1)) + '…')
 }
 
 const isoTime = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/
@@ -154,16 +202,56 @@ export function formatTime(out: Pick<Output, 'isTTY'>, iso: string, now = Date.n
   return seconds < 0 ? `${n}${unit} ago` : `in ${n}${unit}`
 }
 
-export function bold(text: string): string {
-  return `\x1b[1m${text}\x1b[22m`
+/** osctl's own styles: the SGR codes that turn each on and off. */
+const styles = {
+  bold: [1, 22],
+  red: [31, 39],
+  green: [32, 39],
+  yellow: [33, 39],
+  dim: [2, 22],
+} as const
+
+export type StyleName = keyof typeof styles
+
+function sgr(code: number): string {
+  return `\x1b[${code}m`
 }
 
+/** `text` in `style` (as it is when there is none). */
+function styled(style: StyleName | null, text: string): string {
+  if (!style) return text
+  const [on, off] = styles[style]
+  return `${sgr(on)}${text}${sgr(off)}`
+}
+
+/**
+ * Words in one of osctl's styles. The words are made safe as it is made (safeText, line breaks kept),
+ * so its text holds no control character but its style's own; a table or a detail view measures and
+ * cuts the words and puts the style back around them. In a template string it is the styled text.
+ */
+export class Styled {
+  readonly text: string
+  constructor(
+    text: string,
+    readonly style: StyleName | null,
+  ) {
+    this.text = safeText(text, { multiline: true })
+  }
+  toString(): string {
+    return styled(this.style, this.text)
+  }
+}
+
+/** Words in bold when the output has colour; the words alone otherwise. */
+export function bold(out: Pick<Output, 'color'>, text: string): Styled {
+  return new Styled(text, out.color ? 'bold' : null)
+}
+
+/** Words in a colour when the output has colour; the words alone otherwise. */
 export function colour(
-  out: Output,
-  name: 'red' | 'green' | 'yellow' | 'dim',
+  out: Pick<Output, 'color'>,
+  name: Exclude<StyleName, 'bold'>,
   text: string,
-): string {
-  if (!out.color) return text
-  const codes = { red: [31, 39], green: [32, 39], yellow: [33, 39], dim: [2, 22] }[name]
-  return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`
+): Styled {
+  return new Styled(text, out.color ? name : null)
 }

@@ -2,6 +2,7 @@ import { apiError, decode, type ApiClient, type RawAnswer } from './client.js'
 import type { Deps } from './deps.js'
 import type { MyEnterprise, User } from '../shared/schemas/people.js'
 import { ApiRequestError, AuthError, type CliError } from './errors.js'
+import { safeText } from './safe-text.js'
 
 // The people side of osctl (issue 20): a person signs in with an email and a password, and the
 // portal-only routes (spec: Portal-only routes) answer that person's session, never an API token.
@@ -48,14 +49,14 @@ export async function asPerson<T>(deps: Deps, call: (client: ApiClient) => Promi
   }
 }
 
-/** A person in words: "Ada Lovelace <ada@example.com>", or the email alone. */
+/** A person in words: "Ada Lovelace <ada@example.com>", or the email alone (escaped: issue 41). */
 export function personText(user: Pick<User, 'email'> & { name: string | null }): string {
-  return user.name ? `${user.name} <${user.email}>` : user.email
+  return safeText(user.name ? `${user.name} <${user.email}>` : user.email)
 }
 
 /** An enterprise and the person's role there, in words. */
 export function enterpriseText(enterprise: MyEnterprise | null): string {
-  return enterprise ? `${enterprise.slug} (${enterprise.role})` : '(none chosen)'
+  return enterprise ? safeText(`${enterprise.slug} (${enterprise.role})`) : '(none chosen)'
 }
 
 /**

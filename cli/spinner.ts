@@ -1,4 +1,4 @@
-import type { Output } from './output.js'
+import { clearLine, type Output } from './output.js'
 
 const frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
 
@@ -23,7 +23,7 @@ export function startSpinner(out: Output, text: string, now: () => number = Date
   const started = now()
   let current = text
   let frame = 0
-  const clear = '\r\x1b[K'
+  const clear = clearLine
   const draw = () =>
     out.error(`${clear}${frames[frame++ % frames.length]} ${current}  ${elapsed(now() - started)}`)
   const timer = setInterval(draw, 100)

@@ -36,7 +36,7 @@ import { createEnterprise } from '../server/domain/enterprises/index.js'
 import { createToken } from '../server/domain/people/index.js'
 import { AgentExecutor } from '../server/engine/runs/index.js'
 import { createProviders, type ModelProvider } from '../server/engine/models/index.js'
-import { startEngine } from '../server/engine/index.js'
+import { startEngine, toolLimits } from '../server/engine/index.js'
 import { createApp } from '../server/http/app.js'
 import { allScopes } from '../shared/scopes.js'
 import { priceOf, type Provider } from '../shared/schemas/models.js'
@@ -56,7 +56,11 @@ const dataDir = await mkdtemp(join(tmpdir(), 'osd-bench-steps-'))
 const model = await startFakeModelProvider()
 const mcp = await startFakeMcpServer()
 const config = {
-  ...loadConfig({ dataDir }, { DATABASE_URL: process.env.DATABASE_URL ?? '' }),
+  // The fake tool server is on 127.0.0.1, which a tenant's tool connection may reach only if allowed.
+  ...loadConfig(
+    { dataDir },
+    { DATABASE_URL: process.env.DATABASE_URL ?? '', OSD_EGRESS_ALLOW: '127.0.0.0/8,::1' },
+  ),
   providerBaseUrls: { provider_a: model.url, provider_b: model.url },
 }
 const db = await openDatabase(config, log)
@@ -86,6 +90,7 @@ const engine = await startEngine({
       providers,
       log,
       maxModelCalls: Math.max(steps, costSteps) + 10,
+      toolLimits: toolLimits(config),
     }),
   },
 })

@@ -1,6 +1,7 @@
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
+import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
 
 export type Role = 'all' | 'api' | 'engine'
 export const roles: Role[] = ['all', 'api', 'engine']
@@ -35,6 +36,16 @@ export interface Config {
   chatStreaming: boolean
   /** The longest a tool server's call may take before it is answered to the model as not answered. */
   toolTimeoutSeconds: number
+  /**
+   * The most of a tool result osd reads (OSD_TOOL_RESULT_MAX_BYTES): past it the call is ended and the
+   * model gets the first part with a line saying it was cut (issue 44).
+   */
+  toolResultMaxBytes: number
+  /**
+   * Where osd may connect on a tenant's behalf (DESIGN 15): OSD_EGRESS_ALLOW's networks and names, which
+   * may be reached although private. Tests give it a resolver of their own.
+   */
+  egress: EgressRule
   /** The longest an unstreamed model call may take: past it, an outage (the work waits and retries). */
   modelTimeoutSeconds: number
   /** The longest a streamed model call may go without a piece of its answer (its first included). */
@@ -132,6 +143,8 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
+    toolResultMaxBytes: Math.floor(positive(env.OSD_TOOL_RESULT_MAX_BYTES, 100_000)),
+    egress: { allow: egressAllow(env.OSD_EGRESS_ALLOW) },
     modelTimeoutSeconds: positive(env.OSD_MODEL_TIMEOUT_SECONDS, 120),
     modelIdleSeconds: positive(env.OSD_MODEL_IDLE_SECONDS, 60),
     promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
@@ -171,6 +184,15 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
   if (raw.toLowerCase() === 'off') return undefined
   const value = Number(raw)
   return Number.isFinite(value) && value >= 0 ? value : 60
+}
+
+function egressAllow(raw: string | undefined) {
+  try {
+    return parseEgressAllow(raw)
+  } catch (err) {
+    if (err instanceof EgressConfigError) throw new ConfigError(err.message)
+    throw err
+  }
 }
 
 function positive(raw: string | undefined, fallback: number): number {

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import { ConfigError, type Config } from './config.js'
 import { createSealer, secretKey } from './crypto.js'
-import { openDatabase } from './db/index.js'
+import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
 import { anyEnterprise } from './domain/enterprises/index.js'
@@ -61,6 +61,9 @@ export async function startDaemon(
     log.info(catalog, 'catalogue loaded')
     // Said once, here: recall without pg_trgm works, only less forgiving (issue 31).
     if (!(await memorySupport(db.sql)).trigram) log.warn({ extension: 'pg_trgm' }, noTrigramMessage)
+    // Said once, here (issue 41). The embedded server's role never is one; DATABASE_URL's may be.
+    const connected = await connectedRole(db.sql)
+    if (connected.superuser) log.warn({ databaseRole: connected.role }, superuserMessage)
     empty = !(await anyEnterprise(db.sql))
     // A restored backup's secrets need the key of the instance it was made on (issue 46).
     const keyProblem = await secretKeyProblem(db.sql, sealer)

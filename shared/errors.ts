@@ -15,6 +15,7 @@ export const errorStatus = {
   gate_required_for_tool: 400,
   invalid_image: 400,
   tool_namespace_reserved: 400,
+  url_not_allowed: 400,
   // 401: no or wrong credentials
   invalid_credentials: 401,
   // 403: the token cannot do this

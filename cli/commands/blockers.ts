@@ -8,7 +8,7 @@ import { about } from './about.js'
 import { statusText } from './runs.js'
 
 function section<T>(deps: Deps, title: string, rows: T[], columns: Column<T>[]): void {
-  deps.out.write(`${deps.out.color ? bold(title) : title}\n`)
+  deps.out.write(`${bold(deps.out, title)}\n`)
   if (rows.length === 0) deps.out.write('(none)\n')
   else printTable(deps.out, rows, columns)
   deps.out.write('\n')

@@ -24,6 +24,7 @@ import { ApiRequestError, CliError } from '../errors.js'
 import { printFields, printJson, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { resolveRef, teamId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 import { printVersion } from './tasks.js'
 
@@ -207,7 +208,7 @@ export function scheduleLine(
 /** `team` is the team as the user named it (a slug reads better than the id the answer holds). */
 async function showInstalled(deps: Deps, task: TaskRead, team: string, how: string): Promise<void> {
   if (deps.out.json) return printJson(deps.out, task)
-  deps.out.write(`installed task ${task.slug} (${task.id}) on team ${team}, ${how}\n`)
+  deps.out.write(`installed task ${safeText(task.slug)} (${task.id}) on team ${team}, ${how}\n`)
   const schedule = task.schedule
   if (schedule) {
     const missingInputs = unsetRequiredInputs(task.currentVersion.definition.inputs, schedule.input)
@@ -270,7 +271,7 @@ export async function getRoleEntry(deps: Deps, ref: string): Promise<void> {
       ['published', role.publishedAt],
       ['updated', role.updatedAt],
     ])
-    deps.out.write(`\n${role.description.trimEnd()}\n\n`)
+    deps.out.write(`\n${safeText(role.description.trimEnd(), { multiline: true })}\n\n`)
     printTable(deps.out, role.tasks, roleTaskColumns)
   })
 }
@@ -313,14 +314,17 @@ export async function cloneRoleEntry(
       `${cloned.roleCreated ? 'installed' : 'reused'} role ${role.slug} (${role.id}) ${where}\n`,
     )
     for (const task of cloned.tasks) {
-      deps.out.write(`installed task ${task.slug} (${task.id})\n`)
+      deps.out.write(`installed task ${safeText(task.slug)} (${task.id})\n`)
       // An osd from before issue 51 answers no schedules: nothing is said of them then.
       const schedule = cloned.schedules?.find((s) => s.taskId === task.id)
       if (schedule) deps.out.write(`${scheduleLine(schedule)}\n`)
     }
-    for (const skip of cloned.skipped) deps.out.write(`skipped task ${skip.slug}: ${skip.reason}\n`)
+    for (const skip of cloned.skipped)
+      deps.out.write(`skipped task ${safeText(skip.slug)}: ${safeText(skip.reason)}\n`)
     if (holder)
-      deps.out.write(`new member ${holder.name} (${holder.email}) holds the role ${role.slug}\n`)
+      deps.out.write(
+        `new member ${safeText(holder.name)} (${safeText(holder.email)}) holds the role ${role.slug}\n`,
+      )
     else if (role.holderCount === 0 && cloned.tasks.length)
       deps.out.error(
         `nobody holds the role ${role.slug} yet: its tasks run once someone does (osctl roles grant ${role.slug} MEMBER)\n`,

@@ -16,6 +16,7 @@ import { CliError, UsageError, exitCodes, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show } from '../output.js'
 import { idRef, memberId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
 import { about } from './about.js'
 
@@ -169,7 +170,7 @@ export async function newChat(
       ? `osctl chat ${/\s/.test(member) ? `'${member}'` : member}`
       : 'osctl chat'
     deps.out.error(
-      `chat ${chat.id} with ${name}: go on in \`${screen}\`, or with \`osctl chats send ${chat.id} TEXT --wait\`\n`,
+      `chat ${chat.id} with ${safeText(name)}: go on in \`${screen}\`, or with \`osctl chats send ${chat.id} TEXT --wait\`\n`,
     )
     printMessages(deps, chat.id, [sent], name)
   }
@@ -250,7 +251,7 @@ async function waitForTurn(
     if (turnOver(detail, replies)) {
       if (!deps.out.json) {
         if (detail.status === 'closed')
-          deps.out.error(`the chat is closed (${detail.outcome ?? 'closed'})\n`)
+          deps.out.error(`the chat is closed (${safeText(detail.outcome ?? 'closed')})\n`)
         const waiting = replies.filter((m) => waitingOn(m)).at(-1)
         if (waiting)
           deps.out.error(`the member waits for your decision on a ${waitingOn(waiting)}\n`)
@@ -328,7 +329,7 @@ export async function decideToolCall(
   show(deps.out, answer, () => {
     const name = decided && 'name' in decided ? decided.name : 'the tool call'
     const status = decided && 'status' in decided ? ` (${decided.status})` : ''
-    deps.out.write(`${decisionWords[decision]} ${name}${status}\n`)
+    deps.out.write(`${decisionWords[decision]} ${safeText(name)}${safeText(status)}\n`)
   })
 }
 

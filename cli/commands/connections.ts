@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js'
 import { printTable, show } from '../output.js'
 import { asPerson } from '../people.js'
 import { idRef } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 
 // Apps connected with the enterprise's consent (issue 20; spec: Authentication 6): a signed-in person
@@ -44,7 +45,7 @@ export async function revokeConnection(
     client.delete<AppConnection>(`/enterprise/connections/${id}`),
   )
   show(deps.out, revoked, () =>
-    deps.out.write(`revoked connected app ${revoked.appName} (${revoked.id})\n`),
+    deps.out.write(`revoked connected app ${safeText(revoked.appName)} (${revoked.id})\n`),
   )
 }
 

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
 import { asPerson, publicAnswer, type Me, type PersonEnterprise } from '../people.js'
+import { safeText } from '../safe-text.js'
 import type {
   AppConnection,
   ConsentPoll,
@@ -86,7 +87,7 @@ export async function approveConsent(
   })
   show(deps.out, connection, () =>
     deps.out.write(
-      `approved ${connection.appName} (${connection.scopes.join(' ')}): connected app ${connection.id}\n`,
+      `approved ${safeText(connection.appName)} (${connection.scopes.join(' ')}): connected app ${connection.id}\n`,
     ),
   )
 }
@@ -108,7 +109,7 @@ export async function declineConsent(deps: Deps, code: string): Promise<void> {
   const request = await asPerson(deps, (client) =>
     client.post<ConsentRequestView>('/consent/decline', { userCode: code }),
   )
-  show(deps.out, request, () => deps.out.write(`declined ${request.appName} (${code})\n`))
+  show(deps.out, request, () => deps.out.write(`declined ${safeText(request.appName)} (${code})\n`))
 }
 
 /**

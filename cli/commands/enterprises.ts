@@ -2,7 +2,8 @@ import type { Command } from 'commander'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { printTable, show } from '../output.js'
-import { asPerson, enterpriseText, personText, type Me, type PersonEnterprise } from '../people.js'
+import type { EnterpriseChosen } from '../../shared/schemas/people.js'
+import { asPerson, enterpriseText, personText, type PersonEnterprise } from '../people.js'
 import { about } from './about.js'
 
 // A person's enterprises (issue 20): the ones they belong to, and which one the session acts in.
@@ -19,14 +20,33 @@ export async function listEnterprises(deps: Deps): Promise<void> {
   )
 }
 
-/** Switches the session's enterprise (POST /auth/enterprise); the profile keeps the same session. */
+/**
+ * Switches the session's enterprise (POST /auth/enterprise). The daemon gives the session a new secret
+ * and the old one stops working (issue 41), so the profile keeps the new one: the person stays signed
+ * in, and the output never shows it. A session given by --token or OSCTL_TOKEN has no profile to keep it
+ * in: the new secret is printed once instead (stdout; --json: the API's answer), as `tokens create` does.
+ */
 export async function useEnterprise(deps: Deps, enterprise: string): Promise<void> {
-  const me = await asPerson(deps, (client) => client.post<Me>('/auth/enterprise', { enterprise }))
-  show(deps.out, me, () =>
-    deps.out.write(
-      `${personText(me.user)} now acts in enterprise ${enterpriseText(me.enterprise)}\n`,
-    ),
+  const target = deps.target()
+  const chosen = await asPerson(deps, (client) =>
+    client.post<EnterpriseChosen>('/auth/enterprise', { enterprise }),
   )
+  const { sessionToken, csrfToken: _, ...me } = chosen
+  const said = `${personText(me.user)} now acts in enterprise ${enterpriseText(me.enterprise)}\n`
+  // An older osd answers no new secret: the old one still works.
+  if (!sessionToken) return show(deps.out, me, () => deps.out.write(said))
+  if (target.tokenSource === 'profile') {
+    const profiles = deps.profiles()
+    const profile = profiles.get(target.profile)
+    if (profile) {
+      profiles.save(target.profile, { ...profile, token: sessionToken }, false)
+      return show(deps.out, me, () => deps.out.write(said))
+    }
+  }
+  deps.out.error(
+    `the session has a new secret, shown once, now: the one from ${target.tokenSource === 'flag' ? '--token' : 'OSCTL_TOKEN'} no longer works\n`,
+  )
+  show(deps.out, chosen, () => deps.out.write(said + sessionToken + '\n'))
 }
 
 export function registerEnterprises(program: Command, makeDeps: MakeDeps): void {
@@ -42,7 +62,9 @@ export function registerEnterprises(program: Command, makeDeps: MakeDeps): void 
     enterprises
       .command('use')
       .argument('<enterprise>', 'slug or id')
-      .description('act in another of your enterprises (the session switches; the profile stays)')
+      .description(
+        'act in another of your enterprises (the session switches, with a new secret the profile keeps)',
+      )
       .action(actionOf(makeDeps, useEnterprise)),
     'osctl enterprises use acme',
   )

@@ -12,6 +12,7 @@ import type { Deps } from '../deps.js'
 import { bold, colour, printFields, printTable, show, type Column } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, memberId, teamId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { drawTree, type TreeNode } from '../tree.js'
 import { about } from './about.js'
 import { statusText } from './runs.js'
@@ -61,8 +62,8 @@ export function executionTree(deps: Deps, detail: ExecutionDetail): TreeNode[] {
     drawn.add(id)
     const run = runs.get(id)
     const label = run
-      ? `${run.taskSlug}  ${statusText(deps.out, run.status)}  ${colour(deps.out, 'dim', run.id)}`
-      : colour(deps.out, 'dim', id)
+      ? `${safeText(run.taskSlug)}  ${statusText(deps.out, run.status)}  ${colour(deps.out, 'dim', run.id)}`
+      : String(colour(deps.out, 'dim', id))
     return {
       label: via === 'retry' ? `${label}  ${colour(deps.out, 'dim', '(retry)')}` : label,
       children: detail.links
@@ -95,7 +96,7 @@ export async function getExecution(deps: Deps, ref: string): Promise<void> {
   show(deps.out, detail, () => {
     const e = detail.execution
     const heading = `execution ${e.id}  ${e.status}${e.closed ? ' (closed)' : ''}  ${e.runCount} run(s)`
-    deps.out.write(`${deps.out.color ? bold(heading) : heading}\n`)
+    deps.out.write(`${bold(deps.out, heading)}\n`)
     deps.out.write(drawTree(executionTree(deps, detail)).join('\n') + '\n')
   })
 }
@@ -112,7 +113,7 @@ export async function showBoard(
   show(deps.out, board, () => {
     for (const lane of board.lanes) {
       const title = `${lane.lane} (${lane.executions.length})`
-      deps.out.write(`${deps.out.color ? bold(title) : title}\n`)
+      deps.out.write(`${bold(deps.out, title)}\n`)
       if (lane.executions.length) printTable(deps.out, lane.executions, columns)
       deps.out.write('\n')
     }

@@ -7,6 +7,7 @@ import { UsageError, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
 import { about } from './about.js'
 
@@ -56,7 +57,8 @@ function showGate(deps: Deps, gate: Gate): void {
       ['created', gate.createdAt],
     ])
     if (gate.arguments) {
-      const json = JSON.stringify(gate.arguments, null, 2)
+      // JSON leaves C1 and the bidi controls as they are; escaped as \uXXXX it is still JSON.
+      const json = safeText(JSON.stringify(gate.arguments, null, 2), { multiline: true })
       out.write(`\narguments:\n${json.replace(/^/gm, '  ')}\n`)
     }
   })

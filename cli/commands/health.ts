@@ -5,6 +5,7 @@ import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError } from '../errors.js'
 import { colour, show } from '../output.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 
 /** GET /v1/health; exits 1 when the daemon is degraded. */
@@ -14,7 +15,7 @@ export async function health(deps: Deps): Promise<void> {
   const body = decode(answer) as Health
   show(deps.out, body, () =>
     deps.out.write(
-      `${colour(deps.out, body.status === 'ok' ? 'green' : 'red', body.status)}  osd ${body.version} at ${client.baseUrl}\n`,
+      `${colour(deps.out, body.status === 'ok' ? 'green' : 'red', body.status)}  osd ${safeText(String(body.version))} at ${client.baseUrl}\n`,
     ),
   )
   if (answer.status !== 200)

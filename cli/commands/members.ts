@@ -17,6 +17,7 @@ import { idRef, memberId, roleId } from '../resolve.js'
 import { about } from './about.js'
 import { imageDataUrl } from './enterprise.js'
 import type { Email } from '../../shared/schemas/mail.js'
+import { safeText } from '../safe-text.js'
 
 const columns = [
   { header: 'NAME', value: (m: Member) => m.name },
@@ -180,7 +181,7 @@ export async function getEmail(deps: Deps, ref: string, emailRef: string): Promi
           : null,
       ],
     ])
-    deps.out.write(`\n${email.body.trimEnd()}\n`)
+    deps.out.write(`\n${safeText(email.body.trimEnd(), { multiline: true })}\n`)
   })
 }
 

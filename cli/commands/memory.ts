@@ -23,6 +23,7 @@ import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { positiveInt, printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { idRef, taskId, teamId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
@@ -145,11 +146,11 @@ function showNote(deps: Deps, note: MemoryNote): void {
       ['created', note.createdAt],
       ['updated', note.updatedAt],
     ])
-    out.write(`\n${note.text.trimEnd()}\n`)
+    out.write(`\n${safeText(note.text.trimEnd(), { multiline: true })}\n`)
     if (note.evidence.length) {
       out.write('\nevidence:\n')
       for (const e of note.evidence) {
-        out.write(`  run ${e.runId}${e.excerpt ? `: ${shorten(e.excerpt, 100)}` : ''}\n`)
+        out.write(`  run ${e.runId}${e.excerpt ? `: ${shorten(safeText(e.excerpt), 100)}` : ''}\n`)
       }
     }
   })

@@ -3,6 +3,7 @@ import type { OrgTree } from '../../shared/schemas/organisation.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { bold, colour, show } from '../output.js'
+import { safeText } from '../safe-text.js'
 import { drawTree, type TreeNode } from '../tree.js'
 import { about } from './about.js'
 
@@ -10,11 +11,11 @@ type OrgMember = OrgTree['unassigned'][number]
 
 function memberNode(deps: Deps, member: OrgMember): TreeNode {
   return {
-    label: `${member.name} ${colour(deps.out, 'dim', `<${member.email}>`)}`,
+    label: `${safeText(member.name)} ${colour(deps.out, 'dim', `<${member.email}>`)}`,
     children: member.roles.map((role) => ({
-      label: `${role.slug}${role.teamId ? '' : colour(deps.out, 'dim', ' (enterprise-wide)')}`,
+      label: `${safeText(role.slug)}${role.teamId ? '' : colour(deps.out, 'dim', ' (enterprise-wide)')}`,
       children: role.tasks.map((task) => ({
-        label: `${task.slug} ${colour(deps.out, 'dim', task.name)}`,
+        label: `${safeText(task.slug)} ${colour(deps.out, 'dim', task.name)}`,
       })),
     })),
   }
@@ -24,14 +25,14 @@ function memberNode(deps: Deps, member: OrgMember): TreeNode {
 export async function showOrg(deps: Deps): Promise<void> {
   const tree = await deps.client().get<OrgTree>('/orgs')
   show(deps.out, tree, () => {
-    const heading = (text: string) => (deps.out.color ? bold(text) : text)
+    const heading = (text: string) => bold(deps.out, text)
     const roots: TreeNode[] = tree.teams.map((team) => ({
-      label: `${heading(team.name)} (${team.slug})${team.concurrentRunLimit ? `  run limit ${team.concurrentRunLimit}` : ''}`,
+      label: `${heading(team.name)} (${safeText(team.slug)})${team.concurrentRunLimit ? `  run limit ${team.concurrentRunLimit}` : ''}`,
       children: team.members.map((m) => memberNode(deps, m)),
     }))
     if (tree.unassigned.length) {
       roots.push({
-        label: heading('On no team'),
+        label: String(heading('On no team')),
         children: tree.unassigned.map((m) => memberNode(deps, m)),
       })
     }

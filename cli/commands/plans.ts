@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 
 // Plans (spec: Plans (planned)): what runs wrote with os.write_plan, newest first. The answer's shape is
@@ -50,8 +51,9 @@ export async function getPlan(deps: Deps, ref: string): Promise<void> {
     out.write('\nitems:\n')
     if (plan.items.length === 0) out.write('  (none)\n')
     plan.items.forEach((item, i) => {
-      out.write(`  ${i + 1}. ${item.title}\n`)
-      if (item.detail) out.write(`     ${item.detail.replace(/\n/g, '\n     ')}\n`)
+      out.write(`  ${i + 1}. ${safeText(item.title)}\n`)
+      if (item.detail)
+        out.write(`     ${safeText(item.detail, { multiline: true }).replace(/\n/g, '\n     ')}\n`)
     })
     out.write('\ngates:\n')
     if (plan.gates.length === 0) out.write('  (none)\n')

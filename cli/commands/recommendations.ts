@@ -10,6 +10,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { idRef, taskId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { about } from './about.js'
 import { showStarted, waitTimeout } from './runs.js'
 
@@ -73,7 +74,7 @@ export function printDiff(out: Output, detail: RecommendationDetail): void {
   const added = (text: string) => colour(out, 'green', `+ ${text}`)
   for (const change of detail.fieldChanges) {
     if (change.field === 'skillMd') continue
-    out.write(`\n${change.field}:\n`)
+    out.write(`\n${safeText(change.field)}:\n`)
     for (const line of json(change.before).split('\n')) out.write(`${removed(line)}\n`)
     for (const line of json(change.after).split('\n')) out.write(`${added(line)}\n`)
   }
@@ -111,10 +112,13 @@ export async function getRecommendation(deps: Deps, ref: string): Promise<void> 
           : colour(out, 'red', 'no: the task changed since; approving is refused'),
       ],
     ])
-    out.write(`\nrationale:\n${detail.rationale.replace(/^/gm, '  ')}\n`)
+    out.write(
+      `\nrationale:\n${safeText(detail.rationale, { multiline: true }).replace(/^/gm, '  ')}\n`,
+    )
     if (detail.evidence.length) {
       out.write('\nevidence:\n')
-      for (const e of detail.evidence) out.write(`  ${e.runId}${e.why ? `  ${e.why}` : ''}\n`)
+      for (const e of detail.evidence)
+        out.write(`  ${e.runId}${e.why ? `  ${safeText(e.why)}` : ''}\n`)
     }
     out.write(`\nchanges against version ${detail.baseVersionNumber ?? detail.baseVersionId}:\n`)
     printDiff(out, detail)

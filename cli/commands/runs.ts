@@ -7,14 +7,15 @@ import { ApiRequestError, CliError, UsageError, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
 import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
-import { colour, printFields, printJson, show, type Output } from '../output.js'
+import { colour, printFields, printJson, show, type Output, type Styled } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { cost } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
+import { safeText } from '../safe-text.js'
 import { elapsed, startSpinner } from '../spinner.js'
 import { about } from './about.js'
 
-export function statusText(out: Output, status: RunStatus): string {
+export function statusText(out: Output, status: RunStatus): Styled {
   if (status === 'succeeded') return colour(out, 'green', status)
   if (status === 'failed') return colour(out, 'red', status)
   if (status === 'cancelled' || status === 'skipped_overlap') return colour(out, 'dim', status)
@@ -140,7 +141,10 @@ function endWait(deps: Deps, result: FollowResult, timeout: number | undefined):
     throw new CliError(`run ${id} is still ${status} after ${timeout}s`, code)
   // The summary has said how it ended and why: the exit code is left to say the rest.
   if (code !== exitCodes.ok)
-    throw new CliError(human ? '' : `run ${id} ${status}${reason ? `: ${reason}` : ''}`, code)
+    throw new CliError(
+      human ? '' : `run ${id} ${status}${reason ? `: ${safeText(reason)}` : ''}`,
+      code,
+    )
 }
 
 /** A run as a person reads it at the end of a wait: how it ended, why, what it cost, how long. */
@@ -203,7 +207,10 @@ export async function getRun(deps: Deps, ref: string, opts: { after?: string }):
 
 export async function runLog(deps: Deps, ref: string): Promise<void> {
   const log = await deps.client().get<{ runId: string; body: string }>(`/runs/${runRef(ref)}/log`)
-  show(deps.out, log, () => deps.out.write(log.body.endsWith('\n') ? log.body : `${log.body}\n`))
+  show(deps.out, log, () => {
+    const body = safeText(log.body, { multiline: true })
+    deps.out.write(body.endsWith('\n') ? body : `${body}\n`)
+  })
 }
 
 /** GET /v1/runs/{id}/os-tool: the short view an agent's os tool reads (status, task, input, last events). */
@@ -270,7 +277,7 @@ export async function showStarted(
   timeout: number | undefined,
 ): Promise<void> {
   if (!wait) return showRun(deps, run)
-  deps.out.error(`started run ${run.id} of ${run.taskSlug}\n`)
+  deps.out.error(`started run ${run.id} of ${safeText(run.taskSlug)}\n`)
   endWait(deps, await follow(deps, run.id, timeout), timeout)
 }
 
@@ -297,7 +304,7 @@ export async function watchRun(deps: Deps, ref: string): Promise<void> {
   const { run } = await follow(deps, runRef(ref))
   show(deps.out, run, () =>
     deps.out.write(
-      `${run.id}  ${statusText(deps.out, run.status)}${run.reason ? `  ${run.reason}` : ''}\n`,
+      `${run.id}  ${statusText(deps.out, run.status)}${run.reason ? `  ${safeText(run.reason)}` : ''}\n`,
     ),
   )
 }

@@ -21,7 +21,7 @@ function showSpend(deps: Deps, view: SpendView): void {
       ['day', `${view.day} (UTC)`],
       ['limits', view.enabled ? 'on' : 'off: caps are kept but not applied'],
     ])
-    out.write(`\n${out.color ? bold('Spent today') : 'Spent today'}\n`)
+    out.write(`\n${bold(out, 'Spent today')}\n`)
     if (view.today.length === 0) out.write('(nothing)\n')
     else
       printTable(out, view.today, [
@@ -30,7 +30,7 @@ function showSpend(deps: Deps, view: SpendView): void {
         { header: 'SPENT', value: (s) => cost(s.usdCents, s.unpriced) },
         { header: 'RUNS', value: (s) => s.runs },
       ])
-    out.write(`\n${out.color ? bold('Daily caps') : 'Daily caps'}\n`)
+    out.write(`\n${bold(out, 'Daily caps')}\n`)
     if (view.caps.length === 0) out.write('(none)\n')
     else
       printTable(out, view.caps, [

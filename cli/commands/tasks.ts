@@ -25,6 +25,7 @@ import { colour, printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { isUuid, taskId, teamId } from '../resolve.js'
 import { about } from './about.js'
+import { safeText } from '../safe-text.js'
 
 type Published = z.infer<typeof VersionPublished>
 
@@ -99,7 +100,7 @@ export function printVersion(
     .sort(([a], [b]) => rank(a) - rank(b))
     .map(([key, value]): [string, unknown] => [key, Array.isArray(value) ? orNone(value) : value])
   printFields(deps.out, [...fields, ...entries])
-  deps.out.write(`\n${skillMd.trimEnd()}\n`)
+  deps.out.write(`\n${safeText(skillMd.trimEnd(), { multiline: true })}\n`)
 }
 
 export async function listTasks(
@@ -180,7 +181,7 @@ export async function publishTask(
     ])
     for (const issue of published.definitionIssues) {
       deps.out.error(
-        `${colour(deps.out, 'yellow', issue.severity)} ${issue.code}: ${issue.message}\n`,
+        `${colour(deps.out, 'yellow', issue.severity)} ${safeText(issue.code)}: ${safeText(issue.message)}\n`,
       )
     }
   })

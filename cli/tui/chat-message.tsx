@@ -1,4 +1,4 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import type { ReactNode } from 'react'
 import type { ChatMessage, ChatQuestion, ChatToolCall } from '../../shared/schemas/chats.js'
 import { clockTime } from '../chat.js'
@@ -6,6 +6,7 @@ import { decisionLine } from '../decisions.js'
 import { mustGateReason, type AnswerForm } from './chat-keys.js'
 import { fold, jsonLines, resultLines } from './fold.js'
 import { Markdown, markdownRows } from './markdown.js'
+import { Text } from './text.js'
 
 // One message of the chat as the screen draws it: the person's words, the member's reply in markdown,
 // a tool call with its arguments and result (folded), a question once with its answer, osd's notice

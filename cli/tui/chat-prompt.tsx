@@ -1,6 +1,7 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import type { ReactNode } from 'react'
 import { cursorPlace, type Editor } from './editor.js'
+import { Text } from './text.js'
 
 // The prompt: the editor's text, line by line, with the cursor as an inverse cell. A long draft (a
 // pasted page) shows the lines around the cursor, with a count of those above and below.

@@ -1,10 +1,11 @@
-import { Box, Static, Text } from 'ink'
+import { Box, Static } from 'ink'
 import type { ReactNode } from 'react'
 import { waitingMessage, type ChatState, type LogItem, type PickerEntry } from './chat-state.js'
 import type { Mode } from './chat-keys.js'
 import { DraftView, MessageView, QuestionBox, ToolCallBox, messageRows } from './chat-message.js'
 import { Prompt, promptRows } from './chat-prompt.js'
 import { age, Footer, NoticeLine } from './gate-view.js'
+import { Text } from './text.js'
 
 // The chat screen as pure components: props in, elements out. What is settled goes once into the
 // terminal's own scrollback (ink's <Static>), so the terminal scrolls it and the mouse copies it;

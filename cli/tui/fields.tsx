@@ -1,5 +1,6 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import type { ReactNode } from 'react'
+import { Text } from './text.js'
 
 // Pieces both ink screens draw when a person answers a question: a text field, the choices to pick
 // from, and a field per question.

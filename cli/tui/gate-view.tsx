@@ -1,4 +1,4 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import type { ReactNode } from 'react'
 import type { Gate } from '../../shared/schemas/gates.js'
 import { decisionWord } from '../decisions.js'
@@ -6,6 +6,7 @@ import { formatTime } from '../output.js'
 import type { Notice, ReviewState } from './gate-controller.js'
 import { ChoiceList, Field, QuestionFields } from './fields.js'
 import { noteRequired, questionsOf, type Decision, type Mode } from './gate-keys.js'
+import { screenText, Text } from './text.js'
 
 // The gate review screen as pure components: props in, elements out. The size comes in as props too
 // (the screen reads it from the terminal and again on resize), so long JSON is wrapped to the width
@@ -23,13 +24,17 @@ export function age(iso: string, now: number): string {
   return formatTime({ isTTY: true }, iso, now)
 }
 
+// What the screen shows of a gate is the server's text (a run's model wrote its summary and its
+// arguments): escaped where it is composed (screenText), so widths and rows are counted on what is
+// shown, and again by Text.
+
 /** What a list row names a gate by: its tool, or "question". */
 export function gateWhat(gate: Gate): string {
-  return gate.kind === 'question' ? 'question' : (gate.tool ?? 'tool call')
+  return gate.kind === 'question' ? 'question' : screenText(gate.tool ?? 'tool call')
 }
 
 function taskName(gate: Gate): string {
-  return gate.taskSlug ?? (gate.runId ? '(run)' : '(chat)')
+  return gate.taskSlug ? screenText(gate.taskSlug) : gate.runId ? '(run)' : '(chat)'
 }
 
 /**
@@ -37,7 +42,8 @@ function taskName(gate: Gate): string {
  * indentation, so a long string value is read whole rather than cut off.
  */
 export function jsonLines(value: unknown, width: number): string[] {
-  const text = JSON.stringify(value, null, 2) ?? 'null'
+  // JSON escapes C0 but not C1 or the bidi controls; escaped as \uXXXX the text is still JSON.
+  const text = screenText(JSON.stringify(value, null, 2) ?? 'null')
   const room = Math.max(width, 8)
   return text.split('\n').flatMap((line) => {
     if (line.length <= room) return [line]
@@ -52,7 +58,7 @@ export function jsonLines(value: unknown, width: number): string[] {
 
 /** Rows a text takes when wrapped to `width` (near enough: words may wrap a little earlier). */
 function rowsOf(text: string, width: number): number {
-  return text
+  return screenText(text)
     .split('\n')
     .reduce((sum, line) => sum + Math.max(1, Math.ceil(line.length / Math.max(width, 1))), 0)
 }
@@ -105,7 +111,7 @@ export function detailRows(gate: Gate, now: number): DetailRow[] {
       })
     }
   }
-  return rows
+  return rows.map((row) => ({ ...row, value: screenText(row.value) }))
 }
 
 /** The arguments worth showing: all of a tool call's; a question's beyond its questions and choices. */

@@ -1,11 +1,15 @@
-import { Box, Text } from 'ink'
+import { Box } from 'ink'
 import { Lexer, type Token, type Tokens } from 'marked'
 import type { ReactNode } from 'react'
+import { safeText } from '../safe-text.js'
+import { screenText, Text } from './text.js'
 
 // A member's reply is markdown; the chat screen draws it as a terminal shows text: headings and
 // emphasis as styles, lists with their marks, quotes with a bar, code in a box with its language,
 // links as their text and address. marked's lexer reads the markdown (GFM); this file only draws its
 // tokens, so a reply still being written (an unclosed fence, half a list) draws as far as it goes.
+// A reply is a model's text: its control characters are escaped before it is read (issue 41), and
+// again in what an entity (&#27;) stands for, so widths are counted on what is shown.
 
 const entities: Record<string, string> = {
   amp: '&',
@@ -16,9 +20,12 @@ const entities: Record<string, string> = {
   nbsp: ' ',
 }
 
-/** HTML entities as the characters they stand for (the lexer leaves them as written). */
+/**
+ * HTML entities as the characters they stand for (the lexer leaves them as written); one that stands
+ * for a control character shows its escape, as the character itself would.
+ */
 export function decodeEntities(text: string): string {
-  return text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, name: string) => {
+  const decoded = text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, name: string) => {
     if (name[0] === '#') {
       const code =
         name[1] === 'x' || name[1] === 'X' ? parseInt(name.slice(2), 16) : Number(name.slice(1))
@@ -28,11 +35,15 @@ export function decodeEntities(text: string): string {
     }
     return entities[name.toLowerCase()] ?? whole
   })
+  return screenText(decoded)
 }
 
-/** The markdown's tokens (GFM). Never throws: marked reads any text as some markdown. */
+/**
+ * The markdown's tokens (GFM), read from the text with its control characters escaped (line breaks
+ * and tabs kept: they are markdown). Never throws: marked reads any text as some markdown.
+ */
 export function lex(text: string): Token[] {
-  return new Lexer({ gfm: true }).lex(text)
+  return new Lexer({ gfm: true }).lex(safeText(text, { multiline: true }))
 }
 
 /** Inline tokens as plain text (for a table's widths and a link's own words). */

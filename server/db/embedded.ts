@@ -1,6 +1,6 @@
 import { metrics } from '../metrics.js'
 import { execFile, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto'
 import { chmod, chown, mkdir, open, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { existsSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -18,6 +18,17 @@ import postgres from 'postgres'
 //
 // The package's own class is not used: importing it installs an exit hook that stops PostgreSQL on
 // SIGTERM before in-flight requests finish, and it runs the server in the caller's process group.
+//
+// osd's pools connect as `osd_app` (issue 41, defence in depth): a login role that owns the `osd`
+// database and every object in it, and is not a superuser (no createrole, createdb, replication or
+// bypassrls either), so a mistake in a query reaches osd's own data and never the server: no files read
+// or written through it, no other role made, no program run. The superuser (`osd`, made by initdb) stays,
+// for this file's own work (the presence connection, making the role and the database) and for
+// `adminUrl`, which the test suite creates its databases with; its password and the role's are kept in
+// embedded.json (0600). Extensions: migration 0023 creates pg_trgm as the database's owner, which
+// PostgreSQL allows since pg_trgm is a trusted extension; no migration needs a superuser. A data dir made
+// by an older osd (the database and its objects the superuser's) is handed over at its first start by
+// this version: the role made, the database and every object in it given to the role.
 
 const run = promisify(execFile)
 
@@ -33,9 +44,12 @@ export interface EmbeddedOptions {
 }
 
 export interface EmbeddedServer {
-  /** Connection URL of the `osd` database. */
+  /** Connection URL of the `osd` database, as the role osd_app (not a superuser): what osd uses. */
   url: string
-  /** URL of the maintenance database, for creating and dropping databases (tests). */
+  /**
+   * URL of the maintenance database as the superuser, for creating and dropping databases (tests)
+   * and for an operator's work that truly needs a superuser; never osd's pools.
+   */
   adminUrl: string
   /** Whether this process started the server. */
   started: boolean
@@ -44,10 +58,16 @@ export interface EmbeddedServer {
 }
 
 interface Credentials {
+  /** The superuser initdb made. */
   user: string
   password: string
   port: number
+  /** The role osd's pools use (issue 41); added to a data dir of an older osd at its next start. */
+  app?: { user: string; password: string }
 }
+
+/** The role osd connects as: owns the osd database, is no superuser. */
+export const appRole = 'osd_app'
 
 interface Binaries {
   initdb: string
@@ -64,13 +84,15 @@ export async function useEmbeddedServer(
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const pgDir = join(dataDir, 'pg')
   const logFile = join(dataDir, 'postgres.log')
-  const credentials = await loadCredentials(join(dataDir, 'embedded.json'))
+  const credentialsFile = join(dataDir, 'embedded.json')
   const bin = await binaries()
   const owner = process.getuid?.() === 0 ? await postgresUser(log) : undefined
 
   const lockFile = join(dataDir, 'embedded.lock')
   let supervisor: Supervisor | undefined
-  const { adminUrl, port, presence, started } = await withFileLock(lockFile, async () => {
+  const { adminUrl, url, port, presence, started } = await withFileLock(lockFile, async () => {
+    // Read (and completed) under the lock: two processes starting at once agree on every password.
+    const credentials = await loadCredentials(credentialsFile)
     let port = await runningServer(pgDir, log)
     const started = !port
     if (!port) {
@@ -78,7 +100,7 @@ export async function useEmbeddedServer(
         await initialise(pgDir, credentials, bin, owner, log)
       }
       if (owner) await prepareForUser(owner, [pgDir, dirname(bin.pg_ctl)], logFile, log)
-      port = await start(pgDir, logFile, credentials, bin, owner, join(dataDir, 'embedded.json'))
+      port = await start(pgDir, logFile, credentials, bin, owner, credentialsFile)
       log.info({ port, dataDir: pgDir }, 'embedded PostgreSQL started')
     }
     const adminUrl = `${baseUrl(credentials, port)}/postgres`
@@ -93,8 +115,12 @@ export async function useEmbeddedServer(
       backoff: () => 0.05,
       onclose: () => supervisor?.check(),
     })
-    await ensureDatabase(presence)
-    return { adminUrl, port, presence, started }
+    const { app } = credentials
+    await ensureAppRole(presence, app)
+    await ensureDatabase(presence, app.user)
+    await handOver(`${baseUrl(credentials, port)}/${database}`, app.user, log)
+    const url = `${baseUrl(app, port)}/${database}`
+    return { adminUrl, url, port, presence, started }
   })
 
   if (options.superviseMs !== 0) {
@@ -113,7 +139,7 @@ export async function useEmbeddedServer(
   }
 
   return {
-    url: adminUrl.replace(/\/postgres$/, `/${database}`),
+    url,
     adminUrl,
     started,
     async stop() {
@@ -137,7 +163,7 @@ export async function useEmbeddedServer(
   }
 }
 
-function baseUrl(credentials: Credentials, port: number): string {
+function baseUrl(credentials: { user: string; password: string }, port: number): string {
   return `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}`
 }
 
@@ -153,18 +179,27 @@ async function binaries(): Promise<Binaries> {
   }
 }
 
-async function loadCredentials(file: string): Promise<Credentials> {
+/**
+ * The data dir's credentials, made on its first start; the app role's password is added to a file an
+ * older osd wrote. Called under the start-up lock.
+ */
+async function loadCredentials(file: string): Promise<Required<Credentials>> {
+  let credentials: Credentials | undefined
   try {
-    return JSON.parse(await readFile(file, 'utf8')) as Credentials
+    credentials = JSON.parse(await readFile(file, 'utf8')) as Credentials
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
   }
-  const fresh: Credentials = {
+  if (credentials?.app) return credentials as Required<Credentials>
+  const fresh = {
     user: 'osd',
     password: randomBytes(24).toString('base64url'),
     port: await freePort(),
+    ...credentials,
+    app: { user: appRole, password: randomBytes(24).toString('base64url') },
   }
   await writeFile(file, JSON.stringify(fresh, null, 2) + '\n', { mode: 0o600 })
+  await chmod(file, 0o600) // a file an older osd wrote keeps its mode on a rewrite
   return fresh
 }
 
@@ -296,13 +331,113 @@ async function pgCtl(bin: Binaries, owner: Owner | undefined, args: string[]): P
   })
 }
 
-async function ensureDatabase(sql: postgres.Sql): Promise<void> {
-  const [row] = await sql`select 1 as found from pg_database where datname = ${database}`
-  if (!row) await sql`create database ${sql(database)}`.catch(ignoreDuplicateDatabase)
+/**
+ * Makes osd's login role, or puts it right: no superuser, createrole, createdb, replication or
+ * bypassrls, whatever was done to it; its password the one in embedded.json, sent as a SCRAM verifier
+ * so that the password itself never reaches the server (nor its log, should the statement fail).
+ */
+async function ensureAppRole(
+  sql: postgres.Sql,
+  app: { user: string; password: string },
+): Promise<void> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(app.user)) throw new Error(`bad role name in embedded.json`)
+  const attributes = 'login nosuperuser nocreaterole nocreatedb noreplication nobypassrls'
+  const verifier = scramVerifier(app.password)
+  const [found] = await sql`select 1 from pg_roles where rolname = ${app.user}`
+  if (!found)
+    await sql
+      .unsafe(`create role ${app.user} with ${attributes} password '${verifier}'`)
+      .catch(ignoreDuplicate)
+  await sql.unsafe(`alter role ${app.user} with ${attributes} password '${verifier}'`)
 }
 
-function ignoreDuplicateDatabase(err: { code?: string }): void {
-  if (err.code !== '42P04') throw err
+/** A SCRAM-SHA-256 verifier of `password` (RFC 7677), as PostgreSQL stores it in pg_authid. */
+function scramVerifier(password: string, iterations = 4096): string {
+  const salt = randomBytes(16)
+  const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256')
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest()
+  const storedKey = createHash('sha256').update(clientKey).digest()
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest()
+  const b64 = (b: Buffer) => b.toString('base64')
+  return `SCRAM-SHA-256$${iterations}:${b64(salt)}$${b64(storedKey)}:${b64(serverKey)}`
+}
+
+/** The osd database, owned by `owner`; one an older osd made (the superuser's) is given to it. */
+async function ensureDatabase(sql: postgres.Sql, owner: string): Promise<void> {
+  const [row] = await sql<{ owner: string }[]>`
+    select pg_get_userbyid(datdba) as owner from pg_database where datname = ${database}`
+  if (!row) await sql`create database ${sql(database)} owner ${sql(owner)}`.catch(ignoreDuplicate)
+  else if (row.owner !== owner) await sql`alter database ${sql(database)} owner to ${sql(owner)}`
+}
+
+/**
+ * Gives `owner` every object of the osd database that a superuser owns: what an older osd, connected as
+ * the superuser, made (tables with their indexes, triggers and sequences, views, functions, types,
+ * schemas). An extension's own objects stay where they are. Asked at every start, done once: a query
+ * that finds nothing to do afterwards. In one transaction, so a start that fails half way leaves the
+ * data dir as it was for the next one.
+ */
+async function handOver(superuserUrl: string, owner: string, log: EmbeddedLog): Promise<void> {
+  const sql = postgres(superuserUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
+  try {
+    const statements = await sql<{ statement: string }[]>`
+      with superusers as (select oid from pg_roles where rolsuper),
+      ours as (
+        select oid from pg_namespace
+         where nspname not in ('pg_catalog', 'information_schema')
+           and nspname not like 'pg_toast%' and nspname not like 'pg_temp%'
+      ),
+      extension_owned as (select classid, objid from pg_depend where deptype = 'e')
+      select format('alter schema %I owner to %I', n.nspname, ${owner}::text) as statement, 0 as ord
+        from pg_namespace n
+       where n.oid in (select oid from ours) and n.nspowner in (select oid from superusers)
+      union all
+      select format('alter %s %s owner to %I',
+                    case c.relkind when 'S' then 'sequence' when 'v' then 'view'
+                                   when 'm' then 'materialized view' when 'f' then 'foreign table'
+                                   else 'table' end,
+                    c.oid::regclass, ${owner}::text), 1
+        from pg_class c
+       where c.relnamespace in (select oid from ours) and c.relkind in ('r', 'p', 'v', 'm', 'S', 'f')
+         and c.relowner in (select oid from superusers)
+         and ('pg_class'::regclass::oid, c.oid) not in (select classid, objid from extension_owned)
+         -- A sequence of a column (serial, identity) goes with its table.
+         and not exists (select 1 from pg_depend d
+                          where d.classid = 'pg_class'::regclass and d.objid = c.oid
+                            and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i'))
+      union all
+      select format('alter %s %s owner to %I',
+                    case p.prokind when 'p' then 'procedure' when 'a' then 'aggregate'
+                                   else 'function' end,
+                    p.oid::regprocedure, ${owner}::text), 2
+        from pg_proc p
+       where p.pronamespace in (select oid from ours) and p.proowner in (select oid from superusers)
+         and ('pg_proc'::regclass::oid, p.oid) not in (select classid, objid from extension_owned)
+      union all
+      select format('alter %s %s owner to %I', case t.typtype when 'd' then 'domain' else 'type' end,
+                    t.oid::regtype, ${owner}::text), 3
+        from pg_type t
+       where t.typnamespace in (select oid from ours) and t.typowner in (select oid from superusers)
+         and (t.typtype in ('e', 'd', 'r')
+              or (t.typtype = 'c' and (select relkind from pg_class where oid = t.typrelid) = 'c'))
+         and ('pg_type'::regclass::oid, t.oid) not in (select classid, objid from extension_owned)
+       order by ord, statement`
+    if (statements.length === 0) return
+    await sql.begin(async (tx) => {
+      for (const { statement } of statements) await tx.unsafe(statement)
+    })
+    log.info(
+      { role: owner, objects: statements.length },
+      'embedded PostgreSQL: the osd database and its objects handed over to its own role',
+    )
+  } finally {
+    await sql.end()
+  }
+}
+
+/** A database or role another process made at the same moment (42P04, 42710). */
+function ignoreDuplicate(err: { code?: string }): void {
+  if (err.code !== '42P04' && err.code !== '42710') throw err
 }
 
 /** Client connections other than the asking one: other osd processes, osd admin, psql. */

@@ -48,6 +48,21 @@ export async function openDatabase(
   }
 }
 
+/** The role osd's pool connects as, and whether it is a superuser (issue 41). */
+export async function connectedRole(sql: Sql): Promise<{ role: string; superuser: boolean }> {
+  const [row] = await sql<{ role: string; superuser: boolean }[]>`
+    select current_user as role, rolsuper as superuser from pg_roles where rolname = current_user`
+  return row!
+}
+
+/**
+ * What osd logs once at start when its role is a superuser (issue 41: defence in depth): a mistake in
+ * a query could then read or write files on the database server, run programs there, or reach every
+ * database of it.
+ */
+export const superuserMessage =
+  'osd connects to PostgreSQL as a superuser: a mistake in a query could reach the whole database server (its files, its programs, every database). Give osd a role that owns its database and is not a superuser (create role osd login password ...; create database osd owner osd) and name it in DATABASE_URL'
+
 function redact(url: string): string {
   try {
     const u = new URL(url)

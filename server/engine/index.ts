@@ -13,6 +13,7 @@ import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
 import { RetentionLoop, type RetentionOptions } from './retention.js'
+import { defaultToolLimits, type ToolLimits } from './tools/index.js'
 
 export interface Engine {
   id: string
@@ -41,6 +42,8 @@ export interface EngineOptions {
         | 'promptCache'
         | 'modelTimeoutSeconds'
         | 'modelIdleSeconds'
+        | 'egress'
+        | 'toolResultMaxBytes'
       >
     >
   sealer: Sealer
@@ -78,6 +81,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       log,
       oauth: config.providerBOAuth,
       toolTimeoutMs: toolTimeoutMs(config),
+      toolLimits: toolLimits(config),
     }),
     ...options.executors,
   }
@@ -101,6 +105,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     oauth: config.providerBOAuth,
     streaming: config.chatStreaming ?? true,
     toolTimeoutMs: toolTimeoutMs(config),
+    toolLimits: toolLimits(config),
   })
   await runs.start()
   await chats.start()
@@ -131,6 +136,16 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       await chats.stop()
       await runs.stop()
     },
+  }
+}
+
+/** OSD_EGRESS_ALLOW and OSD_TOOL_RESULT_MAX_BYTES: nothing private, 100 KB unless configured. */
+export function toolLimits(
+  config: Partial<Pick<Config, 'egress' | 'toolResultMaxBytes'>>,
+): ToolLimits {
+  return {
+    egress: config.egress ?? defaultToolLimits.egress,
+    resultMaxBytes: config.toolResultMaxBytes ?? defaultToolLimits.resultMaxBytes,
   }
 }
 

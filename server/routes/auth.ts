@@ -5,6 +5,7 @@ import { Uuid } from '../../shared/schemas/common.js'
 import {
   ChangePassword,
   ChooseEnterprise,
+  EnterpriseChosen,
   LoginAnswer,
   LoginInput,
   Me,
@@ -24,6 +25,7 @@ import {
   type SessionLifetime,
 } from '../domain/people/index.js'
 import { sessionCookie } from '../http/auth.js'
+import { frameworkError } from '../http/errors.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
@@ -55,15 +57,20 @@ export function answerSession(
   answer: LoginAnswer,
   lifetime: SessionLifetime,
 ): LoginAnswer {
-  setCookie(c, sessionCookie, answer.sessionToken, {
+  setSessionCookie(c, answer.sessionToken, lifetime.maxHours * 3600)
+  return answer
+}
+
+/** The session cookie holding `secret` for `maxAge` seconds; the answer, which holds it, not cached. */
+function setSessionCookie(c: AppContext, secret: string, maxAge: number): void {
+  setCookie(c, sessionCookie, secret, {
     httpOnly: true,
     sameSite: 'Strict',
     secure: overHttps(c),
     path: '/',
-    maxAge: lifetime.maxHours * 3600,
+    maxAge,
   })
   c.header('Cache-Control', 'no-store')
-  return answer
 }
 
 export function authRoutes({ sql, config, caches }: RouteDeps) {
@@ -126,18 +133,26 @@ export function authRoutes({ sql, config, caches }: RouteDeps) {
       operationId: 'chooseEnterprise',
       method: 'post',
       path: '/auth/enterprise',
-      summary: "Move the session to another of the person's enterprises",
+      summary:
+        "Move the session to another of the person's enterprises, with a new session secret and CSRF token",
+      description:
+        'Answers as GET /v1/auth/me does, with sessionToken and csrfToken added, and sets the session cookie to the new secret, as login does. The secret the call was made with stops working at once, in every osd process (OWASP ASVS 3.2: a session whose rights change gets a new secret); the session keeps its id and its absolute expiry.',
       body: ChooseEnterprise,
-      response: Me,
+      response: EnterpriseChosen,
       errors: ['enterprise_not_found'],
     },
     async (c, { body }) => {
       const session = sessionOf(c)
-      const me = await chooseEnterprise(sql, session, body.enterprise, lifetime)
-      // Other processes learn of the move when the NOTIFY reaches them; this one at once, so the
-      // session's next call acts in the enterprise it chose.
+      const chosen = await chooseEnterprise(sql, session, body.enterprise, lifetime)
+      // Other processes learn of the move when the NOTIFY reaches them; this one at once, so the old
+      // secret is refused from the next call on.
       caches.sessions.invalidate(session.sessionId)
-      return me
+      // Ended between its check and the move (a logout, a revocation): as the check would have said.
+      if (!chosen) return frameworkError(c, 401, 'Unauthorized')
+      // The cookie lasts as long as the session still does: a switch does not lengthen it.
+      const left = Math.floor((Date.parse(chosen.session.expiresAt) - Date.now()) / 1000)
+      setSessionCookie(c, chosen.sessionToken, Math.max(0, left))
+      return chosen
     },
   )
 

@@ -73,7 +73,7 @@ export function memoryRoutes({ sql }: RouteDeps) {
       summary:
         'Start an os-train-memory run of a layer (team with teamId, or enterprise); 202 with the run',
       description:
-        'The run is an ordinary llm run of the built-in os-train-memory task (origin api): journaled, priced, blocked without a key, cancellable. While a training of the same layer (and team) is under way, that run answers and nothing is started.',
+        'The run is an ordinary llm run of the built-in os-train-memory task (origin api): journaled, priced, blocked without a key, cancellable. While a training of the same layer (and team) is under way, that run answers and nothing is started. The layer is recorded on the run here, and only here: a run of os-train-memory started any other way (POST /v1/tasks/{id}/runs, a webhook, a schedule, a retry) writes no note, whatever its input names.',
       body: MemoryTrainInput,
       status: 202,
       response: Run,

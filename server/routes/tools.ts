@@ -44,6 +44,7 @@ const bindErrors: ErrorCode[] = [
   'member_not_found',
   'role_not_found',
   'task_not_found',
+  'url_not_allowed',
 ]
 
 /** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
@@ -81,14 +82,14 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       summary:
         "Connect a tool on a layer: a tool server's url and token, or a browser system's sites and start page",
       description:
-        "Only the chief executive (a signed-in owner of the enterprise) connects on the enterprise layer or gives a mustGate list; a token or a member's session that tries gets 403 ceo_bind_only and nothing is stored. Without a mustGate list, a connection named vcs starts with vcs.merge_pull_request on it. The name os is osd's own tool namespace (400 tool_namespace_reserved). Below the enterprise, a name an enterprise connection has is the chief executive's to take (409 tool_connection_shadows_enterprise).",
+        "Only the chief executive (a signed-in owner of the enterprise) connects on the enterprise layer or gives a mustGate list; a token or a member's session that tries gets 403 ceo_bind_only and nothing is stored. Without a mustGate list, a connection named vcs starts with vcs.merge_pull_request on it. The name os is osd's own tool namespace (400 tool_namespace_reserved). Below the enterprise, a name an enterprise connection has is the chief executive's to take (409 tool_connection_shadows_enterprise). The url, sites and startPage must be addresses osd may connect to: http or https, and no host that is or resolves to a loopback, link-local, private, unspecified or multicast address or a cloud metadata name, unless the operator's OSD_EGRESS_ALLOW allows it (else 400 url_not_allowed, saying why); osd checks again when it connects.",
       body: ToolConnectionCreate,
       status: 201,
       response: ToolConnection,
       errors: bindErrors,
     },
     async (c, { body }) =>
-      createToolConnection(sql, sealer, c.var.caller.enterpriseId, body, rightOf(c)),
+      createToolConnection(sql, sealer, config.egress, c.var.caller.enterpriseId, body, rightOf(c)),
   )
   route(
     app,
@@ -100,13 +101,21 @@ export function toolRoutes({ sql, sealer, config }: RouteDeps) {
       summary:
         'Change a connection or move it to another layer; only the chief executive may change mustGate',
       description:
-        "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes. A url of another origin (scheme, host or port) drops the stored token, unless the same change sends a new one, and the OAuth sign-ins under way; sites taken off a browser connection lose their sign-ins. Names as on create: os is reserved (400 tool_namespace_reserved), and an enterprise connection's name below the enterprise is the chief executive's (409 tool_connection_shadows_enterprise).",
+        "A connection on the enterprise layer, a move onto it, and any mustGate list are the chief executive's (a signed-in owner of the enterprise); a token or a member's session gets 403 ceo_bind_only and nothing changes. A url of another origin (scheme, host or port) drops the stored token, unless the same change sends a new one, and the OAuth sign-ins under way; sites taken off a browser connection lose their sign-ins. Names as on create: os is reserved (400 tool_namespace_reserved), and an enterprise connection's name below the enterprise is the chief executive's (409 tool_connection_shadows_enterprise). A url, sites or startPage the change gives must be addresses osd may connect to, as on create (400 url_not_allowed).",
       body: ToolConnectionPatch,
       response: ToolConnection,
       errors: bindErrors,
     },
     async (c, { params, body }) =>
-      updateToolConnection(sql, sealer, c.var.caller.enterpriseId, params.id, body, rightOf(c)),
+      updateToolConnection(
+        sql,
+        sealer,
+        config.egress,
+        c.var.caller.enterpriseId,
+        params.id,
+        body,
+        rightOf(c),
+      ),
   )
   route(
     app,

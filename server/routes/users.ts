@@ -101,9 +101,9 @@ export function userRoutes({ sql, caches }: RouteDeps) {
       method: 'patch',
       path: '/{id}',
       summary:
-        'Make a person of the enterprise an owner or a member (owners only); their sessions act with the new role at once',
+        'Make a person of the enterprise an owner or a member (owners only); their sessions in the enterprise end at once',
       description:
-        'The last owner cannot be made a member (409 last_owner): an enterprise always has a chief executive.',
+        'A change of role ends every session of the person acting in this enterprise, in every osd process (OWASP ASVS 3.2: a session whose rights change does not keep its secret): they sign in again and act with the new role; their sessions in other enterprises go on. An owner who changes their own role is signed out of it too. The same role again changes nothing. The last owner cannot be made a member (409 last_owner): an enterprise always has a chief executive.',
       params: IdParam,
       notFound: 'user_not_found',
       body: RoleChange,
@@ -117,7 +117,7 @@ export function userRoutes({ sql, caches }: RouteDeps) {
         params.id,
         body.role,
       )
-      // Other processes learn of it when the NOTIFY reaches them; this one at once.
+      // Other processes drop the person's ended sessions when the NOTIFY reaches them; this one at once.
       caches.sessions.invalidate(params.id)
       return person
     },

@@ -63,6 +63,27 @@ export const LoginAnswer = z
   .meta({ id: 'LoginAnswer' })
 export type LoginAnswer = z.infer<typeof LoginAnswer>
 
+/**
+ * POST /v1/auth/enterprise's answer: Me, and the session's fresh secret and CSRF token (issue 41, OWASP
+ * ASVS 3.2: a session that changes what it may do gets a new secret; the old one stops at once).
+ */
+export const EnterpriseChosen = z
+  .object({
+    user: User,
+    enterprise: MyEnterprise.nullable(),
+    session: SessionInfo,
+    sessionToken: z.string().meta({
+      description:
+        'the session secret from now on, in this answer only (the one the call was made with no longer works); browsers get it as the cookie',
+    }),
+    csrfToken: z.string().meta({
+      description:
+        'the CSRF token from now on: header x-osd-csrf of every state-changing call made with the cookie',
+    }),
+  })
+  .meta({ id: 'EnterpriseChosen' })
+export type EnterpriseChosen = z.infer<typeof EnterpriseChosen>
+
 export const ChooseEnterprise = z
   .object({ enterprise: z.string().min(1).max(200).meta({ description: 'slug or id' }) })
   .meta({ id: 'ChooseEnterprise' })

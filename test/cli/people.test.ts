@@ -571,20 +571,27 @@ describe('osctl auth sessions and password', () => {
 })
 
 describe('osctl enterprises', () => {
-  it('lists the person’s enterprises and switches the session to another', async () => {
-    const api = routes({
+  const switched = `osds_${'n'.repeat(43)}`
+  const api = () =>
+    routes({
       'GET /enterprises': { body: [acme, globex] },
-      'POST /auth/enterprise': (req) => ({
-        body: { user, enterprise: globex, session, sent: req.body },
-      }),
+      'POST /auth/enterprise': {
+        body: { user, enterprise: globex, session, sessionToken: switched, csrfToken: 'csrf-new' },
+      },
     })
-    const list = fakeDeps(api, { target: sessionTarget })
+
+  it('lists the person’s enterprises and switches the session to another, keeping its new secret in the profile', async () => {
+    const fake = api()
+    const list = fakeDeps(fake, { target: sessionTarget })
     await listEnterprises(list.deps)
     expect(list.stdout().split('\n')[0]).toMatch(/^SLUG\s+NAME\s+ROLE\s+ID$/)
     expect(list.stdout()).toMatch(/globex\s+Globex\s+member/)
-    const use = fakeDeps(api, { target: sessionTarget })
+    const { profiles } = await store()
+    profiles.save('work', { url, token: sessionToken, kind: 'session', email: user.email })
+    profiles.save('other', { url, token: 'osd_token' })
+    const use = fakeDeps(fake, { target: { ...sessionTarget, profile: 'work' }, profiles })
     await useEnterprise(use.deps, 'globex')
-    expect(api.sent.at(-1)).toMatchObject({
+    expect(fake.sent.at(-1)).toMatchObject({
       method: 'POST',
       path: '/auth/enterprise',
       body: { enterprise: 'globex' },
@@ -592,6 +599,39 @@ describe('osctl enterprises', () => {
     expect(use.stdout()).toBe(
       'Ada Lovelace <ada@example.com> now acts in enterprise globex (member)\n',
     )
+    expect(use.stderr()).toBe('')
+    // The old secret stopped working on the daemon: the profile holds the new one, and stays as it was
+    // otherwise; the current profile is still the one it was.
+    expect(profiles.get('work')).toEqual({
+      url,
+      token: switched,
+      kind: 'session',
+      email: user.email,
+    })
+    expect(profiles.current).toBe('other')
+
+    const json = fakeDeps(fake, {
+      target: { ...sessionTarget, profile: 'work' },
+      profiles,
+      json: true,
+    })
+    await useEnterprise(json.deps, 'globex')
+    expect(JSON.parse(json.stdout())).toEqual({ user, enterprise: globex, session })
+    expect(json.stdout()).not.toContain('osds_')
+  })
+
+  it('prints the new secret once when the session came from OSCTL_TOKEN or --token, not a profile', async () => {
+    const fake = api()
+    const env = fakeDeps(fake, { target: { ...sessionTarget, tokenSource: 'env' } })
+    await useEnterprise(env.deps, 'globex')
+    expect(env.stdout()).toBe(
+      `Ada Lovelace <ada@example.com> now acts in enterprise globex (member)\n${switched}\n`,
+    )
+    expect(env.stderr()).toContain('the one from OSCTL_TOKEN no longer works')
+    const flag = fakeDeps(fake, { target: { ...sessionTarget, tokenSource: 'flag' }, json: true })
+    await useEnterprise(flag.deps, 'globex')
+    expect(JSON.parse(flag.stdout())).toMatchObject({ sessionToken: switched })
+    expect(flag.stderr()).toContain('the one from --token no longer works')
   })
 })
 

@@ -204,8 +204,8 @@ describe('a follow whose reader has gone', () => {
     expect([res.exitCode, res.stdout.split(' ').slice(0, 2).join(' ')]).toEqual([0, 'started run'])
     expect(Date.now() - started).toBeLessThan(20_000)
     const runId = res.stdout.split(' ')[2]!
-    const run = (await api('GET', `/runs/${runId}`)).run
-    if (run.status !== 'cancelled') await api('POST', `/runs/${runId}/cancel`)
+    // Cancelled here unless cancelLater did it meanwhile (on a loaded machine it may come between).
+    await api('POST', `/runs/${runId}/cancel`).catch(() => undefined)
   }, 30_000)
 
   it('runs watch stops following and exits 0 once its pipe closes, the run going on', async () => {

@@ -54,6 +54,12 @@ export interface FakeMcpServer {
   breakNext(name: string, how: 'reset' | 'malformed'): void
   /** An extra tool returning fixed text. */
   addTool(name: string, description: string, reply: (args: Record<string, unknown>) => string): void
+  /**
+   * An extra tool whose every call answers `bytes` of text (as a tool result over the event stream),
+   * made as it is sent, a chunk at a time as the client reads it: the test process never holds it.
+   * `sent` counts what went out, so a test sees a client that stopped reading.
+   */
+  addFlood(name: string, bytes: number): { readonly sent: number; readonly calls: number }
   close(): Promise<void>
 }
 
@@ -95,6 +101,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   const failures = new Map<string, string[]>()
   const delays = new Map<string, number>()
   const breaks = new Map<string, ('reset' | 'malformed')[]>()
+  const floods = new Map<string, { bytes: number; sent: number; calls: number }>()
   const tools = new Map<string, ToolDefinition>()
   const sessions = new Map<string, Session>()
   const closing = new AbortController()
@@ -216,7 +223,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId)
       if (!session) return sendJson(res, 404, jsonRpcError(-32001, 'Session not found'))
-      if (req.method === 'POST' && breaks.size > 0) {
+      if (req.method === 'POST' && (breaks.size > 0 || floods.size > 0)) {
         // Read here, to break a call of a tool that is to break; the transport takes the parsed body.
         const chunks: Buffer[] = []
         for await (const chunk of req) chunks.push(chunk as Buffer)
@@ -226,6 +233,8 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
           params?: { name?: string; arguments?: Record<string, unknown> }
         } | null
         const name = body?.method === 'tools/call' ? body.params?.name : undefined
+        const flood = name === undefined ? undefined : floods.get(name)
+        if (flood) return void sendFlood(res, body!.id, flood)
         const how = name === undefined ? undefined : breaks.get(name)?.shift()
         if (how) {
           calls.push({
@@ -255,6 +264,38 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     const session = await openSession()
     await session.transport.handleRequest(req, res)
     if (session.transport.sessionId === undefined) await session.server.close()
+  }
+
+  /** A tool result of flood.bytes of text, written only as fast as the client takes it. */
+  async function sendFlood(
+    res: ServerResponse,
+    id: unknown,
+    flood: { bytes: number; sent: number; calls: number },
+  ) {
+    flood.calls++
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' })
+    const chunk = Buffer.alloc(64 * 1024, 'x')
+    const parts = [
+      Buffer.from('event: message\ndata: {"result":{"content":[{"type":"text","text":"'),
+      ...Array.from({ length: Math.floor(flood.bytes / chunk.length) }, () => chunk),
+      chunk.subarray(0, flood.bytes % chunk.length),
+      Buffer.from(`"}]},"jsonrpc":"2.0","id":${JSON.stringify(id)}}\n\n`),
+    ]
+    for (const part of parts) {
+      if (res.destroyed) return
+      flood.sent += part.length
+      if (!res.write(part))
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            res.off('drain', go)
+            res.off('close', go)
+            resolve()
+          }
+          res.on('drain', go)
+          res.on('close', go)
+        })
+    }
+    res.end()
   }
 
   const http = createServer((req, res) => {
@@ -298,6 +339,17 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     },
     addTool(name, description, reply) {
       define({ name, description, inputSchema: z.looseObject({}), reply })
+    },
+    addFlood(name, bytes) {
+      define({
+        name,
+        description: `Answer ${bytes} bytes of text.`,
+        inputSchema: z.looseObject({}),
+        reply: () => '',
+      })
+      const flood = { bytes, sent: 0, calls: 0 }
+      floods.set(name, flood)
+      return flood
     },
     close() {
       closed ??= (async () => {

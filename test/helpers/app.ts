@@ -78,7 +78,9 @@ export async function createTestEnterprise(
 /** The app that `osd serve` serves, on a database of this test file's own. */
 export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
   const db = await createTestDatabase()
-  const config = { ...loadConfig({}, { DATABASE_URL: db.url }), ...overrides }
+  // The test process's OSD_EGRESS_ALLOW (vitest.config.ts): the fake tool servers are on 127.0.0.1.
+  const env = { DATABASE_URL: db.url, OSD_EGRESS_ALLOW: process.env.OSD_EGRESS_ALLOW }
+  const config = { ...loadConfig({}, env), ...overrides }
   const sealer = createSealer(randomBytes(32))
   const app = createApp({ sql: db.sql, config, log: silentLog, sealer })
 

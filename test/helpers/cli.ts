@@ -1,6 +1,6 @@
 import { ApiClient, type RawAnswer, type RequestOptions } from '../../cli/client.js'
 import type { Deps } from '../../cli/deps.js'
-import type { Output } from '../../cli/output.js'
+import { makeOutput } from '../../cli/output.js'
 import type { ProfileStore, Target } from '../../cli/profiles.js'
 
 // osctl actions in process (STYLE: CLI actions are tested in process): a client whose transport is the
@@ -71,15 +71,17 @@ export function fakeDeps(
   const connected: { url: string; token: string | undefined }[] = []
   let stdout = ''
   let stderr = ''
-  const out: Output = {
-    json: Boolean(opts.json),
-    isTTY: Boolean(opts.color || opts.tty),
-    errorIsTTY: false,
-    color: Boolean(opts.color),
-    columns: opts.columns ?? 100,
-    write: (text) => void (stdout += text),
-    error: (text) => void (stderr += text),
-  }
+  const out = makeOutput(
+    {
+      json: Boolean(opts.json),
+      isTTY: Boolean(opts.color || opts.tty),
+      errorIsTTY: false,
+      color: Boolean(opts.color),
+      columns: opts.columns ?? 100,
+    },
+    (text) => void (stdout += text),
+    (text) => void (stderr += text),
+  )
   const target: Target = {
     url: api.baseUrl,
     token: 'test-token',

@@ -6,7 +6,7 @@ import { Readable, Writable } from 'node:stream'
 import type { Command } from 'commander'
 import { afterAll, expect } from 'vitest'
 import { makeDeps } from '../../cli/deps.js'
-import type { Output } from '../../cli/output.js'
+import { makeOutput } from '../../cli/output.js'
 import { buildProgram } from '../../cli/program.js'
 import { report } from '../../cli/report.js'
 import { loadConfig } from '../../server/config.js'
@@ -124,15 +124,12 @@ export function osctl(
     const argv = ['node', 'osctl', ...args]
     const program = await buildProgram((globals) => {
       const deps = makeDeps(globals, terminal)
-      const out: Output = {
-        json: Boolean(globals.json),
-        isTTY: tty,
-        errorIsTTY: tty,
-        color: false,
-        columns: 100,
-        write: io.stdout.write,
-        error: io.stderr.write,
-      }
+      // As osctl's own (cli/output.ts): what a person reads shows control characters escaped.
+      const out = makeOutput(
+        { json: Boolean(globals.json), isTTY: tty, errorIsTTY: tty, color: false, columns: 100 },
+        io.stdout.write,
+        io.stderr.write,
+      )
       return { ...deps, out, stdin: async () => input ?? '' }
     }, argv)
     for (const command of commands(program))

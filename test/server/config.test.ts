@@ -49,3 +49,21 @@ describe('the metrics listener (issue 33)', () => {
     expect(() => loadConfig({}, { OSD_METRICS_PORT: 'ninety' })).toThrow(/port must be/)
   })
 })
+
+describe('what a tool server may make osd read and where osd connects (issue 44)', () => {
+  it('reads OSD_TOOL_RESULT_MAX_BYTES, 100000 unless a positive number', () => {
+    expect(loadConfig({}, {}).toolResultMaxBytes).toBe(100_000)
+    expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: '250000' }).toolResultMaxBytes).toBe(250_000)
+    expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: 'lots' }).toolResultMaxBytes).toBe(100_000)
+    expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: '0' }).toolResultMaxBytes).toBe(100_000)
+  })
+
+  it('reads OSD_EGRESS_ALLOW once, and stops at a wrong entry', () => {
+    expect(loadConfig({}, {}).egress.allow).toEqual({ networks: [], names: [], suffixes: [] })
+    const allow = loadConfig({}, { OSD_EGRESS_ALLOW: '127.0.0.0/8,::1,tools.corp.example' }).egress
+      .allow
+    expect(allow.networks).toHaveLength(2)
+    expect(allow.names).toEqual(['tools.corp.example'])
+    expect(() => loadConfig({}, { OSD_EGRESS_ALLOW: '300.0.0.0/8' })).toThrow(/OSD_EGRESS_ALLOW/)
+  })
+})

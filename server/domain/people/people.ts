@@ -52,20 +52,32 @@ export async function getUser(db: Db, id: string): Promise<User> {
   return row
 }
 
-/** Adds the person to the enterprise with the role, or changes their role there. */
+/**
+ * Adds the person to the enterprise with the role, or changes their role there. A change of role ends
+ * the person's sessions acting in that enterprise, at once in every osd process (issue 41; OWASP ASVS
+ * 3.2: a session whose rights change is not kept with its old secret, and only its holder could be given
+ * a new one): they sign in again and act with the new role. Their sessions elsewhere go on.
+ */
 export async function setMembership(
   db: Db,
   enterpriseId: string,
   userId: string,
   role: PersonRole,
 ): Promise<void> {
-  // The NOTIFY is part of the statement: delivered when it commits, never lost to a crash before.
+  // One statement, so `before` is the role as it was; the NOTIFY is part of it: delivered when it
+  // commits, never lost to a crash before.
   await db`
-    with member as (
+    with before as (
+      select role from enterprise_people where enterprise_id = ${enterpriseId} and user_id = ${userId}
+    ), member as (
       insert into enterprise_people (enterprise_id, user_id, role)
       values (${enterpriseId}, ${userId}, ${role})
       on conflict (enterprise_id, user_id) do update set role = excluded.role
       returning user_id
+    ), ended as (
+      update sessions set revoked_at = now()
+       where user_id = ${userId} and enterprise_id = ${enterpriseId} and revoked_at is null
+         and exists (select 1 from before where role <> ${role})
     )
     select pg_notify(${sessionChangedChannel}, user_id::text) from member`
 }
@@ -92,8 +104,9 @@ async function lockMembership(
 }
 
 /**
- * Makes a person of the enterprise an owner or a member; their sessions act with the new role at once
- * in every osd process. The last owner stays one (409 last_owner).
+ * Makes a person of the enterprise an owner or a member; their sessions acting in it end at once in
+ * every osd process (setMembership), the caller's own too when it is their own role: they sign in again
+ * with the new role. The last owner stays one (409 last_owner). The same role changes nothing.
  */
 export async function changeRole(
   db: Db,

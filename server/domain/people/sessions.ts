@@ -2,6 +2,7 @@ import { lockSignIn } from '../../db/locks.js'
 import { createHash, randomBytes } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import type {
+  EnterpriseChosen,
   LoginAnswer,
   Me,
   MyEnterprise,
@@ -136,8 +137,7 @@ export async function openSession(
   const actsIn = enterprise
     ? await enterpriseOf(db, user.id, enterprise)
     : ((await enterprisesOf(db, user.id))[0] ?? null)
-  const sessionToken = newSecret('osds')
-  const csrfToken = randomBytes(24).toString('base64url')
+  const { sessionToken, csrfToken } = sessionSecrets()
   const [session] = await db<{ expiresAt: Date }[]>`
     insert into sessions (user_id, enterprise_id, token_hash, csrf_hash, expires_at)
     values (${user.id}, ${actsIn?.id ?? null}, ${hashSecret(sessionToken)}, ${hashSecret(csrfToken)},
@@ -153,6 +153,11 @@ export async function openSession(
     csrfToken,
     expiresAt: session!.expiresAt.toISOString(),
   }
+}
+
+/** A new session secret and CSRF token: answered once, stored as their SHA-256 only. */
+function sessionSecrets(): { sessionToken: string; csrfToken: string } {
+  return { sessionToken: newSecret('osds'), csrfToken: randomBytes(24).toString('base64url') }
 }
 
 function lockedError(seconds: number): ApiError {
@@ -214,20 +219,31 @@ export async function revokeSession(db: Db, sessionId: string): Promise<void> {
     select pg_notify(${sessionChangedChannel}, id::text) from ended`
 }
 
-/** Moves the session to another of the person's enterprises (404 enterprise_not_found otherwise). */
+/**
+ * Moves the session to another of the person's enterprises (404 enterprise_not_found otherwise) with a
+ * fresh secret and CSRF token (issue 41; OWASP ASVS 3.2: what the session may do changes, so does its
+ * secret): the old secret stops working at once, in every osd process; the session keeps its id and its
+ * absolute expiry. Undefined when the session ended meanwhile.
+ */
 export async function chooseEnterprise(
   db: Db,
   session: { sessionId: string; userId: string },
   slugOrId: string,
   lifetime: SessionLifetime,
-): Promise<Me> {
+): Promise<EnterpriseChosen | undefined> {
   const enterprise = await enterpriseOf(db, session.userId, slugOrId)
-  await db`
+  const { sessionToken, csrfToken } = sessionSecrets()
+  const [moved] = await db`
     with moved as (
-      update sessions set enterprise_id = ${enterprise.id} where id = ${session.sessionId} returning id
+      update sessions
+         set enterprise_id = ${enterprise.id}, token_hash = ${hashSecret(sessionToken)},
+             csrf_hash = ${hashSecret(csrfToken)}
+       where id = ${session.sessionId} and revoked_at is null and expires_at > now()
+       returning id
     )
     select pg_notify(${sessionChangedChannel}, id::text) from moved`
-  return describeSession(db, session, lifetime)
+  if (!moved) return undefined
+  return { ...(await describeSession(db, session, lifetime)), sessionToken, csrfToken }
 }
 
 /** The person, the enterprise the session acts in, and when the session ends. */

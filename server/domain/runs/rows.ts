@@ -5,9 +5,20 @@ import {
   type RunResult,
   type RunStatus,
 } from '../../../shared/schemas/runs.js'
+import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import { type Db } from '../../db/sql.js'
 
 // A run as stored and as answered, and reading one.
+
+/**
+ * The memory layer a run may write (os.remember), as a trusted start recorded it (issue 41): the layer
+ * and its owner. Never read from the run's input, which a webhook, a schedule or an API caller writes.
+ */
+export interface MemoryScope {
+  layer: MemoryLayer
+  teamId: string | null
+  taskId: string | null
+}
 
 /** NOTIFY channel of run events; the payload is the run id. Wakes long-polling readers. */
 export const runChannel = 'osd_run'
@@ -36,6 +47,8 @@ export interface RunRow {
   issueKey: string | null
   resumeFromRunId: string | null
   stoppedSuccessors: string[] | null
+  /** Set by POST /v1/memory/train's start only (MemoryScope). */
+  memoryScope: MemoryScope | null
   costUsdMicros: number
   /** Model calls of the run that had no price (issue 51): they count $0. Read by `select *`. */
   unpricedCalls?: number

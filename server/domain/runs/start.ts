@@ -14,7 +14,7 @@ import {
 import { metrics, metricsEnabled } from '../../metrics.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
-import { type RunRow, runChannel } from './rows.js'
+import { type MemoryScope, type RunRow, runChannel } from './rows.js'
 import { lockMembers, membersFor } from './members.js'
 
 // Starting runs (DESIGN 5): lanes, the start target, inserting runs, API starts (which may refuse
@@ -38,6 +38,21 @@ export async function lockLanes(tx: Db, lanes: string[]): Promise<void> {
     select pg_advisory_xact_lock(key)
       from (select distinct ${laneKey(tx, tx`lane`)} as key
               from unnest(${tx.array(lanes)}::text[]) as lane order by key) as keys`
+}
+
+/**
+ * Takes the lanes without waiting, in the order of their keys: true if every one was free (then all
+ * are held until the transaction ends), false if another transaction holds one (then none this call
+ * took is worth anything to the caller, which leaves the lanes alone). For a transaction that already
+ * holds row locks (a run's end): waiting for a lane there could close a circle with the engine's
+ * admission, which holds lanes while it waits for rows (docs/locks.md).
+ */
+export async function tryLockLanes(tx: Db, lanes: string[]): Promise<boolean> {
+  const [row] = await tx<{ all: boolean }[]>`
+    select coalesce(bool_and(pg_try_advisory_xact_lock(key)), true) as all
+      from (select distinct ${laneKey(tx, tx`lane`)} as key
+              from unnest(${tx.array(lanes)}::text[]) as lane order by key) as keys`
+  return row!.all
 }
 
 /**
@@ -178,6 +193,8 @@ export interface NewRun {
   successorEdge?: string
   issueKey?: string
   resumeFromRunId?: string
+  /** The memory layer the run may write: a trusted caller's choice, never its input's (issue 41). */
+  memoryScope?: MemoryScope
 }
 
 /** Inserts a run on its task's current version, with its first event, in one statement. */
@@ -223,6 +240,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
       successor_edge: fields.successorEdge ?? null,
       issue_key: fields.issueKey ?? null,
       resume_from_run_id: fields.resumeFromRunId ?? null,
+      memory_scope: fields.memoryScope ?? null,
       event: fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`,
       payload,
     }
@@ -236,16 +254,17 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
           as d(id uuid, ord int, enterprise_id uuid, task_id uuid, version_id uuid, task_slug text, task_name text,
                team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
                reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
-               successor_edge text, issue_key text, resume_from_run_id uuid, event text, payload jsonb)
+               successor_edge text, issue_key text, resume_from_run_id uuid, memory_scope jsonb,
+               event text, payload jsonb)
     ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
-                        created_at, updated_at, queued_at, finished_at)
+                        memory_scope, created_at, updated_at, queued_at, finished_at)
       select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
              coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
              d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
-             d.issue_key, d.resume_from_run_id, d.at, d.at,
+             d.issue_key, d.resume_from_run_id, d.memory_scope, d.at, d.at,
              case when d.status = 'queued' then d.at end,
              case when d.status = 'skipped_overlap' then d.at end
         from d join task_versions v on v.id = d.version_id
@@ -283,6 +302,8 @@ export interface StartRequest {
    * both commit or neither does. Called once per transaction the start is decided in, refusals too.
    */
   keep?: (tx: Db, outcome: Started | ApiError) => Promise<unknown>
+  /** The memory layer the run may write; only POST /v1/memory/train's start gives one (issue 41). */
+  memoryScope?: MemoryScope
 }
 
 /**
@@ -388,7 +409,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
     const decided = runnable.map(({ i, task, lane }) => {
-      const { input, origin } = starts[i]!
+      const { input, origin, memoryScope } = starts[i]!
       const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
       const refusal = busy.has(lane)
         ? new ApiError('overlap', `Task ${task.slug} already has a run under way in this lane.`)
@@ -397,7 +418,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
           : new ApiError('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
       // Queued, or waiting in the lane: either way the lane now has a run under way.
       if (!refusal || origin !== 'api') busy.add(lane)
-      return { refusal, run: startedRun({ task, input, origin, memberId }, refusal) }
+      return { refusal, run: startedRun({ task, input, origin, memberId, memoryScope }, refusal) }
     })
     // Decided above in order; written together.
     const runs = await insertRuns(
@@ -421,7 +442,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
  * run and any other's a pending run that waits for admission.
  */
 function startedRun(
-  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId'>,
+  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId' | 'memoryScope'>,
   refusal: ApiError | undefined,
 ): NewRun {
   if (!refusal) return { ...start, status: 'queued' }

@@ -10,6 +10,7 @@ import {
   type ToolLayer,
 } from '../../../shared/schemas/tools.js'
 import type { Sealer } from '../../crypto.js'
+import { requireAllowedUrl, siteUrl, type EgressRule } from '../../egress.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { layerFilter, layerOwner } from '../tasks/index.js'
 
@@ -162,6 +163,20 @@ async function checkLayer(
   return layer === 'enterprise' ? null : owner
 }
 
+/**
+ * The addresses a connection sends osd to obey the egress rule (DESIGN 15): a tool server's url, a
+ * browser system's sites and start page, each checked as it is given (400 url_not_allowed) and again
+ * when osd connects.
+ */
+async function checkAddresses(
+  egress: EgressRule,
+  input: { url?: string | null; sites?: string[] | null; startPage?: string | null },
+): Promise<void> {
+  if (input.url) await requireAllowedUrl('url', input.url, egress)
+  for (const site of input.sites ?? []) await requireAllowedUrl('sites', siteUrl(site), egress)
+  if (input.startPage) await requireAllowedUrl('startPage', siteUrl(input.startPage), egress)
+}
+
 function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' | 'browser' {
   if (input.url && input.sites?.length)
     throw new ApiError(
@@ -183,6 +198,7 @@ function kindOf(input: { url?: string | null; sites?: string[] | null }): 'mcp' 
 export async function createToolConnection(
   db: Db,
   sealer: Sealer,
+  egress: EgressRule,
   enterpriseId: string,
   input: ToolConnectionCreate,
   right: BindRight = tokenRight,
@@ -192,6 +208,7 @@ export async function createToolConnection(
   const layerId = await checkLayer(db, enterpriseId, input.layer, input.layerId, right)
   const kind = kindOf(input)
   await checkShadowing(db, enterpriseId, input.name, input.layer, right)
+  await checkAddresses(egress, input)
   const mustGate = input.mustGate
     ? [...new Set(input.mustGate)]
     : input.name === 'vcs'
@@ -246,11 +263,16 @@ export async function listToolConnections(
 export async function updateToolConnection(
   db: Db,
   sealer: Sealer,
+  egress: EgressRule,
   enterpriseId: string,
   id: string,
   patch: ToolConnectionPatch,
   right: BindRight = tokenRight,
 ): Promise<ToolConnection> {
+  // Only what the change gives is checked: an address saved before the rule (or a stricter
+  // OSD_EGRESS_ALLOW) stays as it is and is refused when osd connects. Checked before the row is
+  // locked, since a name may take a while to resolve.
+  await checkAddresses(egress, patch)
   // The row is locked while the change is decided (for update: an OAuth start, whose state row points
   // at it, waits too): a token is never kept for an address that another change set meanwhile.
   return transaction(db, (tx) => changeConnection(tx, sealer, enterpriseId, id, patch, right))

@@ -36,7 +36,13 @@ import { mustGateTools } from '../../domain/tasks/index.js'
 import { nearestConnections } from '../../domain/tools/index.js'
 import type { Logger } from '../../log.js'
 import { backoffMs } from '../lease-loop.js'
-import { askCeoArguments, interruptedCallResult, McpTools, osTools } from '../tools/index.js'
+import {
+  askCeoArguments,
+  interruptedCallResult,
+  McpTools,
+  osTools,
+  type ToolLimits,
+} from '../tools/index.js'
 import type { Message, ModelProvider, ToolSpec } from '../models/index.js'
 import { memorySection, type PromptNote } from '../runs/index.js'
 import { withCallSignal } from '../call-signal.js'
@@ -63,6 +69,8 @@ export interface ChatReplyOptions {
   streaming?: boolean
   /** The longest a tool server's call may take (OSD_TOOL_TIMEOUT_SECONDS). */
   toolTimeoutMs?: number
+  /** Where tool servers may be and how much of a result is read (nothing private, 100 KB unless given). */
+  toolLimits?: ToolLimits
 }
 
 /** How many notes a reply recalls at each chatMemoryDepth. */
@@ -201,7 +209,12 @@ export class ChatReply {
     this.tools = [osTools['os.ask_ceo']!]
     if (chat.purpose === 'create_task') this.tools.push(createTaskTool)
     if (connections.length) {
-      this.mcp = new McpTools(connections, this.options.log, this.options.toolTimeoutMs)
+      this.mcp = new McpTools(
+        connections,
+        this.options.log,
+        this.options.toolTimeoutMs,
+        this.options.toolLimits,
+      )
       this.tools.push(...(await this.mcp.connect()))
     }
     const lines = [

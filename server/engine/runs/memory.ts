@@ -12,7 +12,7 @@ import {
   recallNotes,
   trainingBriefing,
   type TrainingMaterial,
-  trainingScope,
+  memoryScopeOf,
 } from '../../domain/learning/index.js'
 import type { NewEvent, RunRow } from '../../domain/runs/index.js'
 
@@ -156,19 +156,20 @@ export function memorySection(notes: readonly PromptNote[]): string[] {
 
 /**
  * What a run is given with its input besides the input itself: a training run (its version lists
- * os.remember and its input names a layer) gets its layer's material (DESIGN 10), chosen at its first
- * start (with the event that records the choice) and read back by id afterwards.
+ * os.remember and it has a memory layer: recorded by POST /v1/memory/train, or its own task's, never
+ * one its input names; issue 41) gets its layer's material (DESIGN 10), chosen at its first start (with
+ * the event that records the choice) and read back by id afterwards.
  */
 export async function briefingForRun(
   db: Db,
-  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input'>,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input' | 'memoryScope'>,
   definition: Pick<VersionDefinition, 'tools'>,
   recorded: RecordedMemory,
 ): Promise<{ text?: string; event?: NewEvent }> {
   if (definition.tools.includes(proposeChangeTool)) return improveBriefingForRun(db, run, recorded)
   if (!definition.tools.includes(rememberTool)) return {}
-  const scope = trainingScope(run.input)
-  // os.remember answers such a run that its input names no layer.
+  const scope = await memoryScopeOf(db, run)
+  // os.remember answers such a run (a built-in task's not started by a training) that it writes none.
   if (!scope) return {}
   const material = recorded.training ?? (await chooseTrainingMaterial(db, run, scope))
   const text = await trainingBriefing(db, run.enterpriseId, scope, material)

@@ -3,13 +3,27 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { RunConnection } from '../../domain/tools/index.js'
+import { egressFetch, egressRefusalOf, strictEgress, type EgressRule } from '../../egress.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
+import { cappedFetch } from './answers.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
 // A call that fails on the way (no answer within the tool timeout, a connection cut, an answer that is
 // not JSON-RPC) comes back to the model as a tool error in words it can act on; osd never makes the
 // call again on its own (DESIGN 13): whether it took effect is the model's, and the person's, to judge.
+// osd connects only where the egress rule allows, checked against each address it connects to and
+// each redirect (server/egress.ts), and reads a tool result up to OSD_TOOL_RESULT_MAX_BYTES
+// (answers.ts): runs and chats both call tools through here, so both keep those rules.
+
+/** Where tool servers may be and how much of a result is read (Config.egress, toolResultMaxBytes). */
+export interface ToolLimits {
+  egress: EgressRule
+  resultMaxBytes: number
+}
+
+/** Without a configuration: nothing private is reached, results are cut at the default 100 KB. */
+export const defaultToolLimits: ToolLimits = { egress: strictEgress, resultMaxBytes: 100_000 }
 
 interface Open {
   connection: RunConnection
@@ -24,6 +38,9 @@ const mayHaveActed = 'Whether the call took effect is unknown: check before tryi
 
 /** A call's failure, in words for the model. */
 export function toolFailure(err: unknown, timeoutMs: number): string {
+  const refused = egressRefusalOf(err)
+  if (refused)
+    return `osd may not connect to the tool server's address: ${refused.message}. ${mayHaveActed}`
   if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
     return `The tool server did not answer within ${Math.round(timeoutMs / 1000)} s. ${mayHaveActed}`
   if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
@@ -49,6 +66,7 @@ export class McpTools {
     private readonly log: Logger,
     /** The longest a call may take (OSD_TOOL_TIMEOUT_SECONDS). */
     private readonly timeoutMs = 120_000,
+    private readonly limits: ToolLimits = defaultToolLimits,
   ) {}
 
   /** Connects to each tool server and lists its tools; a server that does not answer offers none. */
@@ -57,10 +75,19 @@ export class McpTools {
     for (const connection of this.connections.filter((c) => c.kind === 'mcp' && c.url)) {
       try {
         const client = new Client({ name: 'osd', version: '1' })
+        const cut = () =>
+          this.log.warn(
+            { connection: connection.name, maxBytes: this.limits.resultMaxBytes },
+            'tool result cut at OSD_TOOL_RESULT_MAX_BYTES',
+          )
         const transport = new StreamableHTTPClientTransport(new URL(connection.url!), {
           requestInit: connection.token
             ? { headers: { Authorization: `Bearer ${connection.token}` } }
             : undefined,
+          fetch: cappedFetch(egressFetch(this.limits.egress), this.limits.resultMaxBytes, cut),
+          // Redirects are followed by the egress fetch, each new connection checked against the
+          // address it uses; undici drops the Authorization header on a redirect to another origin.
+          redirectPolicy: 'follow',
         })
         const failing = new Set<(err: Error) => void>()
         client.onerror = (err) => {
@@ -84,7 +111,10 @@ export class McpTools {
         this.open.push({ connection, client, tools, failing })
       } catch (err) {
         this.log.warn(
-          { err: (err as Error).message, connection: connection.name },
+          {
+            err: egressRefusalOf(err)?.message ?? (err as Error).message,
+            connection: connection.name,
+          },
           'tool server did not answer; its tools are left out',
         )
       }

@@ -7,6 +7,7 @@ import { ChatApp, renderChat } from '../../../cli/tui/chat.js'
 import type { EditorRun } from '../../../cli/tui/external-editor.js'
 import { ChatDetail, type ChatMessage } from '../../../shared/schemas/chats.js'
 import { readFixtures } from '../../helpers/chat-recorder.js'
+import { expectNoRawControls, hostile, hostileShown } from '../../helpers/hostile-text.js'
 import { fakeTerminal, typeKeys } from '../../helpers/terminal.js'
 import { startFakeChatDaemon, type FakeChatDaemon } from '../../fakes/chat-daemon.js'
 
@@ -21,9 +22,9 @@ const fixtures = Object.fromEntries(
   Object.entries(readFixtures()).map(([name, detail]) => [name, ChatDetail.parse(detail)]),
 )
 const fixture = (name: string) => structuredClone(fixtures[name]!)
-const grace = (detail: ChatDetail) => ({
+const grace = (detail: ChatDetail, name = 'Grace') => ({
   id: detail.memberId,
-  name: 'Grace',
+  name,
   email: 'grace@acme.example',
 })
 
@@ -51,10 +52,12 @@ afterEach(async () => {
 /** The screen on a chat (or the picker), with the daemon holding these chats. */
 async function open(
   chats: ChatDetail[],
-  options: { memberId?: string; editDraft?: (text: string) => EditorRun } = {},
+  options: { memberId?: string; editDraft?: (text: string) => EditorRun; memberName?: string } = {},
 ) {
   for (const chat of chats) daemon.addChat(chat)
-  daemon.members = [...new Map(chats.map((c) => [c.memberId, grace(c)])).values()]
+  daemon.members = [
+    ...new Map(chats.map((c) => [c.memberId, grace(c, options.memberName)])).values(),
+  ]
   const client = new ApiClient(daemon.url, daemon.token)
   const controller = new ChatController(client, {
     memberId: options.memberId,
@@ -72,7 +75,8 @@ async function open(
       .split('\n')
       .map((l) => l.trimEnd())
       .join('\n')
-  await vi.waitFor(() => expect(frame()).not.toMatch(/Reading the chat/))
+  // The first screen of a file draws after the modules load: a loaded core has taken over a second.
+  await vi.waitFor(() => expect(frame()).not.toMatch(/Reading the chat/), { timeout: 10_000 })
   if (chats.length && options.memberId)
     await vi.waitFor(() => expect(daemon.streams).toHaveLength(1))
   const press = (...keys: string[]) => typeKeys(ui, keys)
@@ -344,6 +348,66 @@ describe('the chat screen', () => {
     await press('more', enter)
     expect(frame()).toContain('This chat is closed: Esc picks another')
     expect(posts()).toHaveLength(0)
+  })
+})
+
+describe('hostile: terminal injection on the chat screen (issue 41)', () => {
+  // A member's reply is a model's text; a tenant names the member and the tool. Each holds ESC[2J,
+  // OSC 52, CSI as U+009B and a right-to-left override, as itself or as an HTML entity.
+  const text = `First line ${hostile}\nsecond line\tafter a tab`
+  const reply = [
+    `# Plan ${hostile}`,
+    '',
+    `An entity too: &#27;[2J and &#x9b;31m and \`code ${hostile}\``,
+    '',
+    `- ${hostile}`,
+    '',
+    '| who | what |',
+    '| --- | --- |',
+    `| ${hostile} | x |`,
+    '',
+    '```sh',
+    hostile,
+    '```',
+  ].join('\n')
+
+  it('shows the reply, the member and a tool call escaped, never a control byte', async () => {
+    const chat = fixture('tool-call-done')
+    chat.messages[0]!.content = `hello ${hostile}`
+    chat.messages[1]!.content = reply
+    const call = chat.messages[2]!.toolCall!
+    call.name = `vcs.${hostile}`
+    call.arguments = { title: hostile, body: text }
+    call.result = text
+    chat.messages[3]!.content = text
+    const { frame } = await open([chat], { memberId: chat.memberId, memberName: hostile })
+    expectNoRawControls(frame(), 'the chat screen')
+    expect(frame()).toContain(`── ${hostileShown} chat ${chat.id}`)
+    expect(frame()).toContain(`  hello ${hostileShown}\n`)
+    expect(frame()).toContain(`  Plan ${hostileShown}\n`)
+    expect(frame()).toContain('An entity too: \\u001b[2J and \\u009b31m and code\n')
+    expect(frame()).toContain(`• ${hostileShown}`)
+    // Widths are counted on what is shown: the table's columns and the code box line up.
+    expect(frame()).toMatch(/^ {2}Ops\\u001b\[2J\S*gnp\.exe {3}x$/m)
+    expect(frame()).toMatch(/^ {2}│ Ops\\u001b\[2J\S*gnp\.exe +│$/m)
+    expect(frame()).toContain(`⚙ vcs.${hostileShown} · done`)
+    expect(frame()).toContain(`"title": "${hostileShown}",`)
+    expect(frame()).toContain(`→ First line ${hostileShown}\n`)
+    // Free text keeps its line break; its tab is two spaces, which ink can count.
+    expect(frame()).toContain('  second line  after a tab\n')
+    expect(frame()).toContain(`message ${hostileShown}`)
+  })
+
+  it('shows a waiting question and its choices escaped', async () => {
+    const chat = fixture('question-waiting')
+    const asked = chat.messages[1]!
+    asked.content = hostile
+    asked.question!.questions = [hostile]
+    asked.question!.choices = [{ key: 'fri', label: hostile }]
+    const { frame } = await open([chat], { memberId: chat.memberId, memberName: hostile })
+    expectNoRawControls(frame(), 'a waiting question')
+    expect(frame()).toContain(`${hostileShown} asks you`)
+    expect(frame()).toContain(`1. ${hostileShown}`)
   })
 })
 

@@ -2,6 +2,7 @@ import { render } from 'ink-testing-library'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
 import { apiError } from '../../../cli/client.js'
+import { expectNoRawControls, hostile, hostileShown } from '../../helpers/hostile-text.js'
 import { fakeTerminal, typeKeys } from '../../helpers/terminal.js'
 import { ApiRequestError, CliError } from '../../../cli/errors.js'
 import { GateReviewController, type GateReviewClient } from '../../../cli/tui/gate-controller.js'
@@ -420,6 +421,49 @@ describe('the gate review screen', () => {
     ui.stdout.emit('resize')
     await vi.waitFor(() => expect(widest()).toBeLessThanOrEqual(60))
     expect(frame()).toMatchSnapshot()
+  })
+  it("hostile: shows a gate's terminal injection escaped, never a control byte (issue 41)", async () => {
+    // A run's model wrote the summary and the arguments; a tenant named the tool and the task.
+    const text = `First line ${hostile}\nsecond line\tafter a tab`
+    const tool = gate({
+      ...merge,
+      id: '6d5c4b3a-2f1e-4d0c-9b8a-7f6e5d4c3b2a',
+      tool: `vcs.${hostile}`,
+      taskSlug: hostile,
+      summary: text,
+      arguments: { title: hostile, body: text },
+    })
+    const ask = gate({
+      ...question,
+      questions: [hostile, text],
+      choices: [{ key: 'yes', label: hostile }],
+      arguments: { questions: [hostile, text], choices: [{ key: 'yes', label: hostile }] },
+    })
+    const client = fakeClient([tool, ask])
+    const { frame, press, controller } = await open(client)
+    expectNoRawControls(frame(), 'the gate list and a tool gate')
+    expect(frame()).toMatch(/^› Ops\\u001b\[2J\\u001b\]52;c;aGV… {2}vcs\.Ops\\u001b\[2J/m)
+    expect(frame()).toContain(`Tool       vcs.${hostileShown}`)
+    // The summary is free text: its line break kept under the label, its tab two spaces.
+    expect(frame()).toContain(
+      `Summary    First line ${hostileShown}\n           second line  after a tab\n`,
+    )
+    // The arguments are JSON: escaped as \uXXXX, they still read as JSON.
+    expect(frame()).toContain(`    "title": "${hostileShown}",`)
+    expect(frame()).toContain(`    "body": "First line ${hostileShown}\\nsecond line\\ta`)
+
+    await press('j', 'a')
+    expectNoRawControls(frame(), 'a question and its answer form')
+    expect(frame()).toContain(
+      `Questions  1. ${hostileShown}\n           2. First line ${hostileShown}`,
+    )
+    expect(frame()).toContain(`○ ${hostileShown} (yes)`)
+
+    // The daemon's own words in an error are the server's text too.
+    client.failure = apiError(503, { error: 'unavailable', message: hostile })
+    await controller.refresh()
+    await vi.waitFor(() => expect(frame()).toContain(`✗ unavailable: ${hostileShown}`))
+    expectNoRawControls(frame(), 'an error line')
   })
 })
 

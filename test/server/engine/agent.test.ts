@@ -7,7 +7,7 @@ import { createSql } from '../../../server/db/sql.js'
 import { chooseModel, resolveKey } from '../../../server/domain/models/index.js'
 import { AgentExecutor } from '../../../server/engine/runs/index.js'
 import { createProviders, ToolNames } from '../../../server/engine/models/index.js'
-import type { Engine } from '../../../server/engine/index.js'
+import { toolLimits, type Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
@@ -799,7 +799,10 @@ describe('long runs', () => {
     const journalReads: unknown[][] = []
     const counted = createSql(t.dbUrl, {
       onQuery: (query, parameters) => {
-        if (/\bfrom run_journal\b/i.test(query)) journalReads.push([...parameters])
+        // The head read before each call (journalHead, issue 42: one index entry) is not a read of
+        // the journal's entries.
+        if (/\bfrom run_journal\b/i.test(query) && !/max\(step\)/.test(query))
+          journalReads.push([...parameters])
       },
     })
     await engine.stop()
@@ -848,6 +851,7 @@ describe('long runs', () => {
       sealer: t.sealer,
       providers: createProviders({ baseUrls: t.config.providerBaseUrls }),
       log: t.log,
+      toolLimits: toolLimits(t.config),
     })
     await engine.stop()
     const recording = await startTestEngine(t, {

@@ -5,6 +5,7 @@ import { createChat, getChatDetail, sendMessage } from '../../../server/domain/c
 import { bindKey } from '../../../server/domain/models/index.js'
 import { createMember } from '../../../server/domain/org/index.js'
 import { createToolConnection } from '../../../server/domain/tools/index.js'
+import { loadConfig } from '../../../server/config.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { engineHarness } from '../../helpers/engines.js'
 import { eventually } from '../../helpers/wait.js'
@@ -41,7 +42,7 @@ it('finishes a reply after kill -9 without making its tool call twice', async ()
     layer: 'enterprise',
   })
   const member = await createMember(db.sql, enterprise.id, { name: 'Crash Member' }, 'osd.local')
-  await createToolConnection(db.sql, harness.sealer, enterprise.id, {
+  await createToolConnection(db.sql, harness.sealer, loadConfig().egress, enterprise.id, {
     name: 'vcs',
     url: mcp.url,
     layer: 'member',

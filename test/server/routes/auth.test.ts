@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
+import { EnterpriseChosen, LoginAnswer, Me, MyEnterprise } from '../../../shared/schemas/people.js'
 import { createUser, hashing } from '../../../server/domain/people/index.js'
 import { createApp } from '../../../server/http/app.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
@@ -241,20 +241,23 @@ describe('a session', () => {
       body: { enterprise: t.other.slug },
     })
     expect(moved.status).toBe(200)
-    expect(Me.parse(moved.body).enterprise).toMatchObject({ id: t.other.id, role: 'owner' })
-    const overview = await t.call('GET', '/v1/enterprise', { token: person.session })
+    // The move gives the session a new secret (issue 41): the old one is refused from now on.
+    const chosen = EnterpriseChosen.parse(moved.body)
+    expect(chosen.enterprise).toMatchObject({ id: t.other.id, role: 'owner' })
+    expect((await t.call('GET', '/v1/enterprise', { token: person.session })).status).toBe(401)
+    const overview = await t.call('GET', '/v1/enterprise', { token: chosen.sessionToken })
     expect(overview.body.enterprise.id).toBe(t.other.id)
 
     for (const enterprise of [third.slug, third.id, 'no-such']) {
       const refused = await t.call('POST', '/v1/auth/enterprise', {
-        token: person.session,
+        token: chosen.sessionToken,
         body: { enterprise },
       })
       expect(refused.status).toBe(404)
       expect(refused.body.error).toBe('enterprise_not_found')
     }
     expect(
-      (await t.call('GET', '/v1/enterprise', { token: person.session })).body.enterprise.id,
+      (await t.call('GET', '/v1/enterprise', { token: chosen.sessionToken })).body.enterprise.id,
     ).toBe(t.other.id)
   })
 

@@ -354,12 +354,20 @@ describe('DELETE /v1/users/{id}', () => {
 })
 
 describe('PATCH /v1/users/{id}', () => {
-  it('makes a member an owner and back; the session acts with the new role at once', async () => {
+  it('makes a member an owner and back; each change ends their sessions there, and a new one acts with the role', async () => {
     const e = await t.createEnterprise('Promotion Corp')
     const boss = await signIn(t, 'owner', e)
-    const grace = await signIn(t, 'member', e)
+    let grace = await signIn(t, 'member', e)
     const asGrace = () => t.call('GET', '/v1/users', { token: grace.session })
     expect((await asGrace()).body.error).toBe('owner_only')
+    const again = async () => {
+      const answer = await t.call('POST', '/v1/auth/login', {
+        token: null,
+        body: { email: grace.email, password: grace.password, enterprise: e.slug },
+      })
+      expect(answer.status).toBe(200)
+      grace = { ...grace, session: answer.body.sessionToken }
+    }
 
     const promoted = await t.call('PATCH', `/v1/users/${grace.id}`, {
       token: boss.session,
@@ -367,6 +375,9 @@ describe('PATCH /v1/users/{id}', () => {
     })
     expect(promoted.status).toBe(200)
     expect(Person.parse(promoted.body)).toMatchObject({ id: grace.id, role: 'owner' })
+    // Her session ended with the change (issue 41): she signs in again, as an owner.
+    expect((await asGrace()).status).toBe(401)
+    await again()
     expect((await asGrace()).status).toBe(200)
 
     const demoted = await t.call('PATCH', `/v1/users/${grace.id}`, {
@@ -375,7 +386,11 @@ describe('PATCH /v1/users/{id}', () => {
       headers: cookieHeaders(boss),
     })
     expect(demoted.body.role).toBe('member')
+    expect((await asGrace()).status).toBe(401)
+    await again()
     expect((await asGrace()).body.error).toBe('owner_only')
+    // The boss, whose role did not change, is still signed in.
+    expect((await t.call('GET', '/v1/users', { token: boss.session })).status).toBe(200)
   })
 
   it('keeps the last owner an owner; refuses a member, another enterprise and a bad role', async () => {

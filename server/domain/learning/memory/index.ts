@@ -32,7 +32,7 @@ export {
   startTraining,
   chooseTrainingMaterial,
   trainingBriefing,
-  trainingScope,
+  memoryScopeOf,
   rememberLesson,
   trainingRunLimit,
   trainingNoteLimit,

@@ -9,6 +9,7 @@ import {
   decidedGates,
   laneOf,
   lockLanes,
+  type MemoryScope,
   type RunRow,
   startRunsIn,
   tellRun,
@@ -31,19 +32,28 @@ const resultChars = 600
 /** Characters of a run's summary or reason kept as a lesson's evidence excerpt. */
 const excerptChars = 300
 
-/** What a training run's input names: the layer it trains and, optionally, the one task it looks at. */
-export interface TrainingScope {
-  layer: MemoryLayer
-  teamId: string | null
-  taskId: string | null
-}
+/**
+ * The layer a training run trains and may write, and, optionally, the one task whose runs it looks at:
+ * the run's recorded memory scope (issue 41), never its input.
+ */
+export type TrainingScope = MemoryScope
 
-/** The layer a training run trains, from its input; undefined when the input names none. */
-export function trainingScope(input: Record<string, unknown>): TrainingScope | undefined {
-  const layer = input.layer
-  if (layer !== 'enterprise' && layer !== 'team' && layer !== 'task') return undefined
-  const id = (v: unknown) => (typeof v === 'string' && v ? v : null)
-  return { layer, teamId: id(input.teamId), taskId: id(input.taskId) }
+/**
+ * The memory layer a run may write with os.remember and is briefed on (issue 41; DESIGN 15): what its
+ * start recorded (POST /v1/memory/train, a trusted caller), else its own task's layer for a task of the
+ * enterprise's own (custom, a copy or a clone); a built-in task's run started any other way (an API
+ * start, a webhook, a schedule, a retry) has none. Never a field of the run's input: a webhook body, a
+ * schedule or an API caller writes that.
+ */
+export async function memoryScopeOf(
+  db: Db,
+  run: Pick<RunRow, 'enterpriseId' | 'taskId' | 'memoryScope'>,
+): Promise<TrainingScope | undefined> {
+  if (run.memoryScope) return run.memoryScope
+  const [task] = await db<{ origin: string }[]>`
+    select origin from tasks where enterprise_id = ${run.enterpriseId} and id = ${run.taskId}`
+  if (!task || task.origin === 'builtin') return undefined
+  return { layer: 'task', teamId: null, taskId: run.taskId }
 }
 
 // --- starting a training ------------------------------------------------------------------------------
@@ -65,6 +75,8 @@ export async function startTraining(
     throw new ApiError('invalid_request', 'teamId: only the team layer takes a team.')
   const input: Record<string, unknown> =
     body.layer === 'team' ? { layer: 'team', teamId: body.teamId } : { layer: 'enterprise' }
+  // What the run may write, recorded on it: its input says the same, but the input is not what counts.
+  const memoryScope: MemoryScope = { layer: body.layer, teamId: body.teamId ?? null, taskId: null }
   return transaction(db, async (tx) => {
     if (body.teamId) {
       if (!isUuid(body.teamId)) throw new ApiError('team_not_found', `No team ${body.teamId}.`)
@@ -82,7 +94,7 @@ export async function startTraining(
        order by created_at desc limit 1`
     if (under) return { run: under, started: false }
     const [outcome] = await startRunsIn(tx, [
-      { enterpriseId, task: { id: task.id }, input, origin: 'api' },
+      { enterpriseId, task: { id: task.id }, input, origin: 'api', memoryScope },
     ])
     if (outcome instanceof ApiError) throw outcome
     // The lane was free under its lock and the task runs beside other work: never refused here.
@@ -124,27 +136,27 @@ interface MaterialNote {
 
 /**
  * Chooses what a training run of `scope` is given: the layer's runs (of custom tasks; a team's for the
- * team layer, the task's when the input names one) that succeeded or failed since the last training
- * that succeeded with the same input (its start), newest first, at most trainingRunLimit; and the
- * layer's active notes, newest first, at most trainingNoteLimit.
+ * team layer, the task's when the scope names one) that succeeded or failed since the last training of
+ * the task that succeeded with the same recorded scope (its start), newest first, at most
+ * trainingRunLimit; and the layer's active notes, newest first, at most trainingNoteLimit.
  */
 export async function chooseTrainingMaterial(
   db: Db,
-  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId'>,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'memoryScope'>,
   scope: TrainingScope,
 ): Promise<TrainingMaterial> {
   const { enterpriseId } = run
-  const same = (key: string, value: string | null) =>
-    value === null ? db`and not (r.input ? ${key})` : db`and r.input ->> ${key} = ${value}`
+  // The same recorded scope: a run started with none (an enterprise's own task, its own layer) follows
+  // the last run of its task that had none either.
   const [last] = await db<{ id: string; startedAt: Date }[]>`
     select r.id, r.started_at from runs r
      where r.enterprise_id = ${enterpriseId} and r.task_id = ${run.taskId} and r.id <> ${run.id}
-       and r.status = 'succeeded' and r.started_at is not null and r.input ->> 'layer' = ${scope.layer}
-       ${same('teamId', scope.teamId)} ${same('taskId', scope.taskId)}
+       and r.status = 'succeeded' and r.started_at is not null
+       and ${run.memoryScope ? db`r.memory_scope = ${db.json(run.memoryScope as never)}::jsonb` : db`r.memory_scope is null`}
      order by r.started_at desc limit 1`
   const validTeam = scope.teamId && isUuid(scope.teamId) ? scope.teamId : null
   const validTask = scope.taskId && isUuid(scope.taskId) ? scope.taskId : null
-  // A layer whose owner the input does not name (or names wrongly) has no runs and no notes.
+  // A layer whose owner the scope does not name (or names wrongly) has no runs and no notes.
   const unnamed =
     (scope.layer === 'team' && !validTeam) ||
     (scope.layer === 'task' && !validTask) ||
@@ -258,23 +270,25 @@ export async function trainingBriefing(
 // --- os.remember ---------------------------------------------------------------------------------------
 
 /**
- * os.remember for a training run (DESIGN 10): one lesson at the layer of the run's input, source
- * training, its evidence the runs named, each with an excerpt of its summary or reason; with correctsId
- * a correction (of a person's note: proposed, and a conflict review item opens); with validUntil, a fact
- * that goes stale then. Refuses with an ApiError, writing nothing: no layer in the input, no text, no
- * evidence, a run not of the enterprise, and what writeNote refuses (a near-duplicate of an active note
- * of the layer among them: note_duplicate, whose message tells the model to correct that note).
+ * os.remember for a training run (DESIGN 10): one lesson at the run's memory layer (memoryScopeOf: what
+ * a trusted start recorded, else its own task's; never its input's, issue 41), source training, its
+ * evidence the runs named, each with an excerpt of its summary or reason; with correctsId a correction
+ * of a note of that same layer and owner (of a person's note: proposed, and a conflict review item
+ * opens); with validUntil, a fact that goes stale then. Refuses with an ApiError, writing nothing: a
+ * run of a built-in task not started by a training, no text, no evidence, a run not of the enterprise,
+ * and what writeNote refuses (a correctsId of another layer, owner or enterprise; a near-duplicate of an
+ * active note of the layer: note_duplicate, whose message tells the model to correct that note).
  */
 export async function rememberLesson(
   db: Db,
-  run: Pick<RunRow, 'id' | 'enterpriseId' | 'input'>,
+  run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'memoryScope'>,
   args: Record<string, unknown>,
 ): Promise<MemoryNote> {
-  const scope = trainingScope(run.input)
+  const scope = await memoryScopeOf(db, run)
   if (!scope)
     throw new ApiError(
       'invalid_request',
-      `${rememberTool} writes at the layer a training run's input names (layer: enterprise or team); this run's input names none.`,
+      `${rememberTool} writes only at the layer a training was started for (POST /v1/memory/train); this run was not started by one, so it writes no note.`,
     )
   const text = typeof args.text === 'string' ? args.text : ''
   if (!text.trim())
