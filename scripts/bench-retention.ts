@@ -141,7 +141,10 @@ async function steady() {
         sending.add(p)
         void p.finally(() => sending.delete(p))
       }
-      if (performance.now() - began >= nextSample) {
+      if (
+        nextSample <= minutes * 60_000 &&
+        performance.now() - began >= Math.min(nextSample, minutes * 60_000 - 1000)
+      ) {
         const [live] = await daemon.sql<{ n: number }[]>`select count(*)::int as n from runs`
         sizes.push({
           minute: nextSample / 60_000,

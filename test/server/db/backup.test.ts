@@ -71,6 +71,6 @@ describe('backup of a large table (issue 46)', () => {
       await admin.unsafe(`drop database if exists "${name}" with (force)`)
       await admin.end()
     }
-    // About 40 s on a loaded machine (backup, verify and restore of 200,000 rows): three times that.
+    // About 50 s on a loaded machine (backup, verify and restore of 200,000 rows): three times that.
   }, 180_000)
 })

@@ -40,6 +40,8 @@ beforeAll(async () => {
     OSD_PROVIDER_A_BASE_URL: model.url,
     OSD_PROVIDER_B_BASE_URL: model.url,
     OSD_LOG_LEVEL: 'warn',
+    // The fake tool server is on 127.0.0.1 (vitest.config.ts allows it to every test's osd).
+    OSD_EGRESS_ALLOW: process.env.OSD_EGRESS_ALLOW ?? '',
     // The prune test below runs its passes itself.
     OSD_RETENTION: 'off',
   })
@@ -162,7 +164,7 @@ async function fixture(e: TestEnterprise) {
 }
 
 /** Every list, and the detail of each of the fixture's things, as the enterprise's token reads them. */
-async function answers(call: Call, f: Awaited<ReturnType<typeof fixture>>) {
+async function answers(call: Call, base: string, f: Awaited<ReturnType<typeof fixture>>) {
   const lists = [
     '/enterprise',
     '/enterprise/retention',
@@ -203,7 +205,10 @@ async function answers(call: Call, f: Awaited<ReturnType<typeof fixture>>) {
     const res = await call('GET', path)
     out[path] = { status: res.status, body: res.body }
   }
-  return out
+  // Addresses the daemon makes from the request (a task's webhook URL) name the daemon's own port.
+  return JSON.parse(
+    JSON.stringify(out).replaceAll(new URL(base).origin, 'http://osd'),
+  ) as typeof out
 }
 
 describe('osd admin backup and restore (issue 46)', () => {
@@ -223,7 +228,7 @@ describe('osd admin backup and restore (issue 46)', () => {
   it('copies the database while runs are being started; verify reads it whole', async () => {
     enterprise = await createTestEnterprise(db.sql, 'Backed Up', { mailDomain: 'osd.local' })
     f = await fixture(enterprise)
-    before = await answers(client(source.url!, enterprise.token), f)
+    before = await answers(client(source.url!, enterprise.token), source.url!, f)
 
     // Another enterprise starts runs all along the copy.
     busy = await createTestEnterprise(db.sql, 'Busy', { mailDomain: 'osd.local' })
@@ -263,6 +268,7 @@ describe('osd admin backup and restore (issue 46)', () => {
     const verified = await osd(['admin', 'backup', '--verify', file, '--json'], {})
     expect(verified.exitCode, verified.stderr).toBe(0)
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, rows: summary.rows })
+    // About 26 s on one core (taskset -c 0, a loaded machine): a timeout of about four times that.
   }, 120_000)
 
   it('restores into a new data dir; every list and detail answers the same, the token works, the model key opens', async () => {
@@ -284,7 +290,7 @@ describe('osd admin backup and restore (issue 46)', () => {
       120_000,
     )
     const call = client(restored.url, enterprise.token)
-    expect(await answers(call, f)).toEqual(before)
+    expect(await answers(call, restored.url, f)).toEqual(before)
 
     // Of the runs started during the copy, those started before its snapshot, and no other.
     const busyRuns = await ok(client(restored.url, busy.token), 'GET', '/runs?limit=200')
@@ -302,6 +308,7 @@ describe('osd admin backup and restore (issue 46)', () => {
     await waitRun(call, f.runs.at(-1)!, ['succeeded'])
     expect(model.callsWith(f.key).length).toBe(calls + 1)
     expect(mcp.callsOf('merge_pull_request').length).toBeGreaterThanOrEqual(1)
+    // About 70 s on one core (taskset -c 0, a loaded machine): three times that and some.
   }, 240_000)
 
   it('refuses to restore into a database that holds data', async () => {
@@ -328,7 +335,8 @@ describe('osd admin backup and restore (issue 46)', () => {
       'the server key does not open the secrets stored in this database',
     )
     expect(wrong.stderr).toContain('OSD_SECRET_KEY')
-  }, 120_000)
+    // About 40 s on one core (an embedded PostgreSQL started): three times that.
+  }, 150_000)
 
   it('verify finds a damaged or tampered copy; a truncated one too', async () => {
     const bytes = await readFile(file)
@@ -360,7 +368,8 @@ describe('osd admin backup and restore (issue 46)', () => {
     expect(restore.stderr).toContain('checksum')
     expect(await target.sql`select 1 from tasks`).toEqual([])
     expect(await target.sql`select 1 from enterprises`).toEqual([])
-  }, 120_000)
+    // About 55 s on one core (four osd processes and a restore): three times that.
+  }, 180_000)
 
   it('refuses to fill the disk: the free space is looked at before a byte is written', async () => {
     const out = join(work, 'too-big.gz')
@@ -411,5 +420,6 @@ describe('osd admin prune (issue 46)', () => {
     expect((await db.sql`select 1 from runs where enterprise_id = ${e.id}`).length).toBe(0)
     const nothing = await osd(['admin', 'prune', '--dry-run', '--enterprise', e.slug], env)
     expect(nothing.stdout.trim()).toBe('nothing is past its window')
-  }, 120_000)
+    // About 40 s on one core (three osd processes and the runs): three times that and some.
+  }, 150_000)
 })
