@@ -18,6 +18,10 @@ export interface BenchDaemon {
   enterpriseSlug: string
   /** A connection to the database the daemon uses, for reading run timestamps. */
   sql: Sql
+  /** Its URL (the embedded PostgreSQL's, or DATABASE_URL), for `osd admin` commands on it. */
+  databaseUrl: string
+  /** The daemon's data dir (its archive, its embedded PostgreSQL). */
+  dataDir: string
   /** Another `osd serve` process on the same database (e.g. --role engine). */
   start(args?: string[], extraEnv?: Record<string, string>): Promise<{ stop(): Promise<void> }>
   /** The first process (role all, at `url`), to stop on its own once others have taken over. */
@@ -150,6 +154,8 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     token,
     enterpriseSlug: enterprise.slug,
     sql,
+    databaseUrl,
+    dataDir,
     start,
     first,
     async cpu() {

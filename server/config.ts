@@ -1,5 +1,5 @@
 import { homedir } from 'node:os'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
 import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
 
@@ -73,6 +73,17 @@ export interface Config {
   improveIntervalMinutes: number | undefined
   /** A person's session ends after this long without a request, and this long after sign-in at most. */
   session: { idleMinutes: number; maxHours: number }
+  /**
+   * Where the retention pass archives what leaves the live tables, and where every process reads it
+   * back (issue 46): OSD_ARCHIVE_DIR, by default <data dir>/archive (also with DATABASE_URL, whose
+   * processes then each have their own unless it is shared storage).
+   */
+  archiveDir: string
+  /**
+   * The retention pass of an engine (issue 46): every OSD_RETENTION_INTERVAL_SECONDS (60 by default);
+   * OSD_RETENTION=off runs none in this process (another process's pass still moves the data).
+   */
+  retention: { enabled: boolean; intervalSeconds: number }
   version: string
 }
 
@@ -125,10 +136,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
   if (!roles.includes(role as Role)) {
     throw new ConfigError(`--role must be one of ${roles.join(', ')}; got "${role}"`)
   }
+  const dataDir = resolve(expandHome(flags.dataDir ?? env.OSD_DATA_DIR ?? '~/.osd'))
   return {
     port,
     host: flags.host ?? env.OSD_HOST ?? '127.0.0.1',
-    dataDir: resolve(expandHome(flags.dataDir ?? env.OSD_DATA_DIR ?? '~/.osd')),
+    dataDir,
     databaseUrl: env.DATABASE_URL || undefined,
     role: role as Role,
     logLevel: env.OSD_LOG_LEVEL ?? 'info',
@@ -171,6 +183,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     session: {
       idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
       maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),
+    },
+    archiveDir: resolve(expandHome(env.OSD_ARCHIVE_DIR?.trim() || join(dataDir, 'archive'))),
+    retention: {
+      enabled: (env.OSD_RETENTION ?? '').trim().toLowerCase() !== 'off',
+      intervalSeconds: positive(env.OSD_RETENTION_INTERVAL_SECONDS, 60),
     },
     version: packageVersion,
   }

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander'
 import { ApiError } from '../shared/errors.js'
+import { BackupError } from './admin/backup.js'
 import { registerAdmin, UsageError } from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { openDatabase } from './db/index.js'
@@ -78,7 +79,9 @@ program
 registerAdmin(
   program
     .command('admin')
-    .description('operator bootstrap: enterprises, people, tokens and the secret keys'),
+    .description(
+      'operator bootstrap and care: enterprises, people, tokens, secret keys, retention, backups',
+    ),
 )
 
 program.parseAsync().catch((err: unknown) => {
@@ -86,8 +89,9 @@ program.parseAsync().catch((err: unknown) => {
     process.stderr.write(`error: ${err.code}: ${err.message}\n`)
     process.exit(1)
   }
-  // A database migrated by a newer osd: the message says what to do; a stack would bury it.
-  if (err instanceof NewerDatabaseError) {
+  // A database migrated by a newer osd, a backup that cannot be made or read: the message says what
+  // to do; a stack would bury it.
+  if (err instanceof NewerDatabaseError || err instanceof BackupError) {
     process.stderr.write(`error: ${err.message}\n`)
     process.exit(1)
   }

@@ -4,11 +4,13 @@ import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'nod
 import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import { ConfigError, type Config } from './config.js'
-import { createSealer, loadKeyring } from './crypto.js'
+import { createSealer, loadKeyring, type Keyring } from './crypto.js'
 import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
 import { anyEnterprise } from './domain/enterprises/index.js'
+import { archiveDirProblem } from './domain/retention/index.js'
+import { secretKeyProblem } from './domain/secret-check.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
@@ -56,6 +58,15 @@ export async function startDaemon(
   if (config.metricsPort !== undefined)
     await portFree(config.metricsHost, config.metricsPort, '--metrics-port or OSD_METRICS_PORT')
   const db = await openDatabase(config, log, { max: 20 })
+  // After the embedded server made its data dir, where the first start writes the key.
+  let keyring: Keyring
+  try {
+    keyring = loadKeyring(config.dataDir)
+  } catch (err) {
+    await db.close().catch(() => undefined)
+    throw err
+  }
+  const sealer = createSealer(keyring)
   let empty: boolean
   try {
     const applied = await migrate(db.sql)
@@ -68,19 +79,15 @@ export async function startDaemon(
     const connected = await connectedRole(db.sql)
     if (connected.superuser) log.warn({ databaseRole: connected.role }, superuserMessage)
     empty = !(await anyEnterprise(db.sql))
+    // A restored backup's secrets need the key of the instance it was made on (issue 46).
+    const keyProblem = await secretKeyProblem(db.sql, sealer)
+    if (keyProblem) throw new ConfigError(keyProblem)
   } catch (err) {
     await db.close().catch(() => undefined)
     throw err
   }
 
   const shutdown = new AbortController()
-  let keyring
-  try {
-    keyring = loadKeyring(config.dataDir)
-  } catch (err) {
-    await db.close().catch(() => undefined)
-    throw err
-  }
   // rotate-key adds a key (and the operator removes one) while osd runs: read them again when told.
   await followKeyChanges(db.sql, log, () => {
     const failed = keyring.reload()
@@ -93,14 +100,21 @@ export async function startDaemon(
     sql: db.sql,
     config,
     log,
-    sealer: createSealer(keyring),
+    sealer,
     shutdown: shutdown.signal,
   }
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
   const chatSql =
     config.role === 'api' ? undefined : await db.pool({ max: 8, applicationName: 'osd chats' })
   const engine = chatSql
-    ? await startEngine({ sql: db.sql, chatSql, log, config, sealer: deps.sealer })
+    ? await startEngine({
+        sql: db.sql,
+        chatSql,
+        log,
+        config,
+        sealer: deps.sealer,
+        retention: await retentionOf(config, log),
+      })
     : undefined
   const server = config.role === 'engine' ? undefined : await listenHttp(deps)
   const url =
@@ -142,6 +156,18 @@ async function followKeyChanges(sql: Sql, log: Logger, reload: () => void): Prom
   await sql
     .listen(secretKeysChangedChannel, reload)
     .catch((err: unknown) => log.error({ err }, 'cannot follow changes of the secret keys'))
+}
+
+/**
+ * The retention pass this engine runs (issue 46), unless OSD_RETENTION=off. An archive dir it cannot
+ * write is said at start; the pass still runs, and its batches fail (and keep their rows) until the
+ * dir can be written.
+ */
+async function retentionOf(config: Config, log: Logger) {
+  if (!config.retention.enabled) return undefined
+  const problem = await archiveDirProblem(config.archiveDir)
+  if (problem) log.warn({ archiveDir: config.archiveDir, problem }, 'archive dir cannot be written')
+  return { archiveDir: config.archiveDir, intervalSeconds: config.retention.intervalSeconds }
 }
 
 /**

@@ -110,6 +110,8 @@ export const errorStatus = {
   too_many_consent_requests: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
+  // 503: an archived run or chat whose archive file this process cannot read (OSD_ARCHIVE_DIR)
+  archive_unavailable: 503,
 } as const
 
 export type ErrorCode = keyof typeof errorStatus

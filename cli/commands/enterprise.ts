@@ -5,6 +5,8 @@ import type {
   WebhookSecretInfo,
   WebhookSecretRotated,
 } from '../../shared/schemas/enterprise.js'
+import type { RetentionSettings } from '../../shared/schemas/retention.js'
+import { durationProblem } from '../../shared/durations.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
@@ -142,6 +144,97 @@ async function setSetting(deps: Deps, setting: Setting, values: string[]): Promi
   show(deps.out, answer, () => printFields(deps.out, Object.entries(answer)))
 }
 
+// --- retention (issue 46) -----------------------------------------------------------------------
+
+const forever = (window: string | null) => window ?? 'for ever'
+
+function printRetention(deps: Deps, settings: RetentionSettings): void {
+  show(deps.out, settings, () =>
+    printFields(deps.out, [
+      ['finished runs', forever(settings.finishedRuns)],
+      ['closed chats', forever(settings.closedChats)],
+      [
+        'webhook deliveries',
+        `${forever(settings.webhookDeliveries)} (of calls that never authenticated: 3 days)`,
+      ],
+      [
+        'archive',
+        settings.archive ? 'on: what leaves can still be read' : 'off: what leaves is deleted',
+      ],
+    ]),
+  )
+}
+
+export async function showRetention(deps: Deps): Promise<void> {
+  printRetention(deps, await deps.client().get<RetentionSettings>('/enterprise/retention'))
+}
+
+export interface RetentionFlags {
+  finishedRuns?: string
+  closedChats?: string
+  webhookDeliveries?: string
+  archive?: string
+}
+
+/** A window as typed: an ISO 8601 duration, or `forever` (null). */
+function windowOf(flag: string, value: string): string | null {
+  if (/^(for ?ever|never|null|off)$/i.test(value.trim())) return null
+  const problem = durationProblem(value.trim())
+  if (problem)
+    throw new UsageError(`${flag}: ${problem.replace(', or null for ever', ', or forever')}`)
+  return value.trim()
+}
+
+export async function setRetention(deps: Deps, opts: RetentionFlags): Promise<void> {
+  const body: Record<string, string | boolean | null> = {}
+  if (opts.finishedRuns !== undefined)
+    body.finishedRuns = windowOf('--finished-runs', opts.finishedRuns)
+  if (opts.closedChats !== undefined)
+    body.closedChats = windowOf('--closed-chats', opts.closedChats)
+  if (opts.webhookDeliveries !== undefined)
+    body.webhookDeliveries = windowOf('--webhook-deliveries', opts.webhookDeliveries)
+  if (opts.archive !== undefined) {
+    const archive = opts.archive.trim().toLowerCase()
+    if (!['on', 'off', 'true', 'false'].includes(archive))
+      throw new UsageError(`--archive: on or off; got "${opts.archive}"`)
+    body.archive = archive === 'on' || archive === 'true'
+  }
+  if (Object.keys(body).length === 0)
+    throw new UsageError(
+      'say what to change: --finished-runs, --closed-chats, --webhook-deliveries or --archive',
+    )
+  printRetention(deps, await deps.client().patch<RetentionSettings>('/enterprise/retention', body))
+}
+
+function registerRetention(enterprise: Command, makeDeps: MakeDeps): void {
+  const retention = enterprise
+    .command('retention')
+    .description(
+      'how long finished runs, closed chats and webhook deliveries stay live, and whether they are archived',
+    )
+  examples(
+    retention
+      .command('get', { isDefault: true })
+      .description('the windows and the archive switch')
+      .action(actionOf(makeDeps, showRetention)),
+    'osctl enterprise retention get',
+  )
+  examples(
+    retention
+      .command('set')
+      .description(
+        'change windows (ISO 8601 durations such as P90D, PT12H, P1Y; forever keeps for ever) or the archive',
+      )
+      .option('--finished-runs <duration>', 'how long an execution stays once its last run ended')
+      .option('--closed-chats <duration>', 'how long a chat stays once closed')
+      .option('--webhook-deliveries <duration>', 'how long a webhook delivery stays')
+      .option('--archive <on|off>', 'on: what leaves is archived and still read; off: deleted')
+      .action(actionOf(makeDeps, setRetention)),
+    'osctl enterprise retention set --finished-runs P30D --closed-chats forever',
+    'osctl enterprise retention set --archive off',
+  )
+}
+
 function registerWebhookSecret(parent: Command, makeDeps: MakeDeps, prefix: string): void {
   const secret = parent.command('webhook-secret').description(about['webhook-secret'])
   examples(
@@ -171,6 +264,7 @@ export function registerEnterprise(program: Command, makeDeps: MakeDeps): void {
     'osctl enterprise show',
   )
   registerWebhookSecret(enterprise, makeDeps, 'osctl enterprise')
+  registerRetention(enterprise, makeDeps)
 
   const avatar = enterprise.command('avatar').description("the enterprise's picture")
   examples(

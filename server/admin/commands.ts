@@ -20,7 +20,9 @@ import {
   setMembership,
   setPassword,
 } from '../domain/people/index.js'
+import { planRetention, retentionPass, type Moved } from '../domain/retention/index.js'
 import { createLogger } from '../log.js'
+import { backup, restoreBackup, verifyBackup } from './backup.js'
 import { registerSecrets } from './secrets.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
@@ -43,6 +45,48 @@ async function withDatabase<T>(
   } finally {
     await db.close()
   }
+}
+
+/** The database as it is, unmigrated: what a backup copies, and what a restore must find empty. */
+async function withRawDatabase<T>(flags: DbFlags, fn: (sql: Sql, config: Config) => Promise<T>) {
+  const config = loadConfig({ dataDir: flags.dataDir })
+  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', process.stderr as never)
+  const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
+  try {
+    return await fn(db.sql, config)
+  } finally {
+    await db.close()
+  }
+}
+
+/** A pass's moves, one line per enterprise and kind that has any. */
+function describeMoves(moves: Moved[], dry: boolean): string {
+  const lines: string[] = []
+  for (const m of moves) {
+    if (m.busy) {
+      lines.push(`${m.slug}\tbusy: another osd process is moving its data now`)
+      continue
+    }
+    const kinds: [string, number][] = [
+      ['runs', m.runs],
+      ['chats', m.chats],
+      ['webhook deliveries', m.webhookDeliveries],
+      ['unauthenticated deliveries', m.unauthenticatedDeliveries],
+    ]
+    for (const [kind, n] of kinds)
+      if (n > 0)
+        lines.push(
+          `${m.slug}\t${kind}\t${n}` +
+            (kind === 'runs' ? ` (${m.executions} executions)` : '') +
+            (kind === 'unauthenticated deliveries'
+              ? '\tdeleted'
+              : m.archive
+                ? '\tarchived'
+                : '\tdeleted'),
+        )
+  }
+  if (lines.length === 0) return dry ? 'nothing is past its window' : 'nothing was past its window'
+  return [dry ? 'a pass would move:' : 'moved:', ...lines].join('\n')
 }
 
 async function personByEmail(db: Db, email: string) {
@@ -106,6 +150,84 @@ function print(json: boolean, value: unknown, human: () => string): void {
 export function registerAdmin(admin: Command): void {
   admin.option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR)')
   const dbFlags = (): DbFlags => admin.opts<DbFlags>()
+
+  admin
+    .command('prune')
+    .description(
+      "run one retention pass now: move what is past each enterprise's windows out of the live tables (into the archive when kept)",
+    )
+    .option('--dry-run', 'move nothing: say what a pass would move, per enterprise and kind')
+    .option('--enterprise <slug>', 'only this enterprise')
+    .option('--json', 'print JSON')
+    .action(async (opts: { dryRun?: boolean; enterprise?: string; json?: boolean }) => {
+      const moves = await withDatabase(dbFlags(), async (sql, config) => {
+        const only = opts.enterprise ? await enterpriseId(sql, opts.enterprise) : undefined
+        return opts.dryRun
+          ? planRetention(sql, { enterpriseId: only })
+          : retentionPass(sql, { archiveDir: config.archiveDir, enterpriseId: only })
+      })
+      print(opts.json ?? false, moves, () => describeMoves(moves, opts.dryRun ?? false))
+    })
+
+  admin
+    .command('backup')
+    .description(
+      "copy the whole database, in one snapshot, to a file (gzip) while osd runs; or check a copy. Secrets in it stay sealed with this instance's server key, which the copy does not hold: keep OSD_SECRET_KEY (or the data dir's secret.key) too",
+    )
+    .option('--out <file>', 'write the copy to this file')
+    .option(
+      '--verify <file>',
+      "read a copy whole and check it (header, each table's rows, checksums)",
+    )
+    .option(
+      '--keep-free <bytes>',
+      'free space the disk must keep after the copy (default 5% of the disk, at least 64 MB)',
+    )
+    .option('--json', 'print JSON')
+    .action(async (opts: { out?: string; verify?: string; keepFree?: string; json?: boolean }) => {
+      if (Boolean(opts.out) === Boolean(opts.verify))
+        throw new UsageError('name one of --out FILE (make a copy) or --verify FILE (check one)')
+      if (opts.verify) {
+        const checked = await verifyBackup(opts.verify)
+        print(opts.json ?? false, { ok: true, ...checked }, () =>
+          [
+            `${checked.file}: whole and consistent`,
+            `made ${checked.createdAt}, schema ${checked.migrations}`,
+            `${checked.tables.length} tables, ${checked.rows} rows`,
+          ].join('\n'),
+        )
+        return
+      }
+      const keepFree = opts.keepFree === undefined ? undefined : Number(opts.keepFree)
+      if (keepFree !== undefined && !(Number.isInteger(keepFree) && keepFree >= 0))
+        throw new UsageError(`--keep-free takes a number of bytes; got "${opts.keepFree}"`)
+      const made = await withRawDatabase(dbFlags(), (sql) =>
+        backup(sql, opts.out!, { keepFreeBytes: keepFree }),
+      )
+      print(opts.json ?? false, made, () =>
+        [
+          `${made.file}: ${made.tables} tables, ${made.rows} rows, ${made.bytes} bytes, in ${made.seconds.toFixed(1)} s`,
+          `schema ${made.migrations}; model keys and tool tokens in it open only with this instance's server key`,
+        ].join('\n'),
+      )
+    })
+
+  admin
+    .command('restore')
+    .description(
+      'restore a copy (osd admin backup) into a new data dir or an empty database; migrations then run at the next start. Start osd with the server key of the instance the copy was made on (OSD_SECRET_KEY, or its secret.key in the data dir): it refuses to start with one that does not open the stored secrets',
+    )
+    .argument('<file>', 'the copy')
+    .option('--json', 'print JSON')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const restored = await withRawDatabase(dbFlags(), (sql) => restoreBackup(sql, file))
+      print(opts.json ?? false, restored, () =>
+        [
+          `restored ${restored.file}: ${restored.tables} tables, ${restored.rows} rows, in ${restored.seconds.toFixed(1)} s`,
+          `schema ${restored.migrations}; start osd with the server key of the instance it was made on`,
+        ].join('\n'),
+      )
+    })
 
   const enterprise = admin.command('enterprise').description('create and list enterprises')
   enterprise

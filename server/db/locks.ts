@@ -68,3 +68,14 @@ export function lockMemoryLayer(
 export function lockConfig(db: Db, enterpriseId: string) {
   return db`select pg_advisory_xact_lock(hashtextextended(${`osd.config:${enterpriseId}`}, 0))`
 }
+
+/**
+ * An enterprise's retention pass (domain/retention/pass.ts), tried and never waited for: the process
+ * that holds it moves that enterprise's batch and appends to its archive file; another skips the
+ * enterprise until its next pass. Taken first in its transaction, before any row lock.
+ */
+export async function tryLockRetention(db: Db, enterpriseId: string): Promise<boolean> {
+  const [row] = await db<{ got: boolean }[]>`
+    select pg_try_advisory_xact_lock(hashtextextended(${`osd.retention:${enterpriseId}`}, 0)) as got`
+  return row!.got
+}

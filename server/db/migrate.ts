@@ -66,10 +66,14 @@ export function refuseNewer(
  * row is written first so a failed migration leaves nothing behind (graphile-worker's migrate.ts). Each
  * record names the osd version that applied it. A database migrated by a newer osd (one migration this
  * build does not know) is refused before anything is applied: NewerDatabaseError.
- * Returns the names applied by this call.
+ * Returns the names applied by this call. With upTo, only the migrations up to that id.
  */
-export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
-  const migrations = await listMigrations(dir)
+export async function migrate(
+  sql: Sql,
+  dir = migrationsDir,
+  options: { upTo?: number } = {},
+): Promise<string[]> {
+  const known = await listMigrations(dir)
   await sql.begin(async (tx) => {
     await lockMigrations(tx)
     await tx`
@@ -80,8 +84,11 @@ export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> 
       )`
     // Added here, not by a migration: the check below reads it before any migration is applied.
     await tx`alter table osd_migrations add column if not exists osd_version text`
-    refuseNewer(await tx<Applied[]>`select id, name, osd_version from osd_migrations`, migrations)
+    refuseNewer(await tx<Applied[]>`select id, name, osd_version from osd_migrations`, known)
   })
+  // upTo: the schema of a backup being restored (admin/backup.ts), the later migrations left for the
+  // next start.
+  const migrations = known.filter((m) => options.upTo === undefined || m.id <= options.upTo)
   const applied: string[] = []
   for (const migration of migrations) {
     const done = await sql.begin(async (tx) => {

@@ -12,12 +12,15 @@ import { createProviders, type ModelProvider } from './models/index.js'
 import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
+import { RetentionLoop, type RetentionOptions } from './retention.js'
 import { defaultToolLimits, type ToolLimits } from './tools/index.js'
 
 export interface Engine {
   id: string
   runs: RunLoop
   chats: ChatLoop
+  /** The retention pass, when this engine runs one (EngineOptions.retention). */
+  retention: RetentionLoop | undefined
   stop(): Promise<void>
 }
 
@@ -51,6 +54,8 @@ export interface EngineOptions {
   executors?: Partial<Record<'llm' | 'deterministic', Executor>>
   /** How often the engine looks for work unasked (RunLoop's default unless given). */
   sweepMs?: number
+  /** The retention pass (issue 46): none unless given (osd serve gives it unless OSD_RETENTION=off). */
+  retention?: RetentionOptions
 }
 
 /** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
@@ -108,6 +113,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   await runs.start()
   await chats.start()
   await scheduler.start()
+  // Apart from the lease loop: it claims nothing of the runs' or chats' work (issue 46).
+  const retention = options.retention && new RetentionLoop(sql, log, options.retention)
+  retention?.start()
   // A bound key lets the enterprise's blocked runs try again at once (DESIGN 6).
   const keys = await sql.listen(keyBoundChannel, (enterpriseId) => {
     resumeDueHolds(sql, enterpriseId).then(
@@ -123,7 +131,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     id,
     runs,
     chats,
+    retention,
     async stop() {
+      await retention?.stop()
       await keys.unlisten().catch(() => undefined)
       await scheduler.stop()
       await chats.stop()

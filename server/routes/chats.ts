@@ -18,12 +18,12 @@ import {
   decideToolCall,
   deleteGrant,
   followDeltas,
-  getChatDetail,
   listChats,
   listGrants,
   openChatEvents,
   sendMessage,
 } from '../domain/chats/index.js'
+import { chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
@@ -35,7 +35,7 @@ const MemberQuery = z.object({ memberId: z.string().optional() })
 const callerOf = (c: AppContext) => c.var.caller.actor
 
 /** Chats (spec: Endpoints Chats; DESIGN 11). The reply is the engine's; these routes store and read. */
-export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
+export function chatRoutes({ sql, chatWatch, shutdown, config }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'chat_not_found', params: ChatParams } as const
 
@@ -112,14 +112,16 @@ export function chatRoutes({ sql, chatWatch, shutdown }: RouteDeps) {
       method: 'get',
       path: '/{id}',
       summary:
-        'The chat and its messages oldest first (limit 1 to 200: the newest only); marks it read',
+        'The chat and its messages oldest first (limit 1 to 200: the newest only); marks it read; an archived chat too (archived: true)',
       description:
         'afterMessageId returns only later messages. With waitSeconds (up to 30, beyond the spec) the answer is held until such a message exists, so callers follow a reply without polling.',
       query: ChatDetailQuery,
       response: ChatDetail,
+      errors: ['archive_unavailable'],
     },
+    // A chat the retention pass archived answers from the archive (archived: true; issue 46).
     async (c, { params, query }) =>
-      getChatDetail(sql, c.var.caller.enterpriseId, params.id, query, {
+      chatDetail(sql, config.archiveDir, c.var.caller.enterpriseId, params.id, query, {
         watch: chatWatch,
         signal: shutdown,
       }),

@@ -22,6 +22,8 @@ import {
   type EnterpriseSettings,
 } from '../domain/enterprises/index.js'
 import { getToken, getUser } from '../domain/people/index.js'
+import { getRetention, updateRetention } from '../domain/retention/index.js'
+import { RetentionSettings, RetentionSettingsInput } from '../../shared/schemas/retention.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -217,6 +219,34 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
       response: Metrics,
     },
     async (c, { body }) => pick(await change(c.var.caller.enterpriseId, body), 'metrics'),
+  )
+
+  // Retention (issue 46): read and written here, not through the settings cache, since only the
+  // retention pass acts on it (it reads the table at each pass).
+  route(
+    app,
+    {
+      operationId: 'getRetention',
+      method: 'get',
+      path: '/retention',
+      summary:
+        'How long finished runs, closed chats and webhook deliveries stay live, and whether they are archived (beyond the spec)',
+      response: RetentionSettings,
+    },
+    async (c) => getRetention(sql, c.var.caller.enterpriseId),
+  )
+  route(
+    app,
+    {
+      operationId: 'setRetention',
+      method: 'patch',
+      path: '/retention',
+      summary:
+        'Change retention windows (ISO 8601 durations, null for ever) or the archive; fields left out stay (beyond the spec)',
+      body: RetentionSettingsInput,
+      response: RetentionSettings,
+    },
+    async (c, { body }) => updateRetention(sql, c.var.caller.enterpriseId, body),
   )
 
   return app

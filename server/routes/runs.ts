@@ -15,19 +15,18 @@ import {
   cancelRun,
   clearRun,
   getOsToolView,
-  getRunDetail,
-  getRunLog,
   listRuns,
   retryRun,
   toRun,
 } from '../domain/runs/index.js'
+import { runDetail, runLog } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 const RunParams = z.object({ id: Uuid })
 
 /** Runs (spec: Endpoints Runs). */
-export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
+export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'run_not_found', params: RunParams } as const
 
@@ -53,14 +52,17 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       operationId: 'getRun',
       method: 'get',
       path: '/{id}',
-      summary: 'The run, its events, gates, task, version, neighbours, execution and cost',
+      summary:
+        'The run, its events, gates, task, version, neighbours, execution and cost; an archived run too (archived: true)',
       description:
         'afterEventId returns only later events. With waitSeconds (up to 30, beyond the spec) the answer is held until such an event exists, so callers follow a run without polling.',
       query: RunDetailQuery,
       response: RunDetail,
+      errors: ['archive_unavailable'],
     },
     async (c, { params, query }) =>
-      getRunDetail(sql, c.var.caller.enterpriseId, params.id, query, {
+      // A run the retention pass archived answers from the archive (archived: true; issue 46).
+      runDetail(sql, config.archiveDir, c.var.caller.enterpriseId, params.id, query, {
         watch: runWatch,
         signal: shutdown,
       }),
@@ -75,9 +77,9 @@ export function runRoutes({ sql, runWatch, shutdown }: RouteDeps) {
       path: '/{id}/log',
       summary: 'The full log, once stored',
       response: RunLog,
-      errors: ['log_not_found'],
+      errors: ['log_not_found', 'archive_unavailable'],
     },
-    async (c, { params }) => getRunLog(sql, c.var.caller.enterpriseId, params.id),
+    async (c, { params }) => runLog(sql, config.archiveDir, c.var.caller.enterpriseId, params.id),
   )
 
   route(

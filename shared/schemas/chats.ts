@@ -100,7 +100,13 @@ export const ChatMessage = z
 export type ChatMessage = z.infer<typeof ChatMessage>
 
 /** GET /v1/chats/{id}: the chat and its messages, oldest first. */
-export const ChatDetail = Chat.extend({ messages: z.array(ChatMessage) }).meta({ id: 'ChatDetail' })
+export const ChatDetail = Chat.extend({
+  messages: z.array(ChatMessage),
+  archived: z.boolean().optional().meta({
+    description:
+      'true: the chat left the live tables by retention and is read back from the archive (it is in no list); false: live (beyond the spec; issue 46)',
+  }),
+}).meta({ id: 'ChatDetail' })
 export type ChatDetail = z.infer<typeof ChatDetail>
 
 export const ChatCreateInput = z

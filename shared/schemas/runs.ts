@@ -104,6 +104,10 @@ export const RunDetail = z
       /** Tokens of the run's model calls, each kind once as the provider bills it (DESIGN 13). */
       ...tokenCounts,
     }),
+    archived: z.boolean().optional().meta({
+      description:
+        'true: the run left the live tables by retention and is read back from the archive (it is in no list); false: live (beyond the spec; issue 46)',
+    }),
   })
   .meta({ id: 'RunDetail' })
 export type RunDetail = z.infer<typeof RunDetail>

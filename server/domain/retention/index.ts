@@ -1,0 +1,13 @@
+// Retention (issue 46; DESIGN 15): each enterprise's windows, the pass that moves what is past them
+// out of the live tables (into the archive first, when kept), and reading archived runs and chats back.
+export { getRetention, listRetention, updateRetention } from './settings.js'
+export {
+  defaultBatchSize,
+  planRetention,
+  retentionPass,
+  unauthenticatedWindow,
+  type Moved,
+  type PassOptions,
+} from './pass.js'
+export { archivedChatDetail, archivedRunDetail, chatDetail, runDetail, runLog } from './read.js'
+export { archiveDirProblem, archiveFile, readMember } from './files.js'

@@ -1,0 +1,315 @@
+import postgres from 'postgres'
+import { ApiError } from '../../../shared/errors.js'
+import { isUuid } from '../../../shared/ids.js'
+import type { ChatDetail } from '../../../shared/schemas/chats.js'
+import type { RunDetail, RunRef } from '../../../shared/schemas/runs.js'
+import type { Db } from '../../db/sql.js'
+import {
+  chatNotFound,
+  getChatDetail,
+  toChat,
+  toChatMessage,
+  type ChatRow,
+  type DetailQuery,
+  type MessageRow,
+} from '../chats/index.js'
+import {
+  getRunDetail,
+  getRunLog,
+  runNotFound,
+  toEvent,
+  toGate,
+  toRun,
+  type EventRow,
+  type GateRow,
+  type RunRow,
+} from '../runs/index.js'
+import type { LongPollWait } from '../long-poll.js'
+import { readMember } from './files.js'
+
+// Reading back what the retention pass archived (issue 46): GET /v1/runs/{id} and GET /v1/chats/{id}
+// answer an archived run or chat as they did before it left, with archived: true, from the one gzip
+// member that holds it. The live tables are asked first: an archived one costs a miss there and one
+// index lookup, a live one nothing more than before.
+
+interface Located {
+  file: string
+  byteOffset: number
+  byteLength: number
+}
+
+async function locate(db: Db, enterpriseId: string, id: string): Promise<Located | undefined> {
+  if (!isUuid(id)) return undefined
+  const [row] = await db<Located[]>`
+    select m.file, m.byte_offset, m.byte_length
+      from archive_index i join archive_members m on m.id = i.member_id
+     where i.id = ${id}::uuid and m.enterprise_id = ${enterpriseId}`
+  return row
+}
+
+interface Line {
+  type: string
+  id: string
+  executionId?: string
+  text: string
+}
+
+const header = /^\{"type":"(\w+)","id":"([0-9a-f-]{36})"(?:,"executionId":"([0-9a-f-]{36})")?/
+
+/** The member's lines, each with its kind and ids read from its start; the data left unparsed. */
+function linesOf(member: string): Line[] {
+  const lines: Line[] = []
+  for (let start = 0; start < member.length;) {
+    let end = member.indexOf('\n', start)
+    if (end < 0) end = member.length
+    const text = member.slice(start, end)
+    const match = header.exec(text)
+    if (match) lines.push({ type: match[1]!, id: match[2]!, executionId: match[3], text })
+    start = end + 1
+  }
+  return lines
+}
+
+const dataOf = <T>(line: Line): T => (JSON.parse(line.text) as { data: T }).data
+
+type Stored = Record<string, unknown>
+
+/**
+ * A row as the archive keeps it (to_jsonb: the table's column names, times as text) as the live code
+ * reads it (postgres.js: camelCase names, times as Dates). Only the top level: json values stay as
+ * stored.
+ */
+function revive<T>(row: Stored): T {
+  const out: Stored = {}
+  for (const [key, value] of Object.entries(row)) {
+    const timed = key.endsWith('_at') || key === 'not_before'
+    out[postgres.toCamel(key)] = timed && typeof value === 'string' ? new Date(value) : value
+  }
+  return out as T
+}
+
+interface RunRecord {
+  run: Stored
+  events: Stored[]
+  journal: Stored[]
+  log: { body: string } | null
+  gates: Stored[]
+}
+
+/** An archived run of the enterprise, with the other runs of its execution (one member holds all). */
+async function readRun(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<{ record: RunRecord; execution: RunRow[] } | undefined> {
+  const located = await locate(db, enterpriseId, id)
+  if (!located) return undefined
+  const lines = linesOf(await readMember(archiveDir, located))
+  const line = lines.find((l) => l.type === 'run' && l.id === id)
+  if (!line) return undefined
+  const execution = lines
+    .filter((l) => l.type === 'run' && l.executionId === line.executionId)
+    .map((l) => revive<RunRow>(dataOf<RunRecord>(l).run))
+  return { record: dataOf<RunRecord>(line), execution }
+}
+
+const refOf = (r: RunRow): RunRef => ({
+  id: r.id,
+  status: r.status,
+  taskId: r.taskId,
+  taskSlug: r.taskSlug,
+  createdAt: r.createdAt.toISOString(),
+})
+
+/** The model calls of a run's journal as RunDetail.cost counts them (runs/journal modelCallTotals). */
+function modelCalls(journal: Stored[]) {
+  const totals = {
+    modelCalls: 0,
+    inputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 0,
+  }
+  for (const entry of journal) {
+    if (entry.kind !== 'model') continue
+    const usage = ((entry.response as Stored | null)?.usage ?? {}) as Record<string, unknown>
+    totals.modelCalls += 1
+    totals.inputTokens += Number(usage.input ?? 0) || 0
+    totals.cacheReadTokens += Number(usage.cacheRead ?? 0) || 0
+    totals.cacheWriteTokens += Number(usage.cacheWrite ?? 0) || 0
+    totals.outputTokens += Number(usage.output ?? 0) || 0
+  }
+  return totals
+}
+
+/** An archived run as GET /v1/runs/{id} answered it while it was live, with archived: true. */
+export async function archivedRunDetail(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+  afterEventId?: string,
+): Promise<RunDetail | undefined> {
+  const found = await readRun(db, archiveDir, enterpriseId, id)
+  if (!found) return undefined
+  const { record, execution } = found
+  const run = revive<RunRow>(record.run)
+  // Task and version are read live, as for a live run: a task deleted since shows as null.
+  const [[task], [version]] = await Promise.all([
+    db<{ id: string; slug: string; name: string; status: string }[]>`
+      select id, slug, name, status from tasks where enterprise_id = ${enterpriseId} and id = ${run.taskId}`,
+    db<{ id: string; number: number }[]>`
+      select id, number from task_versions where id = ${run.taskVersionId}`,
+  ])
+  const events = record.events.map((e) => revive<EventRow & { id: string }>(e))
+  const after = afterEventId ? events.findIndex((e) => e.id === afterEventId) : -1
+  const gates = record.gates
+    .map((g) => ({ ...revive<GateRow>(g), taskSlug: run.taskSlug }))
+    .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
+  const previous = run.previousRunId ? execution.find((r) => r.id === run.previousRunId) : undefined
+  const next = execution
+    .filter((r) => r.previousRunId === id)
+    .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
+  return {
+    run: toRun(run),
+    events: events.slice(after + 1).map(toEvent),
+    gates: gates.map(toGate),
+    task: task ?? null,
+    version: version ?? null,
+    previous: previous ? refOf(previous) : null,
+    next: next.map(refOf),
+    execution: { id: run.executionId, runCount: execution.length },
+    cost: {
+      usdCents: run.costUsdMicros / 10_000,
+      unpriced: (run.unpricedCalls ?? 0) > 0,
+      ...modelCalls(record.journal),
+    },
+    archived: true,
+  }
+}
+
+/**
+ * GET /v1/runs/{id}: the live run (archived: false), else the archived one (archived: true), else 404
+ * run_not_found.
+ */
+export async function runDetail(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+  query: { afterEventId?: string; waitSeconds?: string } = {},
+  wait?: LongPollWait,
+): Promise<RunDetail> {
+  try {
+    return { ...(await getRunDetail(db, enterpriseId, id, query, wait)), archived: false }
+  } catch (err) {
+    // An archived run has no event to come: it answers at once.
+    if (!(err instanceof ApiError && err.code === 'run_not_found')) throw err
+    const archived = await archivedRunDetail(db, archiveDir, enterpriseId, id, query.afterEventId)
+    if (!archived) throw err
+    return archived
+  }
+}
+
+/** GET /v1/runs/{id}/log: the live run's, else the archived run's; 404 log_not_found without one. */
+export async function runLog(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<{ runId: string; body: string }> {
+  try {
+    return await getRunLog(db, enterpriseId, id)
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'run_not_found')) throw err
+    const found = await readRun(db, archiveDir, enterpriseId, id)
+    if (!found) throw runNotFound(id)
+    if (!found.record.log) throw new ApiError('log_not_found', `Run ${id} has no log stored.`)
+    return { runId: id, body: found.record.log.body }
+  }
+}
+
+interface ChatRecord {
+  chat: Stored
+  messages: Stored[]
+  gates: Stored[]
+}
+
+/** An archived chat as GET /v1/chats/{id} answered it (limit, afterMessageId), with archived: true. */
+export async function archivedChatDetail(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+  query: DetailQuery,
+): Promise<ChatDetail | undefined> {
+  const located = await locate(db, enterpriseId, id)
+  if (!located) return undefined
+  const line = linesOf(await readMember(archiveDir, located)).find(
+    (l) => l.type === 'chat' && l.id === id,
+  )
+  if (!line) return undefined
+  const record = dataOf<ChatRecord>(line)
+  const chat = revive<ChatRow>(record.chat)
+  const gates = new Map(record.gates.map((g) => [g.id as string, revive<GateRow>(g)]))
+  let messages = record.messages.map((m) => {
+    const row = revive<MessageRow>(m)
+    const gate = row.gateId ? gates.get(row.gateId) : undefined
+    return {
+      ...row,
+      gateQuestions: gate?.questions ?? null,
+      gateChoices: gate?.choices ?? null,
+      gateStatus: gate?.status ?? null,
+      gateDecision: gate?.decision ?? null,
+      gateChoice: gate?.choice ?? null,
+      gateAnswers: gate?.answers ?? null,
+      gateNote: gate?.note ?? null,
+    }
+  })
+  if (query.afterMessageId !== undefined) {
+    const after = messages.findIndex((m) => m.id === query.afterMessageId)
+    if (after < 0)
+      throw new ApiError(
+        'invalid_request',
+        `afterMessageId: no message ${query.afterMessageId} in chat ${id}.`,
+      )
+    messages = messages.slice(after + 1)
+  }
+  const limit = query.limit === undefined ? undefined : Number(query.limit)
+  if (limit !== undefined) {
+    if (!/^\d+$/.test(query.limit!.trim()) || !Number.isInteger(limit) || limit < 1 || limit > 200)
+      throw new ApiError(
+        'invalid_request',
+        `limit: an integer from 1 to 200; got "${query.limit}".`,
+      )
+    messages = messages.slice(-limit)
+  }
+  return {
+    ...toChat({ ...chat, unread: 0, replying: false }),
+    messages: messages.map(toChatMessage),
+    archived: true,
+  }
+}
+
+/**
+ * GET /v1/chats/{id}: the live chat (archived: false), else the archived one (archived: true), else
+ * 404 chat_not_found.
+ */
+export async function chatDetail(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+  query: DetailQuery,
+  wait?: LongPollWait,
+): Promise<ChatDetail> {
+  try {
+    return { ...(await getChatDetail(db, enterpriseId, id, query, wait)), archived: false }
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'chat_not_found')) throw err
+    const archived = await archivedChatDetail(db, archiveDir, enterpriseId, id, query)
+    if (!archived) throw chatNotFound(id)
+    return archived
+  }
+}

@@ -1,0 +1,76 @@
+import type { Sql } from '../db/sql.js'
+import { retentionPass, type Moved } from '../domain/retention/index.js'
+import type { Logger } from '../log.js'
+
+export interface RetentionOptions {
+  /** OSD_ARCHIVE_DIR. */
+  archiveDir: string
+  /** OSD_RETENTION_INTERVAL_SECONDS: the wait from the end of one pass to the start of the next. */
+  intervalSeconds: number
+  /** Executions per transaction (the domain's default unless given). */
+  batchSize?: number
+}
+
+/**
+ * The retention pass of one engine process (issue 46): every interval, what is past its enterprise's
+ * window leaves the live tables (domain/retention). Every engine runs one; the enterprise's retention
+ * lock gives each enterprise's work to one of them at a time, so they share it and never move a row
+ * twice. A pass that fails is logged and tried again at the next interval; stop() lets the batch under
+ * way finish and starts no other.
+ */
+export class RetentionLoop {
+  private timer: NodeJS.Timeout | undefined
+  private running: Promise<void> | undefined
+  private readonly stopping = new AbortController()
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    private readonly options: RetentionOptions,
+  ) {}
+
+  start(): void {
+    this.schedule()
+  }
+
+  /** One pass now (tests, and the pass's own schedule); answers what moved. */
+  async runOnce(): Promise<Moved[]> {
+    const moved = await retentionPass(this.sql, {
+      archiveDir: this.options.archiveDir,
+      batchSize: this.options.batchSize,
+      signal: this.stopping.signal,
+    })
+    for (const m of moved)
+      if (!m.busy)
+        this.log.info(
+          {
+            enterpriseId: m.enterpriseId,
+            runs: m.runs,
+            chats: m.chats,
+            webhookDeliveries: m.webhookDeliveries,
+            unauthenticatedDeliveries: m.unauthenticatedDeliveries,
+            archived: m.archive,
+          },
+          'retention moved data out of the live tables',
+        )
+    return moved
+  }
+
+  private schedule(): void {
+    if (this.stopping.signal.aborted) return
+    this.timer = setTimeout(() => {
+      this.running = this.runOnce().then(
+        () => undefined,
+        (err: unknown) => this.log.warn({ err }, 'retention pass failed; trying again later'),
+      )
+      void this.running.finally(() => this.schedule())
+    }, this.options.intervalSeconds * 1000)
+    this.timer.unref()
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort()
+    clearTimeout(this.timer)
+    await this.running
+  }
+}

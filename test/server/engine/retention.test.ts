@@ -1,0 +1,512 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, readdir, readFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gunzipSync } from 'node:zlib'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createSql } from '../../../server/db/sql.js'
+import { planRetention, retentionPass, type Moved } from '../../../server/domain/retention/index.js'
+import type { Engine } from '../../../server/engine/index.js'
+import { writeNote } from '../../../server/domain/learning/index.js'
+import { ChatDetail } from '../../../shared/schemas/chats.js'
+import { RunDetail } from '../../../shared/schemas/runs.js'
+import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
+import {
+  deterministicTask,
+  keyedEnterprise,
+  startTestEngine,
+  waitForRun,
+} from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+
+// The retention pass (issue 46; DESIGN 15): what it moves out of the live tables and what it never
+// does, the archive it writes first, and GET /v1/runs/{id} and GET /v1/chats/{id} reading it back.
+// Rows are made by the real routes and engine; only their times are moved into the past.
+
+let t: TestApp
+let model: FakeModelProvider
+let mcp: FakeMcpServer
+let engine: Engine
+let archiveDir: string
+const mcpToken = `mcp-token-${randomUUID()}`
+const merge = 'vcs.merge_pull_request'
+
+beforeAll(async () => {
+  archiveDir = await mkdtemp(join(tmpdir(), 'osd-archive-'))
+  model = await startFakeModelProvider()
+  mcp = await startFakeMcpServer({ token: mcpToken })
+  t = await createTestApp({
+    archiveDir,
+    providerBaseUrls: { provider_a: model.url, provider_b: model.url },
+  })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await mcp?.close()
+  await model?.close()
+})
+
+const pass = (enterpriseId: string, batchSize?: number) =>
+  retentionPass(t.sql, { archiveDir, enterpriseId, batchSize })
+
+/** Everything of the enterprise `days` older: runs, their events, gates, chats, deliveries. */
+async function age(enterpriseId: string, days = 200) {
+  const ago = `${days} days`
+  await t.sql`
+    update runs set created_at = created_at - ${ago}::interval, updated_at = updated_at - ${ago}::interval,
+                    queued_at = queued_at - ${ago}::interval, started_at = started_at - ${ago}::interval,
+                    finished_at = finished_at - ${ago}::interval
+     where enterprise_id = ${enterpriseId}`
+  await t.sql`
+    update chats set created_at = created_at - ${ago}::interval, closed_at = closed_at - ${ago}::interval
+     where enterprise_id = ${enterpriseId}`
+  await t.sql`
+    update webhook_deliveries set received_at = received_at - ${ago}::interval
+     where enterprise_id = ${enterpriseId}`
+}
+
+const detail = async (e: TestEnterprise, runId: string) => {
+  const res = await t.call('GET', `/v1/runs/${runId}`, { token: e.token })
+  expect(res.status, JSON.stringify(res.body)).toBe(200)
+  return RunDetail.parse(res.body)
+}
+
+const rowsOf = async (table: string, column: string, ids: string[]) => {
+  const [row] = await t.sql.unsafe<{ n: number }[]>(
+    `select count(*)::int as n from ${table} where ${column} = any($1::uuid[])`,
+    [ids as never],
+  )
+  return row!.n
+}
+
+/** An enterprise with a model key, a vcs tool connection, and a task whose merges wait at a gate. */
+async function gatedTenant() {
+  const { e, key, as } = await keyedEnterprise(t, 'Retention')
+  const [team] = (await t.call('GET', '/v1/teams', as)).body
+  const connection = await t.call('POST', '/v1/tools/bindings', {
+    ...as,
+    body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+  })
+  expect(connection.status, JSON.stringify(connection.body)).toBe(201)
+  const task = await t.call('POST', '/v1/tasks', {
+    ...as,
+    body: {
+      name: `Merger ${randomUUID().slice(0, 6)}`,
+      teamId: team.id,
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+      serializeOn: ['n'],
+      tools: [merge, 'os.set_gate_summary'],
+      gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
+    },
+  })
+  expect(task.status, JSON.stringify(task.body)).toBe(201)
+  /** A run of the task, at its gate: the model asks to merge, then finishes once answered. */
+  const atGate = async () => {
+    const repo = `acme/${randomUUID().slice(0, 6)}`
+    model.script(
+      key,
+      { toolCalls: [{ name: 'os.set_gate_summary', arguments: { summary: `Merge ${repo}#7` } }] },
+      { toolCalls: [{ name: merge, arguments: { repo, number: 7 } }] },
+      {
+        toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged' } }],
+      },
+    )
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: { n: randomUUID() },
+    })
+    expect(started.status, JSON.stringify(started.body)).toBe(201)
+    const run = started.body as { id: string }
+    await waitForRun(t, run.id, ['waiting_on_gate'], 15_000, e.token)
+    const [gate] = (await t.call('GET', `/v1/gates?runId=${run.id}`, as)).body
+    return { run, gate: gate as { id: string } }
+  }
+  const approve = async (gateId: string) => {
+    const decided = await t.call('POST', `/v1/gates/${gateId}/decision`, {
+      ...as,
+      body: { decision: 'approve', note: 'ship it' },
+    })
+    expect(decided.status, JSON.stringify(decided.body)).toBe(201)
+  }
+  return { e, as, key, team, task: task.body as { id: string; slug: string }, atGate, approve }
+}
+
+/** A deterministic task's run, started and finished. */
+async function finishedRun(e: TestEnterprise, taskId: string) {
+  const started = await t.call('POST', `/v1/tasks/${taskId}/runs`, {
+    token: e.token,
+    body: { n: randomUUID() },
+  })
+  expect(started.status, JSON.stringify(started.body)).toBe(201)
+  await waitForRun(t, started.body.id, ['succeeded'], 15_000, e.token)
+  return started.body as { id: string }
+}
+
+function totals(moves: Moved[]) {
+  return moves.reduce(
+    (sum, m) => ({
+      runs: sum.runs + m.runs,
+      chats: sum.chats + m.chats,
+      deliveries: sum.deliveries + m.webhookDeliveries,
+      unauthenticated: sum.unauthenticated + m.unauthenticatedDeliveries,
+    }),
+    { runs: 0, chats: 0, deliveries: 0, unauthenticated: 0 },
+  )
+}
+
+/** Every line of the enterprise's archive files, parsed. */
+async function archiveLines(enterpriseId: string) {
+  const dir = join(archiveDir, enterpriseId)
+  const files = await readdir(dir).catch(() => [] as string[])
+  const lines: { type: string; id: string }[] = []
+  for (const file of files) {
+    const text = gunzipSync(await readFile(join(dir, file))).toString('utf8')
+    for (const line of text.split('\n').filter(Boolean)) lines.push(JSON.parse(line))
+  }
+  return lines
+}
+
+describe('finished runs (issue 46)', () => {
+  it('moves a finished execution with its events, journal, log and gates, and reads it back as before', async () => {
+    const s = await gatedTenant()
+    const { run, gate } = await s.atGate()
+    await s.approve(gate.id)
+    await waitForRun(t, run.id, ['succeeded'], 15_000, s.e.token)
+    // A lesson a training run wrote, with the run as its evidence.
+    const note = await writeNote(t.sql, s.e.id, {
+      layer: 'task',
+      taskId: s.task.id,
+      text: `Merges of acme need a green build ${randomUUID()}`,
+      source: 'training',
+      evidence: [{ runId: run.id, excerpt: 'merged' }],
+    })
+    await age(s.e.id)
+    const before = await detail(s.e, run.id)
+    const logBefore = await t.call('GET', `/v1/runs/${run.id}/log`, s.as)
+    expect(logBefore.status).toBe(200)
+    expect(before.archived).toBe(false)
+    expect(before.gates).toHaveLength(1)
+    expect(before.cost.modelCalls).toBe(3)
+    const spendBefore =
+      await t.sql`select * from spend_days where enterprise_id = ${s.e.id} order by layer, layer_id`
+    const usageBefore = await t.sql`select * from llm_usage where enterprise_id = ${s.e.id}`
+    expect(usageBefore.length).toBeGreaterThan(0)
+
+    const moved = await pass(s.e.id)
+    expect(totals(moved)).toMatchObject({ runs: 1 })
+    expect(moved[0]).toMatchObject({ archive: true, executions: 1, busy: false })
+
+    // Gone from every live table...
+    for (const [table, column] of [
+      ['runs', 'id'],
+      ['run_events', 'run_id'],
+      ['run_journal', 'run_id'],
+      ['gates', 'run_id'],
+    ])
+      expect(await rowsOf(table!, column!, [run.id]), table).toBe(0)
+    const list = await t.call('GET', '/v1/runs?limit=200', s.as)
+    expect(list.body.data.map((r: { id: string }) => r.id)).not.toContain(run.id)
+    // ...and answered from the archive as it was, with archived: true.
+    const started = performance.now()
+    const after = await detail(s.e, run.id)
+    const ms = performance.now() - started
+    console.log(`archived run read back in ${ms.toFixed(1)} ms`)
+    expect(after.archived).toBe(true)
+    expect({ ...after, archived: false }).toEqual(before)
+    const logAfter = await t.call('GET', `/v1/runs/${run.id}/log`, s.as)
+    expect(logAfter.body).toEqual(logBefore.body)
+    const gateRead = await t.call(
+      'GET',
+      `/v1/runs/${run.id}?afterEventId=${before.events[1]!.id}`,
+      s.as,
+    )
+    expect(gateRead.body.events).toEqual(before.events.slice(2))
+    // Another enterprise cannot read it.
+    expect((await t.call('GET', `/v1/runs/${run.id}`, { token: t.other.token })).status).toBe(404)
+
+    // Spend and usage totals, and the memory note naming the run, stay as they were.
+    expect(
+      await t.sql`select * from spend_days where enterprise_id = ${s.e.id} order by layer, layer_id`,
+    ).toEqual(spendBefore)
+    expect(await t.sql`select * from llm_usage where enterprise_id = ${s.e.id}`).toEqual(
+      usageBefore,
+    )
+    const noteNow = await t.call('GET', `/v1/memory/${note.id}`, s.as)
+    expect(noteNow.status).toBe(200)
+    expect(noteNow.body.evidence).toEqual([{ runId: run.id, excerpt: 'merged' }])
+  })
+
+  it('waits with archived runs: a long-poll on one answers at once', async () => {
+    const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, {}, e.token)
+    const run = await finishedRun(e, task.id)
+    const events = (await detail(e, run.id)).events
+    await age(e.id)
+    await pass(e.id)
+    const started = Date.now()
+    const res = await t.call(
+      'GET',
+      `/v1/runs/${run.id}?afterEventId=${events.at(-1)!.id}&waitSeconds=20`,
+      { token: e.token },
+    )
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ archived: true, events: [] })
+    expect(Date.now() - started).toBeLessThan(10_000)
+  })
+
+  it('never moves a run under way, at a gate, of an open execution, or inside its window', async () => {
+    const s = await gatedTenant()
+    // At a gate (waiting_on_gate): not finished.
+    const { run: atGate } = await s.atGate()
+    // An execution still open: its first run finished, its successor waits (pending, delayed) and
+    // resumes its conversation.
+    const next = await deterministicTask(t, {}, s.e.token)
+    const first = await deterministicTask(
+      t,
+      { successors: [{ slug: next.slug, delayMinutes: 60, resumeConversation: true }] },
+      s.e.token,
+    )
+    const predecessor = await finishedRun(s.e, first.id)
+    let successor: string | undefined
+    await eventually(
+      async () => {
+        const [row] = await t.sql<{ id: string }[]>`
+          select id from runs where previous_run_id = ${predecessor.id} and status = 'pending'`
+        successor = row?.id
+        return successor !== undefined
+      },
+      10_000,
+      'the delayed successor',
+    )
+    const lone = await deterministicTask(t, {}, s.e.token)
+    const old = await finishedRun(s.e, lone.id)
+    await age(s.e.id)
+    // Inside the window: finished now.
+    const recent = await finishedRun(s.e, lone.id)
+
+    const moved = await pass(s.e.id)
+    expect(totals(moved).runs).toBe(1)
+    const live = async (id: string) =>
+      (await t.sql`select 1 from runs where id = ${id}`).length === 1
+    expect(await live(old.id)).toBe(false)
+    expect(await live(atGate.id)).toBe(true)
+    expect(await live(predecessor.id)).toBe(true)
+    expect(await live(successor!)).toBe(true)
+    expect(await live(recent.id)).toBe(true)
+    expect((await detail(s.e, atGate.id)).archived).toBe(false)
+
+    // Once the gate is decided and the run ends, its execution leaves with the next pass.
+    await s.approve((await t.call('GET', `/v1/gates?runId=${atGate.id}`, s.as)).body[0].id)
+    await waitForRun(t, atGate.id, ['succeeded'], 15_000, s.e.token)
+    await age(s.e.id)
+    await pass(s.e.id)
+    expect(await live(atGate.id)).toBe(false)
+    expect(await live(predecessor.id)).toBe(true)
+  })
+
+  it('with archive off deletes: nothing is kept or read back', async () => {
+    const e = await t.createEnterprise(`Off ${randomUUID().slice(0, 6)}`)
+    expect(
+      (
+        await t.call('PATCH', '/v1/enterprise/retention', {
+          token: e.token,
+          body: { archive: false },
+        })
+      ).status,
+    ).toBe(200)
+    const task = await deterministicTask(t, {}, e.token)
+    const run = await finishedRun(e, task.id)
+    await age(e.id)
+    expect(totals(await pass(e.id)).runs).toBe(1)
+    expect(await rowsOf('runs', 'id', [run.id])).toBe(0)
+    expect(await rowsOf('archive_index', 'id', [run.id])).toBe(0)
+    expect(await archiveLines(e.id)).toEqual([])
+    const res = await t.call('GET', `/v1/runs/${run.id}`, { token: e.token })
+    expect(res.status).toBe(404)
+    expect(res.body.error).toBe('run_not_found')
+  })
+
+  it('keeps runs for ever with finishedRuns null', async () => {
+    const e = await t.createEnterprise(`Ever ${randomUUID().slice(0, 6)}`)
+    await t.call('PATCH', '/v1/enterprise/retention', {
+      token: e.token,
+      body: { finishedRuns: null },
+    })
+    const task = await deterministicTask(t, {}, e.token)
+    const run = await finishedRun(e, task.id)
+    await age(e.id, 5000)
+    expect(await pass(e.id)).toEqual([])
+    expect(await rowsOf('runs', 'id', [run.id])).toBe(1)
+  })
+
+  it('two passes at once never move a row twice, and say what a dry run said', async () => {
+    const tenants = [
+      await t.createEnterprise(`Twice ${randomUUID().slice(0, 6)}`),
+      await t.createEnterprise(`Twice ${randomUUID().slice(0, 6)}`),
+    ]
+    const ids: string[] = []
+    for (const e of tenants) {
+      const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+      const started = await Promise.all(
+        Array.from({ length: 60 }, () =>
+          t.call('POST', `/v1/tasks/${task.id}/runs`, {
+            token: e.token,
+            body: { n: randomUUID() },
+          }),
+        ),
+      )
+      ids.push(...started.map((s) => s.body.id as string))
+    }
+    await eventually(
+      async () =>
+        (await rowsOf('runs', 'id', ids)) === ids.length &&
+        (
+          await t.sql`select 1 from runs where id = any(${t.sql.array(ids)}::uuid[]) and status <> 'succeeded'`
+        ).length === 0,
+      20_000,
+      'every run finished',
+    )
+    for (const e of tenants) await age(e.id)
+    const planned = await Promise.all(
+      tenants.map((e) => planRetention(t.sql, { enterpriseId: e.id })),
+    )
+    expect(planned.map((p) => p[0]!.runs)).toEqual([60, 60])
+
+    // Three processes' passes at once, over both enterprises, in small batches.
+    const pools = [0, 1, 2].map(() => createSql(t.dbUrl, { max: 2 }))
+    try {
+      const reports = await Promise.all(
+        pools.map((sql) => retentionPass(sql, { archiveDir, batchSize: 7 })),
+      )
+      // A pass that found an enterprise busy left it; one more pass finishes what is left.
+      const last = await retentionPass(t.sql, { archiveDir, batchSize: 7 })
+      const moved = [...reports.flat(), ...last].filter((m) =>
+        tenants.some((e) => e.id === m.enterpriseId),
+      )
+      expect(moved.reduce((n, m) => n + m.runs, 0)).toBe(ids.length)
+    } finally {
+      await Promise.all(pools.map((sql) => sql.end()))
+    }
+    expect(await rowsOf('runs', 'id', ids)).toBe(0)
+    expect(await rowsOf('archive_index', 'id', ids)).toBe(ids.length)
+    const lines = (await Promise.all(tenants.map((e) => archiveLines(e.id)))).flat()
+    const archived = lines.filter((l) => l.type === 'run').map((l) => l.id)
+    expect(archived.sort()).toEqual([...ids].sort())
+  })
+})
+
+describe('closed chats (issue 46)', () => {
+  async function chatTenant() {
+    const { e, key, as } = await keyedEnterprise(t, 'Chats')
+    const member = await t.call('POST', '/v1/members', {
+      ...as,
+      body: { name: `Grace ${randomUUID().slice(0, 6)}` },
+    })
+    expect(member.status).toBe(201)
+    const talk = async () => {
+      const chat = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.body.id } })
+      expect(chat.status).toBe(201)
+      model.script(key, { text: 'Aye, captain.' })
+      const sent = await t.call('POST', `/v1/chats/${chat.body.id}/messages`, {
+        ...as,
+        body: { content: 'Hello there' },
+      })
+      expect(sent.status).toBe(201)
+      await eventually(
+        async () =>
+          (await t.call('GET', `/v1/chats/${chat.body.id}`, as)).body.messages.length === 2,
+        15_000,
+        'the reply',
+      )
+      return chat.body.id as string
+    }
+    return { e, as, talk }
+  }
+
+  it('moves a closed chat with its messages and reads it back as before; an open one stays', async () => {
+    const s = await chatTenant()
+    const closed = await s.talk()
+    const open = await s.talk()
+    expect((await t.call('POST', `/v1/chats/${closed}/close`, s.as)).status).toBe(200)
+    await age(s.e.id)
+    const before = ChatDetail.parse((await t.call('GET', `/v1/chats/${closed}`, s.as)).body)
+    expect(before.archived).toBe(false)
+    expect(before.status).toBe('closed')
+    const moved = await pass(s.e.id)
+    expect(totals(moved).chats).toBe(1)
+    expect(await rowsOf('chats', 'id', [closed])).toBe(0)
+    expect(await rowsOf('chat_messages', 'chat_id', [closed])).toBe(0)
+    expect(await rowsOf('chat_turns', 'chat_id', [closed])).toBe(0)
+    expect(await rowsOf('chats', 'id', [open])).toBe(1)
+
+    const res = await t.call('GET', `/v1/chats/${closed}`, s.as)
+    expect(res.status).toBe(200)
+    const after = ChatDetail.parse(res.body)
+    expect(after.archived).toBe(true)
+    expect({ ...after, archived: false }).toEqual(before)
+    const newest = await t.call('GET', `/v1/chats/${closed}?limit=1`, s.as)
+    expect(newest.body.messages).toEqual(before.messages.slice(-1))
+    const list = await t.call('GET', '/v1/chats', s.as)
+    expect(list.body.map((c: { id: string }) => c.id)).toEqual([open])
+    expect((await t.call('GET', `/v1/chats/${closed}`, { token: t.other.token })).status).toBe(404)
+  })
+})
+
+describe('webhook deliveries (issue 46)', () => {
+  it('moves deliveries past the window; unauthenticated ones after three days whatever the setting, never archived', async () => {
+    const e = await t.createEnterprise(`Hooks ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, {}, e.token)
+    const secret = (
+      await t.call('POST', '/v1/enterprise/webhook-secret/rotate', { token: e.token })
+    ).body.secret
+    const deliver = (key: string) =>
+      t.call('POST', `/v1/webhooks/${e.slug}/tasks/${task.slug}`, {
+        token: null,
+        body: { n: randomUUID() },
+        headers: { 'x-os-webhook-secret': key },
+      })
+    expect((await deliver(secret)).status).toBe(202)
+    expect((await deliver('wrong')).status).toBe(401)
+    await t.call('PATCH', '/v1/enterprise/retention', {
+      token: e.token,
+      body: { webhookDeliveries: null, finishedRuns: null },
+    })
+    await age(e.id, 4)
+    // A stranger's call made just now stays for its three days.
+    expect((await deliver('wrong again')).status).toBe(401)
+    expect(totals(await pass(e.id))).toMatchObject({ deliveries: 0, unauthenticated: 1 })
+    const left = await t.sql<{ authenticated: boolean }[]>`
+      select authenticated from webhook_deliveries where enterprise_id = ${e.id} order by received_at`
+    expect(left.map((d) => d.authenticated)).toEqual([true, false])
+
+    await t.call('PATCH', '/v1/enterprise/retention', {
+      token: e.token,
+      body: { webhookDeliveries: 'P1D' },
+    })
+    expect(totals(await pass(e.id))).toMatchObject({ deliveries: 1, unauthenticated: 0 })
+    const lines = await archiveLines(e.id)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatchObject({ type: 'delivery', data: { authenticated: true } })
+    expect(JSON.stringify(lines[0])).not.toContain('sealed_body')
+  })
+})
+
+describe('the engine (issue 46)', () => {
+  it('runs the pass by itself every interval', async () => {
+    const e = await t.createEnterprise(`Loop ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, {}, e.token)
+    const run = await finishedRun(e, task.id)
+    await age(e.id)
+    const own = await startTestEngine(t, { retention: { archiveDir, intervalSeconds: 0.2 } })
+    try {
+      await eventually(async () => (await rowsOf('runs', 'id', [run.id])) === 0, 10_000, 'the pass')
+    } finally {
+      await own.stop()
+    }
+    expect((await detail(e, run.id)).archived).toBe(true)
+  })
+})
