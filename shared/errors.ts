@@ -60,6 +60,7 @@ export const errorStatus = {
   consent_request_not_found: 404,
   app_connection_not_found: 404,
   invite_not_found: 404,
+  subscription_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -94,6 +95,7 @@ export const errorStatus = {
   consent_request_decided: 409,
   already_member: 409,
   tool_connection_shadows_enterprise: 409,
+  subscription_disabled: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

@@ -13,11 +13,14 @@ import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
 import { defaultToolLimits, type ToolLimits } from './tools/index.js'
+import { startEventWork, type EventWork, type EventWorkOptions } from './events/index.js'
 
 export interface Engine {
   id: string
   runs: RunLoop
   chats: ChatLoop
+  /** The event feed's positions, deliveries to subscriptions, mail (issue 47). */
+  events: EventWork
   stop(): Promise<void>
 }
 
@@ -41,6 +44,9 @@ export interface EngineOptions {
         | 'modelIdleSeconds'
         | 'egress'
         | 'toolResultMaxBytes'
+        | 'publicUrl'
+        | 'smtpUrl'
+        | 'mailFrom'
       >
     >
   sealer: Sealer
@@ -50,6 +56,8 @@ export interface EngineOptions {
   executors?: Partial<Record<'llm' | 'deterministic', Executor>>
   /** How often the engine looks for work unasked (RunLoop's default unless given). */
   sweepMs?: number
+  /** The event deliveries' limits and timeout (tests make them small). */
+  deliveries?: EventWorkOptions['deliveries']
 }
 
 /** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
@@ -105,6 +113,18 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   await runs.start()
   await chats.start()
   await scheduler.start()
+  const events = await startEventWork({
+    sql,
+    log,
+    sealer,
+    engineId: id,
+    config,
+    sweepMs: options.sweepMs,
+    deliveries: options.deliveries,
+  })
+  // Said once, here (issue 47): mail is off unless configured.
+  if (!events.mailer)
+    log.info({}, 'mail is off: set OSD_SMTP_URL and OSD_MAIL_FROM to mail people when gates wait')
   // A bound key lets the enterprise's blocked runs try again at once (DESIGN 6).
   const keys = await sql.listen(keyBoundChannel, (enterpriseId) => {
     resumeDueHolds(sql, enterpriseId).then(
@@ -120,8 +140,10 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     id,
     runs,
     chats,
+    events,
     async stop() {
       await keys.unlisten().catch(() => undefined)
+      await events.stop()
       await scheduler.stop()
       await chats.stop()
       await runs.stop()
