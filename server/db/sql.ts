@@ -233,6 +233,25 @@ export function isRetryable(err: unknown): boolean {
   return code === '40P01' || code === '40001'
 }
 
+/**
+ * Does a piece of work again, at once, when PostgreSQL cancelled its transaction to break a deadlock
+ * or a serialisation conflict (isRetryable): the cancelled transaction did nothing, and the same work
+ * gets the same outcome once the other transaction is through. `work` must begin its own transaction
+ * (transaction() or pipelinedTransaction() on the pool) and do nothing outside the database that it
+ * would be wrong to do twice; its onCommit hooks run once, after the commit that counts. Up to
+ * `attempts` tries; the last failure is thrown. The engine's writes for a run and a chat turn go
+ * through it, so a run's end is never left to a lease takeover (issue 42).
+ */
+export async function retryConflicts<T>(work: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work()
+    } catch (err) {
+      if (!isRetryable(err) || attempt >= attempts) throw err
+    }
+  }
+}
+
 // What says the database cannot be reached just now, rather than that a statement failed: the socket's
 // errors, postgres.js's own connection errors, and PostgreSQL's refusals while it stops, crashes or
 // starts (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now), too many connections

@@ -64,6 +64,7 @@ export class LeaseLoop<W extends Leased> {
   /** When this engine last renewed its leases; past a lease's length, it holds none of them. */
   private renewedAt = performance.now()
   private passing = false
+  private renewing = false
   private again = false
   private stopped = false
   private renewTimer: NodeJS.Timeout | undefined
@@ -189,14 +190,17 @@ export class LeaseLoop<W extends Leased> {
 
   /** Keeps the leases of the work in progress; work no longer held (cancelled, closed) is aborted. */
   private async renew(): Promise<void> {
-    const ids = this.inProgress
-    if (ids.length === 0) return
+    const entries = [...this.executing.values()]
+    // One renewal at a time: on a loaded database one can outlast the interval, and the next would
+    // wait behind it for the same rows.
+    if (entries.length === 0 || this.renewing) return
+    this.renewing = true
     try {
-      const held = await this.kind.renew(ids)
+      const held = await this.kind.renew(entries.map(({ work }) => work.id))
       this.renewedAt = performance.now()
-      for (const id of ids)
-        if (!held.has(id))
-          this.executing.get(id)?.controller.abort(new Error(`${this.kind.name} no longer held`))
+      for (const entry of entries)
+        if (!held.has(entry.work.id))
+          this.abortIfCurrent(entry, new Error(`${this.kind.name} no longer held`))
     } catch (err) {
       // Unrenewed for a lease's length, the leases have lapsed: another engine may hold this work
       // now, so this one stops doing it (it writes nothing more for it: each write checks the lease).
@@ -210,13 +214,27 @@ export class LeaseLoop<W extends Leased> {
       if (lapsed)
         for (const { controller } of this.executing.values())
           controller.abort(new Error('lease lapsed'))
+    } finally {
+      this.renewing = false
     }
   }
 
   /** Work that moved is aborted at once if it is no longer this engine's (cancelled, closed). */
   private async checkStillHeld(id: string): Promise<void> {
+    const entry = this.executing.get(id)
+    if (!entry) return
     const held = await this.kind.stillHeld(id).catch(() => true)
-    if (!held) this.executing.get(id)?.controller.abort(new Error(`${this.kind.name} moved`))
+    if (!held) this.abortIfCurrent(entry, new Error(`${this.kind.name} moved`))
+  }
+
+  /**
+   * Aborts the execution a check was made for, unless another execution of the same work has taken
+   * its place meanwhile. A run that went back to pending at a gate's decision was found not held, the
+   * answer came after the same engine had dispatched it again, and the new execution was aborted: the
+   * run stayed running with nobody at it until its lease lapsed (issue 42's stress test).
+   */
+  private abortIfCurrent(entry: { work: W; controller: AbortController }, reason: Error): void {
+    if (this.executing.get(entry.work.id) === entry) entry.controller.abort(reason)
   }
 
   /**

@@ -226,10 +226,16 @@ export async function renewTurns(
   leaseSeconds: number,
 ): Promise<Set<string>> {
   // Without waiting for the flush, as the claim: a lost renewal only lets the lease lapse sooner.
+  // Locked in id order first, as runs' leases are (admission.ts renewLeases).
   const rows = await db<{ id: string }[]>`
-    update chat_turns set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
-     where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
-    returning id, ${unflushedCommit(db)}`
+    with mine as (
+      select id from chat_turns
+       where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
+       order by id
+       for update)
+    update chat_turns t set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+      from mine where t.id = mine.id
+    returning t.id, ${unflushedCommit(db)}`
   return new Set(rows.map((r) => r.id))
 }
 

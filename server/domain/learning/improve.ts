@@ -6,7 +6,7 @@ import {
   appendEvent,
   enqueueRun,
   laneOf,
-  lockLanes,
+  tryLockLanes,
   onRunOutcomes,
   onSetbacks,
   type Setback,
@@ -25,8 +25,8 @@ export type ImproveCause = Setback
 
 /**
  * Starts the os-improve runs `causes` call for, in `tx`. Each task is decided under its os-improve lane's
- * lock (held to commit, as any start's), so processes that see failures of one task at once start one
- * run; the interval is a row per task, written with the start. A start that cannot happen (nobody holds
+ * lock (held to commit, as any start's, but only tried: see below), so processes that see failures of
+ * one task at once start one run; the interval is a row per task, written with the start. A start that cannot happen (nobody holds
  * the coo role, the database refused it) is left out in a savepoint: learning never stops the change
  * that called for it.
  */
@@ -51,7 +51,11 @@ export async function triggerImprovements(tx: Db, causes: readonly ImproveCause[
     await inSavepoint(tx, async (sp) => {
       const input = { taskId: task.taskId }
       const lane = laneOf({ id: task.improveId, serializeOn: task.serializeOn }, input)
-      await lockLanes(sp, [lane])
+      // Tried, never waited for: this runs inside a run's end or a gate's decision, which already
+      // hold row locks (the enterprise's running count among them), while the engine's admission holds
+      // lanes and waits for those rows (docs/locks.md; issue 42). Whoever holds the lane is starting
+      // or admitting an os-improve run of this task, or deciding to: this cause is already answered.
+      if (!(await tryLockLanes(sp, [lane]))) return
       const [state] = await sp<{ underWay: boolean; waiting: boolean; recent: boolean }[]>`
         select
           exists (select 1 from runs where lane = ${lane}

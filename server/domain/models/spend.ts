@@ -144,14 +144,27 @@ export async function settle(
   unpriced = false,
 ): Promise<void> {
   const layers = layersOf(run)
-  await tx`
+  const kinds = tx.array(layers.map((l) => l.layer))
+  const ids = tx.array(layers.map((l) => l.layerId))
+  // The counters locked in checkRoom's order first, in the same round trip: an update alone locks
+  // its rows in whatever order its plan reads them, and two settlements of calls on different layers
+  // (a run's task and team beside a chat's member) deadlocked that way (docs/locks.md; issue 42).
+  await Promise.all([
+    tx`
+      select 1 from spend_days
+       where enterprise_id = ${run.enterpriseId} and day = ${day}
+         and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))
+       order by layer || layer_id::text
+       for update`,
+    tx`
     update spend_days
        set reserved_usd_micros = greatest(0, reserved_usd_micros - ${reservedMicros}),
            spent_usd_micros = spent_usd_micros + ${costMicros},
            runs = runs + ${firstCall ? 1 : 0},
            unpriced_calls = unpriced_calls + ${unpriced ? 1 : 0}
      where enterprise_id = ${run.enterpriseId} and day = ${day}
-       and (layer, layer_id) in (select * from unnest(${tx.array(layers.map((l) => l.layer))}::text[], ${tx.array(layers.map((l) => l.layerId))}::uuid[]))`
+       and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))`,
+  ])
 }
 
 // --- the routes' side -------------------------------------------------------------------------------
@@ -241,7 +254,8 @@ export async function setEnabled(
 export async function requeuePaused(tx: Db, enterpriseId: string, why: string): Promise<number> {
   await moveTurns(tx, 'pending', { enterpriseId, from: ['paused_spend'] })
   const paused = await tx<RunRow[]>`
-    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend' for no key update`
+    select * from runs where enterprise_id = ${enterpriseId} and status = 'paused_spend'
+     order by id for no key update`
   await transitionAll(
     tx,
     'pending',

@@ -310,10 +310,18 @@ export async function renewLeases(
   leaseSeconds = 30,
 ): Promise<Set<string>> {
   if (runIds.length === 0) return new Set()
+  // Locked in id order first: an update alone locks its rows in its plan's order, and renewals of two
+  // engines (a run taken over from one that still renews it) deadlocked with a worker's lock of one
+  // of those runs between them (docs/locks.md; issue 42's stress test).
   const rows = await db<{ id: string }[]>`
-    update runs set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
-     where id = any(${db.array(runIds)}::uuid[]) and status = 'running' and lease_owner = ${engineId}
-     returning id`
+    with mine as (
+      select id from runs
+       where id = any(${db.array(runIds)}::uuid[]) and status = 'running' and lease_owner = ${engineId}
+       order by id
+       for no key update)
+    update runs r set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+      from mine where r.id = mine.id
+    returning r.id`
   return new Set(rows.map((r) => r.id))
 }
 

@@ -270,8 +270,9 @@ export async function cancelExecution(
 ): Promise<Execution> {
   const executionId = await executionIdOf(db, enterpriseId, id)
   await transaction(db, async (tx) => {
+    // Locked in id order, as every locker of several runs locks them (docs/locks.md).
     const open = await tx<RunRow[]>`
-      select * from runs where execution_id = ${executionId} order by created_at for no key update`
+      select * from runs where execution_id = ${executionId} order by id for no key update`
     await finishAll(
       tx,
       'cancelled',

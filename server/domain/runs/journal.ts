@@ -80,6 +80,17 @@ export async function startModelStep(
 }
 
 /**
+ * The run's last journaled step, or -1: sent with a model call's reservation, so a worker whose journal
+ * in memory is behind the database's (a settlement that committed though its answer never reached the
+ * worker, say) reads it again instead of paying for a call that was already answered (issue 42).
+ */
+export async function journalHead(db: Db, runId: string): Promise<number> {
+  const [row] = await db<{ step: number | null }[]>`
+    select max(step) as step from run_journal where run_id = ${runId}`
+  return row?.step ?? -1
+}
+
+/**
  * Moves a model call's step out of `started`, once: the worker that made the call and a worker resuming
  * the run after it may both try. Answers whether this one did (and so releases the call's reservation).
  */

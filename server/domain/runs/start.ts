@@ -41,6 +41,21 @@ export async function lockLanes(tx: Db, lanes: string[]): Promise<void> {
 }
 
 /**
+ * Takes the lanes without waiting, in the order of their keys: true if every one was free (then all
+ * are held until the transaction ends), false if another transaction holds one (then none this call
+ * took is worth anything to the caller, which leaves the lanes alone). For a transaction that already
+ * holds row locks (a run's end): waiting for a lane there could close a circle with the engine's
+ * admission, which holds lanes while it waits for rows (docs/locks.md).
+ */
+export async function tryLockLanes(tx: Db, lanes: string[]): Promise<boolean> {
+  const [row] = await tx<{ all: boolean }[]>`
+    select coalesce(bool_and(pg_try_advisory_xact_lock(key)), true) as all
+      from (select distinct ${laneKey(tx, tx`lane`)} as key
+              from unnest(${tx.array(lanes)}::text[]) as lane order by key) as keys`
+  return row!.all
+}
+
+/**
  * The role a task's runs go to (spec: Task definition, assigneeRole), as a join on tasks `t`: the team
  * role of that slug on the task's team, else the enterprise-wide role of that slug.
  */

@@ -178,11 +178,21 @@ async function keepRunningCounts(
   }
   const deltas = (m: Map<string, number>) =>
     tx.json([...m].filter(([, n]) => n !== 0).map(([id, n]) => ({ id, n })) as never)
+  // Several rows are locked in id order first, as dispatch locks them: an update locks its rows in
+  // whatever order its plan reads them, and two transactions locking two enterprises in opposite
+  // orders wait for each other in a circle (docs/locks.md; issue 42). The statements go together.
+  const inOrder = (table: 'enterprises' | 'teams', m: Map<string, number>) =>
+    m.size > 1
+      ? tx`select 1 from ${tx(table)} where id = any(${tx.array([...m.keys()])}::uuid[])
+            order by id for no key update`
+      : undefined
   await Promise.all([
+    inOrder('enterprises', enterprises),
     enterprises.size &&
       tx`
         update enterprises e set running_count = running_count + d.n
           from jsonb_to_recordset(${deltas(enterprises)}) as d(id uuid, n int) where e.id = d.id`,
+    inOrder('teams', teams),
     teams.size &&
       tx`
         update teams t set running_count = running_count + d.n

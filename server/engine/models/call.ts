@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Provider } from '../../../shared/schemas/models.js'
-import { pipelinedTransaction, type Sql, type Tx } from '../../db/sql.js'
+import { pipelinedTransaction, retryConflicts, type Sql, type Tx } from '../../db/sql.js'
 import {
   callCostMicros,
   checkRoom,
@@ -171,23 +171,27 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
     connectionId: key.connectionId,
   }
   // Two round trips: begin, the work's lock and the counters' (checkRoom); then the reservation held
-  // on the counters and on the work's record, with the commit.
-  const reserved = await pipelinedTransaction(sql, async (tx, commit) => {
-    const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
-    if (!mine) return { kind: 'gone' } as const
-    if (!room.ok) {
-      metrics.spendRefused(room.layer)
-      await Promise.all([owner.refused?.(tx, room), commit()])
-      return { kind: 'no_room', refusal: room } as const
-    }
-    held.day = room.day
-    await Promise.all([
-      holdReservation(tx, owner.layers, room.day, worst),
-      owner.hold(tx, held),
-      commit(),
-    ])
-    return undefined
-  })
+  // on the counters and on the work's record, with the commit. Both transactions go again at once if
+  // PostgreSQL cancels one to break a deadlock (retryConflicts): a settlement lost so would leave an
+  // answered call to be made again by whoever resumes the work.
+  const reserved = await retryConflicts(() =>
+    pipelinedTransaction(sql, async (tx, commit) => {
+      const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
+      if (!mine) return { kind: 'gone' } as const
+      if (!room.ok) {
+        metrics.spendRefused(room.layer)
+        await Promise.all([owner.refused?.(tx, room), commit()])
+        return { kind: 'no_room', refusal: room } as const
+      }
+      held.day = room.day
+      await Promise.all([
+        holdReservation(tx, owner.layers, room.day, worst),
+        owner.hold(tx, held),
+        commit(),
+      ])
+      return undefined
+    }),
+  )
   if (reserved) return reserved
 
   let outcome: CallOutcome
@@ -236,37 +240,39 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   // The call was made and is paid for in any case: its cost is counted whoever holds the work now.
   // Two round trips: begin, the work's lock and record; then the spend settled, the work's record of
   // the outcome, the usage and the commit.
-  const mine = await pipelinedTransaction(sql, async (tx, commit) => {
-    const claimed = await owner.claim(tx, held, outcome)
-    const settled = settle(
-      tx,
-      owner.layers,
-      held.day,
-      claimed.ours ? held.micros : 0,
-      outcome.costMicros,
-      call.firstCall === true && 'reply' in outcome,
-      'reply' in outcome && outcome.unpriced === true,
-    )
-    let sent: Promise<unknown> | undefined
-    const last = () =>
-      (sent ??= Promise.all([
-        'reply' in outcome
-          ? countUsage(tx, {
-              connectionId: key.connectionId,
-              enterpriseId: owner.layers.enterpriseId,
-              day: held.day,
-              model,
-              usage: outcome.reply.usage,
-              costMicros: outcome.costMicros,
-              unpriced: outcome.unpriced,
-            })
-          : undefined,
-        commit(),
-      ]))
-    await Promise.all([settled, owner.record(tx, outcome, claimed, last)])
-    await last()
-    return claimed.mine
-  })
+  const mine = await retryConflicts(() =>
+    pipelinedTransaction(sql, async (tx, commit) => {
+      const claimed = await owner.claim(tx, held, outcome)
+      const settled = settle(
+        tx,
+        owner.layers,
+        held.day,
+        claimed.ours ? held.micros : 0,
+        outcome.costMicros,
+        call.firstCall === true && 'reply' in outcome,
+        'reply' in outcome && outcome.unpriced === true,
+      )
+      let sent: Promise<unknown> | undefined
+      const last = () =>
+        (sent ??= Promise.all([
+          'reply' in outcome
+            ? countUsage(tx, {
+                connectionId: key.connectionId,
+                enterpriseId: owner.layers.enterpriseId,
+                day: held.day,
+                model,
+                usage: outcome.reply.usage,
+                costMicros: outcome.costMicros,
+                unpriced: outcome.unpriced,
+              })
+            : undefined,
+          commit(),
+        ]))
+      await Promise.all([settled, owner.record(tx, outcome, claimed, last)])
+      await last()
+      return claimed.mine
+    }),
+  )
   if ('failure' in outcome) return { kind: 'failed', failure: outcome.failure, held }
   const { reply, costMicros } = outcome
   return { kind: 'answered', reply, costMicros, unpriced: outcome.unpriced === true, mine, held }

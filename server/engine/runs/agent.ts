@@ -1,7 +1,7 @@
 import type { Provider } from '../../../shared/schemas/models.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
-import { onCommit, transaction, type Db, type Sql } from '../../db/sql.js'
+import { onCommit, retryConflicts, transaction, type Db, type Sql } from '../../db/sql.js'
 import { gateOfStep, openGate } from '../../domain/gates/index.js'
 import {
   answerToolStep,
@@ -11,6 +11,7 @@ import {
   endModelStep,
   finishRun,
   insertToolDone,
+  journalHead,
   type JournalEntry,
   markExecuting,
   type NewEvent,
@@ -198,7 +199,9 @@ class RunExecution {
   /** Appends events while the run is this engine's (one that lost it records nothing for it). */
   private async record(events: NewEvent[]): Promise<void> {
     if (events.length === 0) return
-    const row = await appendWhileHeld(this.sql, this.run.id, this.context.engineId, events)
+    const row = await retryConflicts(() =>
+      appendWhileHeld(this.sql, this.run.id, this.context.engineId, events),
+    )
     if (row) this.run = row
   }
 
@@ -245,6 +248,21 @@ class RunExecution {
     return row
   }
 
+  /**
+   * Runs `fn` in a transaction of its own with the run locked and still this engine's (lockRun);
+   * undefined, having done nothing, when it is not. A transaction PostgreSQL cancels to break a
+   * deadlock did nothing: it goes again at once, with the same outcome (retryConflicts), so a run's
+   * end, a gate or a hold is never left for a lease takeover to find (issue 42).
+   */
+  private whileMine<T>(fn: (tx: Db, run: RunRow) => Promise<T>): Promise<T | undefined> {
+    return retryConflicts(() =>
+      transaction(this.sql, async (tx) => {
+        const run = await this.lockRun(tx)
+        return run ? fn(tx, run) : undefined
+      }),
+    )
+  }
+
   // --- what a crash left behind --------------------------------------------------------------------
 
   /**
@@ -257,16 +275,19 @@ class RunExecution {
     for (const entry of this.journal.started()) {
       if (entry.kind === 'model') {
         // Only the worker that moves the step out of started releases the call's reservation.
-        await transaction(this.sql, async (tx) => {
-          const ended = await endModelStep(tx, this.run.id, entry.step, {
-            state: 'failed',
-            response: { interrupted: true },
-          })
-          // Not ended here: the worker that made the call settled it since (its answer came after all).
-          if (!ended) answeredMeanwhile = true
-          else if (entry.spendDay)
-            await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
-        })
+        await retryConflicts(() =>
+          transaction(this.sql, async (tx) => {
+            const ended = await endModelStep(tx, this.run.id, entry.step, {
+              state: 'failed',
+              response: { interrupted: true },
+            })
+            // Not ended here: the worker that made the call settled it since (its answer came after
+            // all).
+            answeredMeanwhile ||= !ended
+            if (ended && entry.spendDay)
+              await settle(tx, this.run, entry.spendDay, entry.reservedUsdMicros, 0, false)
+          }),
+        )
         Object.assign(entry, { state: 'failed', response: { interrupted: true } })
       } else if (!entry.request.gateId || entry.request.executing) {
         await this.answer(entry, { content: interruptedCallResult, isError: true })
@@ -300,6 +321,7 @@ class RunExecution {
     const request = { provider: key.provider, model }
     const perRun = this.definition.spend?.moneyUsdPerRun
     let locked: RunRow | undefined
+    let behind = false
     let spent = run.costUsdMicros
     const result = await callModel({
       sql: this.sql,
@@ -320,7 +342,14 @@ class RunExecution {
           : undefined,
       owner: {
         layers: run,
-        lock: async (tx) => Boolean((locked = await this.lockRun(tx))),
+        // The journal is checked before every call: one behind the database's is read again, and
+        // the call not made (issue 42).
+        lock: async (tx) => {
+          const [row, head] = await Promise.all([this.lockRun(tx), journalHead(tx, run.id)])
+          locked = row
+          behind = head >= step
+          return Boolean(row) && !behind
+        },
         // The journal's step records the reservation: only the worker that moves the step out of
         // started releases it (settleInterrupted, after a crash).
         hold: (tx, held) =>
@@ -398,6 +427,10 @@ class RunExecution {
     if (result.kind === 'over_limit') return this.fail(result.reason)
     // A run taken over meanwhile is the other engine's to log.
     if (result.kind === 'no_room') await this.writeLog()
+    if (result.kind === 'gone' && behind && locked) {
+      this.journal.replace(await readJournal(this.sql, run.id))
+      return 'continue'
+    }
     if (result.kind === 'gone' || result.kind === 'no_room') return 'stop'
     if (result.kind === 'throttled') return this.hold('blocked', result.failure)
     const ended = (state: 'done' | 'failed', response: Record<string, unknown>, cost = 0) =>
@@ -495,9 +528,7 @@ class RunExecution {
     const step = this.journal.nextStep()
     const asking = call.name === fixedTools.askCeo
     const question = asking ? askCeoArguments(call.arguments) : undefined
-    const done = await transaction(this.sql, async (tx) => {
-      const run = await this.lockRun(tx)
-      if (!run) return false
+    const done = await this.whileMine(async (tx, run) => {
       const opened = await openGate(tx, run, {
         kind: asking ? 'question' : 'tool',
         tool: call.name,
@@ -524,8 +555,7 @@ class RunExecution {
     const answer = gateAnswer(gate)
     if (answer !== 'approved') return this.answer(entry, answer)
     // Approved: marked as executing before the call, so a crash during it never makes it twice.
-    const mine = await transaction(this.sql, async (tx) => {
-      if (!(await this.lockRun(tx))) return false
+    const mine = await this.whileMine(async (tx) => {
       await markExecuting(tx, this.run.id, entry.step)
       return true
     })
@@ -542,9 +572,7 @@ class RunExecution {
       return this.answerNew(call, { content: 'Noted.', isError: false })
     if (this.builtins.has(call.name)) {
       const step = this.journal.nextStep()
-      const mine = await transaction(this.sql, async (tx) => {
-        const run = await this.lockRun(tx)
-        if (!run) return false
+      const mine = await this.whileMine(async (tx, run) => {
         const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
         await this.insertDone(tx, step, call, outcome)
         return true
@@ -554,9 +582,8 @@ class RunExecution {
     const step = this.journal.nextStep()
     // Journaled as started, under the run's lock, before the tool server is called: a worker that
     // lost the run never calls, and one that dies during the call never calls again.
-    const entry = await transaction(this.sql, async (tx) => {
-      if (!(await this.lockRun(tx))) return undefined
-      const started = await startToolStep(tx, this.run, step, requestOf(call))
+    const entry = await this.whileMine(async (tx, run) => {
+      const started = await startToolStep(tx, run, step, requestOf(call))
       onCommit(tx, () => this.journal.remember([started]))
       return started
     })
@@ -571,12 +598,8 @@ class RunExecution {
    * run is no longer this engine's, and the os tool did nothing.
    */
   private async perform(call: ToolCall): Promise<ToolOutcome | undefined> {
-    if (this.builtins.has(call.name)) {
-      return transaction(this.sql, async (tx) => {
-        const run = await this.lockRun(tx)
-        return run && actOsTool(tx, run, call.name, call.arguments, this.sender)
-      })
-    }
+    if (this.builtins.has(call.name))
+      return this.whileMine((tx, run) => actOsTool(tx, run, call.name, call.arguments, this.sender))
     try {
       return await withCallSignal(this.context.signal, (signal) =>
         this.mcp!.call(call.name, call.arguments, signal),
@@ -588,9 +611,8 @@ class RunExecution {
 
   /** Records the answer of a journaled call and says so in the run's events. */
   private async answer(entry: JournalEntry, outcome: ToolOutcome): Promise<Step> {
-    const mine = await transaction(this.sql, async (tx) => {
-      // The engine that holds the run now answers this call itself (as interrupted, on resuming).
-      if (!(await this.lockRun(tx))) return false
+    // The engine that holds the run now answers this call itself (as interrupted, on resuming).
+    const mine = await this.whileMine(async (tx) => {
       await answerToolStep(tx, this.run.id, entry.step, outcome)
       await appendEvent(tx, this.run, 'tool.called', {
         name: entry.request.name,
@@ -605,8 +627,7 @@ class RunExecution {
   /** Journals a call that acted on nothing outside (or was refused) together with its answer. */
   private async answerNew(call: ToolCall, outcome: ToolOutcome): Promise<Step> {
     const step = this.journal.nextStep()
-    const mine = await transaction(this.sql, async (tx) => {
-      if (!(await this.lockRun(tx))) return false
+    const mine = await this.whileMine(async (tx) => {
       await this.insertDone(tx, step, call, outcome)
       return true
     })
@@ -630,9 +651,7 @@ class RunExecution {
   private async finish(
     result: { outcome: string; summary: string } & Record<string, unknown>,
   ): Promise<Step> {
-    const ended = await transaction(this.sql, async (tx) => {
-      const run = await this.lockRun(tx)
-      if (!run) return false
+    const ended = await this.whileMine(async (tx, run) => {
       const to = result.outcome === 'failed' ? 'failed' : 'succeeded'
       await finishRun(tx, run, to, {
         result,
@@ -645,9 +664,7 @@ class RunExecution {
   }
 
   private async fail(reason: string): Promise<Step> {
-    const ended = await transaction(this.sql, async (tx) => {
-      const run = await this.lockRun(tx)
-      if (!run) return false
+    const ended = await this.whileMine(async (tx, run) => {
       await finishRun(tx, run, 'failed', {
         reason,
         result: { outcome: 'failed', summary: reason },
@@ -666,9 +683,7 @@ class RunExecution {
   private async hold(status: 'blocked', why: string | ProviderError): Promise<Step> {
     const waitMs = typeof why === 'string' ? undefined : why.retryAfterMs
     const reason = typeof why === 'string' ? why : why.message
-    const held = await transaction(this.sql, async (tx) => {
-      const run = await this.lockRun(tx)
-      if (!run) return false
+    const held = await this.whileMine(async (tx, run) => {
       // Every hold counts, whatever its cause (no key, a refused key, an outage): each one is an event.
       const [holds] = await tx<{ times: number }[]>`
         select count(*)::int as times from run_events where run_id = ${this.run.id} and type = 'run.blocked'`

@@ -799,7 +799,10 @@ describe('long runs', () => {
     const journalReads: unknown[][] = []
     const counted = createSql(t.dbUrl, {
       onQuery: (query, parameters) => {
-        if (/\bfrom run_journal\b/i.test(query)) journalReads.push([...parameters])
+        // The head read before each call (journalHead, issue 42: one index entry) is not a read of
+        // the journal's entries.
+        if (/\bfrom run_journal\b/i.test(query) && !/max\(step\)/.test(query))
+          journalReads.push([...parameters])
       },
     })
     await engine.stop()
