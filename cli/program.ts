@@ -66,6 +66,7 @@ export const topLevelCommands: TopLevelCommand[] = [
     load: async () => (await import('./commands/executions.js')).registerExecutions,
   },
   { name: 'webhooks', load: async () => (await import('./commands/webhooks.js')).registerWebhooks },
+  { name: 'events', load: async () => (await import('./commands/events.js')).registerEvents },
   { name: 'gates', load: async () => (await import('./commands/gates.js')).registerGates },
   { name: 'chats', load: async () => (await import('./commands/chats.js')).registerChats },
   {

@@ -72,6 +72,8 @@ export interface Config {
    */
   smtpUrl: string | undefined
   mailFrom: string | undefined
+  /** Event streams (GET /v1/events) one token or session holds open at once in a process (issue 47). */
+  maxStreamsPerToken: number
   /** A person's session ends after this long without a request, and this long after sign-in at most. */
   session: { idleMinutes: number; maxHours: number }
   version: string
@@ -155,6 +157,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     improveIntervalMinutes: improveIntervalMinutes(env),
     ...mailConfig(env),
+    maxStreamsPerToken: Math.floor(positive(env.OSD_MAX_STREAMS_PER_TOKEN, 50)),
     session: {
       idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
       maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),

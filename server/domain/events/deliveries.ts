@@ -7,7 +7,7 @@ import { envelope, readPage } from '../../db/paging.js'
 import { notifyAfterCommit, transaction, unflushedCommit, type Db, type Sql } from '../../db/sql.js'
 import { formatMessage } from './formats.js'
 
-// Deliveries of the feed's events to subscriptions (issue 47; migration 0031). Made by the sequencing
+// Deliveries of the feed's events to subscriptions (issue 47; migration 0034). Made by the sequencing
 // pass (feed.ts), one per event and subscription; claimed by the engines like runs (`for update skip
 // locked`, a lease), a few of each subscription at a time, so a slow or dead receiver holds only its
 // own; each attempt recorded with its answer. At least once: a 2xx ends a delivery; anything else, or

@@ -11,7 +11,7 @@ import { notifyAfterCommit, transaction, type Db, type Sql } from '../../db/sql.
 import { deliveryChannel } from './deliveries.js'
 import { mailChannel } from './notifications.js'
 
-// One ordered event feed per enterprise (issue 47; DESIGN 15; migration 0030; docs/events.md).
+// One ordered event feed per enterprise (issue 47; DESIGN 15; migration 0033; docs/events.md).
 //
 // Events enter an inbox from triggers on the tables that record them, in their writers' transactions.
 // sequenceFeed gives them their positions: under the lock of the enterprise's head row, it moves the

@@ -45,6 +45,14 @@ export {
 } from './deliveries.js'
 export { formatMessage, slackMessage } from './formats.js'
 export {
+  feedPage,
+  feedRequest,
+  openFeedStream,
+  type FeedRequest,
+  type FeedStreamEvent,
+  type FollowFeed,
+} from './stream.js'
+export {
   claimMailPeople,
   composeMail,
   getNotifications,

@@ -2,7 +2,7 @@ import { eventCommand, firstLine, gateQuestion } from '../../../shared/event-tex
 import type { FeedEvent, Notifications } from '../../../shared/schemas/events.js'
 import { transaction, unflushedCommit, type Db, type Sql } from '../../db/sql.js'
 
-// Mail to people (issue 47; migration 0031): what is told to whom is decided by the sequencing pass
+// Mail to people (issue 47; migration 0034): what is told to whom is decided by the sequencing pass
 // (feed.ts mailFanOut) as mail items; the engines' mailer claims a person with items waiting (not
 // before a minute after their last mail), sends them all in one mail, and marks them sent. So a
 // person gets at most one mail a minute, what came meanwhile folded into the next.

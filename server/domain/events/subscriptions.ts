@@ -14,7 +14,7 @@ import { type Db } from '../../db/sql.js'
 import { requireAllowedUrl, type EgressRule } from '../../egress.js'
 import { isUuid } from '../../../shared/ids.js'
 
-// Outbound event subscriptions (issue 47; migration 0031): POST /v1/event-subscriptions and its verbs.
+// Outbound event subscriptions (issue 47; migration 0034): POST /v1/event-subscriptions and its verbs.
 // A subscription is sent the feed's events of its types (deliveries.ts), signed with its secret as
 // Standard Webhooks asks. It never carries what its maker could not read in the feed: the families it
 // may carry are fixed from the maker's scopes, and narrowed by every change to those of who changes it.

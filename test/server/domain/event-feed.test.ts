@@ -11,7 +11,7 @@ import { allScopes } from '../../../shared/scopes.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, llmTask } from '../../helpers/runs.js'
 
-// The event feed's order (issue 47; DESIGN 15; migration 0030): positions only grow, one by one, and a
+// The event feed's order (issue 47; DESIGN 15; migration 0033): positions only grow, one by one, and a
 // reader that asks after N never misses an event that commits later, however the writers' transactions
 // interleave. Positions are given by sequencing passes after the writers commit (feed.ts).
 
