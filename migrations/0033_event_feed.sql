@@ -91,6 +91,9 @@ begin
               'kind', new.kind, 'tool', new.tool, 'decision', new.decision, 'decidedBy', new.decided_by,
               'note', new.note, 'choice', new.choice, 'answers', new.answers)));
   end if;
+  -- Its writers' own NOTIFYs (a run's events) may come later or never (a chat's gate, an os gate):
+  -- the passes are woken here, so a waiting gate is on the stream at once, not at the next sweep.
+  perform feed_wake();
   return null;
 end
 $$;
