@@ -66,6 +66,11 @@ export const topLevelCommands: TopLevelCommand[] = [
     load: async () => (await import('./commands/executions.js')).registerExecutions,
   },
   { name: 'webhooks', load: async () => (await import('./commands/webhooks.js')).registerWebhooks },
+  { name: 'events', load: async () => (await import('./commands/events.js')).registerEvents },
+  {
+    name: 'subscriptions',
+    load: async () => (await import('./commands/subscriptions.js')).registerSubscriptions,
+  },
   { name: 'gates', load: async () => (await import('./commands/gates.js')).registerGates },
   { name: 'chats', load: async () => (await import('./commands/chats.js')).registerChats },
   {

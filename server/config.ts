@@ -71,6 +71,14 @@ export interface Config {
   }
   /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10); undefined: off. */
   improveIntervalMinutes: number | undefined
+  /**
+   * Mail to people (issue 47): OSD_SMTP_URL (`smtp://user:pass@host:587`, STARTTLS when the server offers
+   * it; `smtps://` for TLS from the start) and OSD_MAIL_FROM. Without them osd mails nobody.
+   */
+  smtpUrl: string | undefined
+  mailFrom: string | undefined
+  /** Event streams (GET /v1/events) one token or session holds open at once in a process (issue 47). */
+  maxStreamsPerToken: number
   /** A person's session ends after this long without a request, and this long after sign-in at most. */
   session: { idleMinutes: number; maxHours: number }
   /**
@@ -180,6 +188,8 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
     },
     improveIntervalMinutes: improveIntervalMinutes(env),
+    ...mailConfig(env),
+    maxStreamsPerToken: Math.floor(positive(env.OSD_MAX_STREAMS_PER_TOKEN, 50)),
     session: {
       idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
       maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),
@@ -244,4 +254,25 @@ function parsePort(value: string | number): number {
 
 function expandHome(path: string): string {
   return path === '~' || path.startsWith('~/') ? homedir() + path.slice(1) : path
+}
+
+/** OSD_SMTP_URL and OSD_MAIL_FROM: both or neither; smtp: or smtps: only. */
+function mailConfig(env: NodeJS.ProcessEnv): Pick<Config, 'smtpUrl' | 'mailFrom'> {
+  const smtpUrl = env.OSD_SMTP_URL?.trim() || undefined
+  const mailFrom = env.OSD_MAIL_FROM?.trim() || undefined
+  if (!smtpUrl && !mailFrom) return { smtpUrl, mailFrom }
+  if (!smtpUrl || !mailFrom)
+    throw new ConfigError(
+      `OSD_SMTP_URL and OSD_MAIL_FROM go together: ${smtpUrl ? 'OSD_MAIL_FROM' : 'OSD_SMTP_URL'} is not set`,
+    )
+  let protocol: string
+  try {
+    protocol = new URL(smtpUrl).protocol
+  } catch {
+    // Never echoed: it may carry a password.
+    throw new ConfigError('OSD_SMTP_URL is not a URL (smtp://user:pass@host:587 or smtps://...)')
+  }
+  if (protocol !== 'smtp:' && protocol !== 'smtps:')
+    throw new ConfigError(`OSD_SMTP_URL must be smtp:// or smtps://, not ${protocol}//`)
+  return { smtpUrl, mailFrom }
 }

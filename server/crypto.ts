@@ -54,6 +54,12 @@ export const sealedColumns = {
     key: 'id',
     keyType: 'uuid',
   },
+  subscriptionSecret: {
+    table: 'event_subscriptions',
+    column: 'secret_sealed',
+    key: 'id',
+    keyType: 'uuid',
+  },
 } as const satisfies Record<string, SealedColumn>
 
 export interface Sealer {

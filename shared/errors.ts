@@ -62,6 +62,7 @@ export const errorStatus = {
   consent_request_not_found: 404,
   app_connection_not_found: 404,
   invite_not_found: 404,
+  subscription_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -102,12 +103,14 @@ export const errorStatus = {
   token_revoked: 409,
   token_expired: 409,
   token_of_connected_app: 409,
+  subscription_disabled: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)
   login_locked: 429,
   sign_in_busy: 429,
   too_many_consent_requests: 429,
+  too_many_streams: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
   // 503: an archived run or chat whose archive file this process cannot read (OSD_ARCHIVE_DIR)

@@ -20,6 +20,9 @@ export const resources = [
   'enterprise',
   'catalog',
   'webhooks',
+  // The one event feed (GET /v1/events, DESIGN 15): its own resource by the path rule; what a token
+  // sees in it is further narrowed to the types of the resources it may read (feedResourceOf).
+  'events',
 ] as const
 
 export type Resource = (typeof resources)[number]
@@ -40,10 +43,21 @@ export function levelFor(method: string): Level {
   return method === 'GET' || method === 'HEAD' ? 'read' : 'write'
 }
 
-/** The resource a /v1 path belongs to: its first segment after /v1, or undefined. */
+/**
+ * First path segments that are not resources of their own but belong to another's scope (issue 47):
+ * outbound event subscriptions are webhooks, the outward half of the inbound ones, and take
+ * `webhooks:read` / `webhooks:write` as the issue asks.
+ */
+const resourceAliases: Record<string, Resource> = { 'event-subscriptions': 'webhooks' }
+
+/**
+ * The resource a /v1 path belongs to: its first segment after /v1 (spec: Authentication 3), as
+ * resourceAliases maps it, or undefined.
+ */
 export function resourceOf(path: string): string | undefined {
   const match = /^\/v1\/([^/?#]+)/.exec(path)
-  return match?.[1]
+  const segment = match?.[1]
+  return segment === undefined ? undefined : (resourceAliases[segment] ?? segment)
 }
 
 /**

@@ -20,6 +20,8 @@ export const about = {
   blockers: 'what is stuck: failed runs, stopped pipelines, blocked and paused runs, task problems',
   executions: 'executions: the runs linked by successors and retries, and the board',
   webhooks: 'inbound webhook deliveries: history and replay',
+  events: "the enterprise's event feed, followed as it comes",
+  subscriptions: "outbound webhooks: the feed's events POSTed, signed, to a URL",
   gates: 'gates: tool calls and questions waiting for a person to decide',
   chats: 'chats: conversations with members, their tool calls and questions',
   chat: 'chat with a member on an interactive screen: replies as they come, tool calls and questions decided in place (needs a terminal)',

@@ -14,6 +14,7 @@ import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
 import { RetentionLoop, type RetentionOptions } from './retention.js'
 import { defaultToolLimits, type ToolLimits } from './tools/index.js'
+import { startEventWork, type EventWork, type EventWorkOptions } from './events/index.js'
 
 export interface Engine {
   id: string
@@ -21,6 +22,8 @@ export interface Engine {
   chats: ChatLoop
   /** The retention pass, when this engine runs one (EngineOptions.retention). */
   retention: RetentionLoop | undefined
+  /** The event feed's positions, deliveries to subscriptions, mail (issue 47). */
+  events: EventWork
   stop(): Promise<void>
 }
 
@@ -45,6 +48,9 @@ export interface EngineOptions {
         | 'modelIdleSeconds'
         | 'egress'
         | 'toolResultMaxBytes'
+        | 'publicUrl'
+        | 'smtpUrl'
+        | 'mailFrom'
       >
     >
   sealer: Sealer
@@ -56,6 +62,8 @@ export interface EngineOptions {
   sweepMs?: number
   /** The retention pass (issue 46): none unless given (osd serve gives it unless OSD_RETENTION=off). */
   retention?: RetentionOptions
+  /** The event deliveries' limits and timeout (tests make them small). */
+  deliveries?: EventWorkOptions['deliveries']
 }
 
 /** Everything osd does in the background (DESIGN 1, 5, 7): runs, the agent loop, schedules, timers. */
@@ -116,6 +124,18 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   // Apart from the lease loop: it claims nothing of the runs' or chats' work (issue 46).
   const retention = options.retention && new RetentionLoop(sql, log, options.retention)
   retention?.start()
+  const events = await startEventWork({
+    sql,
+    log,
+    sealer,
+    engineId: id,
+    config,
+    sweepMs: options.sweepMs,
+    deliveries: options.deliveries,
+  })
+  // Said once, here (issue 47): mail is off unless configured.
+  if (!events.mailer)
+    log.info({}, 'mail is off: set OSD_SMTP_URL and OSD_MAIL_FROM to mail people when gates wait')
   // A bound key lets the enterprise's blocked runs try again at once (DESIGN 6).
   const keys = await sql.listen(keyBoundChannel, (enterpriseId) => {
     resumeDueHolds(sql, enterpriseId).then(
@@ -132,9 +152,11 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     runs,
     chats,
     retention,
+    events,
     async stop() {
       await retention?.stop()
       await keys.unlisten().catch(() => undefined)
+      await events.stop()
       await scheduler.stop()
       await chats.stop()
       await runs.stop()

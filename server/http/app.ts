@@ -21,6 +21,8 @@ import { createProviders } from '../engine/models/index.js'
 import { runChannel, StartBatcher } from '../domain/runs/index.js'
 import { runRoutes } from '../routes/runs.js'
 import { webhookRoutes } from '../routes/webhooks.js'
+import { eventRoutes } from '../routes/events.js'
+import { eventSubscriptionRoutes } from '../routes/event-subscriptions.js'
 import { memberRoutes } from '../routes/members.js'
 import { orgRoutes } from '../routes/orgs.js'
 import { roleRoutes } from '../routes/roles.js'
@@ -107,6 +109,9 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/webhooks', webhookRoutes(routeDeps))
   app.route('/v1/catalog', catalogRoutes(routeDeps))
   app.route('/v1/config', configRoutes(routeDeps))
+  // The event feed and outbound subscriptions (issue 47).
+  app.route('/v1/events', eventRoutes(routeDeps))
+  app.route('/v1/event-subscriptions', eventSubscriptionRoutes(routeDeps))
 
   finishDocument(app)
   app.openAPIRegistry.registerPath({

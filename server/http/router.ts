@@ -42,7 +42,8 @@ export interface RouteDef<P, Q, B, R> {
   response?: R
   /**
    * Media type of an answer that is not JSON (an image, a file, a text/event-stream), when the handler
-   * returns a Response: the document declares the status and the media type, not a body schema.
+   * returns a Response: the document declares the status and the media type, not a body schema. With
+   * `response` too, the route answers either, as the request's Accept asks.
    */
   rawResponse?: string
   /** What that answer is, for the document; by default said from its media type. */
@@ -241,7 +242,13 @@ function documentResponses(def: RouteDef<unknown, unknown, unknown, unknown>, st
       (media.startsWith('image/') ? 'the image' : 'the file')
     const schema =
       media === 'text/event-stream' ? { type: 'string' } : { type: 'string', format: 'binary' }
-    responses[status] = { description, content: { [media]: { schema } } }
+    const content: Record<string, { schema: unknown }> = { [media]: { schema } }
+    // A route that answers either, as the request's Accept asks (GET /v1/events: a stream or a page).
+    if (def.response) content['application/json'] = { schema: def.response as Schema }
+    responses[status] = {
+      description: def.response ? `${description}, or (JSON) the answer` : description,
+      content,
+    }
   } else if (def.response) {
     responses[status] = {
       description: 'success',

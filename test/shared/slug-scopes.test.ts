@@ -22,8 +22,9 @@ describe('cleanSlug (spec: Task definition, slug)', () => {
 })
 
 describe('scopes (spec: Authentication 3)', () => {
-  it('has read and write for each of the 19 resources', () => {
-    expect(allScopes).toHaveLength(38)
+  it("has read and write for each of the spec's 19 resources, and for the event feed", () => {
+    expect(allScopes).toHaveLength(40)
+    expect(allScopes).toContain('events:read')
   })
 
   it('parses lists, wildcards and reports unknown scopes', () => {
@@ -38,6 +39,9 @@ describe('scopes (spec: Authentication 3)', () => {
 
   it('takes the resource from the first segment after /v1', () => {
     expect(resourceOf('/v1/tasks/abc/runs')).toBe('tasks')
+    // Outbound event subscriptions are webhooks' (issue 47).
+    expect(resourceOf('/v1/event-subscriptions/abc/deliveries')).toBe('webhooks')
+    expect(resourceOf('/v1/events')).toBe('events')
     expect(resourceOf('/v1/enterprise')).toBe('enterprise')
     expect(resourceOf('/elsewhere')).toBeUndefined()
   })

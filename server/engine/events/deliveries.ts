@@ -1,0 +1,184 @@
+import type { Sealer } from '../../crypto.js'
+import type { Sql } from '../../db/sql.js'
+import {
+  answerKeptBytes,
+  attemptTimeoutMs,
+  claimDeliveries,
+  deliveryChannel,
+  deliveryMessage,
+  deliveryStillHeld,
+  dropDelivery,
+  nextDeliveryDue,
+  recordAttempt,
+  releaseDeliveries,
+  renewDeliveries,
+  type Attempt,
+  type ClaimedDelivery,
+} from '../../domain/events/index.js'
+import { egressFetch, egressRefusalOf, type EgressRule, type Fetch } from '../../egress.js'
+import type { Logger } from '../../log.js'
+import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
+
+// Deliveries of the feed's events to subscriptions (issue 47), as a kind of the lease loop: claimed
+// with `for update skip locked` and a lease (domain/events/deliveries.ts), a bounded number at a time
+// and of each subscription, each a POST that waits 10 s at most for its answer, through the egress
+// rule. A receiver that is slow or gone holds at most its own share of the slots, never another's and
+// never a run's (the runs' loop is another, on its own connections' work).
+
+export interface DeliveryLoopOptions {
+  sql: Sql
+  log: Logger
+  sealer: Sealer
+  engineId: string
+  egress: EgressRule
+  publicUrl: string | undefined
+  /** Deliveries this process makes at once (64 unless told). */
+  maxInFlight?: number
+  /** Of one subscription (4 unless told). */
+  perSubscription?: number
+  leaseSeconds?: number
+  sweepMs?: number
+  /** The longest an attempt waits (10 s unless told: issue 47). */
+  timeoutMs?: number
+}
+
+interface DeliveryWork extends Leased {
+  delivery: ClaimedDelivery
+}
+
+export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
+  /** Deliveries in flight here, per subscription. */
+  private readonly inFlight: Map<string, number>
+
+  constructor(options: DeliveryLoopOptions) {
+    const { sql, engineId, log } = options
+    const leaseSeconds = options.leaseSeconds ?? 30
+    const maxInFlight = options.maxInFlight ?? 64
+    const perSubscription = options.perSubscription ?? 4
+    const timeoutMs = options.timeoutMs ?? attemptTimeoutMs
+    const post = egressFetch(options.egress)
+    const inFlight = new Map<string, number>()
+    const kind: WorkKind<DeliveryWork> = {
+      name: 'event delivery',
+      logKey: 'deliveryId',
+      channel: deliveryChannel,
+      // This process's sequencer wakes this loop itself (engine/events/index.ts).
+      listenLocally: () => () => undefined,
+      async claim() {
+        const held = [...inFlight.values()].reduce((n, k) => n + k, 0)
+        const room = maxInFlight - held
+        const claimed = await claimDeliveries(sql, engineId, {
+          room,
+          perSubscription,
+          inFlight,
+          leaseSeconds,
+        })
+        for (const d of claimed)
+          inFlight.set(d.subscriptionId, (inFlight.get(d.subscriptionId) ?? 0) + 1)
+        return {
+          claimed: claimed.map((delivery) => ({ id: delivery.id, wakeKey: '', delivery })),
+          // Claimed as much as there was room for: there may be more.
+          more: claimed.length > 0 && claimed.length === room,
+        }
+      },
+      nextDue: () => nextDeliveryDue(sql),
+      async execute({ delivery }, signal) {
+        try {
+          await deliver(options, post, timeoutMs, delivery, signal)
+        } finally {
+          const left = (inFlight.get(delivery.subscriptionId) ?? 1) - 1
+          if (left > 0) inFlight.set(delivery.subscriptionId, left)
+          else inFlight.delete(delivery.subscriptionId)
+        }
+      },
+      renew: (ids) => renewDeliveries(sql, engineId, ids, leaseSeconds),
+      stillHeld: (id) => deliveryStillHeld(sql, engineId, id),
+      release: (ids) => releaseDeliveries(sql, engineId, ids),
+    }
+    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds })
+    this.inFlight = inFlight
+  }
+
+  /** Deliveries in flight here now, per subscription (for tests). */
+  get inFlightBySubscription(): ReadonlyMap<string, number> {
+    return this.inFlight
+  }
+}
+
+/** One attempt: the message signed now, POSTed, its answer (or why none) recorded. */
+async function deliver(
+  options: DeliveryLoopOptions,
+  post: Fetch,
+  timeoutMs: number,
+  delivery: ClaimedDelivery,
+  signal: AbortSignal,
+): Promise<void> {
+  const { sql, sealer, engineId, log } = options
+  const message = await deliveryMessage(sql, sealer, delivery, options.publicUrl)
+  if (!message) {
+    await dropDelivery(sql, engineId, delivery.id)
+    return
+  }
+  const at = new Date()
+  const began = performance.now()
+  const timeout = AbortSignal.timeout(timeoutMs)
+  let attempt: Attempt
+  try {
+    const res = await post(message.url, {
+      method: 'POST',
+      headers: message.headers,
+      body: message.body,
+      // A redirect is an answer, not a 2xx: a receiver that moved says so and is retried.
+      redirect: 'manual',
+      signal: AbortSignal.any([signal, timeout]),
+    })
+    const latencyMs = Math.round(performance.now() - began)
+    const answer = await firstBytes(res, answerKeptBytes)
+    attempt = { at, statusCode: res.status, latencyMs, answer }
+  } catch (err) {
+    // The engine stopping (or the delivery no longer held): not an attempt; the lease goes back and
+    // another engine sends it, with the same webhook-id.
+    if (signal.aborted) return
+    const latencyMs = Math.round(performance.now() - began)
+    attempt = { at, statusCode: null, latencyMs, answer: whyNoAnswer(err, timeout, timeoutMs) }
+  }
+  const outcome = await recordAttempt(sql, engineId, delivery, attempt)
+  if (outcome === 'failed')
+    log.warn(
+      { deliveryId: delivery.id, subscriptionId: delivery.subscriptionId },
+      'an event delivery failed for 3 days: its subscription is disabled',
+    )
+}
+
+/** The first `max` bytes of an answer's body, as text; the rest is not read. */
+async function firstBytes(res: Response, max: number): Promise<string> {
+  if (!res.body) return ''
+  const reader = res.body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    while (size < max) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(value)
+      size += value.byteLength
+    }
+  } catch {
+    // what came before the failure is the answer kept
+  } finally {
+    reader.cancel().catch(() => undefined)
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, max))
+}
+
+function whyNoAnswer(err: unknown, timeout: AbortSignal, timeoutMs: number): string {
+  if (timeout.aborted) return `no answer within ${timeoutMs / 1000} s`
+  const refused = egressRefusalOf(err)
+  if (refused) return `not sent: ${refused.message}`
+  let cause: unknown = err
+  for (let depth = 0; depth < 4 && (cause as { cause?: unknown })?.cause; depth++)
+    cause = (cause as { cause?: unknown }).cause
+  const code = (cause as { code?: string })?.code
+  const message = (cause as Error)?.message ?? String(cause)
+  return `no answer: ${code ? `${code} ` : ''}${message}`.slice(0, answerKeptBytes)
+}

@@ -1,0 +1,120 @@
+import { isDatabaseUnavailable, isRetryable, type Sql } from '../../db/sql.js'
+import { chatChannel } from '../../domain/chats/index.js'
+import { inboxChannel, pruneFeed, sequenceFeed, type Sequenced } from '../../domain/events/index.js'
+import { runChannel } from '../../domain/runs/index.js'
+import type { Logger } from '../../log.js'
+
+// Gives the feed's events their positions (domain/events/feed.ts sequenceFeed), in every engine
+// process: woken by what tells of new events (a run's events, a chat's messages, the inbox's own
+// NOTIFY from the slower tables' triggers), with a sweep as the safety net. Two engines sequence
+// different enterprises at once (skip locked); an enterprise's events are sequenced by one at a time.
+// Prunes what the feed keeps no longer, hourly.
+
+export interface SequencerOptions {
+  sql: Sql
+  log: Logger
+  /** Whether this process sends mail, and so fans events out to mail (OSD_SMTP_URL). */
+  mail: boolean
+  /** Told after each pass that moved events: this process's delivery loop and mailer go at once. */
+  onSequenced?: (done: Sequenced) => void
+  /** The safety net's period (1 s unless told). */
+  sweepMs?: number
+  /** How often to prune (hourly unless told); the first a minute after start. */
+  pruneMs?: number
+}
+
+/**
+ * Under load, a pass right after another waits this long, so the next takes more at once (one
+ * transaction for many events, not one for each): what it adds to an event's latency is at most this.
+ */
+const gapUnderLoadMs = 3
+
+export class FeedSequencer {
+  private passing = false
+  private again = false
+  private stopped = false
+  private lastPassAt = 0
+  private listeners: { unlisten(): Promise<void> }[] = []
+  private sweep: NodeJS.Timeout | undefined
+  private prune: NodeJS.Timeout | undefined
+  private firstPrune: NodeJS.Timeout | undefined
+  private retry: NodeJS.Timeout | undefined
+  private running: Promise<void> | undefined
+
+  constructor(private readonly options: SequencerOptions) {}
+
+  async start(): Promise<void> {
+    const { sql } = this.options
+    const wake = () => this.wake()
+    for (const channel of [runChannel, chatChannel, inboxChannel])
+      this.listeners.push(await sql.listen(channel, wake, wake))
+    this.sweep = setInterval(wake, this.options.sweepMs ?? 1_000)
+    const pruneMs = this.options.pruneMs ?? 3_600_000
+    this.firstPrune = setTimeout(() => void this.pruneNow(), Math.min(60_000, pruneMs))
+    this.prune = setInterval(() => void this.pruneNow(), pruneMs)
+    this.wake()
+  }
+
+  /** A pass soon; a wake during a pass makes another follow it. */
+  wake(): void {
+    if (this.stopped) return
+    if (this.passing) {
+      this.again = true
+      return
+    }
+    this.passing = true
+    const since = performance.now() - this.lastPassAt
+    const go = () => {
+      this.running = this.pass()
+    }
+    if (since < gapUnderLoadMs) setTimeout(go, gapUnderLoadMs - since)
+    else setImmediate(go)
+  }
+
+  private async pass(): Promise<void> {
+    const { sql, log } = this.options
+    try {
+      do {
+        this.again = false
+        for (let more = true; more && !this.stopped;) {
+          const done = await sequenceFeed(sql, { mail: this.options.mail })
+          if (done.events > 0) this.options.onSequenced?.(done)
+          // Inbox rows of an enterprise another pass holds are that pass's to take.
+          more = done.more && (done.events > 0 || done.madeHeads > 0)
+        }
+        this.lastPassAt = performance.now()
+      } while (this.again && !this.stopped)
+    } catch (err) {
+      if (isRetryable(err)) log.warn({ err }, 'feed pass stopped by the database; trying again')
+      else if (isDatabaseUnavailable(err))
+        log.warn({}, 'feed pass: the database is unavailable; trying again in a second')
+      else log.error({ err }, 'feed pass failed; trying again in a second')
+      clearTimeout(this.retry)
+      this.retry = setTimeout(() => this.wake(), isRetryable(err) ? 0 : 1_000)
+    } finally {
+      this.passing = false
+    }
+  }
+
+  /** Deletes what the feed keeps no longer (7 days). */
+  async pruneNow(): Promise<number> {
+    try {
+      const gone = await pruneFeed(this.options.sql)
+      if (gone > 0) this.options.log.info({ events: gone }, 'feed pruned')
+      return gone
+    } catch (err) {
+      this.options.log.warn({ err }, 'feed prune failed; trying again in an hour')
+      return 0
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearInterval(this.sweep)
+    clearInterval(this.prune)
+    clearTimeout(this.firstPrune)
+    clearTimeout(this.retry)
+    await Promise.all(this.listeners.map((l) => l.unlisten().catch(() => undefined)))
+    while (this.passing) await (this.running ?? new Promise((r) => setTimeout(r, 5)))
+  }
+}

@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { createSql } from '../../../server/db/sql.js'
+import {
+  feedFilter,
+  pruneFeed,
+  readFeed,
+  sequenceFeed,
+} from '../../../server/domain/events/index.js'
+import { allScopes } from '../../../shared/scopes.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { apiStart, llmTask } from '../../helpers/runs.js'
+
+// The event feed's order (issue 47; DESIGN 15; migration 0033): positions only grow, one by one, and a
+// reader that asks after N never misses an event that commits later, however the writers' transactions
+// interleave. Positions are given by sequencing passes after the writers commit (feed.ts).
+
+let t: TestApp
+const every = feedFilter(new Set(allScopes), undefined)
+
+beforeAll(async () => {
+  t = await createTestApp()
+})
+
+/** Passes until the inbox is empty, as the engines' sequencer does. */
+async function sequence() {
+  for (;;) {
+    const done = await sequenceFeed(t.sql, { mail: false })
+    if (!done.more) return
+  }
+}
+
+/** Everything the enterprise's feed holds after `after`, read page by page. */
+async function readAll(enterpriseId: string, after = 0) {
+  const events = []
+  for (let cursor = after; ;) {
+    const page = await readFeed(t.sql, enterpriseId, cursor, every, 200)
+    events.push(...page.events)
+    cursor = page.next
+    if (!page.more) return events
+  }
+}
+
+describe('the feed of an enterprise', () => {
+  it("gets a run's events in order, with their run and task, and positions one by one", async () => {
+    const e = await t.createEnterprise(`Feed ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, { n: 1 })
+    await t.call('POST', `/v1/runs/${run.id}/cancel`, { token: e.token })
+    await sequence()
+    const events = await readAll(e.id)
+    expect(events.map((ev) => ev.type)).toEqual(['run.queued', 'run.cancelled'])
+    expect(events.map((ev) => ev.position)).toEqual([1, 2])
+    expect(events[0]!.subject).toEqual({
+      runId: run.id,
+      taskId: task.id,
+      taskSlug: task.slug,
+      executionId: run.id,
+    })
+    // Nothing of it reaches another enterprise's feed.
+    expect((await readAll(t.other.id)).filter((ev) => ev.subject.runId === run.id)).toEqual([])
+  })
+
+  it('gives a transaction that commits late a later position: a reader after the earlier misses nothing', async () => {
+    const e = await t.createEnterprise(`Late ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    const head = (await readAll(e.id)).at(-1)!.position
+    const other = createSql(t.dbUrl, { max: 1 })
+    try {
+      // The late writer takes its inbox row (its id is the smaller) and holds its transaction open...
+      const reserved = await other.reserve()
+      await reserved`begin`
+      await reserved`insert into run_events (enterprise_id, run_id, type) values (${e.id}, ${run.id}, 'model.called')`
+      // ...while a second one commits and is sequenced.
+      await t.sql`insert into run_events (enterprise_id, run_id, type) values (${e.id}, ${run.id}, 'tool.called')`
+      await sequence()
+      const first = await readFeed(t.sql, e.id, head, every, 200)
+      expect(first.events.map((ev) => [ev.position, ev.type])).toEqual([[head + 1, 'tool.called']])
+      // The late one commits: the reader asking after what it saw gets it, with the next position.
+      await reserved`commit`
+      reserved.release()
+      await sequence()
+      const second = await readFeed(t.sql, e.id, first.next, every, 200)
+      expect(second.events.map((ev) => [ev.position, ev.type])).toEqual([
+        [head + 2, 'model.called'],
+      ])
+    } finally {
+      await other.end()
+    }
+  })
+
+  it('has no hole and no repeat under writers committing out of order and two passes at once', async () => {
+    const e = await t.createEnterprise(`Busy ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    const start = (await readAll(e.id)).at(-1)!.position
+    const writers = createSql(t.dbUrl, { max: 8 })
+    const passes = [createSql(t.dbUrl, { max: 2 }), createSql(t.dbUrl, { max: 2 })]
+    const seen: { position: number; n: unknown }[] = []
+    let writing = true
+    let sequenced = false
+    try {
+      // A reader that follows the feed as it grows, as a client with after= does, until everything
+      // is sequenced and read.
+      const reader = (async () => {
+        for (let cursor = start; ;) {
+          const last = sequenced
+          const page = await readFeed(t.sql, e.id, cursor, every, 50)
+          for (const ev of page.events) seen.push({ position: ev.position, n: ev.payload.n })
+          cursor = page.next
+          if (last && !page.more) return
+          await new Promise((r) => setTimeout(r, 2))
+        }
+      })()
+      const sequencers = passes.map(async (pass) => {
+        while (writing) {
+          await sequenceFeed(pass, { mail: false })
+          await new Promise((r) => setTimeout(r, 1))
+        }
+      })
+      // 200 transactions of 1 to 3 events each, each held open for a random while before its commit.
+      let n = 0
+      await Promise.all(
+        Array.from({ length: 200 }, async (_, w) => {
+          await new Promise((r) => setTimeout(r, Math.random() * 200))
+          await writers.begin(async (tx) => {
+            for (let k = 0; k < 1 + (w % 3); k++)
+              await tx`insert into run_events (enterprise_id, run_id, type, payload)
+                       values (${e.id}, ${run.id}, 'model.called', ${tx.json({ n: n++ })})`
+            await new Promise((r) => setTimeout(r, Math.random() * 20))
+          })
+        }),
+      )
+      writing = false
+      await Promise.all(sequencers)
+      await sequence()
+      sequenced = true
+      await reader
+      const written = n
+      expect(seen.map((s) => s.position)).toEqual(
+        Array.from({ length: written }, (_, i) => start + 1 + i),
+      )
+      expect(new Set(seen.map((s) => s.n)).size).toBe(written)
+    } finally {
+      writing = false
+      await Promise.all([writers.end(), ...passes.map((p) => p.end())])
+    }
+  }, 60_000)
+})
+
+describe('what a reader sees', () => {
+  let e: Awaited<ReturnType<TestApp['createEnterprise']>>
+  beforeAll(async () => {
+    e = await t.createEnterprise(`Filters ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, {})
+    await t.sql`
+      insert into gates (enterprise_id, run_id, task_id, kind, tool, summary)
+      values (${e.id}, ${run.id}, ${task.id}, 'tool', 'vcs.merge_pull_request', 'Merge #8?')`
+    await t.sql`insert into execution_closures (execution_id, enterprise_id) values (${run.id}, ${e.id})`
+    await sequence()
+  })
+
+  it('keeps only the types asked for: a family, or one type', async () => {
+    const gates = feedFilter(new Set(allScopes), ['gate.waiting'])
+    const runs = feedFilter(new Set(allScopes), ['run.*', 'execution.closed'])
+    const of = async (filter: typeof gates) =>
+      (await readFeed(t.sql, e.id, 0, filter, 200)).events.map((ev) => ev.type)
+    expect(await of(gates)).toEqual(['gate.waiting'])
+    expect(await of(runs)).toEqual(['run.queued', 'execution.closed'])
+    const gate = (await readFeed(t.sql, e.id, 0, gates, 200)).events[0]!
+    expect(gate.payload).toMatchObject({
+      kind: 'tool',
+      tool: 'vcs.merge_pull_request',
+      summary: 'Merge #8?',
+    })
+  })
+
+  it('shows a token the types of the resources it may read, and refuses what it may not', () => {
+    expect(feedFilter(new Set(['gates:read']), undefined).families).toEqual(['gate'])
+    expect(feedFilter(new Set(['runs:read']), undefined).families).toEqual([
+      'run',
+      'model',
+      'tool',
+      'improvement',
+    ])
+    expect(() => feedFilter(new Set(['runs:read']), ['gate.waiting'])).toThrow(/gates:read/)
+    expect(() => feedFilter(new Set(['tasks:read', 'events:read']), undefined)).toThrow(
+      /reads none/,
+    )
+  })
+
+  it('moves the page on past what the filter leaves out', async () => {
+    const gates = feedFilter(new Set(allScopes), ['chat.*'])
+    const page = await readFeed(t.sql, e.id, 0, gates, 200)
+    expect(page.events).toEqual([])
+    expect(page.next).toBe(3)
+    expect(page.more).toBe(false)
+  })
+
+  it('says feed.reset to a reader asking from before what it keeps, or from past its head', async () => {
+    const pruned = await t.createEnterprise(`Pruned ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, pruned.token)
+    await apiStart(t.sql, pruned.id, task.id, {})
+    await sequence()
+    await t.sql`update events set created_at = now() - interval '8 days' where enterprise_id = ${pruned.id}`
+    await apiStart(t.sql, pruned.id, task.id, {})
+    await sequence()
+    expect(await pruneFeed(t.sql)).toBeGreaterThanOrEqual(1)
+    const read = await readFeed(t.sql, pruned.id, 0, every, 200)
+    expect(read.reset).toMatchObject({
+      type: 'feed.reset',
+      position: 1,
+      payload: { after: 0, firstPosition: 2 },
+    })
+    expect(read.events.map((ev) => ev.position)).toEqual([2])
+    expect((await readFeed(t.sql, pruned.id, 1, every, 200)).reset).toBeUndefined()
+    const ahead = await readFeed(t.sql, pruned.id, 99, every, 200)
+    expect(ahead.reset).toMatchObject({ position: 2, payload: { after: 99 } })
+    expect(ahead.next).toBe(2)
+  })
+})
