@@ -2,6 +2,7 @@ import { homedir } from 'node:os'
 import { resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
 import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
+import { parseCidr } from './http/addresses.js'
 
 export type Role = 'all' | 'api' | 'engine'
 export const roles: Role[] = ['all', 'api', 'engine']
@@ -68,6 +69,16 @@ export interface Config {
   improveIntervalMinutes: number | undefined
   /** A person's session ends after this long without a request, and this long after sign-in at most. */
   session: { idleMinutes: number; maxHours: number }
+  /**
+   * Rate limits (issue 44; http/limits.ts), counted in this process: per token or session, and per
+   * client address on the routes that take no token. undefined: off.
+   */
+  rateLimits: {
+    perMinute: number | undefined
+    ipPerMinute: number | undefined
+    /** Peers whose X-Forwarded-For is believed (OSD_TRUSTED_PROXIES): networks as CIDRs. */
+    trustedProxies: string[]
+  }
   version: string
 }
 
@@ -152,6 +163,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
       maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),
     },
+    rateLimits: {
+      perMinute: rate(env.OSD_RATE_LIMIT_PER_MINUTE, 6000, 'OSD_RATE_LIMIT_PER_MINUTE'),
+      ipPerMinute: rate(env.OSD_RATE_LIMIT_IP_PER_MINUTE, 600, 'OSD_RATE_LIMIT_IP_PER_MINUTE'),
+      trustedProxies: trustedProxies(env.OSD_TRUSTED_PROXIES),
+    },
     version: packageVersion,
   }
 }
@@ -176,6 +192,31 @@ function egressAllow(raw: string | undefined) {
     if (err instanceof EgressConfigError) throw new ConfigError(err.message)
     throw err
   }
+}
+
+/** A rate per minute: a positive number, or `off` (or 0) for none. */
+function rate(raw: string | undefined, fallback: number, name: string): number | undefined {
+  const text = raw?.trim().toLowerCase()
+  if (text === undefined || text === '') return fallback
+  if (text === 'off' || text === '0') return undefined
+  const value = Number(text)
+  if (!Number.isFinite(value) || value < 0)
+    throw new ConfigError(`${name} must be a number of requests per minute, or off; got "${raw}"`)
+  return value === 0 ? undefined : value
+}
+
+function trustedProxies(raw: string | undefined): string[] {
+  const list = (raw ?? '')
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean)
+  for (const item of list) {
+    if (!parseCidr(item))
+      throw new ConfigError(
+        `OSD_TRUSTED_PROXIES takes addresses and CIDRs (10.0.0.0/8, ::1), comma-separated; got "${item}"`,
+      )
+  }
+  return list
 }
 
 function positive(raw: string | undefined, fallback: number): number {

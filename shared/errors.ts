@@ -100,6 +100,7 @@ export const errorStatus = {
   login_locked: 429,
   sign_in_busy: 429,
   too_many_consent_requests: 429,
+  rate_limited: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
 } as const

@@ -27,6 +27,7 @@ import { inviteAcceptRoutes, userRoutes } from '../routes/users.js'
 import { installLearning } from '../domain/learning/index.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
+import { createLimits } from './limits.js'
 import { RunWatch } from './run-watch.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
@@ -54,20 +55,22 @@ export function createApp(deps: AppDeps): Router {
   const routeDeps = {
     ...deps,
     caches: createCaches(deps.sql, deps.log),
+    limits: createLimits(deps.sql, deps.config, deps.log),
     runWatch,
     chatWatch,
     providers,
   }
 
-  // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) -> body
-  // limit and JSON body -> authentication and scope -> route -> errors. Each is one middleware: every
-  // level of Hono's dispatch costs on a hot read.
+  // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) ->
+  // authentication, scope and rate limits -> body limit and JSON body -> route -> errors. A body is read
+  // only for a caller who may send it (issue 44). Each is one middleware: every level of Hono's dispatch
+  // costs on a hot read.
   app.use(
     '*',
     requestLog(deps.log),
     methodCheck(knownPaths),
+    authenticate(deps.sql, publicRoutes, routeDeps.caches, deps.config.session, routeDeps.limits),
     readBody,
-    authenticate(deps.sql, publicRoutes, routeDeps.caches, deps.config.session),
   )
 
   app.route('/v1', healthRoutes(routeDeps))

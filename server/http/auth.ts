@@ -3,7 +3,7 @@ import { getCookie } from 'hono/cookie'
 import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
 import type { Db } from '../db/sql.js'
-import { hashSecret, matchesHash } from '../domain/secrets.js'
+import { matchesHash } from '../domain/secrets.js'
 import {
   findCallerByHash,
   findSessionCaller,
@@ -11,6 +11,7 @@ import {
   sessionPrefix,
 } from '../domain/people/index.js'
 import type { Caches } from './caches.js'
+import type { Limits } from './limits.js'
 import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
@@ -88,22 +89,27 @@ export function authenticate(
   publicRoutes: PublicRoutes,
   caches: Pick<Caches, 'callers' | 'sessions'>,
   lifetime: SessionLifetime,
+  limits: Limits,
 ): MiddlewareHandler<AppEnv> {
   // Keyed by the secret itself: hashing it costs ~3% of a cached read, and this process's memory holds
   // every secret in flight anyway. At rest, they exist only as hashes (DESIGN 3).
-  function callerOf(token: string) {
-    return caches.callers.through(token, () => findCallerByHash(db, hashSecret(token)))
+  // --- issue 44 hook (limits.ts): look-ups go through the negative cache and the address's rate.
+  function callerOf(c: Context<AppEnv>, token: string) {
+    return limits.lookUp(c, token, caches.callers, (hash) => findCallerByHash(db, hash))
   }
-  function sessionOf(secret: string) {
-    return caches.sessions.through(secret, () =>
-      findSessionCaller(db, hashSecret(secret), lifetime),
+  function sessionOf(c: Context<AppEnv>, secret: string) {
+    return limits.lookUp(c, secret, caches.sessions, (hash) =>
+      findSessionCaller(db, hash, lifetime),
     )
   }
 
   return async (c, next) => {
     const path = c.req.path
     const method = c.req.method
-    if (publicRoutes.has(c)) return next()
+    if (publicRoutes.has(c)) {
+      limits.publicCall(c) // issue 44 hook: counted per client address
+      return next()
+    }
 
     const header = requestHeader(c, 'authorization')
     const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
@@ -112,8 +118,10 @@ export function authenticate(
     if (!secret || secret.length > 200) return frameworkError(c, 401, 'Unauthorized')
 
     if (secret.startsWith(sessionPrefix)) {
-      const session = await sessionOf(secret)
+      const session = await sessionOf(c, secret)
       if (!session) return frameworkError(c, 401, 'Unauthorized')
+      limits.spend(c, session.sessionId) // issue 44 hook: the session's own rate
+      c.header('Cache-Control', 'no-store')
       if (cookie !== undefined && method !== 'GET' && method !== 'HEAD') {
         const presented = requestHeader(c, csrfHeader)
         if (!presented || !matchesHash(presented, session.csrfHash)) {
@@ -143,8 +151,10 @@ export function authenticate(
       return next()
     }
 
-    const caller = cookie === undefined ? await callerOf(secret) : undefined
+    const caller = cookie === undefined ? await callerOf(c, secret) : undefined
     if (!caller) return frameworkError(c, 401, 'Unauthorized')
+    if (caller.kind === 'token') limits.spend(c, caller.tokenId) // issue 44 hook: the token's own rate
+    c.header('Cache-Control', 'no-store')
 
     const resource = resourceOf(path)
     const portal = portalOnly.find((p) => underPrefix(path, p.prefix))
