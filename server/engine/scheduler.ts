@@ -3,6 +3,7 @@ import cron, { type ScheduledTask } from 'node-cron'
 import { ApiError } from '../../shared/errors.js'
 import { isRetryable, onCommit, transaction, type Sql } from '../db/sql.js'
 import { enqueueRuns } from '../domain/runs/index.js'
+import { pruneRefusedDeliveries } from '../domain/webhooks/index.js'
 import type { Logger } from '../log.js'
 
 interface ScheduleRow {
@@ -80,6 +81,10 @@ export class Scheduler {
       await this.fireMinute(minute)
       this.done = minute.getTime()
     }
+    // The minute's housekeeping: webhook calls that never authenticated go after 3 days (issue 44).
+    await pruneRefusedDeliveries(this.sql).catch((err: unknown) =>
+      this.log.error({ err }, 'could not prune refused webhook calls'),
+    )
   }
 
   /** Starts the run of every schedule due at `minute` that no other process has started. */

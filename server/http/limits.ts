@@ -136,8 +136,12 @@ export function createLimits(
   // one that named nobody cannot name anyone later; the entries are dropped anyway whenever a token
   // changes (tokenRevokedChannel; a token whose expiry moves), and after ten minutes (a database put
   // back from a backup).
+  // Not emptied when the listener (re)connects, as the caches of callers are: a change missed meanwhile
+  // is bounded by the ten minutes.
   const unknown = new NotifiedCache<true>(tokenRevokedChannel, () => true, 10 * 60_000, 10_000)
-  unknown.follow(sql, (err) => log.error({ err }, 'cannot follow token changes'))
+  sql
+    .listen(tokenRevokedChannel, () => unknown.clear())
+    .catch((err: unknown) => log.error({ err }, 'cannot follow token changes'))
 
   function clientOf(c: Context<AppEnv>): string {
     const known = c.get('clientAddress')

@@ -4,6 +4,7 @@ import { addressKey, clientAddress, networks } from '../../../server/http/addres
 import { RateLimiter } from '../../../server/http/limits.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { signIn } from '../../helpers/people.js'
+import { eventually } from '../../helpers/wait.js'
 import { serveTestApp, type Served } from '../../helpers/served.js'
 
 // Issue 44, item 3 and 6: rate limits per token, per session and per client address; a negative cache
@@ -142,6 +143,24 @@ describe('per client address, served', () => {
     // The health checks a balancer polls are not counted.
     for (let i = 0; i < 5; i++)
       expect((await served.send('GET', '/v1/health', { from: '127.0.0.2' })).status).toBe(200)
+  })
+
+  it('limits webhook calls per address', async () => {
+    const hook = (from: string) =>
+      served.send('POST', `/v1/webhooks/${t.acme.slug}/tasks/nothing`, {
+        from,
+        headers: { 'x-os-webhook-secret': 'whsec_wrong' },
+        body: {},
+      })
+    for (let i = 0; i < 3; i++) expect((await hook('127.0.0.7')).status).toBe(401)
+    expect((await hook('127.0.0.7')).status).toBe(429)
+    expect((await hook('127.0.0.8')).status).toBe(401)
+    // What was kept says where each call came from.
+    await eventually(async () => {
+      const rows = await t.sql<{ clientAddress: string }[]>`
+        select client_address from webhook_deliveries where not authenticated`
+      return rows.filter((row) => row.clientAddress === '127.0.0.7').length === 3
+    }, 10_000)
   })
 
   it('believes X-Forwarded-For only from a trusted proxy', async () => {
