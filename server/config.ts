@@ -2,6 +2,7 @@ import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
 import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
+import { parseCidr } from './http/addresses.js'
 
 export type Role = 'all' | 'api' | 'engine'
 export const roles: Role[] = ['all', 'api', 'engine']
@@ -92,6 +93,16 @@ export interface Config {
    * OSD_RETENTION=off runs none in this process (another process's pass still moves the data).
    */
   retention: { enabled: boolean; intervalSeconds: number }
+  /**
+   * Rate limits (issue 44; http/limits.ts), counted in this process: per token or session, and per
+   * client address on the routes that take no token. undefined: off.
+   */
+  rateLimits: {
+    perMinute: number | undefined
+    ipPerMinute: number | undefined
+    /** Peers whose X-Forwarded-For is believed (OSD_TRUSTED_PROXIES): networks as CIDRs. */
+    trustedProxies: string[]
+  }
   version: string
 }
 
@@ -199,6 +210,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       enabled: (env.OSD_RETENTION ?? '').trim().toLowerCase() !== 'off',
       intervalSeconds: positive(env.OSD_RETENTION_INTERVAL_SECONDS, 60),
     },
+    rateLimits: {
+      perMinute: rate(env.OSD_RATE_LIMIT_PER_MINUTE, 6000, 'OSD_RATE_LIMIT_PER_MINUTE'),
+      ipPerMinute: rate(env.OSD_RATE_LIMIT_IP_PER_MINUTE, 600, 'OSD_RATE_LIMIT_IP_PER_MINUTE'),
+      trustedProxies: trustedProxies(env.OSD_TRUSTED_PROXIES),
+    },
     version: packageVersion,
   }
 }
@@ -237,6 +253,31 @@ function egressAllow(raw: string | undefined) {
     if (err instanceof EgressConfigError) throw new ConfigError(err.message)
     throw err
   }
+}
+
+/** A rate per minute: a positive number, or `off` (or 0) for none. */
+function rate(raw: string | undefined, fallback: number, name: string): number | undefined {
+  const text = raw?.trim().toLowerCase()
+  if (text === undefined || text === '') return fallback
+  if (text === 'off' || text === '0') return undefined
+  const value = Number(text)
+  if (!Number.isFinite(value) || value < 0)
+    throw new ConfigError(`${name} must be a number of requests per minute, or off; got "${raw}"`)
+  return value === 0 ? undefined : value
+}
+
+function trustedProxies(raw: string | undefined): string[] {
+  const list = (raw ?? '')
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean)
+  for (const item of list) {
+    if (!parseCidr(item))
+      throw new ConfigError(
+        `OSD_TRUSTED_PROXIES takes addresses and CIDRs (10.0.0.0/8, ::1), comma-separated; got "${item}"`,
+      )
+  }
+  return list
 }
 
 function positive(raw: string | undefined, fallback: number): number {

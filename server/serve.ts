@@ -236,7 +236,9 @@ async function portFree(host: string, port: number, setting: string): Promise<vo
 }
 
 async function listenHttp(deps: AppDeps): Promise<Server> {
-  const app = createApp(deps)
+  // Links in answers name the address listened on (with --port 0, known once listening).
+  let url: string | undefined
+  const app = createApp({ ...deps, listenUrl: () => url })
   return new Promise((resolve, reject) => {
     const server = listen({
       fetch: app.fetch,
@@ -244,7 +246,10 @@ async function listenHttp(deps: AppDeps): Promise<Server> {
       hostname: deps.config.host,
     }) as Server
     server.once('error', reject)
-    server.once('listening', () => resolve(server))
+    server.once('listening', () => {
+      url = `http://${formatHost(deps.config.host)}:${(server.address() as AddressInfo).port}/v1`
+      resolve(server)
+    })
   })
 }
 

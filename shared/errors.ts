@@ -111,6 +111,7 @@ export const errorStatus = {
   sign_in_busy: 429,
   too_many_consent_requests: 429,
   too_many_streams: 429,
+  rate_limited: 429,
   // 503: the database cannot be reached just now; the answer says when to try again (Retry-After)
   database_unavailable: 503,
   // 503: an archived run or chat whose archive file this process cannot read (OSD_ARCHIVE_DIR)

@@ -9,6 +9,7 @@ import {
   recordFires,
   type DueSchedule,
 } from '../domain/tasks/index.js'
+import { pruneRefusedDeliveries } from '../domain/webhooks/index.js'
 import type { Logger } from '../log.js'
 
 type ScheduleRow = DueSchedule
@@ -80,6 +81,10 @@ export class Scheduler {
       await this.fireMinute(minute)
       this.done = minute.getTime()
     }
+    // The minute's housekeeping: webhook calls that never authenticated go after 3 days (issue 44).
+    await pruneRefusedDeliveries(this.sql).catch((err: unknown) =>
+      this.log.error({ err }, 'could not prune refused webhook calls'),
+    )
   }
 
   /** Starts the run of every schedule due at `minute` that no other process has started. */

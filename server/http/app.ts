@@ -33,6 +33,7 @@ import { installLearning } from '../domain/learning/index.js'
 import { authenticate, PublicRoutes } from './auth.js'
 import { createCaches } from './caches.js'
 import { TokenUses } from './token-uses.js'
+import { createLimits } from './limits.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
@@ -59,27 +60,30 @@ export function createApp(deps: AppDeps): Router {
   const routeDeps = {
     ...deps,
     caches: createCaches(deps.sql, deps.log),
+    limits: createLimits(deps.sql, deps.config, deps.log),
     runWatch,
     chatWatch,
     providers,
     starts: new StartBatcher(deps.sql),
   }
 
-  // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) -> body
-  // limit and JSON body -> authentication and scope -> route -> errors. Each is one middleware: every
-  // level of Hono's dispatch costs on a hot read.
+  // DESIGN 4: request id (and its log line) -> a method the path does not have (405, OPTIONS) ->
+  // authentication, scope and rate limits -> body limit and JSON body -> route -> errors. A body is read
+  // only for a caller who may send it (issue 44). Each is one middleware: every level of Hono's dispatch
+  // costs on a hot read.
   app.use(
     '*',
     requestLog(deps.log),
     methodCheck(knownPaths),
-    readBody,
     authenticate(
       deps.sql,
       publicRoutes,
       routeDeps.caches,
       deps.config.session,
       deps.tokenUses ?? new TokenUses(deps.sql, deps.log),
+      routeDeps.limits,
     ),
+    readBody,
   )
 
   app.route('/v1', healthRoutes(routeDeps))

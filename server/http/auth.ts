@@ -4,7 +4,7 @@ import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import { allScopes, isResource, levelFor, resourceOf } from '../../shared/scopes.js'
 import { apiTokenShape } from '../../shared/token-format.js'
 import type { Db } from '../db/sql.js'
-import { hashSecret, matchesHash } from '../domain/secrets.js'
+import { matchesHash } from '../domain/secrets.js'
 import {
   findCallerByHash,
   findSessionCaller,
@@ -13,6 +13,7 @@ import {
   sessionPrefix,
 } from '../domain/people/index.js'
 import type { Caches } from './caches.js'
+import type { Limits } from './limits.js'
 import type { AppEnv } from './context.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
@@ -97,6 +98,7 @@ export function authenticate(
   caches: Pick<Caches, 'callers' | 'sessions'>,
   lifetime: SessionLifetime,
   uses: TokenUses,
+  limits: Limits,
 ): MiddlewareHandler<AppEnv> {
   // Keyed by the secret itself: hashing it costs ~3% of a cached read, and this process's memory holds
   // every secret in flight anyway. At rest, they exist only as hashes (DESIGN 3). Kept no longer than
@@ -105,28 +107,33 @@ export function authenticate(
   //
   // In order, each step cheaper than the next (issue 45): the cache (a token found before needs no
   // other check); the token's shape, so a mistyped or cut one (its checksum wrong) is refused without
-  // a look-up; then the database. Any other refusal before the look-up (a cache of unknown tokens,
-  // say) belongs between the shape and the database.
-  async function callerOf(token: string): Promise<TokenCaller | undefined> {
+  // a look-up; then the cache of secrets that named nobody and the address's rate (issue 44,
+  // limits.ts); then the database.
+  async function callerOf(c: Context<AppEnv>, token: string): Promise<TokenCaller | undefined> {
     const cached = caches.callers.get(token)
     if (cached !== undefined) return cached
     if (apiTokenShape(token) === 'malformed') return undefined
-    return caches.callers.through(
+    return limits.lookUp(
+      c,
       token,
-      () => findCallerByHash(db, hashSecret(token)),
+      caches.callers,
+      (hash) => findCallerByHash(db, hash),
       (caller) => caller.validUntil,
     )
   }
-  function sessionOf(secret: string) {
-    return caches.sessions.through(secret, () =>
-      findSessionCaller(db, hashSecret(secret), lifetime),
+  function sessionOf(c: Context<AppEnv>, secret: string) {
+    return limits.lookUp(c, secret, caches.sessions, (hash) =>
+      findSessionCaller(db, hash, lifetime),
     )
   }
 
   return async (c, next) => {
     const path = c.req.path
     const method = c.req.method
-    if (publicRoutes.has(c)) return next()
+    if (publicRoutes.has(c)) {
+      limits.publicCall(c) // issue 44 hook: counted per client address
+      return next()
+    }
 
     const header = requestHeader(c, 'authorization')
     const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
@@ -135,8 +142,10 @@ export function authenticate(
     if (!secret || secret.length > 200) return frameworkError(c, 401, 'Unauthorized')
 
     if (secret.startsWith(sessionPrefix)) {
-      const session = await sessionOf(secret)
+      const session = await sessionOf(c, secret)
       if (!session) return frameworkError(c, 401, 'Unauthorized')
+      limits.spend(c, session.sessionId) // issue 44 hook: the session's own rate
+      c.header('Cache-Control', 'no-store')
       if (cookie !== undefined && method !== 'GET' && method !== 'HEAD') {
         const presented = requestHeader(c, csrfHeader)
         if (!presented || !matchesHash(presented, session.csrfHash)) {
@@ -167,10 +176,12 @@ export function authenticate(
     }
 
     // The cookie carries only sessions: a token in it is refused as an unknown one.
-    const caller = cookie === undefined ? await callerOf(secret) : undefined
+    const caller = cookie === undefined ? await callerOf(c, secret) : undefined
     if (!caller) return frameworkError(c, 401, 'Unauthorized')
+    limits.spend(c, caller.tokenId) // issue 44 hook: the token's own rate
     uses.note(caller.tokenId)
     if (caller.expiresAt) c.header(tokenExpiresHeader, caller.expiresAt)
+    c.header('Cache-Control', 'no-store')
 
     const resource = resourceOf(path)
     const portal = portalOnly.find((p) => underPrefix(path, p.prefix))

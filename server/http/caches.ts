@@ -41,7 +41,9 @@ export function createCaches(sql: Sql, log: Logger): Caches {
     ),
     webhookSecrets: new NotifiedCache<WebhookSecretHolder>(
       webhookSecretRotatedChannel,
-      (id, _, holder) => holder.id === id,
+      // An unknown slug's stand-in (id '') goes with any rotation: a first rotation is what makes an
+      // enterprise's webhooks usable (spec: Authentication 8), so a new one is never refused for long.
+      (id, _, holder) => holder.id === id || holder.id === '',
     ),
   }
   for (const cache of Object.values(caches) as NotifiedCache<unknown>[]) {

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js'
 import type { Sealer } from '../crypto.js'
 import type { ModelProvider } from '../engine/models/index.js'
 import type { Caches } from './caches.js'
+import type { Limits } from './limits.js'
 import type { FoundSession } from '../domain/people/index.js'
 import type { Caller } from './caller.js'
 import type { ChangeWatch } from '../db/change-watch.js'
@@ -19,6 +20,8 @@ export interface AppEnv {
     caller: Caller
     /** The person's session, when the credential is one (also when it acts in no enterprise). */
     session: FoundSession | undefined
+    /** The client's address, once http/limits.ts has worked it out. */
+    clientAddress: string | undefined
   }
 }
 
@@ -39,11 +42,32 @@ export interface AppDeps {
   chatWatch?: ChangeWatch
   /** Where requests note their tokens' use (one is made unless given: tests flush it). */
   tokenUses?: TokenUses
+  /**
+   * The API's base URL as osd listens (ends in /v1), for links it answers when OSD_PUBLIC_URL is not
+   * set; serve.ts knows it once listening. Never the Host header a caller sent (issue 44).
+   */
+  listenUrl?: () => string | undefined
+}
+
+/**
+ * The address callers reach the API at (ends in /v1), for links in answers (a task's webhook URL, an
+ * OAuth redirect URI): OSD_PUBLIC_URL, else the address osd listens on; never the Host header a caller
+ * sent, which would let anyone make osd hand out a link to their own host (issue 44).
+ */
+export function apiBaseOf(deps: Pick<AppDeps, 'config' | 'listenUrl'>): string {
+  const { config } = deps
+  if (config.publicUrl) return config.publicUrl
+  const listening = deps.listenUrl?.()
+  if (listening) return listening
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}/v1`
 }
 
 /** What route factories get: the app's deps and what createApp makes once for all routes. */
 export interface RouteDeps extends AppDeps {
   caches: Caches
+  /** Rate limits and what they count by (http/limits.ts). */
+  limits: Limits
   /** What run long-polls wait with: the run events' NOTIFY, one LISTEN for the app. */
   runWatch: ChangeWatch
   /** The same, for chat messages (the chat long-poll and event stream). */

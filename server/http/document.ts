@@ -41,6 +41,9 @@ export function finishDocument(app: Router): void {
       addErrorCodes(responses, authRefusals(method, route.path))
       addFrameworkAnswer(responses, 401, 'no credential, or one that is wrong, revoked or expired')
     }
+    // Rate limits (http/limits.ts): per token or session, or per client address without one; the
+    // health checks a balancer polls are not counted.
+    if (!route.path.startsWith('/v1/health')) addErrorCodes(responses, ['rate_limited'])
     // The body middleware reads a body sent to any method but GET, whatever the route takes.
     if (method !== 'GET') addErrorCodes(responses, ['invalid_json', 'body_too_large'])
     addFrameworkAnswer(
@@ -187,6 +190,7 @@ const description = [
   'The HTTP API of osd, the task automation service.',
   "Credentials: every operation names its security. Most take an API token or a person's session secret as a bearer credential (scope rule: resource = first path segment after /v1, read for GET, write otherwise; a token without it: 403 api_token_scope), or the session cookie with the x-osd-csrf header on every call but a GET. Operations with an empty security take no credential; the inbound webhooks take the enterprise webhook secret.",
   'Errors come in two shapes: {error, message?, ...} (Error: match on error, the code; each operation lists the codes it answers per status) and, for refusals before any route (no credential, a failure on the service side, a method a path does not have), {message, error, statusCode} (FrameworkError). 429 and 503 carry Retry-After.',
+  'Rate limits: each token or session may make OSD_RATE_LIMIT_PER_MINUTE requests a minute (6,000 unless set), a whole minute\'s worth at once; each client address, on the operations that take no credential, OSD_RATE_LIMIT_IP_PER_MINUTE (600). Past it: 429 rate_limited with Retry-After. Counted answers carry the IETF RateLimit-Policy and RateLimit headers (draft-ietf-httpapi-ratelimit-headers): "caller";q=6000;w=60 and "caller";r=<left>;t=<seconds until full>.',
   'Methods: a method a path does not have answers 405 with Allow listing those it has, in the FrameworkError shape; OPTIONS on any path answers 204 with Allow, without a credential. HEAD is answered wherever GET is. A path the document does not name answers 404 (401 first when no credential is sent).',
   'Answers carry only the fields their schemas name; a new field may be added to an answer in a later version, so a client should ignore fields it does not know.',
   unstorableRule,

@@ -33,6 +33,8 @@ export function requestLog(log: Logger): MiddlewareHandler<AppEnv> {
     c.set('requestId', id)
     c.header('x-request-id', id)
     await next()
+    // Every answer (issue 44): a browser never reads one as another type than it says.
+    c.res.headers.set('X-Content-Type-Options', 'nosniff')
     const ms = performance.now() - started
     log.info(
       {

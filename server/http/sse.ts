@@ -12,7 +12,10 @@ export type SseEvent = { event: string; data: unknown; id?: string } | { comment
 
 const headers = {
   'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache',
+  // Written to node's response before the middleware sees it: what headers.ts and auth.ts add to every
+  // answer, here too (issue 44).
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
   connection: 'keep-alive',
   // Proxies that buffer (nginx) pass the stream on as it comes.
   'x-accel-buffering': 'no',

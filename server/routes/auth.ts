@@ -73,7 +73,7 @@ function setSessionCookie(c: AppContext, secret: string, maxAge: number): void {
   c.header('Cache-Control', 'no-store')
 }
 
-export function authRoutes({ sql, config, caches }: RouteDeps) {
+export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
   const app = createRouter()
   const lifetime = config.session
 
@@ -85,14 +85,14 @@ export function authRoutes({ sql, config, caches }: RouteDeps) {
       path: '/auth/login',
       summary: 'Sign a person in with email and password',
       description:
-        'Sets the session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and answers the session secret once, for command-line use as a bearer credential. A state-changing call made with the cookie needs the header x-osd-csrf with the answered csrfToken. Ten failed sign-ins for one email within 15 minutes lock it for 15 minutes (429 login_locked, Retry-After); the answers never tell whether an email exists.',
+        'Sets the session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and answers the session secret once, for command-line use as a bearer credential. A state-changing call made with the cookie needs the header x-osd-csrf with the answered csrfToken. Failed sign-ins are counted per email and client address: after five within an hour, that address waits 1 s, then 2, 4 ... up to 15 minutes before its next try at that email (429 login_locked, Retry-After), while other addresses are not held back; the answers never tell whether an email exists.',
       body: LoginInput,
       response: LoginAnswer,
       errors: ['invalid_credentials', 'login_locked', 'sign_in_busy', 'enterprise_not_found'],
       public: true,
     },
     async (c, { body }) => {
-      return answerSession(c, await login(sql, body, lifetime), lifetime)
+      return answerSession(c, await login(sql, body, lifetime, limits.clientOf(c)), lifetime)
     },
   )
 
@@ -193,13 +193,13 @@ export function authRoutes({ sql, config, caches }: RouteDeps) {
       path: '/auth/password',
       summary: "Change the person's password; every other session of theirs ends at once",
       description:
-        'The current password is checked as a sign-in is (a wrong one counts toward the lock). The new one: 12 to 1,024 characters.',
+        'The current password is checked as a sign-in is (a wrong one counts toward the delay of its address). The new one: 12 to 1,024 characters.',
       body: ChangePassword,
       status: 204,
       errors: ['invalid_credentials', 'login_locked', 'sign_in_busy'],
     },
     async (c, { body }) => {
-      await changePassword(sql, sessionOf(c), body)
+      await changePassword(sql, sessionOf(c), body, limits.clientOf(c))
     },
   )
 

@@ -26,7 +26,7 @@ import {
 } from '../domain/catalog/index.js'
 import { getRole } from '../domain/org/index.js'
 import { readTask } from '../domain/tasks/index.js'
-import type { AppContext, RouteDeps } from '../http/context.js'
+import { apiBaseOf, type AppContext, type RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 const EntryParams = z.object({ id: Uuid })
@@ -35,11 +35,12 @@ const EntryParams = z.object({ id: Uuid })
  * The catalogue (spec: Endpoints Catalogue; DESIGN 12): every enterprise reads the same entries;
  * clone and copy install into the caller's enterprise.
  */
-export function catalogRoutes({ sql, config }: RouteDeps) {
+export function catalogRoutes(deps: RouteDeps) {
+  const { sql } = deps
   const app = createRouter()
-  const apiBase = (c: AppContext) => config.publicUrl ?? `${new URL(c.req.url).origin}/v1`
+  // The address callers reach the API at, for the webhook URL of the read answer.
   const read = (c: AppContext, id: string) =>
-    readTask(sql, c.var.caller.enterpriseId, id, apiBase(c))
+    readTask(sql, c.var.caller.enterpriseId, id, apiBaseOf(deps))
   const tasks = { notFound: 'task_not_found', params: EntryParams } as const
   const roles = { notFound: 'role_not_found', params: EntryParams } as const
   const installErrors = [

@@ -38,7 +38,7 @@ import { sessionOf } from './auth.js'
 export const pollTokenHeader = 'x-osd-poll-token'
 
 /** Mounted at /v1/consent. */
-export function consentRoutes({ sql }: RouteDeps) {
+export function consentRoutes({ sql, limits }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -48,7 +48,7 @@ export function consentRoutes({ sql }: RouteDeps) {
       method: 'post',
       path: '/requests',
       summary: 'An app asks for access to an enterprise (no credential)',
-      description: `Answers a user code for a person to approve (an owner, in one of their enterprises) and a poll token, in this answer only, for GET /v1/consent/requests/{id}. The request can be decided for 15 minutes; at most 1,000 wait at once (429 too_many_consent_requests, Retry-After).`,
+      description: `Answers a user code for a person to approve (an owner, in one of their enterprises) and a poll token, in this answer only, for GET /v1/consent/requests/{id}. The request can be decided for 15 minutes; at most 1,000 wait at once, and one client address may ask 20 times in 15 minutes (429 too_many_consent_requests, Retry-After).`,
       body: ConsentRequestInput,
       status: 201,
       response: ConsentRequestCreated,
@@ -57,6 +57,8 @@ export function consentRoutes({ sql }: RouteDeps) {
     },
     async (c, { body }) => {
       c.header('Cache-Control', 'no-store')
+      // One address gets a share far below the global cap of pending requests (issue 44).
+      limits.consentRequest(c)
       return createConsentRequest(sql, body)
     },
   )

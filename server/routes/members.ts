@@ -119,7 +119,8 @@ export function memberRoutes({ sql, config }: RouteDeps) {
       const image = await getMemberAvatar(sql, c.var.caller.enterpriseId, params.id)
       return c.body(new Uint8Array(image.data), 200, {
         'content-type': image.contentType,
-        'cache-control': 'private, max-age=60',
+        // As every authenticated answer (issue 44): kept by no cache, the browser's included.
+        'cache-control': 'no-store',
       })
     },
   )

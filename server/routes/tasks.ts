@@ -46,19 +46,19 @@ import {
   readTask,
   setTaskSchedule,
 } from '../domain/tasks/index.js'
-import type { AppContext, RouteDeps } from '../http/context.js'
+import { apiBaseOf, type AppContext, type RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 const TaskParams = z.object({ id: Uuid })
 
 /** Tasks, their versions and schedules (spec: Endpoints Tasks). */
-export function taskRoutes({ sql, config, sealer, providers, starts }: RouteDeps) {
+export function taskRoutes(deps: RouteDeps) {
+  const { sql, config, sealer, providers, starts } = deps
   const app = createRouter()
   const common = { notFound: 'task_not_found', params: TaskParams } as const
   // The address callers reach the API at, for the webhook URL of the read answer.
-  const apiBase = (c: AppContext) => config.publicUrl ?? `${new URL(c.req.url).origin}/v1`
   const read = (c: AppContext, id: string) =>
-    readTask(sql, c.var.caller.enterpriseId, id, apiBase(c))
+    readTask(sql, c.var.caller.enterpriseId, id, apiBaseOf(deps))
   // An exact spend.model must be one a connected provider offers (spec: llm_model_not_in_catalogue).
   const checkModel = async (c: AppContext, spend: { model?: string } | null | undefined) => {
     if (spend?.model)

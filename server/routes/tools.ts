@@ -19,7 +19,7 @@ import {
   updateToolConnection,
   type BindRight,
 } from '../domain/tools/index.js'
-import type { AppContext, RouteDeps } from '../http/context.js'
+import { apiBaseOf, type AppContext, type RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 /**
@@ -48,11 +48,11 @@ const bindErrors: ErrorCode[] = [
 ]
 
 /** Tool connections (spec: Endpoints Tools): tokens are kept encrypted and never answered. */
-export function toolRoutes({ sql, sealer, config }: RouteDeps) {
+export function toolRoutes(deps: RouteDeps) {
+  const { sql, sealer, config } = deps
   const app = createRouter()
   const byId = { params: z.object({ id: Uuid }), notFound: 'tool_connection_not_found' } as const
-  const redirectUri = (c: AppContext) =>
-    `${config.publicUrl ?? `${new URL(c.req.url).origin}/v1`}/tools/oauth/callback`
+  const redirectUri = (_c: AppContext) => `${apiBaseOf(deps)}/tools/oauth/callback`
 
   route(
     app,

@@ -157,7 +157,7 @@ export function userRoutes({ sql, caches }: RouteDeps) {
 }
 
 /** Accepting an invite: public, since the person may have no session (nor even an account) yet. */
-export function inviteAcceptRoutes({ sql, config }: RouteDeps) {
+export function inviteAcceptRoutes({ sql, config, limits }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -181,7 +181,11 @@ export function inviteAcceptRoutes({ sql, config }: RouteDeps) {
       public: true,
     },
     async (c, { body }) =>
-      answerSession(c, await acceptInvite(sql, body, config.session), config.session),
+      answerSession(
+        c,
+        await acceptInvite(sql, body, config.session, limits.clientOf(c)),
+        config.session,
+      ),
   )
 
   return app

@@ -18,14 +18,31 @@ import {
   replayDelivery,
   secretHeader,
 } from '../domain/webhooks/index.js'
-import { webhookSecretHolder } from '../domain/enterprises/index.js'
+import { unknownHolder, webhookSecretHolder } from '../domain/enterprises/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
 
+/** The body's size as sent: its content-length, else the size of the JSON read. */
+function bodySize(c: AppContext): number | undefined {
+  const declared = Number(requestHeader(c, 'content-length'))
+  if (declared > 0) return declared
+  const body = c.get('body')
+  return body === undefined ? undefined : Buffer.byteLength(JSON.stringify(body))
+}
+
 /** Inbound webhooks and their history (spec: Routes without a token; Webhook history). */
-export function webhookRoutes({ sql, sealer, caches, starts }: RouteDeps) {
+export function webhookRoutes({ sql, sealer, caches, limits, starts }: RouteDeps) {
   const app = createRouter()
+  // An unknown slug is kept too (as unknownHolder), so that it answers from memory as a known one does
+  // (spec: Authentication 8: the same 401); a rotation anywhere drops those (caches.ts).
+  const holderOf = async (slug: string) => {
+    const holder = await caches.webhookSecrets.through(
+      slug,
+      async () => (await webhookSecretHolder(sql, slug)) ?? unknownHolder(slug),
+    )
+    return holder?.id === '' ? undefined : holder
+  }
 
   const receive = async (
     c: AppContext,
@@ -33,8 +50,6 @@ export function webhookRoutes({ sql, sealer, caches, starts }: RouteDeps) {
     enterprise: string,
     target: string,
   ) => {
-    const holderOf = (slug: string) =>
-      caches.webhookSecrets.through(slug, () => webhookSecretHolder(sql, slug))
     const outcome = await receiveWebhook(sql, starts, sealer, holderOf, kind, {
       enterpriseSlug: enterprise,
       target,
@@ -43,6 +58,8 @@ export function webhookRoutes({ sql, sealer, caches, starts }: RouteDeps) {
       path: c.req.path,
       headers: c.req.header(),
       body: c.get('body'),
+      clientAddress: limits.clientOf(c),
+      sizeBytes: bodySize(c),
     })
     const body =
       outcome.status < 300 ? { ...outcome.body, deliveryId: outcome.deliveryId } : outcome.body

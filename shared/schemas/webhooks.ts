@@ -13,7 +13,10 @@ export const WebhookDelivery = z
     target: z.string(),
     status: z.enum(deliveryStatuses),
     authenticated: z.boolean(),
-    /** As received, credentials left out and sensitive fields redacted. */
+    /**
+     * As received, credentials left out and sensitive fields redacted; of a call that never
+     * authenticated, only the method, path and safe headers (body null).
+     */
     request: z.object({
       method: z.string(),
       path: z.string(),
@@ -28,6 +31,10 @@ export const WebhookDelivery = z
     /** The original, when this delivery is a replay. */
     replayOf: Uuid.nullable(),
     replayable: z.boolean(),
+    /** The client address the call came from (null for replays and older deliveries). */
+    clientAddress: z.string().nullable(),
+    /** The size of the request body in bytes, as sent (null when unknown). */
+    sizeBytes: z.number().int().nullable(),
     receivedAt: IsoTime,
     finishedAt: IsoTime.nullable(),
   })

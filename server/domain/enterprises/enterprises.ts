@@ -123,9 +123,17 @@ export async function webhookSecretHolder(
 }
 
 // A hash to compare against when the enterprise is unknown, so that the secret is checked with the same
-// work either way. The answers still differ in time (a known enterprise's refusal is stored), which tells
-// a caller only whether a slug exists: slugs are not secrets, they are in every webhook URL.
+// work either way; a known enterprise's refusal is stored after the answer (issue 44), so the two take
+// the same time.
 const absentHash = hashSecret(newSecret('whsec'))
+
+/**
+ * What a cache keeps for a slug that names no enterprise (id ''), so that it is answered from memory as
+ * a known one is; no secret matches its hash.
+ */
+export function unknownHolder(slug: string): WebhookSecretHolder {
+  return { id: '', slug, name: '', hash: absentHash }
+}
 
 /**
  * The enterprise whose webhook secret this is, or undefined: a wrong secret and an unknown enterprise

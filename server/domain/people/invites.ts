@@ -108,6 +108,7 @@ export async function acceptInvite(
   db: Db,
   input: { inviteToken: string; password: string; name?: string },
   lifetime: SessionLifetime,
+  client = '',
 ): Promise<LoginAnswer> {
   const hash = hashSecret(input.inviteToken)
   const [invite] = await db<
@@ -120,7 +121,7 @@ export async function acceptInvite(
   // The password is checked before the invite is used: a wrong one leaves it pending.
   const existing = await findUserByEmail(db, invite.email)
   let user: User | undefined =
-    existing && (await checkCredentials(db, invite.email, input.password))
+    existing && (await checkCredentials(db, invite.email, input.password, client))
   if (!existing) checkNewPassword(input.password)
 
   await transaction(db, async (tx) => {

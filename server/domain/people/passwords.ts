@@ -26,19 +26,69 @@ export const passwordLimits = { min: 12, max: 1024 } as const
  * or the pool. One at a time: each takes 128 MiB and a thread of libuv's pool (which file and DNS work
  * share) for a few hundred ms of a core, and sign-ins are rare; two would double the memory (256 MiB)
  * for a throughput people never need. The queue holds what one slot clears in a few seconds.
+ * The queue is shared fairly between clients (issue 44): each has a queue of its own, served in turn,
+ * and when the whole is full a newcomer takes the place of the newest of the client holding the most,
+ * so a flood from one address never refuses a sign-in from another.
  */
 export const hashing = { atOnce: 1, waiting: 16 }
 let running = 0
-const queue: (() => void)[] = []
+let queued = 0
+/** Waiting hashes by client, in the order their turns come. */
+const queues = new Map<string, { resolve: () => void; reject: (err: unknown) => void }[]>()
 
-async function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
-  if (running >= hashing.atOnce) {
-    if (queue.length >= hashing.waiting)
-      throw new ApiError('sign_in_busy', 'Too many sign-ins at once; try again in a second.', {
-        retryAfterSeconds: 1,
-      })
-    await new Promise<void>((resolve) => queue.push(resolve))
-  } else running++
+const busy = () =>
+  new ApiError('sign_in_busy', 'Too many sign-ins at once; try again in a second.', {
+    retryAfterSeconds: 1,
+  })
+
+/** A slot to hash in: at once, or when `client`'s turn comes. */
+async function acquire(client: string): Promise<void> {
+  if (running < hashing.atOnce) {
+    running++
+    return
+  }
+  if (queued >= hashing.waiting) {
+    let largest: string | undefined
+    for (const [key, list] of queues)
+      if (largest === undefined || list.length > queues.get(largest)!.length) largest = key
+    const mine = queues.get(client)?.length ?? 0
+    // This client already holds as many as any other: the refusal is its own.
+    if (largest === undefined || queues.get(largest)!.length <= mine + 1) throw busy()
+    const list = queues.get(largest)!
+    list.pop()!.reject(busy())
+    queued--
+    if (list.length === 0) queues.delete(largest)
+  }
+  queued++
+  await new Promise<void>((resolve, reject) => {
+    const list = queues.get(client)
+    if (list) list.push({ resolve, reject })
+    else queues.set(client, [{ resolve, reject }])
+  })
+}
+
+/** The slot passes to the client whose turn it is (who then goes to the back), or is given back. */
+function release(): void {
+  const first = queues.keys().next()
+  if (first.done) {
+    running--
+    return
+  }
+  const list = queues.get(first.value)!
+  const next = list.shift()!
+  queued--
+  queues.delete(first.value)
+  if (list.length > 0) queues.set(first.value, list)
+  next.resolve()
+}
+
+async function derive(
+  password: string,
+  salt: Buffer,
+  options: ScryptOptions,
+  client: string,
+): Promise<Buffer> {
+  await acquire(client)
   try {
     // scrypt refuses to use more than maxmem: 128 * N * r bytes, with room to spare.
     const maxmem = 256 * options.N! * options.r! + 1024 * 1024
@@ -48,10 +98,7 @@ async function derive(password: string, salt: Buffer, options: ScryptOptions): P
       ),
     )
   } finally {
-    // The slot passes to the next in the queue, or is given back.
-    const next = queue.shift()
-    if (next) next()
-    else running--
+    release()
   }
 }
 
@@ -65,23 +112,29 @@ export function checkNewPassword(password: string): void {
   }
 }
 
-export async function hashPassword(password: string): Promise<string> {
+/** `client`: who asks (a client address, or a person), for a fair share of the hashing slots. */
+export async function hashPassword(password: string, client = ''): Promise<string> {
   const salt = randomBytes(16)
   const { log2N } = passwordCost
-  const key = await derive(password, salt, { N: 2 ** log2N, r, p })
+  const key = await derive(password, salt, { N: 2 ** log2N, r, p }, client)
   return ['scrypt', log2N, r, p, salt.toString('base64'), key.toString('base64')].join('$')
 }
 
 /** Whether the password matches the stored hash; compared in constant time. */
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+export async function verifyPassword(
+  password: string,
+  stored: string,
+  client = '',
+): Promise<boolean> {
   const [scheme, n, rr, pp, salt, hash] = stored.split('$')
   if (scheme !== 'scrypt' || !salt || !hash) return false
   const expected = Buffer.from(hash, 'base64')
-  const key = await derive(password, Buffer.from(salt, 'base64'), {
-    N: 2 ** Number(n),
-    r: Number(rr),
-    p: Number(pp),
-  })
+  const key = await derive(
+    password,
+    Buffer.from(salt, 'base64'),
+    { N: 2 ** Number(n), r: Number(rr), p: Number(pp) },
+    client,
+  )
   return key.length === expected.length && timingSafeEqual(key, expected)
 }
 

@@ -33,7 +33,11 @@ import { hashSecret, newSecret } from '../secrets.js'
 
 /** What a session secret starts with (newSecret('osds')); an API token starts osd_. */
 export const sessionPrefix = 'osds_'
-export const lockout = { failures: 10, windowMinutes: 15, lockMinutes: 15 } as const
+/**
+ * Failed sign-ins (issue 44): five a client may make at an email in an hour without waiting; then it
+ * waits 1 s, 2, 4 ... (at most 15 minutes) before each next try.
+ */
+export const lockout = { freeFailures: 5, windowMinutes: 60, maxDelaySeconds: 15 * 60 } as const
 
 export interface SessionLifetime {
   idleMinutes: number
@@ -70,65 +74,70 @@ export async function login(
   db: Db,
   input: { email: string; password: string; enterprise?: string },
   lifetime: SessionLifetime,
+  client = '',
 ): Promise<LoginAnswer> {
-  const user = await checkCredentials(db, input.email, input.password)
+  const user = await checkCredentials(db, input.email, input.password, client)
   return openSession(db, user, input.enterprise, lifetime)
 }
 
-/**
- * The person with this email and password, or 401 invalid_credentials. Ten failures for one email in
- * 15 minutes lock it for 15 minutes (429 login_locked, Retry-After), whether or not a person has that
- * email, and a wrong email costs the same scrypt time as a wrong password: the answers tell nothing of
- * who exists. An attempt counts as a failure from before its password is checked, so parallel guesses
- * cannot outrun the lock. A hash of weaker parameters than today's is made again on success.
- */
-export async function checkCredentials(db: Db, email: string, password: string): Promise<User> {
-  const key = emailHash(email)
-  const attempt = await transaction(db, async (tx) => {
-    await lockSignIn(tx, key.toString('hex'))
-    const [lock] = await tx<{ seconds: number }[]>`
-      select ceil(extract(epoch from until - now()))::int as seconds
-        from login_locks where email_hash = ${key} and until > now()`
-    if (lock) return { locked: lock.seconds, failures: 0 }
-    const [counted] = await tx<{ failures: number }[]>`
-      with attempt as (insert into login_failures (email_hash) values (${key}) returning 1)
-      select count(*)::int + 1 as failures
-        from login_failures
-       where email_hash = ${key} and at > now() - make_interval(mins => ${lockout.windowMinutes})`
-    if (counted!.failures > lockout.failures) {
-      // Guesses sent in parallel with the tenth: the lock starts now, without checking this one.
-      await lockEmail(tx, key)
-      return { locked: lockout.lockMinutes * 60, failures: 0 }
-    }
-    return { locked: undefined, failures: counted!.failures }
-  })
-  if (attempt.locked !== undefined) throw lockedError(attempt.locked)
-
-  const user = await findUserByEmail(db, email)
-  const matches = await verifyPassword(password, user?.passwordHash ?? unmatchableHash()).catch(
-    async (err: unknown) => {
-      // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
-      await db`
-        delete from login_failures
-         where ctid = (select ctid from login_failures where email_hash = ${key} order by at desc limit 1)`
-      throw err
-    },
-  )
-  if (!user || !matches) {
-    if (attempt.failures >= lockout.failures) await lockEmail(db, key)
-    throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
-  }
-  await db`delete from login_failures where email_hash = ${key}`
-  await upgradePasswordHash(db, user.id, password, user.passwordHash)
-  return { id: user.id, email: user.email, name: user.name }
+/** Seconds a client waits before its next try at an email after `failures` failures (issue 44). */
+export function signInDelay(failures: number): number {
+  if (failures < lockout.freeFailures) return 0
+  return Math.min(2 ** (failures - lockout.freeFailures), lockout.maxDelaySeconds)
 }
 
-async function lockEmail(db: Db, key: Buffer): Promise<void> {
-  await db`
-    insert into login_locks (email_hash, until)
-    values (${key}, now() + make_interval(mins => ${lockout.lockMinutes}))
-    on conflict (email_hash) do update set until = excluded.until`
-  await db`delete from login_failures where email_hash = ${key}`
+/**
+ * The person with this email and password, or 401 invalid_credentials. Failures are counted per email
+ * and client (its address; issue 44): after five within the hour, that client waits before its next try
+ * at that email, 1 s, then 2, 4 ... up to 15 minutes (429 login_locked, Retry-After, not counted), while
+ * anyone else, the person from their own address included, signs in as before. This holds whether or not
+ * a person has that email, and a wrong email costs the same scrypt time as a wrong password: the answers
+ * tell nothing of who exists. An attempt counts as a failure from before its password is checked, so
+ * parallel guesses cannot outrun the delay. A hash of weaker parameters than today's is made again on
+ * success.
+ */
+export async function checkCredentials(
+  db: Db,
+  email: string,
+  password: string,
+  client = '',
+): Promise<User> {
+  const key = emailHash(email)
+  const wait = await transaction(db, async (tx) => {
+    await lockSignIn(tx, key.toString('hex'))
+    const [counted] = await tx<{ failures: number; wait: number }[]>`
+      select count(*)::int as failures,
+             coalesce(extract(epoch from max(at) - now()), 0)::float8 as wait
+        from login_failures
+       where email_hash = ${key} and client_address = ${client}
+         and at > now() - make_interval(mins => ${lockout.windowMinutes})`
+    const seconds = Math.ceil(counted!.wait + signInDelay(counted!.failures))
+    if (counted!.failures >= lockout.freeFailures && seconds > 0) return seconds
+    await tx`insert into login_failures (email_hash, client_address) values (${key}, ${client})`
+    return 0
+  })
+  if (wait > 0) throw lockedError(wait)
+
+  const user = await findUserByEmail(db, email)
+  const matches = await verifyPassword(
+    password,
+    user?.passwordHash ?? unmatchableHash(),
+    client,
+  ).catch(async (err: unknown) => {
+    // Not checked at all (429 sign_in_busy): the attempt does not count against the email.
+    await db`
+      delete from login_failures
+       where ctid = (select ctid from login_failures
+                      where email_hash = ${key} and client_address = ${client}
+                      order by at desc limit 1)`
+    throw err
+  })
+  if (!user || !matches)
+    throw new ApiError('invalid_credentials', 'The email or the password is wrong.')
+  // Only this client's: a success here does not give guesses made elsewhere a fresh start.
+  await db`delete from login_failures where email_hash = ${key} and client_address = ${client}`
+  await upgradePasswordHash(db, user.id, password, user.passwordHash)
+  return { id: user.id, email: user.email, name: user.name }
 }
 
 /**
@@ -150,9 +159,8 @@ export async function openSession(
     values (${user.id}, ${actsIn?.id ?? null}, ${hashSecret(sessionToken)}, ${hashSecret(csrfToken)},
             now() + make_interval(hours => ${lifetime.maxHours}))
     returning expires_at`
-  // Old failures and locks go with the sign-ins that find them.
+  // Old failures go with the sign-ins that find them.
   await db`delete from login_failures where at < now() - make_interval(mins => ${lockout.windowMinutes})`
-  await db`delete from login_locks where until < now()`
   return {
     user,
     enterprise: actsIn,
@@ -168,9 +176,10 @@ function sessionSecrets(): { sessionToken: string; csrfToken: string } {
 }
 
 function lockedError(seconds: number): ApiError {
+  const wait = seconds < 120 ? `${seconds} seconds` : `${Math.ceil(seconds / 60)} minutes`
   return new ApiError(
     'login_locked',
-    `Too many failed sign-ins for this email; try again in ${Math.ceil(seconds / 60)} minutes.`,
+    `Too many failed sign-ins for this email from here; try again in ${wait}.`,
     { retryAfterSeconds: Math.max(1, seconds) },
   )
 }
@@ -335,10 +344,11 @@ export async function changePassword(
   db: Db,
   session: { sessionId: string; userId: string },
   input: { currentPassword: string; newPassword: string },
+  client = '',
 ): Promise<void> {
   checkNewPassword(input.newPassword)
   const user = await getUser(db, session.userId)
-  await checkCredentials(db, user.email, input.currentPassword)
+  await checkCredentials(db, user.email, input.currentPassword, client)
   await setPassword(db, session.userId, input.newPassword, session.sessionId)
 }
 
@@ -363,9 +373,9 @@ export async function setPassword(
          returning id
       )
       select pg_notify(${sessionChangedChannel}, id::text) from ended`
-    // A reset also lifts a lock on the email: the person can sign in with the new one at once.
+    // A reset also lifts the delays on the email: the person can sign in with the new one at once.
     await tx`
-      delete from login_locks
+      delete from login_failures
        where email_hash = (select sha256(convert_to(lower(email), 'UTF8')) from users where id = ${userId})`
   })
 }

@@ -101,6 +101,9 @@ export interface Inbound {
   path: string
   headers: Record<string, string>
   body: unknown
+  /** Where the call came from (http/limits.ts) and how large its body was, when known. */
+  clientAddress?: string
+  sizeBytes?: number
 }
 
 export interface Outcome {
@@ -146,6 +149,8 @@ interface DeliveryRow {
   gateId: string | null
   replayOf: string | null
   idempotencyKey: string | null
+  clientAddress: string | null
+  sizeBytes: number | null
   receivedAt: Date
   finishedAt: Date | null
 }
@@ -166,6 +171,8 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
     gateId: row.gateId,
     replayOf: row.replayOf,
     replayable: replayRefusal(row) === undefined,
+    clientAddress: row.clientAddress,
+    sizeBytes: row.sizeBytes,
     receivedAt: row.receivedAt.toISOString(),
     finishedAt: row.finishedAt?.toISOString() ?? null,
   }
@@ -255,13 +262,54 @@ interface NewDelivery {
   containedSecret: boolean
   replayOf?: string
   idempotencyKey?: string
+  clientAddress?: string
+  sizeBytes?: number
+}
+
+/** Headers a call that never authenticated keeps (issue 44): nothing the caller chose to say. */
+const safeHeaders = new Set(['content-type', 'content-length', 'user-agent'])
+
+/** How long calls that never authenticated are kept (pruneRefusedDeliveries). */
+export const refusedKeepDays = 3
+
+/** Refused calls being written at once; past this, a flood's records are dropped rather than queued. */
+const refusedWritesAtOnce = 32
+let refusedWriting = 0
+
+/**
+ * Keeps the metadata of a call that never authenticated (issue 44): time, route, client address, size,
+ * status, the safe headers; no body. Written after the answer, not awaited, so that the 401 of a known
+ * enterprise takes the time of an unknown one's (spec: Authentication 8); at most a few at once.
+ */
+function keepRefused(db: Db, delivery: NewDelivery, started: number): void {
+  if (refusedWriting >= refusedWritesAtOnce) return
+  refusedWriting++
+  // After the answer has gone: even sending the statement is work the unknown enterprise's answer has
+  // not. A record of a refusal is best effort: nobody waits on it.
+  setImmediate(() => {
+    insertDelivery(db, delivery, { outcome: unauthorized, started })
+      .catch(() => undefined)
+      .finally(() => refusedWriting--)
+  })
+}
+
+/**
+ * Deletes the calls that never authenticated after 3 days (issue 44); called by the scheduler's pass
+ * once a minute in every engine process (idempotent). Answers how many went.
+ */
+export async function pruneRefusedDeliveries(db: Db): Promise<number> {
+  const gone = await db`
+    delete from webhook_deliveries
+     where not authenticated and received_at < now() - make_interval(days => ${refusedKeepDays})`
+  return gone.count
 }
 
 /**
  * Handles an inbound webhook call and stores it as a delivery. `holderOf` finds the enterprise and its
- * secret's hash by slug (osd keeps them in a cache); `starts` starts a task's run (the app's
- * StartBatcher). A wrong secret and an unknown enterprise answer the same 401; an unknown enterprise has
- * nobody to store the call for.
+ * secret's hash by slug (osd keeps them in a cache, unknown slugs too); `starts` starts a task's run
+ * (the app's StartBatcher). A wrong secret and an unknown enterprise answer the same 401 after the same
+ * work: an unknown enterprise has nobody to store the call for, and a known one stores only its
+ * metadata, after the answer.
  */
 export async function receiveWebhook(
   db: Db,
@@ -274,7 +322,35 @@ export async function receiveWebhook(
   const started = performance.now()
   const known = await holderOf(inbound.enterpriseSlug)
   const enterprise = verifyWebhookSecret(known, inbound.secret)
-  if (!known) return unauthorized
+  if (!enterprise) {
+    if (known)
+      keepRefused(
+        db,
+        {
+          id: randomUUID(),
+          enterpriseId: known.id,
+          kind,
+          target: inbound.target,
+          authenticated: false,
+          request: {
+            method: inbound.method,
+            path: scrubText(storable(inbound.path), inbound.secret),
+            headers: Object.fromEntries(
+              Object.entries(inbound.headers).filter(([name]) =>
+                safeHeaders.has(name.toLowerCase()),
+              ),
+            ),
+            body: null,
+          },
+          sealedBody: null,
+          containedSecret: false,
+          clientAddress: inbound.clientAddress,
+          sizeBytes: inbound.sizeBytes,
+        },
+        started,
+      )
+    return unauthorized
+  }
 
   // A body that held the secret is handed on without it, and is never kept whole, so never replayed.
   const containedSecret = holdsSecret(inbound.body, inbound.secret)
@@ -282,10 +358,10 @@ export async function receiveWebhook(
   const id = randomUUID()
   const delivery: NewDelivery = {
     id,
-    enterpriseId: known.id,
+    enterpriseId: enterprise.id,
     kind,
     target: inbound.target,
-    authenticated: Boolean(enterprise),
+    authenticated: true,
     request: {
       method: inbound.method,
       path: scrubText(storable(inbound.path), inbound.secret),
@@ -293,17 +369,21 @@ export async function receiveWebhook(
       body: redactBody(inbound.body, inbound.secret),
     },
     sealedBody:
-      enterprise && !containedSecret && inbound.body !== undefined
+      !containedSecret && inbound.body !== undefined
         ? sealer.seal(JSON.stringify(inbound.body), sealedColumns.webhookBody, id)
         : null,
     containedSecret,
+    clientAddress: inbound.clientAddress,
+    sizeBytes: inbound.sizeBytes,
   }
-  if (!enterprise) {
-    await insertDelivery(db, delivery, { outcome: unauthorized, started })
-    return { ...unauthorized, deliveryId: delivery.id }
-  }
-  const outcome = await handle(db, starts, kind, known.id, inbound.target, body, (tx, outcome) =>
-    insertDelivery(tx, delivery, { outcome, started }),
+  const outcome = await handle(
+    db,
+    starts,
+    kind,
+    enterprise.id,
+    inbound.target,
+    body,
+    (tx, outcome) => insertDelivery(tx, delivery, { outcome, started }),
   )
   return { ...outcome, deliveryId: delivery.id }
 }
@@ -370,7 +450,8 @@ async function insertDelivery(
   await db`
     insert into webhook_deliveries (id, enterprise_id, kind, target, authenticated, request, sealed_body,
                                     contained_secret, replay_of, idempotency_key, status, response_status,
-                                    response_body, duration_ms, run_id, execution_id, gate_id, finished_at)
+                                    response_body, duration_ms, run_id, execution_id, gate_id, finished_at,
+                                    client_address, size_bytes)
     values (${delivery.id}, ${delivery.enterpriseId}, ${delivery.kind}, ${delivery.target}, ${delivery.authenticated},
             ${db.json(delivery.request as never)}, ${delivery.sealedBody}, ${delivery.containedSecret},
             ${delivery.replayOf ?? null}, ${delivery.idempotencyKey ?? null},
@@ -378,7 +459,8 @@ async function insertDelivery(
             ${outcome ? db.json(keptAnswer(outcome)) : null},
             ${answered ? Math.round(performance.now() - answered.started) : null},
             ${outcome?.runId ?? null}, ${outcome?.executionId ?? null}, ${outcome?.gateId ?? null},
-            ${outcome ? db`now()` : null})`
+            ${outcome ? db`now()` : null}, ${delivery.clientAddress ?? null},
+            ${delivery.sizeBytes ?? null})`
   // Counted once it is committed (at once when db is the pool).
   if (outcome) onCommit(db, () => metrics.webhookDelivery(deliveryStatus(outcome)))
 }

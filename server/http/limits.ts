@@ -1,0 +1,208 @@
+import type { Context } from 'hono'
+import type { IncomingMessage } from 'node:http'
+import type { BlockList } from 'node:net'
+import { ApiError, type ErrorCode } from '../../shared/errors.js'
+import type { Config } from '../config.js'
+import { NotifiedCache } from '../db/notified-cache.js'
+import type { Sql } from '../db/sql.js'
+import { tokenChangedChannel } from '../domain/people/index.js'
+import { hashSecret } from '../domain/secrets.js'
+import type { Logger } from '../log.js'
+import { addressKey, clientAddress, networks } from './addresses.js'
+import type { AppEnv } from './context.js'
+import { requestHeader } from './headers.js'
+
+// What one caller can make osd spend (issue 44; DESIGN 15): a token bucket per token or session, one per
+// client address on the routes that take no token, and a bounded memory of secrets that named nobody,
+// so that a wrong token costs a database look-up once. Counted in this process only: with several osd
+// processes behind a balancer, a caller gets each process's rate (docs/configuration.md).
+
+/** A bucket per key: `perMinute` a minute, of which a whole minute's worth may be spent at once. */
+export class RateLimiter {
+  private buckets = new Map<string, { tokens: number; at: number }>()
+  private readonly perMs: number
+  /** The policy, as RateLimit-Policy says it (IETF draft-ietf-httpapi-ratelimit-headers). */
+  readonly policy: string
+
+  constructor(
+    readonly name: string,
+    readonly perMinute: number,
+    private readonly maxKeys = 100_000,
+    private readonly windowSeconds = 60,
+  ) {
+    this.perMs = perMinute / (windowSeconds * 1000)
+    this.policy = `"${name}";q=${perMinute};w=${windowSeconds}`
+  }
+
+  /**
+   * Takes one request from `key`'s bucket: the remaining count and the seconds until the bucket is
+   * full again, and `retryAfter` (seconds) when it was empty, nothing taken.
+   */
+  take(key: string, now = Date.now()): { remaining: number; reset: number; retryAfter?: number } {
+    let bucket = this.buckets.get(key)
+    if (bucket === undefined) {
+      if (this.buckets.size >= this.maxKeys) this.sweep(now)
+      bucket = { tokens: this.perMinute, at: now }
+      this.buckets.set(key, bucket)
+    } else {
+      bucket.tokens = Math.min(this.perMinute, bucket.tokens + (now - bucket.at) * this.perMs)
+      bucket.at = now
+    }
+    if (bucket.tokens < 1) {
+      const retryAfter = Math.max(1, Math.ceil((1 - bucket.tokens) / this.perMs / 1000))
+      return { remaining: 0, reset: retryAfter, retryAfter }
+    }
+    bucket.tokens -= 1
+    const reset = Math.ceil((this.perMinute - bucket.tokens) / this.perMs / 1000)
+    return { remaining: Math.floor(bucket.tokens), reset }
+  }
+
+  /**
+   * Room for new keys: a bucket full by now holds nothing a new one would not, so those go first;
+   * should every key be in use (a flood of addresses), the oldest tenth.
+   */
+  private sweep(now: number): void {
+    for (const [key, bucket] of this.buckets) {
+      if (bucket.tokens + (now - bucket.at) * this.perMs >= this.perMinute) this.buckets.delete(key)
+    }
+    if (this.buckets.size < this.maxKeys) return
+    let drop = Math.ceil(this.maxKeys / 10)
+    for (const key of this.buckets.keys()) {
+      if (drop-- <= 0) break
+      this.buckets.delete(key)
+    }
+  }
+
+  /** Seconds until `key` may spend again, when its bucket is empty; nothing is taken. */
+  emptyFor(key: string, now = Date.now()): number | undefined {
+    const bucket = this.buckets.get(key)
+    if (!bucket) return undefined
+    const tokens = Math.min(this.perMinute, bucket.tokens + (now - bucket.at) * this.perMs)
+    return tokens < 1 ? Math.max(1, Math.ceil((1 - tokens) / this.perMs / 1000)) : undefined
+  }
+
+  get size(): number {
+    return this.buckets.size
+  }
+}
+
+/**
+ * Consent requests an address may make (issue 44): 20 in 15 minutes, so that one address cannot come
+ * near the global cap of pending requests (domain/people/consent.ts: 1,000).
+ */
+export const consentPerAddress = { requests: 20, minutes: 15 } as const
+
+/** Paths of no credential that are not counted per address: the health checks a balancer polls. */
+const uncounted = ['/v1/health']
+
+export interface Limits {
+  /** The client's address (the socket's, or X-Forwarded-For's from a trusted proxy). */
+  clientOf(c: Context<AppEnv>): string
+  /** A call to a route that takes no token: counted under its address; 429 rate_limited when over. */
+  publicCall(c: Context<AppEnv>): void
+  /**
+   * What `cache` holds for `secret`, else what `load` finds by its hash. A secret that found nobody is
+   * refused from then on without a look-up; a look-up is counted under the caller's address.
+   */
+  lookUp<V>(
+    c: Context<AppEnv>,
+    secret: string,
+    cache: NotifiedCache<V>,
+    load: (hash: Buffer) => Promise<V | undefined>,
+    /** Until when a value found may be kept (a token's expiry): NotifiedCache.through. */
+    until?: (value: V) => number | null,
+  ): Promise<V | undefined>
+  /** A request of a known caller (`key`: its token or session): 429 rate_limited when over its rate. */
+  spend(c: Context<AppEnv>, key: string): void
+  /** A consent request from the caller's address: 429 too_many_consent_requests past its share. */
+  consentRequest(c: Context<AppEnv>): void
+}
+
+/** The limits of one app (createApp makes them once): each counts in this process. */
+export function createLimits(
+  sql: Sql,
+  config: Pick<Config, 'rateLimits'>,
+  log: Pick<Logger, 'error'>,
+): Limits {
+  const { perMinute, ipPerMinute, trustedProxies } = config.rateLimits
+  const callers = perMinute === undefined ? undefined : new RateLimiter('caller', perMinute)
+  const addresses = ipPerMinute === undefined ? undefined : new RateLimiter('address', ipPerMinute)
+  const consent = new RateLimiter(
+    'consent',
+    consentPerAddress.requests,
+    100_000,
+    consentPerAddress.minutes * 60,
+  )
+  const trusted = trustedProxies.length ? networks(trustedProxies) : undefined
+  // Hashes of secrets that named no caller. A token or session secret is random and new when made, so
+  // one that named nobody cannot name anyone later; the entries are dropped anyway whenever a token
+  // changes (tokenChangedChannel; a token whose expiry moves), and after ten minutes (a database put
+  // back from a backup).
+  // Not emptied when the listener (re)connects, as the caches of callers are: a change missed meanwhile
+  // is bounded by the ten minutes.
+  const unknown = new NotifiedCache<true>(tokenChangedChannel, () => true, 10 * 60_000, 10_000)
+  sql
+    .listen(tokenChangedChannel, () => unknown.clear())
+    .catch((err: unknown) => log.error({ err }, 'cannot follow token changes'))
+
+  function clientOf(c: Context<AppEnv>): string {
+    const known = c.get('clientAddress')
+    if (known !== undefined) return known
+    const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming
+    const address = clientAddress(
+      // app.request (the tests) has no socket: every such call is one client.
+      incoming?.socket.remoteAddress ?? 'local',
+      trusted && requestHeader(c, 'x-forwarded-for'),
+      trusted,
+    )
+    c.set('clientAddress', address)
+    return address
+  }
+
+  function charge(c: Context<AppEnv>, limiter: RateLimiter, key: string, code: ErrorCode) {
+    const taken = limiter.take(key)
+    c.header('RateLimit-Policy', limiter.policy)
+    c.header('RateLimit', `"${limiter.name}";r=${taken.remaining};t=${taken.reset}`)
+    if (taken.retryAfter !== undefined) throw refusal(code, limiter, taken.retryAfter)
+  }
+
+  return {
+    clientOf,
+    publicCall(c) {
+      if (!addresses || uncounted.some((prefix) => c.req.path.startsWith(prefix))) return
+      charge(c, addresses, addressKey(clientOf(c)), 'rate_limited')
+    },
+    async lookUp(c, secret, cache, load, until) {
+      const cached = cache.get(secret)
+      if (cached !== undefined) return cached
+      const hash = hashSecret(secret)
+      const key = hash.toString('base64')
+      if (unknown.get(key)) return undefined
+      // A look-up that finds nobody is counted against the address; an address past its rate is
+      // refused before any more (a token of a caller behind it is too, until this process knows it).
+      const address = addresses && addressKey(clientOf(c))
+      const wait = address === undefined ? undefined : addresses!.emptyFor(address)
+      if (wait !== undefined) throw refusal('rate_limited', addresses!, wait)
+      const found = await cache.through(secret, () => load(hash), until)
+      if (found === undefined) {
+        unknown.set(key, true)
+        if (address !== undefined) charge(c, addresses!, address, 'rate_limited')
+      }
+      return found
+    },
+    spend(c, key) {
+      if (callers) charge(c, callers, key, 'rate_limited')
+    },
+    consentRequest(c) {
+      charge(c, consent, addressKey(clientOf(c)), 'too_many_consent_requests')
+    },
+  }
+}
+
+function refusal(code: ErrorCode, limiter: RateLimiter, retryAfter: number): ApiError {
+  const message =
+    code === 'rate_limited'
+      ? `More than ${limiter.perMinute} requests a minute; try again in ${retryAfter} seconds.`
+      : `Too many consent requests from this address; try again in ${retryAfter} seconds.`
+  return new ApiError(code, message, { retryAfterSeconds: retryAfter })
+}
