@@ -148,3 +148,9 @@ export const configActions = ['create', 'update', 'delete', 'unchanged'] as cons
 export type ConfigAction = (typeof configActions)[number]
 /** The longest grace a token's rotation gives the secret it replaces: 7 days, as Stripe's rolled keys. */
 export const maxGraceSeconds = 7 * 24 * 3600
+
+// outbound event subscriptions (issue 47): here, not in schemas/events.ts, so osctl names them without
+// loading zod before a command acts (test/cli/startup.test.ts)
+export const subscriptionFormats = ['standard', 'slack'] as const
+export const subscriptionStatuses = ['enabled', 'disabled'] as const
+export const deliveryStates = ['pending', 'succeeded', 'failed'] as const

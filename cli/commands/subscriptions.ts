@@ -1,11 +1,10 @@
 import { Option, type Command } from 'commander'
-import {
-  deliveryStates,
-  subscriptionFormats,
-  type EventDelivery,
-  type EventSubscription,
-  type EventSubscriptionWithSecret,
+import type {
+  EventDelivery,
+  EventSubscription,
+  EventSubscriptionWithSecret,
 } from '../../shared/schemas/events.js'
+import { deliveryStates, subscriptionFormats } from '../../shared/values.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'

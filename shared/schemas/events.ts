@@ -1,6 +1,9 @@
 import { z } from 'zod'
 import type { Resource } from '../scopes.js'
 import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { deliveryStates, subscriptionFormats, subscriptionStatuses } from '../values.js'
+
+export { deliveryStates, subscriptionFormats, subscriptionStatuses }
 
 // The event feed of an enterprise, outbound event subscriptions and a person's notifications
 // (issue 47; DESIGN 15; docs/events.md).
@@ -118,9 +121,6 @@ export type FeedPage = z.infer<typeof FeedPage>
 
 // --- subscriptions -------------------------------------------------------------------------------
 
-export const subscriptionFormats = ['standard', 'slack'] as const
-export const subscriptionStatuses = ['enabled', 'disabled'] as const
-
 const SubscriptionUrl = z
   .string()
   .max(2000)
@@ -179,8 +179,6 @@ export const EventSubscriptionWithSecret = EventSubscription.extend({
   }),
 }).meta({ id: 'EventSubscriptionWithSecret' })
 export type EventSubscriptionWithSecret = z.infer<typeof EventSubscriptionWithSecret>
-
-export const deliveryStates = ['pending', 'succeeded', 'failed'] as const
 
 export const DeliveryAttempt = z
   .object({

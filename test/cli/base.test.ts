@@ -119,7 +119,7 @@ describe('osctl credentials and profiles', () => {
       tokenSource: 'profile',
       tokenLastChars: token.slice(-4),
     })
-    expect(view.scopes).toHaveLength(38)
+    expect(view.scopes).toHaveLength(40)
     expect(status.stdout).not.toContain(token)
   })
 

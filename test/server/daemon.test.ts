@@ -27,7 +27,7 @@ describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
     expect(Object.keys(out).sort()).toEqual(['enterprise', 'token'])
     const [row] =
       await db.sql`select scopes from api_tokens where enterprise_id = ${out.enterprise.id}`
-    expect(row!.scopes).toHaveLength(38)
+    expect(row!.scopes).toHaveLength(40)
   })
 
   it('refuses a taken slug with exit 1 and the code', async () => {
