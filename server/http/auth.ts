@@ -14,7 +14,7 @@ import {
 } from '../domain/people/index.js'
 import type { Caches } from './caches.js'
 import type { Limits } from './limits.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 import { frameworkError } from './errors.js'
 import { requestHeader } from './headers.js'
 import { routeOf } from './methods.js'

@@ -4,7 +4,7 @@ import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../../shared/errors.js'
 import { configBodyMaxBytes } from '../../shared/schemas/config.js'
 import { unstorable } from '../../shared/text.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 import { requestHeader } from './headers.js'
 
 /** Spec, Limits: a request body over 100 KB answers 413, with or without a content-length. */

@@ -1,4 +1,5 @@
 import type { Context } from 'hono'
+import type { AppEnv } from './env.js'
 import type { Config } from '../config.js'
 import type { Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
@@ -6,24 +7,9 @@ import type { Sealer } from '../crypto.js'
 import type { ModelProvider } from '../engine/models/index.js'
 import type { Caches } from './caches.js'
 import type { Limits } from './limits.js'
-import type { FoundSession } from '../domain/people/index.js'
-import type { Caller } from './caller.js'
 import type { ChangeWatch } from '../db/change-watch.js'
 import type { RunStarts } from '../domain/runs/index.js'
 import type { TokenUses } from './token-uses.js'
-
-export interface AppEnv {
-  Variables: {
-    requestId: string
-    /** The parsed JSON body; undefined when there is none or it is not sent as application/json. */
-    body: unknown
-    caller: Caller
-    /** The person's session, when the credential is one (also when it acts in no enterprise). */
-    session: FoundSession | undefined
-    /** The client's address, once http/limits.ts has worked it out. */
-    clientAddress: string | undefined
-  }
-}
 
 export type AppContext = Context<AppEnv>
 
@@ -76,3 +62,5 @@ export interface RouteDeps extends AppDeps {
   /** What starts runs for requests (by API, by webhook): the app's, batching its starts only. */
   starts: RunStarts
 }
+
+export type { AppEnv } from './env.js'

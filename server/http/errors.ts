@@ -2,7 +2,7 @@ import type { Context } from 'hono'
 import { ApiError, frameworkBody } from '../../shared/errors.js'
 import { isDatabaseUnavailable } from '../db/sql.js'
 import type { Logger } from '../log.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 import { metrics } from '../metrics.js'
 
 /** Seconds a caller is told to wait (Retry-After) while the database cannot be reached. */

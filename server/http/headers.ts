@@ -3,7 +3,7 @@ import { matchedRoutes } from 'hono/route'
 import type { IncomingMessage } from 'node:http'
 import type { Logger } from '../log.js'
 import { metrics, metricsEnabled, routeTemplate } from '../metrics.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 
 /**
  * A request header. Under `osd serve` it is read from node's own request: c.req.header() makes the

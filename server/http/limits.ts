@@ -9,7 +9,7 @@ import { tokenChangedChannel } from '../domain/people/index.js'
 import { hashSecret } from '../domain/secrets.js'
 import type { Logger } from '../log.js'
 import { addressKey, clientAddress, networks } from './addresses.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 import { requestHeader } from './headers.js'
 
 // What one caller can make osd spend (issue 44; DESIGN 15): a token bucket per token or session, one per

@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import { matchedRoutes } from 'hono/route'
 import { frameworkBody } from '../../shared/errors.js'
-import type { AppEnv } from './context.js'
+import type { AppEnv } from './env.js'
 
 /**
  * The paths of the document's operations and the methods each has. A method a known path does not have

@@ -2,22 +2,88 @@
 // transitions; DESIGN 5). Every status change goes through transitionAll() (transition() for one run),
 // which checks it, writes the runs, keeps the running counts, and appends the events, in the caller's
 // transaction. Admission and dispatch are in admission.ts; what is read about runs in views.ts.
-export * from './admission.js'
-export * from './ends.js'
-export * from './events.js'
-export * from './executions.js'
-export * from './gauges.js'
-export * from './gates.js'
-export * from './history.js'
-export * from './journal.js'
-export * from './members.js'
-export * from './outcomes.js'
-export * from './people.js'
-export * from './plans.js'
-export * from './rows.js'
-export * from './setbacks.js'
-export * from './start.js'
-export * from './successors.js'
-export * from './transitions.js'
-export * from './views.js'
-export * from './work.js'
+//
+// Named exports (issue 43): what code outside the concept uses, by who uses it; the rest is the
+// concept's own.
+
+// For the API (routes and http/).
+export {
+  listExecutions,
+  getBoard,
+  getCounts,
+  getExecutionDetail,
+  cancelExecution,
+  closeExecution,
+  reopenExecution,
+  closeCompleted,
+} from './executions.js'
+export { retryRun, clearRun } from './people.js'
+export { listPlans, getPlan } from './plans.js'
+export { listRuns, getOsToolView, getBlockers, clearFailed } from './views.js'
+
+// For the API (routes and http/) and other concepts of the domain.
+export { toRun } from './rows.js'
+export { type RunStarts } from './start.js'
+
+// For the API (routes and http/) and tests and benches.
+export { cancelRun } from './ends.js'
+export { StartBatcher } from './start.js'
+
+// For the API (routes and http/) and the engine.
+export { runChannel } from './rows.js'
+
+// For the engine.
+export { renewLeases, releaseLeases, holdsRun } from './admission.js'
+export { eventsOfTypes, type NewEvent } from './events.js'
+export {
+  readJournal,
+  startModelStep,
+  journalHead,
+  endModelStep,
+  setStepCost,
+  startToolStep,
+  insertToolDone,
+  answerToolStep,
+  markExecuting,
+  stored,
+  type JournalEntry,
+  type ToolRequest,
+} from './journal.js'
+export { writePlan } from './plans.js'
+export { assigneeRoleId, enqueueRuns } from './start.js'
+export { runContext, lockHeldRun, addRunCost, writeRunLog } from './work.js'
+
+// For the engine and other concepts of the domain.
+export { appendEvent } from './events.js'
+
+// For the engine and tests and benches.
+export { advance, resumeDueHolds, nextDueRun, takeOverLapsed } from './admission.js'
+export { finishAll, finishRun } from './ends.js'
+export { appendWhileHeld } from './events.js'
+
+// For the engine, other concepts of the domain and tests and benches.
+export { type RunRow } from './rows.js'
+export { transition } from './transitions.js'
+
+// For other concepts of the domain.
+export { type EventRow, toEvent } from './events.js'
+export { toGate, type GateRow, gateColumns } from './gates.js'
+export { decidedGates, tellRun, clip } from './history.js'
+export { onRunOutcomes, type RunOutcome } from './outcomes.js'
+export { runNotFound, type MemoryScope } from './rows.js'
+export { onSetbacks, reportSetbacks, type Setback } from './setbacks.js'
+export { lockLanes, tryLockLanes } from './start.js'
+export { getRunDetail, getRunLog } from './views.js'
+
+// For other concepts of the domain and tests and benches.
+export { laneOf, startRunsIn, enqueueRun } from './start.js'
+export { transitionAll } from './transitions.js'
+
+// For the daemon and the operator commands.
+export { runGauges } from './gauges.js'
+
+// For tests and benches.
+export { admitPending, dispatchQueued, maxTakeovers } from './admission.js'
+export { loadRun } from './rows.js'
+export { startRun } from './start.js'
+export { outcomeMatches, whenMatches, issueKey } from './successors.js'
