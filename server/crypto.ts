@@ -28,7 +28,7 @@ export interface SealedColumn {
   keyType: 'uuid' | 'text'
 }
 
-/** Every column osd stores sealed values in: what rotate-key seals again (domain/sealed.ts). */
+/** Every column osd stores sealed values in: what rotate-key seals again (domain/sealed/sealed.ts). */
 export const sealedColumns = {
   llmSecret: {
     table: 'llm_connections',
@@ -234,7 +234,7 @@ function headerOf(key: SecretKey): Buffer {
   return Buffer.concat([magic, Buffer.from(key.id, 'hex')])
 }
 
-/** The header of values sealed under `keyId` (what rotate-key looks for: domain/sealed.ts). */
+/** The header of values sealed under `keyId` (what rotate-key looks for: domain/sealed/sealed.ts). */
 export function sealedHeader(keyId: string): Buffer {
   return Buffer.concat([magic, Buffer.from(keyId, 'hex')])
 }

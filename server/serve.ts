@@ -10,7 +10,6 @@ import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
 import { anyEnterprise } from './domain/enterprises/index.js'
 import { archiveDirProblem } from './domain/retention/index.js'
-import { secretKeyProblem } from './domain/secret-check.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
@@ -26,7 +25,7 @@ import {
 import type { Sql } from './db/sql.js'
 import { runGauges } from './domain/runs/index.js'
 import { spendCapUse } from './domain/models/index.js'
-import { secretKeysChangedChannel } from './domain/sealed.js'
+import { secretKeyProblem, secretKeysChangedChannel } from './domain/sealed/index.js'
 
 export interface Running {
   /** Base URL of the API (ends in /v1), when this process serves HTTP. */

@@ -27,7 +27,7 @@ import type { Sql, Tx } from '../db/sql.js'
 // Every table is copied in one REPEATABLE READ READ ONLY transaction: one snapshot, so the copy is
 // what the database held at one instant, whatever osd does meanwhile. Secrets stay sealed with the
 // instance's server key, which the copy does not hold (osd refuses to start on a key that does not
-// open them: domain/secret-check.ts).
+// open them: domain/sealed/secret-check.ts).
 
 const magic = 'OSD-BACKUP 1'
 const endOfData = '\\.'

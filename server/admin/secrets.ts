@@ -10,7 +10,7 @@ import {
   type Sealer,
 } from '../crypto.js'
 import type { Sql } from '../db/sql.js'
-import { resealAll, sealedKeyUse, secretKeysChangedChannel } from '../domain/sealed.js'
+import { resealAll, sealedKeyUse, secretKeysChangedChannel } from '../domain/sealed/index.js'
 
 // osd admin secrets (issue 45): the keys that seal what osd must use again (server/crypto.ts), rotated
 // online. rotate-key puts a new key first in the key file, tells every osd process to read its keys

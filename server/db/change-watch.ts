@@ -9,7 +9,7 @@ export interface Watch {
 /**
  * Waiting in this process for changes any osd process announces with NOTIFY on one channel, the payload
  * naming what changed (a run's id on the run events' channel, a chat's on the chat messages' one): the
- * long-polls (GET /v1/runs/{id}, GET /v1/chats/{id}; domain/long-poll.ts) and a chat's event stream
+ * long-polls (GET /v1/runs/{id}, GET /v1/chats/{id}; domain/long-poll/long-poll.ts) and a chat's event stream
  * wait with it. One LISTEN per process, however many wait. A notification is a hint, never the record:
  * whoever is woken reads again, and a (re)connect of the listener wakes everyone, since notifications
  * sent while it was away are gone.

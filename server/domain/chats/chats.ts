@@ -1,7 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Chat, ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
-import { longPoll, type LongPollWait } from '../long-poll.js'
+import { longPoll, type LongPollWait } from '../long-poll/index.js'
 import {
   closedCallResult,
   insertMessage,

@@ -24,7 +24,7 @@ import {
   type GateRow,
   type RunRow,
 } from '../runs/index.js'
-import type { LongPollWait } from '../long-poll.js'
+import type { LongPollWait } from '../long-poll/index.js'
 import { readMember } from './files.js'
 
 // Reading back what the retention pass archived (issue 46): GET /v1/runs/{id} and GET /v1/chats/{id}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { longPoll, longPollMs, type LongPoll } from '../../../server/domain/long-poll.js'
+import { longPoll, longPollMs, type LongPoll } from '../../../server/domain/long-poll/index.js'
 
 // The one long-poll of runs and chats (DESIGN 5, 11; issue 43), with a watch the test wakes by hand:
 // how long it may hold, which reads it makes and that it leaves no wait behind. The routes' tests

@@ -4,8 +4,8 @@ import {
   sealedMagic,
   type SealedColumn,
   type Sealer,
-} from '../crypto.js'
-import type { Db, Sql } from '../db/sql.js'
+} from '../../crypto.js'
+import type { Db, Sql } from '../../db/sql.js'
 
 // What is stored sealed (server/crypto.ts: model keys, OAuth verifiers, tool tokens, replayable webhook
 // bodies), seen whole: which key each value names, and sealing every one again under the current key

@@ -1,5 +1,5 @@
-import { sealedColumns, type Sealer } from '../crypto.js'
-import type { Db } from '../db/sql.js'
+import { sealedColumns, type Sealer } from '../../crypto.js'
+import type { Db } from '../../db/sql.js'
 
 // Whether this process's server key opens the secrets stored in the database (issue 46). A database
 // restored from a backup (osd admin restore) holds model keys and tool tokens sealed with the key of the

@@ -1,4 +1,4 @@
-import type { Watch } from '../db/change-watch.js'
+import type { Watch } from '../../db/change-watch.js'
 
 // The long-poll of a run and of a chat (DESIGN 5, 11): a read held until it has something new, so
 // callers follow a run or a reply without polling busily. Written once for both; each says what it
