@@ -8,6 +8,7 @@ import {
   type VersionDefinition,
 } from '../../../shared/schemas/tasks.js'
 import { reaches } from './reach.js'
+import type { Db } from '../../db/sql.js'
 
 // The definition checks (spec: Errors, Definition checks). Run on create and on every version save,
 // against the enterprise's other tasks and every tool connection's mustGate list.
@@ -151,4 +152,17 @@ export function refuseErrors(issues: DefinitionIssue[]): void {
     ? 'gate_required_for_tool'
     : 'invalid_task_definition'
   throw new ApiError(code, errors.map((e) => e.message).join(' '), { issues })
+}
+
+// --- what Blockers shows ----------------------------------------------------------------------------
+
+/** Warnings of active tasks (spec: GET /v1/blockers, taskProblems). */
+export async function taskProblems(db: Db, enterpriseId: string) {
+  const rows = await db<
+    { id: string; slug: string; name: string; definitionIssues: DefinitionIssue[] }[]
+  >`
+    select id, slug, name, definition_issues from tasks
+     where enterprise_id = ${enterpriseId} and status = 'active' and jsonb_array_length(definition_issues) > 0
+     order by slug`
+  return rows.map((r) => ({ taskId: r.id, slug: r.slug, name: r.name, issues: r.definitionIssues }))
 }

@@ -8,10 +8,11 @@ export { copyTask } from './copy.js'
 export { readTask, listTasks, listVersions, getVersion, getWorkflow } from './tasks.js'
 
 // For the API (routes and http/) and other concepts of the domain.
-export { publishVersion, setTaskSchedule, clearTaskSchedule, deleteTask } from './tasks.js'
+export { publishVersion, setTaskSchedule, clearTaskSchedule } from './tasks.js'
+export { deleteTask } from './deletion.js'
 
 // For the API (routes and http/) and tests and benches.
-export { taskProblems } from './tasks.js'
+export { taskProblems } from './checks.js'
 
 // For the API (routes and http/), other concepts of the domain and tests and benches.
 export { createTask } from './tasks.js'

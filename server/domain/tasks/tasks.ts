@@ -15,11 +15,10 @@ import type {
   taskSorts,
 } from '../../../shared/schemas/tasks.js'
 import { fixedTools } from '../../../shared/schemas/tasks.js'
-import { underWayStatuses } from '../../../shared/schemas/runs.js'
 import { cleanSlug, slugFromName } from '../../../shared/slug.js'
 import { validName, validSlug } from '../../../shared/names.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
-import { isUniqueViolation, literalIn, transaction, type Db } from '../../db/sql.js'
+import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
 import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
 import { requireTeam } from '../org/index.js'
@@ -678,46 +677,4 @@ export async function clearTaskSchedule(db: Db, enterpriseId: string, id: string
   const task = await loadTask(db, enterpriseId, id)
   refuseBuiltin(task)
   await deleteSchedule(db, enterpriseId, task.id)
-}
-
-// --- delete and copy --------------------------------------------------------------------------------
-
-/** Deletes the task and all its versions; its runs are kept. Refused while a run is under way. */
-export async function deleteTask(db: Db, enterpriseId: string, id: string): Promise<void> {
-  await transaction(db, async (tx) => {
-    const task = await loadTask(tx, enterpriseId, id, true)
-    refuseBuiltin(task)
-    const [busy] = await tx<{ n: number }[]>`
-      select count(*)::int as n from runs
-       where enterprise_id = ${enterpriseId} and task_id = ${id}
-         and ${literalIn(tx, 'status', underWayStatuses)}`
-    if (busy!.n > 0) {
-      throw new ApiError(
-        'task_busy',
-        `Task ${task.slug} has ${busy!.n} run(s) under way; cancel them or wait.`,
-        {
-          runsUnderWay: busy!.n,
-        },
-      )
-    }
-    // Its clones in other enterprises keep the last version they had (DESIGN 12).
-    await tx`
-      update tasks set detached_at = now()
-       where source_task_id = ${id} and origin = 'clone' and detached_at is null`
-    await tx`update tasks set current_version_id = null where id = ${id}`
-    await tx`delete from tasks where enterprise_id = ${enterpriseId} and id = ${id}`
-  })
-}
-
-// --- what Blockers shows ----------------------------------------------------------------------------
-
-/** Warnings of active tasks (spec: GET /v1/blockers, taskProblems). */
-export async function taskProblems(db: Db, enterpriseId: string) {
-  const rows = await db<
-    { id: string; slug: string; name: string; definitionIssues: DefinitionIssue[] }[]
-  >`
-    select id, slug, name, definition_issues from tasks
-     where enterprise_id = ${enterpriseId} and status = 'active' and jsonb_array_length(definition_issues) > 0
-     order by slug`
-  return rows.map((r) => ({ taskId: r.id, slug: r.slug, name: r.name, issues: r.definitionIssues }))
 }

@@ -43,7 +43,7 @@ import { withCallSignal } from '../call-signal.js'
 import type { ExecutionContext, Executor } from './executor.js'
 import { callModel, type CallOutcome } from '../models/index.js'
 import { Conversation } from './conversation.js'
-import { RunJournal } from './journal.js'
+import { requestOf, responseOf, RunJournal } from './journal.js'
 import { finishResult, gateAnswer, systemPrompt } from './text.js'
 import {
   actOsTool,
@@ -701,20 +701,4 @@ class RunExecution {
     lines.push(...this.journal.transcript())
     await writeRunLog(this.sql, this.run, lines.join('\n'))
   }
-}
-
-/** What the journal keeps of a model call's outcome: its answer, or why it did not answer. */
-function responseOf(outcome: CallOutcome): Record<string, unknown> {
-  if ('reply' in outcome) {
-    const { text, toolCalls, usage, model } = outcome.reply
-    return { text, toolCalls, usage, model }
-  }
-  return outcome.failure.kind === 'aborted'
-    ? { interrupted: true }
-    : { error: outcome.failure.message }
-}
-
-/** A tool step's request for a call of the model's. */
-function requestOf(call: ToolCall): ToolRequest {
-  return { callId: call.id, name: call.name, arguments: call.arguments }
 }

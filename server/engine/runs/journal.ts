@@ -1,7 +1,7 @@
 import { fixedTools } from '../../../shared/schemas/tasks.js'
-import type { JournalEntry } from '../../domain/runs/index.js'
+import type { JournalEntry, ToolRequest } from '../../domain/runs/index.js'
 import { Conversation } from './conversation.js'
-import type { ToolCall } from '../models/index.js'
+import type { CallOutcome, ToolCall } from '../models/index.js'
 
 /**
  * A run's journal in memory (DESIGN 6): its entries as read when the execution started and as each of
@@ -113,4 +113,20 @@ export class RunJournal {
     }
     return lines
   }
+}
+
+/** What the journal keeps of a model call's outcome: its answer, or why it did not answer. */
+export function responseOf(outcome: CallOutcome): Record<string, unknown> {
+  if ('reply' in outcome) {
+    const { text, toolCalls, usage, model } = outcome.reply
+    return { text, toolCalls, usage, model }
+  }
+  return outcome.failure.kind === 'aborted'
+    ? { interrupted: true }
+    : { error: outcome.failure.message }
+}
+
+/** A tool step's request for a call of the model's. */
+export function requestOf(call: ToolCall): ToolRequest {
+  return { callId: call.id, name: call.name, arguments: call.arguments }
 }
