@@ -377,7 +377,7 @@ async function ensureDatabase(sql: postgres.Sql, owner: string): Promise<void> {
  * that finds nothing to do afterwards. In one transaction, so a start that fails half way leaves the
  * data dir as it was for the next one.
  */
-async function handOver(superuserUrl: string, owner: string, log: EmbeddedLog): Promise<void> {
+export async function handOver(superuserUrl: string, owner: string, log: EmbeddedLog): Promise<void> {
   const sql = postgres(superuserUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
   try {
     const statements = await sql<{ statement: string }[]>`

@@ -293,7 +293,20 @@ describe('osctl runs', () => {
 
     beforeAll(async () => {
       await json(['tasks', 'create', '-d', '{"name":"Slow","kind":"llm","assigneeRole":"ceo"}'])
-    })
+      // The echo runs above that were started without --wait hold the one ceo until they end; on a
+      // loaded machine that is after this block's first start, which would then be member_busy.
+      await eventually(
+        async () => {
+          const [{ n }] = await db.sql<{ n: number }[]>`
+            select count(*)::int as n from runs
+             where enterprise_id = ${enterpriseId}
+               and status in ('pending', 'queued', 'running')`
+          return n === 0
+        },
+        30_000,
+        'the echo runs ending',
+      )
+    }, 40_000)
 
     /** Cancels whatever run of the slow task is still under way (blocked for want of a key, say). */
     async function freeSlowLane() {
