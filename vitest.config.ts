@@ -20,6 +20,9 @@ export default defineConfig({
     // OSD_EGRESS_ALLOW: the fake tool servers listen on 127.0.0.1, which osd refuses to connect to for
     // a tenant unless allowed (DESIGN 15); the tests of that rule make apps with rules of their own
     // (test/server/http/hostile-egress.test.ts).
+    // OSD_PASSWORD_COST 10: the osd processes the tests start hash at scrypt 2^10, not 2^17 (128 MiB and
+    // a few hundred ms of a core each, seconds on a loaded machine); in-process apps keep 2^17 unless a
+    // test lowers it (test/helpers/people.ts), and test/server/routes/auth.test.ts holds the default.
     env: {
       OSCTL_URL: '',
       OSCTL_TOKEN: '',
@@ -28,6 +31,7 @@ export default defineConfig({
       CI: 'false',
       OSD_IMPROVE_INTERVAL_MINUTES: 'off',
       OSD_EGRESS_ALLOW: '127.0.0.0/8,::1',
+      OSD_PASSWORD_COST: '10',
     },
   },
 })

@@ -30,6 +30,12 @@ export interface Config {
    * (OSD_ENGINE_CONCURRENCY): it claims only for free slots, so other engines share the work.
    */
   engineConcurrency: number
+  /**
+   * log2 of scrypt's N for the password hashes this process makes (OSD_PASSWORD_COST): 17 unless set,
+   * OWASP's minimum. Lower only where nobody's password is at stake (tests, a laptop's demo): each step
+   * down halves what a guess costs. osd warns at start when it is below 17.
+   */
+  passwordLog2N: number
   /** Address that callers reach this daemon at, for links such as a task's webhook URL. */
   publicUrl: string | undefined
   mailDomain: string
@@ -148,6 +154,9 @@ export const defaultLeaseSeconds = 30
  */
 export const defaultEngineConcurrency = 32
 
+/** OSD_PASSWORD_COST's default: scrypt's N = 2^17, OWASP's minimum (issue 45). */
+export const defaultPasswordLog2N = 17
+
 export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const port = parsePort(flags.port ?? env.OSD_PORT ?? 8080)
   const role = flags.role ?? env.OSD_ROLE ?? 'all'
@@ -168,6 +177,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
     leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || defaultLeaseSeconds),
     engineConcurrency: engineConcurrency(env.OSD_ENGINE_CONCURRENCY),
+    passwordLog2N: passwordLog2N(env.OSD_PASSWORD_COST),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
     mailDomain: env.OSD_MAIL_DOMAIN ?? 'osd.local',
     providerBaseUrls: {
@@ -243,6 +253,15 @@ function engineConcurrency(raw: string | undefined): number {
     throw new ConfigError(
       `OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more; got "${raw}"`,
     )
+  return value
+}
+
+/** OSD_PASSWORD_COST: a whole number from 10 to 20 (2^20 takes 1 GiB per hash), else osd stops at start. */
+function passwordLog2N(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return defaultPasswordLog2N
+  const value = Number(raw.trim())
+  if (!Number.isInteger(value) || value < 10 || value > 20)
+    throw new ConfigError(`OSD_PASSWORD_COST must be a whole number from 10 to 20; got "${raw}"`)
   return value
 }
 

@@ -3,12 +3,13 @@ import { homedir } from 'node:os'
 import { basename, delimiter, dirname, isAbsolute, relative, resolve } from 'node:path'
 import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
-import { ConfigError, type Config } from './config.js'
+import { ConfigError, defaultPasswordLog2N, type Config } from './config.js'
 import { createSealer, loadKeyring, type Keyring } from './crypto.js'
 import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
 import { anyEnterprise } from './domain/enterprises/index.js'
+import { usePasswordCost } from './domain/people/index.js'
 import { archiveDirProblem } from './domain/retention/index.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
@@ -51,6 +52,12 @@ export async function startDaemon(
   // Before the database opens, so that what happens to it from the start (a restart of the embedded
   // server) is counted; every count is a no-op while metrics are off.
   if (config.metricsPort !== undefined) enableMetrics(config.role)
+  usePasswordCost(config.passwordLog2N)
+  if (config.passwordLog2N < defaultPasswordLog2N)
+    log.warn(
+      { passwordCost: config.passwordLog2N, default: defaultPasswordLog2N },
+      'OSD_PASSWORD_COST is below OWASP’s minimum: new password hashes are cheaper to guess',
+    )
   // A port taken is said in one line before the database starts (issue 51), not after the embedded
   // server's start as a stack: nothing else osd does then helps.
   if (config.role !== 'engine') await portFree(config.host, config.port, '--port or OSD_PORT')

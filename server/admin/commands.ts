@@ -19,6 +19,7 @@ import {
   revokeToken,
   setMembership,
   setPassword,
+  usePasswordCost,
 } from '../domain/people/index.js'
 import { planRetention, retentionPass, type Moved } from '../domain/retention/index.js'
 import { createLogger } from '../log.js'
@@ -37,6 +38,7 @@ async function withDatabase<T>(
   fn: (sql: Sql, config: Config) => Promise<T>,
 ): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
+  usePasswordCost(config.passwordLog2N)
   const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', process.stderr as never)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { defaultEngineConcurrency, defaultLeaseSeconds, loadConfig } from '../../server/config.js'
+import {
+  defaultEngineConcurrency,
+  defaultPasswordLog2N,
+  defaultLeaseSeconds,
+  loadConfig,
+} from '../../server/config.js'
 
 describe('OSD_PROMPT_CACHE (issue 29)', () => {
   it('is on unless set to off', () => {
@@ -84,5 +89,19 @@ describe('how much work an engine takes (issue 43)', () => {
   it('leases last OSD_LEASE_SECONDS, defaultLeaseSeconds unless set', () => {
     expect(loadConfig({}, {}).leaseSeconds).toBe(defaultLeaseSeconds)
     expect(loadConfig({}, { OSD_LEASE_SECONDS: '3' }).leaseSeconds).toBe(3)
+  })
+})
+
+describe('what a password hash costs (issue 40)', () => {
+  it('reads OSD_PASSWORD_COST, 17 unless set, and stops at anything but a whole number from 10 to 20', () => {
+    expect(loadConfig({}, {}).passwordLog2N).toBe(17)
+    expect(defaultPasswordLog2N).toBe(17)
+    expect(loadConfig({}, { OSD_PASSWORD_COST: '' }).passwordLog2N).toBe(17)
+    expect(loadConfig({}, { OSD_PASSWORD_COST: '10' }).passwordLog2N).toBe(10)
+    expect(loadConfig({}, { OSD_PASSWORD_COST: ' 20 ' }).passwordLog2N).toBe(20)
+    for (const wrong of ['9', '21', '15.5', 'cheap'])
+      expect(() => loadConfig({}, { OSD_PASSWORD_COST: wrong })).toThrow(
+        /OSD_PASSWORD_COST must be a whole number from 10 to 20/,
+      )
   })
 })

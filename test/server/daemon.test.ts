@@ -234,6 +234,10 @@ describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
       'the old password',
     )
     const { user } = JSON.parse(made.stdout)
+    // Hashed at the suite's OSD_PASSWORD_COST (vitest.config.ts), not at the default 2^17.
+    const [stored] = await db.sql<{ passwordHash: string }[]>`
+      select password_hash from users where id = ${user.id}`
+    expect(stored!.passwordHash).toMatch(/^scrypt\$10\$8\$1\$/)
     await login(db.sql, { email: 'forgot@example.com', password: 'the old password' }, lifetime)
     for (let i = 0; i < 10; i++) {
       await login(db.sql, { email: 'forgot@example.com', password: `guess ${i}` }, lifetime).catch(

@@ -63,6 +63,6 @@ export { createUser, setMembership } from './people.js'
 
 // For tests and benches.
 export { consentLimits } from './consent.js'
-export { hashPassword, passwordCost, hashing } from './passwords.js'
+export { hashPassword, passwordCost, hashing, usePasswordCost } from './passwords.js'
 export { createUserWithHash } from './people.js'
 export { openSession } from './sessions.js'

@@ -9,11 +9,17 @@ import type { Db } from '../../db/sql.js'
 // at the person's next successful sign-in (upgradePasswordHash).
 
 /**
- * log2 of scrypt's N for a new hash: 17, OWASP's minimum. An object so that the tests of what counts
- * sign-ins (lock-outs, the queue: dozens of hashes each) lower it, as they lower `hashing`: they are
- * about counting, not cost (test/helpers/people.ts cheapPasswordHashes). Nothing else changes it.
+ * log2 of scrypt's N for a new hash: 17, OWASP's minimum, unless the process's OSD_PASSWORD_COST says
+ * otherwise (set once at start: usePasswordCost). An object so that the tests of what counts sign-ins
+ * (lock-outs, the queue: dozens of hashes each) lower it, as they lower `hashing`: they are about
+ * counting, not cost (test/helpers/people.ts cheapPasswordHashes).
  */
 export const passwordCost = { log2N: 17 }
+
+/** The cost of this process's new hashes, from its configuration (OSD_PASSWORD_COST). */
+export function usePasswordCost(log2N: number): void {
+  passwordCost.log2N = log2N
+}
 const r = 8
 const p = 1
 const keyLength = 32
