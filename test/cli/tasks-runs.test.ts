@@ -297,11 +297,11 @@ describe('osctl runs', () => {
       // loaded machine that is after this block's first start, which would then be member_busy.
       await eventually(
         async () => {
-          const [{ n }] = await db.sql<{ n: number }[]>`
+          const [row] = await db.sql<{ n: number }[]>`
             select count(*)::int as n from runs
              where enterprise_id = ${enterpriseId}
                and status in ('pending', 'queued', 'running')`
-          return n === 0
+          return row!.n === 0
         },
         30_000,
         'the echo runs ending',
