@@ -1,6 +1,7 @@
-import type { Command } from 'commander'
+import { Option, type Command } from 'commander'
 import type { z } from 'zod'
 import type { EnterpriseOverview } from '../../shared/schemas/enterprise.js'
+import type { Notifications } from '../../shared/schemas/events.js'
 import type { SessionSummary } from '../../shared/schemas/people.js'
 import type { ApiClient } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
@@ -460,6 +461,37 @@ export async function listSessions(deps: Deps): Promise<void> {
   )
 }
 
+/**
+ * What osd mails you about in the enterprise you act in (GET /auth/me/notifications); with --gates or
+ * --run-failures, turns that kind on or off first (PATCH).
+ */
+export async function notifications(
+  deps: Deps,
+  flags: { gates?: 'on' | 'off'; runFailures?: 'on' | 'off' },
+): Promise<void> {
+  const change = {
+    ...(flags.gates && { gates: flags.gates === 'on' }),
+    ...(flags.runFailures && { runFailures: flags.runFailures === 'on' }),
+  }
+  const answer = await asPerson(deps, (client) =>
+    Object.keys(change).length > 0
+      ? client.patch<Notifications>('/auth/me/notifications', change)
+      : client.get<Notifications>('/auth/me/notifications'),
+  )
+  const onOff = (on: boolean) => (on ? 'on' : 'off')
+  show(deps.out, answer, () => {
+    printFields(deps.out, [
+      ['email', answer.email],
+      ['gates', onOff(answer.gates)],
+      ['run failures', onOff(answer.runFailures)],
+    ])
+    if (!answer.mailConfigured)
+      deps.out.write(
+        'this osd sends no mail (its operator sets OSD_SMTP_URL and OSD_MAIL_FROM): nothing is mailed until then\n',
+      )
+  })
+}
+
 /** Ends one of the person's sessions (another device, say) at once. */
 export async function revokeSession(deps: Deps, ref: string): Promise<void> {
   const id = idRef(ref, 'a session')
@@ -574,6 +606,23 @@ export function registerAuth(program: Command, makeDeps: MakeDeps): void {
       .description('end one of your sessions at once (this one too: then sign in again)')
       .action(actionOf(makeDeps, revokeSession)),
     'osctl auth sessions revoke 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    auth
+      .command('notifications')
+      .description(
+        'what osd mails you about in the enterprise you act in: a gate waiting that you may decide, a run you started failing (at most one mail a minute); --gates and --run-failures turn each on or off',
+      )
+      .addOption(new Option('--gates <on|off>', 'mail when a gate waits').choices(['on', 'off']))
+      .addOption(
+        new Option('--run-failures <on|off>', 'mail when a run you started fails').choices([
+          'on',
+          'off',
+        ]),
+      )
+      .action(actionOf(makeDeps, notifications)),
+    'osctl auth notifications',
+    'osctl auth notifications --run-failures off',
   )
   examples(
     auth

@@ -24,6 +24,8 @@ import {
   revokeSession,
   type SessionLifetime,
 } from '../domain/people/index.js'
+import { Notifications, NotificationsChange } from '../../shared/schemas/events.js'
+import { getNotifications, setNotifications } from '../domain/events/index.js'
 import { sessionCookie } from '../http/auth.js'
 import { frameworkError } from '../http/errors.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
@@ -200,6 +202,53 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     },
     async (c, { body }) => {
       await changePassword(sql, sessionOf(c), body, limits.clientOf(c))
+    },
+  )
+
+  // Mail to the person (issue 47): in the enterprise the session acts in, each kind on or off.
+  const mailConfigured = Boolean(config.smtpUrl && config.mailFrom)
+  /** The session's person in the enterprise it acts in (a session in none has nothing to set). */
+  const personIn = (c: AppContext) => {
+    const session = sessionOf(c)
+    if (!session.enterpriseId)
+      throw new ApiError('enterprise_not_found', 'This session acts in no enterprise.')
+    return session
+  }
+
+  route(
+    app,
+    {
+      operationId: 'getMyNotifications',
+      method: 'get',
+      path: '/auth/me/notifications',
+      summary: 'What osd mails the signed-in person about, in the enterprise the session acts in',
+      description:
+        'gates: a gate waits that the person may decide; runFailures: a run they started failed. Owners have both on unless they turned them off, members the gates only. At most one mail a minute; what comes meanwhile is folded into the next. mailConfigured says whether this osd sends mail at all.',
+      response: Notifications,
+      errors: ['enterprise_not_found'],
+    },
+    async (c) => {
+      const { enterpriseId, userId } = personIn(c)
+      return getNotifications(sql, enterpriseId, userId, mailConfigured)
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'setMyNotifications',
+      method: 'patch',
+      path: '/auth/me/notifications',
+      summary:
+        'Turn a kind of mail on or off for the signed-in person, in the session’s enterprise',
+      description: 'A field left out keeps its value; answers as GET does.',
+      body: NotificationsChange,
+      response: Notifications,
+      errors: ['enterprise_not_found'],
+    },
+    async (c, { body }) => {
+      const { enterpriseId, userId } = personIn(c)
+      return setNotifications(sql, enterpriseId, userId, body, mailConfigured)
     },
   )
 

@@ -126,7 +126,12 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       errors: ['task_not_found', 'task_not_runnable'],
     },
     async (c, { params }) => {
-      const { run, created } = await retryRun(sql, c.var.caller.enterpriseId, params.id)
+      const { run, created } = await retryRun(
+        sql,
+        c.var.caller.enterpriseId,
+        params.id,
+        c.var.caller.actor,
+      )
       return created ? toRun(run) : c.json(toRun(run), 200)
     },
   )

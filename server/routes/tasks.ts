@@ -292,6 +292,7 @@ export function taskRoutes(deps: RouteDeps) {
         task: { id: params.id },
         input: body,
         origin: 'api',
+        startedBy: c.var.caller.actor,
       })
       if (refusal) throw refusal
       return toRun(run)

@@ -10,6 +10,7 @@ import {
   listSessions,
   login,
   logout,
+  notifications,
   revokeSession,
   status,
 } from '../../cli/commands/auth.js'
@@ -509,6 +510,28 @@ describe('a sign-in beside a profile that holds an API token (issue 27)', () => 
     const env = fakeDeps(me, { target: { ...sessionTarget, tokenSource: 'env' } })
     await status(env.deps)
     expect(env.stdout()).toContain("credential   a person's session (from OSCTL_TOKEN)\n")
+  })
+})
+
+describe('osctl auth notifications', () => {
+  it('shows what osd mails you about, turns a kind off, and says when this osd sends no mail', async () => {
+    const answer = { email: user.email, gates: true, runFailures: false, mailConfigured: false }
+    const api = routes({
+      'GET /auth/me/notifications': { body: answer },
+      'PATCH /auth/me/notifications': { body: { ...answer, gates: false, runFailures: true } },
+    })
+    const shown = fakeDeps(api, { target: sessionTarget })
+    await notifications(shown.deps, {})
+    expect(shown.stdout()).toMatch(/^email\s+ada@example\.com\ngates\s+on\nrun failures\s+off\n/)
+    expect(shown.stdout()).toContain('this osd sends no mail')
+    const changed = fakeDeps(api, { target: sessionTarget })
+    await notifications(changed.deps, { gates: 'off', runFailures: 'on' })
+    expect(api.sent.at(-1)).toMatchObject({
+      method: 'PATCH',
+      path: '/auth/me/notifications',
+      body: { gates: false, runFailures: true },
+    })
+    expect(changed.stdout()).toMatch(/^gates\s+off$/m)
   })
 })
 

@@ -13,6 +13,7 @@ export async function retryRun(
   db: Db,
   enterpriseId: string,
   id: string,
+  startedBy?: string,
 ): Promise<{ run: RunRow; created: boolean }> {
   return transaction(db, async (tx) => {
     const original = await loadRun(tx, enterpriseId, id, true)
@@ -30,6 +31,7 @@ export async function retryRun(
         origin: 'retry',
         executionId: original.executionId,
         previousRunId: original.id,
+        startedBy,
       },
     )
     return { run, created: true }

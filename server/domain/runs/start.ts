@@ -195,6 +195,11 @@ export interface NewRun {
   resumeFromRunId?: string
   /** The memory layer the run may write: a trusted caller's choice, never its input's (issue 41). */
   memoryScope?: MemoryScope
+  /**
+   * Who started it (`user:<id>` or `token:<id>`, the caller's actor): the person, or the person who
+   * made the token, is mailed if it fails (issue 47). Starts of osd's own (schedules, successors) none.
+   */
+  startedBy?: string
 }
 
 /** Inserts a run on its task's current version, with its first event, in one statement. */
@@ -241,6 +246,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
       issue_key: fields.issueKey ?? null,
       resume_from_run_id: fields.resumeFromRunId ?? null,
       memory_scope: fields.memoryScope ?? null,
+      started_by: fields.startedBy ?? null,
       event: fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`,
       payload,
     }
@@ -255,16 +261,23 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
                team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
                reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
                successor_edge text, issue_key text, resume_from_run_id uuid, memory_scope jsonb,
-               event text, payload jsonb)
+               started_by text, event text, payload jsonb)
     ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
-                        memory_scope, created_at, updated_at, queued_at, finished_at)
+                        memory_scope, started_by, created_at, updated_at, queued_at, finished_at)
       select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
              coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
              d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
-             d.issue_key, d.resume_from_run_id, d.memory_scope, d.at, d.at,
+             d.issue_key, d.resume_from_run_id, d.memory_scope,
+             -- A person, or the person who made the token (none for a token osd made itself).
+             case when d.started_by like 'user:%' then substr(d.started_by, 6)::uuid
+                  when d.started_by like 'token:%'
+                    then (select t.created_by_user from api_tokens t
+                           where t.id = substr(d.started_by, 7)::uuid and t.enterprise_id = d.enterprise_id)
+             end,
+             d.at, d.at,
              case when d.status = 'queued' then d.at end,
              case when d.status = 'skipped_overlap' then d.at end
         from d join task_versions v on v.id = d.version_id
@@ -304,6 +317,8 @@ export interface StartRequest {
   keep?: (tx: Db, outcome: Started | ApiError) => Promise<unknown>
   /** The memory layer the run may write; only POST /v1/memory/train's start gives one (issue 41). */
   memoryScope?: MemoryScope
+  /** The caller's actor (NewRun.startedBy). */
+  startedBy?: string
 }
 
 /** What starts runs for a caller that has no transaction of its own: the app's StartBatcher. */
@@ -427,7 +442,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
     const decided = runnable.map(({ i, task, lane }) => {
-      const { input, origin, memoryScope } = starts[i]!
+      const { input, origin, memoryScope, startedBy } = starts[i]!
       const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
       const refusal = busy.has(lane)
         ? new ApiError('overlap', `Task ${task.slug} already has a run under way in this lane.`)
@@ -436,7 +451,10 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
           : new ApiError('member_busy', `Every holder of the role ${task.assigneeRole} is busy.`)
       // Queued, or waiting in the lane: either way the lane now has a run under way.
       if (!refusal || origin !== 'api') busy.add(lane)
-      return { refusal, run: startedRun({ task, input, origin, memberId, memoryScope }, refusal) }
+      return {
+        refusal,
+        run: startedRun({ task, input, origin, memberId, memoryScope, startedBy }, refusal),
+      }
     })
     // Decided above in order; written together.
     const runs = await insertRuns(
@@ -460,7 +478,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
  * run and any other's a pending run that waits for admission.
  */
 function startedRun(
-  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId' | 'memoryScope'>,
+  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId' | 'memoryScope' | 'startedBy'>,
   refusal: ApiError | undefined,
 ): NewRun {
   if (!refusal) return { ...start, status: 'queued' }
@@ -476,6 +494,8 @@ function taskNotFoundBy(task: TaskRef): ApiError {
 
 export interface EnqueueOptions {
   origin: Run['origin']
+  /** NewRun.startedBy. */
+  startedBy?: string
   executionId?: string
   previousRunId?: string
   notBefore?: Date
