@@ -82,6 +82,9 @@ export const configExamples: Record<
       spec: { moneyCentsDay: { enterprise: 10_000, teams: { engineering: 2_500 } } },
     },
   ],
+  Retention: [
+    { metadata: { name: 'enterprise' }, spec: { finishedRuns: 'P30D', closedChats: null } },
+  ],
 }
 
 type Schema = {

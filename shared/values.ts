@@ -141,6 +141,7 @@ export const configKinds = [
   'ModelKey',
   'ModelTiers',
   'SpendLimits',
+  'Retention',
 ] as const
 export type ConfigKind = (typeof configKinds)[number]
 /** What a plan answers for each object: created, changed, deleted (only with prune), or left as it is. */

@@ -3,6 +3,7 @@ import { configActions, configApiVersion, configKinds, type ConfigKind } from '.
 import { JsonObject } from './common.js'
 import { ChatMemoryDepth, ConcurrentRunLimit, Metrics } from './enterprise.js'
 import { ModelTier, Provider } from './models.js'
+import { RetentionWindow, defaultRetention } from './retention.js'
 import { ConcurrentRunLimitOrNull, Name } from './organisation.js'
 import { SerializeOn, VersionDefinition, taskKinds, taskStatuses } from './tasks.js'
 import { ToolConnectionCreate } from './tools.js'
@@ -97,12 +98,9 @@ export const MemberSpec = z
       description:
         'only when it is not the address made from the name when the member was made (<name-slug>@<enterprise-slug>.<mail domain>): left out, the member has that address',
     }),
-    teams: z
-      .array(z.string().min(1))
-      .default([])
-      .meta({
-        description: 'the teams the member is on, by slug; a role of a team needs its team',
-      }),
+    teams: z.array(z.string().min(1)).default([]).meta({
+      description: 'the teams the member is on, by slug; a role of a team needs its team',
+    }),
     roles: z.array(RoleName).default([]).meta({
       description: 'the roles the member holds: `slug` enterprise-wide, `team/slug` on a team',
     }),
@@ -242,6 +240,27 @@ export const SpendLimitsSpec = z
     description: 'Daily spend caps (`/v1/spend`, spend:write). One document, named `enterprise`.',
   })
 
+export const RetentionSpec = z
+  .strictObject({
+    finishedRuns: RetentionWindow.default(defaultRetention.finishedRuns).meta({
+      description: 'how long an execution stays once its last run has finished; null: for ever',
+    }),
+    closedChats: RetentionWindow.default(defaultRetention.closedChats).meta({
+      description: 'how long a chat stays once closed; null: for ever',
+    }),
+    webhookDeliveries: RetentionWindow.default(defaultRetention.webhookDeliveries).meta({
+      description: 'how long an inbound webhook delivery is kept; null: for ever',
+    }),
+    archive: z.boolean().default(defaultRetention.archive).meta({
+      description: 'keep what leaves in the archive (true), or delete it (false)',
+    }),
+  })
+  .meta({
+    id: 'ConfigRetentionSpec',
+    description:
+      'How long finished runs, closed chats and webhook deliveries stay in the live tables (`/v1/enterprise/retention`, enterprise:write): ISO 8601 durations (P90D), null for ever; a field left out has its default. One document, named `enterprise`.',
+  })
+
 /** Each kind's spec, and what its metadata holds beyond the name. */
 export const configSpecs = {
   Settings: SettingsSpec,
@@ -253,12 +272,18 @@ export const configSpecs = {
   ModelKey: ModelKeySpec,
   ModelTiers: ModelTiersSpec,
   SpendLimits: SpendLimitsSpec,
+  Retention: RetentionSpec,
 } satisfies Record<ConfigKind, z.ZodType>
 
 export type ConfigSpec<K extends ConfigKind> = z.output<(typeof configSpecs)[K]>
 
 /** Kinds of one document per enterprise: its name is always `enterprise`. */
-export const singletonKinds: readonly ConfigKind[] = ['Settings', 'ModelTiers', 'SpendLimits']
+export const singletonKinds: readonly ConfigKind[] = [
+  'Settings',
+  'ModelTiers',
+  'SpendLimits',
+  'Retention',
+]
 /** Kinds connected at a layer: metadata.layer names it (none: the enterprise). */
 export const layeredKinds: readonly ConfigKind[] = ['ToolConnection', 'ModelKey']
 

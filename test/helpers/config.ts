@@ -115,4 +115,5 @@ export async function makeEveryKind(api: Api, ceo: Api): Promise<void> {
     moneyCentsDay: 300,
   })
   await ok(api, 'PATCH', '/v1/spend/caps', { layer: 'member', layerId: ada.id, moneyCentsDay: 150 })
+  await ok(api, 'PATCH', '/v1/enterprise/retention', { finishedRuns: 'P30D', closedChats: null })
 }

@@ -159,6 +159,7 @@ async function write(w: Writer, changes: Planned[]): Promise<void> {
   await put(of('ModelKey', 'create', 'update'))
   await put(of('ModelTiers', 'update'))
   await put(of('SpendLimits', 'update'))
+  await put(of('Retention', 'update'))
   await remove('Role')
   await remove('Team')
 }

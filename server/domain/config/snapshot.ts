@@ -1,5 +1,6 @@
 import type { LlmBinding } from '../../../shared/schemas/models.js'
 import type { Member, Role, Team } from '../../../shared/schemas/organisation.js'
+import type { RetentionSettings } from '../../../shared/schemas/retention.js'
 import type { SpendView } from '../../../shared/schemas/spend.js'
 import type { ToolConnection } from '../../../shared/schemas/tools.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
@@ -8,6 +9,7 @@ import { getEnterprise, getSettings, type EnterpriseSettings } from '../enterpri
 import { getSpend, getTiers, listBindings } from '../models/index.js'
 import { listMembers, listRoles, listTeams } from '../org/index.js'
 import { listSchedules, listTaskDefinitions, type TaskRow } from '../tasks/index.js'
+import { getRetention } from '../retention/index.js'
 import { listToolConnections } from '../tools/index.js'
 import type { Refs } from './model.js'
 import { secretSources } from './secrets.js'
@@ -27,6 +29,7 @@ export interface Snapshot {
   keys: LlmBinding[]
   tiers: Awaited<ReturnType<typeof getTiers>>['tiers']
   spend: SpendView
+  retention: RetentionSettings
   sources: Awaited<ReturnType<typeof secretSources>>
 }
 
@@ -45,6 +48,7 @@ export async function readSnapshot(db: Db, enterpriseId: string): Promise<Snapsh
     keys: await listBindings(db, enterpriseId, {}),
     tiers: (await getTiers(db, enterpriseId)).tiers,
     spend: await getSpend(db, enterpriseId),
+    retention: await getRetention(db, enterpriseId),
     sources: await secretSources(db, enterpriseId),
   }
 }

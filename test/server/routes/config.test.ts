@@ -75,6 +75,7 @@ describe('GET /v1/config', () => {
       'ModelKey',
       'ModelTiers',
       'SpendLimits',
+      'Retention',
     ])
     const text = JSON.stringify(documents)
     expect(text).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/)
@@ -113,6 +114,11 @@ describe('GET /v1/config', () => {
         tasks: { 'weekly-report': 300 },
         members: { 'Ada Lovelace': 150 },
       },
+    })
+    // A window left at its default is left out, as the other kinds' defaults are.
+    expect(find(documents, 'Retention', 'enterprise').spec).toEqual({
+      finishedRuns: 'P30D',
+      closedChats: null,
     })
     // The service's own tasks and roles are in every enterprise: they have no document.
     expect(documents.some((d) => d.kind === 'Task' && d.metadata.name.startsWith('os-'))).toBe(
@@ -195,6 +201,65 @@ describe('a change of one task', () => {
     ])
     const after = ConfigPlan.parse((await plan(copy.token, { documents: changed })).body)
     expect(after.changes.every((c) => c.action === 'unchanged')).toBe(true)
+  }, 120_000)
+})
+
+describe('retention (a kind of one document)', () => {
+  it('plans and applies a window through the retention settings, refuses one that is no duration', async () => {
+    const { copy, ceo, documents } = await copyOfSource()
+    expect(
+      (await t.call('GET', '/v1/enterprise/retention', { token: copy.token })).body,
+    ).toMatchObject({ finishedRuns: 'P30D', closedChats: null, webhookDeliveries: 'P30D' })
+    const changed = structuredClone(documents)
+    find(changed, 'Retention', 'enterprise').spec = { finishedRuns: 'P7D', archive: false }
+    const planned = ConfigPlan.parse((await plan(copy.token, { documents: changed })).body)
+    const updates = planned.changes.filter((c) => c.action !== 'unchanged')
+    expect(updates).toEqual([
+      expect.objectContaining({ kind: 'Retention', name: 'enterprise', action: 'update' }),
+    ])
+    expect(updates[0]!.fields!.map((f) => f.path).sort()).toEqual([
+      'spec.archive',
+      'spec.closedChats',
+      'spec.finishedRuns',
+    ])
+    const res = await apply(ceo.session, { documents: changed, base: planned.base })
+    expect(res.status, res.text).toBe(200)
+    expect((await t.call('GET', '/v1/enterprise/retention', { token: copy.token })).body).toEqual({
+      finishedRuns: 'P7D',
+      closedChats: 'P180D', // left out: its default
+      webhookDeliveries: 'P30D',
+      archive: false,
+    })
+    const again = ConfigPlan.parse((await plan(copy.token, { documents: changed })).body)
+    expect(again.changes.every((c) => c.action === 'unchanged')).toBe(true)
+
+    find(changed, 'Retention', 'enterprise').spec = { finishedRuns: 'ninety days' }
+    const refused = await apply(ceo.session, { documents: changed })
+    expect(refused.status).toBe(400)
+    expect(refused.body).toMatchObject({
+      error: 'config_document_invalid',
+      document: { kind: 'Retention', name: 'enterprise' },
+      field: 'spec.finishedRuns',
+    })
+    const misnamed = structuredClone(documents)
+    find(misnamed, 'Retention', 'enterprise').metadata.name = 'runs'
+    expect((await plan(copy.token, { documents: misnamed })).status).toBe(400)
+  }, 120_000)
+
+  it('needs enterprise:write to change it', async () => {
+    const { copy, documents } = await copyOfSource()
+    const changed = structuredClone(documents)
+    find(changed, 'Retention', 'enterprise').spec = { finishedRuns: 'P1D' }
+    const token = await t.tokenWith(
+      allScopes.filter((s) => s !== 'enterprise:write'),
+      copy,
+    )
+    const res = await apply(token, { documents: changed })
+    expect(res.status).toBe(403)
+    expect(res.body).toMatchObject({ error: 'api_token_scope', needed: 'enterprise:write' })
+    expect(
+      (await t.call('GET', '/v1/enterprise/retention', { token: copy.token })).body.finishedRuns,
+    ).toBe('P30D')
   }, 120_000)
 })
 

@@ -2,6 +2,7 @@ import type { ConfigKind } from '../../../../shared/values.js'
 import type { Kind } from './kind.js'
 import { membersKind } from './members.js'
 import { modelKeysKind, modelTiersKind } from './models.js'
+import { retentionKind } from './retention.js'
 import { rolesKind } from './roles.js'
 import { settingsKind } from './settings.js'
 import { spendKind } from './spend.js'
@@ -15,9 +16,8 @@ export { singletonName } from './settings.js'
 import { teamsKind } from './teams.js'
 
 /**
- * Every kind of document. A new kind (Retention, when its domain lands: getRetention/updateRetention,
- * enterprise:write, one document named `enterprise` as Settings) is a module here, a name in
- * shared/values.ts configKinds, a spec in shared/schemas/config.ts and a step in apply.ts's order.
+ * Every kind of document. A new kind is a module here, a name in shared/values.ts configKinds, a spec
+ * in shared/schemas/config.ts, a read in snapshot.ts and a step in apply.ts's order.
  */
 export const kinds: Record<ConfigKind, Kind> = {
   Settings: settingsKind,
@@ -29,4 +29,5 @@ export const kinds: Record<ConfigKind, Kind> = {
   ModelKey: modelKeysKind,
   ModelTiers: modelTiersKind,
   SpendLimits: spendKind,
+  Retention: retentionKind,
 }
