@@ -70,7 +70,23 @@ async function tenant(extra: Record<string, unknown> = {}) {
     const usage = await t.call('GET', `/v1/llm/connections/${connection.id}/usage`, as)
     return (usage.body.days as { calls: number }[]).reduce((n, d) => n + d.calls, 0)
   }
-  return { e, key, as, task: task.body as { id: string }, wait, steps, fork, usageCalls }
+  /** The enterprise's spend today, as its spend cap reads it. */
+  const spentToday = async () => {
+    const spend = (await t.call('GET', '/v1/spend', as)).body
+    const layer = spend.today.find((x: { layer: string }) => x.layer === 'enterprise')
+    return { day: spend.day as string, cents: (layer?.usdCents ?? 0) as number }
+  }
+  return {
+    e,
+    key,
+    as,
+    task: task.body as { id: string },
+    wait,
+    steps,
+    fork,
+    usageCalls,
+    spentToday,
+  }
 }
 
 const echo = (text: string) => ({ toolCalls: [{ name: 'vcs.echo', arguments: { text } }] })
@@ -107,6 +123,7 @@ describe('POST /v1/runs/{id}/fork', () => {
     const callsBefore = model.callsWith(s.key).length
     const echoesBefore = mcp.callsOf('echo').length
     const usageBefore = await s.usageCalls()
+    const spentBefore = await s.spentToday()
 
     model.script(s.key, { text: 'Forked answer.' })
     const res = await s.fork(runId, { fromStep: 3, reason: 'the answer was wrong' })
@@ -152,6 +169,10 @@ describe('POST /v1/runs/{id}/fork', () => {
       payload: { origin: 'fork', forkedFrom: { runId, step: 3 }, why: 'the answer was wrong' },
     })
     expect(String(detail.events[0]!.payload.by)).toMatch(/^token:/)
+    // Today's spend grew by the one call, and nothing is left reserved for the copied ones.
+    const spentAfter = await s.spentToday()
+    if (spentAfter.day === spentBefore.day)
+      expect(spentAfter.cents).toBeCloseTo(spentBefore.cents + detail.run.costUsdCents, 6)
     const reserved =
       await t.sql`select count(*)::int as n from spend_reservations where run_id = ${forked.id}`
     expect(reserved[0]!.n).toBe(0)
