@@ -29,7 +29,7 @@ export const exitCodeTable: Record<
   auth: { meaning: 'no token, or the daemon refused it (401)' },
   pending: {
     meaning: "still pending: a wait's timeout passed first (the run or gate carries on in osd)",
-    commands: ['runs wait', 'runs start', 'wait run', 'wait gate'],
+    commands: ['runs wait', 'runs start', 'runs fork', 'wait run', 'wait gate'],
   },
 }
 

@@ -16,7 +16,7 @@ export const about = {
   roles: 'roles: who runs which tasks',
   org: 'the organisation: teams, members, their roles and the tasks of each',
   tasks: 'tasks: definitions with versions, a schedule and a webhook',
-  runs: 'runs: start, follow, cancel, retry',
+  runs: 'runs: start, follow, cancel, retry, fork from a step',
   blockers: 'what is stuck: failed runs, stopped pipelines, blocked and paused runs, task problems',
   executions: 'executions: the runs linked by successors and retries, and the board',
   webhooks: 'inbound webhook deliveries: history and replay',

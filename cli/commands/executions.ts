@@ -65,7 +65,10 @@ export function executionTree(deps: Deps, detail: ExecutionDetail): TreeNode[] {
       ? `${safeText(run.taskSlug)}  ${statusText(deps.out, run.status)}  ${colour(deps.out, 'dim', run.id)}`
       : String(colour(deps.out, 'dim', id))
     return {
-      label: via === 'retry' ? `${label}  ${colour(deps.out, 'dim', '(retry)')}` : label,
+      label:
+        via === 'retry' || via === 'fork'
+          ? `${label}  ${colour(deps.out, 'dim', `(${via})`)}`
+          : label,
       children: detail.links
         .filter((l) => l.from === id && !drawn.has(l.to))
         .map((l) => node(l.to, l.kind)),

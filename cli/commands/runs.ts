@@ -1,13 +1,23 @@
 import { Option, type Command } from 'commander'
 import { runSorts, runStatuses } from '../../shared/values.js'
 import type { OsToolView, Run, RunDetail, RunEvent, RunStatus } from '../../shared/schemas/runs.js'
+import type { RunStep, RunSteps } from '../../shared/schemas/forks.js'
+import { modelTiers } from '../../shared/values.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, CliError, UsageError, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
 import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
-import { colour, printFields, printJson, show, type Output, type Styled } from '../output.js'
+import {
+  colour,
+  printFields,
+  printJson,
+  printTable,
+  show,
+  type Output,
+  type Styled,
+} from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { cost } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
@@ -44,6 +54,7 @@ function runFields(out: Output, run: Run): [string, unknown][] {
     ['reason', run.reason ?? run.blockedReason],
     ['member', run.memberId],
     ['execution', run.executionId],
+    ['forked from', run.forkedFrom && `${run.forkedFrom.runId} at step ${run.forkedFrom.step}`],
     ['created', run.createdAt],
     ['started', run.startedAt],
     ['finished', run.finishedAt],
@@ -195,6 +206,10 @@ export async function getRun(deps: Deps, ref: string, opts: { after?: string }):
       ['version', detail.version?.number],
       ['previous', detail.previous && `${detail.previous.id} (${detail.previous.taskSlug})`],
       ['next', detail.next.length ? detail.next.map((r) => `${r.id} (${r.taskSlug})`) : null],
+      [
+        'forks',
+        detail.forks?.length ? detail.forks.map((f) => `${f.runId} (step ${f.step})`) : null,
+      ],
       ['gates', detail.gates.length],
     ])
     deps.out.write(`\nevents${opts.after ? ` after ${opts.after}` : ''}:\n`)
@@ -238,6 +253,59 @@ export async function cancelRun(deps: Deps, ref: string, opts: { yes?: boolean }
 
 export async function retryRun(deps: Deps, ref: string): Promise<void> {
   showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref)}/retry`))
+}
+
+/** GET /v1/runs/{id}/steps: the run's journal as a table, to choose a step to fork from. */
+export async function listSteps(deps: Deps, ref: string): Promise<void> {
+  const { steps } = await deps.client().get<RunSteps>(`/runs/${runRef(ref)}/steps`)
+  show(deps.out, steps, () =>
+    printTable(deps.out, steps, [
+      { header: 'STEP', value: (s: RunStep) => s.step },
+      { header: 'KIND', value: (s: RunStep) => s.kind },
+      { header: 'NAME', value: (s: RunStep) => s.name },
+      { header: 'STATUS', value: (s: RunStep) => stepStatus(deps.out, s) },
+      { header: 'CALLS', value: (s: RunStep) => s.toolCalls.join(' ') },
+      { header: 'COST', value: (s: RunStep) => cost(s.costUsdCents, false) },
+      { header: 'STARTED', value: (s: RunStep) => s.startedAt },
+      { header: 'FORK', value: (s: RunStep) => (s.forkable ? 'yes' : 'no') },
+    ]),
+  )
+}
+
+/** A step's status as a person chooses by it: an error, a gate's state, a step copied by a fork. */
+function stepStatus(out: Output, step: RunStep): Styled | string {
+  const gate = step.gate && (step.gate.status === 'waiting' ? 'gate waiting' : step.gate.decision)
+  const text = [step.status, step.isError ? 'error' : null, gate, step.copied ? 'copied' : null]
+    .filter(Boolean)
+    .join(', ')
+  if (step.isError || step.status === 'failed') return colour(out, 'red', text)
+  return step.status === 'started' ? colour(out, 'yellow', text) : text
+}
+
+/** POST /v1/runs/{id}/fork: a new run going on live from a step, the steps before it reused. */
+export async function forkRun(
+  deps: Deps,
+  ref: string,
+  opts: {
+    fromStep: string
+    taskVersion?: string
+    tier?: string
+    reason?: string
+    wait?: boolean
+    timeout?: string
+  },
+): Promise<void> {
+  const timeout = waitTimeout(opts)
+  const fromStep = Number(opts.fromStep)
+  if (!Number.isInteger(fromStep) || fromStep < 1)
+    throw new UsageError(`--from-step takes a step number (1 or more); got "${opts.fromStep}"`)
+  const run = await deps.client().post<Run>(`/runs/${runRef(ref)}/fork`, {
+    fromStep,
+    ...(opts.taskVersion ? { versionId: opts.taskVersion } : {}),
+    ...(opts.tier ? { modelTier: opts.tier } : {}),
+    ...(opts.reason ? { reason: opts.reason } : {}),
+  })
+  await showStarted(deps, run, opts.wait, timeout)
 }
 
 export async function clearRun(deps: Deps, ref: string): Promise<void> {
@@ -369,6 +437,37 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
       .description("a new run on the task's current version; repeated while pending, the same one")
       .action(actionOf(makeDeps, retryRun)),
     'osctl runs retry 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('steps')
+      .argument('<run>', 'run id')
+      .description("the run's steps (model calls, tool calls, gates), to choose one to fork from")
+      .action(actionOf(makeDeps, listSteps)),
+    'osctl runs steps 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+  )
+  examples(
+    runs
+      .command('fork')
+      .argument('<run>', 'run id')
+      .requiredOption(
+        '--from-step <n>',
+        'the first step made again; the steps before it are reused',
+      )
+      // Not --version: osctl's own --version (anywhere on the line) would answer first.
+      .option('--task-version <versionId>', "a version of the run's task (default: the run's own)")
+      .addOption(
+        new Option('--tier <tier>', "the model tier instead of the version's").choices(modelTiers),
+      )
+      .option('--reason <text>', 'why, kept with the fork')
+      .option('--wait', 'follow the fork to its end; exit 0 only if it succeeded')
+      .option('--timeout <seconds>', 'with --wait: give up after this long (exit 8)')
+      .description(
+        'a new run of the same task and input going on live from a step; the steps before it are reused at no cost',
+      )
+      .action(actionOf(makeDeps, forkRun)),
+    'osctl runs fork 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --from-step 38 --wait',
+    'osctl runs fork 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --from-step 3 --tier frontier',
   )
   examples(
     runs

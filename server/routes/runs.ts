@@ -10,12 +10,15 @@ import {
   RunPage,
   runSorts,
 } from '../../shared/schemas/runs.js'
+import { ForkRequest, RunSteps } from '../../shared/schemas/forks.js'
 import { readPage } from '../db/paging.js'
 import {
   cancelRun,
   clearRun,
+  forkRun,
   getOsToolView,
   listRuns,
+  listSteps,
   retryRun,
   toRun,
 } from '../domain/runs/index.js'
@@ -134,6 +137,40 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       )
       return created ? toRun(run) : c.json(toRun(run), 200)
     },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'listRunSteps',
+      method: 'get',
+      path: '/{id}/steps',
+      summary:
+        "The run's journal as numbered steps (model call, tool call, gate): what each was, cost and took, and whether a fork may go on from it",
+      response: RunSteps,
+    },
+    async (c, { params }) => listSteps(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'forkRun',
+      method: 'post',
+      path: '/{id}/fork',
+      summary:
+        'A new pending run of the same task and input whose steps before fromStep are copied from this run at no cost, going on live from fromStep',
+      description:
+        "No model or tool call of the copied steps is made again, nor counted (cost 0, no usage). On the run's own version unless versionId names another of its task's; modelTier sets the tier of its model calls. 400 fork_step_invalid names why a step cannot be a fork point: out of range, a step before it not ended, or a gated call waiting for its decision at or before it.",
+      body: ForkRequest,
+      status: 201,
+      response: Run,
+      errors: ['fork_step_invalid', 'version_not_found', 'task_not_found', 'task_not_runnable'],
+    },
+    async (c, { params, body }) =>
+      toRun(await forkRun(sql, c.var.caller.enterpriseId, params.id, body, c.var.caller.actor)),
   )
 
   route(

@@ -73,7 +73,7 @@ export const ExecutionDetail = z
     execution: Execution,
     runs: z.array(Run),
     /** How runs lead to each other: a successor started, or a retry. */
-    links: z.array(z.object({ from: Uuid, to: Uuid, kind: z.enum(['successor', 'retry']) })),
+    links: z.array(z.object({ from: Uuid, to: Uuid, kind: z.enum(['successor', 'retry', 'fork']) })),
     /** The task graph of the successors involved. */
     graph: z.object({
       tasks: z.array(z.object({ id: Uuid, slug: z.string(), name: z.string() })),

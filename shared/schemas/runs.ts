@@ -10,7 +10,7 @@ export type { RunStatus }
 // Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).
 
 /** learning: an os-improve run started by a failure or a gate decision (DESIGN 10); recommendation: the run
- * an approved recommendation starts on the version it published. */
+ * an approved recommendation starts on the version it published; fork: POST /v1/runs/{id}/fork (issue 50). */
 export const runOrigins = [
   'api',
   'schedule',
@@ -19,7 +19,13 @@ export const runOrigins = [
   'retry',
   'learning',
   'recommendation',
+  'fork',
 ] as const
+
+/** Where a fork came from: the run, and the step it went on live from (numbered from 1; issue 50). */
+export const ForkedFrom = z
+  .object({ runId: Uuid, step: z.number().int().min(1) })
+  .meta({ id: 'ForkedFrom' })
 
 /** How a run ended (spec: DESIGN 5, Result); successors match on outcome and look at issue and pr. */
 export const RunResult = z
@@ -54,6 +60,9 @@ export const Run = z
     executionId: Uuid,
     previousRunId: Uuid.nullable(),
     origin: z.enum(runOrigins),
+    forkedFrom: ForkedFrom.optional().meta({
+      description: 'a fork only: the run and step it was forked from (beyond the spec; issue 50)',
+    }),
     result: RunResult.nullable(),
     /** Why it failed, was skipped or cancelled, in a sentence. */
     reason: z.string().nullable(),
@@ -104,6 +113,12 @@ export const RunDetail = z
       /** Tokens of the run's model calls, each kind once as the provider bills it (DESIGN 13). */
       ...tokenCounts,
     }),
+    forks: z
+      .array(z.object({ runId: Uuid, step: z.number().int(), status: z.enum(runStatuses) }))
+      .optional()
+      .meta({
+        description: 'the runs forked from this one, oldest first (beyond the spec; issue 50)',
+      }),
     archived: z.boolean().optional().meta({
       description:
         'true: the run left the live tables by retention and is read back from the archive (it is in no list); false: live (beyond the spec; issue 46)',

@@ -250,7 +250,10 @@ export async function getExecutionDetail(
       .map((r) => ({
         from: r.previousRunId!,
         to: r.id,
-        kind: r.origin === 'retry' ? ('retry' as const) : ('successor' as const),
+        kind:
+          r.origin === 'retry' || r.origin === 'fork'
+            ? (r.origin as 'retry' | 'fork')
+            : ('successor' as const),
       })),
     graph: {
       tasks,

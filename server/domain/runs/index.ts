@@ -18,6 +18,7 @@ export {
   closeCompleted,
 } from './executions.js'
 export { retryRun, clearRun } from './people.js'
+export { listSteps, forkRun } from './forks.js'
 export { listPlans, getPlan } from './plans.js'
 export { listRuns, getOsToolView, getBlockers, clearFailed } from './views.js'
 

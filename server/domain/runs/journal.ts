@@ -57,8 +57,53 @@ export async function modelCallTotals(db: Db, runId: string): Promise<ModelCallT
            coalesce(sum((response -> 'usage' ->> 'cacheRead')::bigint), 0)::bigint as cache_read_tokens,
            coalesce(sum((response -> 'usage' ->> 'cacheWrite')::bigint), 0)::bigint as cache_write_tokens,
            coalesce(sum((response -> 'usage' ->> 'output')::bigint), 0)::bigint as output_tokens
-      from run_journal where run_id = ${runId} and kind = 'model'`
+      from run_journal where run_id = ${runId} and kind = 'model' and not copied`
   return row!
+}
+
+/** A journal entry as GET /v1/runs/{id}/steps reads it: the entry, its times, and its gate if any. */
+export interface StepRow extends JournalEntry {
+  copied: boolean
+  createdAt: Date
+  finishedAt: Date | null
+  gateStatus: 'waiting' | 'decided' | null
+  gateDecision: string | null
+}
+
+/**
+ * A run's journal with each step's times and the gate of a gated call (the gate its request names:
+ * a copied step's gate is its original's).
+ */
+export async function readSteps(db: Db, runId: string): Promise<StepRow[]> {
+  return db<StepRow[]>`
+    select j.step, j.kind, j.state, j.request, j.response, j.cost_usd_micros, j.connection_id,
+           j.copied, j.created_at, j.finished_at, g.status as gate_status, g.decision as gate_decision
+      from run_journal j
+      left join gates g on j.kind = 'tool' and g.id = (j.request ->> 'gateId')::uuid
+     where j.run_id = ${runId}
+     order by j.step`
+}
+
+/**
+ * Copies a run's journal entries before `beforeStep` (journal numbering, from 0) to a fork, as they
+ * were but at no cost: the original paid for them, and the fork's agent loop replays them as it does
+ * its own journal after a takeover (issue 50). No reservation goes with them (none is held for an
+ * ended step), so nothing is released or counted for them either.
+ */
+export async function copyJournal(
+  db: Db,
+  from: string,
+  to: { id: string; enterpriseId: string },
+  beforeStep: number,
+): Promise<number> {
+  const copied = await db`
+    insert into run_journal (enterprise_id, run_id, step, kind, state, request, response,
+                             cost_usd_micros, connection_id, created_at, finished_at, copied)
+    select ${to.enterpriseId}, ${to.id}, step, kind, state, request, response, 0, connection_id,
+           created_at, finished_at, true
+      from run_journal where run_id = ${from} and step < ${beforeStep}
+     order by step`
+  return copied.count
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   type RunStatus,
 } from '../../../shared/schemas/runs.js'
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
+import type { ModelTier } from '../../../shared/schemas/models.js'
 import { type Db } from '../../db/sql.js'
 
 // A run as stored and as answered, and reading one.
@@ -49,6 +50,11 @@ export interface RunRow {
   stoppedSuccessors: string[] | null
   /** Set by POST /v1/memory/train's start only (MemoryScope). */
   memoryScope: MemoryScope | null
+  /** A fork (issue 50): the run it was forked from and the step (from 1) it went on live from. */
+  forkedFromRunId: string | null
+  forkedFromStep: number | null
+  /** The tier its model calls use instead of its version's (a fork's choice), or null. */
+  modelTier: ModelTier | null
   costUsdMicros: number
   /** Model calls of the run that had no price (issue 51): they count $0. Read by `select *`. */
   unpricedCalls?: number
@@ -85,6 +91,9 @@ export function toRun(row: RunRow): Run {
     executionId: row.executionId,
     previousRunId: row.previousRunId,
     origin: row.origin,
+    ...(row.forkedFromRunId
+      ? { forkedFrom: { runId: row.forkedFromRunId, step: row.forkedFromStep ?? 1 } }
+      : {}),
     result: row.result,
     reason: row.reason,
     createdAt: row.createdAt.toISOString(),

@@ -200,6 +200,12 @@ export interface NewRun {
    * made the token, is mailed if it fails (issue 47). Starts of osd's own (schedules, successors) none.
    */
   startedBy?: string
+  /** A fork (issue 50): the run and the step (from 1) it goes on live from. */
+  forkedFrom?: { runId: string; step: number }
+  /** The tier its model calls use instead of its version's (a fork's choice). */
+  modelTier?: string
+  /** Who started it and why, in its first event (a fork's: issue 50, every action recorded). */
+  started?: { by: string; why?: string }
 }
 
 /** Inserts a run on its task's current version, with its first event, in one statement. */
@@ -223,6 +229,8 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
     if (fields.reason) payload.reason = fields.reason
     if (fields.previousRunId) payload.previousRunId = fields.previousRunId
     if (fields.notBefore) payload.notBefore = fields.notBefore.toISOString()
+    if (fields.forkedFrom) payload.forkedFrom = fields.forkedFrom
+    if (fields.started) Object.assign(payload, fields.started)
     return {
       id,
       ord,
@@ -247,6 +255,9 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
       resume_from_run_id: fields.resumeFromRunId ?? null,
       memory_scope: fields.memoryScope ?? null,
       started_by: fields.startedBy ?? null,
+      forked_from_run_id: fields.forkedFrom?.runId ?? null,
+      forked_from_step: fields.forkedFrom?.step ?? null,
+      model_tier: fields.modelTier ?? null,
       event: fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`,
       payload,
     }
@@ -261,12 +272,14 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
                team_id uuid, kind text, lane text, member_id uuid, status text, origin text, input jsonb,
                reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
                successor_edge text, issue_key text, resume_from_run_id uuid, memory_scope jsonb,
-               started_by text, event text, payload jsonb)
+               started_by text, forked_from_run_id uuid, forked_from_step int, model_tier text,
+               event text, payload jsonb)
     ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
-                        memory_scope, started_by, created_at, updated_at, queued_at, finished_at)
+                        memory_scope, started_by, forked_from_run_id, forked_from_step, model_tier,
+                        created_at, updated_at, queued_at, finished_at)
       select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
              coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
              d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
@@ -277,7 +290,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
                     then (select t.created_by_user from api_tokens t
                            where t.id = substr(d.started_by, 7)::uuid and t.enterprise_id = d.enterprise_id)
              end,
-             d.at, d.at,
+             d.forked_from_run_id, d.forked_from_step, d.model_tier, d.at, d.at,
              case when d.status = 'queued' then d.at end,
              case when d.status = 'skipped_overlap' then d.at end
         from d join task_versions v on v.id = d.version_id
@@ -499,6 +512,11 @@ export interface EnqueueOptions {
   executionId?: string
   previousRunId?: string
   notBefore?: Date
+  /** A version of the task other than its current one (a fork's). */
+  versionId?: string
+  forkedFrom?: NewRun['forkedFrom']
+  modelTier?: string
+  started?: NewRun['started']
 }
 
 /**
@@ -515,7 +533,9 @@ export async function enqueueRun(
 ): Promise<RunRow> {
   return transaction(db, async (tx) => {
     const target = await runnableTarget(tx, enterpriseId, { id: taskId })
-    return insertRun(tx, { task: target, input, status: 'pending', ...options })
+    const { versionId, ...rest } = options
+    const task = versionId ? { ...target, currentVersionId: versionId } : target
+    return insertRun(tx, { task, input, status: 'pending', ...rest })
   })
 }
 

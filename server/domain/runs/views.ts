@@ -5,6 +5,7 @@ import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.j
 import type { Db, Fragment } from '../../db/sql.js'
 import { longPoll, type LongPollWait } from '../long-poll/index.js'
 import { listRunGates } from './gates.js'
+import { forksOf } from './forks.js'
 import { modelCallTotals } from './journal.js'
 import { listEvents, toEvent, type EventRow } from './events.js'
 import { loadRun, toRun, type RunRow } from './rows.js'
@@ -73,6 +74,7 @@ async function readRunDetail(
     >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
     modelCallTotals(db, id),
   ])
+  const forks = forksOf(nextRuns)
   return {
     run: toRun(run),
     events,
@@ -87,6 +89,7 @@ async function readRunDetail(
       unpriced: (run.unpricedCalls ?? 0) > 0,
       ...calls,
     },
+    ...(forks.length ? { forks } : {}),
   }
 }
 

@@ -60,7 +60,8 @@ import type { ModelProvider, ToolCall, ToolSpec } from '../models/index.js'
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
 // gate, a hold, a restart, a takeover) continues from its journal: a model call that answered is never
-// made again, and a tool call that may have acted is never made again. The journal is read when a run's
+// made again, and a tool call that may have acted is never made again. A fork (issue 50) is started with
+// its original's steps before its fork point copied into its journal, and goes on from them the same way. The journal is read when a run's
 // execution starts and kept in memory from then on, with the conversation it stands for: a step writes
 // its entries and reads none, so it costs the same late in a long run as early in it.
 
@@ -306,7 +307,10 @@ class RunExecution {
       this.options.sealer,
       run.enterpriseId,
       run,
-      this.definition.spend,
+      // A fork's tier (issue 50) is the one its caller chose, over its version's tier or model.
+      run.modelTier
+        ? { ...this.definition.spend, model: undefined, maxModelTier: run.modelTier }
+        : this.definition.spend,
       this.options.oauth,
     )
     if ('blocked' in choice) return this.hold({ noKey: choice.blocked })

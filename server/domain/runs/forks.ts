@@ -1,0 +1,129 @@
+import { ApiError } from '../../../shared/errors.js'
+import type { ForkRequest, RunStep, RunSteps } from '../../../shared/schemas/forks.js'
+import { transaction, type Db } from '../../db/sql.js'
+import { appendEvent } from './events.js'
+import { copyJournal, readSteps, type StepRow } from './journal.js'
+import { loadRun, type RunRow } from './rows.js'
+import { enqueueRun } from './start.js'
+
+// A run's steps and forking a run from one of them (issue 50; DESIGN 15). A step is a journal entry,
+// numbered from 1 (the journal numbers from 0). A fork is a new run of the same task and input whose
+// journal starts with copies of the original's entries before the fork point: the agent loop replays
+// them as it replays a run's own journal after a takeover (no model or tool call made again, nothing
+// reserved or counted for them), and goes on live from the fork point.
+
+/** GET /v1/runs/{id}/steps: the run's journal as numbered steps. */
+export async function listSteps(db: Db, enterpriseId: string, id: string): Promise<RunSteps> {
+  await loadRun(db, enterpriseId, id)
+  const rows = await readSteps(db, id)
+  return { runId: id, steps: rows.map((row) => toStep(row, whyNotFrom(rows, row.step + 1))) }
+}
+
+function toStep(row: StepRow, notForkable: string | undefined): RunStep {
+  const gated = row.kind === 'tool' && typeof row.request.gateId === 'string'
+  const response = row.response ?? {}
+  return {
+    step: row.step + 1,
+    kind: row.kind === 'model' ? 'model' : gated ? 'gate' : 'tool',
+    name: String((row.kind === 'model' ? row.request.model : row.request.name) ?? ''),
+    status: row.state,
+    isError: row.kind === 'model' ? row.state === 'failed' : Boolean(response.isError),
+    toolCalls:
+      row.kind === 'model' && Array.isArray(response.toolCalls)
+        ? response.toolCalls.map((call: { name?: unknown }) => String(call?.name ?? ''))
+        : [],
+    gate: gated
+      ? {
+          id: row.request.gateId as string,
+          // A gate deleted since (its run's retention) reads as decided: the step has its answer.
+          status: row.gateStatus ?? 'decided',
+          decision: row.gateDecision,
+        }
+      : null,
+    costUsdCents: Number(row.costUsdMicros) / 10_000,
+    copied: row.copied,
+    startedAt: row.createdAt.toISOString(),
+    finishedAt: row.finishedAt?.toISOString() ?? null,
+    forkable: notForkable === undefined,
+  }
+}
+
+/**
+ * Why a fork cannot go on live from `fromStep` (from 1), or undefined: the step must be one of the
+ * run's, and every step before it, which the fork takes as it was, must have ended. A gated call
+ * waiting for its decision cannot be the fork point either: its gate is the original's to decide, and
+ * a fork that asked again would hold a second gate on the same call.
+ */
+function whyNotFrom(steps: StepRow[], fromStep: number): string | undefined {
+  if (!Number.isInteger(fromStep) || fromStep < 1 || fromStep > steps.length)
+    return steps.length === 0
+      ? `fromStep ${fromStep} is out of range: the run has no steps (only a kind llm run journals steps).`
+      : `fromStep ${fromStep} is out of range: the run has steps 1 to ${steps.length}.`
+  for (const row of steps.slice(0, fromStep)) {
+    const n = row.step + 1
+    const waiting = row.kind === 'tool' && row.request.gateId && row.gateStatus === 'waiting'
+    if (waiting)
+      return `step ${n} is a gated call of ${String(row.request.name)} waiting for its decision (gate ${String(row.request.gateId)}): fork from a step before it, or decide the gate first.`
+    if (n < fromStep && row.state === 'started')
+      return `step ${n} (${row.kind === 'model' ? 'a model call' : `a call of ${String(row.request.name)}`}) has not ended: a fork takes every step before its fork point as it was.`
+  }
+  return undefined
+}
+
+/**
+ * POST /v1/runs/{id}/fork: a new pending run of the task and input of run `id`, in its execution, on its
+ * version unless another of the task's is given, whose journal begins with the original's steps before
+ * `fromStep` (copied, at no cost) and which goes on live from `fromStep`. 400 fork_step_invalid naming
+ * why the step cannot be a fork point; 404 for a run of another enterprise or a version of another task.
+ */
+export async function forkRun(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  body: ForkRequest,
+  by: string,
+): Promise<RunRow> {
+  return transaction(db, async (tx) => {
+    // Locked: a gate of the original decided meanwhile, or a step ended, is seen as it is.
+    const original = await loadRun(tx, enterpriseId, id, true)
+    const why = whyNotFrom(await readSteps(tx, id), body.fromStep)
+    if (why) throw new ApiError('fork_step_invalid', why, { fromStep: body.fromStep })
+    const versionId = body.versionId ?? original.taskVersionId
+    if (body.versionId) {
+      const [version] = await tx`
+        select 1 from task_versions where id = ${body.versionId} and task_id = ${original.taskId}`
+      if (!version)
+        throw new ApiError(
+          'version_not_found',
+          `No version ${body.versionId} of the run's task ${original.taskSlug}.`,
+        )
+    }
+    const forkedFrom = { runId: original.id, step: body.fromStep }
+    const started = { by, ...(body.reason ? { why: body.reason } : {}) }
+    const run = await enqueueRun(tx, enterpriseId, original.taskId, original.input, {
+      origin: 'fork',
+      executionId: original.executionId,
+      previousRunId: original.id,
+      versionId,
+      forkedFrom,
+      modelTier: body.modelTier,
+      started,
+      startedBy: by,
+    })
+    // In the run's own transaction: no engine finds the fork before its copied steps.
+    await copyJournal(tx, original.id, run, body.fromStep - 1)
+    await appendEvent(tx, original, 'run.forked', {
+      runId: run.id,
+      step: body.fromStep,
+      ...started,
+    })
+    return run
+  })
+}
+
+/** The runs forked from a run, oldest first, as its detail lists them. */
+export function forksOf(next: RunRow[]) {
+  return next
+    .filter((r) => r.origin === 'fork' && r.forkedFromRunId)
+    .map((r) => ({ runId: r.id, step: r.forkedFromStep ?? 1, status: r.status }))
+}

@@ -1,0 +1,320 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RunSteps } from '../../../shared/schemas/forks.js'
+import { Run, RunDetail } from '../../../shared/schemas/runs.js'
+import type { Engine } from '../../../server/engine/index.js'
+import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+
+// A run's steps and forking a run from one of them (issue 50): the steps before the fork point are
+// the original's journal entries, copied and replayed as a takeover replays a run's own journal (no
+// model or tool call made again, nothing counted for them), and the fork goes on live from its step.
+
+let t: TestApp
+let model: FakeModelProvider
+let mcp: FakeMcpServer
+let engine: Engine
+/** One tenant and its three-step run, which most tests fork (a fork leaves its original as it was). */
+let s: Awaited<ReturnType<typeof tenant>>
+let runId: string
+
+beforeAll(async () => {
+  model = await startFakeModelProvider()
+  mcp = await startFakeMcpServer()
+  t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
+  engine = await startTestEngine(t)
+  s = await tenant()
+  runId = await threeStepRun(s)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await model?.close()
+  await mcp?.close()
+})
+
+/** An enterprise with a model key and the fake tool server bound as vcs, and a task that may echo. */
+async function tenant(extra: Record<string, unknown> = {}) {
+  const { e, key, as } = await keyedEnterprise(t, 'Fork')
+  const [team] = (await t.call('GET', '/v1/teams', as)).body
+  const bound = await t.call('POST', '/v1/tools/bindings', {
+    ...as,
+    body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+  })
+  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const task = await t.call('POST', '/v1/tasks', {
+    ...as,
+    body: {
+      name: `Fork ${randomUUID().slice(0, 8)}`,
+      teamId: team.id,
+      assigneeRole: 'ceo',
+      overlapPolicy: 'os',
+      tools: ['vcs.echo'],
+      ...extra,
+    },
+  })
+  expect(task.status, JSON.stringify(task.body)).toBe(201)
+  const wait = (runId: string, statuses: string[]) =>
+    waitForRun(t, runId, statuses, 20_000, e.token)
+  const steps = async (runId: string) => {
+    const res = await t.call('GET', `/v1/runs/${runId}/steps`, as)
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    return RunSteps.parse(res.body).steps
+  }
+  const fork = (runId: string, body: Record<string, unknown>) =>
+    t.call('POST', `/v1/runs/${runId}/fork`, { ...as, body })
+  /** The model calls the enterprise's key was billed for, from its usage list. */
+  const usageCalls = async () => {
+    const [connection] = (await t.call('GET', '/v1/llm/connections', as)).body
+    const usage = await t.call('GET', `/v1/llm/connections/${connection.id}/usage`, as)
+    return (usage.body.days as { calls: number }[]).reduce((n, d) => n + d.calls, 0)
+  }
+  /** The enterprise's spend today, as its spend cap reads it. */
+  const spentToday = async () => {
+    const spend = (await t.call('GET', '/v1/spend', as)).body
+    const layer = spend.today.find((x: { layer: string }) => x.layer === 'enterprise')
+    return { day: spend.day as string, cents: (layer?.usdCents ?? 0) as number }
+  }
+  return {
+    e,
+    key,
+    as,
+    task: task.body as { id: string },
+    wait,
+    steps,
+    fork,
+    usageCalls,
+    spentToday,
+  }
+}
+
+const echo = (text: string) => ({ toolCalls: [{ name: 'vcs.echo', arguments: { text } }] })
+
+/** A three-step run: a model call asking for an echo, the echo, a model call that answers. */
+async function threeStepRun(s: Awaited<ReturnType<typeof tenant>>) {
+  model.script(s.key, echo('first'), { text: 'Original answer.' })
+  const started = await t.call('POST', `/v1/tasks/${s.task.id}/runs`, {
+    ...s.as,
+    body: { topic: 'forks' },
+  })
+  expect(started.status, JSON.stringify(started.body)).toBe(201)
+  await s.wait(started.body.id, ['succeeded'])
+  return started.body.id as string
+}
+
+describe('GET /v1/runs/{id}/steps', () => {
+  it('numbers the journal from 1 with what each step was, cost and took', async () => {
+    const steps = await s.steps(runId)
+    expect(steps.map((x) => [x.step, x.kind, x.name, x.status, x.copied, x.forkable])).toEqual([
+      [1, 'model', 'claude-sonnet-5-5', 'done', false, true],
+      [2, 'tool', 'vcs.echo', 'done', false, true],
+      [3, 'model', 'claude-sonnet-5-5', 'done', false, true],
+    ])
+    expect(steps[0]!.toolCalls).toEqual(['vcs.echo'])
+    expect(steps[0]!.costUsdCents).toBeGreaterThan(0)
+    expect(steps[1]!.costUsdCents).toBe(0)
+    expect(steps.every((x) => x.finishedAt && x.finishedAt >= x.startedAt)).toBe(true)
+  })
+})
+
+describe('POST /v1/runs/{id}/fork', () => {
+  it('from step 3: only the call of step 3 is made, only it is counted, and the fork succeeds', async () => {
+    const callsBefore = model.callsWith(s.key).length
+    const echoesBefore = mcp.callsOf('echo').length
+    const usageBefore = await s.usageCalls()
+    const spentBefore = await s.spentToday()
+
+    model.script(s.key, { text: 'Forked answer.' })
+    const res = await s.fork(runId, { fromStep: 3, reason: 'the answer was wrong' })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    const forked = Run.parse(res.body)
+    expect(forked).toMatchObject({
+      origin: 'fork',
+      forkedFrom: { runId, step: 3 },
+      input: { topic: 'forks' },
+      previousRunId: runId,
+      costUsdCents: 0,
+    })
+    const detail = RunDetail.parse(await s.wait(forked.id, ['succeeded', 'failed']))
+    expect(detail.run.status).toBe('succeeded')
+    expect(detail.run.result).toEqual({ outcome: 'succeeded', summary: 'Forked answer.' })
+
+    // The provider saw one call, and it carried the original's conversation up to step 3.
+    const calls = model.callsWith(s.key).slice(callsBefore)
+    expect(calls).toHaveLength(1)
+    const sent = JSON.stringify(calls[0]!.body.messages)
+    expect(sent).toContain('forks')
+    expect(sent).toContain('first') // the echo of step 2, as the original had it
+    expect(mcp.callsOf('echo')).toHaveLength(echoesBefore) // no tool call made again
+    expect(await s.usageCalls()).toBe(usageBefore + 1)
+
+    // The fork counts the one call it made: its cost, tokens and events.
+    const original = await s.steps(runId)
+    const steps = await s.steps(forked.id)
+    expect(steps.map((x) => [x.step, x.kind, x.copied])).toEqual([
+      [1, 'model', true],
+      [2, 'tool', true],
+      [3, 'model', false],
+    ])
+    expect(steps.slice(0, 2).every((x) => x.costUsdCents === 0)).toBe(true)
+    expect(detail.run.costUsdCents).toBe(steps[2]!.costUsdCents)
+    expect(detail.run.costUsdCents).toBeLessThan(
+      original.reduce((sum, x) => sum + x.costUsdCents, 0),
+    )
+    expect(detail.cost.modelCalls).toBe(1)
+    expect(detail.events.filter((e) => e.type === 'model.called')).toHaveLength(1)
+    expect(detail.events[0]).toMatchObject({
+      type: 'run.pending',
+      payload: { origin: 'fork', forkedFrom: { runId, step: 3 }, why: 'the answer was wrong' },
+    })
+    expect(String(detail.events[0]!.payload.by)).toMatch(/^token:/)
+    // Today's spend grew by the one call, and nothing is left reserved for the copied ones.
+    const spentAfter = await s.spentToday()
+    if (spentAfter.day === spentBefore.day)
+      expect(spentAfter.cents).toBeCloseTo(spentBefore.cents + detail.run.costUsdCents, 6)
+    const reserved =
+      await t.sql`select count(*)::int as n from spend_reservations where run_id = ${forked.id}`
+    expect(reserved[0]!.n).toBe(0)
+
+    // The original lists its fork, and its events say who forked it.
+    const after = RunDetail.parse((await t.call('GET', `/v1/runs/${runId}`, s.as)).body)
+    expect(after.forks).toContainEqual({ runId: forked.id, step: 3, status: 'succeeded' })
+    expect(after.run.forkedFrom).toBeUndefined()
+    expect(after.events).toContainEqual(
+      expect.objectContaining({
+        type: 'run.forked',
+        payload: expect.objectContaining({ runId: forked.id, step: 3 }),
+      }),
+    )
+    // In the original's execution, linked as a fork.
+    const execution = await t.call('GET', `/v1/executions/${runId}`, s.as)
+    expect(execution.body.links).toContainEqual({ from: runId, to: forked.id, kind: 'fork' })
+  })
+
+  it('from step 1 is a retry: every call is made again', async () => {
+    const callsBefore = model.callsWith(s.key).length
+    const echoesBefore = mcp.callsOf('echo').length
+    model.script(s.key, echo('again'), { text: 'Answer again.' })
+    const usageBefore = await s.usageCalls()
+    const res = await s.fork(runId, { fromStep: 1 })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    const detail = await s.wait(res.body.id, ['succeeded', 'failed'])
+    expect(detail.run.status).toBe('succeeded')
+    expect(model.callsWith(s.key).length - callsBefore).toBe(2)
+    expect(mcp.callsOf('echo').length - echoesBefore).toBe(1)
+    expect(await s.usageCalls()).toBe(usageBefore + 2)
+    expect((await s.steps(res.body.id)).map((x) => x.copied)).toEqual([false, false, false])
+    expect(detail.cost.modelCalls).toBe(2)
+  })
+
+  it('on another tier and version of the task', async () => {
+    const published = await t.call('POST', `/v1/tasks/${s.task.id}/versions`, {
+      ...s.as,
+      body: { goal: 'Answer better.' },
+    })
+    expect(published.status, JSON.stringify(published.body)).toBe(201)
+    const versionId = published.body.id as string
+    model.script(s.key, { text: 'Frontier answer.' })
+    const res = await s.fork(runId, { fromStep: 3, versionId, modelTier: 'frontier' })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    expect(res.body.taskVersionId).toBe(versionId)
+    await s.wait(res.body.id, ['succeeded'])
+    const last = model.callsWith(s.key).at(-1)!
+    expect(last.model).toBe('claude-opus-5-5')
+    expect(last.system).toContain('Answer better.')
+
+    // A version of another task is none of this run's.
+    const other = await t.call('POST', '/v1/tasks', {
+      ...s.as,
+      body: { name: `Other ${randomUUID().slice(0, 8)}`, assigneeRole: 'ceo' },
+    })
+    const refused = await s.fork(runId, { fromStep: 3, versionId: other.body.currentVersionId })
+    expect(refused.status).toBe(404)
+    expect(refused.body.error).toBe('version_not_found')
+  })
+
+  it('refuses a step out of range, naming the range', async () => {
+    const forksSoFar = await forkCount()
+    for (const fromStep of [0, 4, -1]) {
+      const res = await s.fork(runId, { fromStep })
+      expect(res.status).toBe(400)
+      expect(res.body.error).toBe('fork_step_invalid')
+      expect(res.body.message).toContain('steps 1 to 3')
+    }
+    expect(await forkCount()).toBe(forksSoFar)
+  })
+
+  it('a gated call is no fork point before its decision; after it, the fork takes the answer as it was', async () => {
+    const g = await tenant({ gates: [{ tool: 'vcs.echo' }] })
+    model.script(g.key, echo('gated'))
+    const started = await t.call('POST', `/v1/tasks/${g.task.id}/runs`, { ...g.as, body: {} })
+    const runId = started.body.id as string
+    const waiting = await g.wait(runId, ['waiting_on_gate'])
+    const steps = await g.steps(runId)
+    expect(steps.map((x) => [x.kind, x.status, x.gate?.status, x.forkable])).toEqual([
+      ['model', 'done', undefined, true],
+      ['gate', 'started', 'waiting', false],
+    ])
+    const atGate = await g.fork(runId, { fromStep: 2 })
+    expect(atGate.status).toBe(400)
+    expect(atGate.body.error).toBe('fork_step_invalid')
+    expect(atGate.body.message).toMatch(
+      /step 2 is a gated call of vcs\.echo waiting for its decision/,
+    )
+
+    const gateId = waiting.gates[0].id as string
+    model.script(g.key, { text: 'Echoed.' })
+    const decided = await t.call('POST', `/v1/gates/${gateId}/decision`, {
+      ...g.as,
+      body: { decision: 'approve' },
+    })
+    expect(decided.status, JSON.stringify(decided.body)).toBe(201)
+    await g.wait(runId, ['succeeded'])
+    const echoes = mcp.callsOf('echo').length
+    model.script(g.key, { text: 'Echoed in the fork.' })
+    const res = await g.fork(runId, { fromStep: 3 })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    const detail = await g.wait(res.body.id, ['succeeded', 'failed'])
+    expect(detail.run.status).toBe('succeeded')
+    // No second gate, no second call of the tool.
+    expect(detail.gates).toEqual([])
+    expect(mcp.callsOf('echo')).toHaveLength(echoes)
+    const forkSteps = await g.steps(res.body.id)
+    expect(forkSteps[1]).toMatchObject({
+      kind: 'gate',
+      copied: true,
+      gate: { id: gateId, status: 'decided', decision: 'approve' },
+    })
+  })
+
+  it('another enterprise, and a token without runs:write, are refused', async () => {
+    const forksSoFar = await forkCount()
+    const other = await t.createEnterprise(`Other ${randomUUID().slice(0, 8)}`)
+    const steps = await t.call('GET', `/v1/runs/${runId}/steps`, { token: other.token })
+    expect(steps.status).toBe(404)
+    expect(steps.body.error).toBe('run_not_found')
+    const fork = await t.call('POST', `/v1/runs/${runId}/fork`, {
+      token: other.token,
+      body: { fromStep: 1 },
+    })
+    expect(fork.status).toBe(404)
+    expect(fork.body.error).toBe('run_not_found')
+
+    const reader = await t.tokenWith(['runs:read'], s.e)
+    expect((await t.call('GET', `/v1/runs/${runId}/steps`, { token: reader })).status).toBe(200)
+    const refused = await t.call('POST', `/v1/runs/${runId}/fork`, {
+      token: reader,
+      body: { fromStep: 1 },
+    })
+    expect(refused.status).toBe(403)
+    expect(refused.body.error).toBe('api_token_scope')
+    expect(await forkCount()).toBe(forksSoFar)
+  })
+})
+
+async function forkCount() {
+  const [row] = await t.sql<{ n: number }[]>`
+    select count(*)::int as n from runs where previous_run_id = ${runId}`
+  return row!.n
+}
