@@ -6,6 +6,7 @@ import {
   type RunStatus,
 } from '../../../shared/schemas/runs.js'
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
+import type { RunPause } from '../../../shared/schemas/pauses.js'
 import { type Db } from '../../db/sql.js'
 
 // A run as stored and as answered, and reading one.
@@ -64,6 +65,8 @@ export interface RunRow {
   startedAt: Date | null
   finishedAt: Date | null
   updatedAt: Date
+  /** Not a column: the pause that holds the run, where a read asked (withPauses, a start). */
+  pause?: RunPause
 }
 
 export function toRun(row: RunRow): Run {
@@ -87,6 +90,7 @@ export function toRun(row: RunRow): Run {
     origin: row.origin,
     result: row.result,
     reason: row.reason,
+    ...(row.pause && !isFinished(row.status) ? { paused: row.pause } : {}),
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   }
