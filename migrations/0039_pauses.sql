@@ -1,4 +1,4 @@
--- Pause of a task or of a whole enterprise (issue 50; docs/operating.md#pause). A row is one pause:
+-- Pause of a task or of a whole enterprise (issue 50; docs/usage.md#pause). A row is one pause:
 -- who paused and why, and once it is over who resumed it. While a row has no resumed_at the task (or,
 -- with no task, every task and chat of the enterprise) starts no new step: starts are accepted and
 -- wait pending, admission passes them over, dispatch leaves them, and a run under way goes back to

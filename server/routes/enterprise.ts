@@ -75,7 +75,7 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
     },
   )
 
-  // Pause and resume of everything the enterprise runs (issue 50; docs/operating.md#pause): every
+  // Pause and resume of everything the enterprise runs (issue 50; docs/usage.md#pause): every
   // task's runs and every chat's replies wait. Idempotent as a task's are.
   route(
     app,

@@ -299,7 +299,7 @@ export function taskRoutes(deps: RouteDeps) {
     },
   )
 
-  // Pause and resume (issue 50; docs/operating.md#pause). Both are idempotent: a second pause keeps
+  // Pause and resume (issue 50; docs/usage.md#pause). Both are idempotent: a second pause keeps
   // the first (its time, who and why) and a resume of a task not paused changes nothing; both answer
   // the task, whose `paused` says what is in force.
   route(

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { IsoTime } from './common.js'
 
-// Pause of a task or of the enterprise (issue 50; docs/operating.md#pause): while one is in force the
+// Pause of a task or of the enterprise (issue 50; docs/usage.md#pause): while one is in force the
 // task (or every task and chat of the enterprise) starts no new step; starts are accepted and wait.
 
 /** A pause in force: since when, who took it (`token:<id>` or `user:<id>`), and why. */

@@ -1,7 +1,7 @@
 import type { Pause, RunPause } from '../../../shared/schemas/pauses.js'
 import type { Db, Fragment } from '../../db/sql.js'
 
-// Pauses (issue 50; migration 0039; docs/operating.md#pause): the one module that reads and writes the
+// Pauses (issue 50; migration 0039; docs/usage.md#pause): the one module that reads and writes the
 // pauses table. A leaf: runs (starts, admission, dispatch, the engine's check between steps), chats
 // (claiming turns) and tasks (the read answer) ask it, and it asks none of them.
 

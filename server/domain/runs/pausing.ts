@@ -7,7 +7,7 @@ import { loadTask } from '../tasks/index.js'
 import { isFinished, type RunRow } from './rows.js'
 import { transitionAll, transition } from './transitions.js'
 
-// Pause and resume of a task or of the whole enterprise (issue 50; docs/operating.md#pause), as runs
+// Pause and resume of a task or of the whole enterprise (issue 50; docs/usage.md#pause), as runs
 // live them. While a pause is in force: starts are accepted and wait pending (start.ts), admission
 // passes them over and dispatch leaves a queued one (admission.ts), a queued run goes back to pending
 // here, and a running one goes back to pending after its current step (the engine asks runGoesOn

@@ -12,7 +12,7 @@ import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
-// Pause of a task or of the enterprise (issue 50; docs/operating.md#pause), through the API and a real
+// Pause of a task or of the enterprise (issue 50; docs/usage.md#pause), through the API and a real
 // engine in this process: starts of every origin wait pending with the reason, a run under way stops
 // after its current step without paying for any step twice, a chat's reply waits, and resume lets all
 // of it go; every action is recorded with who and why, and told in the event feed.
