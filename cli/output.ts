@@ -77,6 +77,8 @@ export interface Column<T> {
    * holds a UUID are ids without saying so.
    */
   id?: boolean
+  /** Left out when no row has a value in it (a column that says something only at times). */
+  whenAny?: boolean
 }
 
 /** Space between two columns. */
@@ -96,6 +98,9 @@ export function printTable<T>(out: Output, rows: T[], columns: Column<T>[]): voi
     out.error('(none)\n')
     return
   }
+  columns = columns.filter(
+    (c) => !c.whenAny || rows.some((row) => !['', null, undefined].includes(c.value(row) as never)),
+  )
   const cells = rows.map((row) => columns.map((c) => cellOf(out, c.value(row), false)))
   const natural = columns.map((c, i) =>
     Math.max(c.header.length, ...cells.map((r) => r[i]!.text.length)),

@@ -5,6 +5,7 @@ import type {
   WebhookSecretInfo,
   WebhookSecretRotated,
 } from '../../shared/schemas/enterprise.js'
+import type { EnterprisePause } from '../../shared/schemas/pauses.js'
 import type { RetentionSettings } from '../../shared/schemas/retention.js'
 import { durationProblem } from '../../shared/durations.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
@@ -12,6 +13,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printFields, show } from '../output.js'
 import { about } from './about.js'
+import { pauseText } from './tasks.js'
 
 export async function showEnterprise(deps: Deps): Promise<void> {
   const overview = await deps.client().get<EnterpriseOverview>('/enterprise')
@@ -20,8 +22,25 @@ export async function showEnterprise(deps: Deps): Promise<void> {
       ['enterprise', overview.enterprise.name],
       ['slug', overview.enterprise.slug],
       ['id', overview.enterprise.id],
+      ['paused', pauseText(overview.paused)],
     ]),
   )
+}
+
+/** Pauses every task and chat of the enterprise (issue 50). */
+export async function pauseEnterprise(deps: Deps, opts: { reason: string }): Promise<void> {
+  const answer = await deps
+    .client()
+    .post<EnterprisePause>('/enterprise/pause', { reason: opts.reason })
+  show(deps.out, answer, () => deps.out.write(`enterprise paused: ${pauseText(answer.paused)}\n`))
+}
+
+/** Ends the enterprise's pause: runs go on in their order, chats get their replies. */
+export async function resumeEnterprise(deps: Deps, opts: { reason?: string }): Promise<void> {
+  const answer = await deps
+    .client()
+    .post<EnterprisePause>('/enterprise/resume', { reason: opts.reason })
+  show(deps.out, answer, () => deps.out.write('enterprise resumed\n'))
 }
 
 export async function showWebhookSecret(deps: Deps): Promise<void> {
@@ -262,6 +281,26 @@ export function registerEnterprise(program: Command, makeDeps: MakeDeps): void {
       .description('the enterprise this token acts for')
       .action(actionOf(makeDeps, showEnterprise)),
     'osctl enterprise show',
+  )
+  examples(
+    enterprise
+      .command('pause')
+      .requiredOption('--reason <text>', 'why: kept with the pause and told in the event feed')
+      .description(
+        'pause every task and chat: starts and messages wait, runs under way stop after their current step, until resume',
+      )
+      .action(actionOf(makeDeps, pauseEnterprise)),
+    'osctl enterprise pause --reason "provider outage"',
+  )
+  examples(
+    enterprise
+      .command('resume')
+      .option('--reason <text>', 'why, if you want it on record')
+      .description(
+        "end the enterprise's pause: waiting runs go on in their order, chats get their replies",
+      )
+      .action(actionOf(makeDeps, resumeEnterprise)),
+    'osctl enterprise resume',
   )
   registerWebhookSecret(enterprise, makeDeps, 'osctl enterprise')
   registerRetention(enterprise, makeDeps)

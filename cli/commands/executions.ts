@@ -15,7 +15,7 @@ import { idRef, memberId, teamId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { drawTree, type TreeNode } from '../tree.js'
 import { about } from './about.js'
-import { statusText } from './runs.js'
+import { pausedWhy, statusText } from './runs.js'
 
 type Counts = z.infer<typeof ExecutionCounts>
 
@@ -25,6 +25,8 @@ const columns: Column<Execution>[] = [
   { header: 'STATUS', value: (e) => e.status },
   { header: 'RUNS', value: (e) => e.runCount },
   { header: 'LAST RUN', value: (e) => `${e.lastRun.taskSlug} ${e.lastRun.status}` },
+  // On the board: why it waits (issue 50).
+  { header: 'WAITS', value: (e) => (e.paused ? pausedWhy(e.paused) : ''), whenAny: true },
   { header: 'CLOSED', value: (e) => (e.closed ? 'yes' : '') },
   { header: 'UPDATED', value: (e) => e.updatedAt },
 ]

@@ -38,6 +38,8 @@ function columns(out: Output) {
     { header: 'TASK', value: (r: Run) => r.taskSlug },
     { header: 'STATUS', value: (r: Run) => statusText(out, r.status) },
     { header: 'ORIGIN', value: (r: Run) => r.origin },
+    // Why a run waits (issue 50): its task or the enterprise is paused.
+    { header: 'WAITS', value: (r: Run) => (r.paused ? pausedWhy(r.paused) : ''), whenAny: true },
     { header: 'CREATED', value: (r: Run) => r.createdAt },
     { header: 'FINISHED', value: (r: Run) => r.finishedAt },
   ]
@@ -52,6 +54,7 @@ function runFields(out: Output, run: Run): [string, unknown][] {
     ['input', run.input],
     ['result', run.result],
     ['reason', run.reason ?? run.blockedReason],
+    ...(run.paused ? [['waits', pausedWhy(run.paused)] as [string, unknown]] : []),
     ['member', run.memberId],
     ['execution', run.executionId],
     ['forked from', run.forkedFrom && `${run.forkedFrom.runId} at step ${run.forkedFrom.step}`],
@@ -60,6 +63,11 @@ function runFields(out: Output, run: Run): [string, unknown][] {
     ['finished', run.finishedAt],
     ['cost', `${run.costUsdCents} US cents${run.costUnpriced ? ' + unpriced' : ''}`],
   ]
+}
+
+/** Why a paused run waits, in a few words: what is paused and why. */
+export function pausedWhy(pause: NonNullable<Run['paused']>): string {
+  return `${pause.scope} paused: ${safeText(pause.reason)}`
 }
 
 function showRun(deps: Deps, run: Run): void {

@@ -21,6 +21,7 @@ import {
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { collect, readInput } from '../inputs.js'
+import type { Pause } from '../../shared/schemas/pauses.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { isUuid, taskId, teamId } from '../resolve.js'
@@ -68,8 +69,14 @@ function showTask(deps: Deps, task: TaskRead): void {
       ['webhook', `POST ${task.webhook.url} (header ${task.webhook.secretHeader})`],
       ['editable', task.canEditDefinition ? 'yes' : 'no'],
       ['issues', orNone(task.definitionIssues.map((i) => `${i.severity} ${i.code}: ${i.message}`))],
+      ['paused', pauseText(task.paused)],
     ])
   })
+}
+
+/** A pause in force as a line: why, who and since when; "no" when none. */
+export function pauseText(pause: Pause | null | undefined): string {
+  return pause ? `yes, since ${pause.at} by ${pause.by}: ${safeText(pause.reason)}` : 'no'
 }
 
 /** The fields of a version's definition in the order the spec lists them, the skill last. */
@@ -315,6 +322,26 @@ export async function clearSchedule(
   show(deps.out, { task: id, schedule: null }, () => deps.out.write(`schedule of ${ref} removed\n`))
 }
 
+/** Pauses a task (issue 50): its starts wait and its runs stop after their current step. */
+export async function pauseTask(deps: Deps, ref: string, opts: { reason: string }): Promise<void> {
+  const client = deps.client()
+  const id = await taskId(client, ref)
+  const task = await client.post<TaskRead>(`/tasks/${id}/pause`, { reason: opts.reason })
+  show(deps.out, task, () => deps.out.write(`task ${ref} paused: ${pauseText(task.paused)}\n`))
+}
+
+/** Ends a task's pause: its waiting runs go on in their order. */
+export async function resumeTask(
+  deps: Deps,
+  ref: string,
+  opts: { reason?: string },
+): Promise<void> {
+  const client = deps.client()
+  const id = await taskId(client, ref)
+  const task = await client.post<TaskRead>(`/tasks/${id}/resume`, { reason: opts.reason })
+  show(deps.out, task, () => deps.out.write(`task ${ref} resumed\n`))
+}
+
 /** `osctl tasks`, returned for the task-level verbs of memory and recommendations (program.ts). */
 export function registerTasks(program: Command, makeDeps: MakeDeps): Command {
   const tasks = program.command('tasks').description(about.tasks)
@@ -414,6 +441,27 @@ export function registerTasks(program: Command, makeDeps: MakeDeps): Command {
       .description('the current version and its skill')
       .action(actionOf(makeDeps, getWorkflow)),
     'osctl tasks workflow nightly-report',
+  )
+
+  examples(
+    tasks
+      .command('pause')
+      .argument('<task>', 'id or slug')
+      .requiredOption('--reason <text>', 'why: kept with the pause and told in the event feed')
+      .description(
+        'pause a task: starts wait pending and runs under way stop after their current step, until resume',
+      )
+      .action(actionOf(makeDeps, pauseTask)),
+    'osctl tasks pause nightly-report --reason "sends wrong mail since v7"',
+  )
+  examples(
+    tasks
+      .command('resume')
+      .argument('<task>', 'id or slug')
+      .option('--reason <text>', 'why, if you want it on record')
+      .description("end a task's pause: its waiting runs go on in their order")
+      .action(actionOf(makeDeps, resumeTask)),
+    'osctl tasks resume nightly-report',
   )
 
   const schedule = tasks.command('schedule').description("a task's cron schedule")

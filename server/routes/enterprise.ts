@@ -22,6 +22,9 @@ import {
   type EnterpriseSettings,
 } from '../domain/enterprises/index.js'
 import { getToken, getUser } from '../domain/people/index.js'
+import { pauseOf } from '../domain/pauses/index.js'
+import { pauseEnterprise, resumeEnterprise } from '../domain/runs/index.js'
+import { EnterprisePause, PauseInput, ResumeInput } from '../../shared/schemas/pauses.js'
 import { getRetention, updateRetention } from '../domain/retention/index.js'
 import { RetentionSettings, RetentionSettingsInput } from '../../shared/schemas/retention.js'
 import type { RouteDeps } from '../http/context.js'
@@ -54,17 +57,64 @@ export function enterpriseRoutes({ sql, caches }: RouteDeps) {
     },
     async (c) => {
       const caller = c.var.caller
-      const enterprise = await getEnterprise(sql, caller.enterpriseId)
+      const [enterprise, paused] = await Promise.all([
+        getEnterprise(sql, caller.enterpriseId),
+        pauseOf(sql, caller.enterpriseId, null),
+      ])
       if (caller.kind === 'session') {
         const user = await getUser(sql, caller.userId)
-        return { enterprise, token: null, person: { ...user, role: caller.role } }
+        return { enterprise, token: null, person: { ...user, role: caller.role }, paused }
       }
       const token = await getToken(sql, caller.enterpriseId, caller.tokenId)
       return {
         enterprise,
         token: { id: token.id, name: token.name, scopes: token.scopes, lastChars: token.lastChars },
         person: null,
+        paused,
       }
+    },
+  )
+
+  // Pause and resume of everything the enterprise runs (issue 50; docs/usage.md#pause): every
+  // task's runs and every chat's replies wait. Idempotent as a task's are.
+  route(
+    app,
+    {
+      operationId: 'pauseEnterprise',
+      method: 'post',
+      path: '/pause',
+      summary:
+        'Pause every task and chat of the enterprise: starts and messages are accepted and wait, runs under way stop after their current step, until the resume (beyond the spec)',
+      description:
+        'Idempotent: pausing a paused enterprise answers the pause in force (the first reason stands). Recorded with who paused and why; enterprise.paused in the event feed.',
+      body: PauseInput,
+      response: EnterprisePause,
+    },
+    async (c, { body }) => {
+      const { enterpriseId, actor } = c.var.caller
+      return {
+        paused: await pauseEnterprise(sql, enterpriseId, { by: actor, reason: body.reason }),
+      }
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'resumeEnterprise',
+      method: 'post',
+      path: '/resume',
+      summary:
+        "End the enterprise's pause: waiting runs go on in their order and chats get their replies (beyond the spec)",
+      description:
+        'Idempotent: resuming an enterprise that is not paused changes nothing. A task paused on its own stays paused. enterprise.resumed in the event feed.',
+      body: ResumeInput,
+      response: EnterprisePause,
+    },
+    async (c, { body }) => {
+      const { enterpriseId, actor } = c.var.caller
+      await resumeEnterprise(sql, enterpriseId, { by: actor, reason: body.reason })
+      return { paused: null }
     },
   )
 

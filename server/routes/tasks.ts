@@ -31,7 +31,8 @@ import {
 } from '../domain/learning/index.js'
 import { Recommendation, TaskRecommendationQuery } from '../../shared/schemas/recommendations.js'
 import { readPage } from '../db/paging.js'
-import { toRun } from '../domain/runs/index.js'
+import { pauseTask, resumeTask, toRun } from '../domain/runs/index.js'
+import { PauseInput, ResumeInput } from '../../shared/schemas/pauses.js'
 import { requireOfferedModel } from '../domain/models/index.js'
 import {
   clearTaskSchedule,
@@ -280,7 +281,7 @@ export function taskRoutes(deps: RouteDeps) {
       path: '/{id}/runs',
       summary: "Start a run: the body is the run's input, stored as sent; 201 queued",
       description:
-        'Refused 409 overlap when the lane has a run under way (a run waiting at a gate does not count) and 409 member_busy when every holder of the role is busy; both refusals are recorded as skipped_overlap runs.',
+        'Refused 409 overlap when the lane has a run under way (a run waiting at a gate does not count) and 409 member_busy when every holder of the role is busy; both refusals are recorded as skipped_overlap runs. While the task or the enterprise is paused the start is accepted and waits: 201 pending, with `paused` saying why.',
       body: RunInput,
       status: 201,
       response: Run,
@@ -296,6 +297,50 @@ export function taskRoutes(deps: RouteDeps) {
       })
       if (refusal) throw refusal
       return toRun(run)
+    },
+  )
+
+  // Pause and resume (issue 50; docs/usage.md#pause). Both are idempotent: a second pause keeps
+  // the first (its time, who and why) and a resume of a task not paused changes nothing; both answer
+  // the task, whose `paused` says what is in force.
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'pauseTask',
+      method: 'post',
+      path: '/{id}/pause',
+      summary:
+        'Pause the task: its starts are accepted and wait pending, its runs under way stop after their current step, until the resume (beyond the spec)',
+      description:
+        'Idempotent: pausing a paused task changes nothing and answers the pause in force (the first reason stands). Recorded with who paused and why; task.paused in the event feed.',
+      body: PauseInput,
+      response: TaskRead,
+    },
+    async (c, { params, body }) => {
+      const { enterpriseId, actor } = c.var.caller
+      await pauseTask(sql, enterpriseId, params.id, { by: actor, reason: body.reason })
+      return read(c, params.id)
+    },
+  )
+
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'resumeTask',
+      method: 'post',
+      path: '/{id}/resume',
+      summary: "End the task's pause: its waiting runs go on in their order (beyond the spec)",
+      description:
+        'Idempotent: resuming a task that is not paused changes nothing. task.resumed in the event feed, with who resumed it.',
+      body: ResumeInput,
+      response: TaskRead,
+    },
+    async (c, { params, body }) => {
+      const { enterpriseId, actor } = c.var.caller
+      await resumeTask(sql, enterpriseId, params.id, { by: actor, reason: body.reason })
+      return read(c, params.id)
     },
   )
 

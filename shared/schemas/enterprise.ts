@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { Pause } from './pauses.js'
 import { IsoTime, Uuid } from './common.js'
 import { ModelTier } from './models.js'
 
@@ -24,6 +25,10 @@ export const EnterpriseOverview = z
       .object({ id: Uuid, email: z.string(), name: z.string(), role: z.enum(['owner', 'member']) })
       .nullable()
       .meta({ description: 'the signed-in person, with their role; null when a token calls' }),
+    paused: Pause.nullable().meta({
+      description:
+        "the enterprise's pause in force (POST /v1/enterprise/pause), or null (beyond the spec; issue 50)",
+    }),
   })
   .meta({ id: 'EnterpriseOverview' })
 export type EnterpriseOverview = z.infer<typeof EnterpriseOverview>

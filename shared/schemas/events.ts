@@ -23,6 +23,9 @@ export const feedFamilies = {
   chat: 'chats',
   recommendation: 'recommendations',
   memory: 'memory',
+  // Pauses (issue 50): a task's is the task's, the enterprise's the enterprise settings'.
+  task: 'tasks',
+  enterprise: 'enterprise',
 } as const satisfies Record<string, Resource>
 
 export type FeedFamily = keyof typeof feedFamilies

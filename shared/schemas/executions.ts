@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Run, RunRef } from './runs.js'
+import { RunPause } from './pauses.js'
 import { executionStatuses, executionSorts } from '../values.js'
 export { executionStatuses, executionSorts }
 
@@ -35,6 +36,10 @@ export const Execution = z
     lastRun: RunRef,
     teamIds: z.array(Uuid),
     memberIds: z.array(Uuid),
+    paused: RunPause.optional().meta({
+      description:
+        "on the board: present while the last run's task or the enterprise is paused and the execution not finished: why it waits (beyond the spec; issue 50)",
+    }),
   })
   .meta({ id: 'Execution' })
 export type Execution = z.infer<typeof Execution>

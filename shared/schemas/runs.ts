@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { Gate } from './gates.js'
 import { tokenCounts } from './models.js'
+import { RunPause } from './pauses.js'
 import { runStatuses, finishedStatuses, underWayStatuses, runSorts } from '../values.js'
 import type { RunStatus } from '../values.js'
 export { runStatuses, finishedStatuses, underWayStatuses, runSorts }
@@ -66,6 +67,10 @@ export const Run = z
     result: RunResult.nullable(),
     /** Why it failed, was skipped or cancelled, in a sentence. */
     reason: z.string().nullable(),
+    paused: RunPause.optional().meta({
+      description:
+        'present while the task or the enterprise is paused and the run not finished: why it waits (starts no step) until the resume (beyond the spec; issue 50)',
+    }),
     createdAt: IsoTime,
     updatedAt: IsoTime,
   })

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { Pause } from './pauses.js'
 import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
 import { ModelTier } from './models.js'
 import { Name, SlugInput } from './organisation.js'
@@ -287,6 +288,10 @@ export const TaskRead = z
         'a clone whose original left the catalogue: it keeps running the last version it had',
     }),
     schedule: Schedule.nullable(),
+    paused: Pause.nullable().meta({
+      description:
+        'the pause in force (POST /v1/tasks/{id}/pause): its runs start no step until the resume; null when none (beyond the spec; issue 50)',
+    }),
   })
   .meta({ id: 'TaskRead' })
 export type TaskRead = z.infer<typeof TaskRead>

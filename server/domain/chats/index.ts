@@ -49,6 +49,9 @@ export {
 export { type MessageRow } from './messages.js'
 export { moveTurns } from './turns.js'
 
+// For other concepts of the domain (runs/pausing.ts: an enterprise's resume).
+export { wakeWaitingTurns } from './turns.js'
+
 // For the engine and tests and benches.
 export { insertMessage } from './messages.js'
 

@@ -7,6 +7,7 @@ import {
   type Db,
   type Fragment,
 } from '../../db/sql.js'
+import { pausedWhere } from '../pauses/index.js'
 
 // Chat turns (DESIGN 11): one per person message, claimed by an engine like a run, with a lease; the
 // member's reply is made while its turn runs. This module is the only code that writes chat_turns, and
@@ -102,6 +103,17 @@ export function wakeChatTurns(db: Db, chatId: string): void {
     })
 }
 
+/**
+ * Tells the engines that the enterprise's waiting turns may be claimed now (its pause ended), once `db`
+ * commits: one wake per chat with a turn to claim.
+ */
+export async function wakeWaitingTurns(db: Db, enterpriseId: string): Promise<void> {
+  const chats = await db<{ chatId: string }[]>`
+    select distinct chat_id from chat_turns
+     where enterprise_id = ${enterpriseId} and status in ('pending', 'running', 'blocked')`
+  for (const { chatId } of chats) wakeChatTurns(db, chatId)
+}
+
 // --- status changes ---------------------------------------------------------------------------------
 
 /** Which turns a move is for: one turn, a chat's, or an enterprise's; and from which statuses. */
@@ -190,9 +202,11 @@ export async function claimTurns(
       update chat_turns t
          set status = 'running', lease_owner = ${engineId}, not_before = null,
              lease_expires_at = now() + make_interval(secs => ${leaseSeconds}), updated_at = now()
-       where t.id in (select id from chat_turns
-                       where status = 'pending' or (status = 'running' and lease_expires_at < now())
-                          or (status = 'blocked' and not_before <= now())
+       where t.id in (select id from chat_turns c
+                       where (status = 'pending' or (status = 'running' and lease_expires_at < now())
+                              or (status = 'blocked' and not_before <= now()))
+                         -- An enterprise's pause holds its replies until the resume (issue 50).
+                         and not ${pausedWhere(db, db`c.enterprise_id`, db`null::uuid`)}
                        order by created_at limit ${limit} for update skip locked)
       returning t.*)
     select t.*, ${unflushedCommit(db)},

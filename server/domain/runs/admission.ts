@@ -4,6 +4,7 @@ import { metrics } from '../../metrics.js'
 import { laneKey } from '../../db/locks.js'
 import { genericPlans, literalIn, transaction, type Db } from '../../db/sql.js'
 import { wakeEnginesFor } from '../engine-wake.js'
+import { pausedWhere } from '../pauses/index.js'
 import { appendEvents } from './events.js'
 import { lockMembers, memberBusy, membersFor } from './members.js'
 import { type RunRow } from './rows.js'
@@ -76,8 +77,9 @@ export async function advance(
 /**
  * Admits pending runs: the oldest due run of each lane becomes queued when no run of its lane is
  * queued, running, blocked or paused, and a holder of the role is free (the holder it already had, for
- * a run coming back from a gate). Lane heads that cannot move now (their lane is busy, or nobody who
- * could take them is free) are passed over before the oldest are taken, so a backlog that waits (one
+ * a run coming back from a gate), unless its task or enterprise is paused (issue 50). Lane heads that
+ * cannot move now (their lane is busy, its task paused, or nobody who could take them is free) are
+ * passed over before the oldest are taken, so a backlog that waits (one
  * enterprise's busy holder, say) never keeps other runs from being looked at. Lanes are taken with
  * try-locks, so engines and starts working on a lane are skipped, never waited for; the lanes are read
  * again by a later statement, whose snapshot sees every change made under those locks. Answers how many
@@ -91,7 +93,7 @@ export async function admitPending(
   const moved = await transaction(db, async (tx) => {
     const lanes = await tx<{ id: string }[]>`
       with heads as materialized (
-        select distinct on (lane) id, lane, created_at, task_id, member_id, overlap_policy
+        select distinct on (lane) id, lane, created_at, enterprise_id, task_id, member_id, overlap_policy
           from runs
          where status = 'pending' and (not_before is null or not_before <= now())
          order by lane, created_at, id
@@ -107,6 +109,8 @@ export async function admitPending(
         select h.id, h.lane
           from (select * from heads order by created_at, id) h
          where h.lane not in (select lane from busy)
+           -- A paused task's lane (a lane is one task's) waits for the resume (issue 50).
+           and not ${pausedWhere(tx, tx`h.enterprise_id`, tx`h.task_id`)}
            and (h.overlap_policy = 'os'
                 or case when h.member_id is not null then not ${memberBusy(tx, tx`h.member_id`)}
                         -- no role (or no task): admission fails the run, so it is taken too
@@ -136,6 +140,7 @@ export async function admitPending(
         left join tasks t on t.id = r.task_id
         ${assigneeRoleJoin(tx)}
        where r.status = 'pending' and (r.not_before is null or r.not_before <= now())
+         and not ${pausedWhere(tx, tx`r.enterprise_id`, tx`r.task_id`)}
          and not exists (
            -- A probe of the run's lane through runs_lane_busy, for each run: the status list is the
            -- index's own, and offset 0 keeps the planner from making it a join it plans from what it
@@ -261,7 +266,10 @@ export async function dispatchQueued(
       and (r.team_id is null
            or exists (select 1 from teams tm
                        where tm.id = r.team_id
-                         and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))`
+                         and (tm.concurrent_run_limit is null or tm.running_count < tm.concurrent_run_limit)))
+      -- A run queued as its task or enterprise was paused (a start that committed meanwhile) waits
+      -- queued for the resume instead of starting (issue 50).
+      and not ${pausedWhere(tx, tx`r.enterprise_id`, tx`r.task_id`)}`
     // Deterministic runs and the others apart, each the oldest first: the deterministic ones through
     // their own index (runs_queued_deterministic, migration 0032), so a backlog of runs waiting for a
     // free slot is not read past at every step; the others no more than the slots.

@@ -15,6 +15,7 @@ import { transaction, type Db, type Fragment } from '../../db/sql.js'
 import { finishAll } from './ends.js'
 import { isFinished, toRun, type RunRow } from './rows.js'
 import { isUuid } from '../../../shared/ids.js'
+import { pausesInForce } from '../pauses/index.js'
 
 // Executions (spec: Concepts; Endpoints Executions; DESIGN 5): the runs linked by successors and
 // retries. An execution's id is its first run's id; its status, cost and updatedAt derive from its runs.
@@ -155,19 +156,32 @@ export async function getBoard(
   enterpriseId: string,
   filters: ExecutionFilters,
 ): Promise<Board> {
-  const rows = await executions(
-    db,
-    enterpriseId,
-    filterFragment(db, { ...filters, closed: undefined }),
-    db`order by updated_at desc`,
-  )
+  const [rows, pauses] = await Promise.all([
+    executions(
+      db,
+      enterpriseId,
+      filterFragment(db, { ...filters, closed: undefined }),
+      db`order by updated_at desc`,
+    ),
+    pausesInForce(db, enterpriseId),
+  ])
+  // Why an execution waits when its last run's task or the enterprise is paused (issue 50).
+  const own = pauses.find((p) => p.taskId === null)
+  const pauseOf = (row: ExecutionRow) => {
+    if (['failed', 'cancelled', 'complete'].includes(row.status)) return {}
+    const pause = own ?? pauses.find((p) => p.taskId === row.lastTaskId)
+    if (!pause) return {}
+    const scope = pause.taskId ? ('task' as const) : ('enterprise' as const)
+    const at = pause.pausedAt.toISOString()
+    return { paused: { scope, at, by: pause.pausedBy, reason: pause.reason } }
+  }
   return {
     lanes: boardLanes.map((lane) => ({
       lane,
       executions: rows
         .filter((r) => r.status === lane)
         .slice(0, 100)
-        .map(toExecution),
+        .map((row) => ({ ...toExecution(row), ...pauseOf(row) })),
     })),
   }
 }

@@ -22,6 +22,9 @@ export { listSteps, forkRun } from './forks.js'
 export { listPlans, getPlan } from './plans.js'
 export { listRuns, getOsToolView, getBlockers, clearFailed } from './views.js'
 
+// For the API (routes and http/): pause and resume (issue 50).
+export { pauseTask, resumeTask, pauseEnterprise, resumeEnterprise } from './pausing.js'
+
 // For the API (routes and http/) and other concepts of the domain.
 export { toRun } from './rows.js'
 export { type RunStarts } from './start.js'
@@ -53,6 +56,7 @@ export {
 export { writePlan } from './plans.js'
 export { assigneeRoleId, enqueueRuns } from './start.js'
 export { runContext, lockHeldRun, addRunCost, writeRunLog } from './work.js'
+export { runGoesOn, waitPaused } from './pausing.js'
 
 // For the engine and other concepts of the domain.
 export { appendEvent } from './events.js'

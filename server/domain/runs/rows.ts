@@ -7,6 +7,7 @@ import {
 } from '../../../shared/schemas/runs.js'
 import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import type { ModelTier } from '../../../shared/schemas/models.js'
+import type { RunPause } from '../../../shared/schemas/pauses.js'
 import { type Db } from '../../db/sql.js'
 
 // A run as stored and as answered, and reading one.
@@ -70,6 +71,8 @@ export interface RunRow {
   startedAt: Date | null
   finishedAt: Date | null
   updatedAt: Date
+  /** Not a column: the pause that holds the run, where a read asked (withPauses, a start). */
+  pause?: RunPause
 }
 
 export function toRun(row: RunRow): Run {
@@ -96,6 +99,7 @@ export function toRun(row: RunRow): Run {
       : {}),
     result: row.result,
     reason: row.reason,
+    ...(row.pause && !isFinished(row.status) ? { paused: row.pause } : {}),
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   }

@@ -13,6 +13,7 @@ import {
 } from '../../db/sql.js'
 import { metrics, metricsEnabled } from '../../metrics.js'
 import { wakeEnginesFor } from '../engine-wake.js'
+import { pausedTasks } from '../pauses/index.js'
 import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
 import { type MemoryScope, type RunRow, runChannel } from './rows.js'
 import { lockMembers, membersFor } from './members.js'
@@ -443,8 +444,11 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
   if (runnable.length > 0) {
     const lanes = [...new Set(runnable.map((r) => r.lane))]
     const waiting = runnable.filter((r) => r.task.overlapPolicy !== 'os')
-    // Pipelined: the server runs them in this order, each after the one before has its locks.
-    const [, , busyLanes, holders] = await Promise.all([
+    // Pipelined: the server runs them in this order, each after the one before has its locks. The
+    // pauses are read after the tasks' share locks: a task's pause holds its row lock to its commit,
+    // so a start either commits before the pause (which then sends its queued run back to pending) or
+    // sees it here (issue 50).
+    const [, , busyLanes, holders, paused] = await Promise.all([
       lockLanes(tx, lanes),
       lockMembers(tx, { roleIds: [...new Set(waiting.map((r) => r.task.roleId))] }),
       tx<{ lane: string }[]>`
@@ -452,10 +456,23 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
          where lane = any(${tx.array(lanes)}::text[])
            and ${literalIn(tx, 'status', underWayStatuses)}`,
       membersFor(tx, { roleIds: [...new Set(runnable.map((r) => r.task.roleId))] }),
+      pausedTasks(
+        tx,
+        runnable.map((r) => ({ enterpriseId: r.task.enterpriseId, taskId: r.task.id })),
+      ),
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
     const decided = runnable.map(({ i, task, lane }) => {
       const { input, origin, memoryScope, startedBy } = starts[i]!
+      // A paused task's start is accepted and waits pending, whatever its lane and holders: admission
+      // passes it over until the resume (issue 50).
+      const pause = paused.get(task.id)
+      if (pause)
+        return {
+          refusal: undefined,
+          pause,
+          run: { task, input, origin, memoryScope, startedBy, status: 'pending' } satisfies NewRun,
+        }
       const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
       const refusal = busy.has(lane)
         ? new ApiError('overlap', `Task ${task.slug} already has a run under way in this lane.`)
@@ -466,6 +483,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
       if (!refusal || origin !== 'api') busy.add(lane)
       return {
         refusal,
+        pause,
         run: startedRun({ task, input, origin, memberId, memoryScope, startedBy }, refusal),
       }
     })
@@ -474,8 +492,9 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
       tx,
       decided.map((d) => d.run),
     )
-    const started = decided.map(({ refusal }, k): Started => {
+    const started = decided.map(({ refusal, pause }, k): Started => {
       const run = runs[k]!
+      if (pause) run.pause = pause
       // A start that waits (pending) was not refused.
       if (!refusal || run.status !== 'skipped_overlap') return { run }
       return { run, refusal: new ApiError(refusal.code, refusal.message, { runId: run.id }) }

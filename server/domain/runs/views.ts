@@ -8,6 +8,7 @@ import { listRunGates } from './gates.js'
 import { forksOf } from './forks.js'
 import { modelCallTotals } from './journal.js'
 import { listEvents, toEvent, type EventRow } from './events.js'
+import { withPauses } from './pausing.js'
 import { loadRun, toRun, type RunRow } from './rows.js'
 
 // What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
@@ -73,6 +74,8 @@ async function readRunDetail(
       { n: number }[]
     >`select count(*)::int as n from runs where execution_id = ${run.executionId}`,
     modelCallTotals(db, id),
+    // Why it waits, when its task or enterprise is paused (issue 50): set on the row for toRun.
+    withPauses(db, enterpriseId, [run]),
   ])
   const forks = forksOf(nextRuns)
   return {
@@ -126,7 +129,7 @@ export async function listRuns(
     >`select * from runs where ${where} ${orderBy(db, page, runSortColumns)} limit ${page.limit} offset ${page.offset}`,
     db<{ n: number }[]>`select count(*)::int as n from runs where ${where}`,
   ])
-  return envelope(rows.map(toRun), count!.n, page)
+  return envelope((await withPauses(db, enterpriseId, rows)).map(toRun), count!.n, page)
 }
 
 /** GET /v1/runs/{id}/log: the full log once stored, else 404 log_not_found. */

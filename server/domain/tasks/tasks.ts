@@ -19,6 +19,7 @@ import { cleanSlug, slugFromName } from '../../../shared/slug.js'
 import { validName, validSlug } from '../../../shared/names.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
+import { pauseOf } from '../pauses/index.js'
 import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
 import { requireTeam } from '../org/index.js'
@@ -267,12 +268,13 @@ export async function readTask(
   apiBase: string,
 ): Promise<TaskRead> {
   const task = await loadTask(db, enterpriseId, id)
-  const [versions, enterprise, schedule] = await Promise.all([
+  const [versions, enterprise, schedule, paused] = await Promise.all([
     db<VersionRow[]>`
       select id, task_id, number, definition, message, created_at from task_versions
        where task_id = ${id} order by number desc`,
     db<{ slug: string }[]>`select slug from enterprises where id = ${enterpriseId}`,
     getSchedule(db, enterpriseId, id, task.status),
+    pauseOf(db, enterpriseId, id),
   ])
   const counts = await runCounts(
     db,
@@ -301,6 +303,7 @@ export async function readTask(
     sourceChatId: task.sourceChatId,
     detached: task.detachedAt !== null,
     schedule,
+    paused,
   }
 }
 

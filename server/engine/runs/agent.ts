@@ -1,4 +1,5 @@
 import type { Provider } from '../../../shared/schemas/models.js'
+import type { RunPause } from '../../../shared/schemas/pauses.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
 import { onCommit, retryConflicts, transaction, type Db, type Sql } from '../../db/sql.js'
@@ -13,7 +14,8 @@ import {
   insertToolDone,
   journalHead,
   addRunCost,
-  holdsRun,
+  runGoesOn,
+  waitPaused,
   lockHeldRun,
   runContext,
   writeRunLog,
@@ -135,7 +137,11 @@ class RunExecution {
     await this.prepare()
     await this.settleInterrupted()
     for (;;) {
-      if (this.context.signal.aborted || !(await this.stillMine())) return
+      if (this.context.signal.aborted) return
+      // Between two steps: a run no longer this engine's stops; a paused one waits (issue 50).
+      const goes = await runGoesOn(this.sql, this.context.engineId, this.run.id)
+      if (goes === 'lost') return
+      if (goes !== 'go') return this.waitPaused(goes)
       const pending = this.journal.pendingCalls()
       const next = pending.length ? await this.toolCalls(pending) : await this.modelCall()
       if (next === 'stop') return
@@ -222,11 +228,6 @@ class RunExecution {
       )
       this.toolsSize = JSON.stringify(this.tools).length
     }
-  }
-
-  /** Whether the run is still running under this engine's lease (it may have been cancelled). */
-  private stillMine(): Promise<boolean> {
-    return holdsRun(this.sql, this.context.engineId, this.run.id)
   }
 
   /**
@@ -693,6 +694,15 @@ class RunExecution {
     })
     if (held) await this.writeLog()
     return 'stop'
+  }
+
+  /**
+   * Its task or enterprise is paused: the run goes back to pending after the step it made, leaving its
+   * lease and slot; admission takes it again after the resume and it goes on from its journal.
+   */
+  private async waitPaused(pause: RunPause): Promise<void> {
+    const waiting = await this.whileMine((tx, run) => waitPaused(tx, run, pause))
+    if (waiting) await this.writeLog()
   }
 
   /**

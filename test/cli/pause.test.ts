@@ -1,0 +1,82 @@
+import { beforeAll, describe, expect, it } from 'vitest'
+import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+
+// osctl tasks pause|resume and enterprise pause|resume (issue 50), in process against a real daemon
+// (its engine included): a start of a paused task waits, `runs list` and `runs get` say why, and the
+// resume lets it go.
+
+let cli: CliDaemon
+let slug = ''
+beforeAll(async () => {
+  cli = await startCliDaemon('Pause Co')
+  const task = await cli.json([
+    'tasks',
+    'create',
+    '--name',
+    'Mailer',
+    '--kind',
+    'deterministic',
+    '--role',
+    'ceo',
+  ])
+  slug = task.slug
+})
+
+describe('osctl tasks pause|resume', () => {
+  it('pauses with a reason, shows why a run waits, and resumes', async () => {
+    const paused = await osctl(['tasks', 'pause', slug, '--reason', 'sends wrong mail'], cli.env)
+    expect(paused.exitCode, paused.stderr).toBe(0)
+    expect(paused.stdout).toMatch(
+      /^task mailer paused: yes, since \S+ by token:\S+: sends wrong mail\n$/,
+    )
+    const task = await cli.json(['tasks', 'get', slug])
+    expect(task.paused).toMatchObject({
+      reason: 'sends wrong mail',
+      by: expect.stringMatching(/^token:/),
+    })
+    expect((await osctl(['tasks', 'get', slug], cli.env)).stdout).toMatch(
+      /paused\s+yes, since .* sends wrong mail/,
+    )
+
+    const run = await cli.json(['runs', 'start', slug])
+    expect(run).toMatchObject({ status: 'pending', paused: { scope: 'task' } })
+    const list = await osctl(['runs', 'list', '--task', slug], cli.env)
+    expect(list.exitCode, list.stderr).toBe(0)
+    expect(list.stdout).toMatch(/WAITS/)
+    expect(list.stdout).toContain('task paused: sends wrong mail')
+    expect((await osctl(['runs', 'get', run.id], cli.env)).stdout).toMatch(
+      /waits\s+task paused: sends wrong mail/,
+    )
+
+    const resumed = await osctl(['tasks', 'resume', slug], cli.env)
+    expect(resumed.exitCode, resumed.stderr).toBe(0)
+    expect(resumed.stdout).toBe(`task ${slug} resumed\n`)
+    const waited = await osctl(['runs', 'wait', run.id, '--timeout', '20'], cli.env)
+    expect(waited.exitCode, waited.stderr).toBe(0)
+    // Nothing waits any more: the column is gone.
+    expect((await osctl(['runs', 'list', '--task', slug], cli.env)).stdout).not.toMatch(/WAITS/)
+  })
+
+  it('needs --reason to pause (usage, exit 2)', async () => {
+    const res = await osctl(['tasks', 'pause', slug], cli.env)
+    expect(res.exitCode).toBe(2)
+    expect(res.stderr).toContain('--reason')
+  })
+})
+
+describe('osctl enterprise pause|resume', () => {
+  it('pauses everything with a reason and resumes; show says so', async () => {
+    const paused = await cli.json(['enterprise', 'pause', '--reason', 'provider outage'])
+    expect(paused.paused).toMatchObject({ reason: 'provider outage' })
+    expect((await osctl(['enterprise', 'show'], cli.env)).stdout).toMatch(
+      /paused\s+yes, since .* provider outage/,
+    )
+    const run = await cli.json(['runs', 'start', slug])
+    expect(run.paused).toMatchObject({ scope: 'enterprise', reason: 'provider outage' })
+    const resumed = await osctl(['enterprise', 'resume', '--reason', 'back'], cli.env)
+    expect(resumed.exitCode, resumed.stderr).toBe(0)
+    expect(resumed.stdout).toBe('enterprise resumed\n')
+    expect((await osctl(['enterprise', 'show'], cli.env)).stdout).toMatch(/paused\s+no\n/)
+    expect((await osctl(['runs', 'wait', run.id, '--timeout', '20'], cli.env)).exitCode).toBe(0)
+  })
+})
