@@ -32,10 +32,10 @@ export const exitCodeTable: Record<
   },
   unreachable: {
     meaning:
-      "osd could not be reached (refused, timed out, a proxy's 502/503/504 that is not osd's), or the URL is wrong (not a URL, not osd's API: its path ends in /v1); `osctl diff`: any other failure too (kubectl's shape: its 1 means something would change)",
+      "osd could not be reached (refused, timed out, an error answered without osd's JSON: a proxy's 502 while osd is down), or the URL is wrong (not an http(s) URL, or a path that does not end in /v1); `osctl diff`: any other failure too (kubectl's shape: its 1 means something would change)",
   },
   auth: {
-    meaning: 'credentials: no token, or the daemon refused it (401) or refused it this (403)',
+    meaning: 'credentials: no token, or the daemon refused it (401) or what it asked for (403)',
   },
   pending: {
     meaning: "still pending: a wait's timeout passed first (the run or gate carries on in osd)",
