@@ -126,11 +126,10 @@ export function route<
   const queryNames = def.query ? declaredNames(def.query) : undefined
   app.on(def.method.toUpperCase(), honoPath, async (c) => {
     // Params and query are only read when declared: each read builds an object per request.
+    const params = def.params ? storableParams(c.req.param()) : {}
     const input = {
       params: def.params
-        ? parse(def.params, storableParams(c.req.param()), (e) =>
-            notFoundFor(e, def.notFound ?? 'not_found', c.req.param()),
-          )
+        ? parse(def.params, params, (e) => notFoundFor(e, def.notFound ?? 'not_found', params))
         : {},
       query: def.query
         ? parse(def.query, storableQuery(c.req.query(), queryNames), (e) =>
