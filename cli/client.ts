@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici'
-import { ApiRequestError, UnreachableError, noTokenError } from './errors.js'
+import { ApiRequestError, UnreachableError, exitCodes, noTokenError } from './errors.js'
 
 export type Query = Record<string, string | number | boolean | undefined>
 
@@ -25,11 +25,18 @@ export class ApiClient {
   /** When the token expires, as the daemon's last answer said; undefined for a token without expiry. */
   tokenExpiresAt: string | undefined
 
+  /** `baseUrl` as apiBaseUrl() makes it: an unusable one throws (exit 3) before anything is sent. */
+  readonly baseUrl: string
+
   constructor(
-    readonly baseUrl: string,
+    baseUrl: string,
     readonly token: string | undefined,
     private readonly dispatcher?: Dispatcher,
-  ) {}
+    /** Where the URL came from, for the words of a refusal: `--url`, `OSCTL_URL`, `profile "p"`. */
+    from?: string,
+  ) {
+    this.baseUrl = apiBaseUrl(baseUrl, from)
+  }
 
   /** `path` is relative to the base URL (which ends in /v1); a leading /v1 is accepted too. */
   url(path: string, query?: Query): string {
@@ -89,7 +96,7 @@ export class ApiClient {
     }
     const answer = await this.raw(method, path, options)
     const parsed = decode(answer)
-    if (answer.status >= 400) throw apiError(answer.status, parsed)
+    if (answer.status >= 400) throw apiError(answer.status, parsed, this.baseUrl)
     return parsed as T
   }
 
@@ -127,7 +134,11 @@ export class ApiClient {
     if (res.statusCode >= 400) {
       const body = Buffer.from(await res.body.arrayBuffer())
       const contentType = String(res.headers['content-type'] ?? '')
-      throw apiError(res.statusCode, decode({ status: res.statusCode, contentType, body }))
+      throw apiError(
+        res.statusCode,
+        decode({ status: res.statusCode, contentType, body }),
+        this.baseUrl,
+      )
     }
     return res.body
   }
@@ -189,8 +200,22 @@ export function decode(answer: RawAnswer): unknown {
   }
 }
 
-/** Reads the code out of either error shape (spec: Errors, Two body shapes). */
-export function apiError(status: number, body: unknown): ApiRequestError {
+/**
+ * Reads the code out of either error shape (spec: Errors, Two body shapes). An error answered without a
+ * JSON object is not osd's (osd answers every error so): a proxy's 502 while osd is down, or another
+ * server at the URL; given the `baseUrl` asked, it exits 3 (issue 51: osd not reached, or the URL is
+ * wrong) and says so.
+ */
+export function apiError(status: number, body: unknown, baseUrl?: string): ApiRequestError {
+  if (baseUrl !== undefined && (typeof body !== 'object' || body === null)) {
+    return new ApiRequestError(
+      status,
+      `http_${status}`,
+      `${baseUrl} answered ${status} without osd's JSON: osd is not reached there (down behind a proxy, or the URL is another server's; osd's API ends in /v1)`,
+      body,
+      exitCodes.unreachable,
+    )
+  }
   const b = (typeof body === 'object' && body) || {}
   const shaped = b as { error?: unknown; message?: unknown; statusCode?: unknown }
   const framework = typeof shaped.statusCode === 'number'
@@ -202,6 +227,7 @@ export function apiError(status: number, body: unknown): ApiRequestError {
     : String(shaped.error ?? `http_${status}`)
   const message = framework ? String(shaped.message) : String(shaped.message ?? code)
   if (status === 401) {
+    // Its words name the status: report() does not add it again (issue 51).
     return new ApiRequestError(
       status,
       code,
@@ -210,4 +236,29 @@ export function apiError(status: number, body: unknown): ApiRequestError {
     )
   }
   return new ApiRequestError(status, code, message, body)
+}
+
+/**
+ * The API's base URL from what the user gave (--url, OSCTL_URL, a profile; issue 51). Every route of
+ * osd's API lives under /v1: a URL naming only a host and port (`http://127.0.0.1:8080`, what osd says
+ * it listens on) gets /v1 added; a URL with another path that does not end in /v1 is refused, naming the
+ * one meant, as is text that is not an http(s) URL. Refused in one line, exit 3 (the URL is wrong).
+ */
+export function apiBaseUrl(given: string, from?: string): string {
+  const named = `${from ? `${from} ` : ''}"${given}"`
+  let url: URL
+  try {
+    url = new URL(given)
+  } catch {
+    throw new UnreachableError(`${named} is not a URL: give osd's as http://HOST:PORT/v1`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UnreachableError(`${named} is not an http(s) URL: give osd's as http://HOST:PORT/v1`)
+  const path = url.pathname.replace(/\/+$/, '')
+  if (path === '' && !url.search && !url.hash) return `${url.origin}/v1`
+  if (path.endsWith('/v1') && !url.search && !url.hash) return `${url.origin}${path}`
+  const meant = `${url.origin}${path.includes('/v1/') ? path.slice(0, path.indexOf('/v1/') + 3) : `${path}/v1`}`
+  throw new UnreachableError(
+    `${named} does not end in /v1, under which osd's API lives: did you mean ${meant}?`,
+  )
 }

@@ -4,6 +4,7 @@ import { ApiClient } from './client.js'
 import { CliError, UsageError, exitCodes } from './errors.js'
 import { terminalOutput, type Output } from './output.js'
 import { ProfileStore, resolveTarget, type Target } from './profiles.js'
+import { didYouMean } from './suggest.js'
 
 export interface GlobalOptions {
   url?: string
@@ -40,6 +41,24 @@ export interface Deps {
   stdin(): Promise<string>
 }
 
+/**
+ * The target, unless it is of a profile named by --profile or OSCTL_PROFILE that does not exist (issue
+ * 51): a typo would otherwise send to the default URL without a token. Refused (exit 2) naming it and
+ * the profiles there are. `auth login --profile NEW` makes a profile and reads no target.
+ */
+function knownProfile(globals: GlobalOptions, target: Target, store: ProfileStore): Target {
+  const named = globals.profile || process.env.OSCTL_PROFILE
+  if (!named || store.get(named)) return target
+  const names = store.list().map((p) => p.name)
+  const from = globals.profile ? '--profile' : 'OSCTL_PROFILE'
+  throw new UsageError(
+    `no profile "${named}" (${from})${didYouMean(named, names)}: ` +
+      (names.length
+        ? `the profiles are ${names.map((n) => `"${n}"`).join(', ')}`
+        : 'there are none yet; make one with `osctl auth login --profile NAME`'),
+  )
+}
+
 /** Where a question is typed (stdin) and asked (stderr); tests give their own. */
 export interface Terminal {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean }
@@ -53,13 +72,15 @@ export function makeDeps(
   let store: ProfileStore | undefined
   const profiles = () => (store ??= new ProfileStore())
   let target: Target | undefined
-  const resolve = () => (target ??= resolveTarget(globals, profiles()))
+  const resolve = () =>
+    (target ??= knownProfile(globals, resolveTarget(globals, profiles()), profiles()))
   let client: ApiClient | undefined
   return {
     out: terminalOutput(Boolean(globals.json)),
     globals,
     target: resolve,
-    client: () => (client ??= new ApiClient(resolve().url, resolve().token)),
+    client: () =>
+      (client ??= new ApiClient(resolve().url, resolve().token, undefined, resolve().urlFrom)),
     connect: (url, token) => new ApiClient(url, token),
     profiles,
     async confirm(question) {

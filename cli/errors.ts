@@ -1,10 +1,18 @@
-// Exit codes (DESIGN 9): 0 success, 1 the API refused or failed, 2 usage error or cancelled,
-// 3 `osctl diff` failed (kubectl's shape: its 1 means "something would change"), 4 no or bad
-// credentials, 8 still pending (a wait ran out of time).
-export const exitCodes = { ok: 0, failed: 1, usage: 2, diffError: 3, auth: 4, pending: 8 } as const
+// Exit codes (DESIGN 9; issue 51: a pipeline tells failures apart by them): 0 success, 1 the run failed
+// or the API refused, 2 usage error or cancelled, 3 osd could not be reached or the URL is wrong (and
+// any failure of `osctl diff`, kubectl's shape: its 1 means "something would change"), 4 no or bad
+// credentials (401, 403), 8 still pending (a wait ran out of time).
+export const exitCodes = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  unreachable: 3,
+  auth: 4,
+  pending: 8,
+} as const
 
 /**
- * What each exit code means, and the commands that answer it beyond every command's 0, 1, 2 and 4:
+ * What each exit code means, and the commands that answer it beyond every command's 0, 1, 2, 3 and 4:
  * the table of docs/osctl.md (scripts/cli-reference.ts). test/cli/exit-codes.test.ts holds the
  * commands named here to the command tree, and osctl's sources to these codes.
  */
@@ -15,18 +23,20 @@ export const exitCodeTable: Record<
   ok: { meaning: 'success; for `osctl diff`, nothing would change' },
   failed: {
     meaning:
-      'the API refused or failed (`error: <code>: <message> (<status>)` on stderr); a wait: the run ended otherwise, the gate was decided otherwise; `osctl diff`: something would change; `osctl health`: the daemon is degraded',
-    commands: ['diff', 'runs wait', 'wait run', 'wait gate', 'health'],
+      'the API refused or failed (`error: <code>: <message> (<status>)` on stderr), or a name matched nothing; a wait: the run failed or ended otherwise, the gate was decided otherwise; `osctl diff`: something would change; `osctl health`: the daemon is degraded',
+    commands: ['diff', 'runs wait', 'runs start', 'wait run', 'wait gate', 'health'],
   },
   usage: {
     meaning:
-      'a usage error (an unknown command or option, a bad value, a file that is not YAML, a `--jq` filter that fails), or cancelled',
+      'a usage error (an unknown command, option or profile, a bad value, a file that is not YAML, a `--jq` filter that fails), or cancelled',
   },
-  diffError: {
-    meaning: "`osctl diff` failed (kubectl's shape: its 1 means something would change)",
-    commands: ['diff'],
+  unreachable: {
+    meaning:
+      "osd could not be reached (refused, timed out, an error answered without osd's JSON: a proxy's 502 while osd is down), or the URL is wrong (not an http(s) URL, or a path that does not end in /v1); `osctl diff`: any other failure too (kubectl's shape: its 1 means something would change)",
   },
-  auth: { meaning: 'no token, or the daemon refused it (401)' },
+  auth: {
+    meaning: 'credentials: no token, or the daemon refused it (401) or what it asked for (403)',
+  },
   pending: {
     meaning: "still pending: a wait's timeout passed first (the run or gate carries on in osd)",
     commands: ['runs wait', 'runs start', 'runs fork', 'wait run', 'wait gate'],
@@ -36,6 +46,11 @@ export const exitCodeTable: Record<
 export class CliError extends Error {
   /** What to do about it, printed on a line of its own after the error. */
   hint?: string
+  /**
+   * The command has printed its JSON answer already (a wait prints the run, then exits 1 or 8): with
+   * --json, report() adds no error document to stdout.
+   */
+  printed?: boolean
   constructor(
     message: string,
     readonly exitCode: number = exitCodes.failed,
@@ -44,8 +59,20 @@ export class CliError extends Error {
   }
 }
 
-/** The daemon could not be reached at all (refused, reset, timed out): nothing was answered. */
-export class UnreachableError extends CliError {}
+/** A failure told after the command printed its answer (the run a wait ends with): no second JSON. */
+export function afterAnswer(message: string, exitCode: number): CliError {
+  return Object.assign(new CliError(message, exitCode), { printed: true })
+}
+
+/**
+ * The daemon could not be reached at all (refused, reset, timed out: nothing was answered), or the URL
+ * names no osd (not a URL; an answer that is not osd's): exit 3.
+ */
+export class UnreachableError extends CliError {
+  constructor(message: string) {
+    super(message, exitCodes.unreachable)
+  }
+}
 
 export class UsageError extends CliError {
   constructor(message: string) {
@@ -73,7 +100,8 @@ export class ApiRequestError extends CliError {
     readonly code: string,
     message: string,
     readonly body: unknown,
+    exitCode: number = status === 401 || status === 403 ? exitCodes.auth : exitCodes.failed,
   ) {
-    super(message, status === 401 ? exitCodes.auth : exitCodes.failed)
+    super(message, exitCode)
   }
 }

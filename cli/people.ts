@@ -26,7 +26,7 @@ const tokenRefusals = new Set([
 
 /**
  * Calls portal-only routes, which answer a person's session only. A refusal keeps the API's words
- * (exit 1) and gains a hint: a token's refusal says a person must sign in; a session that has ended
+ * (exit 4: credentials) and gains a hint: a token's refusal says a person must sign in; a session that has ended
  * says to sign in again.
  */
 export async function asPerson<T>(deps: Deps, call: (client: ApiClient) => Promise<T>): Promise<T> {

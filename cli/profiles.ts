@@ -118,6 +118,8 @@ export interface Target {
   tokenSource: 'flag' | 'env' | 'profile' | 'none'
   /** A person's session or an API token (a token of a flag or the environment: by its prefix). */
   kind: CredentialKind
+  /** Where the URL came from, in the words of a refusal of it: `--url`, `OSCTL_URL`, `profile "p"`. */
+  urlFrom?: string
 }
 
 /** Precedence (DESIGN 9): flag > OSCTL_URL / OSCTL_TOKEN / OSCTL_PROFILE > the active profile > default. */
@@ -138,6 +140,13 @@ export function resolveTarget(
   return {
     kind,
     url: flags.url || env.OSCTL_URL || profile?.url || defaultUrl,
+    urlFrom: flags.url
+      ? '--url'
+      : env.OSCTL_URL
+        ? 'OSCTL_URL'
+        : profile?.url
+          ? `profile "${name}"'s URL`
+          : 'the default URL',
     token,
     profile: name,
     tokenSource: flags.token

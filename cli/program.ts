@@ -231,7 +231,10 @@ export async function buildProgram(makeDeps: MakeDeps, argv?: readonly string[])
   const program = new OsctlCommand('osctl')
     .description('osctl: drive osd, the task automation service, from a terminal or a pipeline')
     .version(packageVersion)
-    .option('--url <url>', 'API base URL ending in /v1 (env OSCTL_URL)')
+    .option(
+      '--url <url>',
+      'API base URL ending in /v1; http://HOST:PORT alone gets it (env OSCTL_URL)',
+    )
     .option('--token <token>', 'API token (env OSCTL_TOKEN)')
     .option('--profile <name>', 'profile to use (env OSCTL_PROFILE)')
     .option('--json', 'print the API JSON unchanged')

@@ -1,6 +1,7 @@
 import { isUuid } from '../shared/ids.js'
 import type { ApiClient } from './client.js'
 import { CliError, UsageError } from './errors.js'
+import { didYouMean } from './suggest.js'
 
 export { isUuid }
 
@@ -10,9 +11,18 @@ export function idRef(ref: string, what: string, by = 'its id'): string {
   return ref
 }
 
+/** What a name that matched nothing is compared with, for "did you mean" (issue 51). */
+export interface Suggestions<T> {
+  /** The names of a record a user may type (a slug; a member's name and email). */
+  names: (record: T) => string[]
+  /** The records to compare with, when `list` answers only those that match (the task list by slug). */
+  all?: () => Promise<T[]>
+}
+
 /**
  * An id from what the user typed: an id as it is, else the one record of `path`'s list whose fields
  * match (a slug, an email, a name). Arguments accept an id or a slug where the API has slugs (DESIGN 9).
+ * A name that matches nothing says which names are close, as a mistyped command does.
  */
 export async function resolveRef<T extends { id: string }>(
   client: ApiClient,
@@ -21,11 +31,18 @@ export async function resolveRef<T extends { id: string }>(
   list: () => Promise<T[]>,
   matches: (record: T, ref: string) => boolean,
   describe: (record: T) => string = (r) => r.id,
+  suggestions?: Suggestions<T>,
 ): Promise<string> {
   if (isUuid(ref)) return ref
-  const found = (await list()).filter((record) => matches(record, ref))
+  const listed = await list()
+  const found = listed.filter((record) => matches(record, ref))
   if (found.length === 1) return found[0]!.id
-  if (found.length === 0) throw new CliError(`no ${what} "${ref}"`)
+  if (found.length === 0) {
+    const candidates = suggestions
+      ? ((await suggestions.all?.()) ?? listed).flatMap(suggestions.names)
+      : []
+    throw new CliError(`no ${what} "${ref}"${didYouMean(ref, candidates)}`)
+  }
   throw new CliError(
     `"${ref}" names ${found.length} ${what}s: ${found.map(describe).join(', ')}; use an id`,
   )
@@ -38,6 +55,8 @@ export function teamId(client: ApiClient, ref: string): Promise<string> {
     ref,
     () => client.get<{ id: string; slug: string }[]>('/teams'),
     (t, r) => t.slug === r,
+    undefined,
+    { names: (t) => [t.slug] },
   )
 }
 
@@ -49,6 +68,7 @@ export function memberId(client: ApiClient, ref: string): Promise<string> {
     () => client.get<{ id: string; email: string; name: string }[]>('/members'),
     (m, r) => m.email.toLowerCase() === r.toLowerCase() || m.name === r,
     (m) => `${m.name} <${m.email}> (${m.id})`,
+    { names: (m) => [m.name, m.email] },
   )
 }
 
@@ -61,6 +81,7 @@ export function roleId(client: ApiClient, ref: string): Promise<string> {
     (role, r) => role.slug === r,
     (role) =>
       `${role.slug} (${role.teamId ? `team ${role.teamId}` : 'enterprise-wide'}: ${role.id})`,
+    { names: (role) => [role.slug] },
   )
 }
 
@@ -79,5 +100,8 @@ export function taskId(client: ApiClient, ref: string): Promise<string> {
         })
       ).data,
     (t, r) => t.slug === r,
+    undefined,
+    // The list above answers only the slug asked for: a miss compares with every task's.
+    { names: (t) => [t.slug], all: () => client.all<{ id: string; slug: string }>('/tasks') },
   )
 }

@@ -45,6 +45,11 @@ export function startSpinner(out: Output, text: string, now: () => number = Date
 }
 
 /** 9s, 2m05s, 1h02m. */
+/** 0.4s, 12.0s, 2m05s: how long a run took. */
+export function duration(ms: number): string {
+  return ms < 60_000 ? `${(Math.max(0, ms) / 1000).toFixed(1)}s` : elapsed(ms)
+}
+
 export function elapsed(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000))
   if (s < 60) return `${s}s`

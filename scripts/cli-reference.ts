@@ -93,7 +93,7 @@ export async function renderReference(): Promise<string> {
     '',
     ...optionLines(help, program),
     '',
-    'Exit codes (every command: 0, 1, 2 and 4; the others only where named):',
+    'Exit codes (every command: 0, 1, 2, 3 and 4; the others only where named):',
     '',
     '| code | meaning | commands |',
     '| --- | --- | --- |',

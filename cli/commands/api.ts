@@ -31,7 +31,11 @@ export async function callApi(
   if (answer.body.length) {
     deps.out.write(typeof parsed === 'string' ? parsed : JSON.stringify(parsed, null, 2) + '\n')
   }
-  if (answer.status >= 400) throw apiError(answer.status, parsed)
+  // With --json, the error body printed above is the one document on stdout (report() adds none).
+  if (answer.status >= 400)
+    throw Object.assign(apiError(answer.status, parsed, client.baseUrl), {
+      printed: answer.body.length > 0,
+    })
 }
 
 export function registerApi(program: Command, makeDeps: MakeDeps): void {

@@ -260,9 +260,12 @@ async function waitForTurn(
     }
     if (Date.now() >= deadline) {
       if (deps.out.json) show(deps.out, replies, () => {})
-      throw new CliError(
-        `no reply yet after ${timeout}s; read it later with osctl chats get ${id}`,
-        exitCodes.pending,
+      throw Object.assign(
+        new CliError(
+          `no reply yet after ${timeout}s; read it later with osctl chats get ${id}`,
+          exitCodes.pending,
+        ),
+        { printed: deps.out.json },
       )
     }
   }

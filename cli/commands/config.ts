@@ -8,7 +8,7 @@ import type {
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import { readDocuments, secretsOf, toYaml, unifiedDiff, writeExport } from '../config-files.js'
 import type { Deps } from '../deps.js'
-import { ApiRequestError, CliError, exitCodes } from '../errors.js'
+import { ApiRequestError, CliError, afterAnswer, exitCodes } from '../errors.js'
 import { printJson, show } from '../output.js'
 import { safeText } from '../safe-text.js'
 import { about } from './about.js'
@@ -59,9 +59,10 @@ export async function diff(deps: Deps, opts: { file: string; prune?: boolean }):
         throw withSource(err, sources)
       })
   } catch (err) {
-    // kubectl's shape: 1 means "something would change", so an error that would exit 1 exits 3.
+    // kubectl's shape: 1 means "something would change", so an error that would exit 1 exits 3, the
+    // code of the other failures that are not osctl's usage or credentials (osd out of reach).
     if (err instanceof CliError && err.exitCode === exitCodes.failed)
-      Object.defineProperty(err, 'exitCode', { value: exitCodes.diffError })
+      Object.defineProperty(err, 'exitCode', { value: exitCodes.unreachable })
     throw err
   }
   const changes = plan.changes.filter((c) => c.action !== 'unchanged')
@@ -80,7 +81,7 @@ export async function diff(deps: Deps, opts: { file: string; prune?: boolean }):
         if (field.path.endsWith('(value)'))
           deps.out.write(`# ${safeText(field.path)}: ${safeText(String(field.new))}\n`)
     }
-  if (changes.length > 0) throw new CliError('', exitCodes.failed)
+  if (changes.length > 0) throw afterAnswer('', exitCodes.failed)
 }
 
 const verbs: Record<ConfigChange['action'], string> = {

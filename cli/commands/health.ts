@@ -3,7 +3,7 @@ import type { Health } from '../../shared/schemas/common.js'
 import { decode } from '../client.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { CliError } from '../errors.js'
+import { afterAnswer, exitCodes } from '../errors.js'
 import { colour, show } from '../output.js'
 import { safeText } from '../safe-text.js'
 import { about } from './about.js'
@@ -19,7 +19,10 @@ export async function health(deps: Deps): Promise<void> {
     ),
   )
   if (answer.status !== 200)
-    throw new CliError(`the daemon is ${body.status ?? 'unhealthy'} (${answer.status})`)
+    throw afterAnswer(
+      `the daemon is ${body.status ?? 'unhealthy'} (${answer.status})`,
+      exitCodes.failed,
+    )
 }
 
 export function registerHealth(program: Command, makeDeps: MakeDeps): void {

@@ -5,7 +5,7 @@ import type { RunStep, RunSteps } from '../../shared/schemas/forks.js'
 import { modelTiers } from '../../shared/values.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { ApiRequestError, CliError, UsageError, exitCodes } from '../errors.js'
+import { ApiRequestError, UsageError, afterAnswer, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
 import { followRun, waitExitCode, type FollowResult } from '../follow.js'
 import { collect, readInput } from '../inputs.js'
@@ -22,7 +22,8 @@ import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { cost } from '../money.js'
 import { idRef, taskId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
-import { elapsed, startSpinner } from '../spinner.js'
+import { duration, startSpinner } from '../spinner.js'
+import { reportToGithub } from '../github.js'
 import { about } from './about.js'
 
 export function statusText(out: Output, status: RunStatus): Styled {
@@ -148,19 +149,25 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
 /**
  * The end of a wait, with the exit code of waitExitCode (0 succeeded, 1 ended otherwise, 8 timeout).
  * On a terminal a short summary of the run (issue 27); with --json or off a terminal the run's JSON on
- * stdout and the reason on stderr, as pipelines have always read it.
+ * stdout and the reason on stderr, as pipelines have always read it. Under GitHub Actions, an
+ * `::error::` line for a run that did not succeed and the step's summary too (cli/github.ts).
  */
-function endWait(deps: Deps, result: FollowResult, timeout: number | undefined): void {
+async function endWait(
+  deps: Deps,
+  result: FollowResult,
+  timeout: number | undefined,
+): Promise<void> {
   const code = waitExitCode(result)
   const { id, status, reason } = result.run
   const human = deps.out.isTTY && !deps.out.json
   if (human) printRunSummary(deps.out, result.run)
   else printJson(deps.out, result.run)
+  await reportToGithub(result.run, { ended: result.ended, timeout }, (text) => deps.out.error(text))
   if (code === exitCodes.pending)
-    throw new CliError(`run ${id} is still ${status} after ${timeout}s`, code)
+    throw afterAnswer(`run ${id} is still ${status} after ${timeout}s`, code)
   // The summary has said how it ended and why: the exit code is left to say the rest.
   if (code !== exitCodes.ok)
-    throw new CliError(
+    throw afterAnswer(
       human ? '' : `run ${id} ${status}${reason ? `: ${safeText(reason)}` : ''}`,
       code,
     )
@@ -184,11 +191,6 @@ export function printRunSummary(out: Output, run: Run, now = Date.now()): void {
     out,
     fields.filter(([, value]) => value !== undefined && value !== null && value !== ''),
   )
-}
-
-/** 0.4s, 12.0s, 2m05s. */
-function duration(ms: number): string {
-  return ms < 60_000 ? `${(Math.max(0, ms) / 1000).toFixed(1)}s` : elapsed(ms)
 }
 
 export async function listRuns(
@@ -354,7 +356,7 @@ export async function showStarted(
 ): Promise<void> {
   if (!wait) return showRun(deps, run)
   deps.out.error(`started run ${run.id} of ${safeText(run.taskSlug)}\n`)
-  endWait(deps, await follow(deps, run.id, timeout), timeout)
+  await endWait(deps, await follow(deps, run.id, timeout), timeout)
 }
 
 /** A refused start (overlap, member_busy) is kept as a run: its message names it, for `runs get`. */
@@ -372,7 +374,7 @@ function withRecordedRun(err: unknown): unknown {
 
 export async function waitRun(deps: Deps, ref: string, opts: { timeout?: string }): Promise<void> {
   const timeout = timeoutSeconds(opts.timeout)
-  endWait(deps, await follow(deps, runRef(ref), timeout), timeout)
+  await endWait(deps, await follow(deps, runRef(ref), timeout), timeout)
 }
 
 /** Prints the run's events as they arrive; exits 0 once it has ended, however it ended. */

@@ -9,7 +9,7 @@ import {
 } from '../../shared/values.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
-import { CliError, UsageError, exitCodes } from '../errors.js'
+import { UsageError, afterAnswer, exitCodes } from '../errors.js'
 import { followRun, isPassing } from '../follow.js'
 import { printFields, show } from '../output.js'
 import { idRef } from '../resolve.js'
@@ -51,7 +51,7 @@ function end(
   why: string,
 ) {
   show(deps.out, value, () => printFields(deps.out, fields))
-  if (code !== exitCodes.ok) throw new CliError(`${what} ${why}`, code)
+  if (code !== exitCodes.ok) throw afterAnswer(`${what} ${why}`, code)
 }
 
 export async function waitRun(deps: Deps, ref: string, opts: WaitOptions): Promise<void> {

@@ -2,7 +2,10 @@ import { OpenAPIHono } from '@hono/zod-openapi'
 import { z } from 'zod'
 import { ApiError, errorStatus, type ErrorCode } from '../../shared/errors.js'
 import { ErrorBody, FrameworkErrorBody } from '../../shared/schemas/common.js'
+import type { Context } from 'hono'
+import type { IncomingMessage } from 'node:http'
 import type { AppContext, AppEnv } from './context.js'
+import { requestHeader } from './headers.js'
 import { fieldCodes, validationError } from '../../shared/validation.js'
 import { storable, unstorable } from '../../shared/text.js'
 
@@ -123,18 +126,17 @@ export function route<
   const queryNames = def.query ? declaredNames(def.query) : undefined
   app.on(def.method.toUpperCase(), honoPath, async (c) => {
     // Params and query are only read when declared: each read builds an object per request.
+    const params = def.params ? storableParams(c.req.param()) : {}
     const input = {
       params: def.params
-        ? parse(def.params, storableParams(c.req.param()), (e) =>
-            notFoundFor(e, def.notFound ?? 'not_found'),
-          )
+        ? parse(def.params, params, (e) => notFoundFor(e, def.notFound ?? 'not_found', params))
         : {},
       query: def.query
         ? parse(def.query, storableQuery(c.req.query(), queryNames), (e) =>
             validationError(e, 'query'),
           )
         : {},
-      body: def.body ? parse(def.body, c.get('body') ?? {}, (e) => validationError(e, 'body')) : {},
+      body: def.body ? parse(def.body, await jsonBody(c), (e) => validationError(e, 'body')) : {},
     } as RouteInput<P, Q, B>
     const answer = await handler(c as AppContext, input)
     if (answer instanceof Response) return answer
@@ -195,10 +197,62 @@ function declaredNames(schema: Schema): string[] | undefined {
   return shape ? Object.keys(shape) : undefined
 }
 
-function notFoundFor(error: z.ZodError, fallback: ErrorCode): ApiError {
+/**
+ * A path value that cannot be an id answers not found, saying what names the resource there (issue 51:
+ * `POST /v1/tasks/nightly-report/runs` found nothing and did not say why). A task's slug gets the way
+ * from it to the id.
+ */
+function notFoundFor(
+  error: z.ZodError,
+  fallback: ErrorCode,
+  params: Record<string, string>,
+): ApiError {
   const param = error.issues[0]?.path[0]
   const code = (typeof param === 'string' && paramNotFound[param]) || fallback
-  return new ApiError(code, `No ${String(param ?? 'resource')} of that value in this enterprise.`)
+  const value = typeof param === 'string' ? params[param] : undefined
+  const what =
+    code === 'not_found' ? 'resource' : code.replace(/_not_found$/, '').replace(/_/g, ' ')
+  if (value === undefined || value.length > 200)
+    return new ApiError(code, `No ${what} has that id in this enterprise.`)
+  const shown = JSON.stringify(value)
+  return new ApiError(
+    code,
+    `No ${what} has the id ${shown} in this enterprise: a ${what} is named by its id (a UUID) here` +
+      (code === 'task_not_found'
+        ? `; find it by slug with GET /v1/tasks?slug=${encodeURIComponent(value)}.`
+        : '.'),
+  )
+}
+
+const jsonType = /^application\/json\s*(;|$)/i
+
+/**
+ * The route's body, read as JSON by body.ts; none is `{}`. A body sent as something else (a form, as
+ * `curl -d` sends by default) is refused, not taken for none (issue 51: it started a run with an empty
+ * input). The spec has no 415: it is the 400 of a body that is not JSON (spec: Errors, Statuses).
+ */
+async function jsonBody(c: Context<AppEnv>): Promise<unknown> {
+  const body = c.get('body')
+  if (body !== undefined) return body
+  const type = requestHeader(c, 'content-type')
+  if (type && !jsonType.test(type) && (await sentBody(c)))
+    throw new ApiError(
+      'invalid_json',
+      `The body must be JSON, sent with content-type: application/json; this one is ${type.split(';')[0]!.trim().slice(0, 100)}.`,
+    )
+  return {}
+}
+
+/**
+ * Whether the request carries a body of some bytes (a declared empty one is none). Read only for a body
+ * that is refused unless empty: node's request says so in its headers; a web Request (tests) is read.
+ */
+async function sentBody(c: Context<AppEnv>): Promise<boolean> {
+  const length = requestHeader(c, 'content-length')
+  if (length !== undefined) return Number(length) > 0
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming
+  if (incoming) return requestHeader(c, 'transfer-encoding') !== undefined
+  return c.req.raw.body !== null && (await c.req.text()) !== ''
 }
 
 function parse(schema: Schema, value: unknown, fail: (e: z.ZodError) => ApiError) {

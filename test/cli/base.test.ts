@@ -30,13 +30,13 @@ describe('osctl health and api', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ status: 'ok' })
   })
 
-  it('exits 1 naming the address when no daemon answers: the process exit code', async () => {
+  it('exits 3 naming the address when no daemon answers: the process exit code', async () => {
     const res = await osctlProcess(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
-    expect(res.exitCode).toBe(1)
+    expect(res.exitCode).toBe(3)
     expect(res.stderr).toContain('cannot reach osd at http://127.0.0.1:1/v1')
     const inProcess = await osctl(['health'], { ...env, OSCTL_URL: 'http://127.0.0.1:1/v1' })
     const said = `${res.stderr}\n`
-    expect(inProcess).toEqual({ exitCode: 1, stdout: '', stderr: said, output: said })
+    expect(inProcess).toEqual({ exitCode: 3, stdout: '', stderr: said, output: said })
   })
 
   it('reaches any route with osctl api, with or without the /v1 prefix', async () => {

@@ -203,7 +203,7 @@ describe('an invalid document beside a valid change', () => {
       /^error: config_document_invalid: documents\[\d+\] \(Team operations\): spec\.colour: unknown field \(400\)\nhint: documents\[\d+\] is .*teams\/operations\.yaml\n$/,
     )
     const diff = await osctl(['diff', '-f', dir], cli.env)
-    expect(diff.exitCode).toBe(exitCodes.diffError)
+    expect(diff.exitCode).toBe(exitCodes.unreachable)
     expect(diff.stdout).toBe('')
 
     const after = await cli.json(['config', 'export', await tempDir()])

@@ -8,7 +8,7 @@ import { buildProgram } from '../../cli/program.js'
 import { referenceFile } from '../../scripts/cli-reference.js'
 import { projectRoot } from '../../shared/paths.js'
 
-// docs/osctl.md's table of exit codes (issue 48), held to osctl: every command it names exists, the
+// docs/osctl.md's table of exit codes (issues 48, 51), held to osctl: every command it names exists, the
 // page lists every code, and no source of osctl exits with a code the table does not have.
 
 async function sources(dir: string): Promise<string[]> {
@@ -19,6 +19,10 @@ async function sources(dir: string): Promise<string[]> {
 }
 
 describe('the exit codes of osctl', () => {
+  it('tell failures apart (issue 51): failed, usage, unreachable or the URL wrong, credentials, pending', () => {
+    expect(exitCodes).toEqual({ ok: 0, failed: 1, usage: 2, unreachable: 3, auth: 4, pending: 8 })
+  })
+
   it('name commands that exist', async () => {
     const program = await buildProgram(() => {
       throw new Error('no command runs')

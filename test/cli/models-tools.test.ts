@@ -443,7 +443,7 @@ describe('osctl tools', () => {
       ],
       env,
     )
-    expect(res.exitCode).toBe(1)
+    expect(res.exitCode).toBe(4) // 403: credentials (issue 51)
     expect(res.stderr).toMatch(/^error: ceo_bind_only: .*\(403\)$/m)
     expect(
       await exitOf([
@@ -677,7 +677,7 @@ describe('--json', () => {
       ],
       env,
     )
-    expect(refused.exitCode).toBe(1)
+    expect(refused.exitCode).toBe(4) // 403: credentials (issue 51)
     expect(JSON.parse(refused.stdout)).toMatchObject({ error: 'ceo_bind_only' })
   })
 })

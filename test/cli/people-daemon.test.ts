@@ -295,7 +295,7 @@ describe('an owner and the people of the enterprise', () => {
     })
     // A member is not an owner: the API's refusal, and what it means.
     const notOwner = await osctl(['users', 'list'], member)
-    expect(notOwner.exitCode).toBe(1)
+    expect(notOwner.exitCode).toBe(4) // 403: credentials (issue 51)
     expect(notOwner.stderr).toContain('owner_only')
     expect(notOwner.stderr).toContain('hint: only an owner of the enterprise may do this')
 
@@ -420,7 +420,7 @@ describe('tokens that change, rotate, expire and end with their maker (issue 45)
     )
     expect(changed).toMatchObject({ id: created.id, scopes: ['enterprise:read'], expiresAt: null })
     const narrowed = await osctl(['tasks', 'list'], asToken(created.token))
-    expect(narrowed.exitCode).toBe(1)
+    expect(narrowed.exitCode).toBe(4) // 403: credentials (issue 51)
     expect(narrowed.stderr).toContain('api_token_scope')
     const human = await osctl(['tokens', 'update', 'deploy', '--name', 'deployer'], owner)
     expect(human.exitCode, human.stderr).toBe(0)
@@ -566,7 +566,7 @@ describe('tokens that change, rotate, expire and end with their maker (issue 45)
 })
 
 describe('a token profile on the portal-only verbs', () => {
-  it('prints the API refusal and a hint that a person must sign in (exit 1)', async () => {
+  it('prints the API refusal and a hint that a person must sign in (exit 4: credentials)', async () => {
     for (const [args, code] of [
       [['tokens', 'list'], 'api_token_cannot_manage_tokens'],
       [
@@ -578,7 +578,7 @@ describe('a token profile on the portal-only verbs', () => {
       [['enterprises', 'list'], 'api_token_scope'],
     ] as const) {
       const res = await osctl([...args], cli.env)
-      expect(res.exitCode, `${args.join(' ')}: ${res.stderr}`).toBe(1)
+      expect(res.exitCode, `${args.join(' ')}: ${res.stderr}`).toBe(4)
       expect(res.stderr).toMatch(new RegExp(`^error: ${code}: .* \\(403\\)$`, 'm'))
       expect(res.stderr).toContain(
         'hint: API tokens cannot do this: a person must sign in with `osctl auth login --email EMAIL`',

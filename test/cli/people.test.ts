@@ -757,7 +757,7 @@ describe('a token profile on the portal-only verbs', () => {
     status: 403,
     body: { error: code, message: `refused: ${code}` },
   })
-  it('prints the API refusal with a hint that a person must sign in (exit 1)', async () => {
+  it('prints the API refusal with a hint that a person must sign in (exit 4: credentials)', async () => {
     const api = routes({
       'GET /enterprise/api-tokens': refusal('api_token_cannot_manage_tokens'),
       'POST /enterprise/api-tokens': refusal('api_token_cannot_manage_tokens'),
@@ -777,7 +777,7 @@ describe('a token profile on the portal-only verbs', () => {
     for (const [code, call] of calls) {
       const err = await rejected(call(fakeDeps(api)))
       expect(err).toBeInstanceOf(ApiRequestError)
-      expect(err).toMatchObject({ code, exitCode: exitCodes.failed, message: `refused: ${code}` })
+      expect(err).toMatchObject({ code, exitCode: exitCodes.auth, message: `refused: ${code}` })
       expect(err.hint).toContain('a person must sign in with `osctl auth login --email EMAIL`')
     }
   })

@@ -9,6 +9,7 @@ import { revokeToken } from '../../../server/domain/people/index.js'
 import { createTestApp, silentLog, type TestApp } from '../../helpers/app.js'
 import { createTestDatabase } from '../../helpers/db.js'
 import { eventually } from '../../helpers/wait.js'
+import { ErrorBody } from '../../../shared/schemas/common.js'
 
 let t: TestApp
 beforeAll(async () => {
@@ -249,6 +250,63 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     }
   })
 
+  it('answers a form-encoded body 400 invalid_json "must be JSON", not taken for none (issue 51)', async () => {
+    // `curl -d region=eu` sends a form: it started a run with an empty input.
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        body: { name: `Form ${Date.now()}`, kind: 'deterministic', assigneeRole: 'ceo' },
+      })
+    ).body
+    const form = { 'content-type': 'application/x-www-form-urlencoded' }
+    const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw: 'region=eu',
+      headers: form,
+    })
+    expect(res.status).toBe(400)
+    expect(ErrorBody.parse(res.body)).toEqual({
+      error: 'invalid_json',
+      message:
+        'The body must be JSON, sent with content-type: application/json; this one is application/x-www-form-urlencoded.',
+    })
+    // The same under a real listener, where osd reads node's own request (a content-length).
+    const server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' })
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()))
+    try {
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const served = await fetch(`${origin}/v1/tasks/${task.id}/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.acme.token}`, ...form },
+        body: 'region=eu',
+      })
+      expect(served.status).toBe(400)
+      expect(((await served.json()) as { error: string }).error).toBe('invalid_json')
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+    const runs = await t.call('GET', `/v1/runs?taskId=${task.id}`)
+    expect(runs.body.total).toBe(0)
+    // A form's content-type with no body is no body: the input is {}.
+    const empty = await t.call('POST', `/v1/tasks/${task.id}/runs`, { raw: '', headers: form })
+    expect(empty.status).toBe(201)
+    expect(empty.body.input).toEqual({})
+    expect((await t.call('POST', `/v1/runs/${empty.body.id}/cancel`)).status).toBe(200)
+  })
+
+  it('answers a task slug where its id belongs 404, saying a task is named by its id (issue 51)', async () => {
+    const res = await t.call('POST', '/v1/tasks/nightly-report/runs', { body: {} })
+    expect(res.status).toBe(404)
+    expect(ErrorBody.parse(res.body)).toEqual({
+      error: 'task_not_found',
+      message:
+        'No task has the id "nightly-report" in this enterprise: a task is named by its id (a UUID) here; find it by slug with GET /v1/tasks?slug=nightly-report.',
+    })
+    const run = await t.call('GET', '/v1/runs/last-one')
+    expect(run.status).toBe(404)
+    expect(run.body.message).toBe(
+      'No run has the id "last-one" in this enterprise: a run is named by its id (a UUID) here.',
+    )
+  })
+
   it('answers 400 invalid_json for a body that is not JSON', async () => {
     const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
       raw: '{"concurrentRunLimit": ',
@@ -428,14 +486,18 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     expect(deepest.body.error).toBe('overlap')
   })
 
-  it('does not read a body as JSON without content-type application/json', async () => {
+  it('does not read a body as JSON without content-type application/json: refused as not JSON', async () => {
+    // fetch() sends a string as text/plain unless told: said, not read as no body (issue 51).
     const res = await t.call('PATCH', '/v1/enterprise/concurrency', {
       raw: '{"concurrentRunLimit": 5}',
-      headers: { 'content-type': 'text/plain' },
+      headers: { 'content-type': 'text/plain;charset=UTF-8' },
     })
     expect(res.status).toBe(400)
-    expect(res.body.error).toBe('invalid_request')
-    expect(res.body.message).toContain('concurrentRunLimit')
+    expect(res.body).toEqual({
+      error: 'invalid_json',
+      message:
+        'The body must be JSON, sent with content-type: application/json; this one is text/plain.',
+    })
   })
 
   it('reads application/json with a charset', async () => {
