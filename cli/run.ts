@@ -10,7 +10,10 @@ const program = await buildProgram(
 )
 
 try {
-  await program.parseAsync(process.argv)
+  // `osctl` alone asked for nothing but the help: on stdout, where `osctl | less` reads it (commander
+  // writes it to stderr as for a usage error; issue 51).
+  if (process.argv.length <= 2) program.outputHelp()
+  else await program.parseAsync(process.argv)
 } catch (err) {
   process.exitCode = report(err, Boolean(program.opts().json))
 }

@@ -89,4 +89,12 @@ describe('osctl start-up', () => {
       expect([answer.exitCode, answer.stdout, answer.stderr]).toEqual([0, packageVersion, ''])
     }
   })
+
+  it('prints the help on stdout when called alone, exit 0 (issue 51)', async () => {
+    const alone = await osctl([])
+    expect(alone.exitCode).toBe(0)
+    expect(alone.stdout).toMatch(/^Usage: osctl \[options\] \[command\]/)
+    expect(alone.stdout).toMatch(/^ {2}runs\b/m)
+    expect(alone.stderr).toBe('')
+  })
 })
