@@ -79,7 +79,7 @@ describe('WWW-Authenticate on every 401', () => {
   })
 
   it('the inbound webhooks name their own credential, the secret header', async () => {
-    for (const headers of [{}, { 'x-os-webhook-secret': 'wrong' }]) {
+    for (const headers of [{}, { 'x-os-webhook-secret': 'wrong' }] as Record<string, string>[]) {
       const res = await t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/anything`, {
         token: null,
         body: {},
