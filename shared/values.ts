@@ -53,6 +53,8 @@ export const executionSorts = [
 
 // gates
 export const gateDecisions = ['approve', 'reject', 'request_changes'] as const
+/** The gate statuses a list names (spec: Gate): waiting (can be decided) and decided. */
+export const gateStatuses = ['waiting', 'decided'] as const
 
 // models
 /** Model tiers (spec: Task definition spend.maxModelTier; Enterprise settings chatModelTier). */

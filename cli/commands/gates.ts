@@ -1,11 +1,12 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
-import { gateDecisions } from '../../shared/values.js'
+import { gateDecisions, gateStatuses } from '../../shared/values.js'
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import { actionOf, bodyWith, examples, withBodyOptions, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
+import { positiveInt } from '../paging.js'
 import { idRef, taskId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
@@ -143,10 +144,28 @@ async function gateFilters(
 
 export async function listGates(
   deps: Deps,
-  opts: { task?: string; run?: string; kind?: string },
+  opts: {
+    task?: string
+    run?: string
+    kind?: string
+    status?: 'waiting' | 'decided'
+    page?: string
+    limit?: string
+  },
 ): Promise<void> {
-  const gates = await deps.client().get<Gate[]>('/gates', await gateFilters(deps, opts))
-  show(deps.out, gates, () => printTable(deps.out, gates, columns(deps.out)))
+  // The decided gates (issue 51), for audits: newest decision first, a page at a time.
+  const gates = await deps.client().get<Gate[]>('/gates', {
+    ...(await gateFilters(deps, opts)),
+    status: opts.status,
+    page: positiveInt('--page', opts.page),
+    limit: positiveInt('--limit', opts.limit),
+  })
+  const decided = [
+    { header: 'DECISION', value: (g: Gate) => g.decision },
+    { header: 'DECIDED', value: (g: Gate) => g.decidedAt },
+  ]
+  const shown = opts.status === 'decided' ? [...columns(deps.out), ...decided] : columns(deps.out)
+  show(deps.out, gates, () => printTable(deps.out, gates, shown))
 }
 
 export async function getGate(deps: Deps, ref: string): Promise<void> {
@@ -248,11 +267,22 @@ function withAnswerOptions(command: Command): Command {
 export function registerGates(program: Command, makeDeps: MakeDeps): void {
   const gates = program.command('gates').description(about.gates)
   examples(
-    withFilters(gates.command('list').description('the gates waiting, newest first')).action(
-      actionOf(makeDeps, listGates),
-    ),
+    withFilters(
+      gates
+        .command('list')
+        .description('the gates waiting, newest first; or those decided, newest decision first'),
+    )
+      .addOption(
+        new Option('--status <status>', 'waiting (default), or decided: paged, for audits').choices(
+          gateStatuses,
+        ),
+      )
+      .option('--page <n>', 'page, from 1')
+      .option('--limit <n>', 'gates per page, 1 to 200 (decided: 25 unless given)')
+      .action(actionOf(makeDeps, listGates)),
     'osctl gates list',
     'osctl gates list --task nightly-report --kind question --json',
+    'osctl gates list --status decided --limit 50 --page 2 --json',
   )
   examples(
     gates

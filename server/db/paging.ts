@@ -21,18 +21,19 @@ export const defaultPageSize = 25
 export const maxPage = Math.floor(Number.MAX_SAFE_INTEGER / maxPageSize)
 
 /**
- * Reads page, limit, order and sort from a query. Nothing is refused: a bad page is 1, a limit outside
- * 1..200 is brought inside, anything but `asc` is desc, and an unknown sort is the list's default
+ * Reads page, limit, order and sort from a query (the routes' query schemas have refused what is not a
+ * whole number, shared/schemas/common.ts pageParameters). Nothing is refused here: a bad page is 1, a
+ * limit outside 1..200 is brought inside, anything but `asc` is desc, and an unknown sort is the list's default
  * (the first of `sorts`).
  */
 export function readPage<S extends string>(
-  query: { page?: string; limit?: string; order?: string; sort?: string },
+  query: { page?: string | number; limit?: string | number; order?: string; sort?: string },
   sorts: readonly [S, ...S[]],
 ): PageRequest<S> {
   const pageNumber = Math.trunc(Number(query.page))
   const page = Number.isFinite(pageNumber) && pageNumber >= 1 ? Math.min(pageNumber, maxPage) : 1
   // An empty limit (`?limit=`) is no limit given, not a limit of 0.
-  const limitNumber = Math.trunc(Number(query.limit?.trim() || defaultPageSize))
+  const limitNumber = Math.trunc(Number(String(query.limit ?? '').trim() || defaultPageSize))
   const limit = Number.isFinite(limitNumber)
     ? Math.min(maxPageSize, Math.max(1, limitNumber))
     : defaultPageSize

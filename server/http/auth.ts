@@ -15,7 +15,7 @@ import {
 import type { Caches } from './caches.js'
 import type { Limits } from './limits.js'
 import type { AppEnv } from './env.js'
-import { frameworkError } from './errors.js'
+import { frameworkError, invalidTokenChallenge } from './errors.js'
 import { requestHeader } from './headers.js'
 import { routeOf } from './methods.js'
 import type { TokenUses } from './token-uses.js'
@@ -135,15 +135,14 @@ export function authenticate(
       return next()
     }
 
-    const header = requestHeader(c, 'authorization')
-    const bearer = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
+    const bearer = bearerOf(c)
     const cookie = bearer === undefined ? getCookie(c, sessionCookie) : undefined
     const secret = bearer ?? cookie
-    if (!secret || secret.length > 200) return frameworkError(c, 401, 'Unauthorized')
+    if (!secret || secret.length > 200) return unauthorized(c, bearer)
 
     if (secret.startsWith(sessionPrefix)) {
       const session = await sessionOf(c, secret)
-      if (!session) return frameworkError(c, 401, 'Unauthorized')
+      if (!session) return unauthorized(c, bearer)
       limits.spend(c, session.sessionId) // issue 44 hook: the session's own rate
       c.header('Cache-Control', 'no-store')
       if (cookie !== undefined && method !== 'GET' && method !== 'HEAD') {
@@ -177,7 +176,7 @@ export function authenticate(
 
     // The cookie carries only sessions: a token in it is refused as an unknown one.
     const caller = cookie === undefined ? await callerOf(c, secret) : undefined
-    if (!caller) return frameworkError(c, 401, 'Unauthorized')
+    if (!caller) return unauthorized(c, bearer)
     limits.spend(c, caller.tokenId) // issue 44 hook: the token's own rate
     uses.note(caller.tokenId)
     if (caller.expiresAt) c.header(tokenExpiresHeader, caller.expiresAt)
@@ -202,6 +201,21 @@ export function authenticate(
     c.set('caller', caller)
     return next()
   }
+}
+
+/**
+ * 401 Unauthorized (spec: Authentication 5). A bearer credential sent and refused (unknown, malformed,
+ * revoked, expired, a session ended) says so in its challenge (RFC 6750 3.1); without one, or with
+ * the cookie, the challenge is the plain one (errors.ts writes it).
+ */
+export function unauthorized(c: Context<AppEnv>, bearer = bearerOf(c)): Response {
+  if (bearer) c.set('challenge', invalidTokenChallenge)
+  return frameworkError(c, 401, 'Unauthorized')
+}
+
+function bearerOf(c: Context<AppEnv>): string | undefined {
+  const header = requestHeader(c, 'authorization')
+  return header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined
 }
 
 const everyScope: ReadonlySet<string> = new Set(allScopes)

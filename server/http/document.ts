@@ -51,7 +51,19 @@ export function finishDocument(app: Router): void {
       500,
       'a failure on the service side: message Internal server error',
     )
+    // Every 401 carries its challenge (errors.ts, challengeUnauthorized).
+    const refusal = responses[401]
+    if (refusal) refusal.headers = { ...refusal.headers, ...challengeHeader }
   }
+}
+
+const challengeHeader = {
+  'WWW-Authenticate': {
+    description:
+      'how to authenticate (RFC 6750): Bearer, or Bearer error="invalid_token" when a bearer credential was sent and refused (unknown, revoked, expired); on the inbound webhooks, WebhookSecret header="x-os-webhook-secret"',
+    required: true,
+    schema: { type: 'string' },
+  },
 }
 
 /** Whether an operation takes no token (spec: Routes without a token): it declares no bearer scheme. */

@@ -14,5 +14,10 @@ export interface AppEnv {
     session: FoundSession | undefined
     /** The client's address, once http/limits.ts has worked it out. */
     clientAddress: string | undefined
+    /**
+     * The challenge a 401 of this request carries in WWW-Authenticate (errors.ts), when it is not the
+     * plain `Bearer`: set where the refusal is decided (a bearer credential refused, a webhook secret).
+     */
+    challenge: string | undefined
   }
 }

@@ -8,6 +8,21 @@ import { metrics } from '../metrics.js'
 /** Seconds a caller is told to wait (Retry-After) while the database cannot be reached. */
 export const databaseRetryAfterSeconds = 2
 
+/**
+ * RFC 9110 11.6.1, RFC 6750 3: every 401 names how to authenticate, in WWW-Authenticate. Written here,
+ * once, for every 401 whoever answered it (the auth middleware, a route's own invalid_credentials, the
+ * inbound webhooks): `Bearer`, with `error="invalid_token"` when a bearer credential was sent and
+ * refused, or the challenge the refusal set (c.var.challenge). Called on every answer by requestLog.
+ */
+export function challengeUnauthorized(c: Context<AppEnv>): void {
+  if (c.res.status !== 401 || c.res.headers.has('WWW-Authenticate')) return
+  c.res.headers.set('WWW-Authenticate', c.get('challenge') ?? bearerChallenge)
+}
+
+export const bearerChallenge = 'Bearer'
+/** The challenge of a bearer credential that was sent and refused (unknown, revoked, expired). */
+export const invalidTokenChallenge = 'Bearer error="invalid_token"'
+
 /** Second error shape (spec: Errors): framework-level refusals, the code in `message`. */
 export function frameworkError(
   c: Context,

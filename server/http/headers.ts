@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Logger } from '../log.js'
 import { metrics, metricsEnabled, routeTemplate } from '../metrics.js'
 import type { AppEnv } from './env.js'
+import { challengeUnauthorized } from './errors.js'
 
 /**
  * A request header. Under `osd serve` it is read from node's own request: c.req.header() makes the
@@ -35,6 +36,7 @@ export function requestLog(log: Logger): MiddlewareHandler<AppEnv> {
     await next()
     // Every answer (issue 44): a browser never reads one as another type than it says.
     c.res.headers.set('X-Content-Type-Options', 'nosniff')
+    challengeUnauthorized(c)
     const ms = performance.now() - started
     log.info(
       {

@@ -26,8 +26,7 @@ import {
 } from '../domain/people/index.js'
 import { Notifications, NotificationsChange } from '../../shared/schemas/events.js'
 import { getNotifications, setNotifications } from '../domain/events/index.js'
-import { sessionCookie } from '../http/auth.js'
-import { frameworkError } from '../http/errors.js'
+import { sessionCookie, unauthorized } from '../http/auth.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
@@ -150,7 +149,7 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
       // secret is refused from the next call on.
       caches.sessions.invalidate(session.sessionId)
       // Ended between its check and the move (a logout, a revocation): as the check would have said.
-      if (!chosen) return frameworkError(c, 401, 'Unauthorized')
+      if (!chosen) return unauthorized(c)
       // The cookie lasts as long as the session still does: a switch does not lengthen it.
       const left = Math.floor((Date.parse(chosen.session.expiresAt) - Date.now()) / 1000)
       setSessionCookie(c, chosen.sessionToken, Math.max(0, left))

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { Uuid } from '../../shared/schemas/common.js'
 import { ChatGateDecision, Gate, GateDecision, GateListQuery } from '../../shared/schemas/gates.js'
-import { decideChatGate, decideGate, getGate, listWaitingGates } from '../domain/gates/index.js'
+import { decideChatGate, decideGate, getGate, listGates } from '../domain/gates/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -15,11 +15,14 @@ export function gateRoutes({ sql }: RouteDeps) {
       operationId: 'listGates',
       method: 'get',
       path: '/',
-      summary: 'Gates waiting, newest first; filters taskId, runId, kind',
+      summary:
+        'Gates waiting, newest first; or, with status=decided, the gates decided, newest decision first, paged; filters taskId, runId, kind',
+      description:
+        'A plain array (spec: Gates). The waiting gates are all listed unless page or limit is given; the decided ones, which grow without end, are paged: page from 1, limit 1..200 (25 unless given). A page past the last is empty.',
       query: GateListQuery,
       response: z.array(Gate),
     },
-    async (c, { query }) => listWaitingGates(sql, c.var.caller.enterpriseId, query),
+    async (c, { query }) => listGates(sql, c.var.caller.enterpriseId, query),
   )
   route(
     app,

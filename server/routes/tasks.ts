@@ -430,13 +430,7 @@ export function taskRoutes(deps: RouteDeps) {
       response: MemoryAsk,
     },
     async (c, { params, query }) =>
-      askTaskMemory(
-        sql,
-        c.var.caller.enterpriseId,
-        params.id,
-        query.q,
-        query.limit?.trim() ? Number(query.limit) : undefined,
-      ),
+      askTaskMemory(sql, c.var.caller.enterpriseId, params.id, query.q, query.limit),
   )
 
   route(

@@ -23,6 +23,9 @@ import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
 
+/** The challenge of a refused webhook secret, naming its header (errors.ts writes it). */
+export const webhookChallenge = `WebhookSecret header="${secretHeader}"`
+
 /** The body's size as sent: its content-length, else the size of the JSON read. */
 function bodySize(c: AppContext): number | undefined {
   const declared = Number(requestHeader(c, 'content-length'))
@@ -61,6 +64,9 @@ export function webhookRoutes({ sql, sealer, caches, limits, starts }: RouteDeps
       clientAddress: limits.clientOf(c),
       sizeBytes: bodySize(c),
     })
+    // Its 401 names the credential these routes take (RFC 9110 11.6.1: a challenge applicable to the
+    // target): not a bearer token, which they do not read, but the secret header.
+    if (outcome.status === 401) c.set('challenge', webhookChallenge)
     const body =
       outcome.status < 300 ? { ...outcome.body, deliveryId: outcome.deliveryId } : outcome.body
     return c.json(body, outcome.status as 202)

@@ -6,7 +6,7 @@ import {
   chatStatuses,
   gateDecisions,
 } from '../values.js'
-import { IsoTime, JsonObject, Uuid } from './common.js'
+import { IsoTime, JsonObject, Uuid, queryInteger, waitSecondsParameter } from './common.js'
 export { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses }
 
 // Chats: a conversation with one member (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). The
@@ -158,7 +158,13 @@ export type ChatEventName = (typeof chatEventNames)[number]
 
 /** GET /v1/chats/{id} beyond the spec: wait (up to 30 s) for a message after afterMessageId. */
 export const ChatDetailQuery = z.object({
-  limit: z.string().optional(),
+  limit: queryInteger({
+    min: 1,
+    max: 200,
+    description: 'only the newest this many messages, 1..200 (spec: Limits)',
+  }),
   afterMessageId: z.string().optional(),
-  waitSeconds: z.string().optional(),
+  waitSeconds: waitSecondsParameter(
+    'with afterMessageId: hold the answer up to this many seconds, 0..30, until a later message exists (beyond the spec)',
+  ),
 })

@@ -72,10 +72,67 @@ export const FrameworkErrorBody = z
 
 export type ErrorBody = z.infer<typeof ErrorBody>
 
-/** Query of the six paged lists (spec: Limits). Lenient on purpose: bad values are brought in range. */
+/**
+ * A whole number in a query (issue 51): `type: integer` with its bounds in the document, so a client
+ * generated from it sends a number. The query carries digits; anything else (a fraction, 1e3, a word)
+ * is refused 400 invalid_request naming the parameter, and so is a number out of bounds, unless
+ * `clamp` brings it inside them (the page and page size, spec: Limits). An empty value is none given.
+ */
+export function queryInteger(bounds: {
+  min: number
+  max: number
+  clamp?: boolean
+  description: string
+}) {
+  const { min, max, clamp } = bounds
+  const range = `a whole number from ${min} to ${max}`
+  return z
+    .preprocess(
+      (value) => {
+        if (typeof value !== 'string') return value
+        const text = value.trim()
+        if (text === '') return undefined
+        if (!/^-?\d+$/.test(text)) return value
+        const n = Number(text)
+        return clamp ? Math.min(max, Math.max(min, n)) : n
+      },
+      // One issue per value: the first check it fails ends the checks (a huge one is not safe and too big).
+      z
+        .number({ error: range })
+        .int({ error: range, abort: true })
+        .min(min, { error: range, abort: true })
+        .max(max, { error: range, abort: true })
+        .optional(),
+    )
+    .meta({ description: bounds.description })
+}
+
+/** waitSeconds of the long-polls (beyond the spec): 0 (the default) answers at once, 30 at most. */
+export const waitSecondsParameter = (description: string) =>
+  queryInteger({ min: 0, max: 30, description })
+
+/** The last page a request may name (server/db/paging.ts maxPage): its offset stays a bigint. */
+const lastPage = Math.floor(Number.MAX_SAFE_INTEGER / 200)
+
+/** page and limit of a paged list (spec: Limits): out-of-range values are brought inside. */
+export const pageParameters = {
+  page: queryInteger({
+    min: 1,
+    max: lastPage,
+    clamp: true,
+    description: 'page number from 1 (default 1); a number out of range is brought inside',
+  }),
+  limit: queryInteger({
+    min: 1,
+    max: 200,
+    clamp: true,
+    description: 'page size, 1..200 (default 25); a number out of range is brought inside',
+  }),
+}
+
+/** Query of the six paged lists (spec: Limits): out-of-range numbers brought inside, not refused. */
 export const PageQuery = z.object({
-  page: z.string().optional().meta({ description: 'page number from 1 (default 1)' }),
-  limit: z.string().optional().meta({ description: 'page size, 1..200 (default 25; clamped)' }),
+  ...pageParameters,
   order: z.string().optional().meta({ description: 'asc, or desc (default; anything but asc)' }),
   sort: z
     .string()

@@ -1,6 +1,14 @@
 import { z } from 'zod'
 import type { Resource } from '../scopes.js'
-import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import {
+  IsoTime,
+  JsonObject,
+  PageQuery,
+  Uuid,
+  pagedEnvelope,
+  queryInteger,
+  waitSecondsParameter,
+} from './common.js'
 import { deliveryStates, subscriptionFormats, subscriptionStatuses } from '../values.js'
 
 export { deliveryStates, subscriptionFormats, subscriptionStatuses }
@@ -92,22 +100,24 @@ export const FeedEvent = z
 export type FeedEvent = z.infer<typeof FeedEvent>
 
 export const FeedQuery = z.object({
-  after: z.string().optional().meta({
+  after: queryInteger({
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
     description:
       'read the events after this position (default: 0 for a page, now for a stream; Last-Event-ID wins over it)',
   }),
-  limit: z
-    .string()
-    .optional()
-    .meta({ description: 'at most this many events, 1..200 (default 100)' }),
+  limit: queryInteger({
+    min: 1,
+    max: 200,
+    description: 'at most this many events, 1..200 (default 100)',
+  }),
   types: z.string().optional().meta({
     description:
       'comma-separated types to keep: exact (gate.waiting), a family (run.*), or *; default every type the token may read',
   }),
-  waitSeconds: z.string().optional().meta({
-    description:
-      'a page only: with nothing after `after`, wait up to this many seconds (at most 30) for the next event',
-  }),
+  waitSeconds: waitSecondsParameter(
+    'a page only: with nothing after `after`, wait up to this many seconds, 0..30, for the next event',
+  ),
 })
 
 export const FeedPage = z

@@ -1,7 +1,7 @@
 import { z } from 'zod'
-import { IsoTime, Uuid } from './common.js'
-import { gateDecisions } from '../values.js'
-export { gateDecisions }
+import { IsoTime, Uuid, pageParameters } from './common.js'
+import { gateDecisions, gateStatuses } from '../values.js'
+export { gateDecisions, gateStatuses }
 
 // Gates (spec: Gate; Endpoints Gates; DESIGN 6): a decision waiting for a person.
 
@@ -61,7 +61,13 @@ export const GateListQuery = z.object({
   taskId: z.string().optional(),
   runId: z.string().optional(),
   kind: z.string().optional(),
+  status: z.enum(gateStatuses).optional().meta({
+    description:
+      'waiting (default): the gates waiting, newest first, all of them unless page or limit is given; decided: the gates decided, newest decision first, paged (limit 25 unless given), for audits',
+  }),
+  ...pageParameters,
 })
+export type GateListQuery = z.infer<typeof GateListQuery>
 
 export const ChatGateDecision = GateDecision.extend({
   gateId: Uuid.optional().meta({

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { memoryLayers, noteKinds, noteSorts, noteStatuses } from '../values.js'
-import { IsoTime, Uuid } from './common.js'
+import { IsoTime, Uuid, pageParameters, queryInteger } from './common.js'
 export { memoryLayers, noteKinds, noteSorts, noteStatuses }
 
 // Memory: notes the company learns per task, team or enterprise, their search, ratings and review
@@ -105,10 +105,7 @@ export type MemoryAsk = z.infer<typeof MemoryAsk>
 
 export const MemoryAskQuery = z.object({
   q: z.string().optional().meta({ description: "the text to recall for; default the task's goal" }),
-  limit: z
-    .string()
-    .optional()
-    .meta({ description: 'notes to answer, 1..50 (default 10; clamped)' }),
+  limit: queryInteger({ min: 1, max: 50, description: 'notes to answer, 1..50 (default 10)' }),
 })
 
 /** Which layers a task reads and which it may train. */
@@ -203,8 +200,7 @@ export const NoteListQuery = z.object({
     description:
       'createdAt (default: newest first, or with q by relevance), impact (lift, highest first, notes without one last), recalls (most first); unknown values sort by the default',
   }),
-  page: z.string().optional().meta({ description: 'page number from 1 (default 1)' }),
-  limit: z.string().optional().meta({ description: 'page size, 1..200 (default 25; clamped)' }),
+  ...pageParameters,
 })
 export type NoteListQuery = z.infer<typeof NoteListQuery>
 
@@ -224,10 +220,7 @@ const memoryPage = <K extends string, T extends z.ZodType>(key: K, item: T) =>
 export const NotePage = memoryPage('notes', MemoryNote).meta({ id: 'MemoryNotePage' })
 export type NotePage = z.infer<typeof NotePage>
 
-export const MemoryPageQuery = z.object({
-  page: z.string().optional().meta({ description: 'page number from 1 (default 1)' }),
-  limit: z.string().optional().meta({ description: 'page size, 1..200 (default 25; clamped)' }),
-})
+export const MemoryPageQuery = z.object(pageParameters)
 
 export const RateInput = z
   .object({ rating: z.enum(['up', 'down']), reason: z.string().max(2000).optional() })

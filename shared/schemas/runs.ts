@@ -1,5 +1,13 @@
 import { z } from 'zod'
-import { IsoTime, JsonObject, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import {
+  IsoTime,
+  JsonObject,
+  PageQuery,
+  Uuid,
+  pageParameters,
+  pagedEnvelope,
+  waitSecondsParameter,
+} from './common.js'
 import { Gate } from './gates.js'
 import { tokenCounts } from './models.js'
 import { RunPause } from './pauses.js'
@@ -134,10 +142,9 @@ export type RunDetail = z.infer<typeof RunDetail>
 
 export const RunDetailQuery = z.object({
   afterEventId: z.string().optional().meta({ description: 'only events after this one' }),
-  waitSeconds: z.string().optional().meta({
-    description:
-      'up to 30: hold the answer until an event after afterEventId exists (beyond the spec)',
-  }),
+  waitSeconds: waitSecondsParameter(
+    'with afterEventId: hold the answer up to this many seconds, 0..30, until a later event exists (beyond the spec); a finished run answers at once',
+  ),
 })
 
 export const RunListQuery = PageQuery.extend({
@@ -168,8 +175,8 @@ export type OsToolView = z.infer<typeof OsToolView>
 export const RunInput = JsonObject.meta({ id: 'RunInput' })
 
 export const BlockersQuery = z.object({
-  failedPage: z.string().optional(),
-  pageSize: z.string().optional(),
+  failedPage: pageParameters.page,
+  pageSize: pageParameters.limit,
 })
 
 export const Blockers = z

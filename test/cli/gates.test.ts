@@ -258,6 +258,31 @@ describe('osctl gates on a tool call', () => {
 })
 
 describe('osctl gates, other verbs', () => {
+  it('lists the gates decided above with --status decided, newest decision first, a page at a time', async () => {
+    const decided: Record<string, any>[] = await json(['gates', 'list', '--status', 'decided'])
+    expect(decided.length).toBeGreaterThanOrEqual(2)
+    expect(decided.every((g) => g.status === 'decided')).toBe(true)
+    const times = decided.map((g) => g.decidedAt as string)
+    expect(times).toEqual([...times].sort().reverse())
+    const second = await json([
+      'gates',
+      'list',
+      '--status',
+      'decided',
+      '--limit',
+      '1',
+      '--page',
+      '2',
+    ])
+    expect(second.map((g: { id: string }) => g.id)).toEqual([decided[1]!.id])
+    const table = await osctl(['gates', 'list', '--status', 'decided', '--limit', '1'], env)
+    expect(table.exitCode).toBe(0)
+    expect(table.stdout).toMatch(/DECISION\s+DECIDED/)
+    const wrong = await osctl(['gates', 'list', '--status', 'pending'], env)
+    expect(wrong.exitCode).toBe(2)
+    expect(wrong.stderr).toContain('waiting, decided')
+  })
+
   it('answers a chat that waits on nothing with the API error', async () => {
     const res = await osctl(
       ['gates', 'chat', randomUUID(), '--decision', 'approve', '--answer', 'yes'],

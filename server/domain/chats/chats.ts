@@ -167,18 +167,11 @@ export async function countUnread(db: Db, enterpriseId: string): Promise<{ count
   return { count: row!.count }
 }
 
+/** As ChatDetailQuery reads it: limit 1..200 and waitSeconds 0..30, refused (400) otherwise. */
 export interface DetailQuery {
-  limit?: string
+  limit?: number
   afterMessageId?: string
-  waitSeconds?: string
-}
-
-function readLimit(limit: string | undefined): number | undefined {
-  if (limit === undefined) return undefined
-  const n = Number(limit)
-  if (!/^\d+$/.test(limit.trim()) || !Number.isInteger(n) || n < 1 || n > 200)
-    throw new ApiError('invalid_request', `limit: an integer from 1 to 200; got "${limit}".`)
-  return n
+  waitSeconds?: number
 }
 
 /** What readDetail reads: a message (all null when there is none) beside its chat. */
@@ -266,7 +259,7 @@ export async function getChatDetail(
   query: DetailQuery,
   wait?: LongPollWait,
 ): Promise<ChatDetail> {
-  const limit = readLimit(query.limit)
+  const limit = query.limit
   if (!uuidPattern.test(id)) throw chatNotFound(id)
   const after = query.afterMessageId
   return longPoll({

@@ -329,7 +329,7 @@ export async function listDeliveries(
   db: Db,
   enterpriseId: string,
   subscriptionId: string,
-  query: { page?: string; limit?: string; status?: string },
+  query: { page?: number; limit?: number; status?: string },
 ): Promise<Paged<EventDelivery>> {
   await requireSubscription(db, enterpriseId, subscriptionId)
   const page = readPage(query, ['createdAt'] as const)

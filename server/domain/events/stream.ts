@@ -2,6 +2,7 @@ import { ApiError } from '../../../shared/errors.js'
 import { EventTypes, type FeedEvent, type FeedPage } from '../../../shared/schemas/events.js'
 import type { Db } from '../../db/sql.js'
 import { feedFilter, feedHead, readFeed, type FeedFilter } from './feed.js'
+import { longPollMs } from '../long-poll/index.js'
 
 // GET /v1/events (issue 47; DESIGN 15): the feed as a stream (text/event-stream) or as pages, for one
 // enterprise and what its reader may read. The stream is the chats' (DESIGN 13) made simple: no deltas,
@@ -23,13 +24,14 @@ export interface FollowFeed {
 /** The most events one read takes (as the chats' stream): the next read takes the rest at once. */
 const readLimit = 200
 
+/** As FeedQuery reads it (numbers in their bounds, 400 otherwise), and the Last-Event-ID header. */
 export interface FeedRequest {
   /** The query's after=, and the Last-Event-ID header (which wins). */
-  after?: string
+  after?: number
   lastEventId?: string
-  limit?: string
+  limit?: number
   types?: string
-  waitSeconds?: string
+  waitSeconds?: number
 }
 
 /** A position a client sends (after=, Last-Event-ID): a whole number from 0; 400 otherwise. */
@@ -69,7 +71,7 @@ export function feedRequest(
   scopes: ReadonlySet<string>,
   request: FeedRequest,
 ): { after: number | undefined; filter: FeedFilter } {
-  const after = position('Last-Event-ID', request.lastEventId) ?? position('after', request.after)
+  const after = position('Last-Event-ID', request.lastEventId) ?? request.after
   return { after, filter: feedFilter(scopes, typesOf(request.types)) }
 }
 
@@ -86,10 +88,8 @@ export async function feedPage(
   follow: Pick<FollowFeed, 'subscribe' | 'signal'>,
 ): Promise<FeedPage> {
   const { after = 0, filter } = feedRequest(scopes, request)
-  const limitNumber = Math.trunc(Number(request.limit?.trim() || 100))
-  const limit = Number.isFinite(limitNumber) ? Math.min(200, Math.max(1, limitNumber)) : 100
-  const waitNumber = Number(request.waitSeconds ?? 0)
-  const waitMs = Number.isFinite(waitNumber) ? Math.min(30, Math.max(0, waitNumber)) * 1000 : 0
+  const limit = request.limit ?? 100
+  const waitMs = longPollMs(request.waitSeconds)
   const deadline = Date.now() + waitMs
   for (;;) {
     // The wait starts before the read it guards, so an event landing in between is not missed.

@@ -1,5 +1,5 @@
 import { ApiError } from '../../../shared/errors.js'
-import type { Gate, GateDecision } from '../../../shared/schemas/gates.js'
+import type { Gate, GateDecision, GateListQuery } from '../../../shared/schemas/gates.js'
 import { transaction, type Db } from '../../db/sql.js'
 import {
   appendEvent,
@@ -10,7 +10,7 @@ import {
   type GateRow,
   type RunRow,
 } from '../runs/index.js'
-import { idFilter } from '../../db/paging.js'
+import { idFilter, readPage } from '../../db/paging.js'
 import { questionAnswered } from '../chats/index.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
@@ -66,17 +66,26 @@ export async function openGate(tx: Db, run: RunRow, gate: OpenGate): Promise<Gat
   return toGate({ ...row!, taskSlug: run.taskSlug })
 }
 
-export async function listWaitingGates(
+/**
+ * GET /v1/gates: the gates waiting, newest first (spec: a plain array of gates waiting), every one
+ * unless page or limit is given; or (status decided, issue 51) the gates decided, newest decision
+ * first, always paged: they grow without end. Each order is an index's (gates_waiting, gates_decided).
+ */
+export async function listGates(
   db: Db,
   enterpriseId: string,
-  filters: { taskId?: string; runId?: string; kind?: string },
+  query: Pick<GateListQuery, 'taskId' | 'runId' | 'kind' | 'status' | 'page' | 'limit'>,
 ): Promise<Gate[]> {
+  const decided = query.status === 'decided'
+  const paged = decided || query.page !== undefined || query.limit !== undefined
+  const page = readPage(query, ['createdAt'])
   const rows = await db<GateRow[]>`
     select ${gateColumns(db)} from gates g
-     where g.enterprise_id = ${enterpriseId} and g.status = 'waiting'
-       ${idFilter(db, 'g.task_id', filters.taskId)} ${idFilter(db, 'g.run_id', filters.runId)}
-       ${filters.kind ? db`and g.kind = ${filters.kind}` : db``}
-     order by g.created_at desc, g.id desc`
+     where g.enterprise_id = ${enterpriseId} and g.status = ${decided ? 'decided' : 'waiting'}
+       ${idFilter(db, 'g.task_id', query.taskId)} ${idFilter(db, 'g.run_id', query.runId)}
+       ${query.kind ? db`and g.kind = ${query.kind}` : db``}
+     order by ${decided ? db`g.decided_at desc, g.id desc` : db`g.created_at desc, g.id desc`}
+     ${paged ? db`limit ${page.limit} offset ${page.offset}` : db``}`
   return rows.map(toGate)
 }
 

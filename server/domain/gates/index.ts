@@ -3,7 +3,7 @@
 // concept's own.
 
 // For the API (routes and http/).
-export { listWaitingGates, getGate, decideChatGate } from './gates.js'
+export { listGates, getGate, decideChatGate } from './gates.js'
 
 // For the API (routes and http/), other concepts of the domain and tests and benches.
 export { decideGate } from './gates.js'

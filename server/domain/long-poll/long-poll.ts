@@ -16,16 +16,19 @@ export interface LongPollWait {
   signal?: AbortSignal
 }
 
-/** How long a `waitSeconds` as given holds the answer, in ms: 0 to 30 s; not a number is 0. */
-export function longPollMs(waitSeconds: string | undefined): number {
-  return Math.min(longPollMaxSeconds, Math.max(0, Number(waitSeconds) || 0)) * 1000
+/**
+ * How long a `waitSeconds` holds the answer, in ms: 0 to 30 s. The query schemas refuse anything else
+ * (400, shared/schemas/common.ts); a caller in the daemon is held to the same bounds.
+ */
+export function longPollMs(waitSeconds: number | undefined): number {
+  return Math.min(longPollMaxSeconds, Math.max(0, waitSeconds || 0)) * 1000
 }
 
 export interface LongPoll<T> {
   /** What changes on the watch's channel wake the wait: the run's or the chat's id. */
   key: string
   /** As the query gives it; undefined (no wait) where the query names nothing to wait after. */
-  waitSeconds: string | undefined
+  waitSeconds: number | undefined
   /** Without one the read answers at once. */
   wait?: LongPollWait
   /** Reads the answer; `last` is the read that answers whatever it finds (the wait is over). */

@@ -198,7 +198,7 @@ export async function runDetail(
   archiveDir: string,
   enterpriseId: string,
   id: string,
-  query: { afterEventId?: string; waitSeconds?: string } = {},
+  query: { afterEventId?: string; waitSeconds?: number } = {},
   wait?: LongPollWait,
 ): Promise<RunDetail> {
   try {
@@ -276,15 +276,8 @@ export async function archivedChatDetail(
       )
     messages = messages.slice(after + 1)
   }
-  const limit = query.limit === undefined ? undefined : Number(query.limit)
-  if (limit !== undefined) {
-    if (!/^\d+$/.test(query.limit!.trim()) || !Number.isInteger(limit) || limit < 1 || limit > 200)
-      throw new ApiError(
-        'invalid_request',
-        `limit: an integer from 1 to 200; got "${query.limit}".`,
-      )
-    messages = messages.slice(-limit)
-  }
+  // 1..200, as ChatDetailQuery has read it.
+  if (query.limit !== undefined) messages = messages.slice(-query.limit)
   return {
     ...toChat({ ...chat, unread: 0, replying: false }),
     messages: messages.map(toChatMessage),

@@ -9,7 +9,7 @@ import { forksOf } from './forks.js'
 import { modelCallTotals } from './journal.js'
 import { listEvents, toEvent, type EventRow } from './events.js'
 import { withPauses } from './pausing.js'
-import { loadRun, toRun, type RunRow } from './rows.js'
+import { isFinished, loadRun, toRun, type RunRow } from './rows.js'
 
 // What is read about runs: a run with everything around it, lists, logs, the os tool's view, and
 // Blockers (spec: Endpoints Runs, Blockers).
@@ -32,7 +32,7 @@ export async function getRunDetail(
   db: Db,
   enterpriseId: string,
   id: string,
-  query: { afterEventId?: string; waitSeconds?: string } = {},
+  query: { afterEventId?: string; waitSeconds?: number } = {},
   wait?: LongPollWait,
 ): Promise<RunDetail> {
   const after = query.afterEventId
@@ -41,7 +41,8 @@ export async function getRunDetail(
     waitSeconds: after ? query.waitSeconds : undefined,
     wait,
     read: () => readRunDetail(db, enterpriseId, id, after),
-    answers: (detail) => detail.events.length > 0,
+    // A finished run has no event to come: it answers at once, whatever waitSeconds asks (issue 51).
+    answers: (detail) => detail.events.length > 0 || isFinished(detail.run.status),
     // The run is the caller's (the first read found it); until its next event only its events are read.
     changed: async () => (await listEvents(db, id, after)).length > 0,
   })

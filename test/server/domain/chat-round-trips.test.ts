@@ -124,7 +124,7 @@ describe('the long-poll for a reply', () => {
         counted,
         t.acme.id,
         chat.id,
-        { afterMessageId: message.id, waitSeconds: '10' },
+        { afterMessageId: message.id, waitSeconds: 10 },
         { watch: { subscribe: noWake } },
       ),
     )
@@ -145,7 +145,7 @@ describe('the long-poll for a reply', () => {
         counted,
         t.acme.id,
         chat.id,
-        { afterMessageId: message.id, waitSeconds: '10' },
+        { afterMessageId: message.id, waitSeconds: 10 },
         { watch: { subscribe: wake } },
       )
       // The first read found nothing: the chat is not marked read while the reply is awaited.

@@ -191,8 +191,10 @@ export async function startAndRead(
     throw new Error(refusal.error + ': ' + (refusal.message ?? ''))
   }
   const run = (await start.json()) as Started
-  const query: NonNullable<GetRun['parameters']['query']> = { waitSeconds: '5' }
-  const read = await fetch(base + '/v1/runs/' + run.id + '?' + new URLSearchParams(query), { headers })
+  // Numeric query parameters are integers in the document (issue 51): the client passes a number.
+  const query: NonNullable<GetRun['parameters']['query']> = { waitSeconds: 5 }
+  const search = new URLSearchParams({ waitSeconds: String(query.waitSeconds) })
+  const read = await fetch(base + '/v1/runs/' + run.id + '?' + search, { headers })
   const detail = (await read.json()) as RunDetail
   const finished: string | null = detail.run.finishedAt
   // Comparing with a status the schema does not list would not compile.

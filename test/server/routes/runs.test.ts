@@ -919,8 +919,12 @@ describe('reading runs', () => {
     expect((await list('?taskId=nope')).total).toBe(0)
     // Out-of-range paging is brought into range, never refused or answered 500 (spec: Limits).
     expect(await list('?limit=')).toMatchObject({ limit: 25, total: 5 })
-    expect(await list('?page=1e18')).toMatchObject({ data: [], total: 5 })
-    expect((await t.call('GET', '/v1/runs?page=1e300&limit=200', { token: as })).status).toBe(200)
+    // A page far past the last is brought to the last a request may name (its offset stays a bigint).
+    expect(await list('?page=1000000000000000000')).toMatchObject({ data: [], total: 5 })
+    // A page of 300 digits too; 1e300 is not a whole number as a query writes one (400).
+    expect(
+      (await t.call('GET', `/v1/runs?page=${'9'.repeat(300)}&limit=200`, { token: as })).status,
+    ).toBe(200)
     const byFinished = await list('?sort=finishedAt&order=desc')
     expect(byFinished.data[0].id).toBe(ids[1])
     expect((await list('?sort=status&order=asc')).data[0].status).toBe('blocked')
@@ -1009,8 +1013,9 @@ describe('reading runs', () => {
     const woken = await polling
     expect(woken.body.events.map((e: { type: string }) => e.type)).toEqual(['run.cancelled'])
     expect(Date.now() - cancelAt).toBeLessThan(2000)
-    // waitSeconds is capped at 30 and ignored without afterEventId.
-    expect((await t.call('GET', `/v1/runs/${run.id}?waitSeconds=999`)).body.events.length).toBe(2)
+    // waitSeconds is 0..30 (issue 51: 999 is refused, not capped) and ignored without afterEventId.
+    expect((await t.call('GET', `/v1/runs/${run.id}?waitSeconds=999`)).status).toBe(400)
+    expect((await t.call('GET', `/v1/runs/${run.id}?waitSeconds=30`)).body.events.length).toBe(2)
   })
 })
 
@@ -1207,7 +1212,7 @@ describe('Blockers', () => {
         issues: [expect.objectContaining({ code: 'successor_unknown_slug' })],
       },
     ])
-    const far = await t.call('GET', '/v1/blockers?pageSize=200&failedPage=1e18', as)
+    const far = await t.call('GET', '/v1/blockers?pageSize=200&failedPage=1000000000000000000', as)
     expect(far.status).toBe(200)
     expect(far.body.failed).toMatchObject({ data: [], total: 3 })
     // A stopped pipeline is its own section: clearing the failed section leaves it.
