@@ -40,3 +40,7 @@ create table run_bulk_items (
   primary key (operation_id, run_id)
 );
 create index run_bulk_items_left on run_bulk_items (operation_id, run_id) where outcome is null;
+
+-- A retry asks whether the run's retry is already pending (the one-run route answers that run; a bulk
+-- retry skips it): through this small index, not every pending run of the database.
+create index runs_retry_pending on runs (previous_run_id) where origin = 'retry' and status = 'pending';

@@ -93,7 +93,8 @@ describe('POST /v1/runs/bulk', () => {
     })
     for (const id of runs) expect(await statusOf(id)).toBe('queued')
     // Nothing was made either: the dry run's key is free.
-    const [{ n }] = await t.sql`select count(*)::int as n from run_bulk_operations`
+    const [row] = await t.sql<{ n: number }[]>`select count(*)::int as n from run_bulk_operations`
+    const n = row!.n
     expect(n).toBe(0)
   })
 
@@ -169,9 +170,9 @@ describe('POST /v1/runs/bulk', () => {
         input: { priorRunId: original },
       })
     }
-    const [{ n }] = await t.sql`
+    const [row] = await t.sql<{ n: number }[]>`
       select count(*)::int as n from runs where enterprise_id = ${t.other.id} and origin = 'retry'`
-    expect(n).toBe(0)
+    expect(row!.n).toBe(0)
   })
 
   it('answers the same operation for the same key, and 409 for the key on another request', async () => {
