@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { transaction } from '../../../server/db/sql.js'
-import { bulkItems, cancelRun, finishRun, loadRun } from '../../../server/domain/runs/index.js'
+import {
+  bulkBatch,
+  bulkItems,
+  cancelRun,
+  claimBulkOperations,
+  finishRun,
+  loadRun,
+} from '../../../server/domain/runs/index.js'
 import { BulkLoop } from '../../../server/engine/runs/index.js'
 import { RunBulkCount, RunBulkOperation } from '../../../shared/schemas/run-bulk.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
@@ -98,7 +105,7 @@ describe('POST /v1/runs/bulk', () => {
     expect(n).toBe(0)
   })
 
-  it('cancels by task and status exactly the matching runs, and records the ones that moved', async () => {
+  it('cancels by task and status exactly the matching runs, records the ones that moved, and resumes after a crash', async () => {
     const { task, runs } = await taskWithRuns(t.acme, 4)
     const other = await taskWithRuns(t.acme, 1)
     await fail(t.acme.id, runs[3]!) // ended: a cancel does not match it
@@ -113,6 +120,16 @@ describe('POST /v1/runs/bulk', () => {
     expect(op.createdBy).toMatch(/^token:/)
     // One of them moves before the engine gets to it: cancelled by hand.
     await cancelRun(t.sql, t.acme.id, runs[0]!)
+    // An engine claims it, acts on one run and dies: once its lease lapses, another finishes the rest.
+    expect(await claimBulkOperations(t.sql, 'dead-engine', 30, 5)).toEqual([
+      expect.objectContaining({ id: op.id }),
+    ])
+    expect(await bulkBatch(t.sql, 'dead-engine', op.id, 1)).toEqual({
+      settled: 1,
+      completed: false,
+    })
+    await t.sql`update run_bulk_operations set lease_expires_at = now() - interval '1 second'
+                 where id = ${op.id}`
     await startBulkLoop()
     const end = await completed(op.id)
     expect(end).toMatchObject({ matched: 3, done: 2, failed: 0, skipped: 1 })
