@@ -18,7 +18,7 @@ const run = (args: string[]) => osctl(args, cli.env)
 
 describe('osctl runs retry with a filter', () => {
   it('--dry-run says the count and does nothing; off a terminal it needs --yes; --yes retries them', async () => {
-    const started = []
+    const started: { id: string }[] = []
     for (const n of [1, 2])
       started.push(await cli.json(['runs', 'start', 'echo', '--input', `n=${n}`, '--wait']))
     const dry = await run(['runs', 'retry', '--task', 'echo', '--status', 'succeeded', '--dry-run'])
