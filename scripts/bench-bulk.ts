@@ -117,7 +117,7 @@ for (let round = 0; round < rounds; round++) {
   await drained()
 }
 
-// bench:runs' load alone and beside an operation.
+// bench:runs' load alone and beside an operation (BENCH_ONLY=retry: the operation alone only).
 const loadTasks: { id: string }[] = []
 for (let i = 0; i < 40; i++) loadTasks.push(await newTask(`Bench load ${i}`))
 const origin = new URL(daemon.url).origin
@@ -158,7 +158,7 @@ const alone: number[] = []
 const besideCancel: number[] = []
 const besideRetry: number[] = []
 const cancels: Awaited<ReturnType<typeof bulk>>[] = []
-for (let round = 0; round < rounds; round++) {
+for (let round = 0; round < (process.env.BENCH_ONLY === 'retry' ? 0 : rounds); round++) {
   alone.push(await load())
   await drained()
   const pending = await runsOf('Bench delayed', bulkRuns, 'pending')
@@ -197,18 +197,20 @@ console.log(
       2,
     )} ms a run, the engine's runs of the retries included`,
 )
-console.log(
-  `cancel of ${bulkRuns} delayed pending runs beside the load: ${m(cancels.map((r) => r.rate))} runs/s`,
-)
-const base = median(alone)
-console.log(
-  `load (${concurrency} API starts in flight, ${seconds} s) done/s: alone ${base.toFixed(0)};` +
-    ` beside a cancel ${m(besideCancel)} (${((median(besideCancel) / base - 1) * 100).toFixed(0)}%);` +
-    ` beside a retry ${m(besideRetry)} (${((median(besideRetry) / base - 1) * 100).toFixed(0)}%,` +
-    ` the engine also running the ${bulkRuns} retried runs)`,
-)
-console.log(
-  `rounds: alone ${alone.map((x) => x.toFixed(0)).join(', ')}; beside cancel ${besideCancel
-    .map((x) => x.toFixed(0))
-    .join(', ')}; beside retry ${besideRetry.map((x) => x.toFixed(0)).join(', ')}`,
-)
+if (alone.length > 0) {
+  console.log(
+    `cancel of ${bulkRuns} delayed pending runs beside the load: ${m(cancels.map((r) => r.rate))} runs/s`,
+  )
+  const base = median(alone)
+  console.log(
+    `load (${concurrency} API starts in flight, ${seconds} s) done/s: alone ${base.toFixed(0)};` +
+      ` beside a cancel ${m(besideCancel)} (${((median(besideCancel) / base - 1) * 100).toFixed(0)}%);` +
+      ` beside a retry ${m(besideRetry)} (${((median(besideRetry) / base - 1) * 100).toFixed(0)}%,` +
+      ` the engine also running the ${bulkRuns} retried runs)`,
+  )
+  console.log(
+    `rounds: alone ${alone.map((x) => x.toFixed(0)).join(', ')}; beside cancel ${besideCancel
+      .map((x) => x.toFixed(0))
+      .join(', ')}; beside retry ${besideRetry.map((x) => x.toFixed(0)).join(', ')}`,
+  )
+}

@@ -225,15 +225,18 @@ export async function bulkBatch(
   batchSize = bulkBatchSize,
 ): Promise<BulkStep> {
   return transaction(sql, async (tx) => {
-    const [op] = await tx<OperationRow[]>`
-      select * from run_bulk_operations
-       where id = ${operationId} and lease_owner = ${engineId} and status = 'running'`
+    // Sent together, as the later pair is (one round trip each, not two).
+    const [[op], items] = await Promise.all([
+      tx<OperationRow[]>`
+        select * from run_bulk_operations
+         where id = ${operationId} and lease_owner = ${engineId} and status = 'running'`,
+      tx<{ runId: string }[]>`
+        select run_id from run_bulk_items
+         where operation_id = ${operationId} and outcome is null
+         order by run_id
+         limit ${batchSize}`,
+    ])
     if (!op) return { settled: 0, completed: true }
-    const items = await tx<{ runId: string }[]>`
-      select run_id from run_bulk_items
-       where operation_id = ${operationId} and outcome is null
-       order by run_id
-       limit ${batchSize}`
     if (items.length === 0) {
       await tx`
         update run_bulk_operations
@@ -245,12 +248,15 @@ export async function bulkBatch(
     const ids = items.map((i) => i.runId)
     // Locked in id order (docs/locks.md, 2. Runs), those another transaction holds skipped; whether
     // each still matches is decided on the locked row.
-    const locked = await tx<(RunRow & { matches: boolean })[]>`
-      select r.*, (${matching(tx, op.enterpriseId, op.action, op.filter)}) as matches
-        from runs r
-       where r.id = any(${tx.array(ids)}::uuid[]) and r.enterprise_id = ${op.enterpriseId}
-       order by r.id
-       for no key update of r skip locked`
+    const [locked, retried] = await Promise.all([
+      tx<(RunRow & { matches: boolean })[]>`
+        select r.*, (${matching(tx, op.enterpriseId, op.action, op.filter)}) as matches
+          from runs r
+         where r.id = any(${tx.array(ids)}::uuid[]) and r.enterprise_id = ${op.enterpriseId}
+         order by r.id
+         for no key update of r skip locked`,
+      op.action === 'retry' ? pendingRetries(tx, op.enterpriseId, ids) : new Map<string, string>(),
+    ])
     const lockedIds = new Set(locked.map((r) => r.id))
     const notLocked = ids.filter((id) => !lockedIds.has(id))
     // Of those not locked: gone from the live tables (retention) is skipped; busy is left for later.
@@ -271,7 +277,7 @@ export async function bulkBatch(
       else outcomes.push(skip(run.id, `it is ${run.status} now and no longer matches`))
     }
     if (op.action === 'cancel') outcomes.push(...(await cancelBatch(tx, op, acting)))
-    else outcomes.push(...(await retryBatch(tx, op, acting)))
+    else outcomes.push(...(await retryBatch(tx, acting, retried)))
     const count = (o: ItemOutcome['outcome']) => outcomes.filter((x) => x.outcome === o).length
     const [, held] = await Promise.all([
       outcomes.length &&
@@ -317,13 +323,12 @@ async function cancelBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<It
  * the same execution, whose input carries priorRunId. A run whose retry is already pending (retried
  * meanwhile) is skipped, as the one-run route would answer that run; a task that cannot run fails it.
  */
-async function retryBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<ItemOutcome[]> {
+async function retryBatch(
+  tx: Db,
+  runs: RunRow[],
+  retried: ReadonlyMap<string, string>,
+): Promise<ItemOutcome[]> {
   if (runs.length === 0) return []
-  const pending = await tx<{ previousRunId: string; id: string }[]>`
-    select previous_run_id, id from runs
-     where previous_run_id = any(${tx.array(runs.map((r) => r.id))}::uuid[])
-       and origin = 'retry' and status = 'pending' and enterprise_id = ${op.enterpriseId}`
-  const retried = new Map(pending.map((p) => [p.previousRunId, p.id]))
   const outcomes: ItemOutcome[] = []
   const retrying: RunRow[] = []
   for (const run of runs) {
@@ -351,6 +356,19 @@ async function retryBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<Ite
     )
   })
   return outcomes
+}
+
+/** The pending retries of these runs, by the run retried (sent after the statement locking them). */
+async function pendingRetries(
+  tx: Db,
+  enterpriseId: string,
+  runIds: string[],
+): Promise<Map<string, string>> {
+  const pending = await tx<{ previousRunId: string; id: string }[]>`
+    select previous_run_id, id from runs
+     where previous_run_id = any(${tx.array(runIds)}::uuid[])
+       and origin = 'retry' and status = 'pending' and enterprise_id = ${enterpriseId}`
+  return new Map(pending.map((p) => [p.previousRunId, p.id]))
 }
 
 /** The items of an operation and what became of each (tests, and a person asking why one skipped). */
