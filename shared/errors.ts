@@ -64,6 +64,7 @@ export const errorStatus = {
   app_connection_not_found: 404,
   invite_not_found: 404,
   subscription_not_found: 404,
+  bulk_operation_not_found: 404,
   // 409: conflict with the current state
   overlap: 409,
   member_busy: 409,
@@ -105,6 +106,7 @@ export const errorStatus = {
   token_expired: 409,
   token_of_connected_app: 409,
   subscription_disabled: 409,
+  bulk_idempotency_key_reused: 409,
   // 413: body over 100 KB
   body_too_large: 413,
   // 429: too many attempts; the answer says when to try again (Retry-After)

@@ -25,6 +25,7 @@ import { safeText } from '../safe-text.js'
 import { duration, startSpinner } from '../spinner.js'
 import { reportToGithub } from '../github.js'
 import { about } from './about.js'
+import { bulkRuns, hasFilter, type BulkFlags } from './runs-bulk.js'
 
 export function statusText(out: Output, status: RunStatus): Styled {
   if (status === 'succeeded') return colour(out, 'green', status)
@@ -255,14 +256,54 @@ export async function osToolView(deps: Deps, ref: string): Promise<void> {
   })
 }
 
-export async function cancelRun(deps: Deps, ref: string, opts: { yes?: boolean }): Promise<void> {
-  const id = runRef(ref)
+/** One run by its id, or every run a filter matches (runs-bulk.ts); not both, not neither. */
+function oneOrFilter(ref: string | undefined, opts: BulkFlags): string | undefined {
+  if (ref !== undefined && hasFilter(opts))
+    throw new UsageError(
+      'give a run id or a filter (--task, --status, --origin, --since, --until), not both',
+    )
+  if (ref === undefined && !hasFilter(opts))
+    throw new UsageError('give a run id, or a filter: --task, --status, --origin, --since, --until')
+  if (ref !== undefined && opts.dryRun) throw new UsageError('--dry-run goes with a filter')
+  return ref
+}
+
+export async function cancelRun(
+  deps: Deps,
+  ref: string | undefined,
+  opts: BulkFlags,
+): Promise<void> {
+  if (oneOrFilter(ref, opts) === undefined) return bulkRuns(deps, 'cancel', opts)
+  const id = runRef(ref!)
   await confirmDestructive(deps, opts.yes, `Cancel run ${id}`)
   showRun(deps, await deps.client().post<Run>(`/runs/${id}/cancel`))
 }
 
-export async function retryRun(deps: Deps, ref: string): Promise<void> {
-  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref)}/retry`))
+export async function retryRun(
+  deps: Deps,
+  ref: string | undefined,
+  opts: BulkFlags = {},
+): Promise<void> {
+  if (oneOrFilter(ref, opts) === undefined) return bulkRuns(deps, 'retry', opts)
+  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref!)}/retry`))
+}
+
+/** The filter flags of `runs cancel` and `runs retry` (issue 50). */
+function withFilterOptions(command: Command, action: string): Command {
+  return (
+    command
+      .option('--task <task>', `${action} the runs of this task (id or slug)`)
+      .addOption(new Option('--status <status>', 'only runs in this status').choices(runStatuses))
+      // Not a fixed list of choices: the daemon says which origins it knows (a newer one may know more).
+      .option('--origin <origin>', 'only runs started this way: api, schedule, webhook, retry, ...')
+      .option(
+        '--since <time>',
+        'only runs started at or after: an ISO time, or an age (30m, 2h, 7d)',
+      )
+      .option('--until <time>', 'only runs started before: an ISO time, or an age')
+      .option('--dry-run', 'say how many runs match, and do nothing')
+      .option('-y, --yes', 'do not ask')
+  )
 }
 
 /** GET /v1/runs/{id}/steps: the run's journal as a table, to choose a step to fork from. */
@@ -432,21 +473,31 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
     'osctl runs os-tool 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --json',
   )
   examples(
-    runs
-      .command('cancel')
-      .argument('<run>', 'run id')
-      .option('-y, --yes', 'do not ask')
-      .description('cancel a run that has not ended')
-      .action(actionOf(makeDeps, cancelRun)),
+    withFilterOptions(
+      runs
+        .command('cancel')
+        .argument('[run]', 'run id; or a filter instead, for every run it matches')
+        .description(
+          'cancel a run that has not ended; with a filter, every matching run not ended (the count first, then asks)',
+        ),
+      'cancel',
+    ).action(actionOf(makeDeps, cancelRun)),
     'osctl runs cancel 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 --yes',
+    'osctl runs cancel --task weekly-mail --status pending --dry-run',
+    'osctl runs cancel --task weekly-mail --since 2h --yes',
   )
   examples(
-    runs
-      .command('retry')
-      .argument('<run>', 'run id')
-      .description("a new run on the task's current version; repeated while pending, the same one")
-      .action(actionOf(makeDeps, retryRun)),
+    withFilterOptions(
+      runs
+        .command('retry')
+        .argument('[run]', 'run id; or a filter instead, for every run it matches')
+        .description(
+          "a new run on the task's current version; repeated while pending, the same one; with a filter, every matching ended run",
+        ),
+      'retry',
+    ).action(actionOf(makeDeps, retryRun)),
     'osctl runs retry 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
+    'osctl runs retry --status failed --since 2026-11-28T06:00:00Z --until 2026-11-28T09:00:00Z --yes',
   )
   examples(
     runs

@@ -7,7 +7,7 @@ import { keyBoundChannel } from '../domain/models/index.js'
 import { resumeDueHolds } from '../domain/runs/index.js'
 import { installLearning } from '../domain/learning/index.js'
 import type { Logger } from '../log.js'
-import { AgentExecutor, RunLoop } from './runs/index.js'
+import { AgentExecutor, BulkLoop, RunLoop } from './runs/index.js'
 import { createProviders, type ModelProvider } from './models/index.js'
 import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
@@ -20,6 +20,8 @@ export interface Engine {
   id: string
   runs: RunLoop
   chats: ChatLoop
+  /** Bulk operations on runs (issue 50). */
+  bulk: BulkLoop
   /** The retention pass, when this engine runs one (EngineOptions.retention). */
   retention: RetentionLoop | undefined
   /** The event feed's positions, deliveries to subscriptions, mail (issue 47). */
@@ -104,6 +106,13 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     sweepMs: options.sweepMs,
   })
   const scheduler = new Scheduler(sql, log)
+  const bulk = new BulkLoop({
+    sql,
+    log,
+    engineId: id,
+    leaseSeconds: config.leaseSeconds,
+    sweepMs: options.sweepMs,
+  })
   const chats = new ChatLoop({
     sql: options.chatSql ?? sql,
     log,
@@ -120,6 +129,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   })
   await runs.start()
   await chats.start()
+  await bulk.start()
   await scheduler.start()
   // Apart from the lease loop: it claims nothing of the runs' or chats' work (issue 46).
   const retention = options.retention && new RetentionLoop(sql, log, options.retention)
@@ -151,6 +161,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     id,
     runs,
     chats,
+    bulk,
     retention,
     events,
     async stop() {
@@ -158,6 +169,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       await keys.unlisten().catch(() => undefined)
       await events.stop()
       await scheduler.stop()
+      await bulk.stop()
       await chats.stop()
       await runs.stop()
     },

@@ -20,6 +20,7 @@ import { toolRoutes } from '../routes/tools.js'
 import { createProviders } from '../engine/models/index.js'
 import { runChannel, StartBatcher } from '../domain/runs/index.js'
 import { runRoutes } from '../routes/runs.js'
+import { runBulkRoutes } from '../routes/runs-bulk.js'
 import { webhookRoutes } from '../routes/webhooks.js'
 import { eventRoutes } from '../routes/events.js'
 import { eventSubscriptionRoutes } from '../routes/event-subscriptions.js'
@@ -99,6 +100,7 @@ export function createApp(deps: AppDeps): Router {
   app.route('/v1/roles', roleRoutes(routeDeps))
   app.route('/v1/orgs', orgRoutes(routeDeps))
   app.route('/v1/tasks', taskRoutes(routeDeps))
+  app.route('/v1/runs/bulk', runBulkRoutes(routeDeps))
   app.route('/v1/runs', runRoutes(routeDeps))
   app.route('/v1/blockers', blockerRoutes(routeDeps))
   app.route('/v1/executions', executionRoutes(routeDeps))

@@ -31,12 +31,22 @@ export { type RunStarts } from './start.js'
 
 // For the API (routes and http/) and tests and benches.
 export { cancelRun } from './ends.js'
+export { countBulkMatches, startBulkOperation, getBulkOperation, bulkItems } from './bulk.js'
 export { StartBatcher } from './start.js'
 
 // For the API (routes and http/) and the engine.
 export { runChannel } from './rows.js'
 
 // For the engine.
+export {
+  bulkBatch,
+  bulkChannel,
+  claimBulkOperations,
+  holdsBulkOperation,
+  listenBulkLocally,
+  releaseBulkOperations,
+  renewBulkOperations,
+} from './bulk.js'
 export { renewLeases, releaseLeases, holdsRun } from './admission.js'
 export { eventsOfTypes, type NewEvent } from './events.js'
 export {

@@ -560,12 +560,19 @@ export async function enqueueRun(
 
 /**
  * enqueueRun for many tasks in the caller's transaction, with one read of the tasks and one insert of
- * the runs however many (a minute's schedule fires). Answers each start's run, or the error that
- * refused it (task_not_found, task_not_runnable), in the order given.
+ * the runs however many (a minute's schedule fires, a batch of a bulk retry). Answers each start's
+ * run, or the error that refused it (task_not_found, task_not_runnable), in the order given. A start's
+ * own execution and previous run, if it names them, are laid over `options`.
  */
 export async function enqueueRuns(
   tx: Db,
-  starts: { enterpriseId: string; taskId: string; input: Record<string, unknown> }[],
+  starts: {
+    enterpriseId: string
+    taskId: string
+    input: Record<string, unknown>
+    executionId?: string
+    previousRunId?: string
+  }[],
   options: EnqueueOptions,
 ): Promise<(RunRow | ApiError)[]> {
   const targets = await lockedTargets(
@@ -579,7 +586,18 @@ export async function enqueueRuns(
     const why = task && notRunnable(task)
     if (!task) outcomes[i] = taskNotFound(start.taskId)
     else if (why) outcomes[i] = new ApiError('task_not_runnable', why)
-    else runs.push({ i, run: { task, input: start.input, status: 'pending', ...options } })
+    else
+      runs.push({
+        i,
+        run: {
+          task,
+          input: start.input,
+          status: 'pending',
+          ...options,
+          executionId: start.executionId ?? options.executionId,
+          previousRunId: start.previousRunId ?? options.previousRunId,
+        },
+      })
   })
   const written = await insertRuns(
     tx,

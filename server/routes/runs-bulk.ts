@@ -1,0 +1,51 @@
+import { z } from 'zod'
+import { Uuid } from '../../shared/schemas/common.js'
+import { RunBulkCount, RunBulkOperation, RunBulkRequest } from '../../shared/schemas/run-bulk.js'
+import { countBulkMatches, getBulkOperation, startBulkOperation } from '../domain/runs/index.js'
+import type { RouteDeps } from '../http/context.js'
+import { createRouter, route } from '../http/router.js'
+
+/**
+ * Acting on runs by a filter (issue 50: Act on a filter; docs/runs.md), under /v1/runs: its scopes are
+ * the runs' (runs:write to act, as cancel and retry of one run need; runs:read to follow).
+ */
+export function runBulkRoutes({ sql }: RouteDeps) {
+  const app = createRouter()
+
+  route(
+    app,
+    {
+      operationId: 'startRunBulkOperation',
+      method: 'post',
+      path: '/',
+      summary:
+        'Cancel or retry every run of the enterprise a filter matches, in batches by the engines; dryRun answers 200 with the count and does nothing; the same idempotencyKey answers the same operation',
+      body: RunBulkRequest,
+      status: 202,
+      response: RunBulkOperation,
+      otherAnswers: { 200: { description: 'dryRun: the count matched', schema: RunBulkCount } },
+      errors: ['bulk_idempotency_key_reused'],
+    },
+    async (c, { body }) => {
+      const { enterpriseId, actor } = c.var.caller
+      if (body.dryRun) return c.json(await countBulkMatches(sql, enterpriseId, body), 200)
+      return startBulkOperation(sql, enterpriseId, actor, body)
+    },
+  )
+
+  route(
+    app,
+    {
+      operationId: 'getRunBulkOperation',
+      method: 'get',
+      path: '/{id}',
+      summary: 'A bulk operation as it stands: matched, done, failed, skipped, its status',
+      params: z.object({ id: Uuid }),
+      notFound: 'bulk_operation_not_found',
+      response: RunBulkOperation,
+    },
+    async (c, { params }) => getBulkOperation(sql, c.var.caller.enterpriseId, params.id),
+  )
+
+  return app
+}
