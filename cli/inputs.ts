@@ -1,6 +1,8 @@
+import { unsetRequiredInputs, type DeclaredInput } from '../shared/task-inputs.js'
 import { readBody } from './command.js'
 import type { Deps } from './deps.js'
 import { UsageError } from './errors.js'
+import { didYouMean } from './suggest.js'
 
 /** Commander's collector for a repeatable option (`--input a=1 --input b=2`). */
 export function collect(value: string, previous: string[] = []): string[] {
@@ -47,3 +49,41 @@ export async function readInput(
     throw new UsageError('the input must be a JSON object')
   return { ...(base as Record<string, unknown>), ...parseInputs(opts.input ?? []) }
 }
+
+/** A declared input as the check reads it (spec: Task definition, inputs). */
+export interface DeclaredRunInput extends DeclaredInput {
+  type?: string
+}
+
+/**
+ * What `runs start` refuses before sending (issue 51): a required input given no value and a key the
+ * task does not declare (with the declared key it is likely a typo of). The API keeps the spec's
+ * rule, the body is the input as sent; this only saves a run that would start without what it needs.
+ * A task that declares no inputs takes any input.
+ */
+export function checkRunInput(
+  task: string,
+  declared: readonly DeclaredRunInput[] | null | undefined,
+  input: Record<string, unknown>,
+): void {
+  if (!declared?.length) return
+  const keys = declared.map((d) => d.key)
+  const problems: string[] = []
+  const missing = unsetRequiredInputs(declared, input)
+  if (missing.length)
+    problems.push(`missing required input${missing.length > 1 ? 's' : ''} ${quoted(missing)}`)
+  for (const key of Object.keys(input).filter((k) => !keys.includes(k)))
+    problems.push(`unknown input "${key}"${didYouMean(key, keys)}`)
+  if (problems.length === 0) return
+  const list = declared
+    .map(
+      (d) =>
+        `${d.key} (${[d.type, d.required ? 'required' : 'optional'].filter(Boolean).join(', ')})`,
+    )
+    .join(', ')
+  throw Object.assign(new UsageError(`task ${task}: ${problems.join('; ')}; it declares ${list}`), {
+    hint: 'give each with --input KEY=VALUE, or send the input as it is with --no-input-check',
+  })
+}
+
+const quoted = (keys: string[]) => keys.map((k) => `"${k}"`).join(', ')

@@ -2,13 +2,15 @@ import { Option, type Command } from 'commander'
 import { runSorts, runStatuses } from '../../shared/values.js'
 import type { OsToolView, Run, RunDetail, RunEvent, RunStatus } from '../../shared/schemas/runs.js'
 import type { RunStep, RunSteps } from '../../shared/schemas/forks.js'
+import type { VersionDefinition } from '../../shared/schemas/tasks.js'
 import { modelTiers } from '../../shared/values.js'
+import type { ApiClient } from '../client.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { ApiRequestError, UsageError, afterAnswer, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
 import { followRun, waitExitCode, type FollowResult } from '../follow.js'
-import { collect, readInput } from '../inputs.js'
+import { checkRunInput, collect, readInput } from '../inputs.js'
 import {
   colour,
   printFields,
@@ -366,17 +368,45 @@ export async function clearRun(deps: Deps, ref: string): Promise<void> {
 export async function startRun(
   deps: Deps,
   ref: string,
-  opts: { input?: string[]; data?: string; file?: string; wait?: boolean; timeout?: string },
+  opts: {
+    input?: string[]
+    data?: string
+    file?: string
+    wait?: boolean
+    timeout?: string
+    inputCheck?: boolean
+  },
 ): Promise<void> {
   const timeout = waitTimeout(opts)
   const input = await readInput(deps, opts)
   const client = deps.client()
-  const run = await client
-    .post<Run>(`/tasks/${await taskId(client, ref)}/runs`, input)
-    .catch((err: unknown) => {
-      throw withRecordedRun(err)
-    })
+  const id = await taskId(client, ref)
+  if (opts.inputCheck !== false) await checkInputOf(client, id, input)
+  const run = await client.post<Run>(`/tasks/${id}/runs`, input).catch((err: unknown) => {
+    throw withRecordedRun(err)
+  })
   await showStarted(deps, run, opts.wait, timeout)
+}
+
+/**
+ * The input checked against the inputs the task's current version declares (issue 51), before it is
+ * sent. A token that may start the task's runs but not read the task (tasks:write without
+ * tasks:read) sends as it is: the check is osctl's help, the API's rule is the input as sent.
+ */
+async function checkInputOf(
+  client: ApiClient,
+  id: string,
+  input: Record<string, unknown>,
+): Promise<void> {
+  // Read leniently: an answer without a version's inputs is a task that declares none.
+  let task: { slug?: string; currentVersion?: { definition?: Partial<VersionDefinition> } }
+  try {
+    task = await client.get<typeof task>(`/tasks/${id}`)
+  } catch (err) {
+    if (err instanceof ApiRequestError && err.status === 403) return
+    throw err
+  }
+  checkRunInput(task.slug ?? id, task.currentVersion?.definition?.inputs, input)
 }
 
 /** The --timeout of a verb that starts a run, checked before anything is sent: it goes with --wait. */
@@ -547,10 +577,17 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
       .option('-f, --file <file>', 'input from a JSON file ("-" reads stdin)')
       .option('--wait', 'follow the run to its end; exit 0 only if it succeeded')
       .option('--timeout <seconds>', 'with --wait: give up after this long (exit 8)')
-      .description('start a run of a task; --input pairs are laid over -d/-f')
+      .option(
+        '--no-input-check',
+        "send the input as it is, unchecked against the task's declared inputs",
+      )
+      .description(
+        "start a run of a task; --input pairs are laid over -d/-f, and the input is checked against the task's declared inputs (exit 2)",
+      )
       .action(actionOf(makeDeps, startRun)),
     'osctl runs start nightly-report --input region=eu --input days=7',
     'osctl runs start nightly-report -f input.json --wait --timeout 600',
+    'osctl runs start nightly-report -d \'{"region":"eu","extra":1}\' --no-input-check',
   )
   examples(
     runs

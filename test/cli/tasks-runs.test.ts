@@ -179,6 +179,46 @@ describe('osctl runs', () => {
     expect(res.stderr).not.toMatch(/\x1b/) // no spinner when stderr is not a terminal
   })
 
+  it("checks the input against the task's declared inputs before sending (issue 51)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osctl-inputs-'))
+    const inputs = [
+      { key: 'region', label: 'Region', type: 'string', required: true },
+      { key: 'days', label: 'Days', type: 'number' },
+    ]
+    await writeFile(
+      join(dir, 'def.json'),
+      JSON.stringify({ name: 'Inputs', kind: 'deterministic', assigneeRole: 'ceo', inputs }),
+    )
+    await json(['tasks', 'create', '-f', join(dir, 'def.json'), '--slug', 'with-inputs'])
+
+    const refused = await osctl(
+      ['--json', 'runs', 'start', 'with-inputs', '--input', 'dasy=7'],
+      env,
+    )
+    expect(refused.exitCode).toBe(2)
+    expect(JSON.parse(refused.stdout)).toMatchObject({ error: 'usage', exitCode: 2 })
+    expect(refused.stderr).toContain(
+      'error: task with-inputs: missing required input "region"; unknown input "dasy" ' +
+        '(did you mean "days"?); it declares region (string, required), days (number, optional)',
+    )
+    expect((await json(['runs', 'list', '--task', 'with-inputs'])).data).toEqual([])
+
+    const started = await json(['runs', 'start', 'with-inputs', '--input', 'region=eu', '--wait'])
+    expect(started).toMatchObject({ status: 'succeeded', input: { region: 'eu' } })
+    // The API's rule is the input as sent: unchecked, an unknown key reaches the run. (Followed to
+    // its end: the ceo holds one run at a time, and the next test starts another.)
+    const unchecked = await json([
+      'runs',
+      'start',
+      'with-inputs',
+      '-d',
+      '{"x":1}',
+      '--no-input-check',
+      '--wait',
+    ])
+    expect(unchecked.input).toEqual({ x: 1 })
+  })
+
   it('lays --input over -d, and reads a run, its events after one, its os-tool view and its log', async () => {
     const res = await osctl(
       ['runs', 'start', 'echo', '-d', '{"a":0,"b":[1]}', '--input', 'a=x', '--wait', '--json'],
