@@ -1,26 +1,35 @@
 import type { RunEvent } from '../shared/schemas/runs.js'
 import { safeText } from './safe-text.js'
 
-/** How long a payload summary may grow before it is cut with an ellipsis. */
-const summaryWidth = 100
-
 /**
- * One line for a run event: its time, its type, and a short summary of its payload. On a terminal the
- * time is the local clock time; elsewhere the ISO time as recorded, so logs can be compared. The
- * server's text in it (a reason, a tool's name, a model's summary) has its control characters escaped.
+ * One line for a run event: its time, its type, and a summary of its payload. On a terminal the time
+ * is the local clock time and the line fits the terminal's `columns`, cut with an ellipsis; elsewhere
+ * (a pipe, a file, a CI log) the ISO time as recorded, so logs can be compared, and the whole line,
+ * never cut (issue 51): what a pipeline greps for may be at its end. The server's text in it (a
+ * reason, a tool's name, a model's summary) has its control characters escaped, before it is measured.
  */
-export function formatEvent(event: RunEvent, options: { isTTY: boolean }): string {
+export function formatEvent(
+  event: RunEvent,
+  options: { isTTY: boolean; columns?: number },
+): string {
   const time = safeText(options.isTTY ? clockTime(event.createdAt) : event.createdAt)
   const summary = summarisePayload(event.payload)
-  return [time, safeText(event.type).padEnd(22), summary].join('  ').trimEnd()
+  const line = [time, safeText(event.type).padEnd(22), summary].join('  ').trimEnd()
+  return options.isTTY && options.columns ? cut(line, options.columns) : line
+}
+
+/** `text` in at most `width` characters: cut with an ellipsis when it is longer. */
+function cut(text: string, width: number): string {
+  return text.length > width ? text.slice(0, Math.max(0, width - 1)) + '…' : text
 }
 
 /**
  * The payload as `key=value` pairs, the run's result first and flattened (outcome, summary, output),
- * strings unquoted unless they hold spaces, cut to one readable line: its control characters escaped
- * before it is measured (JSON leaves C1 and the bidi controls as they are; a bare string all of them).
+ * strings unquoted unless they hold spaces, on one line, cut to `width` when one is given: its control
+ * characters escaped before it is measured (JSON leaves C1 and the bidi controls as they are; a bare
+ * string all of them).
  */
-export function summarisePayload(payload: Record<string, unknown>, width = summaryWidth): string {
+export function summarisePayload(payload: Record<string, unknown>, width = Infinity): string {
   const { result, ...rest } = payload
   const parts: string[] = []
   if (result && typeof result === 'object' && !Array.isArray(result)) {
@@ -31,7 +40,7 @@ export function summarisePayload(payload: Record<string, unknown>, width = summa
   }
   for (const [key, value] of inOrder(rest)) parts.push(pair(key, value))
   const line = safeText(parts.join(' ').replace(/\s*\n\s*/g, ' '))
-  return line.length > width ? line.slice(0, width - 1) + '…' : line
+  return cut(line, width)
 }
 
 /** What says most about an event comes first (stored JSON keeps no order of its own). */

@@ -10,6 +10,7 @@ export interface OutputSettings {
   /** Whether stderr is a terminal: progress lines (a spinner) go there only then. */
   errorIsTTY: boolean
   color: boolean
+  /** The terminal's width: tables on stdout and progress lines on stderr fit it there. */
   columns: number
 }
 
@@ -50,7 +51,9 @@ export function terminalOutput(json: boolean): Output {
       isTTY,
       errorIsTTY: Boolean(process.stderr.isTTY),
       color: isTTY && !process.env.NO_COLOR && process.env.TERM !== 'dumb',
-      columns: process.stdout.columns || 100,
+      // The terminal's width: stdout's, or stderr's when only stderr is one (`runs start --wait >
+      // run.json` fits its event lines to the terminal that shows them).
+      columns: process.stdout.columns || process.stderr.columns || 100,
     },
     // Once a reader has gone (EPIPE), the stream is destroyed at once but says so a moment later
     // (shared/pipes.ts ends the process then): what is written meanwhile goes nowhere, quietly.

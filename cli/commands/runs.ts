@@ -131,7 +131,8 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
     return await followRun(deps.client(), id, {
       timeoutSeconds: timeout,
       onEvent: (event) => {
-        spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY }))
+        // On stderr: fitted to the terminal when stderr is one, else whole (issue 51).
+        spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY, columns: deps.out.columns }))
         waitingAt = gateOf(event)
       },
       onRun: (run) => {
@@ -209,6 +210,11 @@ export async function listRuns(
   await printPaged(deps, '/runs', filters, opts, columns(deps.out), 'runs')
 }
 
+/** An event under a run's fields on stdout, indented: on a terminal the indented line fits it. */
+function eventLine(out: Output, event: RunEvent): string {
+  return formatEvent(event, { isTTY: out.isTTY, columns: out.columns - 2 })
+}
+
 export async function getRun(deps: Deps, ref: string, opts: { after?: string }): Promise<void> {
   const detail = await deps
     .client()
@@ -228,7 +234,7 @@ export async function getRun(deps: Deps, ref: string, opts: { after?: string }):
     deps.out.write(`\nevents${opts.after ? ` after ${opts.after}` : ''}:\n`)
     if (detail.events.length === 0) deps.out.write('  (none)\n')
     for (const event of detail.events) {
-      deps.out.write(`  ${formatEvent(event, { isTTY: deps.out.isTTY })}\n`)
+      deps.out.write(`  ${eventLine(deps.out, event)}\n`)
     }
   })
 }
@@ -253,7 +259,7 @@ export async function osToolView(deps: Deps, ref: string): Promise<void> {
     deps.out.write('\nlast events:\n')
     if (view.events.length === 0) deps.out.write('  (none)\n')
     for (const event of view.events) {
-      deps.out.write(`  ${formatEvent(event, { isTTY: deps.out.isTTY })}\n`)
+      deps.out.write(`  ${eventLine(deps.out, event)}\n`)
     }
   })
 }

@@ -52,6 +52,8 @@ export function fakeDeps(
     color?: boolean
     /** stdout is a terminal (without colour); `color` implies it. */
     tty?: boolean
+    /** stderr is a terminal: the spinner and fitted event lines there (issue 51). */
+    errorTty?: boolean
     /** The terminal's width (default 100). */
     columns?: number
     /** What is typed at a password prompt; undefined: no terminal to ask on. */
@@ -75,7 +77,7 @@ export function fakeDeps(
     {
       json: Boolean(opts.json),
       isTTY: Boolean(opts.color || opts.tty),
-      errorIsTTY: false,
+      errorIsTTY: Boolean(opts.errorTty),
       color: Boolean(opts.color),
       columns: opts.columns ?? 100,
     },
