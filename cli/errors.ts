@@ -28,7 +28,7 @@ export const exitCodeTable: Record<
   },
   usage: {
     meaning:
-      'a usage error (an unknown command, option or profile, a bad value, a file that is not YAML, a `--jq` filter that fails), or cancelled',
+      'a usage error (an unknown command, option or profile, a bad value, a file that is not YAML, a `--jq` filter that fails, a run input the task lacks or does not declare), or cancelled',
   },
   unreachable: {
     meaning:
