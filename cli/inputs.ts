@@ -82,7 +82,7 @@ export function checkRunInput(
     )
     .join(', ')
   throw Object.assign(new UsageError(`task ${task}: ${problems.join('; ')}; it declares ${list}`), {
-    hint: 'give each with --input KEY=VALUE, or send the input as it is with --no-input-check',
+    hint: 'give the declared inputs with --input KEY=VALUE, or send the input as it is with --no-input-check',
   })
 }
 
