@@ -11,8 +11,9 @@ create table run_bulk_operations (
   filter jsonb not null,
   -- The same key in the same enterprise answers the same operation.
   idempotency_key text not null,
-  -- Who made it: token:<id> or user:<id>.
+  -- Who made it (token:<id> or user:<id>) and why, if they said (issue 50: every action recorded).
   created_by text not null,
+  reason text,
   status text not null default 'running' check (status in ('running', 'completed')),
   matched integer not null,
   done integer not null default 0,

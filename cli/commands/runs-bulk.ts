@@ -25,6 +25,8 @@ export interface BulkFlags {
   until?: string
   dryRun?: boolean
   yes?: boolean
+  /** Why: kept with the operation (and in each cancelled run's reason). */
+  reason?: string
 }
 
 /** Whether any flag of the filter form was given (then no run id may be). */
@@ -90,6 +92,7 @@ export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags):
     action,
     filter,
     idempotencyKey: randomUUID(),
+    ...(opts.reason ? { reason: opts.reason } : {}),
   })
   const spinner = startSpinner(deps.out, progress(op))
   try {

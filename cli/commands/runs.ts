@@ -273,6 +273,8 @@ function oneOrFilter(ref: string | undefined, opts: BulkFlags): string | undefin
   if (ref === undefined && !hasFilter(opts))
     throw new UsageError('give a run id, or a filter: --task, --status, --origin, --since, --until')
   if (ref !== undefined && opts.dryRun) throw new UsageError('--dry-run goes with a filter')
+  if (ref !== undefined && opts.reason !== undefined)
+    throw new UsageError('--reason goes with a filter')
   return ref
 }
 
@@ -310,6 +312,7 @@ function withFilterOptions(command: Command, action: string): Command {
       )
       .option('--until <time>', 'only runs started before: an ISO time, or an age')
       .option('--dry-run', 'say how many runs match, and do nothing')
+      .option('--reason <text>', 'with a filter: why, kept with the operation')
       .option('-y, --yes', 'do not ask')
   )
 }

@@ -39,6 +39,9 @@ export const RunBulkRequest = z
     idempotencyKey: z.string().min(1).max(200).meta({
       description: 'the same key in the same enterprise answers the same operation',
     }),
+    reason: z.string().trim().min(1).max(1000).optional().meta({
+      description: "why: kept with the operation and in each cancelled run's reason and event",
+    }),
   })
   .meta({ id: 'RunBulkRequest' })
 export type RunBulkRequest = z.infer<typeof RunBulkRequest>
@@ -58,6 +61,7 @@ export const RunBulkOperation = z
         'runs that moved meanwhile: no longer matching, ended before their cancel, or with a retry already pending',
     }),
     createdBy: z.string().meta({ description: 'who made it: token:<id> or user:<id>' }),
+    reason: z.string().nullable().meta({ description: 'why, as its maker said; null: not said' }),
     createdAt: IsoTime,
     finishedAt: IsoTime.nullable(),
   })

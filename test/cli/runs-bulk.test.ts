@@ -61,9 +61,27 @@ describe('osctl runs cancel with a filter', () => {
   it('cancels every matching run not ended and prints the operation as JSON', async () => {
     // No model key: the run is held (blocked), not ended.
     const talk = await cli.json(['runs', 'start', 'talk'])
-    const op = await cli.json(['runs', 'cancel', '--task', 'talk', '--since', '1h', '--yes'])
-    expect(op).toMatchObject({ action: 'cancel', status: 'completed', matched: 1, done: 1 })
-    expect((await cli.json(['runs', 'get', talk.id])).run.status).toBe('cancelled')
+    const op = await cli.json([
+      'runs',
+      'cancel',
+      '--task',
+      'talk',
+      '--since',
+      '1h',
+      '--reason',
+      'stop it now',
+      '--yes',
+    ])
+    expect(op).toMatchObject({
+      action: 'cancel',
+      status: 'completed',
+      matched: 1,
+      done: 1,
+      reason: 'stop it now',
+    })
+    const cancelled = (await cli.json(['runs', 'get', talk.id])).run
+    expect(cancelled.status).toBe('cancelled')
+    expect(cancelled.reason).toBe(`Cancelled by bulk operation ${op.id}: stop it now`)
     // Nothing left to cancel: said, and no failure.
     const none = await run(['runs', 'cancel', '--task', 'talk', '--yes'])
     expect(none.exitCode).toBe(0)
@@ -78,6 +96,9 @@ describe('osctl runs cancel with a filter', () => {
     const neither = await run(['runs', 'retry'])
     expect(neither.exitCode).toBe(2)
     expect(neither.stderr).toContain('give a run id, or a filter')
+    const reasonOfOne = await run(['runs', 'cancel', id, '--reason', 'why', '--yes'])
+    expect(reasonOfOne.exitCode).toBe(2)
+    expect(reasonOfOne.stderr).toContain('--reason goes with a filter')
     const badTime = await run(['runs', 'retry', '--since', 'yesterday'])
     expect(badTime.exitCode).toBe(2)
   })

@@ -51,6 +51,7 @@ interface OperationRow {
   filter: RunFilter
   idempotencyKey: string
   createdBy: string
+  reason: string | null
   status: 'running' | 'completed'
   matched: number
   done: number
@@ -71,6 +72,7 @@ function toOperation(row: OperationRow): RunBulkOperation {
     failed: row.failed,
     skipped: row.skipped,
     createdBy: row.createdBy,
+    reason: row.reason,
     createdAt: row.createdAt.toISOString(),
     finishedAt: row.finishedAt?.toISOString() ?? null,
   }
@@ -128,9 +130,10 @@ export async function startBulkOperation(
   try {
     return await transaction(sql, async (tx) => {
       const [op] = await tx<OperationRow[]>`
-        insert into run_bulk_operations (enterprise_id, action, filter, idempotency_key, created_by, matched)
+        insert into run_bulk_operations (enterprise_id, action, filter, idempotency_key, created_by,
+                                         reason, matched)
         values (${enterpriseId}, ${request.action}, ${tx.json(filter)}, ${request.idempotencyKey},
-                ${createdBy}, 0)
+                ${createdBy}, ${request.reason ?? null}, 0)
         returning *`
       const [count] = await tx<{ n: number }[]>`
         with items as (
@@ -311,8 +314,14 @@ async function cancelBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<It
     'cancelled',
     runs.map((run) => ({
       run,
-      fields: { reason: `Cancelled by bulk operation ${op.id}.` },
-      event: { bulkOperationId: op.id, by: op.createdBy },
+      fields: {
+        reason: `Cancelled by bulk operation ${op.id}${op.reason ? `: ${op.reason}` : '.'}`,
+      },
+      event: {
+        bulkOperationId: op.id,
+        by: op.createdBy,
+        ...(op.reason ? { why: op.reason } : {}),
+      },
     })),
   )
   return runs.map((run) => ({ run_id: run.id, outcome: 'done', reason: null, new_run_id: null }))

@@ -149,6 +149,41 @@ describe('POST /v1/runs/bulk', () => {
     expect(detail.body.run.reason).toBe(`Cancelled by bulk operation ${op.id}.`)
     const event = detail.body.events.find((e: { type: string }) => e.type === 'run.cancelled')
     expect(event.payload).toMatchObject({ bulkOperationId: op.id, by: op.createdBy })
+    expect(op.reason).toBeNull()
+  })
+
+  it('keeps why it was made: with the operation, in each run it cancels and in its event', async () => {
+    const { task, runs } = await taskWithRuns(t.acme, 1)
+    const res = await post({
+      action: 'cancel',
+      filter: { taskId: task.id },
+      idempotencyKey: randomUUID(),
+      reason: 'the new version sends wrong mail',
+    })
+    expect(res.status, res.text).toBe(202)
+    const op = RunBulkOperation.parse(res.body)
+    expect(op.reason).toBe('the new version sends wrong mail')
+    await startBulkLoop()
+    expect(await completed(op.id)).toMatchObject({
+      done: 1,
+      reason: 'the new version sends wrong mail',
+    })
+    const detail = await t.call('GET', `/v1/runs/${runs[0]}`)
+    expect(detail.body.run.reason).toBe(
+      `Cancelled by bulk operation ${op.id}: the new version sends wrong mail`,
+    )
+    const event = detail.body.events.find((e: { type: string }) => e.type === 'run.cancelled')
+    expect(event.payload).toMatchObject({
+      by: op.createdBy,
+      why: 'the new version sends wrong mail',
+    })
+    const blank = await post({
+      action: 'cancel',
+      filter: { taskId: task.id },
+      idempotencyKey: randomUUID(),
+      reason: '  ',
+    })
+    expect(blank.status).toBe(400)
   })
 
   it('retries failed runs as new runs whose input.priorRunId is the original, never another enterprise', async () => {
