@@ -68,7 +68,15 @@ export async function printPaged<T>(
   const answer = await deps.client().get<PageOf>(path, { ...query, page })
   const pages = pageCount(answer)
   show(deps.out, answer, () => {
-    printTable(deps.out, (answer[key] ?? []) as T[], columns)
+    const rows = (answer[key] ?? []) as T[]
+    // A page past the last is empty because of the page asked for, not because there is nothing.
+    if (rows.length === 0 && answer.page > 1 && answer.page > pages) {
+      deps.out.error(
+        `page ${answer.page} is past the last: ${answer.total} ${noun} make ${pages} page${pages === 1 ? '' : 's'}${pages > 0 ? ` (--page ${pages} for the last)` : ''}\n`,
+      )
+      return
+    }
+    printTable(deps.out, rows, columns)
     if (pages > 1) {
       deps.out.error(
         `page ${answer.page} of ${pages}, ${answer.total} ${noun}: --page N for another, --all for every one\n`,

@@ -147,6 +147,18 @@ describe('osctl catalog, in process', () => {
       ),
     )
     expect(one.stderr()).toBe('page 1 of 3, 5 entries: --page N for another, --all for every one\n')
+
+    // A page past the last says so, instead of an empty table (issue 51 item 10); --json is the page.
+    const past = new FakeApi(() => ({ body: page([], 9, 2, 5) }))
+    const beyond = fakeDeps(past)
+    await listEntries(beyond.deps, { page: '9', limit: '2' })
+    expect(beyond.stdout()).toBe('')
+    expect(beyond.stderr()).toBe(
+      'page 9 is past the last: 5 entries make 3 pages (--page 3 for the last)\n',
+    )
+    const pastJson = fakeDeps(past, { json: true })
+    await listEntries(pastJson.deps, { page: '9', limit: '2' })
+    expect(JSON.parse(pastJson.stdout())).toMatchObject({ data: [], page: 9, pages: 3 })
   })
 
   it('roles list shows the number of public tasks, and who published an enterprise entry', async () => {
