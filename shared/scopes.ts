@@ -83,3 +83,22 @@ export function parseScopes(text: string): { scopes: Scope[]; unknown: string[] 
   }
   return { scopes: allScopes.filter((s) => scopes.has(s)), unknown }
 }
+
+/**
+ * Scopes as briefly as parseScopes reads them back: `*` for every scope, `tasks:*` for both levels of a
+ * resource, else each as it is; in allScopes' order (osctl's token lists; issue 51 item 10).
+ */
+export function briefScopes(scopes: readonly string[]): string[] {
+  const held = new Set(scopes)
+  if (allScopes.every((s) => held.has(s))) return ['*']
+  const brief: string[] = []
+  for (const resource of resources) {
+    const read = held.has(`${resource}:read`)
+    const write = held.has(`${resource}:write`)
+    if (read && write) brief.push(`${resource}:*`)
+    else if (read) brief.push(`${resource}:read`)
+    else if (write) brief.push(`${resource}:write`)
+  }
+  // A scope this osctl does not know (a newer daemon's) is shown as it is.
+  return [...brief, ...scopes.filter((s) => !isScope(s))]
+}

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { parseScopes, type Scope } from '../../shared/scopes.js'
+import { briefScopes, parseScopes, type Scope } from '../../shared/scopes.js'
 import type { ApiToken, ApiTokenCreated } from '../../shared/schemas/tokens.js'
 import { maxGraceSeconds } from '../../shared/values.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
@@ -28,7 +28,7 @@ export async function listTokens(deps: Deps, opts: { includeRevoked?: boolean })
       { header: 'ID', value: (t) => t.id },
       { header: 'NAME', value: (t) => t.name },
       { header: 'TOKEN', value: (t) => `…${t.lastChars}` },
-      { header: 'SCOPES', value: (t) => t.scopes.join(' ') },
+      { header: 'SCOPES', value: (t) => briefScopes(t.scopes).join(' ') },
       { header: 'LAST USED', value: (t) => t.lastUsedAt ?? 'never' },
       { header: 'EXPIRES', value: (t) => expiryText(t) },
       { header: 'CREATED BY', value: (t) => t.createdBy?.email },

@@ -35,6 +35,7 @@ import {
 import { makeDeps } from '../../cli/deps.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
 import { ProfileStore, resolveTarget } from '../../cli/profiles.js'
+import { allScopes } from '../../shared/scopes.js'
 import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
 
 // The people side of osctl (issue 20) in process: sign-in and sign-out of a person kept in a profile
@@ -676,7 +677,15 @@ const token = (overrides: Partial<ApiToken> = {}): ApiToken => ({
 
 describe('osctl tokens', () => {
   it('list: name, scopes, last used and who made it; --include-revoked asks for revoked ones', async () => {
-    const rows = [token(), token({ name: 'old', revokedAt: new Date().toISOString() })]
+    const rows = [
+      token(),
+      token({ name: 'old', revokedAt: new Date().toISOString() }),
+      token({ name: 'root', scopes: [...allScopes] }),
+      token({
+        name: 'ops',
+        scopes: ['runs:read', 'tasks:write', 'runs:write', 'later:read'] as ApiToken['scopes'],
+      }),
+    ]
     const api = routes({ 'GET /enterprise/api-tokens': { body: rows } })
     const f = fakeDeps(api, { target: sessionTarget })
     await listTokens(f.deps, {})
@@ -684,6 +693,9 @@ describe('osctl tokens', () => {
     expect(f.stdout()).toMatch(
       /ci\s+…a1b2\s+tasks:read runs:write\s+never\s+never\s+ada@example.com/,
     )
+    // Briefly, as --scopes takes them (issue 51 item 10): every scope is *, both levels res:*.
+    expect(f.stdout()).toMatch(/root\s+…a1b2\s+\*\s+never/)
+    expect(f.stdout()).toMatch(/ops\s+…a1b2\s+tasks:write runs:\* later:read\s+never/)
     await listTokens(fakeDeps(api, { target: sessionTarget }).deps, { includeRevoked: true })
     expect(api.sent[1]!.query).toEqual({ includeRevoked: 'true' })
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { allScopes, parseScopes, resourceOf } from '../../shared/scopes.js'
+import { allScopes, briefScopes, parseScopes, resourceOf } from '../../shared/scopes.js'
 import { cleanSlug, slugFromName } from '../../shared/slug.js'
 
 describe('cleanSlug (spec: Task definition, slug)', () => {
@@ -44,5 +44,16 @@ describe('scopes (spec: Authentication 3)', () => {
     expect(resourceOf('/v1/events')).toBe('events')
     expect(resourceOf('/v1/enterprise')).toBe('enterprise')
     expect(resourceOf('/elsewhere')).toBeUndefined()
+  })
+
+  it('says scopes briefly, as parseScopes reads them back', () => {
+    expect(briefScopes(allScopes)).toEqual(['*'])
+    expect(briefScopes(['runs:write', 'tasks:read', 'runs:read'])).toEqual(['tasks:read', 'runs:*'])
+    expect(briefScopes([])).toEqual([])
+    for (const held of [['tasks:read'], ['runs:read', 'runs:write', 'events:read'], allScopes]) {
+      expect(parseScopes(briefScopes(held).join(',')).scopes).toEqual(
+        parseScopes(held.join(',')).scopes,
+      )
+    }
   })
 })
