@@ -12,8 +12,6 @@ import {
   endModelStep,
   finishRun,
   insertToolDone,
-  journalHead,
-  addRunCost,
   runGoesOn,
   waitPaused,
   lockHeldRun,
@@ -24,8 +22,6 @@ import {
   type NewEvent,
   readJournal,
   type RunRow,
-  setStepCost,
-  startModelStep,
   startToolStep,
   stored,
   type ToolRequest,
@@ -46,6 +42,7 @@ import type { ExecutionContext, Executor } from './executor.js'
 import { callModel, type CallOutcome } from '../models/index.js'
 import { Conversation } from './conversation.js'
 import { requestOf, responseOf, RunJournal } from './journal.js'
+import { RunModelCall } from './model-owner.js'
 import { finishResult, gateAnswer, systemPrompt } from './text.js'
 import {
   actOsTool,
@@ -321,10 +318,7 @@ class RunExecution {
     const step = this.journal.nextStep()
     const request = { provider: key.provider, model }
     const perRun = this.definition.spend?.moneyUsdPerRun
-    let locked: RunRow | undefined
-    let behind = false
-    let stepEnded = false
-    let spent = run.costUsdMicros
+    const mine = new RunModelCall(run, step, request, (tx) => this.lockRun(tx))
     const result = await callModel({
       sql: this.sql,
       providers: this.options.providers,
@@ -342,94 +336,12 @@ class RunExecution {
         perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000
           ? `The next model call could cost up to $${(worst / 1e6).toFixed(4)}; with $${(run.costUsdMicros / 1e6).toFixed(4)} spent it would exceed spend.moneyUsdPerRun ($${perRun}).`
           : undefined,
-      owner: {
-        layers: run,
-        // The journal is checked before every call: one behind the database's is read again, and
-        // the call not made (issue 42).
-        lock: async (tx) => {
-          const [row, head] = await Promise.all([this.lockRun(tx), journalHead(tx, run.id)])
-          locked = row
-          behind = head >= step
-          return Boolean(row) && !behind
-        },
-        // The reservation is the run's (spend_reservations): released by this call's settlement, or
-        // by the engine that takes the run over after a crash (settleInterrupted), once.
-        reservedFor: { runId: run.id },
-        // The journal's step, started with the reservation: a run resumed finds it and makes the
-        // call again (settleInterrupted ends it as interrupted).
-        hold: (tx, held) =>
-          startModelStep(tx, run, {
-            step,
-            request,
-            connectionId: held.connectionId,
-            reservedUsdMicros: held.micros,
-          }),
-        refused: (tx, refusal) =>
-          transition(
-            tx,
-            locked!,
-            'paused_spend',
-            { reason: undefined },
-            {
-              because: `the ${refusal.layer} daily cap of ${refusal.capCents} cents has no room for the next model call`,
-              layer: refusal.layer,
-              layerId: refusal.layerId,
-            },
-          ),
-        // The call was made and is paid for whoever holds the run now. If another engine holds it
-        // (this one stalled past its lease), that one has ended the step as interrupted and released
-        // its reservation: the answer is not this run's to act on, and the reservation is not
-        // released twice.
-        claim: async (tx, _held, outcome) => {
-          const [row, ended] = await Promise.all([
-            this.lockRun(tx),
-            endModelStep(
-              tx,
-              run.id,
-              step,
-              'reply' in outcome
-                ? {
-                    state: 'done',
-                    response: responseOf(outcome),
-                    costUsdMicros: outcome.costMicros,
-                  }
-                : { state: 'failed', response: responseOf(outcome) },
-            ),
-          ])
-          stepEnded = ended
-          return { mine: Boolean(row) }
-        },
-        record: async (tx, outcome, { mine }, last) => {
-          if (!('reply' in outcome)) return void (await last())
-          const { reply, costMicros, unpriced } = outcome
-          const [, total] = await Promise.all([
-            // The step another engine ended as interrupted meanwhile gets the call's cost all the same.
-            stepEnded ? undefined : setStepCost(tx, run.id, step, costMicros),
-            addRunCost(tx, run.id, costMicros, unpriced),
-            appendEvent(tx, run, 'model.called', {
-              model,
-              provider: key.provider,
-              // Each kind of token once, as billed (DESIGN 13): the input at full price, the input
-              // read from and written to the provider's cache, the output.
-              inputTokens: reply.usage.input,
-              cacheReadTokens: reply.usage.cacheRead,
-              cacheWriteTokens: reply.usage.cacheWrite,
-              outputTokens: reply.usage.output,
-              costUsdCents: costMicros / 10_000,
-              ...(unpriced ? { unpriced: true } : {}),
-              toolCalls: reply.toolCalls.map((c) => c.name),
-              ...(mine ? {} : { afterTakeover: true }),
-            }),
-            last(),
-          ])
-          spent = total
-        },
-      },
+      owner: mine.owner(),
     })
     if (result.kind === 'over_limit') return this.fail(result.reason)
     // A run taken over meanwhile is the other engine's to log.
     if (result.kind === 'no_room') await this.writeLog()
-    if (result.kind === 'gone' && behind && locked) {
+    if (result.kind === 'gone' && mine.behind && mine.locked) {
       this.journal.replace(await readJournal(this.sql, run.id))
       return 'continue'
     }
@@ -459,7 +371,7 @@ class RunExecution {
     if (!result.mine) return 'stop'
     // The next call's spend.moneyUsdPerRun check reads this.run, which lockRun above left as the row
     // before this call's cost: it takes the total the update answered.
-    this.run.costUsdMicros = spent
+    this.run.costUsdMicros = mine.spent
     const { reply } = result
     ended('done', responseOf({ reply, costMicros: result.costMicros }), result.costMicros)
 
