@@ -5,6 +5,7 @@ import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
@@ -286,6 +287,36 @@ describe('POST /v1/runs/{id}/fork', () => {
       copied: true,
       gate: { id: gateId, status: 'decided', decision: 'approve' },
     })
+  })
+
+  // Each route's 401s, its scope, and another enterprise's run (this file's runs are another
+  // enterprise's to acme, whose tokens the checks use): as a missing one.
+  commonRouteChecks(() => t, {
+    method: 'GET',
+    path: () => `/v1/runs/${runId}/steps`,
+    foreign: () => ({ path: `/v1/runs/${runId}/steps` }),
+    notFoundCode: 'run_not_found',
+  })
+  commonRouteChecks(() => t, {
+    method: 'POST',
+    path: () => `/v1/runs/${runId}/fork`,
+    body: () => ({ fromStep: 1 }),
+    foreign: () => ({ path: `/v1/runs/${runId}/fork`, body: { fromStep: 1 } }),
+    notFoundCode: 'run_not_found',
+  })
+
+  it('refuses a body that is no fork request: 400, no run made', async () => {
+    const forksSoFar = await forkCount()
+    for (const body of [
+      {},
+      { fromStep: '3' },
+      { fromStep: 1.5 },
+      { fromStep: 1, modelTier: 'huge' },
+    ]) {
+      const res = await t.call('POST', `/v1/runs/${runId}/fork`, { ...s.as, body })
+      expect(res.status, JSON.stringify(body)).toBe(400)
+    }
+    expect(await forkCount()).toBe(forksSoFar)
   })
 
   it('another enterprise, and a token without runs:write, are refused', async () => {

@@ -3,6 +3,7 @@ import { z } from 'zod'
 import { ErrorBody } from '../../../shared/schemas/common.js'
 import { Gate } from '../../../shared/schemas/gates.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
 
 // GET /v1/gates?status=decided (issue 51 item 14): the decided gates, for audits, newest decision
 // first and paged; the waiting list (the default) stays as the spec has it. The gates are written
@@ -39,6 +40,8 @@ const list = async (query: string) => {
 const newestFirst = () => [ids[0], ids[2], ids[1], ids[4], ids[3]]
 
 describe('GET /v1/gates', () => {
+  commonRouteChecks(() => t, { method: 'GET', path: () => '/v1/gates?status=decided' })
+
   it('lists the waiting gates by default, as before', async () => {
     const waiting = await list('')
     expect(waiting).toHaveLength(1)
