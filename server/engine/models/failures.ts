@@ -1,5 +1,3 @@
-import Anthropic from '@anthropic-ai/sdk'
-import OpenAI from 'openai'
 import type { Provider } from '../../../shared/schemas/models.js'
 import { ProviderError } from '../../domain/models/index.js'
 
@@ -152,12 +150,20 @@ function timedOut(err: unknown): boolean {
   )
 }
 
+/**
+ * The SDKs' timeout errors, of those loaded so far: each wire format imports its SDK at its first call
+ * (the two are most of what osd loads at start), and only a loaded SDK can throw one.
+ */
+const sdkTimeouts: (abstract new (...args: never[]) => Error)[] = []
+
+/** Called by a wire format as its SDK loads: failures of that SDK's own timeout are then known. */
+export function knowTimeoutsOf(timeoutError: abstract new (...args: never[]) => Error): void {
+  if (!sdkTimeouts.includes(timeoutError)) sdkTimeouts.push(timeoutError)
+}
+
 /** The SDKs' own timeout (the whole call, unstreamed). */
 function sdkTimedOut(err: unknown): boolean {
-  return (
-    err instanceof OpenAI.APIConnectionTimeoutError ||
-    err instanceof Anthropic.APIConnectionTimeoutError
-  )
+  return sdkTimeouts.some((timeoutError) => err instanceof timeoutError)
 }
 
 /** The provider's retry-after, in milliseconds: `retry-after-ms`, else `retry-after` (seconds or a date). */

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream'
-import { request } from 'undici'
+import type { request } from 'undici'
 
 // A streamed model call over HTTP, for both wire formats (providers.ts): the request is POSTed with
 // undici's request() and its server-sent events are handed on as they come. The SDKs make unstreamed
@@ -35,6 +35,8 @@ export class StreamError extends Error {
 export async function postStream(call: StreamRequest): Promise<void> {
   let res: Awaited<ReturnType<typeof request>>
   try {
+    // Loaded at the first streamed call, as egress.ts does: most processes that load this never stream.
+    const { request } = await import('undici')
     res = await request(call.url, {
       method: 'POST',
       headers: { ...call.headers, 'content-type': 'application/json', accept: 'text/event-stream' },

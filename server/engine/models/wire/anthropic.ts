@@ -1,4 +1,4 @@
-import Anthropic from '@anthropic-ai/sdk'
+import type Anthropic from '@anthropic-ai/sdk'
 import {
   ProviderError,
   type Credentials,
@@ -10,12 +10,13 @@ import {
   type ToolCall,
   type TokenUsage,
 } from '../../../domain/models/index.js'
-import { classify } from '../failures.js'
+import { classify, knowTimeoutsOf } from '../failures.js'
 import { withRetries } from '../retries.js'
 import { postStream, StreamError } from '../stream.js'
 import {
   canonical,
   clientsByKey,
+  onFirstUse,
   noUsage,
   parseArguments,
   telling,
@@ -130,6 +131,12 @@ function anthropicUsage(
   return into
 }
 
+const anthropicSdk = onFirstUse(async () => {
+  const { default: Anthropic } = await import('@anthropic-ai/sdk')
+  knowTimeoutsOf(Anthropic.APIConnectionTimeoutError)
+  return Anthropic
+})
+
 export function anthropicProvider({
   baseUrls,
   timeoutMs = 120_000,
@@ -142,8 +149,8 @@ export function anthropicProvider({
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
   const client = clientsByKey(
-    (key: string) =>
-      new Anthropic({
+    async (key: string) =>
+      new (await anthropicSdk())({
         apiKey: null,
         authToken: null,
         defaultHeaders: { 'x-api-key': key },
@@ -196,7 +203,7 @@ export function anthropicProvider({
         names,
         onText,
       )
-    const reply = await client(credentials.key).messages.create(params, { signal })
+    const reply = await (await client(credentials.key)).messages.create(params, { signal })
     const text = reply.content
       .filter((b) => b.type === 'text')
       .map((b) => (b as Anthropic.TextBlock).text)
@@ -266,7 +273,7 @@ export function anthropicProvider({
     },
     async listModels(credentials, signal) {
       try {
-        const page = await client(credentials.key).models.list({ limit: 100 }, { signal })
+        const page = await (await client(credentials.key)).models.list({ limit: 100 }, { signal })
         return page.data.map((m) => m.id)
       } catch (err) {
         throw classify(err, wire)

@@ -1,4 +1,4 @@
-import OpenAI from 'openai'
+import type OpenAI from 'openai'
 import {
   ProviderError,
   type Credentials,
@@ -9,12 +9,13 @@ import {
   type ToolCall,
   type TokenUsage,
 } from '../../../domain/models/index.js'
-import { classify } from '../failures.js'
+import { classify, knowTimeoutsOf } from '../failures.js'
 import { withRetries } from '../retries.js'
 import { postStream, StreamError } from '../stream.js'
 import {
   canonical,
   clientsByKey,
+  onFirstUse,
   noUsage,
   parseArguments,
   telling,
@@ -25,6 +26,12 @@ import {
 
 // --- provider_b: the OpenAI Chat Completions API -------------------------------------------------------
 
+const openAiSdk = onFirstUse(async () => {
+  const { default: OpenAI } = await import('openai')
+  knowTimeoutsOf(OpenAI.APIConnectionTimeoutError)
+  return OpenAI
+})
+
 export function openAiProvider({
   baseUrls,
   timeoutMs = 120_000,
@@ -33,8 +40,8 @@ export function openAiProvider({
 }: ProviderOptions): ModelProvider {
   const wire = { provider: 'provider_b' as const, baseUrl: baseUrls.provider_b, timeoutMs, idleMs }
   const client = clientsByKey(
-    (key: string) =>
-      new OpenAI({
+    async (key: string) =>
+      new (await openAiSdk())({
         apiKey: key,
         baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
         timeout: timeoutMs,
@@ -102,7 +109,9 @@ export function openAiProvider({
             names,
             told.onText,
           )
-        const reply = await client(credentials.key).chat.completions.create(params, { signal })
+        const reply = await (
+          await client(credentials.key)
+        ).chat.completions.create(params, { signal })
         const message = reply.choices[0]?.message
         return {
           text: message?.content ?? null,
@@ -125,7 +134,7 @@ export function openAiProvider({
     },
     async listModels(credentials, signal) {
       try {
-        const page = await client(credentials.key).models.list({ signal })
+        const page = await (await client(credentials.key)).models.list({ signal })
         return page.data.map((m) => m.id)
       } catch (err) {
         throw classify(err, wire)

@@ -51,6 +51,19 @@ export class ToolNames {
   }
 }
 
+/**
+ * A module imported at its first use, once: the SDKs are most of what osd (and every test file) would
+ * load at start, and a process that never calls a model needs neither.
+ */
+export function onFirstUse<M>(load: () => Promise<M>): () => Promise<M> {
+  let loading: Promise<M> | undefined
+  return () =>
+    (loading ??= load().catch((err: unknown) => {
+      loading = undefined // tried again at the next call
+      throw err
+    }))
+}
+
 /** Clients kept at most, per provider: one per key in use. */
 const clientsKept = 64
 
