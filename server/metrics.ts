@@ -1,11 +1,7 @@
-import {
-  Counter,
-  Gauge,
-  Histogram,
-  Registry,
-  collectDefaultMetrics,
-  type Metric,
-} from 'prom-client'
+import type { Metric, Registry } from 'prom-client'
+
+/** prom-client, loaded when metrics are turned on: off (the default), osd never loads it. */
+type PromClient = typeof import('prom-client')
 
 // What this process measures, for Prometheus (DESIGN 13; issue 33): `GET /metrics` on a listener of its
 // own (serve.ts), off unless OSD_METRICS_PORT is set. A leaf beside log.ts: the domain and the engine
@@ -52,7 +48,7 @@ const runBuckets = [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800,
 const modelBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300]
 
 /** Every instrument, made when metrics are turned on. */
-function instruments(registry: Registry) {
+function instruments(registry: Registry, { Counter, Gauge, Histogram }: PromClient) {
   const registers = [registry]
   return {
     httpDuration: new LightHistogram(
@@ -239,15 +235,18 @@ let on: { registry: Registry; m: Instruments; sources?: ScrapeSources } | undefi
  * Turns metrics on for this process, labelled with its role; later calls answer the same registry
  * (tests may start several daemons in one process: the first one's role labels them all).
  */
-export function enableMetrics(role: string): Registry {
+export async function enableMetrics(role: string): Promise<Registry> {
   if (on) return on.registry
+  const client = await import('prom-client')
+  if (on) return (on as { registry: Registry }).registry // turned on by another caller meanwhile
+  const { Registry, collectDefaultMetrics } = client
   const registry = new Registry()
   registry.setDefaultLabels({ role })
   // prom-client's process and Node.js metrics (CPU, memory, heap, event loop lag, handles) under their
   // standard names, process_* and nodejs_*, as every Prometheus client library exports them: stock
   // dashboards and alerts find them there (DESIGN 13; issue 51). osd's own are osd_*.
   collectDefaultMetrics({ register: registry })
-  on = { registry, m: instruments(registry) }
+  on = { registry, m: instruments(registry, client) }
   return registry
 }
 

@@ -51,7 +51,7 @@ export async function startDaemon(
 ): Promise<Running> {
   // Before the database opens, so that what happens to it from the start (a restart of the embedded
   // server) is counted; every count is a no-op while metrics are off.
-  if (config.metricsPort !== undefined) enableMetrics(config.role)
+  if (config.metricsPort !== undefined) await enableMetrics(config.role)
   usePasswordCost(config.passwordLog2N)
   if (config.passwordLog2N < defaultPasswordLog2N)
     log.warn(

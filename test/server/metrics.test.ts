@@ -19,7 +19,7 @@ let fake: FakeModelProvider
 let engine: Engine
 
 beforeAll(async () => {
-  enableMetrics('all')
+  await enableMetrics('all')
   fake = await startFakeModelProvider()
   t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
   setScrapeSources(metricsSources(t.sql, { main: t.sql }))

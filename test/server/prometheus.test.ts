@@ -20,7 +20,7 @@ let text: string
 let scraped: Scrape
 
 beforeAll(async () => {
-  enableMetrics('all')
+  await enableMetrics('all')
   // One of each labelled count, so that every family has a series to lint.
   metrics.httpRequest('GET', '/v1/tasks/{id}', 200, 0.002)
   metrics.runsStarted([{ origin: 'api', kind: 'llm', status: 'queued' }])

@@ -192,7 +192,7 @@ beforeAll(async () => {
   // No network: a provider or sign-in the walk might reach answers at once, refused.
   const nowhere = 'http://127.0.0.1:9'
   // Metrics on, as with OSD_METRICS_PORT: the walk's paths and ids must reach no label (issue 33).
-  enableMetrics('all')
+  await enableMetrics('all')
   t = await createTestApp({ providerBaseUrls: { provider_a: nowhere, provider_b: nowhere } })
   document = (await t.call('GET', '/v1/openapi.json')).body
   contract = await t.contract()
