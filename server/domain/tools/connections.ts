@@ -309,7 +309,8 @@ async function changeConnection(
       : row.layerId
   const name = patch.name ?? row.name
   if (name !== row.name) checkName(name)
-  if (name !== row.name || layer !== row.layer)
+  // A move to another team (member, role, task) of the same layer takes the name in new runs too.
+  if (name !== row.name || layer !== row.layer || layerId !== row.layerId)
     await checkShadowing(db, enterpriseId, name, layer, right)
   const mustGate = patch.mustGate === undefined ? row.mustGate : [...new Set(patch.mustGate)]
   const url = patch.url === undefined ? row.url : patch.url
@@ -367,7 +368,10 @@ export async function sameToolToken(
 ): Promise<boolean> {
   const row = await loadConnection(db, enterpriseId, id)
   if (!row.tokenCiphertext) return false
-  return matchesHash(candidate, hashSecret(sealer.open(row.tokenCiphertext, sealedColumns.toolToken, row.id)))
+  return matchesHash(
+    candidate,
+    hashSecret(sealer.open(row.tokenCiphertext, sealedColumns.toolToken, row.id)),
+  )
 }
 
 export async function listSignIns(db: Db, enterpriseId: string, id: string) {

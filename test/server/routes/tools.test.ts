@@ -235,6 +235,26 @@ describe("a connection below the enterprise does not take an enterprise connecti
     expect((await patch(ceoMade.id, { description: 'kept' })).status).toBe(200)
   })
 
+  it("refuses a token's move of the chief executive's team shadow to another team (same layer, new runs)", async () => {
+    const { name } = await enterpriseConnection()
+    const teamB = await t.call('POST', '/v1/teams', {
+      ...as(),
+      body: { name: `Team ${unique()}` },
+    })
+    expect(teamB.status, teamB.text).toBe(201)
+    // Where the chief executive let it take the enterprise one's place: this team's runs only.
+    const ceoMade = await connect({ name, url: 'https://billing.example/team-mcp' }, ceo.session)
+    const moved = await patch(ceoMade.id, { layerId: teamB.body.id })
+    expect(moved.status, moved.text).toBe(409)
+    expect(moved.body.error).toBe('tool_connection_shadows_enterprise')
+    expect(await t.sql`select layer_id from tool_connections where id = ${ceoMade.id}`).toEqual([
+      { layerId: team },
+    ])
+    // The chief executive may move it; a move that keeps its place changes nothing to refuse.
+    expect((await patch(ceoMade.id, { layerId: team })).status).toBe(200)
+    expect((await patch(ceoMade.id, { layerId: teamB.body.id }, ceo.session)).status).toBe(200)
+  })
+
   it('lets the chief executive, who could change the enterprise one, make and rename one', async () => {
     const { name } = await enterpriseConnection()
     await connect({ name, url: 'https://billing.example/team-mcp' }, ceo.session)
