@@ -14,6 +14,7 @@ import {
   type MessageRow,
 } from '../chats/index.js'
 import {
+  forksOf,
   getRunDetail,
   getRunLog,
   runNotFound,
@@ -122,7 +123,10 @@ const refOf = (r: RunRow): RunRef => ({
   createdAt: r.createdAt.toISOString(),
 })
 
-/** The model calls of a run's journal as RunDetail.cost counts them (runs/journal modelCallTotals). */
+/**
+ * The model calls of a run's journal as RunDetail.cost counts them (runs/journal modelCallTotals): a
+ * fork's copied steps were paid for by its original, and count for it alone.
+ */
 function modelCalls(journal: Stored[]) {
   const totals = {
     modelCalls: 0,
@@ -132,7 +136,7 @@ function modelCalls(journal: Stored[]) {
     outputTokens: 0,
   }
   for (const entry of journal) {
-    if (entry.kind !== 'model') continue
+    if (entry.kind !== 'model' || entry.copied === true) continue
     const usage = ((entry.response as Stored | null)?.usage ?? {}) as Record<string, unknown>
     totals.modelCalls += 1
     totals.inputTokens += Number(usage.input ?? 0) || 0
@@ -171,6 +175,8 @@ export async function archivedRunDetail(
   const next = execution
     .filter((r) => r.previousRunId === id)
     .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
+  // A fork joins its original's execution, so the archive's member holds it too.
+  const forks = forksOf(next)
   return {
     run: toRun(run),
     events: events.slice(after + 1).map(toEvent),
@@ -185,6 +191,7 @@ export async function archivedRunDetail(
       unpriced: (run.unpricedCalls ?? 0) > 0,
       ...modelCalls(record.journal),
     },
+    ...(forks.length ? { forks } : {}),
     archived: true,
   }
 }

@@ -238,7 +238,63 @@ describe('finished runs (issue 46)', () => {
     const noteNow = await t.call('GET', `/v1/memory/${note.id}`, s.as)
     expect(noteNow.status).toBe(200)
     expect(noteNow.body.evidence).toEqual([{ runId: run.id, excerpt: 'merged' }])
-  })
+    // About 22 s on the loaded shared machine (a gated llm run): about three times that.
+  }, 75_000)
+
+  it('reads a forked run and its fork back as before: the forks listed, copied steps not counted', async () => {
+    const { e, key, as } = await keyedEnterprise(t, 'Forked')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Echo ${randomUUID().slice(0, 6)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: ['vcs.echo'],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    // Three steps: a model call asking for an echo, the echo, a model call that answers.
+    model.script(
+      key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'first' } }] },
+      { text: 'Original answer.' },
+    )
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: { topic: 'forks' },
+    })
+    expect(started.status, JSON.stringify(started.body)).toBe(201)
+    const original = started.body.id as string
+    await waitForRun(t, original, ['succeeded'], 15_000, e.token)
+    // Forked from step 3: steps 1 and 2 are copies (the model call of step 1 is the original's).
+    model.script(key, { text: 'Forked answer.' })
+    const forked = await t.call('POST', `/v1/runs/${original}/fork`, {
+      ...as,
+      body: { fromStep: 3 },
+    })
+    expect(forked.status, JSON.stringify(forked.body)).toBe(201)
+    const fork = forked.body.id as string
+    await waitForRun(t, fork, ['succeeded'], 15_000, e.token)
+    await age(e.id)
+    const before = { original: await detail(e, original), fork: await detail(e, fork) }
+    expect(before.original.forks).toEqual([{ runId: fork, step: 3, status: 'succeeded' }])
+    expect(before.fork.cost.modelCalls).toBe(1)
+
+    expect(totals(await pass(e.id)).runs).toBe(2)
+    const after = { original: await detail(e, original), fork: await detail(e, fork) }
+    expect(after.original.archived).toBe(true)
+    expect(after.fork.archived).toBe(true)
+    expect({ ...after.original, archived: false }).toEqual(before.original)
+    expect({ ...after.fork, archived: false }).toEqual(before.fork)
+    // About 15 s on the loaded shared machine (two llm runs): about three times that.
+  }, 50_000)
 
   it('waits with archived runs: a long-poll on one answers at once', async () => {
     const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
