@@ -9,5 +9,12 @@ export {
   type Moved,
   type PassOptions,
 } from './pass.js'
-export { archivedChatDetail, archivedRunDetail, chatDetail, runDetail, runLog } from './read.js'
+export {
+  archivedChatDetail,
+  archivedRunDetail,
+  chatDetail,
+  runDetail,
+  runLog,
+  runSteps,
+} from './read.js'
 export { archiveDirProblem, archiveFile, readMember } from './files.js'

@@ -2,6 +2,7 @@ import postgres from 'postgres'
 import { ApiError } from '../../../shared/errors.js'
 import { isUuid } from '../../../shared/ids.js'
 import type { ChatDetail } from '../../../shared/schemas/chats.js'
+import type { RunSteps } from '../../../shared/schemas/forks.js'
 import type { RunDetail, RunRef } from '../../../shared/schemas/runs.js'
 import type { Db } from '../../db/sql.js'
 import {
@@ -17,13 +18,16 @@ import {
   forksOf,
   getRunDetail,
   getRunLog,
+  listSteps,
   runNotFound,
   toEvent,
   toGate,
   toRun,
+  toStep,
   type EventRow,
   type GateRow,
   type RunRow,
+  type StepRow,
 } from '../runs/index.js'
 import type { LongPollWait } from '../long-poll/index.js'
 import { readMember } from './files.js'
@@ -97,22 +101,29 @@ interface RunRecord {
   gates: Stored[]
 }
 
-/** An archived run of the enterprise, with the other runs of its execution (one member holds all). */
+/**
+ * An archived run of the enterprise, with the other runs of its execution and their gates (one member
+ * holds all).
+ */
 async function readRun(
   db: Db,
   archiveDir: string,
   enterpriseId: string,
   id: string,
-): Promise<{ record: RunRecord; execution: RunRow[] } | undefined> {
+): Promise<{ record: RunRecord; execution: RunRow[]; gates: Stored[] } | undefined> {
   const located = await locate(db, enterpriseId, id)
   if (!located) return undefined
   const lines = linesOf(await readMember(archiveDir, located))
   const line = lines.find((l) => l.type === 'run' && l.id === id)
   if (!line) return undefined
-  const execution = lines
+  const records = lines
     .filter((l) => l.type === 'run' && l.executionId === line.executionId)
-    .map((l) => revive<RunRow>(dataOf<RunRecord>(l).run))
-  return { record: dataOf<RunRecord>(line), execution }
+    .map((l) => dataOf<RunRecord>(l))
+  return {
+    record: dataOf<RunRecord>(line),
+    execution: records.map((r) => revive<RunRow>(r.run)),
+    gates: records.flatMap((r) => r.gates),
+  }
 }
 
 const refOf = (r: RunRow): RunRef => ({
@@ -234,6 +245,42 @@ export async function runLog(
     if (!found) throw runNotFound(id)
     if (!found.record.log) throw new ApiError('log_not_found', `Run ${id} has no log stored.`)
     return { runId: id, body: found.record.log.body }
+  }
+}
+
+/**
+ * GET /v1/runs/{id}/steps: the live run's, else the archived run's as they were, none forkable (a fork
+ * of an archived run is not found); 404 run_not_found without either.
+ */
+export async function runSteps(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<RunSteps> {
+  try {
+    return await listSteps(db, enterpriseId, id)
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'run_not_found')) throw err
+    const found = await readRun(db, archiveDir, enterpriseId, id)
+    if (!found) throw err
+    // A gated call's gate: its run's, or for a fork's copied step its original's (same execution).
+    const gates = new Map(found.gates.map((g) => [g.id as string, revive<GateRow>(g)]))
+    const steps = found.record.journal
+      .map((entry) => {
+        const row = revive<StepRow>(entry)
+        const gateId = row.kind === 'tool' ? row.request.gateId : undefined
+        const gate = typeof gateId === 'string' ? gates.get(gateId) : undefined
+        return {
+          ...row,
+          copied: row.copied ?? false,
+          gateStatus: gate ? (gate.status as StepRow['gateStatus']) : null,
+          gateDecision: gate?.decision ?? null,
+        }
+      })
+      .sort((a, b) => a.step - b.step)
+    const archived = `run ${id} is archived: a fork of it is not found`
+    return { runId: id, steps: steps.map((row) => toStep(row, archived)) }
   }
 }
 

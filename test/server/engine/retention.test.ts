@@ -9,6 +9,7 @@ import { planRetention, retentionPass, type Moved } from '../../../server/domain
 import type { Engine } from '../../../server/engine/index.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
+import { RunSteps } from '../../../shared/schemas/forks.js'
 import { RunDetail } from '../../../shared/schemas/runs.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import {
@@ -241,7 +242,7 @@ describe('finished runs (issue 46)', () => {
     // About 22 s on the loaded shared machine (a gated llm run): about three times that.
   }, 75_000)
 
-  it('reads a forked run and its fork back as before: the forks listed, copied steps not counted', async () => {
+  it('reads a forked run and its fork back as before: the forks listed, copied steps not counted, the steps', async () => {
     const { e, key, as } = await keyedEnterprise(t, 'Forked')
     const [team] = (await t.call('GET', '/v1/teams', as)).body
     const bound = await t.call('POST', '/v1/tools/bindings', {
@@ -283,9 +284,24 @@ describe('finished runs (issue 46)', () => {
     const fork = forked.body.id as string
     await waitForRun(t, fork, ['succeeded'], 15_000, e.token)
     await age(e.id)
-    const before = { original: await detail(e, original), fork: await detail(e, fork) }
+    const steps = async (runId: string) => {
+      const res = await t.call('GET', `/v1/runs/${runId}/steps`, as)
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return RunSteps.parse(res.body).steps
+    }
+    const before = {
+      original: await detail(e, original),
+      fork: await detail(e, fork),
+      originalSteps: await steps(original),
+      forkSteps: await steps(fork),
+    }
     expect(before.original.forks).toEqual([{ runId: fork, step: 3, status: 'succeeded' }])
     expect(before.fork.cost.modelCalls).toBe(1)
+    expect(before.forkSteps.map((x) => [x.step, x.kind, x.copied])).toEqual([
+      [1, 'model', true],
+      [2, 'tool', true],
+      [3, 'model', false],
+    ])
 
     expect(totals(await pass(e.id)).runs).toBe(2)
     const after = { original: await detail(e, original), fork: await detail(e, fork) }
@@ -293,8 +309,21 @@ describe('finished runs (issue 46)', () => {
     expect(after.fork.archived).toBe(true)
     expect({ ...after.original, archived: false }).toEqual(before.original)
     expect({ ...after.fork, archived: false }).toEqual(before.fork)
-    // About 15 s on the loaded shared machine (two llm runs): about three times that.
-  }, 50_000)
+    // The steps read back as they were, none a fork point: a fork of an archived run is not found.
+    const unforkable = (list: typeof before.forkSteps) =>
+      list.map((x) => ({ ...x, forkable: false }))
+    expect(await steps(original)).toEqual(unforkable(before.originalSteps))
+    expect(await steps(fork)).toEqual(unforkable(before.forkSteps))
+    const refork = await t.call('POST', `/v1/runs/${original}/fork`, {
+      ...as,
+      body: { fromStep: 3 },
+    })
+    expect(refork.status).toBe(404)
+    expect(refork.body.error).toBe('run_not_found')
+    const stranger = await t.call('GET', `/v1/runs/${original}/steps`, { token: t.other.token })
+    expect(stranger.status).toBe(404)
+    // About 20 s on the loaded shared machine (two llm runs): about three times that.
+  }, 60_000)
 
   it('waits with archived runs: a long-poll on one answers at once', async () => {
     const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
