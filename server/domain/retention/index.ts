@@ -8,6 +8,7 @@ export {
   unauthenticatedWindow,
   type Moved,
   type PassOptions,
+  RetentionPassError,
 } from './pass.js'
 export {
   archivedChatDetail,

@@ -1,11 +1,16 @@
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, readdir, readFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
-import { planRetention, retentionPass, type Moved } from '../../../server/domain/retention/index.js'
+import {
+  planRetention,
+  retentionPass,
+  RetentionPassError,
+  type Moved,
+} from '../../../server/domain/retention/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
@@ -426,6 +431,40 @@ describe('finished runs (issue 46)', () => {
     await age(e.id, 5000)
     expect(await pass(e.id)).toEqual([])
     expect(await rowsOf('runs', 'id', [run.id])).toBe(1)
+  })
+
+  it('leaves an enterprise whose batch fails for the next pass, and does the others', async () => {
+    // The pass takes enterprises in id order: the first of these two fails, the second comes after.
+    const [failing, fine] = [
+      await t.createEnterprise(`Fails ${randomUUID().slice(0, 6)}`),
+      await t.createEnterprise(`Fine ${randomUUID().slice(0, 6)}`),
+    ].sort((a, b) => (a.id < b.id ? -1 : 1))
+    const runOf = async (e: TestEnterprise) =>
+      finishedRun(e, (await deterministicTask(t, {}, e.token)).id)
+    const [stuck, moving] = [await runOf(failing!), await runOf(fine!)]
+    await age(failing!.id)
+    await age(fine!.id)
+    // Its archive cannot be written: a file where its directory goes.
+    const blocker = join(archiveDir, failing!.id)
+    await writeFile(blocker, 'not a directory')
+
+    const error = await retentionPass(t.sql, { archiveDir }).then(
+      () => undefined,
+      (err: unknown) => err,
+    )
+    expect(await rowsOf('runs', 'id', [moving.id])).toBe(0)
+    expect(await rowsOf('runs', 'id', [stuck.id])).toBe(1)
+    expect(error).toBeInstanceOf(RetentionPassError)
+    const failed = error as RetentionPassError
+    expect(failed.message).toContain(failing!.slug)
+    expect(failed.failures.map((f) => f.enterpriseId)).toEqual([failing!.id])
+    expect(failed.moved.find((m) => m.enterpriseId === fine!.id)).toMatchObject({ runs: 1 })
+    expect((await detail(fine!, moving.id)).archived).toBe(true)
+
+    // Once its archive can be written, the next pass moves it.
+    await rm(blocker)
+    expect(totals(await pass(failing!.id)).runs).toBe(1)
+    expect((await detail(failing!, stuck.id)).archived).toBe(true)
   })
 
   it('two passes at once never move a row twice, and say what a dry run said', async () => {
