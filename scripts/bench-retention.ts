@@ -8,7 +8,8 @@
 //           (BENCH_CONCURRENCY starts in flight for BENCH_SECONDS: done/s) and one start at a time
 //           (BENCH_LATENCY_RUNS: p50 from the start's answer to the commit that ended the run), first
 //           without a pass, then while a pass (run here, as an engine's would) moves those runs: the
-//           target is both within 10% of the run without;
+//           target is both within 10% of the run without; then GET /v1/runs/{id} of BENCH_READ_RUNS (200)
+//           archived runs, one at a time: p50/p99 (target under 200 ms);
 //   backup: BENCH_BACKUP_RUNS runs (100,000) and BENCH_BACKUP_NOTES memory notes (100,000), then
 //           `osd admin backup --out`, `--verify` and `osd admin restore` into a new data dir, as an
 //           operator runs them: the time of each and the file's size.
@@ -22,7 +23,7 @@ import { Pool } from 'undici'
 import { readySql } from '../server/db/sql.js'
 import { retentionPass } from '../server/domain/retention/index.js'
 import { projectRoot } from '../shared/paths.js'
-import { api, benchDaemon, median, watchRuns, type BenchDaemon } from './bench-lib.js'
+import { api, benchDaemon, median, percentile, watchRuns, type BenchDaemon } from './bench-lib.js'
 
 const wanted = (name: string) => !process.env.BENCH_ONLY || process.env.BENCH_ONLY.includes(name)
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
@@ -194,9 +195,14 @@ async function passCost() {
   const seconds = num('BENCH_SECONDS', 5)
   const concurrency = num('BENCH_CONCURRENCY', 32)
   const latencyRuns = num('BENCH_LATENCY_RUNS', 200)
-  // The daemon runs no pass of its own: the one measured is started here, when wanted.
-  const daemon = await benchDaemon({ OSD_LOG_LEVEL: 'warn', OSD_RETENTION: 'off' })
+  // The daemon runs no pass of its own: the one measured is started here, when wanted. It reads what
+  // the pass archives back from the same dir.
   const archiveDir = await mkdtemp(join(tmpdir(), 'osd-bench-archive-'))
+  const daemon = await benchDaemon({
+    OSD_LOG_LEVEL: 'warn',
+    OSD_RETENTION: 'off',
+    OSD_ARCHIVE_DIR: archiveDir,
+  })
   const passSql = await readySql(daemon.databaseUrl, { max: 2, applicationName: 'osd retention' })
   const watch = await watchRuns(daemon.sql)
   try {
@@ -282,6 +288,22 @@ async function passCost() {
           ? `: the pass ended before the measure did (${passSeconds.toFixed(1)} s), so part of "during" ran without it`
           : ', all of it while the pass ran'),
     )
+    // What the pass moved reads back: GET /v1/runs/{id} of archived runs spread over the archive, one
+    // at a time through the daemon (each inflates the member of up to 500 executions that holds it).
+    const archived = await daemon.sql<{ id: string }[]>`
+      select id from archive_index order by random() limit ${num('BENCH_READ_RUNS', 200)}`
+    const reads: number[] = []
+    for (const { id } of archived) {
+      const began = performance.now()
+      const detail = await setup.call<{ archived?: boolean }>('GET', `/runs/${id}`)
+      reads.push(performance.now() - began)
+      if (!detail.archived) throw new Error(`run ${id} did not read back as archived`)
+    }
+    if (reads.length)
+      say(
+        `  GET /v1/runs/{id} of an archived run, ${reads.length} one at a time: p50 ${median(reads).toFixed(1)} ms, ` +
+          `p99 ${percentile(reads, 99).toFixed(1)} ms (target under 200 ms)`,
+      )
     const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`
     say(`  ${''.padEnd(16)} ${'done/s'.padStart(8)} ${'1-at-a-time p50 ms'.padStart(20)}`)
     say(

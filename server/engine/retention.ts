@@ -1,5 +1,5 @@
 import type { Sql } from '../db/sql.js'
-import { retentionPass, type Moved } from '../domain/retention/index.js'
+import { RetentionPassError, retentionPass, type Moved } from '../domain/retention/index.js'
 import type { Logger } from '../log.js'
 
 export interface RetentionOptions {
@@ -39,7 +39,16 @@ export class RetentionLoop {
       archiveDir: this.options.archiveDir,
       batchSize: this.options.batchSize,
       signal: this.stopping.signal,
+    }).catch((err: unknown) => {
+      // What the other enterprises moved is logged as usual; the failure is the caller's to log.
+      if (err instanceof RetentionPassError) this.logMoved(err.moved)
+      throw err
     })
+    this.logMoved(moved)
+    return moved
+  }
+
+  private logMoved(moved: Moved[]): void {
     for (const m of moved)
       if (!m.busy)
         this.log.info(
@@ -53,7 +62,6 @@ export class RetentionLoop {
           },
           'retention moved data out of the live tables',
         )
-    return moved
   }
 
   private schedule(): void {

@@ -18,11 +18,10 @@ import {
   forkRun,
   getOsToolView,
   listRuns,
-  listSteps,
   retryRun,
   toRun,
 } from '../domain/runs/index.js'
-import { runDetail, runLog } from '../domain/retention/index.js'
+import { runDetail, runLog, runSteps } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -147,10 +146,11 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       method: 'get',
       path: '/{id}/steps',
       summary:
-        "The run's journal as numbered steps (model call, tool call, gate): what each was, cost and took, and whether a fork may go on from it",
+        "The run's journal as numbered steps (model call, tool call, gate): what each was, cost and took, and whether a fork may go on from it; an archived run's too (none forkable)",
       response: RunSteps,
+      errors: ['archive_unavailable'],
     },
-    async (c, { params }) => listSteps(sql, c.var.caller.enterpriseId, params.id),
+    async (c, { params }) => runSteps(sql, config.archiveDir, c.var.caller.enterpriseId, params.id),
   )
 
   route(

@@ -8,6 +8,14 @@ export {
   unauthenticatedWindow,
   type Moved,
   type PassOptions,
+  RetentionPassError,
 } from './pass.js'
-export { archivedChatDetail, archivedRunDetail, chatDetail, runDetail, runLog } from './read.js'
+export {
+  archivedChatDetail,
+  archivedRunDetail,
+  chatDetail,
+  runDetail,
+  runLog,
+  runSteps,
+} from './read.js'
 export { archiveDirProblem, archiveFile, readMember } from './files.js'

@@ -314,6 +314,28 @@ async function moveDeliveries(
   })
 }
 
+/**
+ * A pass that could not finish some enterprises' work: the others' went on (one enterprise whose
+ * batches fail, its archive file unwritable or a statement refused, must not leave every enterprise
+ * after it to grow). `moved` is what the pass did move.
+ */
+export class RetentionPassError extends Error {
+  constructor(
+    readonly moved: Moved[],
+    readonly failures: { enterpriseId: string; slug: string; error: unknown }[],
+  ) {
+    super(
+      `the retention pass failed for ${failures.length === 1 ? 'enterprise' : 'enterprises'} ` +
+        failures
+          .map((f) => `${f.slug} (${f.error instanceof Error ? f.error.message : String(f.error)})`)
+          .join(', ') +
+        '; the others were done',
+      { cause: failures[0]?.error },
+    )
+    this.name = 'RetentionPassError'
+  }
+}
+
 const nothing = (e: Enterprise): Moved => ({
   enterpriseId: e.enterpriseId,
   slug: e.slug,
@@ -329,13 +351,31 @@ const nothing = (e: Enterprise): Moved => ({
 /**
  * One pass over every enterprise (or one): batches until nothing is left past its window, or the
  * signal stops it between two batches. Answers what moved, per enterprise where anything did (or where
- * another process had the enterprise).
+ * another process had the enterprise). An enterprise whose batch fails is left for the next pass and
+ * the others are done; then RetentionPassError names it, with what moved.
  */
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
   const report: Moved[] = []
+  const failures: RetentionPassError['failures'] = []
   for (const e of await listRetention(sql, options.enterpriseId)) {
     const moved = nothing(e)
+    try {
+      await moveAll(e, moved)
+    } catch (error) {
+      failures.push({ enterpriseId: e.enterpriseId, slug: e.slug, error })
+    }
+    if (
+      moved.busy ||
+      moved.runs + moved.chats + moved.webhookDeliveries + moved.unauthenticatedDeliveries > 0
+    )
+      report.push(moved)
+  }
+  if (failures.length > 0) throw new RetentionPassError(report, failures)
+  return report
+
+  /** An enterprise's batches, kind after kind, until nothing is left or the signal stops them. */
+  async function moveAll(e: Enterprise, moved: Moved): Promise<void> {
     const stopped = () => options.signal?.aborted === true
     work: {
       if (e.finishedRuns) {
@@ -375,13 +415,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
         if (done.candidates < batch * 2) break
       }
     }
-    if (
-      moved.busy ||
-      moved.runs + moved.chats + moved.webhookDeliveries + moved.unauthenticatedDeliveries > 0
-    )
-      report.push(moved)
   }
-  return report
 }
 
 /**

@@ -2,6 +2,7 @@ import postgres from 'postgres'
 import { ApiError } from '../../../shared/errors.js'
 import { isUuid } from '../../../shared/ids.js'
 import type { ChatDetail } from '../../../shared/schemas/chats.js'
+import type { RunSteps } from '../../../shared/schemas/forks.js'
 import type { RunDetail, RunRef } from '../../../shared/schemas/runs.js'
 import type { Db } from '../../db/sql.js'
 import {
@@ -14,15 +15,19 @@ import {
   type MessageRow,
 } from '../chats/index.js'
 import {
+  forksOf,
   getRunDetail,
   getRunLog,
+  listSteps,
   runNotFound,
   toEvent,
   toGate,
   toRun,
+  toStep,
   type EventRow,
   type GateRow,
   type RunRow,
+  type StepRow,
 } from '../runs/index.js'
 import type { LongPollWait } from '../long-poll/index.js'
 import { readMember } from './files.js'
@@ -96,22 +101,29 @@ interface RunRecord {
   gates: Stored[]
 }
 
-/** An archived run of the enterprise, with the other runs of its execution (one member holds all). */
+/**
+ * An archived run of the enterprise, with the other runs of its execution and their gates (one member
+ * holds all).
+ */
 async function readRun(
   db: Db,
   archiveDir: string,
   enterpriseId: string,
   id: string,
-): Promise<{ record: RunRecord; execution: RunRow[] } | undefined> {
+): Promise<{ record: RunRecord; execution: RunRow[]; gates: Stored[] } | undefined> {
   const located = await locate(db, enterpriseId, id)
   if (!located) return undefined
   const lines = linesOf(await readMember(archiveDir, located))
   const line = lines.find((l) => l.type === 'run' && l.id === id)
   if (!line) return undefined
-  const execution = lines
+  const records = lines
     .filter((l) => l.type === 'run' && l.executionId === line.executionId)
-    .map((l) => revive<RunRow>(dataOf<RunRecord>(l).run))
-  return { record: dataOf<RunRecord>(line), execution }
+    .map((l) => dataOf<RunRecord>(l))
+  return {
+    record: dataOf<RunRecord>(line),
+    execution: records.map((r) => revive<RunRow>(r.run)),
+    gates: records.flatMap((r) => r.gates),
+  }
 }
 
 const refOf = (r: RunRow): RunRef => ({
@@ -122,7 +134,10 @@ const refOf = (r: RunRow): RunRef => ({
   createdAt: r.createdAt.toISOString(),
 })
 
-/** The model calls of a run's journal as RunDetail.cost counts them (runs/journal modelCallTotals). */
+/**
+ * The model calls of a run's journal as RunDetail.cost counts them (runs/journal modelCallTotals): a
+ * fork's copied steps were paid for by its original, and count for it alone.
+ */
 function modelCalls(journal: Stored[]) {
   const totals = {
     modelCalls: 0,
@@ -132,7 +147,7 @@ function modelCalls(journal: Stored[]) {
     outputTokens: 0,
   }
   for (const entry of journal) {
-    if (entry.kind !== 'model') continue
+    if (entry.kind !== 'model' || entry.copied === true) continue
     const usage = ((entry.response as Stored | null)?.usage ?? {}) as Record<string, unknown>
     totals.modelCalls += 1
     totals.inputTokens += Number(usage.input ?? 0) || 0
@@ -171,6 +186,8 @@ export async function archivedRunDetail(
   const next = execution
     .filter((r) => r.previousRunId === id)
     .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime())
+  // A fork joins its original's execution, so the archive's member holds it too.
+  const forks = forksOf(next)
   return {
     run: toRun(run),
     events: events.slice(after + 1).map(toEvent),
@@ -185,6 +202,7 @@ export async function archivedRunDetail(
       unpriced: (run.unpricedCalls ?? 0) > 0,
       ...modelCalls(record.journal),
     },
+    ...(forks.length ? { forks } : {}),
     archived: true,
   }
 }
@@ -227,6 +245,42 @@ export async function runLog(
     if (!found) throw runNotFound(id)
     if (!found.record.log) throw new ApiError('log_not_found', `Run ${id} has no log stored.`)
     return { runId: id, body: found.record.log.body }
+  }
+}
+
+/**
+ * GET /v1/runs/{id}/steps: the live run's, else the archived run's as they were, none forkable (a fork
+ * of an archived run is not found); 404 run_not_found without either.
+ */
+export async function runSteps(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<RunSteps> {
+  try {
+    return await listSteps(db, enterpriseId, id)
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'run_not_found')) throw err
+    const found = await readRun(db, archiveDir, enterpriseId, id)
+    if (!found) throw err
+    // A gated call's gate: its run's, or for a fork's copied step its original's (same execution).
+    const gates = new Map(found.gates.map((g) => [g.id as string, revive<GateRow>(g)]))
+    const steps = found.record.journal
+      .map((entry) => {
+        const row = revive<StepRow>(entry)
+        const gateId = row.kind === 'tool' ? row.request.gateId : undefined
+        const gate = typeof gateId === 'string' ? gates.get(gateId) : undefined
+        return {
+          ...row,
+          copied: row.copied ?? false,
+          gateStatus: gate ? (gate.status as StepRow['gateStatus']) : null,
+          gateDecision: gate?.decision ?? null,
+        }
+      })
+      .sort((a, b) => a.step - b.step)
+    const archived = `run ${id} is archived: a fork of it is not found`
+    return { runId: id, steps: steps.map((row) => toStep(row, archived)) }
   }
 }
 

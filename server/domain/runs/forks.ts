@@ -19,7 +19,8 @@ export async function listSteps(db: Db, enterpriseId: string, id: string): Promi
   return { runId: id, steps: rows.map((row) => toStep(row, whyNotFrom(rows, row.step + 1))) }
 }
 
-function toStep(row: StepRow, notForkable: string | undefined): RunStep {
+/** A journal entry as a numbered step; `notForkable` says why no fork may go on from it (or none). */
+export function toStep(row: StepRow, notForkable: string | undefined): RunStep {
   const gated = row.kind === 'tool' && typeof row.request.gateId === 'string'
   const response = row.response ?? {}
   return {

@@ -89,6 +89,8 @@ export { runNotFound, type MemoryScope } from './rows.js'
 export { onSetbacks, reportSetbacks, type Setback } from './setbacks.js'
 export { lockLanes, tryLockLanes } from './start.js'
 export { getRunDetail, getRunLog } from './views.js'
+export { forksOf, toStep } from './forks.js'
+export { type StepRow } from './journal.js'
 
 // For other concepts of the domain and tests and benches.
 export { laneOf, startRunsIn, enqueueRun } from './start.js'

@@ -1,14 +1,20 @@
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, readdir, readFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
-import { planRetention, retentionPass, type Moved } from '../../../server/domain/retention/index.js'
+import {
+  planRetention,
+  retentionPass,
+  RetentionPassError,
+  type Moved,
+} from '../../../server/domain/retention/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
+import { RunSteps } from '../../../shared/schemas/forks.js'
 import { RunDetail } from '../../../shared/schemas/runs.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import {
@@ -238,7 +244,91 @@ describe('finished runs (issue 46)', () => {
     const noteNow = await t.call('GET', `/v1/memory/${note.id}`, s.as)
     expect(noteNow.status).toBe(200)
     expect(noteNow.body.evidence).toEqual([{ runId: run.id, excerpt: 'merged' }])
-  })
+    // 22 to 41 s on the loaded shared machine (a gated llm run): about three times that.
+  }, 120_000)
+
+  it('reads a forked run and its fork back as before: the forks listed, copied steps not counted, the steps', async () => {
+    const { e, key, as } = await keyedEnterprise(t, 'Forked')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Echo ${randomUUID().slice(0, 6)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: ['vcs.echo'],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    // Three steps: a model call asking for an echo, the echo, a model call that answers.
+    model.script(
+      key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'first' } }] },
+      { text: 'Original answer.' },
+    )
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: { topic: 'forks' },
+    })
+    expect(started.status, JSON.stringify(started.body)).toBe(201)
+    const original = started.body.id as string
+    await waitForRun(t, original, ['succeeded'], 15_000, e.token)
+    // Forked from step 3: steps 1 and 2 are copies (the model call of step 1 is the original's).
+    model.script(key, { text: 'Forked answer.' })
+    const forked = await t.call('POST', `/v1/runs/${original}/fork`, {
+      ...as,
+      body: { fromStep: 3 },
+    })
+    expect(forked.status, JSON.stringify(forked.body)).toBe(201)
+    const fork = forked.body.id as string
+    await waitForRun(t, fork, ['succeeded'], 15_000, e.token)
+    await age(e.id)
+    const steps = async (runId: string) => {
+      const res = await t.call('GET', `/v1/runs/${runId}/steps`, as)
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return RunSteps.parse(res.body).steps
+    }
+    const before = {
+      original: await detail(e, original),
+      fork: await detail(e, fork),
+      originalSteps: await steps(original),
+      forkSteps: await steps(fork),
+    }
+    expect(before.original.forks).toEqual([{ runId: fork, step: 3, status: 'succeeded' }])
+    expect(before.fork.cost.modelCalls).toBe(1)
+    expect(before.forkSteps.map((x) => [x.step, x.kind, x.copied])).toEqual([
+      [1, 'model', true],
+      [2, 'tool', true],
+      [3, 'model', false],
+    ])
+
+    expect(totals(await pass(e.id)).runs).toBe(2)
+    const after = { original: await detail(e, original), fork: await detail(e, fork) }
+    expect(after.original.archived).toBe(true)
+    expect(after.fork.archived).toBe(true)
+    expect({ ...after.original, archived: false }).toEqual(before.original)
+    expect({ ...after.fork, archived: false }).toEqual(before.fork)
+    // The steps read back as they were, none a fork point: a fork of an archived run is not found.
+    const unforkable = (list: typeof before.forkSteps) =>
+      list.map((x) => ({ ...x, forkable: false }))
+    expect(await steps(original)).toEqual(unforkable(before.originalSteps))
+    expect(await steps(fork)).toEqual(unforkable(before.forkSteps))
+    const refork = await t.call('POST', `/v1/runs/${original}/fork`, {
+      ...as,
+      body: { fromStep: 3 },
+    })
+    expect(refork.status).toBe(404)
+    expect(refork.body.error).toBe('run_not_found')
+    const stranger = await t.call('GET', `/v1/runs/${original}/steps`, { token: t.other.token })
+    expect(stranger.status).toBe(404)
+    // 7 to 20 s on the loaded shared machine (two llm runs): about three times the most.
+  }, 60_000)
 
   it('waits with archived runs: a long-poll on one answers at once', async () => {
     const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
@@ -341,6 +431,40 @@ describe('finished runs (issue 46)', () => {
     await age(e.id, 5000)
     expect(await pass(e.id)).toEqual([])
     expect(await rowsOf('runs', 'id', [run.id])).toBe(1)
+  })
+
+  it('leaves an enterprise whose batch fails for the next pass, and does the others', async () => {
+    // The pass takes enterprises in id order: the first of these two fails, the second comes after.
+    const [failing, fine] = [
+      await t.createEnterprise(`Fails ${randomUUID().slice(0, 6)}`),
+      await t.createEnterprise(`Fine ${randomUUID().slice(0, 6)}`),
+    ].sort((a, b) => (a.id < b.id ? -1 : 1))
+    const runOf = async (e: TestEnterprise) =>
+      finishedRun(e, (await deterministicTask(t, {}, e.token)).id)
+    const [stuck, moving] = [await runOf(failing!), await runOf(fine!)]
+    await age(failing!.id)
+    await age(fine!.id)
+    // Its archive cannot be written: a file where its directory goes.
+    const blocker = join(archiveDir, failing!.id)
+    await writeFile(blocker, 'not a directory')
+
+    const error = await retentionPass(t.sql, { archiveDir }).then(
+      () => undefined,
+      (err: unknown) => err,
+    )
+    expect(await rowsOf('runs', 'id', [moving.id])).toBe(0)
+    expect(await rowsOf('runs', 'id', [stuck.id])).toBe(1)
+    expect(error).toBeInstanceOf(RetentionPassError)
+    const failed = error as RetentionPassError
+    expect(failed.message).toContain(failing!.slug)
+    expect(failed.failures.map((f) => f.enterpriseId)).toEqual([failing!.id])
+    expect(failed.moved.find((m) => m.enterpriseId === fine!.id)).toMatchObject({ runs: 1 })
+    expect((await detail(fine!, moving.id)).archived).toBe(true)
+
+    // Once its archive can be written, the next pass moves it.
+    await rm(blocker)
+    expect(totals(await pass(failing!.id)).runs).toBe(1)
+    expect((await detail(failing!, stuck.id)).archived).toBe(true)
   })
 
   it('two passes at once never move a row twice, and say what a dry run said', async () => {
