@@ -189,6 +189,16 @@ describe('per client address, served', () => {
     expect(read.status).toBe(200)
     expect(read.text).not.toContain('evil.example')
     expect(read.body.webhook.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/webhooks\//)
+    // The OAuth redirect URI a tool provider is told to send people back to: the same.
+    const redirect = await served.send('GET', '/v1/tools/oauth/redirect-uri', {
+      token: t.acme.token,
+      from: '127.0.0.6',
+      headers: { host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+    })
+    expect(redirect.status).toBe(200)
+    expect(redirect.body.redirectUri).toMatch(
+      /^http:\/\/127\.0\.0\.1:\d+\/v1\/tools\/oauth\/callback$/,
+    )
   })
 })
 
