@@ -98,6 +98,11 @@ const uncounted = ['/v1/health']
 export interface Limits {
   /** The client's address (the socket's, or X-Forwarded-For's from a trusted proxy). */
   clientOf(c: Context<AppEnv>): string
+  /**
+   * What the client is counted under: its address, an IPv6 one by its /64 (addressKey). What sign-ins
+   * are counted and queued by, so that one host cannot take a fresh address of its block for each try.
+   */
+  clientKeyOf(c: Context<AppEnv>): string
   /** A call to a route that takes no token: counted under its address; 429 rate_limited when over. */
   publicCall(c: Context<AppEnv>): void
   /**
@@ -116,12 +121,18 @@ export interface Limits {
   spend(c: Context<AppEnv>, key: string): void
   /** A consent request from the caller's address: 429 too_many_consent_requests past its share. */
   consentRequest(c: Context<AppEnv>): void
+  /**
+   * An event stream the caller's token or session opens (the event feed, a chat's events): 429
+   * too_many_streams when it holds OSD_MAX_STREAMS_PER_TOKEN open already. The answer gives the slot
+   * back; call it once the stream ends however it ends (more calls do nothing).
+   */
+  openStream(c: Context<AppEnv>): () => void
 }
 
 /** The limits of one app (createApp makes them once): each counts in this process. */
 export function createLimits(
   sql: Sql,
-  config: Pick<Config, 'rateLimits'>,
+  config: Pick<Config, 'rateLimits' | 'maxStreamsPerToken'>,
   log: Pick<Logger, 'error'>,
 ): Limits {
   const { perMinute, ipPerMinute, trustedProxies } = config.rateLimits
@@ -134,6 +145,9 @@ export function createLimits(
     consentPerAddress.minutes * 60,
   )
   const trusted = trustedProxies.length ? networks(trustedProxies) : undefined
+  // Event streams open per token or session, every kind together: a holder cannot pin connections,
+  // LISTEN wake-ups and readers without end, whichever streams it opens.
+  const streams = new Map<string, number>()
   // Hashes of secrets that named no caller. A token or session secret is random and new when made, so
   // one that named nobody cannot name anyone later; the entries are dropped anyway whenever a token
   // changes (tokenChangedChannel; a token whose expiry moves), and after ten minutes (a database put
@@ -168,6 +182,7 @@ export function createLimits(
 
   return {
     clientOf,
+    clientKeyOf: (c) => addressKey(clientOf(c)),
     publicCall(c) {
       if (!addresses || uncounted.some((prefix) => c.req.path.startsWith(prefix))) return
       charge(c, addresses, addressKey(clientOf(c)), 'rate_limited')
@@ -195,6 +210,27 @@ export function createLimits(
     },
     consentRequest(c) {
       charge(c, consent, addressKey(clientOf(c)), 'too_many_consent_requests')
+    },
+    openStream(c) {
+      const caller = c.var.caller
+      const holder =
+        caller.kind === 'token' ? `token:${caller.tokenId}` : `session:${caller.sessionId}`
+      const held = streams.get(holder) ?? 0
+      if (held >= config.maxStreamsPerToken)
+        throw new ApiError(
+          'too_many_streams',
+          `This credential holds ${held} event streams open already, the most it may (OSD_MAX_STREAMS_PER_TOKEN): close one, or read pages.`,
+          { retryAfterSeconds: 5 },
+        )
+      streams.set(holder, held + 1)
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        const left = (streams.get(holder) ?? 1) - 1
+        if (left > 0) streams.set(holder, left)
+        else streams.delete(holder)
+      }
     },
   }
 }

@@ -76,3 +76,12 @@ function sseResponse(events: AsyncGenerator<SseEvent>, controller: AbortControll
   })
   return new Response(body, { status: 200, headers })
 }
+
+/** The stream's events, `done` called when it ends however it ends (a slot of limits.ts given back). */
+export async function* counted<T>(events: AsyncGenerator<T>, done: () => void): AsyncGenerator<T> {
+  try {
+    yield* events
+  } finally {
+    done()
+  }
+}

@@ -93,7 +93,7 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
       public: true,
     },
     async (c, { body }) => {
-      return answerSession(c, await login(sql, body, lifetime, limits.clientOf(c)), lifetime)
+      return answerSession(c, await login(sql, body, lifetime, limits.clientKeyOf(c)), lifetime)
     },
   )
 
@@ -200,7 +200,7 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
       errors: ['invalid_credentials', 'login_locked', 'sign_in_busy'],
     },
     async (c, { body }) => {
-      await changePassword(sql, sessionOf(c), body, limits.clientOf(c))
+      await changePassword(sql, sessionOf(c), body, limits.clientKeyOf(c))
     },
   )
 

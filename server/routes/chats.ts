@@ -25,7 +25,7 @@ import {
 } from '../domain/chats/index.js'
 import { chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
-import { sseAnswer } from '../http/sse.js'
+import { counted, sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
 const ChatParams = z.object({ id: Uuid })
@@ -35,7 +35,7 @@ const MemberQuery = z.object({ memberId: z.string().optional() })
 const callerOf = (c: AppContext) => c.var.caller.actor
 
 /** Chats (spec: Endpoints Chats; DESIGN 11). The reply is the engine's; these routes store and read. */
-export function chatRoutes({ sql, chatWatch, shutdown, config }: RouteDeps) {
+export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'chat_not_found', params: ChatParams } as const
 
@@ -136,25 +136,35 @@ export function chatRoutes({ sql, chatWatch, shutdown, config }: RouteDeps) {
       summary:
         'The chat as it happens (text/event-stream): message, message.updated, delta and chat events',
       description:
-        'Events: `message` (a stored ChatMessage, with `id:` its id), `message.updated` (a stored message changed: a tool call decided or done, a question answered), `delta` (ChatDeltaEvent: the next text of the reply being made; joined in order, the deltas of a message are its content), `chat` (ChatStatusEvent; sent first, then when the chat closes or its member starts or ends a reply). With `Last-Event-ID` (a message id of this chat) the messages after it and the older ones changed since are sent first; without it nothing old. A `: ping` comment every 15 s. The stream ends when the chat closes or the daemon stops. Deltas are not kept: a client that reconnects gets the stored messages, then live deltas again.',
+        'Events: `message` (a stored ChatMessage, with `id:` its id), `message.updated` (a stored message changed: a tool call decided or done, a question answered), `delta` (ChatDeltaEvent: the next text of the reply being made; joined in order, the deltas of a message are its content), `chat` (ChatStatusEvent; sent first, then when the chat closes or its member starts or ends a reply). With `Last-Event-ID` (a message id of this chat) the messages after it and the older ones changed since are sent first; without it nothing old. A `: ping` comment every 15 s. The stream ends when the chat closes or the daemon stops. Deltas are not kept: a client that reconnects gets the stored messages, then live deltas again. A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) streams open at once in a process, these and the event feed together: one more is 429 too_many_streams.',
       rawResponse: 'text/event-stream',
+      errors: ['too_many_streams'],
     },
     async (c, { params }) => {
       // Ends when the client goes away (the stream is cancelled) or the daemon stops.
       const controller = new AbortController()
       const signal = shutdown ? AbortSignal.any([controller.signal, shutdown]) : controller.signal
-      const events = await openChatEvents(
-        sql,
-        c.var.caller.enterpriseId,
-        params.id,
-        c.req.header('last-event-id'),
-        {
-          subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, signal),
-          deltas: (chatId, listener) => followDeltas(sql, chatId, listener),
-          signal,
-        },
-      )
-      return sseAnswer(c, events, controller)
+      // One of the caller's streams, the event feed's included (limits.ts openStream): without a
+      // bound, one token could hold connections, wake-ups and delta listeners without end.
+      const release = limits.openStream(c)
+      signal.addEventListener('abort', release, { once: true })
+      try {
+        const events = await openChatEvents(
+          sql,
+          c.var.caller.enterpriseId,
+          params.id,
+          c.req.header('last-event-id'),
+          {
+            subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, signal),
+            deltas: (chatId, listener) => followDeltas(sql, chatId, listener),
+            signal,
+          },
+        )
+        return sseAnswer(c, counted(events, release), controller)
+      } catch (err) {
+        release()
+        throw err
+      }
     },
   )
   route(

@@ -1,23 +1,18 @@
-import { ApiError } from '../../shared/errors.js'
 import { FeedPage, FeedQuery } from '../../shared/schemas/events.js'
 import { feedChannel, feedPage, openFeedStream } from '../domain/events/index.js'
 import { ChangeWatch } from '../db/change-watch.js'
 import type { RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
-import { sseAnswer } from '../http/sse.js'
+import { counted, sseAnswer } from '../http/sse.js'
 
 // GET /v1/events (issue 47; DESIGN 15; docs/events.md): the enterprise's one ordered feed, as a stream
 // of server-sent events or as pages. Scope: events:read by the path rule, and then only the types of
 // the resources the token may read (runs:read for run.*, gates:read for gate.*, ...).
 
 /** Mounted at /v1/events. */
-export function eventRoutes({ sql, log, shutdown, config }: RouteDeps) {
+export function eventRoutes({ sql, log, shutdown, limits }: RouteDeps) {
   const app = createRouter()
-  // Open streams per token or session in this process: a holder cannot pin connections and LISTEN
-  // wake-ups without end (OSD_MAX_STREAMS_PER_TOKEN, 50 unless told).
-  const open = new Map<string, number>()
-  const maxStreams = config.maxStreamsPerToken
   // Readers of this process wait for the feed's NOTIFY, one LISTEN however many read.
   const feedWatch = new ChangeWatch(feedChannel)
   feedWatch.follow(sql, (err) => log.error({ err }, 'cannot follow the event feed'))
@@ -32,7 +27,7 @@ export function eventRoutes({ sql, log, shutdown, config }: RouteDeps) {
         "The enterprise's events in order: a stream (Accept: text/event-stream) or a page (JSON)",
       description: [
         'Every event osd records (runs, gates, executions, chats, recommendations, memory review) has a position in one feed per enterprise: positions only grow, one by one, and what is read after a position is never missed nor repeated, across restarts and processes. A token sees the types of the resources it may read (runs:read for run.*, model.*, tool.*; gates:read for gate.*; executions:read, chats:read, recommendations:read, memory:read), besides events:read; a types filter naming a family it may not read is 403 api_token_scope.',
-        'With Accept: text/event-stream, a stream: each event as `event: <type>`, `id: <position>`, `data: <FeedEvent>`; from Last-Event-ID (or after=), else from now; a `: ping` comment every 15 s; it ends when the daemon stops (reconnect with Last-Event-ID). A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) streams open at once in a process: one more is 429 too_many_streams. Otherwise a page: the events after after= (default 0), `next` to ask after next time, `more` when more are there already; waitSeconds holds an empty page until the next event.',
+        'With Accept: text/event-stream, a stream: each event as `event: <type>`, `id: <position>`, `data: <FeedEvent>`; from Last-Event-ID (or after=), else from now; a `: ping` comment every 15 s; it ends when the daemon stops (reconnect with Last-Event-ID). A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) streams open at once in a process, these and the event streams of chats together: one more is 429 too_many_streams. Otherwise a page: the events after after= (default 0), `next` to ask after next time, `more` when more are there already; waitSeconds holds an empty page until the next event.',
         'The feed keeps 7 days: a reader asking from before its first kept position (or past its newest) first gets a `feed.reset` event whose position is where it reads on from, and whose payload says the first position kept.',
       ].join('\n\n'),
       query: FeedQuery,
@@ -53,24 +48,8 @@ export function eventRoutes({ sql, log, shutdown, config }: RouteDeps) {
       }
       if (!accept.includes('text/event-stream'))
         return feedPage(sql, caller.enterpriseId, caller.scopes, request, follow)
-      const holder =
-        caller.kind === 'token' ? `token:${caller.tokenId}` : `session:${caller.sessionId}`
-      const held = open.get(holder) ?? 0
-      if (held >= maxStreams)
-        throw new ApiError(
-          'too_many_streams',
-          `This credential holds ${held} event streams open already, the most it may (OSD_MAX_STREAMS_PER_TOKEN): close one, or read pages.`,
-          { retryAfterSeconds: 5 },
-        )
-      open.set(holder, held + 1)
-      let released = false
-      const release = () => {
-        if (released) return
-        released = true
-        const left = (open.get(holder) ?? 1) - 1
-        if (left > 0) open.set(holder, left)
-        else open.delete(holder)
-      }
+      // One of the caller's streams, of every kind (limits.ts openStream): 429 too_many_streams.
+      const release = limits.openStream(c)
       // Released when the stream ends however it ends: the client goes away (the signal), the daemon
       // stops, or the stream is refused before it starts.
       signal.addEventListener('abort', release, { once: true })
@@ -90,13 +69,4 @@ export function eventRoutes({ sql, log, shutdown, config }: RouteDeps) {
     },
   )
   return app
-}
-
-/** The stream's events, `done` called when it ends. */
-async function* counted<T>(events: AsyncGenerator<T>, done: () => void): AsyncGenerator<T> {
-  try {
-    yield* events
-  } finally {
-    done()
-  }
 }

@@ -183,7 +183,7 @@ export function inviteAcceptRoutes({ sql, config, limits }: RouteDeps) {
     async (c, { body }) =>
       answerSession(
         c,
-        await acceptInvite(sql, body, config.session, limits.clientOf(c)),
+        await acceptInvite(sql, body, config.session, limits.clientKeyOf(c)),
         config.session,
       ),
   )

@@ -348,6 +348,52 @@ describe('the stream', () => {
     expect(stream.ended).toBe(true)
   })
 
+  it("counts toward the credential's OSD_MAX_STREAMS_PER_TOKEN with the event feed (issue 44)", async () => {
+    const s = await tenant()
+    const [first, second] = [await s.open(), await s.open()]
+    const limited = createApp({
+      sql: t.sql,
+      config: { ...t.config, maxStreamsPerToken: 3 },
+      log: t.log,
+      sealer: t.sealer,
+    })
+    const follow = (path: string, token = s.e.token) =>
+      limited.request(path, {
+        headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+      })
+    const open = [
+      await follow(`/v1/chats/${first.id}/events`),
+      await follow(`/v1/chats/${second.id}/events`),
+      await follow('/v1/events'),
+    ]
+    expect(open.map((res) => res.status)).toEqual([200, 200, 200])
+    const readers = open.map((res) => new SseReader(res))
+    const refused = await follow(`/v1/chats/${first.id}/events`)
+    await t.expectDocumented('GET', `/v1/chats/${first.id}/events`, refused)
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).toBeTruthy()
+    expect(await refused.json()).toMatchObject({ error: 'too_many_streams' })
+    expect((await follow('/v1/events')).status).toBe(429)
+    // Another credential of the enterprise has its own.
+    const other = await t.tokenWith(['chats:read'], s.e)
+    const theirs = await follow(`/v1/chats/${first.id}/events`, other)
+    expect(theirs.status).toBe(200)
+    await new SseReader(theirs).cancel()
+    // A stream that closes gives its slot back.
+    await readers[0]!.cancel()
+    await eventually(
+      async () => {
+        const again = await follow(`/v1/chats/${second.id}/events`)
+        if (again.status !== 200) return false
+        readers.push(new SseReader(again))
+        return true
+      },
+      5_000,
+      'a stream again once one closed',
+    )
+    await Promise.all(readers.slice(1).map((reader) => reader.cancel()))
+  })
+
   it('a reader that goes away mid-reply leaves no listener behind', async () => {
     const s = await tenant()
     fake.script(s.key, { text: 'word '.repeat(100), tokenMs: 20 })

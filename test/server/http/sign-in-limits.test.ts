@@ -3,6 +3,7 @@ import { LoginAnswer } from '../../../shared/schemas/people.js'
 import { createUser, hashing, setMembership } from '../../../server/domain/people/index.js'
 import { consentPerAddress } from '../../../server/http/limits.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { cheapPasswordHashes } from '../../helpers/people.js'
 import { serveTestApp, type Served, type ServedAnswer } from '../../helpers/served.js'
 
 // Issue 44, item 4: one address must not lock everyone out. Calls come from several loopback addresses
@@ -13,9 +14,10 @@ let served: Served
 const password = 'the right password'
 let email: string
 beforeAll(async () => {
-  // The address limit set high: these floods must reach what they test, not the rate limit.
+  // The address limit set high: these floods must reach what they test, not the rate limit. A proxy
+  // trusted at 127.0.0.9 forwards the IPv6 clients (loopback has no other IPv6 address to call from).
   t = await createTestApp({
-    rateLimits: { perMinute: 100_000, ipPerMinute: 100_000, trustedProxies: [] },
+    rateLimits: { perMinute: 100_000, ipPerMinute: 100_000, trustedProxies: [proxy] },
   })
   served = await serveTestApp(t)
   email = 'real@example.com'
@@ -24,8 +26,16 @@ beforeAll(async () => {
 })
 afterAll(() => served.close())
 
+const proxy = '127.0.0.9'
 const login = (from: string, body: { email: string; password: string }) =>
   served.send('POST', '/v1/auth/login', { from, body })
+/** A sign-in forwarded by the trusted proxy for an IPv6 client. */
+const loginAs = (client: string, body: { email: string; password: string }) =>
+  served.send('POST', '/v1/auth/login', {
+    from: proxy,
+    headers: { 'x-forwarded-for': client },
+    body,
+  })
 
 describe('sign-in', () => {
   it('gives each address a fair share of the hashing slots: a flood from one never refuses another', async () => {
@@ -75,6 +85,46 @@ describe('sign-in', () => {
       select count(*)::int as n from login_failures where client_address = '127.0.0.4'`
     expect(guessed!.n).toBe(5)
     // 8 password hashes one after another (issue 40: ~1 s each under `taskset -c 0 npm test`).
+  }, 90_000)
+
+  // An IPv6 host is given a /64 (addressKey): counted by address, it could take a fresh one of its
+  // block for every try, and have five free guesses and a queue slot of its own each time.
+  it('counts an IPv6 client by its /64, whichever address of it each try comes from', async () => {
+    cheapPasswordHashes()
+    const guess = { email: 'someone@example.com', password: 'a guess' }
+    for (let i = 1; i <= 5; i++)
+      expect((await loginAs(`2001:db8:44:1::${i}`, guess)).status).toBe(401)
+    await t.sql`update login_failures set at = now() where client_address like '2001:db8:44:1:%'`
+    const held = await loginAs('2001:db8:44:1::6', guess)
+    expect(held.status).toBe(429)
+    expect(held.body.error).toBe('login_locked')
+    // Another block is not held back.
+    expect((await loginAs('2001:db8:44:2::1', guess)).status).toBe(401)
+  })
+
+  it('gives an IPv6 /64 one share of the hashing slots, whichever addresses its flood comes from', async () => {
+    const waiting = hashing.waiting
+    hashing.waiting = 4
+    onTestFinished(() => {
+      hashing.waiting = waiting
+    })
+    let full!: () => void
+    const queueFull = new Promise<void>((resolve) => (full = resolve))
+    const flood = Array.from({ length: 30 }, (_, i) =>
+      loginAs(`2001:db8:44:3::${(i + 1).toString(16)}`, {
+        email: `flood-v6-${i}@example.com`,
+        password: 'made up',
+      }).then((answer: ServedAnswer) => {
+        if (answer.status === 429) full()
+        return answer
+      }),
+    )
+    await queueFull
+    const real = await loginAs('2001:db8:44:4::1', { email, password })
+    expect(real.status, real.text).toBe(200)
+    const answers = await Promise.all(flood)
+    expect(answers.filter((a) => a.status === 429).length).toBeGreaterThan(20)
+    // ~7 hashes at 2^17 one after another: 20 s on this shared machine under load.
   }, 90_000)
 })
 
