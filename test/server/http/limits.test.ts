@@ -85,8 +85,10 @@ describe('invalid credentials', () => {
   })
 
   it('counts each look-up of an unknown secret against the address', async () => {
-    // A token this process knows (cached for seconds) is not looked up, so not refused with them.
+    // A token this process knows (cached for 5 s after its look-up) is not looked up, so not refused
+    // with them.
     expect((await t.call('GET', '/v1/enterprise/concurrency')).status).toBe(200)
+    const cachedAt = Date.now()
     const statuses: number[] = []
     for (let i = 10; i < 20; i++)
       statuses.push((await t.call('GET', '/v1/tasks', { token: unknownToken(i) })).status)
@@ -95,7 +97,10 @@ describe('invalid credentials', () => {
     expect(first).toBeGreaterThan(0)
     expect(statuses.slice(0, first).every((s) => s === 401)).toBe(true)
     expect(statuses.slice(first).every((s) => s === 429)).toBe(true)
-    expect((await t.call('GET', '/v1/enterprise/concurrency')).status).toBe(200)
+    // Only while it is still cached: on a loaded CI the ten calls once outlasted the 5 s, and a token
+    // looked up again from a spent address is refused, as documented.
+    const known = await t.call('GET', '/v1/enterprise/concurrency')
+    if (Date.now() - cachedAt < 4_000) expect(known.status).toBe(200)
   })
 
   it('are refused before the body is read', async () => {
