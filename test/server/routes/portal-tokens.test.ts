@@ -494,10 +494,11 @@ describe('lastUsedAt', () => {
       const [first] = await t.sql`select last_used_at from api_tokens where id = ${mine.id}`
       expect(first!.lastUsedAt).not.toBeNull()
 
-      // Used again within the minute: this process writes nothing more.
+      // Used again within the minute: this process writes nothing more. (It may read the token again:
+      // on a loaded machine its cached caller's 5 s can run out between the two rounds.)
       for (let i = 0; i < 5; i++) expect((await p.get(mine.token)).status).toBe(200)
       await p.uses.flush()
-      expect(p.tokenStatements()).toEqual([])
+      expect(p.tokenStatements().filter((q) => /update/i.test(q))).toEqual([])
       // Another process writes once, and its statement leaves a row written within the minute alone.
       expect((await q.get(mine.token)).status).toBe(200)
       await q.uses.flush()
