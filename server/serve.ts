@@ -14,6 +14,7 @@ import { archiveDirProblem } from './domain/retention/index.js'
 import { memorySupport, noTrigramMessage } from './domain/learning/index.js'
 import { startEngine, type Engine } from './engine/index.js'
 import { createApp } from './http/app.js'
+import { TokenUses } from './http/token-uses.js'
 import type { AppDeps } from './http/context.js'
 import type { Logger } from './log.js'
 import {
@@ -102,12 +103,15 @@ export async function startDaemon(
     else
       log.info({ current: keyring.current.id, keys: keyring.all.length }, 'secret keys read again')
   })
+  // Held here so that stop writes the token uses of the last second before the database closes.
+  const tokenUses = new TokenUses(db.sql, log)
   const deps: AppDeps = {
     sql: db.sql,
     config,
     log,
     sealer,
     shutdown: shutdown.signal,
+    tokenUses,
   }
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
   const chatSql =
@@ -145,6 +149,8 @@ export async function startDaemon(
       (stopping ??= (async () => {
         shutdown.abort() // long-polls answer now rather than hold the shutdown
         if (server) await closeHttp(server, log)
+        // The last requests' token uses wait for a batch that would find the database closed.
+        await tokenUses.flush()
         // Scraped until the API has stopped, so the last requests' durations can still be read.
         if (metricsServer) await closeHttp(metricsServer, log)
         await engine?.stop()

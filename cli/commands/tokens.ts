@@ -77,16 +77,23 @@ function expiryDays(value: string): number {
 
 /**
  * Makes a token with the scopes given (`*` for every one, `tasks:*` for both levels of a resource; an
- * unknown scope is a usage error, not dropped), expiring after --expires-in-days if given. The secret
- * is printed once: the API keeps only its hash.
+ * unknown scope is a usage error, not dropped), expiring after --expires-in-days or at --expires (a
+ * date, as update takes it) if given. The secret is printed once: the API keeps only its hash.
  */
 export async function createToken(
   deps: Deps,
-  opts: { name: string; scopes: string; expiresInDays?: string },
+  opts: { name: string; scopes: string; expiresInDays?: string; expires?: string },
 ): Promise<void> {
   const scopes = requiredScopes(opts.scopes)
   const body: Record<string, unknown> = { name: opts.name, scopes }
+  if (opts.expiresInDays !== undefined && opts.expires !== undefined)
+    throw new UsageError('give --expires-in-days or --expires, not both')
   if (opts.expiresInDays !== undefined) body.expiresInDays = expiryDays(opts.expiresInDays)
+  if (opts.expires !== undefined) {
+    const expiresAt = expiryValue(opts.expires)
+    // never is what a token without either is; the API takes no null here.
+    if (expiresAt !== null) body.expiresAt = expiresAt
+  }
   const created = await asPerson(deps, (client) => client.post<ApiTokenCreated>(path, body))
   deps.out.error(
     `token ${created.name} (${created.id}): the secret is shown once, now; store it, osd keeps only its hash` +
@@ -231,8 +238,13 @@ export function registerTokens(program: Command, makeDeps: MakeDeps): void {
         '--expires-in-days <n>',
         'the token stops working after this many days (never unless given)',
       )
+      .option(
+        '--expires <when>',
+        'or when it stops working: a date (2027-01-31), a date-time, a number of days (30d)',
+      )
       .action(actionOf(makeDeps, createToken)),
     'osctl tokens create --name ci --scopes tasks:read,runs:write --expires-in-days 90 > ci-token',
+    'osctl tokens create --name release --scopes runs:write --expires 2027-01-31 > release-token',
     'osctl tokens create --name ops --scopes "*" --json',
   )
   examples(

@@ -8,7 +8,8 @@ import type { Logger } from '../log.js'
  * written by a batch a moment later, in one statement whose commit does not wait for the WAL flush
  * (DESIGN 3: a use lost to a crash is noted by the next). Every osd process does this for the tokens it
  * sees, and the statement itself skips a row written less than a minute ago, so a token's row is
- * written at most once a minute however many processes use it. The app owns one (createApp).
+ * written at most once a minute however many processes use it. createApp makes one unless given;
+ * `osd serve` gives one and flushes it when it stops, after the last request (serve.ts).
  */
 export class TokenUses {
   /** When this process last sent each token's use to the database, in ms. */

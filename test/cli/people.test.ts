@@ -725,6 +725,30 @@ describe('osctl tokens', () => {
     expect(json.stderr()).toContain('shown once')
   })
 
+  it('create sends --expires-in-days as days and --expires as a date, not both (issue 45)', async () => {
+    const api = routes({
+      'POST /enterprise/api-tokens': { status: 201, body: { ...token(), token: 'osd_x' } },
+    })
+    const made = (opts: { expiresInDays?: string; expires?: string }) =>
+      createToken(fakeDeps(api, { target: sessionTarget }).deps, {
+        name: 'ci',
+        scopes: 'tasks:read',
+        ...opts,
+      })
+    await made({ expiresInDays: '90' })
+    expect(api.sent.at(-1)!.body).toMatchObject({ expiresInDays: 90 })
+    await made({ expires: '2027-01-31' })
+    expect(api.sent.at(-1)!.body).toMatchObject({ expiresAt: '2027-01-31' })
+    await made({ expires: 'never' })
+    expect(api.sent.at(-1)!.body).toEqual({ name: 'ci', scopes: ['tasks:read'] })
+    const sent = api.sent.length
+    for (const opts of [{ expiresInDays: '90', expires: '2027-01-31' }, { expires: 'later' }]) {
+      const err = await rejected(made(opts))
+      expect(err.exitCode, JSON.stringify(opts)).toBe(exitCodes.usage)
+    }
+    expect(api.sent).toHaveLength(sent)
+  })
+
   it('create refuses unknown scopes before asking the API (exit 2)', async () => {
     const api = routes({})
     const err = await rejected(

@@ -195,6 +195,23 @@ describe('a sealed value copied into another row', () => {
     expect(await keyOf(t.acme.id)).toBe('acme-model-key')
   })
 
+  it('is in a column rotate-key knows: every bytea column is a hash, a picture or a file, or sealed', async () => {
+    // A table that stores a secret osd must use again seals it (DESIGN 3) in a column of sealedColumns,
+    // which rotate-key and status walk: one missing there would stay under the old key, and removing
+    // that key would lose it. Pictures and attachments are content, not credentials.
+    const content = ['enterprise_avatars.data', 'member_avatars.data', 'email_attachments.data']
+    const columns = await t.sql<{ table: string; column: string }[]>`
+      select table_name as table, column_name as column
+        from information_schema.columns
+       where table_schema = current_schema() and data_type = 'bytea'
+       order by 1, 2`
+    const sealed = Object.values(sealedColumns).map((c) => `${c.table}.${c.column}`)
+    const others = columns
+      .map((c) => `${c.table}.${c.column}`)
+      .filter((name) => !name.endsWith('_hash') && !content.includes(name))
+    expect(others.sort()).toEqual([...sealed].sort())
+  })
+
   it('keeps a model key bound to its row when a second bind replaces it (the upsert keeps the id)', async () => {
     const e = await t.createEnterprise('Rebind Corp')
     for (const apiKey of ['first-model-key', 'second-model-key']) {

@@ -6,6 +6,7 @@ import { createSql } from '../../../server/db/sql.js'
 import { createApp } from '../../../server/http/app.js'
 import { TokenUses } from '../../../server/http/token-uses.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
+import { serveInProcess } from '../../helpers/osctl.js'
 import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -493,10 +494,11 @@ describe('lastUsedAt', () => {
       const [first] = await t.sql`select last_used_at from api_tokens where id = ${mine.id}`
       expect(first!.lastUsedAt).not.toBeNull()
 
-      // Used again within the minute: this process writes nothing more.
+      // Used again within the minute: this process writes nothing more. (It may read the token again:
+      // on a loaded machine its cached caller's 5 s can run out between the two rounds.)
       for (let i = 0; i < 5; i++) expect((await p.get(mine.token)).status).toBe(200)
       await p.uses.flush()
-      expect(p.tokenStatements()).toEqual([])
+      expect(p.tokenStatements().filter((q) => /update/i.test(q))).toEqual([])
       // Another process writes once, and its statement leaves a row written within the minute alone.
       expect((await q.get(mine.token)).status).toBe(200)
       await q.uses.flush()
@@ -520,6 +522,25 @@ describe('lastUsedAt', () => {
       await p.close()
       await q.close()
     }
+  })
+})
+
+describe('lastUsedAt when osd stops', () => {
+  it('is written for the uses of its last second before the database closes', async () => {
+    // An api process stops in milliseconds, well before the batch's second is up: without the flush
+    // at stop, that batch would find the database closed and the use would be lost.
+    const daemon = await serveInProcess({ url: t.dbUrl }, { OSD_ROLE: 'api' })
+    const mine = await made(member, ['tasks:read'])
+    try {
+      const res = await fetch(`${daemon.url}/tasks`, {
+        headers: { authorization: `Bearer ${mine.token}` },
+      })
+      expect(res.status).toBe(200)
+    } finally {
+      await daemon.stop()
+    }
+    const [row] = await t.sql`select last_used_at from api_tokens where id = ${mine.id}`
+    expect(row!.lastUsedAt).not.toBeNull()
   })
 })
 
