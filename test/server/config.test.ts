@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   defaultEngineConcurrency,
@@ -89,6 +91,24 @@ describe('how much work an engine takes (issue 43)', () => {
   it('leases last OSD_LEASE_SECONDS, defaultLeaseSeconds unless set', () => {
     expect(loadConfig({}, {}).leaseSeconds).toBe(defaultLeaseSeconds)
     expect(loadConfig({}, { OSD_LEASE_SECONDS: '3' }).leaseSeconds).toBe(3)
+  })
+
+  it('falls back to defaultLeaseSeconds wherever a lease is made, never a 30 of its own', () => {
+    // The 30 s default was once written in eight places, and a loop added later (event deliveries)
+    // wrote it a ninth time: changing the default would have left that loop on the old one.
+    const server = resolve(import.meta.dirname, '..', '..', 'server')
+    const files = (readdirSync(server, { recursive: true }) as string[]).filter((f) =>
+      f.endsWith('.ts'),
+    )
+    const own = files.flatMap((file) =>
+      readFileSync(join(server, file), 'utf8')
+        .split('\n')
+        .map((line, i) => ({ line, at: `${file}:${i + 1}` }))
+        .filter(({ line }) => /lease\w*\s*(\?\?|=)\s*30\b/i.test(line))
+        .filter(({ line }) => !line.startsWith('export const defaultLeaseSeconds = '))
+        .map(({ at }) => at),
+    )
+    expect(own).toEqual([])
   })
 })
 

@@ -1,3 +1,4 @@
+import { defaultLeaseSeconds } from '../../config.js'
 import type { Sealer } from '../../crypto.js'
 import type { Sql } from '../../db/sql.js'
 import {
@@ -52,7 +53,7 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
 
   constructor(options: DeliveryLoopOptions) {
     const { sql, engineId, log } = options
-    const leaseSeconds = options.leaseSeconds ?? 30
+    const leaseSeconds = options.leaseSeconds ?? defaultLeaseSeconds
     const maxInFlight = options.maxInFlight ?? 64
     const perSubscription = options.perSubscription ?? 4
     const timeoutMs = options.timeoutMs ?? attemptTimeoutMs
@@ -64,9 +65,8 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
       channel: deliveryChannel,
       // This process's sequencer wakes this loop itself (engine/events/index.ts).
       listenLocally: () => () => undefined,
-      async claim() {
-        const held = [...inFlight.values()].reduce((n, k) => n + k, 0)
-        const room = maxInFlight - held
+      // The loop's room: its capacity is maxInFlight, less the deliveries it is making now.
+      async claim(room) {
         const claimed = await claimDeliveries(sql, engineId, {
           room,
           perSubscription,
@@ -95,7 +95,7 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
       stillHeld: (id) => deliveryStillHeld(sql, engineId, id),
       release: (ids) => releaseDeliveries(sql, engineId, ids),
     }
-    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds })
+    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds, capacity: maxInFlight })
     this.inFlight = inFlight
   }
 

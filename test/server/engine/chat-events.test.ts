@@ -492,6 +492,46 @@ describe('the stream', () => {
     ])
   })
 
+  it("a refused key holds the reply as a run's: the back-off, then tried again by itself (issue 43)", async () => {
+    // A chat once waited for good on a refused key (a run waits the back-off and tries again): one
+    // rule decides both now (domain/models/holds.ts). A 401 is not tried again in place.
+    const s = await tenant()
+    const refused = { status: 401, message: 'invalid x-api-key' }
+    fake.script(s.key, refused, refused, { text: 'The key works again.' })
+    const chat = await s.open()
+    await s.send(chat.id, 'Hello?')
+    const waits: number[] = []
+    for (let hold = 1; hold <= 2; hold++) {
+      let turn:
+        { holds: number; status: string; notBefore: Date | null; updatedAt: Date } | undefined
+      await eventually(
+        async () => {
+          ;[turn] = await t.sql<(typeof turn & {})[]>`
+            select holds, status, not_before, updated_at from chat_turns where chat_id = ${chat.id}`
+          return turn?.status === 'blocked' && turn.holds === hold
+        },
+        15_000,
+        `hold ${hold}`,
+      )
+      expect(turn!.notBefore, 'a refused key is tried again after the back-off').not.toBeNull()
+      waits.push(Math.round((turn!.notBefore!.getTime() - turn!.updatedAt.getTime()) / 1000))
+      await t.sql`update chat_turns set not_before = now() where chat_id = ${chat.id}`
+      engine.chats.wake()
+    }
+    // As a run's: 30 s, then 60 s (seconds from the hold's write to its not_before).
+    waits.forEach((w, i) => expect(Math.abs(w - [30, 60][i]!), `${waits}`).toBeLessThanOrEqual(2))
+    let messages: ChatMessage[] = []
+    await eventually(async () => {
+      const res = await t.call('GET', `/v1/chats/${chat.id}`, s.as)
+      messages = (res.body as { messages: ChatMessage[] }).messages
+      return messages.at(-1)?.content === 'The key works again.'
+    }, 15_000)
+    expect(messages.filter((m) => m.notice).map((m) => m.content)).toEqual([
+      'I cannot reply yet: the model provider refused the key (401); the reply is retried in 1 min, or at once when a working key is bound.',
+    ])
+    expect(fake.callsWith(s.key)).toHaveLength(3)
+  })
+
   it('a provider that throttles says so, and the reply comes by itself after its retry-after (issue 34)', async () => {
     const s = await tenant()
     fake.script(s.key, { status: 429, retryAfter: 1 }, { text: 'Here now.' })

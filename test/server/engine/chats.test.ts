@@ -225,6 +225,50 @@ describe('spend caps (enterprise and member layers)', () => {
   }
 })
 
+describe('an engine at its capacity (OSD_ENGINE_CONCURRENCY; issue 43)', () => {
+  it('makes at most that many replies at once and leaves the rest unclaimed for another engine', async () => {
+    // An engine once claimed every reply there was: a second engine idled beside it.
+    await engine.stop()
+    const narrow = await startTestEngine(t, { config: { ...t.config, engineConcurrency: 1 } })
+    try {
+      const s = await tenant()
+      const answers = ['One.', 'Two.', 'Three.']
+      fake.script(s.key, ...answers.map((text) => ({ text, delayMs: 1_000 })))
+      const chats = [await s.open(), await s.open(), await s.open()]
+      for (const chat of chats) await s.send(chat.id, 'Hello?')
+      let most = 0
+      let unclaimed = 0
+      await eventually(
+        async () => {
+          const [now] = await t.sql<{ running: number; waiting: number; done: number }[]>`
+            select count(*) filter (where status = 'running')::int as running,
+                   count(*) filter (where status = 'pending' and lease_owner is null)::int as waiting,
+                   count(*) filter (where status = 'done')::int as done
+              from chat_turns where enterprise_id = ${s.e.id}`
+          most = Math.max(most, now!.running)
+          unclaimed = Math.max(unclaimed, now!.waiting)
+          return now!.done === 3
+        },
+        20_000,
+        'the three replies',
+      )
+      expect(most).toBe(1)
+      expect(unclaimed).toBeGreaterThan(0)
+      const last = await Promise.all(
+        chats.map(async (chat) => {
+          const res = await t.call('GET', `/v1/chats/${chat.id}`, s.as)
+          return ChatDetail.parse(res.body).messages.at(-1)!.content
+        }),
+      )
+      expect(last.sort()).toEqual([...answers].sort())
+    } finally {
+      await narrow.stop()
+      engine = await startTestEngine(t)
+    }
+    // About 12 s on a loaded 2-core machine (two engines started and stopped, three replies in turn).
+  }, 45_000)
+})
+
 describe('a turn taken over', () => {
   it('releases the reservation an interrupted model call left on it, also when the chat closed meanwhile', async () => {
     const s = await tenant()
