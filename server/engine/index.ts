@@ -8,7 +8,7 @@ import { resumeDueHolds } from '../domain/runs/index.js'
 import { installLearning } from '../domain/learning/index.js'
 import type { Logger } from '../log.js'
 import { AgentExecutor, BulkLoop, RunLoop } from './runs/index.js'
-import { createProviders, type ModelProvider } from './models/index.js'
+import { createProviders, loadModelSdks, type ModelProvider } from './models/index.js'
 import type { Executor } from './runs/index.js'
 import { ChatLoop } from './chats/index.js'
 import { Scheduler } from './scheduler.js'
@@ -84,6 +84,10 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       idleMs: (config.modelIdleSeconds ?? 60) * 1000,
       log,
     })
+  // The model SDKs load at their first call (models/wire): an engine loads them now, in the
+  // background, so that its first run does not wait for them.
+  if (!options.providers)
+    loadModelSdks().catch((err: unknown) => log.warn({ err }, 'cannot load the model SDKs'))
   const executors = {
     llm: new AgentExecutor({
       sql,

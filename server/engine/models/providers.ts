@@ -2,8 +2,8 @@ import type { Provider } from '../../../shared/schemas/models.js'
 import { ProviderError, type ModelProvider } from '../../domain/models/index.js'
 import { addressSetting } from './failures.js'
 import { baseUrlSetByOperator } from '../../config.js'
-import { anthropicProvider } from './wire/anthropic.js'
-import { openAiProvider } from './wire/openai.js'
+import { anthropicProvider, anthropicSdk } from './wire/anthropic.js'
+import { openAiProvider, openAiSdk } from './wire/openai.js'
 import type { ProviderOptions } from './wire/shared.js'
 
 // Model providers behind one interface (DESIGN 6; its types are the domain's: domain/models/provider.ts):
@@ -32,6 +32,15 @@ export function createProviders(options: ProviderOptions): Record<Provider, Mode
       set('provider_b'),
     ),
   }
+}
+
+/**
+ * Loads both SDKs now rather than at the first call (each loads there by itself otherwise): osd serve
+ * calls it once its engine runs, so that the first model call does not wait for the import, while
+ * processes and tests that never call a model load neither.
+ */
+export async function loadModelSdks(): Promise<void> {
+  await Promise.all([anthropicSdk(), openAiSdk()])
 }
 
 /**

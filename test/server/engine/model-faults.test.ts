@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ProviderError, type ModelRequest } from '../../../server/domain/models/index.js'
 import type { Engine } from '../../../server/engine/index.js'
-import { createProviders } from '../../../server/engine/models/index.js'
+import { createProviders, loadModelSdks } from '../../../server/engine/models/index.js'
 import { maxThrottleMs, Throttles } from '../../../server/engine/models/throttles.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
@@ -16,6 +16,9 @@ let fake: FakeModelProvider
 let engine: Engine
 
 beforeAll(async () => {
+  // The SDKs load at a process's first call, which the times below must not include (osd serve loads
+  // them as its engine starts: loadModelSdks).
+  await loadModelSdks()
   fake = await startFakeModelProvider()
   t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
   // A model call may take a second here (OSD_MODEL_TIMEOUT_SECONDS=1): the fake's calls take a few ms.

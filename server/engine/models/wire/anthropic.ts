@@ -131,7 +131,7 @@ function anthropicUsage(
   return into
 }
 
-const anthropicSdk = onFirstUse(async () => {
+export const anthropicSdk = onFirstUse(async () => {
   const { default: Anthropic } = await import('@anthropic-ai/sdk')
   knowTimeoutsOf(Anthropic.APIConnectionTimeoutError)
   return Anthropic

@@ -26,7 +26,7 @@ import {
 
 // --- provider_b: the OpenAI Chat Completions API -------------------------------------------------------
 
-const openAiSdk = onFirstUse(async () => {
+export const openAiSdk = onFirstUse(async () => {
   const { default: OpenAI } = await import('openai')
   knowTimeoutsOf(OpenAI.APIConnectionTimeoutError)
   return OpenAI
