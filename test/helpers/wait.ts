@@ -1,3 +1,4 @@
+import { vi } from 'vitest'
 /** Polls `check` until it returns true, or fails after `timeoutMs`: for effects that travel by NOTIFY. */
 export async function eventually(
   check: () => Promise<boolean> | boolean,
@@ -10,4 +11,12 @@ export async function eventually(
     if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms`)
     await new Promise((r) => setTimeout(r, 20))
   }
+}
+
+/**
+ * vi.waitFor with room for a loaded machine: its default of 1 s failed the screens' tests in a full run
+ * on two busy cores (a frame a second late is no fault of the screen).
+ */
+export function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 10_000): Promise<T> {
+  return vi.waitFor(check, { timeout: timeoutMs, interval: 20 })
 }

@@ -5,6 +5,7 @@ import { ChatController } from '../../../cli/tui/chat-controller.js'
 import { settled } from '../../../cli/tui/chat-state.js'
 import { ChatDetail, type ChatMessage } from '../../../shared/schemas/chats.js'
 import { readFixtures } from '../../helpers/chat-recorder.js'
+import { waitFor } from '../../helpers/wait.js'
 
 // The chat screen's data side without ink: the events a test hands in (a queue it pushes to, as the
 // daemon's stream would), merged into what the screen holds and prints once.
@@ -59,7 +60,7 @@ async function opened(detail: ChatDetail) {
   const api = client(detail)
   const controller = new ChatController(api, { events: s.open, retryMs: 20 })
   await controller.openChat(detail.id)
-  await vi.waitFor(() => expect(s.opened).toHaveLength(1))
+  await waitFor(() => expect(s.opened).toHaveLength(1))
   return { controller, api, ...s, state: () => controller.getState() }
 }
 
@@ -82,11 +83,11 @@ describe('the chat controller', () => {
     push({ type: 'message.updated', message: allowed })
     const reply = done.messages.at(-1)!
     push({ type: 'message', message: reply })
-    await vi.waitFor(() => expect(state().messages).toHaveLength(4))
+    await waitFor(() => expect(state().messages).toHaveLength(4))
     // The reply is after a call still running: not printed before it.
     expect(logged(state())).toEqual([asked!.id, said!.id])
     push({ type: 'message.updated', message: done.messages[2]! })
-    await vi.waitFor(() => expect(logged(state())).toEqual(done.messages.map((m) => m.id)))
+    await waitFor(() => expect(logged(state())).toEqual(done.messages.map((m) => m.id)))
     const printed = state().log.find((i) => i.kind === 'message' && i.message.id === call!.id)
     expect(printed?.kind === 'message' && printed.message.toolCall!.status).toBe('done')
     controller.stop()
@@ -96,11 +97,11 @@ describe('the chat controller', () => {
     const { state, push, controller } = await opened(fixture('reply'))
     push({ type: 'delta', delta: { messageId: 'r1', text: 'Hel' } })
     push({ type: 'delta', delta: { messageId: 'r1', text: 'lo' } })
-    await vi.waitFor(() => expect(state().drafts).toEqual([{ messageId: 'r1', text: 'Hello' }]))
+    await waitFor(() => expect(state().drafts).toEqual([{ messageId: 'r1', text: 'Hello' }]))
     const message = { ...fixture('reply').messages.at(-1)!, id: 'r1', content: 'Hello' }
     push({ type: 'message', message })
     push({ type: 'delta', delta: { messageId: 'r1', text: ' late' } })
-    await vi.waitFor(() => expect(state().log.at(-1)).toMatchObject({ key: 'r1' }))
+    await waitFor(() => expect(state().log.at(-1)).toMatchObject({ key: 'r1' }))
     expect(state().drafts).toEqual([])
     controller.stop()
   })
@@ -109,10 +110,10 @@ describe('the chat controller', () => {
     const detail = fixture('reply')
     const { opened: ids, push, state, controller } = await opened(detail)
     push(new Error('socket hang up'))
-    await vi.waitFor(() => expect(ids).toHaveLength(2))
+    await waitFor(() => expect(ids).toHaveLength(2))
     expect(ids).toEqual([detail.messages.at(-1)!.id, detail.messages.at(-1)!.id])
     push(apiError(404, { error: 'chat_not_found', message: 'No chat.' }))
-    await vi.waitFor(() => expect(state().error).toBe('chat_not_found: No chat.'))
+    await waitFor(() => expect(state().error).toBe('chat_not_found: No chat.'))
     await new Promise((r) => setTimeout(r, 100))
     expect(ids).toHaveLength(2)
     controller.stop()
@@ -123,7 +124,7 @@ describe('the chat controller', () => {
     const { api, push, controller, state } = await opened(detail)
     const reply = { ...detail.messages.at(-1)!, id: 'new-reply' }
     push({ type: 'message', message: reply })
-    await vi.waitFor(() => expect(state().messages).toHaveLength(3))
+    await waitFor(() => expect(state().messages).toHaveLength(3))
     await controller.stop()
     expect(api.get).toHaveBeenLastCalledWith(`/chats/${detail.id}`, { limit: 1 })
   })
@@ -134,10 +135,10 @@ describe('the chat controller', () => {
     expect(settled(waiting.messages[1]!, { status: 'closed' })).toBe(true)
     const { push, state, controller } = await opened(waiting)
     push({ type: 'delta', delta: { messageId: 'r2', text: 'Half a' } })
-    await vi.waitFor(() => expect(state().drafts).toHaveLength(1))
+    await waitFor(() => expect(state().drafts).toHaveLength(1))
     waiting.status = 'closed' // what the daemon then reads, as the event says
     push({ type: 'chat', chat: { status: 'closed', replying: false } })
-    await vi.waitFor(() => expect(state().chat?.status).toBe('closed'))
+    await waitFor(() => expect(state().chat?.status).toBe('closed'))
     expect(state().drafts).toEqual([])
     expect(logged(state())).toEqual(waiting.messages.map((m) => m.id))
     controller.stop()

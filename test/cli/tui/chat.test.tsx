@@ -10,6 +10,7 @@ import { readFixtures } from '../../helpers/chat-recorder.js'
 import { expectNoRawControls, hostile, hostileShown } from '../../helpers/hostile-text.js'
 import { fakeTerminal, typeKeys } from '../../helpers/terminal.js'
 import { startFakeChatDaemon, type FakeChatDaemon } from '../../fakes/chat-daemon.js'
+import { waitFor } from '../../helpers/wait.js'
 
 // The chat screen over the daemon's real message shapes: test/fixtures/chat, recorded from the real
 // daemon (test/helpers/chat-recorder.ts), held by a fake daemon of the chat routes that speaks
@@ -77,8 +78,7 @@ async function open(
       .join('\n')
   // The first screen of a file draws after the modules load: a loaded core has taken over a second.
   await vi.waitFor(() => expect(frame()).not.toMatch(/Reading the chat/), { timeout: 10_000 })
-  if (chats.length && options.memberId)
-    await vi.waitFor(() => expect(daemon.streams).toHaveLength(1))
+  if (chats.length && options.memberId) await waitFor(() => expect(daemon.streams).toHaveLength(1))
   const press = (...keys: string[]) => typeKeys(ui, keys)
   return { controller, ui, frame, press }
 }
@@ -138,14 +138,14 @@ describe('the chat screen', () => {
       daemon.delta(chatId, replyId, 'systems **green**')
     }
     await press('Status?', enter)
-    await vi.waitFor(() => expect(frame()).toContain('Grace writing…'))
+    await waitFor(() => expect(frame()).toContain('Grace writing…'))
     expect(frame()).toMatch(/Grace writing…\n {2}Status\n\n {2}All\n/)
     expect(posts().at(-1)).toMatchObject({
       path: `/chats/${chat.id}/messages`,
       body: { content: 'Status?' },
     })
     go()
-    await vi.waitFor(() => expect(frame()).toContain('All systems green'))
+    await waitFor(() => expect(frame()).toContain('All systems green'))
     daemon.add(chat.id, {
       ...chat.messages.at(-1)!,
       id: replyId,
@@ -153,7 +153,7 @@ describe('the chat screen', () => {
       createdAt: '2026-03-02T11:59:00.000Z',
     })
     daemon.status(chat.id, { replying: false })
-    await vi.waitFor(() => expect(frame()).not.toContain('writing…'))
+    await waitFor(() => expect(frame()).not.toContain('writing…'))
     expect(count(frame(), 'All systems green')).toBe(1)
     expect(frame()).toMatch(/Grace 11:59\n {2}Status\n\n {2}All systems green/)
   })
@@ -167,10 +167,10 @@ describe('the chat screen', () => {
     expect(frame()).toContain('│   line two')
     expect(frame()).toContain('│   line three')
     await press(altEnter, 'and more', enter)
-    await vi.waitFor(() => expect(posts()).toHaveLength(1))
+    await waitFor(() => expect(posts()).toHaveLength(1))
     expect(posts()[0]!.body).toEqual({ content: 'Notes: line one\nline two\nline three\nand more' })
     // Sent: the prompt empties, and Up brings the message back.
-    await vi.waitFor(() => expect(frame()).toContain('message Grace'))
+    await waitFor(() => expect(frame()).toContain('message Grace'))
     await press(up)
     expect(frame()).toContain('│   and more')
   })
@@ -195,13 +195,13 @@ describe('the chat screen', () => {
     await press('x')
     expect(frame()).toContain('The member waits on this tool call')
     await press('a')
-    await vi.waitFor(() => expect(frame()).toContain('⚙ vcs.open_pull_request · allowed, running…'))
+    await waitFor(() => expect(frame()).toContain('⚙ vcs.open_pull_request · allowed, running…'))
     expect(posts()[0]).toMatchObject({
       path: `/chats/${waiting.id}/tool-calls/${call.id}/decision`,
       body: { decision: 'allow' },
     })
     expect(frame()).not.toContain('wants to call')
-    await vi.waitFor(() => expect(frame()).toContain('→ opened acme/web#1'))
+    await waitFor(() => expect(frame()).toContain('→ opened acme/web#1'))
     expect(frame()).toContain('Opened acme/web#1.')
     expect(count(frame(), 'vcs.open_pull_request ·')).toBe(1)
     expect(frame()).toContain('message Grace')
@@ -221,7 +221,7 @@ describe('the chat screen', () => {
     )
     expect(posts()).toHaveLength(0)
     await press('d')
-    await vi.waitFor(() => expect(frame()).toContain('⚙ vcs.merge_pull_request · denied'))
+    await waitFor(() => expect(frame()).toContain('⚙ vcs.merge_pull_request · denied'))
     expect(posts()[0]!.body).toEqual({ decision: 'deny' })
   })
 
@@ -236,7 +236,7 @@ describe('the chat screen', () => {
     await press('2')
     expect(frame()).toContain('› 2. Monday')
     await press('after the standup', enter)
-    await vi.waitFor(() => expect(frame()).toContain('→ answered: Monday · after the standup'))
+    await waitFor(() => expect(frame()).toContain('→ answered: Monday · after the standup'))
     expect(posts()[0]).toMatchObject({
       path: `/gates/chat/${chat.id}/decision`,
       body: {
@@ -256,7 +256,7 @@ describe('the chat screen', () => {
     expect(frame()).toContain('Grace asks you')
     const answered = fixture('question-answered').messages.find((m) => m.question)!
     daemon.update(chat.id, answered)
-    await vi.waitFor(() => expect(frame()).not.toContain('asks you'))
+    await waitFor(() => expect(frame()).not.toContain('asks you'))
     expect(frame()).toContain(
       '  ? Which day should it ship?\n    → answered: Monday · after the standup',
     )
@@ -269,7 +269,7 @@ describe('the chat screen', () => {
     const asked = fixture('question-answered').messages.find((m) => m.question)!
     const answer = { decision: 'reject' as const, choice: null, answers: null, note: 'Not now' }
     daemon.update(chat.id, { ...asked, question: { ...asked.question!, answer } })
-    await vi.waitFor(() => expect(frame()).not.toContain('asks you'))
+    await waitFor(() => expect(frame()).not.toContain('asks you'))
     expect(frame()).toContain('  ? Which day should it ship?\n    → rejected: Not now')
     expect(frame()).not.toMatch(/→ (answered|approved)/)
   })
@@ -302,7 +302,7 @@ describe('the chat screen', () => {
     expect(frame()).not.toContain('first draft')
     expect(frame()).toContain('message Grace')
     await press(ctrlC)
-    await vi.waitFor(() =>
+    await waitFor(() =>
       expect(frame()).toContain(`chat: read it again with osctl chats get ${chat.id}`),
     )
     expect(posts()).toHaveLength(0)
@@ -314,14 +314,14 @@ describe('the chat screen', () => {
     const { frame } = await open([chat], { memberId: chat.memberId })
     daemon.refuseStreams = 503
     daemon.drop()
-    await vi.waitFor(() => expect(frame()).toContain('✗ unavailable: restarting (trying again)'))
+    await waitFor(() => expect(frame()).toContain('✗ unavailable: restarting (trying again)'))
     const call = done.messages.find((m) => m.toolCall)!
     daemon.update(chat.id, call)
     daemon.add(chat.id, done.messages.at(-1)!)
     daemon.refuseStreams = null
-    await vi.waitFor(() => expect(frame()).toContain('Opened acme/web#1.'))
+    await waitFor(() => expect(frame()).toContain('Opened acme/web#1.'))
     // The call is the newest message the screen held: its change comes by the read after a reconnect.
-    await vi.waitFor(() => expect(frame()).toContain('→ opened acme/web#1'))
+    await waitFor(() => expect(frame()).toContain('→ opened acme/web#1'))
     expect(frame()).not.toContain('trying again')
     expect(new Set(daemon.streams)).toEqual(new Set([chat.messages.at(-1)!.id]))
   })
@@ -333,16 +333,16 @@ describe('the chat screen', () => {
     expect(frame()).toMatch(/› Grace {2}2 unread {2}\d+m ago/)
     expect(frame()).toMatch(/^ {2}Grace {2}✎ replying… {2}\d+m ago$/m)
     await press(down, enter)
-    await vi.waitFor(() => expect(frame()).toContain('⚠ osd: I cannot reply yet'))
+    await waitFor(() => expect(frame()).toContain('⚠ osd: I cannot reply yet'))
     await press(escape)
-    await vi.waitFor(() => expect(frame()).toContain('pick a chat'))
+    await waitFor(() => expect(frame()).toContain('pick a chat'))
   })
 
   it('says when a chat closes while shown, and sends nothing there', async () => {
     const chat = fixture('reply')
     const { frame, press } = await open([chat], { memberId: chat.memberId })
     daemon.status(chat.id, { status: 'closed', outcome: 'closed', replying: false })
-    await vi.waitFor(() =>
+    await waitFor(() =>
       expect(frame()).toContain('This chat is closed (closed). Esc picks another chat.'),
     )
     await press('more', enter)
@@ -434,8 +434,8 @@ describe('renderChat', () => {
       stdin: terminal.stdin,
       stdout: terminal.stdout,
     })
-    await vi.waitFor(() => expect(terminal.output()).toContain('Nothing goes out on a Friday.'))
-    await vi.waitFor(() => expect(daemon.streams).toHaveLength(1))
+    await waitFor(() => expect(terminal.output()).toContain('Nothing goes out on a Friday.'))
+    await waitFor(() => expect(daemon.streams).toHaveLength(1))
     expect(terminal.output().startsWith('\x1b[?2004h')).toBe(true)
     terminal.press(ctrlC)
     await done

@@ -10,6 +10,7 @@ import { browse } from '../../../cli/tui/gate-keys.js'
 import { GateReview, renderGateReview } from '../../../cli/tui/gate-review.js'
 import { ReviewScreen, jsonLines } from '../../../cli/tui/gate-view.js'
 import { drawEveryFrame } from '../../../cli/tui/terminal.js'
+import { waitFor } from '../../helpers/wait.js'
 
 // The gate review screen with a fake client (the methods of ApiClient it uses, answering canned
 // gates): what a person sees and what each key sends. The daemon's side is test/cli/gates.test.ts.
@@ -120,7 +121,7 @@ async function open(client: Fake, intervalMs = 60_000) {
   screens.push({ stop: () => controller.stop(), unmount: ui.unmount })
   controller.start()
   const frame = () => ui.lastFrame() ?? ''
-  await vi.waitFor(() => expect(frame()).not.toContain('Reading the waiting gates'))
+  await waitFor(() => expect(frame()).not.toContain('Reading the waiting gates'))
   const press = (...keys: string[]) => typeKeys(ui, keys)
   return { controller, ui, frame, press }
 }
@@ -205,12 +206,12 @@ describe('the gate review screen', () => {
 
     client.failure = null
     await controller.refresh()
-    await vi.waitFor(() => expect(frame()).toMatch(/^› merger/m))
+    await waitFor(() => expect(frame()).toMatch(/^› merger/m))
     expect(frame()).not.toContain('✗')
 
     client.failure = apiError(401, { error: 'unauthorized', message: 'Bad token.' })
     await controller.refresh()
-    await vi.waitFor(() =>
+    await waitFor(() =>
       expect(frame()).toContain(
         '✗ the daemon refused the token (401): check `osctl auth status`\n' +
           '  The list is from the last read that worked; trying again every 60s.',
@@ -226,7 +227,7 @@ describe('the gate review screen', () => {
     expect(frame()).toContain('Approve merger vcs.merge_pull_request: a note (optional)')
     expect(frame().trimEnd().split('\n').at(-1)).toBe('Enter send · Esc cancel')
     await press(enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Approved merger vcs.merge_pull_request'))
+    await waitFor(() => expect(frame()).toContain('✓ Approved merger vcs.merge_pull_request'))
     expect(client.post).toHaveBeenCalledTimes(1)
     expect(client.post).toHaveBeenCalledWith(`/gates/${merge.id}/decision`, {
       decision: 'approve',
@@ -234,7 +235,7 @@ describe('the gate review screen', () => {
     expect(frame()).toContain('osctl gates review  1 waiting')
     expect(frame()).not.toMatch(/^. merger/m)
     expect(frame()).toMatch(/^› weekly-mail/m) // the selection moves to the row that took its place
-    await vi.waitFor(() => expect(client.get).toHaveBeenCalledTimes(2)) // read again at once
+    await waitFor(() => expect(client.get).toHaveBeenCalledTimes(2)) // read again at once
   })
 
   it('approves with a note when one is typed', async () => {
@@ -243,7 +244,7 @@ describe('the gate review screen', () => {
     await press('a', 'ship', ' it')
     expect(frame()).toContain('› ship it')
     await press(enter)
-    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    await waitFor(() => expect(client.post).toHaveBeenCalled())
     expect(client.post.mock.calls[0]![1]).toEqual({ decision: 'approve', note: 'ship it' })
   })
 
@@ -259,7 +260,7 @@ describe('the gate review screen', () => {
     expect(frame()).toContain('› not on a Friday')
     expect(frame()).not.toContain('A note is needed')
     await press(enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected merger vcs.merge_pull_request'))
+    await waitFor(() => expect(frame()).toContain('✓ Rejected merger vcs.merge_pull_request'))
     expect(client.post).toHaveBeenCalledWith(`/gates/${merge.id}/decision`, {
       decision: 'reject',
       note: 'not on a Friday',
@@ -273,7 +274,7 @@ describe('the gate review screen', () => {
     await press('jj')
     expect(frame()).toMatch(/^› weekly-mail/m)
     await press('rnot today\r')
-    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    await waitFor(() => expect(client.post).toHaveBeenCalled())
     expect(client.post.mock.calls[0]).toEqual([
       `/gates/${mail.id}/decision`,
       { decision: 'reject', note: 'not today' },
@@ -286,16 +287,16 @@ describe('the gate review screen', () => {
     await press('c', 'merge #8')
     expect(frame()).toContain('Request changes on merger vcs.merge_pull_request: why?')
     await press(escape)
-    await vi.waitFor(() => expect(frame()).not.toContain('Request changes on'))
+    await waitFor(() => expect(frame()).not.toContain('Request changes on'))
     expect(frame()).toContain('a approve · r reject')
     expect(client.post).not.toHaveBeenCalled()
     await press('c', 'merge #8 instead', enter)
-    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    await waitFor(() => expect(client.post).toHaveBeenCalled())
     expect(client.post.mock.calls[0]![1]).toEqual({
       decision: 'request_changes',
       note: 'merge #8 instead',
     })
-    await vi.waitFor(() => expect(frame()).toContain('✓ Asked for changes on merger'))
+    await waitFor(() => expect(frame()).toContain('✓ Asked for changes on merger'))
   })
 
   it('answers a question with a choice and answers typed per question', async () => {
@@ -312,12 +313,12 @@ describe('the gate review screen', () => {
     await press('After the freeze', '\t', 'Ada')
     expect(frame()).toMatchSnapshot()
     await press(enter)
-    await vi.waitFor(() => expect(client.post).toHaveBeenCalled())
+    await waitFor(() => expect(client.post).toHaveBeenCalled())
     expect(client.post.mock.calls[0]).toEqual([
       `/gates/${question.id}/decision`,
       { decision: 'approve', choice: 'yes', answers: ['After the freeze', 'Ada'] },
     ])
-    await vi.waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
+    await waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
   })
 
   it('tells a gate decided meanwhile (409) inline, and it leaves the list', async () => {
@@ -337,7 +338,7 @@ describe('the gate review screen', () => {
     }
     const { frame, press } = await open(client)
     await press('r', 'too late', enter)
-    await vi.waitFor(() =>
+    await waitFor(() =>
       expect(frame()).toContain(
         '✗ merger vcs.merge_pull_request was already decided (approve) elsewhere; it has left the list',
       ),
@@ -347,7 +348,7 @@ describe('the gate review screen', () => {
     // Still working: the next gate can be decided.
     client.decide = fakeClient([mail]).decide
     await press('a', enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Approved weekly-mail os.mail_send'))
+    await waitFor(() => expect(frame()).toContain('✓ Approved weekly-mail os.mail_send'))
   })
 
   it('keeps a gate the daemon refused to decide for another reason, and says why', async () => {
@@ -357,7 +358,7 @@ describe('the gate review screen', () => {
     }
     const { frame, press } = await open(client)
     await press('a', 'x', enter)
-    await vi.waitFor(() =>
+    await waitFor(() =>
       expect(frame()).toContain(
         '✗ Could not decide release-plan question: invalid_request: choice: one of yes, no; got "x".',
       ),
@@ -370,11 +371,11 @@ describe('the gate review screen', () => {
     const { frame, press } = await open(client, 25)
     expect(frame()).toContain('1 waiting')
     client.gates = [question, merge]
-    await vi.waitFor(() => expect(frame()).toContain('2 waiting'))
+    await waitFor(() => expect(frame()).toContain('2 waiting'))
     expect(frame()).toMatch(/^ {2}release-plan/m)
     expect(frame()).toMatch(/^› merger/m) // still on the gate it was on, now the second row
     client.gates = [question] // decided elsewhere
-    await vi.waitFor(() => expect(frame()).toContain('1 waiting'))
+    await waitFor(() => expect(frame()).toContain('1 waiting'))
     expect(frame()).toMatch(/^› release-plan/m)
     expect(frame()).not.toContain('merger')
     await press('q')
@@ -385,9 +386,9 @@ describe('the gate review screen', () => {
     const client = fakeClient([merge, question, mail])
     const { frame, press } = await open(client)
     await press('a', enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Approved merger'))
+    await waitFor(() => expect(frame()).toContain('✓ Approved merger'))
     await press('j', 'r', 'no', enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected weekly-mail'))
+    await waitFor(() => expect(frame()).toContain('✓ Rejected weekly-mail'))
     await press('q')
     expect(frame()).toBe('gates review: decided 2 gates (1 approved, 1 rejected).')
   })
@@ -397,9 +398,9 @@ describe('the gate review screen', () => {
     const client = fakeClient([question, other])
     const { frame, press } = await open(client)
     await press('a', down, enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
+    await waitFor(() => expect(frame()).toContain('✓ Answered release-plan question'))
     await press('r', 'not this week', enter)
-    await vi.waitFor(() => expect(frame()).toContain('✓ Rejected launch question'))
+    await waitFor(() => expect(frame()).toContain('✓ Rejected launch question'))
     await press('q')
     expect(frame()).toBe('gates review: decided 2 gates (1 answered, 1 rejected).')
   })
@@ -419,7 +420,7 @@ describe('the gate review screen', () => {
     Object.defineProperty(ui.stdout, 'columns', { value: 60, configurable: true })
     Object.defineProperty(ui.stdout, 'rows', { value: 26, configurable: true })
     ui.stdout.emit('resize')
-    await vi.waitFor(() => expect(widest()).toBeLessThanOrEqual(60))
+    await waitFor(() => expect(widest()).toBeLessThanOrEqual(60))
     expect(frame()).toMatchSnapshot()
   })
   it("hostile: shows a gate's terminal injection escaped, never a control byte (issue 41)", async () => {
@@ -462,7 +463,7 @@ describe('the gate review screen', () => {
     // The daemon's own words in an error are the server's text too.
     client.failure = apiError(503, { error: 'unavailable', message: hostile })
     await controller.refresh()
-    await vi.waitFor(() => expect(frame()).toContain(`✗ unavailable: ${hostileShown}`))
+    await waitFor(() => expect(frame()).toContain(`✗ unavailable: ${hostileShown}`))
     expectNoRawControls(frame(), 'an error line')
   })
 })
@@ -577,7 +578,7 @@ describe('renderGateReview', () => {
       stdout: terminal.stdout,
       intervalMs: 20,
     })
-    await vi.waitFor(() => expect(terminal.output()).toContain('merger'))
+    await waitFor(() => expect(terminal.output()).toContain('merger'))
     terminal.press('q')
     await done
     expect(terminal.output()).toContain('gates review: nothing decided.')
