@@ -27,8 +27,8 @@ function cut(text: string, width: number): string {
 
 /**
  * The payload as `key=value` pairs, the run's result first and flattened (outcome, summary, output),
- * strings unquoted unless they hold spaces, money as osctl writes it (cost=$0.0295), on one line, cut
- * to `width` when one is given: its control
+ * strings unquoted unless they hold spaces, money as osctl writes it (cost=$0.0295), who decided a
+ * gate by name where the daemon gave one, on one line, cut to `width` when one is given: its control
  * characters escaped before it is measured (JSON leaves C1 and the bidi controls as they are; a bare
  * string all of them).
  */

@@ -72,7 +72,7 @@ const uuidPattern = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
  * no scope that reads tokens or people (both are the portal's), so the answer names them itself.
  * The patterns guard the casts: a malformed id reads as no one rather than failing the read.
  */
-export const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
+const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
   case
     when ${actor} ~ ${`^token:${uuidPattern}$`} then
       (select t.name from api_tokens t
