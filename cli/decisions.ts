@@ -75,3 +75,18 @@ export function decisionLine(
       : [...(note ? [note] : []), ...answers]
   return parts.length ? `${word}: ${parts.join(' · ')}` : word
 }
+
+/**
+ * Who decided a gate, in words (issue 51): a token by its name, "ci-bot (token)"; a person by their
+ * name, or email; else what decidedBy says itself ("webhook", "run cancelled"). The name is the API's
+ * (Gate.decidedByName, the gate.decided event's payload): a gates reader holds no scope that reads
+ * tokens or people. An osd that answers no name leaves the id.
+ */
+export function deciderText(
+  decidedBy: string | null | undefined,
+  decidedByName: string | null | undefined,
+): string | null {
+  if (!decidedBy) return null
+  if (!decidedByName) return decidedBy
+  return decidedBy.startsWith('token:') ? `${decidedByName} (token)` : decidedByName
+}

@@ -1,4 +1,6 @@
 import type { RunEvent } from '../shared/schemas/runs.js'
+import { deciderText } from './decisions.js'
+import { usd } from './money.js'
 import { safeText } from './safe-text.js'
 
 /**
@@ -25,7 +27,8 @@ function cut(text: string, width: number): string {
 
 /**
  * The payload as `key=value` pairs, the run's result first and flattened (outcome, summary, output),
- * strings unquoted unless they hold spaces, on one line, cut to `width` when one is given: its control
+ * strings unquoted unless they hold spaces, money as osctl writes it (cost=$0.0295), who decided a
+ * gate by name where the daemon gave one, on one line, cut to `width` when one is given: its control
  * characters escaped before it is measured (JSON leaves C1 and the bidi controls as they are; a bare
  * string all of them).
  */
@@ -38,9 +41,16 @@ export function summarisePayload(payload: Record<string, unknown>, width = Infin
   } else if (result !== undefined) {
     parts.push(pair('result', result))
   }
-  for (const [key, value] of inOrder(rest)) parts.push(pair(key, value))
+  for (const [key, value] of inOrder(whoInWords(rest))) parts.push(pair(key, value))
   const line = safeText(parts.join(' ').replace(/\s*\n\s*/g, ' '))
   return cut(line, width)
+}
+
+/** gate.decided's decidedBy in words where the daemon named who (issue 51): "ci-bot (token)". */
+function whoInWords(payload: Record<string, unknown>): Record<string, unknown> {
+  const { decidedBy, decidedByName, ...rest } = payload
+  if (typeof decidedBy !== 'string' || typeof decidedByName !== 'string') return payload
+  return { ...rest, decidedBy: deciderText(decidedBy, decidedByName) }
 }
 
 /** What says most about an event comes first (stored JSON keeps no order of its own). */
@@ -51,7 +61,12 @@ function inOrder(record: Record<string, unknown>): [string, unknown][] {
   return Object.entries(record).sort(([a], [b]) => rank(a) - rank(b))
 }
 
+/** A payload's amount in US cents (model.called's costUsdCents): named without the unit, as usd() writes it. */
+const centsKey = /^(.+)UsdCents$/
+
 function pair(key: string, value: unknown): string {
+  const cents = centsKey.exec(key)
+  if (cents && typeof value === 'number') return `${cents[1]}=${usd(value)}`
   const text =
     typeof value === 'string' && !/\s/.test(value) && value !== ''
       ? value

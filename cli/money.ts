@@ -1,11 +1,8 @@
-/**
- * US cents as dollars: "$12.50". Spend and usage may hold fractions of a cent (they are counted in
- * millionths of a dollar), shown to four places so a small spend does not read as nothing.
- */
-export function usd(cents: number): string {
-  const whole = Number.isInteger(cents)
-  return `$${(cents / 100).toFixed(whole ? 2 : 4)}`
-}
+// Money in osctl's human output (issue 51): every cost, spend, cap and price osctl prints goes through
+// here, in the one format shared/money.ts writes ("$0.0295"); --json prints the API's numbers as they are.
+
+import { usd } from '../shared/money.js'
+export { usd, usdFromDollars } from '../shared/money.js'
 
 /**
  * A cost as usd() writes it, and "unpriced" where model calls in it had no price (issue 51: a model

@@ -11,6 +11,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { bold, colour, printFields, printTable, show, type Column } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
+import { usd } from '../money.js'
 import { idRef, memberId, teamId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { drawTree, type TreeNode } from '../tree.js'
@@ -47,7 +48,7 @@ function showExecution(deps: Deps, execution: Execution): void {
       ],
       ['started', execution.startedAt],
       ['updated', execution.updatedAt],
-      ['cost', `${execution.costUsdCents} US cents`],
+      ['cost', usd(execution.costUsdCents)],
     ]),
   )
 }

@@ -3,6 +3,7 @@ import { gateDecisions, gateStatuses } from '../../shared/values.js'
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
 import { actionOf, bodyWith, examples, withBodyOptions, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
+import { deciderText } from '../decisions.js'
 import { UsageError, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
@@ -27,10 +28,47 @@ function columns(out: Output) {
       header: 'KIND',
       value: (g: Gate) => (g.kind === 'question' ? colour(out, 'yellow', g.kind) : g.kind),
     },
-    { header: 'TOOL', value: (g: Gate) => g.tool },
+    { header: 'TOOL', value: (g: Gate) => toolCall(g) },
+    // The run it belongs to (issue 51): whole on a pipe; on a terminal its first 8 characters, as the
+    // spinner of a wait names a run, so that the tool and its argument keep their room beside the
+    // gate's own id (never cut: it is what `gates decide` takes). `gates get` has the run whole.
+    { header: 'RUN', value: (g: Gate) => (out.isTTY ? g.runId?.slice(0, 8) : g.runId) },
     { header: 'ASKS', value: (g: Gate) => g.summary ?? g.questions?.join(' / ') ?? null },
     { header: 'CREATED', value: (g: Gate) => g.createdAt },
   ]
+}
+
+/** The argument that says most about a call of these tools (issue 51): whom a mail goes to. */
+const keyArguments: Record<string, string> = { 'os.mail_send': 'to', 'os.write_plan': 'title' }
+
+/** Argument names that say what a call acts on, tried in order on a tool osctl does not know. */
+const telling = ['to', 'recipient', 'email', 'url', 'path', 'repository', 'repo', 'branch', 'title']
+
+/** The most a key argument (its name and value) shows in a table row; the rest is in `gates get`. */
+const argumentWidth = 40
+
+/**
+ * A gate's tool with its key argument, as `gates list` shows it: "os.mail_send to=ada@example.com".
+ * The key argument is the tool's own (keyArguments), else the first of `telling` it has, else its first
+ * string argument (in the order the API answers). Its value is the model's text: control characters
+ * escaped (safe-text.ts) before it is measured, then cut to argumentWidth on a pipe as on a terminal
+ * (where the table may cut the column further).
+ */
+export function toolCall(gate: Pick<Gate, 'tool' | 'arguments'>): string | null {
+  if (!gate.tool) return null
+  const args = gate.arguments ?? {}
+  const text = (key: string | undefined) =>
+    key !== undefined && typeof args[key] === 'string' ? key : undefined
+  const key =
+    text(keyArguments[gate.tool]) ??
+    telling.find((k) => text(k)) ??
+    Object.keys(args).find((k) => text(k))
+  if (key === undefined) return safeText(gate.tool)
+  const value = args[key] as string
+  // Quoted as an event line quotes (events.ts), then escaped: JSON leaves C1 and bidi controls alone.
+  const shown = safeText(/\s/.test(value) || value === '' ? JSON.stringify(value) : value)
+  const pair = `${safeText(key)}=${shown}`
+  return `${safeText(gate.tool)} ${pair.length > argumentWidth ? `${pair.slice(0, argumentWidth - 1)}…` : pair}`
 }
 
 function showGate(deps: Deps, gate: Gate): void {
@@ -53,7 +91,7 @@ function showGate(deps: Deps, gate: Gate): void {
       ['note', gate.note],
       ['answers', gate.answers],
       ['choice', gate.choice],
-      ['decided by', gate.decidedBy],
+      ['decided by', deciderText(gate.decidedBy, gate.decidedByName)],
       ['decided at', gate.decidedAt],
       ['created', gate.createdAt],
     ])
@@ -162,6 +200,7 @@ export async function listGates(
   })
   const decided = [
     { header: 'DECISION', value: (g: Gate) => g.decision },
+    { header: 'BY', value: (g: Gate) => deciderText(g.decidedBy, g.decidedByName) },
     { header: 'DECIDED', value: (g: Gate) => g.decidedAt },
   ]
   const shown = opts.status === 'decided' ? [...columns(deps.out), ...decided] : columns(deps.out)

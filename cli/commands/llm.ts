@@ -24,7 +24,7 @@ import type { ApiClient } from '../client.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { layerIdOf, layerText, teamOrMember } from '../layers.js'
-import { cost } from '../money.js'
+import { cost, usdFromDollars } from '../money.js'
 import { printFields, printTable, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import { readSecret } from '../secrets.js'
@@ -231,8 +231,8 @@ export async function listModels(deps: Deps): Promise<void> {
   )
 }
 
-/** Dollars per million tokens as a price list writes them: $3, $0.15, $0. */
-const perMillion = (usd: number | null) => (usd === null ? '-' : `$${usd}`)
+/** Dollars per million tokens in osctl's one format: $3.00, $0.15, $0.00; - for the provider's ratio. */
+const perMillion = (usd: number | null) => (usd === null ? '-' : usdFromDollars(usd))
 
 export async function listPrices(deps: Deps): Promise<void> {
   const answer = await deps.client().get<LlmPrices>('/llm/prices')
@@ -254,7 +254,7 @@ export async function listPrices(deps: Deps): Promise<void> {
     for (const u of answer.unlisted)
       deps.out.write(
         u.pricedAs === 'unpriced'
-          ? `a ${u.provider} model with no price: unpriced, at $0 (the operator set its address); set one with osctl llm prices set\n`
+          ? `a ${u.provider} model with no price: unpriced, at $0.00 (the operator set its address); set one with osctl llm prices set\n`
           : `a ${u.provider} model with no price: priced as ${u.frontierModel}, its frontier model\n`,
       )
   })
@@ -277,7 +277,7 @@ export async function setPrice(
     .put<LlmPrice>(`/llm/prices/${encodeURIComponent(opts.model)}`, body)
   show(deps.out, price, () =>
     deps.out.write(
-      `${price.model}: $${price.input} input, $${price.output} output per million tokens, from its next call\n`,
+      `${price.model}: ${usdFromDollars(price.input)} input, ${usdFromDollars(price.output)} output per million tokens, from its next call\n`,
     ),
   )
 }

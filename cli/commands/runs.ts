@@ -65,7 +65,7 @@ function runFields(out: Output, run: Run): [string, unknown][] {
     ['created', run.createdAt],
     ['started', run.startedAt],
     ['finished', run.finishedAt],
-    ['cost', `${run.costUsdCents} US cents${run.costUnpriced ? ' + unpriced' : ''}`],
+    ['cost', cost(run.costUsdCents, run.costUnpriced)],
   ]
 }
 

@@ -22,6 +22,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { collect, readInput } from '../inputs.js'
 import type { Pause } from '../../shared/schemas/pauses.js'
+import { usdFromDollars } from '../money.js'
 import { colour, printFields, printTable, show } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { isUuid, taskId, teamId } from '../resolve.js'
@@ -93,6 +94,19 @@ const definitionOrder = [
   'successors',
 ]
 
+/**
+ * A task's spend limits in words, its money in osctl's one format (issue 51): "$2.00 a run at most,
+ * maxModelTier mid". A field this osctl does not know is shown as sent.
+ */
+function spendText(spend: unknown): unknown {
+  if (!spend || typeof spend !== 'object' || Array.isArray(spend)) return spend
+  return Object.entries(spend).map(([key, value]) =>
+    key === 'moneyUsdPerRun' && typeof value === 'number'
+      ? `${usdFromDollars(value)} a run at most`
+      : `${key} ${typeof value === 'string' ? value : JSON.stringify(value)}`,
+  )
+}
+
 /** A version's definition and skill, for `version`, `workflow` and `catalog tasks get`. */
 export function printVersion(
   deps: Deps,
@@ -105,7 +119,10 @@ export function printVersion(
   const entries = Object.entries(definition)
     .filter(([key]) => key !== 'skillMd')
     .sort(([a], [b]) => rank(a) - rank(b))
-    .map(([key, value]): [string, unknown] => [key, Array.isArray(value) ? orNone(value) : value])
+    .map(([key, value]): [string, unknown] => [
+      key,
+      Array.isArray(value) ? orNone(value) : key === 'spend' ? spendText(value) : value,
+    ])
   printFields(deps.out, [...fields, ...entries])
   deps.out.write(`\n${safeText(skillMd.trimEnd(), { multiline: true })}\n`)
 }

@@ -32,8 +32,12 @@ export const Gate = z
     note: z.string().nullable(),
     answers: z.unknown().nullable(),
     choice: z.string().nullable(),
-    /** Who decided: token:<id>, webhook, or the run ending. */
+    /** Who decided: token:<id>, user:<id>, webhook, or the run ending. */
     decidedBy: z.string().nullable(),
+    decidedByName: z.string().nullable().meta({
+      description:
+        "who decided, in words (issue 51): the token's name for token:<id>, the person's name (or email, with none) for user:<id>; null where decidedBy says it itself (webhook, the run ending)",
+    }),
     decidedAt: IsoTime.nullable(),
     createdAt: IsoTime,
   })

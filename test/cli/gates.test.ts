@@ -151,8 +151,8 @@ describe('osctl gates on a question', () => {
     expect(await json(['gates', 'list', '--task', 'ask', '--kind', 'tool'])).toEqual([])
     expect((await osctl(['gates', 'list', '--kind', 'nope'], env)).exitCode).toBe(2)
     const table = await osctl(['gates', 'list', '--kind', 'question'], env)
-    expect(table.stdout).toMatch(/^ID\s+TASK\s+KIND\s+TOOL\s+ASKS\s+CREATED$/m)
-    expect(table.stdout).toContain(`${gate.id}  ask   question  os.ask_ceo  Go?`)
+    expect(table.stdout).toMatch(/^ID\s+TASK\s+KIND\s+TOOL\s+RUN\s+ASKS\s+CREATED$/m)
+    expect(table.stdout).toContain(`${gate.id}  ask   question  os.ask_ceo  ${run.id}  Go?`)
 
     expect(await json(['gates', 'get', gate.id])).toEqual(gate)
     const human = await osctl(['gates', 'get', gate.id], env)
@@ -233,6 +233,10 @@ describe('osctl gates on a tool call', () => {
     expect((await json(['gates', 'list', '--kind', 'tool'])).map((g: any) => g.id)).toEqual([
       gate.id,
     ])
+    // The call with its key argument and the run (issue 51), on a pipe whole.
+    const listed = await osctl(['gates', 'list', '--kind', 'tool'], env)
+    expect(listed.stdout).toMatch(/^ID\s+TASK\s+KIND\s+TOOL\s+RUN\s+ASKS\s+CREATED$/m)
+    expect(listed.stdout).toContain(`  ${merge} repo=${repo}  ${run.id}  Merge ${repo}#7  `)
     const human = await osctl(['gates', 'get', gate.id], env)
     expect(human.stdout).toMatch(new RegExp(`^summary\\s+Merge ${repo}#7$`, 'm'))
     expect(human.stdout).toMatch(/^arguments:\n {2}\{\n {4}"/m)
@@ -248,7 +252,10 @@ describe('osctl gates on a tool call', () => {
     ).toBe(2)
 
     const approved = await json(['gates', 'decide', gate.id, '--approve', '--note', 'ship it'])
-    expect(approved).toMatchObject({ decision: 'approve', note: 'ship it' })
+    expect(approved).toMatchObject({ decision: 'approve', note: 'ship it', decidedByName: 'all' })
+    // Who decided by the token's name, not its id (issue 51): the token osctl is logged in with.
+    const decided = await osctl(['gates', 'get', gate.id], env)
+    expect(decided.stdout).toMatch(/^decided by\s+all \(token\)$/m)
     const done = await osctl(['runs', 'wait', run.id, '--timeout', '30'], env)
     expect(done.exitCode, done.stderr).toBe(0)
     expect(mcp.callsOf('merge_pull_request').filter((c) => c.arguments.repo === repo)).toHaveLength(
@@ -277,7 +284,8 @@ describe('osctl gates, other verbs', () => {
     expect(second.map((g: { id: string }) => g.id)).toEqual([decided[1]!.id])
     const table = await osctl(['gates', 'list', '--status', 'decided', '--limit', '1'], env)
     expect(table.exitCode).toBe(0)
-    expect(table.stdout).toMatch(/DECISION\s+DECIDED/)
+    expect(table.stdout).toMatch(/DECISION\s+BY\s+DECIDED/)
+    expect(table.stdout).toMatch(/\s(approve|reject)\s+all \(token\)\s/)
     const wrong = await osctl(['gates', 'list', '--status', 'pending'], env)
     expect(wrong.exitCode).toBe(2)
     expect(wrong.stderr).toContain('waiting, decided')

@@ -56,6 +56,7 @@ const gate = (decision: Gate['decision']): Gate => ({
   answers: null,
   choice: null,
   decidedBy: decision ? 'token:x' : null,
+  decidedByName: decision ? 'ci' : null,
   decidedAt: decision ? at : null,
   createdAt: at,
 })

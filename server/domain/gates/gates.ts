@@ -149,6 +149,7 @@ export async function decideGate(
              answers = ${input.answers === undefined ? null : tx.json(input.answers as never)},
              choice = ${input.choice ?? null}, decided_by = ${decidedBy}, decided_at = now()
        where id = ${id}`
+    const decided = await getGate(tx, enterpriseId, id)
     if (gate.chatId) await questionAnswered(tx, { id, chatId: gate.chatId }, input)
     if (gate.runId) {
       const [run] = await tx<
@@ -159,6 +160,8 @@ export async function decideGate(
           gateId: id,
           decision: input.decision,
           decidedBy,
+          // Who, in words, for the lines that show the event (issue 51): the feed keeps it as it was.
+          ...(decided.decidedByName ? { decidedByName: decided.decidedByName } : {}),
         })
         await transition(tx, run, 'pending', {}, { gateId: id, because: `gate ${input.decision}` })
       }
@@ -173,7 +176,7 @@ export async function decideGate(
           },
         ])
     }
-    return getGate(tx, enterpriseId, id)
+    return decided
   })
 }
 

@@ -1,5 +1,5 @@
 import type { Gate } from '../../../shared/schemas/gates.js'
-import type { Db } from '../../db/sql.js'
+import type { Db, Fragment } from '../../db/sql.js'
 
 // A run's gates as read (spec: RunDetail.gates): here, below gates/, which opens and decides them and
 // reads them with these same columns, so that a run's detail needs nothing of gates/.
@@ -25,6 +25,8 @@ export interface GateRow {
   answers: unknown
   choice: string | null
   decidedBy: string | null
+  /** Read by gateColumns (actorName); a row read without it has none. */
+  decidedByName?: string | null
   decidedAt: Date | null
   createdAt: Date
   taskSlug?: string | null
@@ -51,13 +53,33 @@ export function toGate(row: GateRow): Gate {
     answers: row.answers ?? null,
     choice: row.choice,
     decidedBy: row.decidedBy,
+    decidedByName: row.decidedByName ?? null,
     decidedAt: row.decidedAt?.toISOString() ?? null,
     createdAt: row.createdAt.toISOString(),
   }
 }
 
 export const gateColumns = (db: Db) =>
-  db`g.*, (select task_slug from runs r where r.id = g.run_id) as task_slug`
+  db`g.*, (select task_slug from runs r where r.id = g.run_id) as task_slug,
+     ${actorName(db, db`g.decided_by`, db`g.enterprise_id`)} as decided_by_name`
+
+const uuidPattern = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+
+/**
+ * Who an actor (`token:<id>`, `user:<id>`, as a caller records itself) is, in words (issue 51): the
+ * token's name, of the enterprise's own tokens only; the person's name, or their email when they gave
+ * none. Null for anything else (webhook, the run ending, a token since deleted). A gates reader holds
+ * no scope that reads tokens or people (both are the portal's), so the answer names them itself.
+ * The patterns guard the casts: a malformed id reads as no one rather than failing the read.
+ */
+const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
+  case
+    when ${actor} ~ ${`^token:${uuidPattern}$`} then
+      (select t.name from api_tokens t
+        where t.id = substr(${actor}, 7)::uuid and t.enterprise_id = ${enterpriseId})
+    when ${actor} ~ ${`^user:${uuidPattern}$`} then
+      (select coalesce(nullif(u.name, ''), u.email) from users u where u.id = substr(${actor}, 6)::uuid)
+  end`
 
 export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
   const rows = await db<GateRow[]>`

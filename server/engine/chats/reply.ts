@@ -50,6 +50,7 @@ import type { Message, ModelProvider, ToolSpec } from '../models/index.js'
 import { memorySection, type PromptNote } from '../runs/index.js'
 import { withCallSignal } from '../call-signal.js'
 import { callModel, type CallOutcome, type ModelChoice } from '../models/index.js'
+import { usd } from '../../../shared/money.js'
 
 // A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (loop.ts). The chat's
 // messages are the turn's journal: a model call's answer is stored (text and tool calls) before
@@ -454,7 +455,7 @@ export class ChatReply {
       // Held like a paused_spend run: retried when the cap is raised or spend limits are turned off.
       const { refusal } = result
       await this.notice(
-        `I cannot reply yet: the ${refusal.layer} daily spend cap of ${refusal.capCents} cents has no room for another model call. I will reply once it is raised.`,
+        `I cannot reply yet: the ${refusal.layer} daily spend cap of ${usd(refusal.capCents)} has no room for another model call. I will reply once it is raised.`,
         'paused_spend',
       )
       return 'stop'

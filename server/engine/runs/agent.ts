@@ -55,6 +55,7 @@ import {
 } from '../tools/index.js'
 import { briefingForRun, readRecordedMemory, recallForRun } from './memory.js'
 import type { ModelProvider, ToolCall, ToolSpec } from '../models/index.js'
+import { usd, usdFromDollars } from '../../../shared/money.js'
 
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
@@ -334,7 +335,7 @@ class RunExecution {
       firstCall: calls === 0,
       overLimit: (worst) =>
         perRun !== undefined && run.costUsdMicros + worst > perRun * 1_000_000
-          ? `The next model call could cost up to $${(worst / 1e6).toFixed(4)}; with $${(run.costUsdMicros / 1e6).toFixed(4)} spent it would exceed spend.moneyUsdPerRun ($${perRun}).`
+          ? `The next model call could cost up to ${usd(worst / 10_000)}; with ${usd(run.costUsdMicros / 10_000)} spent it would exceed spend.moneyUsdPerRun (${usdFromDollars(perRun)}).`
           : undefined,
       owner: mine.owner(),
     })

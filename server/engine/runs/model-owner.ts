@@ -12,6 +12,7 @@ import {
 } from '../../domain/runs/index.js'
 import type { CallOwner } from '../models/index.js'
 import { responseOf } from './journal.js'
+import { usd } from '../../../shared/money.js'
 
 // A run's side of the one model-call step (engine/models/call.ts): how the step's reservation, journal
 // entry, settlement and event are the run's, and what it learnt on the way that the agent loop acts on
@@ -68,7 +69,7 @@ export class RunModelCall {
           'paused_spend',
           { reason: undefined },
           {
-            because: `the ${refusal.layer} daily cap of ${refusal.capCents} cents has no room for the next model call`,
+            because: `the ${refusal.layer} daily cap of ${usd(refusal.capCents)} has no room for the next model call`,
             layer: refusal.layer,
             layerId: refusal.layerId,
           },

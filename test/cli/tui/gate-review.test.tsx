@@ -38,6 +38,7 @@ function gate(fields: Partial<Gate>): Gate {
     answers: null,
     choice: null,
     decidedBy: null,
+    decidedByName: null,
     decidedAt: null,
     createdAt: '2026-03-02T11:57:00.000Z',
     ...fields,

@@ -358,7 +358,11 @@ describe('spend (spec: Spend; DESIGN 6)', () => {
     const paused = await wait(run.id, ['paused_spend'])
     expect(paused.events.at(-1)).toMatchObject({
       type: 'run.paused_spend',
-      payload: { layer: 'enterprise' },
+      payload: {
+        layer: 'enterprise',
+        // Money in the one format osctl writes it in (issue 51), not in cents.
+        because: 'the enterprise daily cap of $0.00 has no room for the next model call',
+      },
     })
     expect(
       (await t.call('GET', '/v1/blockers', as)).body.paused.map((r: { id: string }) => r.id),
@@ -453,7 +457,9 @@ describe('spend (spec: Spend; DESIGN 6)', () => {
       (await start((await task({ spend: { moneyUsdPerRun: 0.2 } })).id)).id,
       ['failed'],
     )
-    expect(failed.run.reason).toContain('with $0.1800 spent it would exceed spend.moneyUsdPerRun')
+    expect(failed.run.reason).toContain(
+      'with $0.18 spent it would exceed spend.moneyUsdPerRun ($0.20)',
+    )
     expect(failed.run.costUsdCents).toBe(18)
     expect(fake.callsWith(key)).toHaveLength(2)
   })

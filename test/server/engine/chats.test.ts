@@ -187,6 +187,9 @@ describe('spend caps (enterprise and member layers)', () => {
         d.messages.some((m) => m.role === 'member' && /spend cap/.test(m.content)),
       )
       expect(held.replying).toBe(true)
+      expect(held.messages.at(-1)!.content).toContain(
+        `the ${layer} daily spend cap of $0.00 has no room`,
+      )
       const [turn] = await t.sql<{ status: string }[]>`
         select status from chat_turns where chat_id = ${chat.id}`
       expect(turn!.status).toBe('paused_spend')

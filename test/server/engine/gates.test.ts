@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Engine } from '../../../server/engine/index.js'
+import { Gate } from '../../../shared/schemas/gates.js'
 import { ToolConnection } from '../../../shared/schemas/tools.js'
+import { createToken } from '../../../server/domain/people/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { cookieHeaders, signIn } from '../../helpers/people.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -177,7 +179,11 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     const { s, repo, run, gate } = await mergeAtGate()
     const hook = await decideByWebhook(s, gate.id, { decision: 'approve', note: 'by webhook' })
     expect(hook.status).toBe(201)
-    expect(hook.body).toMatchObject({ decision: 'approve', decidedBy: 'webhook' })
+    expect(hook.body).toMatchObject({
+      decision: 'approve',
+      decidedBy: 'webhook',
+      decidedByName: null,
+    })
     const api = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
       ...s.as,
       body: { decision: 'approve' },
@@ -212,6 +218,66 @@ describe('a gated call (spec: Gate; States and transitions)', () => {
     await s.wait(run.id, ['succeeded'])
     expect(mergeCalls(repo)).toHaveLength(1)
   })
+
+  // Two runs to their gates: 18 s on one loaded core when it runs first in the file (4 s after others).
+  it(
+    'names who decided (issue 51): a token by its name, a person by name or email, in the event too',
+    { timeout: 60_000 },
+    async () => {
+      // A gates reader holds no scope that reads tokens or people, so the gate itself names them.
+      const first = await mergeAtGate()
+      const reader = await t.tokenWith(['gates:read'], first.s.e)
+      const ci = await createToken(t.sql, first.s.e.id, { name: 'ci-bot', scopes: ['gates:write'] })
+      const decided = await t.call('POST', `/v1/gates/${first.gate.id}/decision`, {
+        token: ci.token,
+        body: { decision: 'approve' },
+      })
+      expect(decided.status, decided.text).toBe(201)
+      expect(Gate.parse(decided.body)).toMatchObject({
+        decidedBy: `token:${ci.id}`,
+        decidedByName: 'ci-bot',
+      })
+      const read = await t.call('GET', `/v1/gates/${first.gate.id}`, { token: reader })
+      expect(Gate.parse(read.body).decidedByName).toBe('ci-bot')
+      const audit = await t.call('GET', '/v1/gates?status=decided', { token: reader })
+      expect(audit.body.find((g: Gate) => g.id === first.gate.id).decidedByName).toBe('ci-bot')
+      const done = await first.s.wait(first.run.id, ['succeeded'])
+      const event = done.events.find((e: { type: string }) => e.type === 'gate.decided')
+      expect(event.payload).toEqual({
+        gateId: first.gate.id,
+        decision: 'approve',
+        decidedBy: `token:${ci.id}`,
+        decidedByName: 'ci-bot',
+      })
+
+      // A person signed in, by name; one who gave none, by email. A webhook says who it is itself.
+      const second = await mergeAtGate()
+      const person = await signIn(t, 'member', second.s.e)
+      await t.sql`update users set name = '' where id = ${person.id}`
+      const byPerson = await t.call('POST', `/v1/gates/${second.gate.id}/decision`, {
+        token: person.session,
+        body: { decision: 'reject', note: 'not now' },
+      })
+      expect(byPerson.status, byPerson.text).toBe(201)
+      expect(byPerson.body).toMatchObject({
+        decidedBy: `user:${person.id}`,
+        decidedByName: person.email,
+      })
+      await t.sql`update users set name = 'Ada Lovelace' where id = ${person.id}`
+      const named = await t.call('GET', `/v1/gates/${second.gate.id}`, second.s.as)
+      expect(named.body.decidedByName).toBe('Ada Lovelace')
+
+      // A token of another enterprise is no one here, whatever a row says (the names are the
+      // enterprise's own); nor is a malformed actor.
+      const foreign = await createToken(t.sql, t.acme.id, { name: 'acme-secret-name', scopes: [] })
+      for (const actor of [`token:${foreign.id}`, 'token:not-a-uuid', 'user:']) {
+        await t.sql`update gates set decided_by = ${actor} where id = ${second.gate.id}`
+        const read = await t.call('GET', `/v1/gates/${second.gate.id}`, second.s.as)
+        expect(read.status).toBe(200)
+        expect(read.body.decidedByName).toBeNull()
+      }
+    },
+  )
 
   it('keeps the secret out of a gate decided by webhook: its note, the delivery and its answer', async () => {
     const { s, repo, run, gate } = await mergeAtGate()
