@@ -115,9 +115,12 @@ describe('osd stopping (startDaemon)', { timeout: 60_000 }, () => {
   /** A change of the enterprise held by a row lock this test takes: a real request in flight. */
   function heldRequest(base: string) {
     let release!: () => void
+    let locked!: () => void
     const held = new Promise<void>((r) => (release = r))
+    const taken = new Promise<void>((r) => (locked = r))
     const locking = t.sql.begin(async (tx) => {
       await tx`select 1 from enterprises where id = ${t.acme.id} for no key update`
+      locked()
       await held
     })
     const waiting = async () =>
@@ -125,6 +128,7 @@ describe('osd stopping (startDaemon)', { timeout: 60_000 }, () => {
         .length > 0
     return {
       async send() {
+        await taken
         const answer = fetch(`${base}/enterprise/concurrency`, {
           method: 'PATCH',
           headers: { ...auth(), 'content-type': 'application/json' },
