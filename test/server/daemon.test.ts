@@ -567,7 +567,7 @@ describe('osd serve', { timeout: 60_000 }, () => {
         process.kill(left, 'SIGINT')
         await eventually(() => !isRunning(left), 30_000, 'the postmaster to exit')
       }
-      await rm(dataDir, { recursive: true, force: true })
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 10 })
     }
   }, 120_000)
 })
