@@ -39,13 +39,33 @@ program
     // and `osd migrate` start in a third of the time without them (1.4 s to 0.5 s on one core).
     const { osdCommand, startDaemon } = await import('./serve.js')
     const daemon = await startDaemon(config, log, { osd: osdCommand(process.argv[1]) })
+    // The first signal drains (issue 51): streams and long-polls end at once, the requests in flight
+    // finish. The second stops at once, the embedded PostgreSQL too (left running, it would hold the
+    // data dir's port and files); exit 1. A third, should that stop hang, exits as it is.
     let signals = 0
     const shutdown = (signal: string) => {
-      if (++signals > 1) {
-        log.warn({ signal }, 'second signal: exiting now')
-        process.exit(1)
+      if (++signals > 2) {
+        log.warn({ signal }, 'third signal: exiting now')
+        log.flush(() => process.exit(1))
+        return
       }
-      log.info({ signal }, 'shutting down: finishing in-flight requests')
+      if (signals > 1) {
+        log.warn({ signal }, 'second signal: stopping at once')
+        daemon.halt().then(
+          () => log.flush(() => process.exit(1)),
+          (err: unknown) => {
+            log.error({ err }, 'stopping at once failed')
+            log.flush(() => process.exit(1))
+          },
+        )
+        return
+      }
+      log.info(
+        { signal },
+        signal === 'SIGINT'
+          ? 'stopping: finishing the requests in flight; press Ctrl+C again to stop at once'
+          : `stopping: finishing the requests in flight; send ${signal} again to stop at once`,
+      )
       daemon.stop().then(
         () => log.flush(() => process.exit(0)),
         (err: unknown) => {

@@ -35,8 +35,17 @@ export interface Running {
   /** Where Prometheus scrapes this process (ends in /metrics), when metrics are on. */
   metricsUrl: string | undefined
   engine: Engine | undefined
-  /** Stops taking requests, lets in-flight ones finish, stops background work, closes the database. */
+  /**
+   * Stops taking requests (streams and long-polls end at once, what arrives on a connection still open
+   * is 503 shutting_down), lets the requests in flight finish, stops background work, closes the
+   * database (and stops the embedded server unless another osd process uses it).
+   */
   stop(): Promise<void>
+  /**
+   * Stops at once, whatever stop() is still waiting for (a second Ctrl+C; issue 51): connections cut,
+   * pools closed, and the embedded server stopped unless another osd process uses it.
+   */
+  halt(): Promise<void>
 }
 
 export interface DaemonOptions {
@@ -141,13 +150,16 @@ export async function startDaemon(
   if (empty && server) log.info({}, firstStartHint(config, options.osd ?? 'osd'))
 
   let stopping: Promise<void> | undefined
+  let halting: Promise<void> | undefined
   return {
     url,
     metricsUrl,
     engine,
     stop: () =>
       (stopping ??= (async () => {
-        shutdown.abort() // long-polls answer now rather than hold the shutdown
+        // Long-polls answer and event streams end now, and what comes after is refused (requestLog),
+        // rather than hold the shutdown.
+        shutdown.abort()
         if (server) await closeHttp(server, log)
         // The last requests' token uses wait for a batch that would find the database closed.
         await tokenUses.flush()
@@ -156,6 +168,18 @@ export async function startDaemon(
         await engine?.stop()
         await db.close()
         log.info({}, 'osd stopped')
+      })()),
+    halt: () =>
+      (halting ??= (async () => {
+        shutdown.abort()
+        for (const s of [server, metricsServer]) {
+          s?.close()
+          s?.closeAllConnections()
+        }
+        // The engine is not waited for: its work in flight fails with the pools, and is taken up again
+        // at the next start as after a crash (DESIGN 5).
+        await db.close({ now: true })
+        log.info({}, 'osd stopped at once')
       })()),
   }
 }
@@ -327,14 +351,21 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }
 
-/** Stops accepting connections and waits for in-flight requests; after 30 s the rest are cut. */
+/**
+ * Stops accepting connections and waits for in-flight requests; after 30 s the rest are cut. A
+ * connection is closed as soon as it is idle (issue 51): every answer given while osd stops says
+ * `Connection: close` (requestLog), but an event stream's went out before, and a scrape's never does;
+ * left to the keep-alive timeout (5 s), they would hold the stop that long after the last request.
+ */
 async function closeHttp(server: Server, log: Logger): Promise<void> {
   const force = setTimeout(() => {
     log.warn({}, 'requests still in flight after 30 s; closing their connections')
     server.closeAllConnections()
   }, 30_000)
+  const idle = setInterval(() => server.closeIdleConnections(), 100)
   await new Promise<void>((resolve) => server.close(() => resolve()))
   clearTimeout(force)
+  clearInterval(idle)
 }
 
 function formatHost(host: string): string {

@@ -119,6 +119,8 @@ export const errorStatus = {
   database_unavailable: 503,
   // 503: an archived run or chat whose archive file this process cannot read (OSD_ARCHIVE_DIR)
   archive_unavailable: 503,
+  // 503: osd is stopping (issue 51): the connection closes; ask again when it (or another) is back
+  shutting_down: 503,
 } as const
 
 export type ErrorCode = keyof typeof errorStatus

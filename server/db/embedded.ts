@@ -53,8 +53,14 @@ export interface EmbeddedServer {
   adminUrl: string
   /** Whether this process started the server. */
   started: boolean
-  /** Stops the server unless another client still uses it: the last process out stops it. */
-  stop(): Promise<void>
+  /**
+   * Stops the server unless another client still uses it: the last process out stops it. With `now`
+   * (osd stopping at once: a second Ctrl+C, issue 51) this process's own connections may still be
+   * there, a statement in flight not yet told its connection ended: only other osd processes (each
+   * holds a presence connection) keep the server running then, and `pg_ctl stop -m fast` ends the rest.
+   * Once: a second call waits for the first.
+   */
+  stop(options?: { now?: boolean }): Promise<void>
 }
 
 interface Credentials {
@@ -138,28 +144,30 @@ export async function useEmbeddedServer(
     await supervisor.start()
   }
 
+  let stopping: Promise<void> | undefined
+  const stop = async (now: boolean) => {
+    await supervisor?.stop()
+    await withFileLock(lockFile, async () => {
+      // A server that does not answer (it died, and this process stops supervising it) is left be.
+      const others = await (now ? otherPresences : otherClients)(presence).catch(() => undefined)
+      await presence.end()
+      if (others === undefined) {
+        log.warn({}, 'embedded PostgreSQL did not answer; not stopping it')
+        return
+      }
+      if (others > 0) {
+        log.info({ clients: others }, 'embedded PostgreSQL left running: other clients use it')
+        return
+      }
+      await pgCtl(bin, owner, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'])
+      log.info({}, 'embedded PostgreSQL stopped')
+    })
+  }
   return {
     url,
     adminUrl,
     started,
-    async stop() {
-      await supervisor?.stop()
-      await withFileLock(lockFile, async () => {
-        // A server that does not answer (it died, and this process stops supervising it) is left be.
-        const others = await otherClients(presence).catch(() => undefined)
-        await presence.end()
-        if (others === undefined) {
-          log.warn({}, 'embedded PostgreSQL did not answer; not stopping it')
-          return
-        }
-        if (others > 0) {
-          log.info({ clients: others }, 'embedded PostgreSQL left running: other clients use it')
-          return
-        }
-        await pgCtl(bin, owner, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'])
-        log.info({}, 'embedded PostgreSQL stopped')
-      })
-    },
+    stop: ({ now = false } = {}) => (stopping ??= stop(now)),
   }
 }
 
@@ -377,7 +385,11 @@ async function ensureDatabase(sql: postgres.Sql, owner: string): Promise<void> {
  * that finds nothing to do afterwards. In one transaction, so a start that fails half way leaves the
  * data dir as it was for the next one.
  */
-export async function handOver(superuserUrl: string, owner: string, log: EmbeddedLog): Promise<void> {
+export async function handOver(
+  superuserUrl: string,
+  owner: string,
+  log: EmbeddedLog,
+): Promise<void> {
   const sql = postgres(superuserUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
   try {
     const statements = await sql<{ statement: string }[]>`
@@ -446,6 +458,19 @@ async function otherClients(sql: postgres.Sql): Promise<number> {
     select count(*)::int as n
       from pg_stat_activity
      where backend_type = 'client backend' and pid <> pg_backend_pid()`
+  return row?.n ?? 0
+}
+
+/**
+ * Presence connections of other processes: the superuser's on the maintenance database, as every osd
+ * process holds one (an operator's psql as the superuser there counts too).
+ */
+async function otherPresences(sql: postgres.Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n
+      from pg_stat_activity
+     where backend_type = 'client backend' and pid <> pg_backend_pid()
+       and datname = current_database() and usename = current_user`
   return row?.n ?? 0
 }
 

@@ -8,7 +8,11 @@ export interface Database {
   location: string
   /** Another pool on the same database, for work kept apart from sql's (ended by close). */
   pool(options: { max: number; applicationName?: string }): Promise<Sql>
-  close(): Promise<void>
+  /**
+   * Ends the pools (their statements given 5 s; `now`: none) and, for the embedded server, stops it
+   * unless others use it (EmbeddedServer.stop).
+   */
+  close(options?: { now?: boolean }): Promise<void>
 }
 
 /** DATABASE_URL when set, else the embedded PostgreSQL in the data dir (DESIGN 1). */
@@ -25,14 +29,16 @@ export async function openDatabase(
       others.push(pool)
       return pool
     }
-  const endAll = (sql: Sql) => Promise.all([sql, ...others].map((pool) => pool.end({ timeout: 5 })))
+  // A pool ends once: a second call (close({now}) after close()) waits for the first's end, 5 s at most.
+  const endAll = (sql: Sql, now = false) =>
+    Promise.all([sql, ...others].map((pool) => pool.end({ timeout: now ? 0 : 5 })))
   if (config.databaseUrl) {
     const sql = await readySql(config.databaseUrl, options)
     return {
       sql,
       location: redact(config.databaseUrl),
       pool: poolOn(config.databaseUrl),
-      close: async () => void (await endAll(sql)),
+      close: async ({ now } = {}) => void (await endAll(sql, now)),
     }
   }
   const server = await useEmbeddedServer(config.dataDir, log)
@@ -41,9 +47,9 @@ export async function openDatabase(
     sql,
     location: `embedded PostgreSQL in ${config.dataDir}`,
     pool: poolOn(server.url),
-    async close() {
-      await endAll(sql)
-      await server.stop()
+    async close({ now } = {}) {
+      await endAll(sql, now)
+      await server.stop({ now })
     },
   }
 }

@@ -41,7 +41,7 @@ import { errorWriter, frameworkError } from './errors.js'
 import { requestLog } from './headers.js'
 import { finishDocument, isPublic, openApiDocument } from './document.js'
 import { KnownPaths, methodCheck } from './methods.js'
-import { createRouter, type Router } from './router.js'
+import { addErrorCodes, createRouter, type Responses, type Router } from './router.js'
 
 /**
  * The whole HTTP app, middleware and errors included (STYLE: createApp(deps)). Tests call
@@ -74,7 +74,7 @@ export function createApp(deps: AppDeps): Router {
   // costs on a hot read.
   app.use(
     '*',
-    requestLog(deps.log),
+    requestLog(deps.log, deps.shutdown),
     methodCheck(knownPaths),
     authenticate(
       deps.sql,
@@ -127,12 +127,7 @@ export function createApp(deps: AppDeps): Router {
     summary: 'This document',
     tags: ['service'],
     security: [],
-    responses: {
-      200: {
-        description: 'the OpenAPI 3.1 document of every route',
-        content: { 'application/json': { schema: { type: 'object' } } },
-      },
-    },
+    responses: openApiResponses() as never,
   })
   for (const definition of app.openAPIRegistry.definitions) {
     if (definition.type !== 'route') continue
@@ -147,4 +142,16 @@ export function createApp(deps: AppDeps): Router {
   app.notFound((c) => frameworkError(c, 404, 'Not Found'))
   app.onError(errorWriter(deps.log))
   return app
+}
+
+/** GET /v1/openapi.json's answers: the document, or 503 while osd stops (requestLog). */
+function openApiResponses(): Responses {
+  const responses: Responses = {
+    200: {
+      description: 'the OpenAPI 3.1 document of every route',
+      content: { 'application/json': { schema: { type: 'object' } } },
+    },
+  }
+  addErrorCodes(responses, ['shutting_down'])
+  return responses
 }

@@ -41,9 +41,11 @@ export function finishDocument(app: Router): void {
       addErrorCodes(responses, authRefusals(method, route.path))
       addFrameworkAnswer(responses, 401, 'no credential, or one that is wrong, revoked or expired')
     }
-    // Rate limits (http/limits.ts): per token or session, or per client address without one; the
-    // health checks a balancer polls are not counted.
-    if (!route.path.startsWith('/v1/health')) addErrorCodes(responses, ['rate_limited'])
+    // Rate limits (http/limits.ts): per token or session, or per client address without one; and the
+    // refusal while osd stops (headers.ts, requestLog). The health checks a balancer polls are neither
+    // counted nor refused.
+    if (!route.path.startsWith('/v1/health'))
+      addErrorCodes(responses, ['rate_limited', 'shutting_down'])
     // The body middleware reads a body sent to any method but GET, whatever the route takes.
     if (method !== 'GET') addErrorCodes(responses, ['invalid_json', 'body_too_large'])
     addFrameworkAnswer(

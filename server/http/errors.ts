@@ -55,6 +55,21 @@ export function errorWriter(log: Logger) {
   }
 }
 
+/** Seconds a caller is told to wait (Retry-After) while osd stops: about what a restart takes. */
+export const stoppingRetryAfterSeconds = 2
+
+/**
+ * 503 shutting_down, in the first error shape, with Retry-After and `Connection: close` (issue 51): a
+ * request that reached osd on a connection still open while it stops. Not served, so that a client that
+ * asks again at once (a long-poll, an event stream reconnecting) cannot keep osd from stopping.
+ */
+export function shuttingDown(c: Context): Response {
+  const err = new ApiError('shutting_down', 'osd is stopping; try again shortly.')
+  c.header('Retry-After', String(stoppingRetryAfterSeconds))
+  c.header('Connection', 'close')
+  return c.json(err.toBody(), 503)
+}
+
 /** 503 database_unavailable, in the first error shape, with Retry-After. */
 export function databaseUnavailable(c: Context): Response {
   const err = new ApiError(

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Logger } from '../log.js'
 import { metrics, metricsEnabled, routeTemplate } from '../metrics.js'
 import type { AppEnv } from './env.js'
-import { challengeUnauthorized } from './errors.js'
+import { challengeUnauthorized, shuttingDown } from './errors.js'
 
 /**
  * A request header. Under `osd serve` it is read from node's own request: c.req.header() makes the
@@ -24,8 +24,13 @@ export function requestHeader(c: Context, lowerCaseName: string): string | undef
  * A request id per request (taken from x-request-id when the caller sent a sane one), answered in
  * x-request-id and written with the request's line in the log; with metrics on, its duration is
  * observed by method, route template and status class (decided once here: off, nothing is added).
+ *
+ * Once `shutdown` aborts (osd stops; issue 51) a request is no longer served: 503 shutting_down, before
+ * its token is even read; the health probes still answer (readiness says osd stops). Every answer then,
+ * those of requests in flight too, closes its connection, so that no client holds osd up by asking
+ * again on a connection kept alive.
  */
-export function requestLog(log: Logger): MiddlewareHandler<AppEnv> {
+export function requestLog(log: Logger, shutdown?: AbortSignal): MiddlewareHandler<AppEnv> {
   const measured = metricsEnabled()
   return async (c, next) => {
     const started = performance.now()
@@ -33,7 +38,9 @@ export function requestLog(log: Logger): MiddlewareHandler<AppEnv> {
     const id = sent && sent.length <= 255 && !/[^\w\-=]/.test(sent) ? sent : crypto.randomUUID()
     c.set('requestId', id)
     c.header('x-request-id', id)
-    await next()
+    if (shutdown?.aborted && !c.req.path.startsWith('/v1/health')) c.res = shuttingDown(c)
+    else await next()
+    if (shutdown?.aborted) c.res.headers.set('Connection', 'close')
     // Every answer (issue 44): a browser never reads one as another type than it says.
     c.res.headers.set('X-Content-Type-Options', 'nosniff')
     challengeUnauthorized(c)

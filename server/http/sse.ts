@@ -34,7 +34,9 @@ export function sseAnswer(
 ): Response {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing
   if (!outgoing) return sseResponse(events, controller)
-  outgoing.writeHead(200, headers)
+  // Sent now, not with the first frame: a quiet stream (the feed with nothing new) is seen open at
+  // once rather than at its first ping, 15 s on.
+  outgoing.writeHead(200, headers).flushHeaders()
   outgoing.on('close', () => controller.abort())
   void (async () => {
     try {

@@ -1,10 +1,14 @@
 import { execa } from 'execa'
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { readFileSync } from 'node:fs'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { login } from '../../server/domain/people/index.js'
+import { readySql, type Sql } from '../../server/db/sql.js'
+import { createEnterprise } from '../../server/domain/enterprises/index.js'
+import { createToken, login } from '../../server/domain/people/index.js'
+import { allScopes } from '../../shared/scopes.js'
 import { packageVersion } from '../../shared/paths.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { osd, osdBin, startOsd } from '../helpers/processes.js'
@@ -437,12 +441,18 @@ describe('osd serve', { timeout: 60_000 }, () => {
     expect(res.stderr).toContain('everything')
   })
 
-  it('on SIGTERM stops taking requests, finishes the one in flight, then exits 0', async () => {
+  it('on SIGTERM stops taking requests, ends event streams at once, finishes the one in flight, then exits 0', async () => {
     const res = await osd(['admin', 'enterprise', 'create', '--name', 'Drain', '--json'], {
       DATABASE_URL: db.url,
     })
     const { token } = JSON.parse(res.stdout)
     const daemon = await startOsd({ DATABASE_URL: db.url })
+    // A follower of the event feed (issue 51): it must not hold the stop.
+    const stream = await fetch(`${daemon.url}/events`, {
+      headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+    })
+    expect(stream.status).toBe(200)
+    const streamEnded = stream.text().then(() => true)
 
     // Hold a lock the request needs, so it is truly in flight when the signal arrives.
     let release!: () => void
@@ -460,11 +470,119 @@ describe('osd serve', { timeout: 60_000 }, () => {
     await new Promise((r) => setTimeout(r, 300))
 
     await expect(fetch(`${daemon.url}/health`)).rejects.toThrow() // no longer taking requests
+    expect(await streamEnded).toBe(true) // while the request is still in flight
     release()
     await locking
     const answer = await inFlight
+    const answeredAt = Date.now()
     expect(answer.status).toBe(200)
     expect(await answer.json()).toEqual({ concurrentRunLimit: 10 })
     expect(await exited).toBe(0)
+    // Within 2 s of its last request on a quiet machine; a few on a loaded one.
+    expect(Date.now() - answeredAt).toBeLessThan(5000)
   })
+
+  // A real process: the signals, and the embedded server that runs in a session of its own. 23 s on a
+  // shared machine, most of it the embedded server's first start (initdb): 120 s for one slow core.
+  it('on a second Ctrl+C stops at once, the embedded PostgreSQL too, and exits 1 (issue 51)', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'osd-halt-'))
+    const pidFile = join(dataDir, 'pg', 'postmaster.pid')
+    const postmaster = async () =>
+      Number((await readFile(pidFile, 'utf8').catch(() => '0')).split('\n')[0])
+    let app: Sql | undefined
+    try {
+      const daemon = await startOsd({ DATABASE_URL: '' }, ['--data-dir', dataDir])
+      const pid = await postmaster()
+      expect(pid).toBeGreaterThan(0)
+      // As osd itself connects (embedded.json: the role osd_app), for a token and a lock.
+      const { app: role, port } = JSON.parse(await readFile(join(dataDir, 'embedded.json'), 'utf8'))
+      app = await readySql(
+        `postgres://${role.user}:${encodeURIComponent(role.password)}@127.0.0.1:${port}/osd`,
+        { max: 2 },
+      )
+      const made = await createEnterprise(app, { name: 'Halt' }, { mailDomain: 'osd.local' })
+      const { token } = await createToken(app, made.id, { name: 'all', scopes: allScopes })
+      const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+
+      const stream = await fetch(`${daemon.url}/events`, {
+        headers: { ...headers, accept: 'text/event-stream' },
+      })
+      expect(stream.status).toBe(200)
+      const streamEnded = stream.text().then(
+        () => true,
+        () => true,
+      )
+      // A real request in flight, held by a row lock, keeps the first Ctrl+C's drain going.
+      let release!: () => void
+      let locked!: () => void
+      const held = new Promise<void>((r) => (release = r))
+      const taken = new Promise<void>((r) => (locked = r))
+      const locking = app
+        .begin(async (tx) => {
+          await tx`select 1 from enterprises where id = ${made.id} for no key update`
+          locked()
+          await held
+        })
+        .catch(() => undefined)
+      await taken
+      const inFlight = fetch(`${daemon.url}/enterprise/concurrency`, {
+        method: 'PATCH',
+        headers,
+        body: JSON.stringify({ concurrentRunLimit: 3 }),
+      }).then(
+        async (r) =>
+          require('node:fs').appendFileSync('/tmp/stop51.log', r.status + (await r.text()) + '\n'),
+        (e) => require('node:fs').appendFileSync('/tmp/stop51.log', String(e) + '\n'),
+      )
+      await eventually(
+        async () =>
+          (await app!`select 1 from pg_locks where not granted and locktype = 'transactionid'`)
+            .length > 0,
+        10_000,
+        'the request to wait on the lock',
+      )
+
+      daemon.process.kill('SIGINT')
+      await eventually(
+        () => daemon.logs.some((l) => String(l.msg).includes('press Ctrl+C again to stop at once')),
+        5000,
+        'the first Ctrl+C to say how to stop at once',
+      )
+      expect(await streamEnded).toBe(true)
+      const secondAt = Date.now()
+      daemon.process.kill('SIGINT')
+      const result = await daemon.process
+      expect(result.exitCode).toBe(1)
+      expect(Date.now() - secondAt).toBeLessThan(10_000)
+      // No postgres of that data dir is left.
+      expect(await postmaster()).toBe(0)
+      expect(isRunning(pid)).toBe(false)
+      release()
+      await Promise.all([locking, inFlight])
+    } finally {
+      await app?.end({ timeout: 0 }).catch(() => undefined)
+      // A server a failed test left running goes with its data dir.
+      const left = await postmaster()
+      if (left > 0 && isRunning(left)) {
+        process.kill(left, 'SIGINT')
+        await eventually(() => !isRunning(left), 30_000, 'the postmaster to exit')
+      }
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 10 })
+    }
+  }, 120_000)
 })
+
+/** Whether the process runs: a zombie (exited, not yet reaped where PID 1 reaps none) does not. */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ...".
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return true
+  }
+}
