@@ -36,7 +36,7 @@ export const Gate = z
     decidedBy: z.string().nullable(),
     decidedByName: z.string().nullable().meta({
       description:
-        "who decided, in words (issue 51): the token's name for token:<id>, the person's name (or email, with none) for user:<id>; null where decidedBy says it itself (webhook, the run ending)",
+        "who decided, in words (issue 51): the token's name for token:<id>, the person's name for user:<id> (never their email; null when they gave no name); null where decidedBy says it itself (webhook, the run ending)",
     }),
     decidedAt: IsoTime.nullable(),
     createdAt: IsoTime,

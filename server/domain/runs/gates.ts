@@ -67,9 +67,10 @@ const uuidPattern = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 /**
  * Who an actor (`token:<id>`, `user:<id>`, as a caller records itself) is, in words (issue 51): the
- * token's name, of the enterprise's own tokens only; the person's name, or their email when they gave
- * none. Null for anything else (webhook, the run ending, a token since deleted). A gates reader holds
- * no scope that reads tokens or people (both are the portal's), so the answer names them itself.
+ * token's name, of the enterprise's own tokens only; the person's name, never their email (a token
+ * that reads gates, a CI job's, is no reader of people: the spec keeps people to the portal), so null
+ * for one who gave no name, as for anything else (webhook, the run ending, a token since deleted). A
+ * gates reader holds no scope that reads tokens or people, so the answer names them itself.
  * The patterns guard the casts: a malformed id reads as no one rather than failing the read.
  */
 const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
@@ -78,7 +79,7 @@ const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
       (select t.name from api_tokens t
         where t.id = substr(${actor}, 7)::uuid and t.enterprise_id = ${enterpriseId})
     when ${actor} ~ ${`^user:${uuidPattern}$`} then
-      (select coalesce(nullif(u.name, ''), u.email) from users u where u.id = substr(${actor}, 6)::uuid)
+      (select nullif(u.name, '') from users u where u.id = substr(${actor}, 6)::uuid)
   end`
 
 export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
