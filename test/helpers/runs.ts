@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { expect } from 'vitest'
 import { startEngine, type Engine } from '../../server/engine/index.js'
+import { loadModelSdks } from '../../server/engine/models/index.js'
 import type { Db } from '../../server/db/sql.js'
 import { startRun } from '../../server/domain/runs/index.js'
 import type { TestApp } from './app.js'
@@ -20,6 +21,9 @@ export async function startTestEngine(
   t: TestApp,
   options: Partial<Parameters<typeof startEngine>[0]> = {},
 ): Promise<Engine> {
+  // An engine loads the model SDKs as it starts, in the background; a test waits for them here, in
+  // its file's hook, so that no test's own time includes the import (seconds on a busy machine).
+  if (!options.providers) await loadModelSdks()
   return startEngine({ sql: t.sql, log: t.log, config: t.config, sealer: t.sealer, ...options })
 }
 
