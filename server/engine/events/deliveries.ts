@@ -73,8 +73,6 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
           inFlight,
           leaseSeconds,
         })
-        for (const d of claimed)
-          inFlight.set(d.subscriptionId, (inFlight.get(d.subscriptionId) ?? 0) + 1)
         return {
           claimed: claimed.map((delivery) => ({ id: delivery.id, wakeKey: '', delivery })),
           // Claimed as much as there was room for: there may be more.
@@ -83,6 +81,12 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
       },
       nextDue: () => nextDeliveryDue(sql),
       async execute({ delivery }, signal) {
+        // Counted when its sending starts and uncounted when it ends, not at the claim: a delivery
+        // whose lease lapsed while this engine was still sending it is claimed again by this engine
+        // and not sent twice (the lease loop lets the first sending go on), so a count made at the
+        // claim went up for it and never came back down, and the subscription lost a slot for good.
+        // Synchronous up to here: the next claim of the same pass already sees it.
+        inFlight.set(delivery.subscriptionId, (inFlight.get(delivery.subscriptionId) ?? 0) + 1)
         try {
           await deliver(options, post, timeoutMs, delivery, signal)
         } finally {
