@@ -19,6 +19,8 @@
 // runs too, so the comparison leans against metrics. In the split layouts each engine process has
 // /metrics on, and its runs ended (osd_runs_ended_total) before and after each round tell its share of
 // the work (issue 43: each of two engines should do 35-65%, and two at least as many runs/s as one).
+// BENCH_FEED=ab: each scenario's rounds with the event feed and without it, in turn (issue 47's
+// target: the feed costs at most 5% of done/s); see scenarioWithoutFeed.
 import { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
 import {
@@ -41,6 +43,8 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const latencyRuns = Number(process.env.BENCH_LATENCY_RUNS ?? 200)
 const rate = Number(process.env.BENCH_RATE ?? 1000)
 // BENCH_ONLY=webhook (or API, "1 engine", ...): only the scenarios whose name contains it.
+/** BENCH_FEED=ab: each scenario with the event feed and without it, in turn (issue 47). */
+const feedAB = process.env.BENCH_FEED === 'ab'
 const wanted = (name: string) => !process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)
 
 type Request = { method?: string; path: string; headers: Record<string, string>; body?: string }
@@ -233,12 +237,42 @@ const baseline: number[] = []
 async function scenario(name: string, start: (n: number) => Request) {
   if (!wanted(name)) return
   const s: Scenario = { name, loads: [], paced: [], latencies: [] }
+  if (feedAB) return scenarioWithoutFeed(s, start)
   for (let round = 0; round < rounds; round++) {
     s.loads.push(await underLoad(start))
     s.paced.push(await underLoad(start, paced))
   }
   s.latencies = await oneAtATime(start)
   scenarios.push(s)
+}
+
+/**
+ * BENCH_FEED=ab: each round twice, with the event feed and without it, in turn (which goes first
+ * alternates by round), on the same processes and database. Without it: the trigger that copies a
+ * run's events into the feed's inbox (run_events_feed, migration 0033) is disabled, so runs write no
+ * inbox rows and the sequencer has none to move; what is left of the feed is its passes woken for
+ * nothing (an empty inbox read), counted in the figures without. Only this script turns it off.
+ */
+async function scenarioWithoutFeed(s: Scenario, start: (n: number) => Request) {
+  const off: Scenario = { name: `${s.name}, feed off`, loads: [], paced: [], latencies: [] }
+  for (let round = 0; round < rounds; round++)
+    for (const feed of round % 2 === 0 ? [true, false] : [false, true]) {
+      await setFeed(feed)
+      const into = feed ? s : off
+      into.loads.push(await underLoad(start))
+      into.paced.push(await underLoad(start, paced))
+    }
+  await setFeed(false)
+  off.latencies = await oneAtATime(start)
+  await setFeed(true)
+  s.latencies = await oneAtATime(start)
+  scenarios.push(s, off)
+}
+
+async function setFeed(on: boolean) {
+  await daemon.sql.unsafe(
+    `alter table run_events ${on ? 'enable' : 'disable'} trigger run_events_feed`,
+  )
 }
 
 for (let round = 0; round < rounds; round++) {
@@ -300,13 +334,14 @@ await metered?.stop()
 await daemon.close()
 
 const m = (values: number[], digits = 0) => median(values).toFixed(digits)
+const nameWidth = Math.max(32, ...scenarios.map((s) => s.name.length))
 const base = median(baseline)
 console.log(
   `\nbench:runs  ${rounds} rounds of ${seconds} s, ${concurrency} in flight, ${taskCount} deterministic tasks, embedded PostgreSQL`,
 )
 console.log(`baseline: GET /v1/runs/{id}/os-tool ${base.toFixed(0)} req/s (one process)\n`)
 console.log(
-  'scenario'.padEnd(32),
+  'scenario'.padEnd(nameWidth),
   'starts/s'.padStart(9),
   'x base'.padStart(7),
   'done/s'.padStart(7),
@@ -324,7 +359,7 @@ console.log(
 for (const s of scenarios) {
   const perSecond = s.loads.map((l) => l.perSecond)
   console.log(
-    s.name.padEnd(32),
+    s.name.padEnd(nameWidth),
     m(perSecond).padStart(9),
     (median(perSecond) / base).toFixed(2).padStart(7),
     m(s.loads.map((l) => l.succeededPerSecond)).padStart(7),

@@ -125,10 +125,15 @@ export async function startDaemon(
   // Chat replies have a pool of their own (EngineOptions.chatSql), so they never hold dispatch's.
   const chatSql =
     config.role === 'api' ? undefined : await db.pool({ max: 8, applicationName: 'osd chats' })
+  // Event deliveries too (EngineOptions.deliverySql): their POSTs hold no connection, their statements
+  // a few, and never dispatch's.
+  const deliverySql =
+    config.role === 'api' ? undefined : await db.pool({ max: 4, applicationName: 'osd deliveries' })
   const engine = chatSql
     ? await startEngine({
         sql: db.sql,
         chatSql,
+        deliverySql,
         log,
         config,
         sealer: deps.sealer,
@@ -141,7 +146,12 @@ export async function startDaemon(
   const metricsServer =
     config.metricsPort === undefined
       ? undefined
-      : await listenMetrics(config, db.sql, { main: db.sql, chats: chatSql }, log)
+      : await listenMetrics(
+          config,
+          db.sql,
+          { main: db.sql, chats: chatSql, deliveries: deliverySql },
+          log,
+        )
   const metricsUrl =
     metricsServer &&
     `http://${formatHost(config.metricsHost)}:${(metricsServer.address() as AddressInfo).port}/metrics`

@@ -37,6 +37,11 @@ export interface EngineOptions {
    * connections run dispatch needs.
    */
   chatSql?: Sql
+  /**
+   * The pool of event deliveries' statements (sql unless given). Apart in osd serve: a subscription
+   * sends 16 at once, and a busy one's statements would otherwise queue in front of run dispatch's.
+   */
+  deliverySql?: Sql
   log: Logger
   config: Pick<Config, 'providerBaseUrls' | 'providerBOAuth' | 'leaseSeconds'> &
     Partial<
@@ -146,6 +151,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     config,
     sweepMs: options.sweepMs,
     deliveries: options.deliveries,
+    deliverySql: options.deliverySql,
   })
   // Said once, here (issue 47): mail is off unless configured.
   if (!events.mailer)

@@ -27,6 +27,8 @@ export interface EventWorkOptions {
   engineId: string
   config: Partial<Pick<Config, 'egress' | 'publicUrl' | 'smtpUrl' | 'mailFrom' | 'leaseSeconds'>>
   sweepMs?: number
+  /** The delivery loop's pool (sql unless given: engine/index.ts EngineOptions.deliverySql). */
+  deliverySql?: Sql
   /** The delivery loop's limits and timeout (its defaults unless told: tests make them small). */
   deliveries?: Pick<DeliveryLoopOptions, 'maxInFlight' | 'perSubscription' | 'timeoutMs'>
 }
@@ -35,7 +37,7 @@ export async function startEventWork(options: EventWorkOptions): Promise<EventWo
   const { sql, log, sealer, engineId, config } = options
   const leaseSeconds = config.leaseSeconds
   const deliveries = new DeliveryLoop({
-    sql,
+    sql: options.deliverySql ?? sql,
     log,
     sealer,
     engineId,
