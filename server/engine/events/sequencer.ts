@@ -64,11 +64,14 @@ export class FeedSequencer {
     }
     this.passing = true
     const since = performance.now() - this.lastPassAt
-    const go = () => {
-      this.running = this.pass()
-    }
-    if (since < gapUnderLoadMs) setTimeout(go, gapUnderLoadMs - since)
-    else setImmediate(go)
+    // The pass's promise from the moment it is planned, not from when it starts: stop() awaits it,
+    // and awaiting the last pass's (long settled) while this one waited for its timer spun stop() in
+    // microtasks that never let the timer fire (a full test run hung at 100% CPU in engine.stop()).
+    this.running = new Promise<void>((resolve) => {
+      const go = () => void this.pass().finally(resolve)
+      if (since < gapUnderLoadMs) setTimeout(go, gapUnderLoadMs - since)
+      else setImmediate(go)
+    })
   }
 
   private async pass(): Promise<void> {
@@ -115,6 +118,7 @@ export class FeedSequencer {
     clearTimeout(this.firstPrune)
     clearTimeout(this.retry)
     await Promise.all(this.listeners.map((l) => l.unlisten().catch(() => undefined)))
-    while (this.passing) await (this.running ?? new Promise((r) => setTimeout(r, 5)))
+    // No pass is planned once stopped (wake), and the one planned or under way ends its loops at once.
+    await this.running
   }
 }

@@ -225,3 +225,20 @@ describe('what a reader sees', () => {
     expect(ahead.next).toBe(2)
   })
 })
+
+describe('the feed sequencer', () => {
+  it('stops while a pass is planned but not yet begun (it spun in microtasks before: a hung run)', async () => {
+    const { FeedSequencer } = await import('../../../server/engine/events/index.js')
+    const sequencer = new FeedSequencer({ sql: t.sql, log: t.log, mail: false, sweepMs: 60_000 })
+    await sequencer.start()
+    // Right after a pass ends, a wake plans the next on a 3 ms timer (gapUnderLoadMs); stop() comes
+    // before the timer fires.
+    const passing = () => (sequencer as unknown as { passing: boolean }).passing
+    sequencer.wake()
+    while (passing()) await new Promise((r) => setImmediate(r))
+    sequencer.wake()
+    await sequencer.stop()
+    sequencer.wake() // nothing planned once stopped
+    await sequencer.stop()
+  })
+})
