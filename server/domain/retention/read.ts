@@ -15,6 +15,7 @@ import {
   type MessageRow,
 } from '../chats/index.js'
 import {
+  actorNames,
   forksOf,
   getRunDetail,
   getRunLog,
@@ -179,8 +180,19 @@ export async function archivedRunDetail(
   ])
   const events = record.events.map((e) => revive<EventRow & { id: string }>(e))
   const after = afterEventId ? events.findIndex((e) => e.id === afterEventId) : -1
-  const gates = record.gates
-    .map((g) => ({ ...revive<GateRow>(g), taskSlug: run.taskSlug }))
+  const kept = record.gates.map((g) => revive<GateRow>(g))
+  // Who decided, in words, read now (as for a live gate): the archive kept only decidedBy.
+  const names = await actorNames(
+    db,
+    enterpriseId,
+    kept.flatMap((g) => (g.decidedBy ? [g.decidedBy] : [])),
+  )
+  const gates = kept
+    .map((g) => ({
+      ...g,
+      taskSlug: run.taskSlug,
+      decidedByName: g.decidedBy ? (names.get(g.decidedBy) ?? null) : null,
+    }))
     .sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1))
   const previous = run.previousRunId ? execution.find((r) => r.id === run.previousRunId) : undefined
   const next = execution

@@ -82,6 +82,23 @@ const actorName = (db: Db, actor: Fragment, enterpriseId: Fragment) => db`
       (select nullif(u.name, '') from users u where u.id = substr(${actor}, 6)::uuid)
   end`
 
+/**
+ * The names of these actors, as gateColumns reads them for live gates (actorName): for gates read back
+ * from the archive (retention), whose rows kept only who decided.
+ */
+export async function actorNames(
+  db: Db,
+  enterpriseId: string,
+  actors: string[],
+): Promise<Map<string, string | null>> {
+  const wanted = [...new Set(actors)]
+  if (wanted.length === 0) return new Map()
+  const rows = await db<{ actor: string; name: string | null }[]>`
+    select a.actor, ${actorName(db, db`a.actor`, db`${enterpriseId}::uuid`)} as name
+      from unnest(${wanted}::text[]) as a(actor)`
+  return new Map(rows.map((r) => [r.actor, r.name]))
+}
+
 export async function listRunGates(db: Db, enterpriseId: string, runId: string): Promise<Gate[]> {
   const rows = await db<GateRow[]>`
     select ${gateColumns(db)} from gates g where g.enterprise_id = ${enterpriseId} and g.run_id = ${runId}

@@ -82,7 +82,7 @@ export { transition } from './transitions.js'
 
 // For other concepts of the domain.
 export { type EventRow, toEvent } from './events.js'
-export { toGate, type GateRow, gateColumns } from './gates.js'
+export { actorNames, toGate, type GateRow, gateColumns } from './gates.js'
 export { decidedGates, tellRun, clip } from './history.js'
 export { onRunOutcomes, type RunOutcome } from './outcomes.js'
 export { runNotFound, type MemoryScope } from './rows.js'
