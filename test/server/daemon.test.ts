@@ -19,7 +19,9 @@ beforeAll(async () => {
   db = await createTestDatabase()
 })
 
-describe('osd admin (DESIGN 8)', { timeout: 60_000 }, () => {
+// Each test runs osd admin a few times; resetting a password took 27 s in a full run on two quiet
+// cores (twice that on one).
+describe('osd admin (DESIGN 8)', { timeout: 150_000 }, () => {
   // Each test here starts real osd processes: up to 16 s each under `taskset -c 0 npm test` (issue 40).
   it('creates an enterprise with a token holding every scope', async () => {
     const res = await osd(['admin', 'enterprise', 'create', '--name', 'Admin Made', '--json'], {
