@@ -10,7 +10,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Pool } from 'undici'
-import { api, benchDaemon, percentile } from './bench-lib.js'
+import { api, benchDaemon, followStream, percentile } from './bench-lib.js'
 
 const rate = Number(process.env.BENCH_RATE ?? 100)
 const seconds = Number(process.env.BENCH_SECONDS ?? 10)
@@ -54,34 +54,10 @@ await call('POST', '/event-subscriptions', {
 })
 
 // The stream reader.
-const origin = new URL(daemon.url)
-const client = new Pool(origin.origin, { connections: 2 })
-const controller = new AbortController()
-const res = await client.request({
-  method: 'GET',
-  path: `${origin.pathname}/events?types=gate.waiting`,
-  headers: { authorization: `Bearer ${daemon.token}`, accept: 'text/event-stream' },
-  signal: controller.signal,
-})
-if (res.statusCode !== 200) throw new Error(`GET /v1/events: ${res.statusCode}`)
-let pending = ''
-res.body.setEncoding('utf8')
-res.body.on('data', (chunk: string) => {
-  pending += chunk
-  let end: number
-  while ((end = pending.indexOf('\n\n')) !== -1) {
-    const frame = pending.slice(0, end)
-    pending = pending.slice(end + 2)
-    const data = /^data: (.*)$/m.exec(frame)?.[1]
-    if (!data) continue
-    try {
-      seen(onStream, JSON.parse(data).subject?.gateId)
-    } catch {
-      // a comment or keep-alive
-    }
-  }
-})
-res.body.on('error', () => undefined)
+const client = new Pool(new URL(daemon.url).origin, { connections: 2 })
+const stopReading = await followStream(client, daemon, '/events?types=gate.waiting', (_, data) =>
+  seen(onStream, data.subject?.gateId),
+)
 
 // Open the gates at the rate, each on time whatever the one before took.
 const total = rate * seconds
@@ -121,7 +97,7 @@ console.log(`${total} gates at ${rate}/s`)
 report('stream', onStream)
 report('post', posted)
 
-controller.abort()
+stopReading()
 await client.close().catch(() => undefined)
 receiver.close()
 await daemon.close()

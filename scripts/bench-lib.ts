@@ -339,24 +339,25 @@ export function percentile(values: number[], p: number): number {
 }
 
 /**
- * Follows GET /v1/chats/{id}/events through `client` (a Pool to the API's origin): `onEvent` gets each
- * event's name and parsed data, at the moment it arrives. Answers the function that ends it.
+ * Follows an event stream of the API (a path under /v1) through `client` (a Pool to the API's origin):
+ * `onEvent` gets each event's name (`message` when it has none) and parsed data, at the moment it
+ * arrives; comments and keep-alives are skipped. Answers the function that ends it.
  */
-export async function followChatEvents(
+export async function followStream(
   client: Pool,
   daemon: Pick<BenchDaemon, 'url' | 'token'>,
-  chatId: string,
+  path: string,
   onEvent: (event: string, data: any) => void,
 ): Promise<() => void> {
   const prefix = new URL(daemon.url).pathname
   const controller = new AbortController()
   const res = await client.request({
     method: 'GET',
-    path: `${prefix}/chats/${chatId}/events`,
-    headers: { authorization: `Bearer ${daemon.token}` },
+    path: `${prefix}${path}`,
+    headers: { authorization: `Bearer ${daemon.token}`, accept: 'text/event-stream' },
     signal: controller.signal,
   })
-  if (res.statusCode !== 200) throw new Error(`GET events: ${res.statusCode}`)
+  if (res.statusCode !== 200) throw new Error(`GET ${path}: ${res.statusCode}`)
   let pending = ''
   res.body.setEncoding('utf8')
   res.body.on('data', (chunk: string) => {
@@ -365,11 +366,21 @@ export async function followChatEvents(
     while ((end = pending.indexOf('\n\n')) !== -1) {
       const frame = pending.slice(0, end)
       pending = pending.slice(end + 2)
-      const name = /^event: (.*)$/m.exec(frame)?.[1]
+      const name = /^event: (.*)$/m.exec(frame)?.[1] ?? 'message'
       const data = /^data: (.*)$/m.exec(frame)?.[1]
-      if (name && data) onEvent(name, JSON.parse(data))
+      if (data) onEvent(name, JSON.parse(data))
     }
   })
   res.body.on('error', () => undefined)
   return () => controller.abort()
+}
+
+/** Follows GET /v1/chats/{id}/events (followStream). */
+export function followChatEvents(
+  client: Pool,
+  daemon: Pick<BenchDaemon, 'url' | 'token'>,
+  chatId: string,
+  onEvent: (event: string, data: any) => void,
+): Promise<() => void> {
+  return followStream(client, daemon, `/chats/${chatId}/events`, onEvent)
 }
