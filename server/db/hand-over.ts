@@ -1,5 +1,4 @@
 import postgres from 'postgres'
-import type { EmbeddedLog } from './embedded.js'
 
 // The hand-over of an older data dir's objects to osd's own role (issue 41), apart from the embedded
 // server's start (embedded.ts), which calls it: also used by tests that give a cloned database to a role.
@@ -14,7 +13,7 @@ import type { EmbeddedLog } from './embedded.js'
 export async function handOver(
   superuserUrl: string,
   owner: string,
-  log: EmbeddedLog,
+  log: { info(obj: object, msg?: string): void },
 ): Promise<void> {
   const sql = postgres(superuserUrl, { max: 1, onnotice: () => undefined, connect_timeout: 30 })
   try {
