@@ -3,7 +3,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { exitCodes } from '../../cli/errors.js'
 import { createToken } from '../../server/domain/people/index.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
@@ -79,7 +79,7 @@ describe('exit 3: osd out of reach, or the URL is wrong', () => {
       res.writeHead(502, { 'content-type': 'text/html' }).end('<h1>502 Bad Gateway</h1>'),
     )
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
-    afterAll(() => new Promise((resolve) => proxy.close(resolve)))
+    onTestFinished(() => new Promise<void>((resolve) => proxy.close(() => resolve())))
     const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`
     const res = await osctl(['tasks', 'list'], { ...env, OSCTL_URL: url })
     expect(res.exitCode).toBe(exitCodes.unreachable)

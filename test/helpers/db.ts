@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
-import { afterAll, inject } from 'vitest'
+import { inject } from 'vitest'
 import { readySql, type Sql } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
+import { afterFile } from './after-file.js'
 
 export interface TestDatabase {
   sql: Sql
@@ -21,7 +22,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   await admin.unsafe(`create database "${name}" template "${inject('templateDb')}"`)
   const url = withDatabase(adminUrl, name)
   const sql = await readySql(url, { max: 10 })
-  afterAll(async () => {
+  afterFile(async () => {
     await sql.end({ timeout: 5 })
     await admin.unsafe(`drop database if exists "${name}" with (force)`)
     await admin.end()

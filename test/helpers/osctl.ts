@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import type { Command } from 'commander'
-import { afterAll, expect } from 'vitest'
+import { expect } from 'vitest'
 import { makeDeps } from '../../cli/deps.js'
 import { makeOutput } from '../../cli/output.js'
 import { buildProgram } from '../../cli/program.js'
@@ -14,6 +14,7 @@ import type { Logger } from '../../server/log.js'
 import { startDaemon, type DaemonOptions, type Running } from '../../server/serve.js'
 import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
 import { createTestDatabase, type TestDatabase } from './db.js'
+import { afterFile } from './after-file.js'
 
 // osctl in process (STYLE: CLI actions are tested in process; issue 28): the command tree that
 // bin/osctl runs, built and parsing a command line as cli/run.ts does (the modules of the command it
@@ -178,7 +179,7 @@ export async function startCliDaemon(
   const db = await createTestDatabase()
   const enterprise = await createTestEnterprise(db.sql, enterpriseName, { mailDomain: 'osd.local' })
   const running = await serveInProcess(db, daemonEnv)
-  afterAll(() => running.stop())
+  afterFile(() => running.stop())
   const env = {
     OSCTL_CONFIG_DIR: await mkdtemp(join(tmpdir(), 'osctl-')),
     OSCTL_URL: running.url!,

@@ -40,8 +40,9 @@ export function cheapPasswordHashes(log2N = 10): void {
 }
 
 /**
- * cheapPasswordHashes for every test of the file (each file runs in a process of its own), for files
- * of people brought in and signed in whose tests are not about the cost of a hash.
+ * cheapPasswordHashes for every test of the file, and back after it (the next file of its worker keeps
+ * its modules), for files of people brought in and signed in whose tests are not about the cost of a
+ * hash.
  */
 export function cheapPasswordHashesInFile(): void {
   let before = passwordCost.log2N

@@ -1,3 +1,4 @@
+import { afterFile } from './after-file.js'
 import { randomUUID } from 'node:crypto'
 import { expect } from 'vitest'
 import { startEngine, type Engine } from '../../server/engine/index.js'
@@ -24,7 +25,18 @@ export async function startTestEngine(
   // An engine loads the model SDKs as it starts, in the background; a test waits for them here, in
   // its file's hook, so that no test's own time includes the import (seconds on a busy machine).
   if (!options.providers) await loadModelSdks()
-  return startEngine({ sql: t.sql, log: t.log, config: t.config, sealer: t.sealer, ...options })
+  const engine = await startEngine({
+    sql: t.sql,
+    log: t.log,
+    config: t.config,
+    sealer: t.sealer,
+    ...options,
+  })
+  // Stopped after the file at the latest, once however often a test stops it too.
+  let stopping: Promise<void> | undefined
+  const stop = () => (stopping ??= engine.stop())
+  afterFile(stop)
+  return { ...engine, stop }
 }
 
 /** Follows a run with the long-poll until its status is one of `statuses`; answers the run detail. */

@@ -18,7 +18,7 @@ import { apiStart } from '../../helpers/runs.js'
 // What a run's end reports to learning (memory impact, self-improvement; DESIGN 10) is registered by
 // installLearning, which createApp and startEngine call. A process that forgot it ended runs and
 // skipped both without a word (issue 43): its ends now fail. This file makes no app and no engine, so
-// nothing is registered until the last test registers it (each test file runs in a process of its
+// nothing is registered until the last test registers it (this file runs in a process of its
 // own).
 
 let db: TestDatabase

@@ -1,0 +1,4 @@
+import { afterEachFile } from './helpers/after-file.js'
+
+// Before every test file (vitest.config.ts setupFiles).
+afterEachFile()
