@@ -143,8 +143,9 @@ export class ApiClient {
     return res.body
   }
 
-  get<T = unknown>(path: string, query?: Query): Promise<T> {
-    return this.request<T>('GET', path, { query })
+  /** A GET; the signal ends it (a follow stopped by Ctrl+C ends its long-poll at once). */
+  get<T = unknown>(path: string, query?: Query, signal?: AbortSignal): Promise<T> {
+    return this.request<T>('GET', path, { query, signal })
   }
   post<T = unknown>(path: string, body?: unknown): Promise<T> {
     return this.request<T>('POST', path, { body })

@@ -39,6 +39,11 @@ export interface Deps {
   password(question: string): Promise<string | undefined>
   /** Reads all of standard input (for `-f -`). */
   stdin(): Promise<string>
+  /**
+   * Calls `listener` on Ctrl+C (SIGINT) instead of letting it end the process, until the function
+   * answered is called: a follow of a run then says how to follow it again (issue 51).
+   */
+  onInterrupt(listener: () => void): () => void
 }
 
 /**
@@ -119,6 +124,10 @@ export function makeDeps(
       const chunks: Buffer[] = []
       for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
       return Buffer.concat(chunks).toString('utf8')
+    },
+    onInterrupt(listener) {
+      process.on('SIGINT', listener)
+      return () => void process.off('SIGINT', listener)
     },
   }
 }

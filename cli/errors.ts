@@ -1,7 +1,8 @@
 // Exit codes (DESIGN 9; issue 51: a pipeline tells failures apart by them): 0 success, 1 the run failed
 // or the API refused, 2 usage error or cancelled, 3 osd could not be reached or the URL is wrong (and
 // any failure of `osctl diff`, kubectl's shape: its 1 means "something would change"), 4 no or bad
-// credentials (401, 403), 8 still pending (a wait ran out of time).
+// credentials (401, 403), 8 still pending (a wait ran out of time), 130 a follow stopped by Ctrl+C (the
+// shell's 128 + SIGINT; the run goes on).
 export const exitCodes = {
   ok: 0,
   failed: 1,
@@ -9,6 +10,7 @@ export const exitCodes = {
   unreachable: 3,
   auth: 4,
   pending: 8,
+  interrupted: 130,
 } as const
 
 /**
@@ -40,6 +42,11 @@ export const exitCodeTable: Record<
   pending: {
     meaning: "still pending: a wait's timeout passed first (the run or gate carries on in osd)",
     commands: ['runs wait', 'runs start', 'runs fork', 'wait run', 'wait gate'],
+  },
+  interrupted: {
+    meaning:
+      'Ctrl+C while following a run: osctl stopped following, the run goes on in osd (stderr names `osctl runs watch ID` to follow it again)',
+    commands: ['runs start', 'runs wait', 'runs watch', 'runs fork', 'wait run'],
   },
 }
 

@@ -1,7 +1,7 @@
 import { finishedStatuses } from '../shared/values.js'
 import type { Run, RunDetail, RunEvent, RunStatus } from '../shared/schemas/runs.js'
 import type { ApiClient } from './client.js'
-import { ApiRequestError, UnreachableError, exitCodes } from './errors.js'
+import { ApiRequestError, CliError, UnreachableError, exitCodes } from './errors.js'
 
 /** How long one read holds for a new event (the daemon allows up to 30 s; DESIGN 5). */
 export const longPollSeconds = 25
@@ -32,6 +32,8 @@ export interface FollowOptions {
   maxOutageSeconds?: number
   now?: () => number
   sleep?: (ms: number) => Promise<void>
+  /** Ends the follow at once, its long-poll with it (Ctrl+C): followRun then throws the reason. */
+  signal?: AbortSignal
 }
 
 export interface FollowResult {
@@ -66,7 +68,18 @@ export async function followRun(
   const now = options.now ?? Date.now
   const deadline =
     options.timeoutSeconds === undefined ? Infinity : now() + options.timeoutSeconds * 1000
-  const sleep = options.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)))
+  const signal = options.signal
+  const pause = options.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms)))
+  // A pause ends when the follow is stopped, so Ctrl+C during a retry's wait answers at once.
+  const sleep = async (ms: number) => {
+    if (signal) {
+      await Promise.race([
+        pause(ms),
+        new Promise((r) => signal.addEventListener('abort', r, { once: true })),
+      ])
+      signal.throwIfAborted()
+    } else await pause(ms)
+  }
   const maxOutageMs = (options.maxOutageSeconds ?? 120) * 1000
   const seen = new Set<string>()
   let after: string | undefined
@@ -81,8 +94,14 @@ export async function followRun(
       hold && after ? Math.max(1, Math.min(longPollSeconds, remainingSeconds)) : undefined
     let detail: RunDetail
     try {
-      detail = await client.get<RunDetail>(`/runs/${runId}`, { afterEventId: after, waitSeconds })
+      signal?.throwIfAborted()
+      detail = await client.get<RunDetail>(
+        `/runs/${runId}`,
+        { afterEventId: after, waitSeconds },
+        signal,
+      )
     } catch (err) {
+      signal?.throwIfAborted()
       if (!isPassing(err)) throw err
       outageSince ??= now()
       const delayMs = Math.min(5000, 500 * 2 ** failures++)
@@ -108,6 +127,31 @@ export async function followRun(
     // A run without a single event cannot be long-polled (the hold needs an event to read after); it
     // has none only for the instant before its creation event commits.
     if (!after) await sleep(500)
+  }
+}
+
+/**
+ * A follow of run `runId` that Ctrl+C stops (issue 51): the run goes on in osd, so osctl says so and
+ * names the command that follows it again, exit 130 (the shell's for SIGINT). Until `work` ends,
+ * Ctrl+C aborts the signal it is given instead of ending the process; afterwards it ends it again.
+ */
+export async function interruptible<T>(
+  onInterrupt: (listener: () => void) => () => void,
+  runId: string,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const stopped = new AbortController()
+  const stopListening = onInterrupt(() => stopped.abort())
+  try {
+    return await work(stopped.signal)
+  } catch (err) {
+    if (!stopped.signal.aborted) throw err
+    throw Object.assign(
+      new CliError(`stopped following run ${runId}: the run goes on in osd`, exitCodes.interrupted),
+      { hint: `follow it again with: osctl runs watch ${runId}` },
+    )
+  } finally {
+    stopListening()
   }
 }
 

@@ -11,6 +11,9 @@ exitQuietlyWhenReaderGoes()
 const args = process.argv.slice(2)
 if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
   process.stdout.write(`${packageVersion}\n`)
+} else if (args[0] === '__complete') {
+  // What the completion script asks for as Tab is pressed (cli/complete.ts): no command tree.
+  await (await import('./complete.js')).runComplete(args.slice(1), process.stdout)
 } else {
   await import('./run.js')
 }

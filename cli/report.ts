@@ -68,6 +68,7 @@ export const errorCodes: Record<number, string> = {
   [exitCodes.unreachable]: 'unreachable',
   [exitCodes.auth]: 'credentials',
   [exitCodes.pending]: 'pending',
+  [exitCodes.interrupted]: 'interrupted',
 }
 
 function errorBody(exitCode: number, message: string, hint?: string, code?: string) {

@@ -9,7 +9,7 @@ import { actionOf, confirmDestructive, examples, type MakeDeps } from '../comman
 import type { Deps } from '../deps.js'
 import { ApiRequestError, UsageError, afterAnswer, exitCodes } from '../errors.js'
 import { formatEvent } from '../events.js'
-import { followRun, waitExitCode, type FollowResult } from '../follow.js'
+import { followRun, interruptible, waitExitCode, type FollowResult } from '../follow.js'
 import { checkRunInput, collect, readInput } from '../inputs.js'
 import {
   colour,
@@ -128,23 +128,28 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
   let waitingAt: WaitingGate | undefined
   const told = new Set<string>()
   try {
-    return await followRun(deps.client(), id, {
-      timeoutSeconds: timeout,
-      onEvent: (event) => {
-        // On stderr: fitted to the terminal when stderr is one, else whole (issue 51).
-        spinner.line(formatEvent(event, { isTTY: deps.out.errorIsTTY, columns: deps.out.columns }))
-        waitingAt = gateOf(event)
-      },
-      onRun: (run) => {
-        spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`)
-        if (waitingAt && !told.has(waitingAt.id)) {
-          told.add(waitingAt.id)
-          spinner.line(gateNote(waitingAt))
-        }
-      },
-      onRetry: (err, ms) =>
-        spinner.line(`${err.message}; reading again in ${(ms / 1000).toFixed(1)}s`),
-    })
+    return await interruptible(deps.onInterrupt, id, (signal) =>
+      followRun(deps.client(), id, {
+        signal,
+        timeoutSeconds: timeout,
+        onEvent: (event) => {
+          // On stderr: fitted to the terminal when stderr is one, else whole (issue 51).
+          spinner.line(
+            formatEvent(event, { isTTY: deps.out.errorIsTTY, columns: deps.out.columns }),
+          )
+          waitingAt = gateOf(event)
+        },
+        onRun: (run) => {
+          spinner.update(`run ${run.id.slice(0, 8)} ${run.status}`)
+          if (waitingAt && !told.has(waitingAt.id)) {
+            told.add(waitingAt.id)
+            spinner.line(gateNote(waitingAt))
+          }
+        },
+        onRetry: (err, ms) =>
+          spinner.line(`${err.message}; reading again in ${(ms / 1000).toFixed(1)}s`),
+      }),
+    )
   } finally {
     spinner.stop()
   }

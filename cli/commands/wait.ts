@@ -10,7 +10,7 @@ import {
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError, afterAnswer, exitCodes } from '../errors.js'
-import { followRun, isPassing } from '../follow.js'
+import { followRun, interruptible, isPassing } from '../follow.js'
 import { printFields, show } from '../output.js'
 import { idRef } from '../resolve.js'
 import { about } from './about.js'
@@ -63,12 +63,15 @@ export async function waitRun(deps: Deps, ref: string, opts: WaitOptions): Promi
   let run: Run
   let ended: boolean
   try {
-    const result = await followRun(deps.client(), id, {
-      timeoutSeconds: timeout,
-      onRun: (read) => {
-        if (read.status === target) throw new Reached(read)
-      },
-    })
+    const result = await interruptible(deps.onInterrupt, id, (signal) =>
+      followRun(deps.client(), id, {
+        signal,
+        timeoutSeconds: timeout,
+        onRun: (read) => {
+          if (read.status === target) throw new Reached(read)
+        },
+      }),
+    )
     ;({ run, ended } = result)
   } catch (err) {
     if (!(err instanceof Reached)) throw err

@@ -5,11 +5,13 @@ import {
   historyLimit,
   mergeMessages,
   settled,
+  waitingMessage,
   type ChatDecision,
   type ChatState,
   type Member,
   type PickerEntry,
 } from './chat-state.js'
+import { isPassing } from '../follow.js'
 import { describeError, type Notice } from './gate-controller.js'
 
 // The data side of `osctl chat` (DESIGN 9, 11, 13): the picker of chats and members, one open chat
@@ -17,7 +19,9 @@ import { describeError, type Notice } from './gate-controller.js'
 // written; reconnecting with Last-Event-ID when the stream drops), and what the person sends:
 // messages, tool-call decisions, answers to questions, a new create-task chat. It also keeps the log
 // the screen prints once into the terminal's scrollback: the chat's messages from the first on, each
-// once it has settled. No ink here, so it is tested on its own and the screen stays pure.
+// once it has settled. A message typed while the member replies waits in a queue and is sent when the
+// reply ends (issue 51): the daemon takes one message per reply (409 chat_replying otherwise). No ink
+// here, so it is tested on its own and the screen stays pure.
 
 export type { ChatState, PickerEntry } from './chat-state.js'
 
@@ -64,6 +68,8 @@ export class ChatController {
     error: null,
     sending: false,
     notice: null,
+    queued: [],
+    queueStopped: null,
   }
   private readonly listeners = new Set<() => void>()
   /** Ends what follows the view shown: the chat's stream, or the picker's reads. */
@@ -257,6 +263,12 @@ export class ChatController {
 
   /** One event merged into the state (by message id: a message replaces the one held). */
   apply(event: ChatEvent): void {
+    this.merge(event)
+    // A reply that ended (or a call decided) lets the next queued message go.
+    if (event.type !== 'delta') this.flushQueue()
+  }
+
+  private merge(event: ChatEvent): void {
     const chat = this.state.chat
     if (!chat) return
     if (event.type === 'delta') {
@@ -308,11 +320,27 @@ export class ChatController {
     }
   }
 
-  /** Leaving a chat: its stream ends and what came by it is marked read (a read of its newest). */
+  /**
+   * Leaving a chat: its stream ends and what came by it is marked read (a read of its newest). What
+   * was queued and not sent goes into the log, marked so, for the person to copy: never lost unseen.
+   */
   private async leave(): Promise<void> {
     this.following?.abort()
     this.following = undefined
+    this.keepUnsent()
     await this.markRead()
+  }
+
+  /** The queue, printed into the log as not sent, and emptied. */
+  private keepUnsent(): void {
+    const { queued } = this.state
+    if (queued.length === 0) return
+    const unsent = queued.map((text, i) => ({
+      key: `unsent-${Date.now()}-${i}`,
+      kind: 'unsent' as const,
+      text,
+    }))
+    this.set({ log: [...this.state.log, ...unsent], queued: [], queueStopped: null })
   }
 
   private async markRead(): Promise<void> {
@@ -323,12 +351,13 @@ export class ChatController {
   }
 
   /**
-   * Sends a message; true when it was stored. 409 chat_replying (the member still replies) and a
-   * closed chat are told on the status line and the text is kept.
+   * Sends a message, or queues it while the member replies (or messages queued before it wait): true
+   * when it was stored or queued, so the prompt empties. A closed chat, or a refusal, is told on the
+   * status line and the text is kept in the prompt.
    */
   async send(text: string): Promise<boolean> {
     const chat = this.state.chat
-    if (!chat || !text.trim() || this.state.sending) return false
+    if (!chat || !text.trim()) return false
     if (chat.status === 'closed') {
       this.set({
         notice: {
@@ -338,10 +367,24 @@ export class ChatController {
       })
       return false
     }
+    if (chat.replying || this.state.sending || this.state.queued.length > 0) {
+      this.set({ queued: [...this.state.queued, text.trimEnd()], notice: null })
+      this.flushQueue()
+      return true
+    }
+    return this.post(chat, text.trimEnd(), false)
+  }
+
+  /**
+   * Posts one message. A queued one that osd refuses for now (the member replies again, osd out of
+   * reach) goes back to the head of the queue and is tried again; refused for good (the chat closed,
+   * the text refused), the queue stops and says why, its messages kept.
+   */
+  private async post(chat: Chat, content: string, queued: boolean): Promise<boolean> {
     this.set({ sending: true, notice: null })
     try {
       const message = await this.client.post<ChatMessage>(`/chats/${chat.id}/messages`, {
-        content: text.trimEnd(),
+        content,
       })
       const now = this.state.chat?.id === chat.id ? this.state.chat : chat
       this.setMessages(mergeMessages(this.state.messages, [message]), {
@@ -350,16 +393,72 @@ export class ChatController {
       })
       return true
     } catch (err) {
-      const notice: Notice =
-        errorCode(err) === 'chat_replying'
-          ? {
-              tone: 'error',
-              text: 'The member is still replying: send again once the reply is in (your text is kept).',
-            }
-          : { tone: 'error', text: `Not sent (your text is kept): ${describeError(err)}` }
+      if (this.state.chat?.id !== chat.id) {
+        // Left meanwhile: a queued text goes where the queue went, into the log as not sent.
+        if (queued) this.set({ queued: [content, ...this.state.queued] })
+        this.set({ sending: false })
+        this.keepUnsent()
+        return false
+      }
+      const replying = errorCode(err) === 'chat_replying'
+      // The member began replying before the screen heard of it: the message waits its turn.
+      if (replying || (queued && isPassing(err))) {
+        this.set({
+          sending: false,
+          queued: [content, ...this.state.queued],
+          chat: { ...(this.state.chat ?? chat), ...(replying ? { replying: true } : {}) },
+        })
+        void this.retryQueue(chat.id)
+        return true
+      }
+      if (queued) {
+        const why = describeError(err)
+        this.set({
+          sending: false,
+          queued: [content, ...this.state.queued],
+          queueStopped: why,
+          notice: { tone: 'error', text: `Queued messages not sent: ${why}` },
+        })
+        return false
+      }
+      const notice: Notice = {
+        tone: 'error',
+        text: `Not sent (your text is kept): ${describeError(err)}`,
+      }
       this.set({ sending: false, notice })
       return false
     }
+  }
+
+  /**
+   * Sends the first queued message when nothing stands before it: the chat open, the member not
+   * replying, nothing on its way, no call or question waiting for the person (decided first).
+   */
+  private flushQueue(): void {
+    const chat = this.state.chat
+    const next = this.state.queued[0]
+    if (next === undefined || !chat || this.stopped || this.state.queueStopped) return
+    if (chat.status === 'closed') {
+      this.set({ queueStopped: 'the chat is closed' })
+      return
+    }
+    if (chat.replying || this.state.sending || waitingMessage(this.state)) return
+    this.set({ queued: this.state.queued.slice(1) })
+    void this.post(chat, next, true).then(() => this.flushQueue())
+  }
+
+  /**
+   * Reads the chat again after a wait and sends the queue if its reply has ended: the stream tells
+   * a change of `replying`, but not a reply that began and ended between two of its reads.
+   */
+  private async retryQueue(id: string): Promise<void> {
+    const following = this.following
+    if (!following) return
+    await sleep(this.options.retryMs ?? 1000, following.signal)
+    if (following.signal.aborted || this.state.chat?.id !== id) return
+    await this.refreshChat(id, following.signal)
+    if (!this.state.chat?.replying) this.flushQueue()
+    else if (this.state.queued.length > 0 && !this.state.queueStopped) void this.retryQueue(id)
   }
 
   /** Decides a waiting tool call (a, A, d); the daemon's answer is the message as it now is. */

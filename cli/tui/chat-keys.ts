@@ -56,6 +56,19 @@ export function formFor(message: ChatMessage, held: AnswerForm | null): AnswerFo
   return held?.gateId === gateId ? held : { gateId, choice: -1, answers: [] }
 }
 
+/** What Esc says while the member replies: that the reply cannot be stopped, and what is kept. */
+export function stopHint(state: Pick<ChatState, 'queued'>, draft: string): string {
+  const kept =
+    draft && state.queued.length
+      ? 'Your draft and queued messages are kept.'
+      : draft
+        ? 'Your draft is kept (Ctrl+C clears it).'
+        : state.queued.length
+          ? 'Queued messages go once it ends.'
+          : 'Esc again picks another chat.'
+  return `Stopping a reply is not available yet: it goes on in osd. ${kept}`
+}
+
 const is = (key: KeyPress, name: string) => key.name === name && !key.ctrl && !key.meta
 
 function onToolCall(mode: Mode, key: KeyPress, message: ChatMessage, state: ChatState): KeyResult {
@@ -161,6 +174,12 @@ export function onKey(mode: Mode, key: KeyPress, state: ChatState): KeyResult {
   if (waiting?.question) return onQuestion(mode, key, waiting)
 
   if (is(key, 'escape')) {
+    // While a reply streams, Esc is what a person presses to stop it: no route stops a reply (issue
+    // 51), so it says so and takes nothing away. Pressed again it leaves for the chats, but only when
+    // neither a draft nor a queued message would go with it.
+    const hint = state.link !== 'lost' && state.chat?.replying ? stopHint(state, draft) : null
+    if (hint && mode.hint !== hint) return { mode: { ...mode, hint } }
+    if (hint && (draft || state.queued.length > 0)) return { mode }
     if (draft) return { mode: { ...mode, editor: emptyEditor, hint: null } }
     return { mode: { ...mode, hint: null }, action: { type: 'picker' } }
   }

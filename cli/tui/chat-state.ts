@@ -21,6 +21,8 @@ export type PickerEntry = { kind: 'chat'; chat: Chat } | { kind: 'member'; membe
 export type LogItem =
   | { key: string; kind: 'chat'; chat: Chat; memberName: string }
   | { key: string; kind: 'message'; message: ChatMessage; memberName: string }
+  /** A queued message never sent (its chat left, closed or refusing it): kept for the person to copy. */
+  | { key: string; kind: 'unsent'; text: string }
 
 /** The member's reply as it is being written: the deltas of a message not stored yet, joined. */
 export interface Draft {
@@ -50,6 +52,13 @@ export interface ChatState {
   error: string | null
   /** A message, decision or answer is on its way. */
   sending: boolean
+  /**
+   * Messages typed while the member replied (issue 51), oldest first: each is sent once the reply
+   * before it ends, in order.
+   */
+  queued: string[]
+  /** Why the queue stopped (osd refused its first message for good): it is sent no more. */
+  queueStopped: string | null
   /** The status line: what came of the last thing sent. */
   notice: Notice | null
 }

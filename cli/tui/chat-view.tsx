@@ -15,6 +15,12 @@ import { Text } from './text.js'
 /** A line of the log: a chat opened, or a settled message. */
 export function LogLine(props: { item: LogItem; width: number }): ReactNode {
   const { item, width } = props
+  if (item.kind === 'unsent')
+    return (
+      <Box marginBottom={1}>
+        <QueuedView text={item.text} why="not sent" />
+      </Box>
+    )
   if (item.kind === 'chat') {
     const chat = item.chat
     const purpose = chat.purpose === 'create_task' ? ' · create a task' : ''
@@ -30,6 +36,33 @@ export function LogLine(props: { item: LogItem; width: number }): ReactNode {
       <MessageView message={item.message} memberName={item.memberName} width={width} />
     </Box>
   )
+}
+
+/** A message typed while the member replied: queued, sent when the reply ends (issue 51). */
+export function QueuedView(props: { text: string; why: string }): ReactNode {
+  return (
+    <Box flexDirection="column">
+      <Text>
+        <Text color="green" bold>
+          you
+        </Text>
+        <Text dimColor>{` · ${props.why}`}</Text>
+      </Text>
+      <Box paddingLeft={2} flexDirection="column">
+        {props.text.split('\n').map((line, i) => (
+          <Text key={i} dimColor wrap="wrap">
+            {line || ' '}
+          </Text>
+        ))}
+      </Box>
+    </Box>
+  )
+}
+
+/** Rows a queued message takes: its head, its lines as wrapped, the line after it. */
+function queuedRows(text: string, width: number): number {
+  const room = Math.max(1, width - 2)
+  return text.split('\n').reduce((sum, line) => sum + Math.max(1, Math.ceil(line.length / room)), 2)
 }
 
 function entryLabel(entry: PickerEntry, members: ChatState['members']): string {
@@ -145,12 +178,19 @@ function Status(props: { state: ChatState; memberName: string }): ReactNode {
     return <Text dimColor>No messages yet: say something to {memberName}.</Text>
   // While a call or question waits its box says so; after osd's notice, the notice does.
   const quiet = waitingMessage(state) || state.messages.at(-1)?.notice || state.drafts.length
-  if (chat.replying && !quiet) return <Text color="cyan">{memberName} is replying…</Text>
+  if (chat.replying && !quiet)
+    return (
+      <Text color="cyan">
+        {memberName} is replying…<Text dimColor> (Enter queues a message)</Text>
+      </Text>
+    )
   return null
 }
 
 export interface ScreenProps {
   state: ChatState
+  /** Bumped to print the log again from its first line (after a resize has cleared the terminal). */
+  generation?: number
   mode: Mode
   memberName: string
   now: number
@@ -162,7 +202,7 @@ export interface ScreenProps {
 export function ChatScreen(props: ScreenProps): ReactNode {
   const { state, mode, width, height, memberName } = props
   const log = (
-    <Static items={state.log}>
+    <Static key={props.generation ?? 0} items={state.log}>
       {(item) => <LogLine key={item.key} item={item} width={width} />}
     </Static>
   )
@@ -195,6 +235,7 @@ export function ChatScreen(props: ScreenProps): ReactNode {
     live.reduce((sum, m) => sum + messageRows(m, width, boxLines) + 1, 0) +
     2 + // the status and notice lines
     (mode.hint ? 1 : 0) +
+    state.queued.reduce((sum, text) => sum + queuedRows(text, width), 0) +
     (showPrompt ? promptRows(mode.editor, promptLines) : 0) +
     3 // the keys, the line above them, the line the cursor rests on
   const draftRows = height > 0 ? Math.max(3, height - used - 1) : 0
@@ -216,6 +257,11 @@ export function ChatScreen(props: ScreenProps): ReactNode {
       {state.drafts.map((draft) => (
         <Box key={draft.messageId} marginBottom={1}>
           <DraftView text={draft.text} memberName={memberName} width={width} rows={perDraft} />
+        </Box>
+      ))}
+      {state.queued.map((text, i) => (
+        <Box key={`queued-${i}`} marginBottom={1}>
+          <QueuedView text={text} why={state.queueStopped ? 'not sent' : 'queued'} />
         </Box>
       ))}
       <Status state={state} memberName={memberName} />
@@ -243,8 +289,16 @@ export function ChatScreen(props: ScreenProps): ReactNode {
 export function Summary(props: { state: ChatState }): ReactNode {
   const chat = props.state.chat
   return (
-    <Text dimColor>
-      {chat ? `chat: read it again with osctl chats get ${chat.id}` : 'chat: closed the screen.'}
-    </Text>
+    <Box flexDirection="column">
+      {/* Queued and not sent when the screen closed: left on the terminal to copy, never lost. */}
+      {props.state.queued.map((text, i) => (
+        <Box key={i} marginBottom={1}>
+          <QueuedView text={text} why="not sent (queued when the screen closed)" />
+        </Box>
+      ))}
+      <Text dimColor>
+        {chat ? `chat: read it again with osctl chats get ${chat.id}` : 'chat: closed the screen.'}
+      </Text>
+    </Box>
   )
 }

@@ -1,4 +1,4 @@
-import { render, useApp, useStdin } from 'ink'
+import { render, useApp, useStdin, useStdout } from 'ink'
 import { useEffect, useRef, useState, useSyncExternalStore, type ReactNode } from 'react'
 import type { ChatClient } from '../chat.js'
 import { chatEventSource, type StreamClient } from './chat-events.js'
@@ -20,12 +20,46 @@ export interface ChatProps {
   now?: () => number
   /** Runs $EDITOR on the draft (Ctrl+G); the screen waits until it returns. */
   editDraft?: (text: string) => EditorRun
+  /** How long a resize must have settled before the screen is drawn again whole (100 ms unless told). */
+  redrawMs?: number
+}
+
+/** Erases the screen and the scrollback, cursor home (ansi-escapes' clearTerminal, not Windows'). */
+export const clearTerminal = '\x1b[2J\x1b[3J\x1b[H'
+
+/**
+ * After a resize, the screen drawn again whole at the new size (issue 51). The terminal has rewrapped
+ * (or cut) what was drawn at the old width, so ink's count of the rows to erase is wrong and would
+ * leave pieces of the old prompt behind, and the settled lines stay at the old width. So, once the
+ * size has settled (a drag sends many), the terminal is cleared, scrollback included, and the log is
+ * printed again from its first line at the new width: each settled line once, none left at the old.
+ */
+function useRedrawOnResize(redrawMs: number): number {
+  const { stdout } = useStdout()
+  const [generation, setGeneration] = useState(0)
+  useEffect(() => {
+    let timer: NodeJS.Timeout | undefined
+    const resized = () => {
+      clearTimeout(timer)
+      timer = setTimeout(() => {
+        stdout.write(clearTerminal)
+        setGeneration((g) => g + 1)
+      }, redrawMs)
+    }
+    stdout.on('resize', resized)
+    return () => {
+      clearTimeout(timer)
+      stdout.off('resize', resized)
+    }
+  }, [stdout, redrawMs])
+  return generation
 }
 
 export function ChatApp({
   controller,
   now = Date.now,
   editDraft = editExternally,
+  redrawMs = 100,
 }: ChatProps): ReactNode {
   const state = useSyncExternalStore(controller.subscribe, controller.getState)
   const [mode, setMode] = useState<Mode>(startMode)
@@ -35,6 +69,7 @@ export function ChatApp({
   const { exit } = useApp()
   const { setRawMode, internal_eventEmitter: inputs } = useStdin()
   const { width, height } = useTerminalSize()
+  const generation = useRedrawOnResize(redrawMs)
   const setBoth = (next: Mode) => {
     modeRef.current = next
     setMode(next)
@@ -107,6 +142,7 @@ export function ChatApp({
   return (
     <ChatScreen
       state={state}
+      generation={generation}
       mode={mode}
       memberName={memberName}
       now={now()}

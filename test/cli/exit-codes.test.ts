@@ -20,7 +20,15 @@ async function sources(dir: string): Promise<string[]> {
 
 describe('the exit codes of osctl', () => {
   it('tell failures apart (issue 51): failed, usage, unreachable or the URL wrong, credentials, pending', () => {
-    expect(exitCodes).toEqual({ ok: 0, failed: 1, usage: 2, unreachable: 3, auth: 4, pending: 8 })
+    expect(exitCodes).toEqual({
+      ok: 0,
+      failed: 1,
+      usage: 2,
+      unreachable: 3,
+      auth: 4,
+      pending: 8,
+      interrupted: 130,
+    })
   })
 
   it('name commands that exist', async () => {

@@ -69,8 +69,13 @@ export function fakeDeps(
   stderr: () => string
   /** The daemons and credentials `deps.connect` was asked for, in order. */
   connected: { url: string; token: string | undefined }[]
+  /** Ctrl+C pressed: calls what listens for it through `deps.onInterrupt`. */
+  interrupt: () => void
+  /** How many listen for Ctrl+C now. */
+  interruptListeners: () => number
 } {
   const connected: { url: string; token: string | undefined }[] = []
+  const interruptListeners = new Set<() => void>()
   let stdout = ''
   let stderr = ''
   const out = makeOutput(
@@ -108,6 +113,18 @@ export function fakeDeps(
     confirm: async () => opts.confirm,
     password: async () => opts.password,
     stdin: async () => opts.stdin ?? '',
+    onInterrupt: (listener) => {
+      const own = () => listener()
+      interruptListeners.add(own)
+      return () => void interruptListeners.delete(own)
+    },
   }
-  return { deps, stdout: () => stdout, stderr: () => stderr, connected }
+  return {
+    deps,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    connected,
+    interrupt: () => [...interruptListeners].forEach((l) => l()),
+    interruptListeners: () => interruptListeners.size,
+  }
 }

@@ -129,6 +129,33 @@ describe('the chat controller', () => {
     expect(api.get).toHaveBeenLastCalledWith(`/chats/${detail.id}`, { limit: 1 })
   })
 
+  it('keeps a queued message osd refuses with chat_replying, and sends it once the reply has ended (issue 51)', async () => {
+    const detail = fixture('reply')
+    const { api, push, controller, state } = await opened(detail)
+    push({ type: 'chat', chat: { status: 'open', replying: true } })
+    await waitFor(() => expect(state().chat?.replying).toBe(true))
+    expect(await controller.send('next one')).toBe(true)
+    expect(state().queued).toEqual(['next one'])
+    expect(api.post).not.toHaveBeenCalled()
+    // The stream says the reply ended, but osd already replies again (to a message sent elsewhere):
+    // refused, the message stays first in the queue; the chat read again later says it is free.
+    api.post.mockRejectedValueOnce(
+      apiError(409, { error: 'chat_replying', message: 'The member is still replying.' }),
+    )
+    const sent = { ...detail.messages[0]!, id: 'sent-1', content: 'next one' }
+    api.post.mockResolvedValueOnce(sent)
+    push({ type: 'chat', chat: { status: 'open', replying: false } })
+    await waitFor(() => expect(api.post).toHaveBeenCalledTimes(2))
+    expect(api.post.mock.calls.map((c) => c[1])).toEqual([
+      { content: 'next one' },
+      { content: 'next one' },
+    ])
+    await waitFor(() => expect(state().queued).toEqual([]))
+    expect(state().messages.at(-1)!.id).toBe('sent-1')
+    expect(state().notice).toBeNull()
+    controller.stop()
+  })
+
   it('takes everything of a closed chat as settled, and drops a reply that was never stored', async () => {
     const waiting = fixture('question-waiting')
     expect(settled(waiting.messages[1]!, waiting)).toBe(false)

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { render } from 'ink-testing-library'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { ApiClient } from '../../../cli/client.js'
@@ -334,6 +335,9 @@ describe('the chat screen', () => {
     expect(frame()).toMatch(/^ {2}Grace {2}✎ replying… {2}\d+m ago$/m)
     await press(down, enter)
     await waitFor(() => expect(frame()).toContain('⚠ osd: I cannot reply yet'))
+    // The member is replying there: the first Esc says a reply cannot be stopped, the second leaves.
+    await press(escape)
+    expect(frame()).toContain('Stopping a reply is not available yet')
     await press(escape)
     await waitFor(() => expect(frame()).toContain('pick a chat'))
   })
@@ -348,6 +352,92 @@ describe('the chat screen', () => {
     await press('more', enter)
     expect(frame()).toContain('This chat is closed: Esc picks another')
     expect(posts()).toHaveLength(0)
+  })
+})
+
+// A message typed while a reply streams, Esc while it does, a resize (issue 51 item 16).
+describe('the chat screen while the member replies', () => {
+  const replyId = '99999999-9999-4999-8999-999999999999'
+  /** The member's reply to the first message waits for `go`; replies to later ones come at once. */
+  function replyScript(chat: ChatDetail) {
+    let go: () => void = () => {}
+    let replies = 0
+    daemon.onSend = async (chatId, message) => {
+      const id = replies++ === 0 ? replyId : randomUUID()
+      daemon.delta(chatId, id, `On "${message.content}": `)
+      if (id === replyId) await new Promise<void>((r) => (go = r))
+      daemon.add(chatId, {
+        ...chat.messages.at(-1)!,
+        id,
+        content: `Done with ${message.content}.`,
+        createdAt: '2026-03-02T11:59:00.000Z',
+      })
+      daemon.status(chatId, { replying: false })
+    }
+    return { finish: () => go() }
+  }
+
+  it('queues what is typed during a reply and sends it when the reply ends, in order', async () => {
+    const chat = fixture('reply')
+    const { frame, press } = await open([chat], { memberId: chat.memberId })
+    const script = replyScript(chat)
+    await press('Status?', enter)
+    await waitFor(() => expect(frame()).toContain('Grace writing…'))
+    await press('first queued', enter, 'second queued', enter)
+    // Taken, not refused: shown as queued in order, the prompt empty again, nothing sent yet.
+    expect(frame()).toMatch(/you · queued\n {2}first queued\n\nyou · queued\n {2}second queued/)
+    expect(frame()).toContain('message Grace (Enter sends')
+    expect(frame()).not.toContain('still replying')
+    expect(posts()).toHaveLength(1)
+    script.finish()
+    await waitFor(() => expect(frame()).toContain('Done with second queued.'))
+    expect(frame()).not.toContain('· queued')
+    // One POST each, none refused with 409 chat_replying (a refused one would be a POST too).
+    expect(posts().map((p) => p.body)).toEqual([
+      { content: 'Status?' },
+      { content: 'first queued' },
+      { content: 'second queued' },
+    ])
+    expect(count(frame(), 'first queued')).toBe(2) // as the person sent it, and in the reply to it
+  })
+
+  it('says on Esc that a reply cannot be stopped, and keeps the draft', async () => {
+    const chat = fixture('reply')
+    const { frame, press } = await open([chat], { memberId: chat.memberId })
+    const script = replyScript(chat)
+    await press('Status?', enter)
+    await waitFor(() => expect(frame()).toContain('Grace writing…'))
+    await press('half a thought', escape)
+    expect(frame()).toContain(
+      'Stopping a reply is not available yet: it goes on in osd. Your draft is kept (Ctrl+C clears it).',
+    )
+    expect(frame()).toContain('│ › half a thought')
+    // Again: still the chat, the draft still there, nothing sent or stopped.
+    await press(escape)
+    expect(frame()).toContain('│ › half a thought')
+    expect(frame()).not.toContain('pick a chat')
+    expect(posts()).toHaveLength(1)
+    script.finish()
+    await waitFor(() => expect(frame()).toContain('Done with Status?.'))
+    // The reply over, Esc is Esc again: it clears the draft.
+    await press(escape)
+    expect(frame()).not.toContain('half a thought')
+    expect(frame()).not.toContain('Stopping a reply')
+  })
+
+  it('keeps queued messages the chat closes on, and prints them as not sent on leaving', async () => {
+    const chat = fixture('reply')
+    const { frame, press } = await open([chat], { memberId: chat.memberId })
+    replyScript(chat)
+    await press('Status?', enter)
+    await waitFor(() => expect(frame()).toContain('Grace writing…'))
+    await press('never to be sent', enter)
+    daemon.status(chat.id, { status: 'closed', outcome: 'closed', replying: false })
+    await waitFor(() => expect(frame()).toContain('you · not sent\n  never to be sent'))
+    await press(escape)
+    await waitFor(() => expect(frame()).toContain('pick a chat'))
+    expect(frame()).toContain('you · not sent\n  never to be sent')
+    expect(posts()).toHaveLength(1)
   })
 })
 
@@ -441,6 +531,43 @@ describe('renderChat', () => {
     await done
     expect(terminal.output()).toContain(`osctl chats get ${chat.id}`)
     expect(terminal.output().endsWith('\x1b[?2004l')).toBe(true)
+  })
+
+  it('draws itself again whole at the new width after a resize, each settled line once (issue 51)', async () => {
+    const chat = fixture('reply')
+    daemon.addChat(chat)
+    daemon.members = [grace(chat)]
+    const terminal = fakeTerminal()
+    const done = renderChat(new ApiClient(daemon.url, daemon.token), {
+      memberId: chat.memberId,
+      stdin: terminal.stdin,
+      stdout: terminal.stdout,
+    })
+    await waitFor(() => expect(terminal.screen()).toContain('message Grace'))
+    const wide = terminal.screen()
+    expect(count(wide, 'Nothing goes out on a Friday.')).toBe(1)
+    // Dragged narrower in steps, as a window edge is.
+    for (const columns of [90, 75, 60]) terminal.resize(columns, 30)
+    const fits = (screen: string) => screen.split('\n').every((l) => l.length <= 60)
+    await waitFor(() => {
+      const screen = terminal.screen()
+      expect(screen).toMatch(/^ {2}╭─+╮$/m) // the code box, whole, at the new width
+      expect(fits(screen)).toBe(true)
+    })
+    const narrow = terminal.screen()
+    for (const line of ['How do we ship the login fix?', 'Nothing goes out on a Friday.', '│ sh'])
+      expect(count(narrow, line), line).toBe(1)
+    expect(count(narrow, `── Grace chat ${chat.id}`)).toBe(1)
+    expect(narrow.match(/^╭─+╮$/gm)).toEqual([`╭${'─'.repeat(58)}╮`]) // one prompt, 60 wide
+    expect(count(narrow, 'Enter send · Alt+Enter new line')).toBe(1)
+    // What is typed next is drawn at the new width too.
+    terminal.press('after the resize')
+    await waitFor(() => expect(terminal.screen()).toMatch(/^│ › after the resize +│$/m))
+    expect(fits(terminal.screen())).toBe(true)
+    terminal.press('\x15') // Ctrl+U: the draft gone, Ctrl+C quits
+    terminal.press(ctrlC)
+    terminal.press(ctrlC)
+    await done
   })
 })
 
