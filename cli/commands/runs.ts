@@ -600,7 +600,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
         "send the input as it is, unchecked against the task's declared inputs",
       )
       .description(
-        "start a run of a task; --input pairs are laid over -d/-f, and the input is checked against the task's declared inputs (exit 2)",
+        "start a run of a task; --input pairs are laid over -d/-f, and the input is checked against the task's declared inputs (exit 2); a TRACEPARENT in the environment (as CI systems set it) is sent, so the run's spans join that trace",
       )
       .action(actionOf(makeDeps, startRun)),
     'osctl runs start nightly-report --input region=eu --input days=7',
