@@ -262,6 +262,22 @@ describe('a run started with a traceparent (issue 49)', () => {
     }
   })
 
+  it("makes a webhook's run part of the sender's trace", async () => {
+    const task = await deterministicTask(t)
+    const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const traceId = hex(16)
+    const hook = await t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/${task.slug}`, {
+      token: null,
+      body: {},
+      headers: { 'x-os-webhook-secret': secret, traceparent: `00-${traceId}-${hex(8)}-01` },
+    })
+    expect(hook.status, JSON.stringify(hook.body)).toBe(202)
+    const run = (await t.call('GET', `/v1/runs/${hook.body.runId}`)).body.run
+    expect(run.traceId).toBe(traceId)
+    const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
+    expect(named(spans, 'POST /v1/webhooks/{enterprise}/tasks/{task}')).toHaveLength(1)
+  })
+
   it("keeps another enterprise's run and its traceId out of reach: 404", async () => {
     const task = await deterministicTask(t)
     const started = await t.call('POST', `/v1/tasks/${task.id}/runs`, {

@@ -141,20 +141,22 @@ export class McpTools {
     signal: AbortSignal,
     callId?: string,
   ): Promise<ToolOutcome> {
+    const open = this.open.find((o) => o.tools.has(name))
+    // A name no server offers (a model's invention) makes no span: span names stay the tools'.
+    if (!open) return Promise.resolve({ content: `No tool ${name} is connected.`, isError: true })
     return toolSpan({ name, callId, source: 'mcp', arguments: args }, async (span) => {
-      const outcome = await this.callTool(name, args, signal)
+      const outcome = await this.callTool(open, name, args, signal)
       span.result(outcome)
       return outcome
     })
   }
 
   private async callTool(
+    open: Open,
     name: string,
     args: Record<string, unknown>,
     signal: AbortSignal,
   ): Promise<ToolOutcome> {
-    const open = this.open.find((o) => o.tools.has(name))
-    if (!open) return { content: `No tool ${name} is connected.`, isError: true }
     const began = performance.now()
     let ok = false
     let fail!: (err: Error) => void
