@@ -1,4 +1,6 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
@@ -308,6 +310,42 @@ export async function sharesOf(
 /** Shares (0..1) as percentages joined by slashes: "48/52". */
 export function formatShares(shares: number[]): string {
   return shares.map((s) => (s * 100).toFixed(0)).join('/')
+}
+
+/**
+ * A collector that takes OTLP/HTTP exports and drops them (BENCH_TRACES=ab, issue 49): what traced osd
+ * processes send their spans to, counted, answered at once as a collector on this machine would.
+ */
+export async function otlpSink(): Promise<{
+  url: string
+  readonly exports: number
+  readonly bytes: number
+  close(): Promise<void>
+}> {
+  let exports = 0
+  let bytes = 0
+  const server = createServer((req, res) => {
+    req.on('data', (chunk: Buffer) => (bytes += chunk.length))
+    req.on('end', () => {
+      exports++
+      res.writeHead(200, { 'content-type': String(req.headers['content-type'] ?? '') }).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get exports() {
+      return exports
+    },
+    get bytes() {
+      return bytes
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
 }
 
 export function median(values: number[]): number {

@@ -21,11 +21,15 @@
 // the work (issue 43: each of two engines should do 35-65%, and two at least as many runs/s as one).
 // BENCH_FEED=ab: each scenario's rounds with the event feed and without it, in turn (issue 47's
 // target: the feed costs at most 5% of done/s); see scenarioWithoutFeed.
+// BENCH_TRACES=ab: the one-process scenarios only, each round on a process with traces on (exporting
+// to a local OTLP sink) and on one without, in turn (issue 49's target: done/s within 5%); see
+// scenarioTracesAB.
 import { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
 import {
   api,
   benchDaemon,
+  otlpSink,
   formatShares,
   largest,
   median,
@@ -45,6 +49,9 @@ const rate = Number(process.env.BENCH_RATE ?? 1000)
 // BENCH_ONLY=webhook (or API, "1 engine", ...): only the scenarios whose name contains it.
 /** BENCH_FEED=ab: each scenario with the event feed and without it, in turn (issue 47). */
 const feedAB = process.env.BENCH_FEED === 'ab'
+/** BENCH_TRACES=ab: each one-process scenario traced and untraced, in turn (issue 49). */
+const tracesAB = process.env.BENCH_TRACES === 'ab'
+const sink = tracesAB ? await otlpSink() : undefined
 const wanted = (name: string) => !process.env.BENCH_ONLY || name.includes(process.env.BENCH_ONLY)
 
 type Request = { method?: string; path: string; headers: Record<string, string>; body?: string }
@@ -238,6 +245,7 @@ async function scenario(name: string, start: (n: number) => Request) {
   if (!wanted(name)) return
   const s: Scenario = { name, loads: [], paced: [], latencies: [] }
   if (feedAB) return scenarioWithoutFeed(s, start)
+  if (tracesAB) return scenarioTracesAB(s, start)
   for (let round = 0; round < rounds; round++) {
     s.loads.push(await underLoad(start))
     s.paced.push(await underLoad(start, paced))
@@ -269,6 +277,41 @@ async function scenarioWithoutFeed(s: Scenario, start: (n: number) => Request) {
   scenarios.push(s, off)
 }
 
+/**
+ * BENCH_TRACES=ab: each round twice, on a process with traces on and on one without (which goes first
+ * alternates by round). Tracing is a process's configuration, so each half starts its own `osd serve`
+ * (role all) on the same database and stops the one before once it is up: only one engine claims the
+ * runs measured. The traced one exports to a local OTLP sink (otlpSink) over http/protobuf.
+ */
+let current: { stop(): Promise<void> } | undefined
+async function serveTraced(traced: boolean) {
+  const port = await freePort()
+  const next = await daemon.start(
+    ['--port', String(port)],
+    traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink!.url } : {},
+  )
+  await (current ?? daemon.first).stop()
+  current = next
+  origin = `http://127.0.0.1:${port}`
+}
+
+async function scenarioTracesAB(s: Scenario, start: (n: number) => Request) {
+  const on: Scenario = { name: `${s.name}, traces on`, loads: [], paced: [], latencies: [] }
+  const off: Scenario = { name: `${s.name}, traces off`, loads: [], paced: [], latencies: [] }
+  for (let round = 0; round < rounds; round++)
+    for (const traced of round % 2 === 0 ? [true, false] : [false, true]) {
+      await serveTraced(traced)
+      const into = traced ? on : off
+      into.loads.push(await underLoad(start))
+      into.paced.push(await underLoad(start, paced))
+    }
+  await serveTraced(false)
+  off.latencies = await oneAtATime(start)
+  await serveTraced(true)
+  on.latencies = await oneAtATime(start)
+  scenarios.push(on, off)
+}
+
 async function setFeed(on: boolean) {
   await daemon.sql.unsafe(
     `alter table run_events ${on ? 'enable' : 'disable'} trigger run_events_feed`,
@@ -286,7 +329,12 @@ const meteredScenarios = [
   'webhook starts, 1 process, metrics on',
 ]
 let metered: { stop(): Promise<void> } | undefined
-if (meteredScenarios.some(wanted)) {
+// BENCH_TRACES=ab compares the one-process scenarios only (its last process stops with the daemon).
+if (tracesAB) {
+  console.log(`traces: ${sink!.exports} exports, ${(sink!.bytes / 1e6).toFixed(1)} MB to the sink`)
+  await sink!.close()
+}
+if (!tracesAB && meteredScenarios.some(wanted)) {
   // Started before the first process stops, so the embedded PostgreSQL stays up between them.
   const apiPort = await freePort()
   const metricsPort = await freePort()
@@ -303,7 +351,7 @@ if (meteredScenarios.some(wanted)) {
 const split = ['api + 1 engine', 'api + 2 engines'].flatMap((layout) =>
   ['API starts', 'webhook starts'].map((kind) => `${kind}, ${layout}`),
 )
-if (split.some(wanted)) {
+if (!tracesAB && split.some(wanted)) {
   // An API process and an engine process take over; the first process stops, its engine with it.
   const engine = async () => {
     const port = await freePort()

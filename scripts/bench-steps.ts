@@ -23,12 +23,16 @@
 // line compares the input osd records with the same tokens at the full input price (what a count that
 // ignores cached_tokens would say).
 // BENCH_PARTS=steps or =cost runs one part (default both).
+// BENCH_TRACES=ab: the steps part's runs with traces on (exported to a local OTLP sink) and off, in
+// turn within each round, and the median ms per step of each (issue 49's target: a 50-step run within
+// 0.3 ms per step: BENCH_STEPS=50).
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { loadConfig } from '../server/config.js'
+import { loadConfig, tracesConfig } from '../server/config.js'
+import { startTraces, stopTraces } from '../server/traces/index.js'
 import { createSealer } from '../server/crypto.js'
 import { openDatabase } from '../server/db/index.js'
 import { migrate } from '../server/db/migrate.js'
@@ -42,7 +46,7 @@ import { allScopes } from '../shared/scopes.js'
 import { priceOf, type Provider } from '../shared/schemas/models.js'
 import { startFakeMcpServer } from '../test/fakes/mcp-server.js'
 import { startFakeModelProvider } from '../test/fakes/model-provider.js'
-import { median } from './bench-lib.js'
+import { median, otlpSink } from './bench-lib.js'
 
 const steps = Number(process.env.BENCH_STEPS ?? 200)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -165,7 +169,53 @@ const figures = {
   cpu: { early: [] as number[], late: [] as number[] },
 }
 const ms = (n: number) => n.toFixed(2).padStart(7)
+/** BENCH_TRACES=ab: runs traced and untraced in turn; the median ms per step of each (wall, CPU). */
+async function timeStepsTracesAB(): Promise<void> {
+  const sink = await otlpSink()
+  const setTraces = async (on: boolean) => {
+    if (!on) return stopTraces(1000)
+    const env = { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
+    await startTraces(tracesConfig(env), { version: 'bench', role: 'all', warn: () => undefined })
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT
+  }
+  const per = {
+    on: { wall: [] as number[], cpu: [] as number[] },
+    off: { wall: [] as number[], cpu: [] as number[] },
+  }
+  for (const on of [true, false]) {
+    await setTraces(on)
+    await oneRun(0, 20) // warm-up of each: JIT, pools, prepared statements, the SDK's first spans
+  }
+  for (let round = 1; round <= rounds; round++)
+    for (const on of round % 2 === 1 ? [true, false] : [false, true]) {
+      await setTraces(on)
+      const run = await oneRun(round, steps)
+      const side = on ? per.on : per.off
+      side.wall.push(median(run.wall))
+      side.cpu.push(median(run.cpu))
+      console.log(
+        `round ${round} traces ${on ? 'on ' : 'off'}: wall ${ms(median(run.wall))} ms/step  cpu ${ms(median(run.cpu))} ms/step`,
+      )
+    }
+  await setTraces(false)
+  console.log(
+    `\n${steps} tool calls per run, ${rounds} run(s) each way; medians over runs (ms per step):`,
+  )
+  console.log('         traces on  traces off  difference')
+  for (const of of ['wall', 'cpu'] as const) {
+    const on = median(per.on[of])
+    const off = median(per.off[of])
+    console.log(
+      `  ${of.padEnd(5)} ${ms(on)}    ${ms(off)}     ${(on - off).toFixed(3).padStart(7)}`,
+    )
+  }
+  console.log(`traces: ${sink.exports} exports, ${(sink.bytes / 1e6).toFixed(2)} MB to the sink`)
+  await sink.close()
+}
+
 async function timeSteps(): Promise<void> {
+  if (process.env.BENCH_TRACES === 'ab') return timeStepsTracesAB()
   await oneRun(0, 20) // warm-up: JIT, pools, prepared statements
   for (let round = 1; round <= rounds; round++) {
     const run = await oneRun(round, steps)

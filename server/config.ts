@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
 import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
 import { parseCidr } from './http/addresses.js'
+import type { TraceSettings } from './traces/index.js'
 
 export type Role = 'all' | 'api' | 'engine'
 export const roles: Role[] = ['all', 'api', 'engine']
@@ -109,6 +110,11 @@ export interface Config {
     /** Peers whose X-Forwarded-For is believed (OSD_TRUSTED_PROXIES): networks as CIDRs. */
     trustedProxies: string[]
   }
+  /**
+   * Traces (issue 49; traces/index.ts): on when an OTLP endpoint is set by the standard variables.
+   * The SDK reads the rest of its OTEL_* variables itself (endpoint, headers, sampler, batching).
+   */
+  traces: TraceSettings
   version: string
 }
 
@@ -225,6 +231,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       ipPerMinute: rate(env.OSD_RATE_LIMIT_IP_PER_MINUTE, 600, 'OSD_RATE_LIMIT_IP_PER_MINUTE'),
       trustedProxies: trustedProxies(env.OSD_TRUSTED_PROXIES),
     },
+    traces: tracesConfig(env),
     version: packageVersion,
   }
 }
@@ -335,4 +342,30 @@ function mailConfig(env: NodeJS.ProcessEnv): Pick<Config, 'smtpUrl' | 'mailFrom'
   if (protocol !== 'smtp:' && protocol !== 'smtps:')
     throw new ConfigError(`OSD_SMTP_URL must be smtp:// or smtps://, not ${protocol}//`)
   return { smtpUrl, mailFrom }
+}
+
+/**
+ * Tracing's settings from the OpenTelemetry variables (issue 49): on when OTEL_EXPORTER_OTLP_ENDPOINT
+ * or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+ * OTEL_EXPORTER_OTLP_PROTOCOL, http/protobuf unless it says http/json (grpc is refused at start: osd
+ * carries no gRPC exporter).
+ */
+export function tracesConfig(env: NodeJS.ProcessEnv = process.env): TraceSettings {
+  const endpoint =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim()
+  const protocol = (
+    env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ||
+    env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim() ||
+    'http/protobuf'
+  ).toLowerCase()
+  if (endpoint && protocol !== 'http/protobuf' && protocol !== 'http/json')
+    throw new ConfigError(
+      `OTEL_EXPORTER_OTLP_PROTOCOL ${protocol} is not one osd sends traces with: http/protobuf (the default) or http/json`,
+    )
+  return {
+    enabled: Boolean(endpoint),
+    protocol: protocol === 'http/json' ? 'http/json' : 'http/protobuf',
+    captureContent:
+      env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === 'true',
+  }
 }

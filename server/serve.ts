@@ -28,6 +28,7 @@ import type { Sql } from './db/sql.js'
 import { runGauges } from './domain/runs/index.js'
 import { spendCapUse } from './domain/models/index.js'
 import { secretKeyProblem, secretKeysChangedChannel } from './domain/sealed/index.js'
+import { startTraces, stopTraces } from './traces/index.js'
 
 export interface Running {
   /** Base URL of the API (ends in /v1), when this process serves HTTP. */
@@ -62,6 +63,13 @@ export async function startDaemon(
   // Before the database opens, so that what happens to it from the start (a restart of the embedded
   // server) is counted; every count is a no-op while metrics are off.
   if (config.metricsPort !== undefined) await enableMetrics(config.role)
+  // Traces (issue 49) when an OTLP endpoint is set, the SDK loaded only then. Stopped (what is held
+  // sent) by the stop of whoever turned them on: a test's own tracing outlives its daemons.
+  const traced = await startTraces(config.traces, {
+    version: config.version,
+    role: config.role,
+    warn: (fields, message) => log.warn(fields, message),
+  })
   usePasswordCost(config.passwordLog2N)
   if (config.passwordLog2N < defaultPasswordLog2N)
     log.warn(
@@ -80,6 +88,7 @@ export async function startDaemon(
     keyring = loadKeyring(config.dataDir)
   } catch (err) {
     await db.close().catch(() => undefined)
+    if (traced) await stopTraces(0)
     throw err
   }
   const sealer = createSealer(keyring)
@@ -100,6 +109,7 @@ export async function startDaemon(
     if (keyProblem) throw new ConfigError(keyProblem)
   } catch (err) {
     await db.close().catch(() => undefined)
+    if (traced) await stopTraces(0)
     throw err
   }
 
@@ -177,6 +187,9 @@ export async function startDaemon(
         if (metricsServer) await closeHttp(metricsServer, log)
         await engine?.stop()
         await db.close()
+        // The last passes' spans, sent within a second: the stop stays within its budget
+        // (docs/configuration.md#shutdown) when no collector answers.
+        if (traced) await stopTraces(1000)
         log.info({}, 'osd stopped')
       })()),
     halt: () =>
@@ -189,6 +202,7 @@ export async function startDaemon(
         // The engine is not waited for: its work in flight fails with the pools, and is taken up again
         // at the next start as after a crash (DESIGN 5).
         await db.close({ now: true })
+        if (traced) await stopTraces(0)
         log.info({}, 'osd stopped at once')
       })()),
   }

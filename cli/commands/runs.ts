@@ -28,6 +28,7 @@ import { duration, startSpinner } from '../spinner.js'
 import { reportToGithub } from '../github.js'
 import { about } from './about.js'
 import { bulkRuns, hasFilter, type BulkFlags } from './runs-bulk.js'
+import { wellFormedTraceParent } from '../../shared/trace-context.js'
 
 export function statusText(out: Output, status: RunStatus): Styled {
   if (status === 'succeeded') return colour(out, 'green', status)
@@ -396,9 +397,17 @@ export async function startRun(
   const client = deps.client()
   const id = await taskId(client, ref)
   if (opts.inputCheck !== false) await checkInputOf(client, id, input)
-  const run = await client.post<Run>(`/tasks/${id}/runs`, input).catch((err: unknown) => {
-    throw withRecordedRun(err)
-  })
+  // CI systems put the pipeline's trace context in TRACEPARENT: sent on, the run's spans are part
+  // of the pipeline's trace (issue 49). One that is not well formed is not sent.
+  const traceParent = wellFormedTraceParent(process.env.TRACEPARENT)
+  const run = await client
+    .request<Run>('POST', `/tasks/${id}/runs`, {
+      body: input,
+      ...(traceParent ? { headers: { traceparent: traceParent } } : {}),
+    })
+    .catch((err: unknown) => {
+      throw withRecordedRun(err)
+    })
   await showStarted(deps, run, opts.wait, timeout)
 }
 
@@ -596,7 +605,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
         "send the input as it is, unchecked against the task's declared inputs",
       )
       .description(
-        "start a run of a task; --input pairs are laid over -d/-f, and the input is checked against the task's declared inputs (exit 2)",
+        "start a run of a task; --input pairs are laid over -d/-f, and the input is checked against the task's declared inputs (exit 2); a TRACEPARENT in the environment (as CI systems set it) is sent, so the run's spans join that trace",
       )
       .action(actionOf(makeDeps, startRun)),
     'osctl runs start nightly-report --input region=eu --input days=7',

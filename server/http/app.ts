@@ -38,7 +38,8 @@ import { createLimits } from './limits.js'
 import { readBody } from './body.js'
 import type { AppDeps } from './context.js'
 import { errorWriter, frameworkError } from './errors.js'
-import { requestLog } from './headers.js'
+import { requestLog, traceRequest } from './headers.js'
+import { tracingOn } from '../traces/index.js'
 import { finishDocument, isPublic, openApiDocument } from './document.js'
 import { KnownPaths, methodCheck } from './methods.js'
 import { addErrorCodes, createRouter, type Responses, type Router } from './router.js'
@@ -72,6 +73,8 @@ export function createApp(deps: AppDeps): Router {
   // authentication, scope and rate limits -> body limit and JSON body -> route -> errors. A body is read
   // only for a caller who may send it (issue 44). Each is one middleware: every level of Hono's dispatch
   // costs on a hot read.
+  // Traced (issue 49), the request's span comes first, so that its log line is inside it.
+  if (tracingOn()) app.use('*', traceRequest())
   app.use(
     '*',
     requestLog(deps.log, deps.shutdown),

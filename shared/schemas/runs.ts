@@ -75,6 +75,14 @@ export const Run = z
     result: RunResult.nullable(),
     /** Why it failed, was skipped or cancelled, in a sentence. */
     reason: z.string().nullable(),
+    traceId: z
+      .string()
+      .regex(/^[0-9a-f]{32}$/)
+      .nullable()
+      .meta({
+        description:
+          "the OpenTelemetry trace its spans are in (docs/observability.md): the caller's `traceparent` trace when the start sent one, else one made for it; null when tracing was off at its start (beyond the spec; issue 49)",
+      }),
     paused: RunPause.optional().meta({
       description:
         'present while the task or the enterprise is paused and the run not finished: why it waits (starts no step) until the resume (beyond the spec; issue 50)',

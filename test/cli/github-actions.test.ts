@@ -35,6 +35,7 @@ function run(status: RunStatus, overrides: Partial<Run> = {}): Run {
     origin: 'api',
     result: null,
     reason: null,
+    traceId: null,
     createdAt: started,
     updatedAt: started,
     ...overrides,

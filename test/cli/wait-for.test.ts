@@ -32,6 +32,7 @@ const run = (status: RunStatus): Run => ({
   origin: 'api',
   result: null,
   reason: status === 'failed' ? 'the model gave up' : null,
+  traceId: null,
   createdAt: at,
   updatedAt: at,
 })

@@ -40,6 +40,11 @@ export interface FakeMcpServer {
    * session's start, a listing, a call), in order of arrival; undefined for one without the header.
    */
   authorizations: (string | undefined)[]
+  /**
+   * The traceparent header of every request that reached the server (undefined for one without it),
+   * in order of arrival: a tool server that traces would continue osd's trace from it (issue 49).
+   */
+  traceparents: (string | undefined)[]
   callsOf(name: string): ToolCall[]
   /** How many sessions clients have opened (each connect of a client initializes one). */
   readonly connections: number
@@ -98,6 +103,7 @@ function jsonRpcError(code: number, message: string) {
 export async function startFakeMcpServer(options: { token?: string } = {}): Promise<FakeMcpServer> {
   const calls: ToolCall[] = []
   const authorizations: (string | undefined)[] = []
+  const traceparents: (string | undefined)[] = []
   const failures = new Map<string, string[]>()
   const delays = new Map<string, number>()
   const breaks = new Map<string, ('reset' | 'malformed')[]>()
@@ -204,6 +210,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
 
   async function handle(req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse) {
     authorizations.push(req.headers.authorization)
+    traceparents.push(req.headers.traceparent as string | undefined)
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not_found' })
 
@@ -321,6 +328,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     url: `http://127.0.0.1:${port}/mcp`,
     calls,
     authorizations,
+    traceparents,
     callsOf: (name) => calls.filter((call) => call.name === name),
     get connections() {
       return connections

@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Gate, GateDecision, GateListQuery } from '../../../shared/schemas/gates.js'
-import { transaction, type Db } from '../../db/sql.js'
+import { onCommit, transaction, type Db } from '../../db/sql.js'
+import { recordSpan } from '../../traces/index.js'
 import {
   appendEvent,
   gateColumns,
@@ -155,6 +156,25 @@ export async function decideGate(
       const [run] = await tx<
         RunRow[]
       >`select * from runs where id = ${gate.runId} for no key update`
+      // The wait, from the gate's opening to this decision, in the run's trace (issue 49): whichever
+      // process opened it and however long ago, its times and the run's context are stored.
+      if (run)
+        onCommit(tx, () =>
+          recordSpan(
+            'gate wait',
+            {
+              'osd.gate.id': id,
+              'osd.gate.kind': gate.kind,
+              'osd.gate.tool': gate.tool ?? undefined,
+              'osd.gate.decision': input.decision,
+              'osd.gate.decided_by': decidedBy,
+              'osd.run.id': run.id,
+              'osd.enterprise.id': enterpriseId,
+            },
+            { start: gate.createdAt, end: new Date(decided.decidedAt ?? Date.now()) },
+            run.traceParent,
+          ),
+        )
       if (run?.status === 'waiting_on_gate') {
         await appendEvent(tx, run, 'gate.decided', {
           gateId: id,

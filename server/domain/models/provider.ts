@@ -54,6 +54,8 @@ export interface ModelReply {
   toolCalls: ToolCall[]
   usage: TokenUsage
   model: string
+  /** Why the provider stopped (stop_reason, finish_reason: end_turn, tool_use, stop, length, ...). */
+  finishReason?: string
 }
 
 export interface Credentials {

@@ -9,6 +9,7 @@ import type { MemoryLayer } from '../../../shared/schemas/memory.js'
 import type { ModelTier } from '../../../shared/schemas/models.js'
 import type { RunPause } from '../../../shared/schemas/pauses.js'
 import { type Db } from '../../db/sql.js'
+import { traceIdOf } from '../../traces/index.js'
 
 // A run as stored and as answered, and reading one.
 
@@ -56,6 +57,8 @@ export interface RunRow {
   forkedFromStep: number | null
   /** The tier its model calls use instead of its version's (a fork's choice), or null. */
   modelTier: ModelTier | null
+  /** The W3C traceparent its passes continue (issue 49); null for a run started untraced. */
+  traceParent: string | null
   costUsdMicros: number
   /** Model calls of the run that had no price (issue 51): they count $0. Read by `select *`. */
   unpricedCalls?: number
@@ -99,6 +102,8 @@ export function toRun(row: RunRow): Run {
       : {}),
     result: row.result,
     reason: row.reason,
+    // Read by `select *`; a view that lists columns may leave it out: no trace then.
+    traceId: traceIdOf(row.traceParent),
     ...(row.pause && !isFinished(row.status) ? { paused: row.pause } : {}),
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),

@@ -12,6 +12,7 @@ import {
   type Sql,
 } from '../../db/sql.js'
 import { metrics, metricsEnabled } from '../../metrics.js'
+import { newRunTraceParent } from '../../traces/index.js'
 import { wakeEnginesFor } from '../engine-wake.js'
 import { pausedTasks } from '../pauses/index.js'
 import { taskColumns, taskNotFound, type TaskRow } from '../tasks/index.js'
@@ -207,6 +208,12 @@ export interface NewRun {
   modelTier?: string
   /** Who started it and why, in its first event (a fork's: issue 50, every action recorded). */
   started?: { by: string; why?: string }
+  /**
+   * The trace its passes continue (issue 49), a W3C traceparent: the request's that started it, its
+   * predecessor's. Left out, the span active here (a pass that starts it), else a new trace when
+   * tracing is on, else none.
+   */
+  traceParent?: string
 }
 
 /** Inserts a run on its task's current version, with its first event, in one statement. */
@@ -259,6 +266,10 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
       forked_from_run_id: fields.forkedFrom?.runId ?? null,
       forked_from_step: fields.forkedFrom?.step ?? null,
       model_tier: fields.modelTier ?? null,
+      trace_parent:
+        fields.traceParent ??
+        newRunTraceParent({ 'osd.run.id': id, 'osd.run.origin': fields.origin }) ??
+        null,
       event: fields.status === 'skipped_overlap' ? 'run.skipped' : `run.${fields.status}`,
       payload,
     }
@@ -274,13 +285,13 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
                reason text, execution_id uuid, previous_run_id uuid, not_before timestamptz,
                successor_edge text, issue_key text, resume_from_run_id uuid, memory_scope jsonb,
                started_by text, forked_from_run_id uuid, forked_from_step int, model_tier text,
-               event text, payload jsonb)
+               trace_parent text, event text, payload jsonb)
     ), run as (
       insert into runs (id, enterprise_id, task_id, task_version_id, task_slug, task_name, team_id, kind,
                         overlap_policy, lane, member_id, status, origin, input, reason, execution_id,
                         previous_run_id, not_before, successor_edge, issue_key, resume_from_run_id,
                         memory_scope, started_by, forked_from_run_id, forked_from_step, model_tier,
-                        created_at, updated_at, queued_at, finished_at)
+                        trace_parent, created_at, updated_at, queued_at, finished_at)
       select d.id, d.enterprise_id, d.task_id, v.id, d.task_slug, d.task_name, d.team_id, d.kind,
              coalesce(v.definition ->> 'overlapPolicy', 'skip'), d.lane, d.member_id, d.status, d.origin,
              d.input, d.reason, d.execution_id, d.previous_run_id, d.not_before, d.successor_edge,
@@ -291,7 +302,7 @@ export async function insertRuns(tx: Db, runs: readonly NewRun[]): Promise<RunRo
                     then (select t.created_by_user from api_tokens t
                            where t.id = substr(d.started_by, 7)::uuid and t.enterprise_id = d.enterprise_id)
              end,
-             d.forked_from_run_id, d.forked_from_step, d.model_tier, d.at, d.at,
+             d.forked_from_run_id, d.forked_from_step, d.model_tier, d.trace_parent, d.at, d.at,
              case when d.status = 'queued' then d.at end,
              case when d.status = 'skipped_overlap' then d.at end
         from d join task_versions v on v.id = d.version_id
@@ -333,6 +344,11 @@ export interface StartRequest {
   memoryScope?: MemoryScope
   /** The caller's actor (NewRun.startedBy). */
   startedBy?: string
+  /**
+   * The request's trace context (NewRun.traceParent), given by the caller: a batch of starts shares
+   * one transaction, whose active span is only the first request's.
+   */
+  traceParent?: string
 }
 
 /** What starts runs for a caller that has no transaction of its own: the app's StartBatcher. */
@@ -463,7 +479,7 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
     ])
     const busy = new Set(busyLanes.map((row) => row.lane))
     const decided = runnable.map(({ i, task, lane }) => {
-      const { input, origin, memoryScope, startedBy } = starts[i]!
+      const { input, origin, memoryScope, startedBy, traceParent } = starts[i]!
       // A paused task's start is accepted and waits pending, whatever its lane and holders: admission
       // passes it over until the resume (issue 50).
       const pause = paused.get(task.id)
@@ -471,7 +487,15 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
         return {
           refusal: undefined,
           pause,
-          run: { task, input, origin, memoryScope, startedBy, status: 'pending' } satisfies NewRun,
+          run: {
+            task,
+            input,
+            origin,
+            memoryScope,
+            startedBy,
+            traceParent,
+            status: 'pending',
+          } satisfies NewRun,
         }
       const memberId = busy.has(lane) ? undefined : holders.take(task.roleId, task.overlapPolicy)
       const refusal = busy.has(lane)
@@ -484,7 +508,10 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
       return {
         refusal,
         pause,
-        run: startedRun({ task, input, origin, memberId, memoryScope, startedBy }, refusal),
+        run: startedRun(
+          { task, input, origin, memberId, memoryScope, startedBy, traceParent },
+          refusal,
+        ),
       }
     })
     // Decided above in order; written together.
@@ -510,7 +537,10 @@ export async function startRunsIn(tx: Db, starts: StartRequest[]): Promise<(Star
  * run and any other's a pending run that waits for admission.
  */
 function startedRun(
-  start: Pick<NewRun, 'task' | 'input' | 'origin' | 'memberId' | 'memoryScope' | 'startedBy'>,
+  start: Pick<
+    NewRun,
+    'task' | 'input' | 'origin' | 'memberId' | 'memoryScope' | 'startedBy' | 'traceParent'
+  >,
   refusal: ApiError | undefined,
 ): NewRun {
   if (!refusal) return { ...start, status: 'queued' }

@@ -171,6 +171,8 @@ async function follow(tx: Db, run: RunRow, successors: Successor[]): Promise<num
       successorEdge: edge,
       issueKey: issue ?? undefined,
       resumeFromRunId: successor.resumeConversation ? run.id : undefined,
+      // The predecessor's trace (issue 49): an execution's runs are one trace.
+      traceParent: run.traceParent ?? undefined,
     } satisfies NewRun
     starting.push(next)
     started++

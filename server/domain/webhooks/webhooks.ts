@@ -13,6 +13,7 @@ import { decideGate } from '../gates/index.js'
 import { type RunRow, type RunStarts } from '../runs/index.js'
 import { isUuid } from '../../../shared/ids.js'
 import { storable } from '../../../shared/text.js'
+import { currentTraceParent } from '../../traces/index.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
 
@@ -195,6 +196,8 @@ export const startTaskHandler: DeliveryHandler = async (
     task: { slug },
     input: body,
     origin: 'webhook',
+    // The inbound request's span, whose parent is the sender's traceparent (issue 49).
+    traceParent: currentTraceParent(),
     keep: (tx, started) =>
       keep(tx, started instanceof ApiError ? refused(started) : accepted(started.run)),
   })

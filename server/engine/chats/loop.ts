@@ -13,6 +13,7 @@ import {
 } from '../../domain/chats/index.js'
 import { ChatReply, type ChatReplyOptions } from './reply.js'
 import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
+import { span } from '../../traces/index.js'
 
 // The engine's chat replies (DESIGN 11), as a kind of the lease loop: a chat turn (one per person
 // message) is claimed like a run, with a lease renewed while the reply is made and taken over once it
@@ -55,14 +56,25 @@ export class ChatLoop extends LeaseLoop<TurnWork> {
         }
       },
       nextDue: () => nextDueTurn(sql),
-      async execute({ turn }, signal) {
-        const reply = new ChatReply(chatOptions, turn, signal)
-        try {
-          await reply.go()
-        } finally {
-          await reply.close()
-        }
-      },
+      // A reply, a trace of its own (issue 49): a chat keeps no trace context between turns.
+      execute: ({ turn }, signal) =>
+        span(
+          'chat reply',
+          {
+            'osd.chat.id': turn.chatId,
+            'osd.chat.turn.id': turn.id,
+            'osd.enterprise.id': turn.context?.enterpriseId,
+          },
+          async () => {
+            const reply = new ChatReply(chatOptions, turn, signal)
+            try {
+              await reply.go()
+            } finally {
+              await reply.close()
+            }
+          },
+          { parent: null },
+        ),
       renew: (ids) => renewTurns(sql, engineId, ids, leaseSeconds),
       stillHeld: (id) => holdsTurn(sql, engineId, id),
       release: (ids) => releaseTurns(sql, engineId, ids),

@@ -51,6 +51,7 @@ import { memorySection, type PromptNote } from '../runs/index.js'
 import { withCallSignal } from '../call-signal.js'
 import { callModel, type CallOutcome, type ModelChoice } from '../models/index.js'
 import { usd } from '../../../shared/money.js'
+import { span } from '../../traces/index.js'
 
 // A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (loop.ts). The chat's
 // messages are the turn's journal: a model call's answer is stored (text and tool calls) before
@@ -248,14 +249,19 @@ export class ChatReply {
     const message = await turnPersonMessage(this.sql, this.turn.id)
     const first = this.turn.recall === null
     try {
-      const notes = await recallChatNotes(
-        this.sql,
-        this.chat.enterpriseId,
-        this.layers.teamId,
-        message ?? '',
-        limit,
-        first,
-      )
+      // A short span of the reply's (issue 49).
+      const notes = await span('memory recall', { 'osd.chat.id': this.chat.id }, async (recall) => {
+        const found = await recallChatNotes(
+          this.sql,
+          this.chat.enterpriseId,
+          this.layers.teamId,
+          message ?? '',
+          limit,
+          first,
+        )
+        recall.set({ 'osd.memory.notes': found.length })
+        return found
+      })
       if (first) await recordRecall(this.sql, this.turn.id, 'succeeded')
       return notes.map(({ id, layer, text }) => ({ id, layer, text }))
     } catch (err) {
@@ -345,7 +351,7 @@ export class ChatReply {
     try {
       outcome = this.mcp
         ? await withCallSignal(this.signal, (signal) =>
-            this.mcp!.call(call.name, call.arguments, signal),
+            this.mcp!.call(call.name, call.arguments, signal, call.callId),
           )
         : { content: `No tool ${call.name} is connected.`, isError: true }
     } catch (err) {

@@ -23,6 +23,7 @@ import {
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
 import { metrics } from '../../metrics.js'
+import { modelSpan, span } from '../../traces/index.js'
 import { throttles } from './throttles.js'
 
 // The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
@@ -184,44 +185,85 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   // on the counters and on the work's record, with the commit. Both transactions go again at once if
   // PostgreSQL cancels one to break a deadlock (retryConflicts): a settlement lost so would leave an
   // answered call to be made again by whoever resumes the work.
-  const reserved = await retryConflicts(() =>
-    pipelinedTransaction(sql, async (tx, commit) => {
-      const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
-      if (!mine) return { kind: 'gone' } as const
-      if (!room.ok) {
-        metrics.spendRefused(room.layer)
-        await Promise.all([owner.refused?.(tx, room), commit()])
-        return { kind: 'no_room', refusal: room } as const
-      }
-      held.day = room.day
-      await Promise.all([
-        holdReservation(
-          tx,
-          owner.layers,
-          room.day,
-          worst,
-          { id: held.id, for: owner.reservedFor },
-          { unflushed: owner.unflushedReservation },
-        ),
-        owner.hold?.(tx, held),
-        commit(),
-      ])
-      return undefined
-    }),
+  const reserve = () =>
+    retryConflicts(() =>
+      pipelinedTransaction(sql, async (tx, commit) => {
+        const [mine, room] = await Promise.all([owner.lock(tx), checkRoom(tx, owner.layers, worst)])
+        if (!mine) return { kind: 'gone' } as const
+        if (!room.ok) {
+          metrics.spendRefused(room.layer)
+          await Promise.all([owner.refused?.(tx, room), commit()])
+          return { kind: 'no_room', refusal: room } as const
+        }
+        held.day = room.day
+        await Promise.all([
+          holdReservation(
+            tx,
+            owner.layers,
+            room.day,
+            worst,
+            { id: held.id, for: owner.reservedFor },
+            { unflushed: owner.unflushedReservation },
+          ),
+          owner.hold?.(tx, held),
+          commit(),
+        ])
+        return undefined
+      }),
+    )
+  const reserved = await span(
+    'spend reservation',
+    { 'osd.spend.worst_case_usd': worst / 1_000_000 },
+    async (reservation) => {
+      const refused = await reserve()
+      reservation.set({ 'osd.spend.outcome': refused?.kind ?? 'reserved' })
+      return refused
+    },
   )
   if (reserved) return reserved
 
   let outcome: CallOutcome
   const calledAt = performance.now()
   try {
-    const reply = await withCallSignal(call.signal, (signal) =>
-      call.providers[key.provider].call(
-        { ...call.request, model },
-        { key: key.key, connectionId: key.connectionId },
-        signal,
-        call.onText,
-      ),
+    // The inference span (issue 49), around the provider's call alone: what it was asked, what it
+    // answered, its tokens and cost; the provider is sent its traceparent (wire/).
+    const made = await modelSpan(
+      {
+        provider: key.provider,
+        model,
+        maxTokens: call.request.maxTokens,
+        streamed: call.onText !== undefined,
+        system: call.request.system,
+        messages: call.request.messages,
+      },
+      async (inference) => {
+        try {
+          const answer = await withCallSignal(call.signal, (signal) =>
+            call.providers[key.provider].call(
+              { ...call.request, model },
+              { key: key.key, connectionId: key.connectionId },
+              signal,
+              call.onText,
+            ),
+          )
+          inference.answered(answer, callCostMicros(price.price, answer.usage))
+          return { answer }
+        } catch (err) {
+          // Said by the span as the failure's kind (outage, throttled, ...), then handled below.
+          inference.failed(
+            err instanceof ProviderError
+              ? err.kind
+              : call.signal.aborted
+                ? 'aborted'
+                : 'bad_request',
+            (err as Error).message,
+          )
+          return { err }
+        }
+      },
     )
+    if ('err' in made) throw made.err
+    const reply = made.answer
     const costMicros = callCostMicros(price.price, reply.usage)
     outcome = { reply, costMicros, unpriced: price.unpriced }
   } catch (err) {

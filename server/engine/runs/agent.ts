@@ -1,5 +1,6 @@
 import type { Provider } from '../../../shared/schemas/models.js'
 import type { RunPause } from '../../../shared/schemas/pauses.js'
+import type { RunStatus } from '../../../shared/schemas/runs.js'
 import { fixedTools, type VersionDefinition } from '../../../shared/schemas/tasks.js'
 import type { Sealer } from '../../crypto.js'
 import { onCommit, retryConflicts, transaction, type Db, type Sql } from '../../db/sql.js'
@@ -87,10 +88,11 @@ type Step = 'continue' | 'stop'
 export class AgentExecutor implements Executor {
   constructor(private readonly options: AgentOptions) {}
 
-  async execute(row: RunRow, context: ExecutionContext): Promise<void> {
+  async execute(row: RunRow, context: ExecutionContext): Promise<RunStatus | undefined> {
     const run = new RunExecution(this.options, row, context)
     try {
       await run.go()
+      return run.left
     } finally {
       await run.close()
     }
@@ -119,6 +121,8 @@ class RunExecution {
   private sender!: string
   private readonly maxModelCalls: number
   private readonly maxTokens: number
+  /** The status this execution moved the run to where it stopped (its pass span says it). */
+  left: RunStatus | undefined
 
   constructor(
     private readonly options: AgentOptions,
@@ -457,7 +461,10 @@ class RunExecution {
       onCommit(tx, () => this.journal.remember([entry]))
       return true
     })
-    if (done) await this.writeLog()
+    if (done) {
+      this.left = 'waiting_on_gate'
+      await this.writeLog()
+    }
     return 'stop'
   }
 
@@ -486,7 +493,7 @@ class RunExecution {
     if (this.builtins.has(call.name)) {
       const step = this.journal.nextStep()
       const mine = await this.whileMine(async (tx, run) => {
-        const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender)
+        const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender, call.id)
         await this.insertDone(tx, step, call, outcome)
         return true
       })
@@ -512,10 +519,12 @@ class RunExecution {
    */
   private async perform(call: ToolCall): Promise<ToolOutcome | undefined> {
     if (this.builtins.has(call.name))
-      return this.whileMine((tx, run) => actOsTool(tx, run, call.name, call.arguments, this.sender))
+      return this.whileMine((tx, run) =>
+        actOsTool(tx, run, call.name, call.arguments, this.sender, call.id),
+      )
     try {
       return await withCallSignal(this.context.signal, (signal) =>
-        this.mcp!.call(call.name, call.arguments, signal),
+        this.mcp!.call(call.name, call.arguments, signal, call.id),
       )
     } catch (err) {
       return { content: `The tool failed: ${(err as Error).message}`, isError: true }
@@ -564,15 +573,18 @@ class RunExecution {
   private async finish(
     result: { outcome: string; summary: string } & Record<string, unknown>,
   ): Promise<Step> {
+    const to = result.outcome === 'failed' ? 'failed' : 'succeeded'
     const ended = await this.whileMine(async (tx, run) => {
-      const to = result.outcome === 'failed' ? 'failed' : 'succeeded'
       await finishRun(tx, run, to, {
         result,
         ...(to === 'failed' ? { reason: result.summary || 'The run reported it failed.' } : {}),
       })
       return true
     })
-    if (ended) await this.writeLog()
+    if (ended) {
+      this.left = to
+      await this.writeLog()
+    }
     return 'stop'
   }
 
@@ -584,7 +596,10 @@ class RunExecution {
       })
       return true
     })
-    if (ended) await this.writeLog()
+    if (ended) {
+      this.left = 'failed'
+      await this.writeLog()
+    }
     return 'stop'
   }
 
@@ -596,6 +611,7 @@ class RunExecution {
   private async hold(why: HoldCause): Promise<Step> {
     const held = await this.whileMine(async (tx, run) => {
       const hold = holdFor(why, run.holds)
+      this.left = hold.status
       await transition(
         tx,
         run,
@@ -615,7 +631,10 @@ class RunExecution {
    */
   private async waitPaused(pause: RunPause): Promise<void> {
     const waiting = await this.whileMine((tx, run) => waitPaused(tx, run, pause))
-    if (waiting) await this.writeLog()
+    if (waiting) {
+      this.left = 'pending'
+      await this.writeLog()
+    }
   }
 
   /**

@@ -1,7 +1,9 @@
-import type { Db, Sql } from '../../db/sql.js'
+import { onCommit, type Db, type Sql } from '../../db/sql.js'
 import { finishAll } from '../../domain/runs/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
+import type { RunStatus } from '../../../shared/schemas/runs.js'
 import type { Logger } from '../../log.js'
+import { recordSpan, tracingOn } from '../../traces/index.js'
 
 /**
  * What executes a run of one kind (DESIGN 5, 6). The engine hands it a run this engine holds the lease
@@ -11,7 +13,8 @@ import type { Logger } from '../../log.js'
  * on twice. `signal` aborts when the run is cancelled or the engine stops.
  */
 export interface Executor {
-  execute(run: RunRow, context: ExecutionContext): Promise<void>
+  /** Answers the status it left the run in, when it moved it (the pass span says it: issue 49). */
+  execute(run: RunRow, context: ExecutionContext): Promise<RunStatus | undefined>
 }
 
 export interface ExecutionContext {
@@ -31,6 +34,7 @@ export interface ExecutionContext {
  * Answers how many runs their successors started.
  */
 export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<number> {
+  const began = tracingOn() ? new Date() : undefined
   const { followed } = await finishAll(
     tx,
     'succeeded',
@@ -46,5 +50,29 @@ export async function completeDeterministic(tx: Db, runs: RunRow[]): Promise<num
     }),
     { through: 'running' },
   )
+  // Its pass, in its run's trace (issue 49), once the end is committed.
+  if (began)
+    onCommit(tx, () => {
+      const end = new Date()
+      for (const run of runs)
+        recordSpan(
+          'run pass',
+          passAttributes(run, 'succeeded'),
+          { start: began, end },
+          run.traceParent,
+        )
+    })
   return followed
+}
+
+/** The attributes of a run's pass span (issue 49): which run, and its status after the pass. */
+export function passAttributes(run: RunRow, status: RunStatus | undefined) {
+  return {
+    'osd.run.id': run.id,
+    'osd.task.slug': run.taskSlug,
+    'osd.task.kind': run.kind,
+    'osd.enterprise.id': run.enterpriseId,
+    'osd.execution.id': run.executionId,
+    'osd.run.status': status,
+  }
 }

@@ -11,8 +11,9 @@ import {
 import { engineChannel, listenLocally } from '../../domain/engine-wake.js'
 import type { RunRow } from '../../domain/runs/index.js'
 import type { Logger } from '../../log.js'
-import { completeDeterministic, type Executor } from './executor.js'
+import { completeDeterministic, passAttributes, type Executor } from './executor.js'
 import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
+import { recordSpan, span, tracingOn } from '../../traces/index.js'
 
 export interface RunLoopOptions {
   sql: Sql
@@ -57,10 +58,23 @@ export class RunLoop extends LeaseLoop<RunWork> {
       channel: engineChannel,
       listenLocally,
       async claim(room) {
+        const began = tracingOn() ? new Date() : undefined
         const step = await advance(sql, engineId, completeDeterministic, {
           leaseSeconds,
           slots: room,
         })
+        // Each run the step dispatched, its admission in its own trace (issue 49): one step admits
+        // and dispatches many runs, so the span is recorded once the step is done, with its times.
+        if (began && step.started.length) {
+          const end = new Date()
+          for (const run of step.started)
+            recordSpan(
+              'run admission',
+              { 'osd.run.id': run.id, 'osd.enterprise.id': run.enterpriseId },
+              { start: began, end },
+              run.traceParent,
+            )
+        }
         const left = room - step.started.length
         const lapsed = left > 0 ? await takeOverLapsed(sql, engineId, leaseSeconds, left) : []
         const claimed = [
@@ -70,8 +84,23 @@ export class RunLoop extends LeaseLoop<RunWork> {
         return { claimed, more: step.moved > 0 }
       },
       nextDue: () => nextDueRun(sql),
+      // A pass (issue 49): a span in the run's own trace, stored with it, whichever engine makes it.
       execute: ({ run, resumed }, signal) =>
-        executors[run.kind]!.execute(run, { sql, log, engineId, signal, resumed }),
+        span(
+          'run pass',
+          { ...passAttributes(run, undefined), 'osd.run.resumed': resumed },
+          async (pass) => {
+            const status = await executors[run.kind]!.execute(run, {
+              sql,
+              log,
+              engineId,
+              signal,
+              resumed,
+            })
+            pass.set({ 'osd.run.status': status })
+          },
+          { parent: run.traceParent },
+        ),
       renew: (ids) => renewLeases(sql, engineId, ids, leaseSeconds),
       stillHeld: (id) => holdsRun(sql, engineId, id),
       release: (ids) => releaseLeases(sql, engineId, ids),

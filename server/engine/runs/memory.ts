@@ -16,6 +16,7 @@ import {
   memoryScopeOf,
 } from '../../domain/learning/index.js'
 import { eventsOfTypes, type NewEvent, type RunRow } from '../../domain/runs/index.js'
+import { span } from '../../traces/index.js'
 
 // What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)
 // and has the notes in its prompt; a training run (one that may call os.remember) is also given its
@@ -109,13 +110,18 @@ export async function recallForRun(
     return { notes: await activeNotesByIds(db, run.enterpriseId, ids as string[]) }
   }
   try {
-    const recalled = await recallNotes(
-      db,
-      run.enterpriseId,
-      run.taskId,
-      recallText(goal, run.input),
-      defaultRecallLimit,
-    )
+    // Recall at the run's first start, a short span of its pass (issue 49).
+    const recalled = await span('memory recall', { 'osd.run.id': run.id }, async (recall) => {
+      const notes = await recallNotes(
+        db,
+        run.enterpriseId,
+        run.taskId,
+        recallText(goal, run.input),
+        defaultRecallLimit,
+      )
+      recall.set({ 'osd.memory.notes': notes.length })
+      return notes
+    })
     return {
       notes: recalled.map(({ id, layer, text }) => ({ id, layer, text })),
       event: { run, type: memoryEvents.recalled, payload: { noteIds: recalled.map((n) => n.id) } },

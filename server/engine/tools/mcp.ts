@@ -3,7 +3,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { RunConnection } from '../../domain/tools/index.js'
-import { egressFetch, egressRefusalOf, strictEgress, type EgressRule } from '../../egress.js'
+import {
+  egressFetch,
+  egressRefusalOf,
+  strictEgress,
+  type EgressRule,
+  type Fetch,
+} from '../../egress.js'
+import { outgoingHeaders, toolSpan } from '../../traces/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
 import { cappedFetch } from './answers.js'
@@ -84,7 +91,9 @@ export class McpTools {
           requestInit: connection.token
             ? { headers: { Authorization: `Bearer ${connection.token}` } }
             : undefined,
-          fetch: cappedFetch(egressFetch(this.limits.egress), this.limits.resultMaxBytes, cut),
+          fetch: tracedFetch(
+            cappedFetch(egressFetch(this.limits.egress), this.limits.resultMaxBytes, cut),
+          ),
           // Redirects are followed by the egress fetch, each new connection checked against the
           // address it uses; undici drops the Authorization header on a redirect to another origin.
           redirectPolicy: 'follow',
@@ -125,13 +134,29 @@ export class McpTools {
     return specs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
-  async call(
+  /** Calls a tool of a tool server, in its `execute_tool` span (issue 49); `callId` is the model's. */
+  call(
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    callId?: string,
+  ): Promise<ToolOutcome> {
+    const open = this.open.find((o) => o.tools.has(name))
+    // A name no server offers (a model's invention) makes no span: span names stay the tools'.
+    if (!open) return Promise.resolve({ content: `No tool ${name} is connected.`, isError: true })
+    return toolSpan({ name, callId, source: 'mcp', arguments: args }, async (span) => {
+      const outcome = await this.callTool(open, name, args, signal)
+      span.result(outcome)
+      return outcome
+    })
+  }
+
+  private async callTool(
+    open: Open,
     name: string,
     args: Record<string, unknown>,
     signal: AbortSignal,
   ): Promise<ToolOutcome> {
-    const open = this.open.find((o) => o.tools.has(name))
-    if (!open) return { content: `No tool ${name} is connected.`, isError: true }
     const began = performance.now()
     let ok = false
     let fail!: (err: Error) => void
@@ -166,5 +191,20 @@ export class McpTools {
   async close(): Promise<void> {
     await Promise.all(this.open.map((o) => o.client.close().catch(() => undefined)))
     this.open = []
+  }
+}
+
+/**
+ * Sends the active span's traceparent (and tracestate) with each request to a tool server when
+ * tracing is on (issue 49), so a server that traces joins the call's trace; untraced, the request goes
+ * as it was. Never the tenant's to turn on: the header names only ids of osd's own trace.
+ */
+function tracedFetch(fetch: Fetch): Fetch {
+  return (url, init) => {
+    const trace = outgoingHeaders()
+    if (!trace) return fetch(url, init)
+    const headers = new Headers(init?.headers)
+    for (const [name, value] of Object.entries(trace)) headers.set(name, value)
+    return fetch(url, { ...init, headers })
   }
 }

@@ -8,6 +8,7 @@ import { writePlan } from '../../domain/runs/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
 import type { ToolSpec } from '../models/index.js'
 import type { ToolOutcome } from './mcp.js'
+import { toolSpan } from '../../traces/index.js'
 
 // The built-in os.* tools (spec: Task definition, tools; DESIGN 6). os.finish ends the run with an
 // outcome; os.ask_ceo opens a question gate; os.set_gate_summary says what the next gate asks for;
@@ -165,20 +166,26 @@ const text = (value: unknown) => (typeof value === 'string' ? value : JSON.strin
  * Carries out os.mail_send, os.write_plan or os.remember in `tx` (the transaction that journals the
  * call). What the call is refused for is answered to the model as an error, for it to correct.
  */
-export async function actOsTool(
+export function actOsTool(
   tx: Db,
   run: RunRow,
   name: string,
   args: Record<string, unknown>,
   from: string,
+  callId?: string,
 ): Promise<ToolOutcome> {
-  const began = performance.now()
-  let outcome: ToolOutcome | undefined
-  try {
-    return (outcome = await actOn(tx, run, name, args, from))
-  } finally {
-    metrics.toolCall('os', outcome?.isError === false, (performance.now() - began) / 1000)
-  }
+  // Its `execute_tool` span (issue 49), as a tool server's call has; `callId` is the model's.
+  return toolSpan({ name, callId, source: 'os', arguments: args }, async (span) => {
+    const began = performance.now()
+    let outcome: ToolOutcome | undefined
+    try {
+      outcome = await actOn(tx, run, name, args, from)
+      span.result(outcome)
+      return outcome
+    } finally {
+      metrics.toolCall('os', outcome?.isError === false, (performance.now() - began) / 1000)
+    }
+  })
 }
 
 async function actOn(

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -190,8 +190,14 @@ describe('finished runs (issue 46)', () => {
       source: 'training',
       evidence: [{ runId: run.id, excerpt: 'merged' }],
     })
+    // A traced start's context (issue 49): the archive keeps it, and the run its traceId.
+    const traceId = randomBytes(16).toString('hex')
+    await t.sql`
+      update runs set trace_parent = ${`00-${traceId}-${randomBytes(8).toString('hex')}-01`}
+       where id = ${run.id}`
     await age(s.e.id)
     const before = await detail(s.e, run.id)
+    expect(before.run.traceId).toBe(traceId)
     const logBefore = await t.call('GET', `/v1/runs/${run.id}/log`, s.as)
     expect(logBefore.status).toBe(200)
     expect(before.archived).toBe(false)

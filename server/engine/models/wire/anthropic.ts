@@ -24,6 +24,7 @@ import {
   type ProviderOptions,
   type StreamTarget,
 } from './shared.js'
+import { outgoingHeaders } from '../../../traces/index.js'
 
 // --- provider_a: the Anthropic Messages API -----------------------------------------------------------
 
@@ -195,7 +196,11 @@ export function anthropicProvider({
       return streamAnthropic(
         {
           url: `${baseUrls.provider_a.replace(/\/+$/, '')}/v1/messages`,
-          headers: { 'x-api-key': credentials.key, 'anthropic-version': anthropicVersion },
+          headers: {
+            'x-api-key': credentials.key,
+            'anthropic-version': anthropicVersion,
+            ...outgoingHeaders(),
+          },
           signal,
           idleMs,
         },
@@ -203,7 +208,13 @@ export function anthropicProvider({
         names,
         onText,
       )
-    const reply = await (await client(credentials.key)).messages.create(params, { signal })
+    // traceparent when traced (issue 49): a provider or gateway that traces joins the call's trace.
+    const reply = await (
+      await client(credentials.key)
+    ).messages.create(params, {
+      signal,
+      headers: outgoingHeaders(),
+    })
     const text = reply.content
       .filter((b) => b.type === 'text')
       .map((b) => (b as Anthropic.TextBlock).text)
@@ -219,6 +230,7 @@ export function anthropicProvider({
         })),
       usage: anthropicUsage(reply.usage, noUsage()),
       model: reply.model,
+      finishReason: reply.stop_reason ?? undefined,
     }
   }
 
@@ -297,6 +309,7 @@ async function streamAnthropic(
   const calls: ToolCall[] = []
   const usage = noUsage()
   let model = params.model
+  let finishReason: string | undefined
   const text = (piece: string) => {
     texts.push(piece)
     onText(piece)
@@ -338,6 +351,7 @@ async function streamAnthropic(
       } else if (event.type === 'message_delta') {
         // Cumulative counts: the last one is the call's (the cache's counts too, when it says them).
         anthropicUsage(event.usage, usage)
+        finishReason = event.delta.stop_reason ?? finishReason
       } else if (event.type === 'error' || name === 'error') {
         // The provider gave up mid-answer (overloaded, say).
         throw new StreamError(
@@ -350,5 +364,5 @@ async function streamAnthropic(
   // An abort may end the stream's reading without an error: the answer is not whole.
   if (target.signal.aborted) throw new ProviderError('aborted', 'aborted')
   const whole = texts.join('')
-  return { text: whole || null, toolCalls: calls, usage, model }
+  return { text: whole || null, toolCalls: calls, usage, model, finishReason }
 }

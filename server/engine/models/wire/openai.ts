@@ -23,6 +23,7 @@ import {
   type ProviderOptions,
   type StreamTarget,
 } from './shared.js'
+import { outgoingHeaders } from '../../../traces/index.js'
 
 // --- provider_b: the OpenAI Chat Completions API -------------------------------------------------------
 
@@ -101,7 +102,7 @@ export function openAiProvider({
           return streamOpenAi(
             {
               url: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1/chat/completions`,
-              headers: { authorization: `Bearer ${credentials.key}` },
+              headers: { authorization: `Bearer ${credentials.key}`, ...outgoingHeaders() },
               signal,
               idleMs,
             },
@@ -111,7 +112,7 @@ export function openAiProvider({
           )
         const reply = await (
           await client(credentials.key)
-        ).chat.completions.create(params, { signal })
+        ).chat.completions.create(params, { signal, headers: outgoingHeaders() })
         const message = reply.choices[0]?.message
         return {
           text: message?.content ?? null,
@@ -124,6 +125,7 @@ export function openAiProvider({
             })),
           usage: openAiUsage(reply.usage),
           model: reply.model,
+          finishReason: reply.choices[0]?.finish_reason ?? undefined,
         }
       }
       try {
@@ -169,6 +171,7 @@ async function streamOpenAi(
   const calls: { id: string; name: string; json: string }[] = []
   let usage = noUsage()
   let model = params.model
+  let finishReason: string | undefined
   await postStream({
     ...target,
     body: { ...params, stream: true, stream_options: { include_usage: true } },
@@ -181,6 +184,7 @@ async function streamOpenAi(
         throw new StreamError(`the answer stopped: ${chunk.error.message ?? data}`, 500)
       model = chunk.model || model
       if (chunk.usage) usage = openAiUsage(chunk.usage)
+      finishReason = chunk.choices?.[0]?.finish_reason ?? finishReason
       const delta = chunk.choices?.[0]?.delta
       if (!delta) return
       if (delta.content) {
@@ -204,5 +208,6 @@ async function streamOpenAi(
       .map((c) => ({ id: c.id, name: names.original(c.name), arguments: parseArguments(c.json) })),
     usage,
     model,
+    finishReason,
   }
 }

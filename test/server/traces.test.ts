@@ -1,0 +1,428 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { Writable } from 'node:stream'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { tracesConfig } from '../../server/config.js'
+import type { Engine } from '../../server/engine/index.js'
+import { createLogger } from '../../server/log.js'
+import { flushTraces, span, startTraces, stopTraces, tracingOn } from '../../server/traces/index.js'
+import { projectRoot } from '../../shared/paths.js'
+import { Run } from '../../shared/schemas/runs.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
+import { osctl, startCliDaemon } from '../helpers/osctl.js'
+import { deterministicTask, keyedEnterprise, startTestEngine, waitForRun } from '../helpers/runs.js'
+import { eventually } from '../helpers/wait.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
+import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
+
+// Traces (issue 49): osd's spans as a collector receives them over OTLP/HTTP (a receiver in this
+// process, both protocols), one trace from the caller's traceparent through the run's passes before and
+// after its gate, the gate's wait, the model and tool calls, on to the tool server; and off, nothing
+// sent and nothing of the SDK loaded. Tracing is started and stopped by this file (traces/index.ts keeps
+// it per process): the other files of the worker run without it.
+
+let receiver: OtlpReceiver
+let model: FakeModelProvider
+let mcp: FakeMcpServer
+let t: TestApp
+let engine: Engine
+const mcpToken = `mcp-token-${randomUUID()}`
+const saved: Record<string, string | undefined> = {}
+
+/** Sets the OTEL_* variables this file uses, restored after it. */
+function setEnv(values: Record<string, string | undefined>) {
+  for (const [key, value] of Object.entries(values)) {
+    if (!(key in saved)) saved[key] = process.env[key]
+    if (value === undefined) delete process.env[key]
+    else process.env[key] = value
+  }
+}
+
+async function traceOn(protocol: 'http/protobuf' | 'http/json') {
+  setEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: protocol })
+  const started = await startTraces(tracesConfig(process.env), {
+    version: 'test',
+    role: 'all',
+    warn: () => undefined,
+  })
+  expect(started).toBe(true)
+}
+
+beforeAll(async () => {
+  receiver = await startOtlpReceiver()
+  await traceOn('http/protobuf')
+  model = await startFakeModelProvider()
+  mcp = await startFakeMcpServer({ token: mcpToken })
+  // Made once tracing is on: the app installs the request span's middleware at its making.
+  t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
+  engine = await startTestEngine(t)
+})
+afterAll(async () => {
+  await engine?.stop()
+  await stopTraces(0)
+  for (const [key, value] of Object.entries(saved))
+    if (value === undefined) delete process.env[key]
+    else process.env[key] = value
+  await mcp?.close()
+  await model?.close()
+  await receiver?.close()
+})
+
+const hex = (bytes: number) => randomBytes(bytes).toString('hex')
+const merge = 'vcs.merge_pull_request'
+
+/** The spans of one trace the receiver holds once every span ended so far is sent. */
+async function traceOf(traceId: string, until: (spans: ReceivedSpan[]) => boolean) {
+  let spans: ReceivedSpan[] = []
+  await eventually(
+    async () => {
+      await flushTraces()
+      spans = receiver.spans.filter((s) => s.traceId === traceId)
+      return until(spans)
+    },
+    10_000,
+    `the spans of trace ${traceId}`,
+  )
+  return spans
+}
+
+const named = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name)
+
+describe('a run started with a traceparent (issue 49)', () => {
+  it('is one trace: the request, the passes around its gate, the gate, the model and tool calls, the tool server', async () => {
+    const { e, key, as } = await keyedEnterprise(t, 'Traces')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Traced ${randomUUID().slice(0, 6)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: [merge, 'vcs.echo', 'os.set_gate_summary'],
+        gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    model.script(
+      key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hello' } }] },
+      { toolCalls: [{ name: merge, arguments: { repo: 'acme/traced', number: 7 } }] },
+      {
+        toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'merged' } }],
+      },
+    )
+
+    // As a CI step sends it: the pipeline's trace and its span.
+    const traceId = hex(16)
+    const callerSpan = hex(8)
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: { n: 1 },
+      headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+    })
+    expect(started.status).toBe(201)
+    const run = Run.parse(started.body)
+    expect(run.traceId).toBe(traceId)
+
+    await waitForRun(t, run.id, ['waiting_on_gate'], 15_000, e.token)
+    const [gate] = (await t.call('GET', `/v1/gates?runId=${run.id}`, as)).body
+    const decided = await t.call('POST', `/v1/gates/${gate.id}/decision`, {
+      ...as,
+      body: { decision: 'approve' },
+    })
+    expect(decided.status).toBe(201)
+    await waitForRun(t, run.id, ['succeeded'], 15_000, e.token)
+    expect(Run.parse((await t.call('GET', `/v1/runs/${run.id}`, as)).body.run).traceId).toBe(
+      traceId,
+    )
+
+    const spans = await traceOf(
+      traceId,
+      (s) =>
+        named(s, 'run pass').some((p) => p.attributes['osd.run.status'] === 'succeeded') &&
+        named(s, 'gate wait').length === 1,
+    )
+    // The request: a SERVER span under the caller's, named by its route template, never its path.
+    const [request] = named(spans, 'POST /v1/tasks/{id}/runs')
+    expect(request).toMatchObject({
+      kind: 2,
+      parentSpanId: callerSpan,
+      attributes: {
+        'http.request.method': 'POST',
+        'http.route': '/v1/tasks/{id}/runs',
+        'http.response.status_code': 201,
+      },
+    })
+    expect(JSON.stringify(request!.attributes)).not.toContain(task.body.id)
+    expect(request!.resource).toMatchObject({ 'service.name': 'osd' })
+
+    // Its passes, before the gate and after it, children of the request that started the run.
+    const passes = named(spans, 'run pass')
+    expect(passes.map((p) => p.attributes['osd.run.status'])).toEqual(
+      expect.arrayContaining(['waiting_on_gate', 'succeeded']),
+    )
+    for (const pass of passes) {
+      expect(pass.parentSpanId).toBe(request!.spanId)
+      expect(pass.attributes).toMatchObject({
+        'osd.run.id': run.id,
+        'osd.task.slug': task.body.slug,
+        'osd.enterprise.id': e.id,
+      })
+    }
+    const passIds = new Set(passes.map((p) => p.spanId))
+
+    // The gate's wait, from its opening to its decision, with who decided and how.
+    const [wait] = named(spans, 'gate wait')
+    expect(wait!.attributes).toMatchObject({
+      'osd.gate.id': gate.id,
+      'osd.gate.decision': 'approve',
+      'osd.gate.decided_by': expect.stringMatching(/^token:/),
+      'osd.run.id': run.id,
+    })
+    expect(wait!.startMs).toBe(Date.parse(gate.createdAt))
+    expect(wait!.parentSpanId).toBe(request!.spanId)
+
+    // The model calls, GenAI inference spans with the tokens the provider reported, in the passes.
+    const calls = model.callsWith(key)
+    const inferences = spans.filter((s) => s.name.startsWith('chat '))
+    expect(inferences).toHaveLength(calls.length)
+    for (const [i, inference] of inferences.sort((a, b) => a.startMs - b.startMs).entries()) {
+      const usage = calls[i]!.usage!
+      expect(inference.kind).toBe(3)
+      expect(passIds.has(inference.parentSpanId)).toBe(true)
+      expect(inference.attributes).toMatchObject({
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': 'anthropic',
+        'gen_ai.request.model': calls[i]!.body.model,
+        'gen_ai.usage.input_tokens': usage.input + usage.cacheRead + usage.cacheWrite,
+        'gen_ai.usage.output_tokens': usage.output,
+        'gen_ai.usage.cache_read.input_tokens': usage.cacheRead,
+        'gen_ai.response.finish_reasons': ['tool_use'],
+        'osd.cost_usd': expect.any(Number),
+      })
+      expect(inference.name).toBe(`chat ${calls[i]!.body.model}`)
+      // No prompt or answer without OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
+      expect(inference.attributes['gen_ai.input.messages']).toBeUndefined()
+      expect(inference.attributes['gen_ai.output.messages']).toBeUndefined()
+      // The provider was sent the inference span's context.
+      expect(calls[i]!.headers.traceparent).toBe(`00-${traceId}-${inference.spanId}-01`)
+    }
+
+    // The tool calls, as execute_tool spans; the tool server got the same trace.
+    const [echo] = named(spans, 'execute_tool vcs.echo')
+    expect(echo!.attributes).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'vcs.echo',
+      'gen_ai.tool.call.id': expect.any(String),
+      'osd.tool.source': 'mcp',
+    })
+    expect(passIds.has(echo!.parentSpanId)).toBe(true)
+    expect(named(spans, `execute_tool ${merge}`)).toHaveLength(1)
+    const tracedAtServer = mcp.traceparents.filter((h) => h?.split('-')[1] === traceId)
+    expect(tracedAtServer.length).toBeGreaterThan(0)
+    expect(tracedAtServer).toContain(`00-${traceId}-${echo!.spanId}-01`)
+
+    // Admission, the spend reservations: short spans of the run's trace.
+    expect(named(spans, 'run admission').length).toBeGreaterThanOrEqual(2)
+    expect(named(spans, 'spend reservation')).toHaveLength(calls.length)
+  })
+
+  it('ignores a malformed traceparent: a new trace, and the start is answered 201 as ever', async () => {
+    const task = await deterministicTask(t)
+    for (const header of [
+      'not a traceparent',
+      `00-${'0'.repeat(32)}-${hex(8)}-01`,
+      `00-${hex(16).toUpperCase()}-${hex(8)}-01`,
+      `00-${hex(16)}-${hex(8)}-01-extra`,
+    ]) {
+      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+        body: {},
+        headers: { traceparent: header },
+      })
+      expect(res.status, header).toBe(201)
+      const run = Run.parse(res.body)
+      expect(run.traceId).toMatch(/^[0-9a-f]{32}$/)
+      expect(header).not.toContain(run.traceId)
+      const spans = await traceOf(run.traceId!, (s) => named(s, 'run pass').length === 1)
+      const [request] = named(spans, 'POST /v1/tasks/{id}/runs')
+      expect(request!.parentSpanId).toBe('')
+      // Only the W3C form is stored.
+      const [row] = await t.sql<{ traceParent: string }[]>`
+        select trace_parent from runs where id = ${run.id}`
+      expect(row!.traceParent).toMatch(new RegExp(`^00-${run.traceId}-[0-9a-f]{16}-01$`))
+    }
+  })
+
+  it("makes a webhook's run part of the sender's trace", async () => {
+    const task = await deterministicTask(t)
+    const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const traceId = hex(16)
+    const hook = await t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/${task.slug}`, {
+      token: null,
+      body: {},
+      headers: { 'x-os-webhook-secret': secret, traceparent: `00-${traceId}-${hex(8)}-01` },
+    })
+    expect(hook.status, JSON.stringify(hook.body)).toBe(202)
+    const run = (await t.call('GET', `/v1/runs/${hook.body.runId}`)).body.run
+    expect(run.traceId).toBe(traceId)
+    const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
+    expect(named(spans, 'POST /v1/webhooks/{enterprise}/tasks/{task}')).toHaveLength(1)
+  })
+
+  it("keeps another enterprise's run and its traceId out of reach: 404", async () => {
+    const task = await deterministicTask(t)
+    const started = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      body: {},
+      headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` },
+    })
+    const foreign = await t.call('GET', `/v1/runs/${started.body.id}`, { token: t.other.token })
+    expect(foreign.status).toBe(404)
+    expect(foreign.text).not.toContain(started.body.traceId)
+  })
+
+  it('names the trace and span on each log line written inside a span, and on no other', async () => {
+    const lines: string[] = []
+    const out = new Writable({
+      write: (chunk, _e, done) => void (lines.push(String(chunk)), done()),
+    })
+    const log = createLogger('info', out as never, { traceFields: true })
+    log.info('before')
+    await span('a seam', {}, async () => log.child({ runId: 'r' }).info('inside'))
+    log.flush()
+    await eventually(() => lines.join('').includes('inside'))
+    const [before, inside] = lines
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(before.trace_id).toBeUndefined()
+    expect(inside).toMatchObject({
+      msg: 'inside',
+      trace_id: expect.stringMatching(/^[0-9a-f]{32}$/),
+      span_id: expect.stringMatching(/^[0-9a-f]{16}$/),
+    })
+    const spans = await traceOf(inside.trace_id, (s) => named(s, 'a seam').length === 1)
+    expect(spans[0]!.spanId).toBe(inside.span_id)
+  })
+})
+
+describe('osctl runs start (issue 49)', () => {
+  it('sends TRACEPARENT from its environment, as CI sets it, and a malformed one not at all', async () => {
+    const cli = await startCliDaemon('Traced CLI')
+    const created = await fetch(`${cli.daemon.url}/tasks`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${cli.enterprise.token}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({
+        name: 'Nightly',
+        kind: 'deterministic',
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+      }),
+    })
+    expect(created.status).toBe(201)
+    const traceId = hex(16)
+    const traced = await osctl(['--json', 'runs', 'start', 'nightly'], {
+      ...cli.env,
+      TRACEPARENT: `00-${traceId}-${hex(8)}-01`,
+    })
+    expect(traced.exitCode, traced.stderr).toBe(0)
+    expect(JSON.parse(traced.stdout).traceId).toBe(traceId)
+    const malformed = await osctl(['--json', 'runs', 'start', 'nightly'], {
+      ...cli.env,
+      TRACEPARENT: `00-${traceId}-${'0'.repeat(16)}-01`,
+    })
+    expect(malformed.exitCode, malformed.stderr).toBe(0)
+    const run = JSON.parse(malformed.stdout)
+    expect(run.traceId).toMatch(/^[0-9a-f]{32}$/)
+    expect(run.traceId).not.toBe(traceId)
+  })
+})
+
+describe('http/json (OTEL_EXPORTER_OTLP_PROTOCOL)', () => {
+  it('sends the same spans as JSON', async () => {
+    await stopTraces(1000)
+    await traceOn('http/json')
+    const task = await deterministicTask(t)
+    const traceId = hex(16)
+    const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      body: {},
+      headers: { traceparent: `00-${traceId}-${hex(8)}-01` },
+    })
+    expect(res.status).toBe(201)
+    const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
+    expect(named(spans, 'POST /v1/tasks/{id}/runs')[0]!.attributes['http.route']).toBe(
+      '/v1/tasks/{id}/runs',
+    )
+    expect(named(spans, 'run pass')[0]!.attributes['osd.run.status']).toBe('succeeded')
+    expect(receiver.requests.at(-1)).toMatchObject({
+      path: '/v1/traces',
+      contentType: expect.stringContaining('application/json'),
+    })
+    expect(receiver.requests.some((r) => r.contentType.includes('x-protobuf'))).toBe(true)
+  })
+})
+
+describe('tracing off (no OTLP endpoint)', () => {
+  it('sends nothing, stores no trace, and sends no traceparent onward', async () => {
+    await stopTraces(1000)
+    expect(tracingOn()).toBe(false)
+    const sent = receiver.requests.length
+    const { e, key, as } = await keyedEnterprise(t, 'Untraced')
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: { name: 'Untraced', assigneeRole: 'ceo', overlapPolicy: 'os' },
+    })
+    model.script(key, { text: 'done' })
+    const res = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: {},
+      headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` },
+    })
+    expect(res.status).toBe(201)
+    expect(Run.parse(res.body).traceId).toBeNull()
+    await waitForRun(t, res.body.id, ['succeeded'], 15_000, e.token)
+    expect(model.callsWith(key)[0]!.headers.traceparent).toBeUndefined()
+    await flushTraces()
+    expect(receiver.requests.length).toBe(sent)
+  })
+
+  it('loads none of the SDK: importing the app and the daemon reads no @opentelemetry module', async () => {
+    // In a process of its own, on the built code (npm test builds first): which files an import reads,
+    // ES modules by a loader hook and CommonJS ones from require's cache.
+    const hook = `data:text/javascript,${encodeURIComponent(`
+      import { register } from 'node:module'
+      const { port1, port2 } = new MessageChannel()
+      globalThis.loaded = new Set()
+      port1.on('message', (url) => globalThis.loaded.add(url)); port1.unref()
+      register('data:text/javascript,' + encodeURIComponent(
+        'let port; export function initialize(d) { port = d.port } ' +
+        'export async function load(url, context, next) { port.postMessage(url); return next(url, context) }'),
+        { parentURL: import.meta.url, data: { port: port2 }, transferList: [port2] })`)}`
+    const script = `
+      import { createRequire } from 'node:module'
+      await import(${JSON.stringify(join(projectRoot, 'dist/server/serve.js'))})
+      await new Promise((r) => setTimeout(r, 100))
+      const files = [...globalThis.loaded, ...Object.keys(createRequire(import.meta.url).cache)]
+      console.log(JSON.stringify(files))`
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', hook, '--input-type=module', '-e', script],
+      { cwd: projectRoot, env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: '' } },
+    )
+    const files = JSON.parse(stdout) as string[]
+    expect(files.length).toBeGreaterThan(100)
+    expect(files.filter((f) => f.includes('@opentelemetry'))).toEqual([])
+  })
+})
