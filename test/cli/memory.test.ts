@@ -89,6 +89,7 @@ function run(overrides: Partial<Run> = {}): Run {
     origin: 'api',
     result: null,
     reason: null,
+    traceId: null,
     createdAt: now(),
     updatedAt: now(),
     ...overrides,

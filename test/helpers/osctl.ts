@@ -55,18 +55,19 @@ export interface OsctlOptions {
 }
 
 const runEnv = new AsyncLocalStorage<NodeJS.ProcessEnv>()
-let envInstalled = false
+/** The view installed, while it is process.env. */
+let installedEnv: NodeJS.ProcessEnv | undefined
 
 /**
  * process.env becomes a view of the environment of the run whose code reads it (the process's own
- * outside any run). Installed once per test file's process, and transparent outside runs.
+ * outside any run). Transparent outside runs. Installed again when process.env is another object:
+ * vitest gives each file of a shared worker the environment back as it found it.
  */
 function installRunEnv(): void {
-  if (envInstalled) return
-  envInstalled = true
+  if (installedEnv && process.env === installedEnv) return
   const own = process.env
   const env = () => runEnv.getStore() ?? own
-  process.env = new Proxy(own, {
+  process.env = installedEnv = new Proxy(own, {
     get: (_, key) => Reflect.get(env(), key),
     set: (_, key, value) =>
       Reflect.set(env(), key, typeof key === 'string' ? String(value) : value),
