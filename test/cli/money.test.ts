@@ -58,6 +58,7 @@ const run = Run.parse({
   executionId: randomUUID(),
   previousRunId: null,
   origin: 'api',
+  traceId: null,
   costUsdCents: 2.95,
   costUnpriced: false,
   createdAt: at,

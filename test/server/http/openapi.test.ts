@@ -375,7 +375,10 @@ describe('a client generated with openapi-typescript', () => {
     const checked: string[] = []
     const fetcher = async (request: Request) => {
       const sent = request.clone()
-      const answer = await t.app.request(sent)
+      // fetch, not request: request() takes a Request only when it is an instance of the global
+      // Request, which @hono/node-server replaces with a class of its own once any file of this
+      // worker serves over HTTP, and a clone is an instance of the original class.
+      const answer = await t.app.fetch(sent)
       const text = await answer.clone().text()
       const url = new URL(request.url)
       checked.push(
