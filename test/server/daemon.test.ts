@@ -342,7 +342,9 @@ describe('a database migrated by a newer osd (issue 43)', () => {
   }, 150_000)
 })
 
-describe('osd serve', { timeout: 60_000 }, () => {
+// Each of these starts osd processes: up to 37 s under `taskset -c 0 npm test` (the revoked token's
+// test, with the files sharing workers, issue 40); about three times that.
+describe('osd serve', { timeout: 120_000 }, () => {
   it('on a port another process listens on says so in one line, before any database starts (issue 51)', async () => {
     const taken = createServer()
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
