@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { execa } from 'execa'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { openChatGate } from '../../server/domain/gates/index.js'
 import { createUser, setMembership } from '../../server/domain/people/index.js'
 import type { Run } from '../../shared/schemas/runs.js'
@@ -182,11 +182,17 @@ describe('every list verb through a pipe closed after the first line', () => {
 })
 
 describe('a follow whose reader has gone', () => {
-  /** Cancels the run if it is still under way: an event the follow must write, and fail to. */
-  async function cancelLater(findRun: () => Promise<string | undefined>, ms: number) {
-    await new Promise((r) => setTimeout(r, ms))
-    const id = await findRun()
-    if (id) await api('POST', `/runs/${id}/cancel`).catch(() => undefined)
+  /**
+   * Cancels the run if it is still under way: an event the follow must write, and fail to. Not after
+   * the test: the next file of the worker would hear the daemon gone (issue 40).
+   */
+  function cancelLater(findRun: () => Promise<string | undefined>, ms: number) {
+    const timer = setTimeout(() => {
+      findRun()
+        .then((id) => id && api('POST', `/runs/${id}/cancel`))
+        .catch(() => undefined)
+    }, ms)
+    onTestFinished(() => clearTimeout(timer))
   }
 
   const unfinished = async () => {
@@ -199,7 +205,7 @@ describe('a follow whose reader has gone', () => {
     const follow = throughHead(['runs', 'start', 'slow', '--wait'], cli.env, '2>&1')
     // Should the whole first read have fitted in the pipe before head left, the next event (this
     // cancel) is what the follow fails to write.
-    void cancelLater(unfinished, 8_000)
+    cancelLater(unfinished, 8_000)
     const res = await follow
     expect([res.exitCode, res.stdout.split(' ').slice(0, 2).join(' ')]).toEqual([0, 'started run'])
     expect(Date.now() - started).toBeLessThan(20_000)
@@ -211,7 +217,7 @@ describe('a follow whose reader has gone', () => {
   it('runs watch stops following and exits 0 once its pipe closes, the run going on', async () => {
     const run = await api('POST', `/tasks/${slowTaskId}/runs`, {})
     const follow = throughHead(['runs', 'watch', run.id], cli.env, '2>&1')
-    void cancelLater(async () => run.id, 8_000)
+    cancelLater(async () => run.id, 8_000)
     const res = await follow
     expect(res.exitCode, res.stderr).toBe(0)
     expect(res.stdout).toMatch(/^\S+  run\.\w+/)
