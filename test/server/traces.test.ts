@@ -333,7 +333,8 @@ describe('osctl runs start (issue 49)', () => {
     })
     expect(created.status).toBe(201)
     const traceId = hex(16)
-    const traced = await osctl(['--json', 'runs', 'start', 'nightly'], {
+    // --wait: the second start would overlap a first still under way on a loaded machine.
+    const traced = await osctl(['--json', 'runs', 'start', 'nightly', '--wait'], {
       ...cli.env,
       TRACEPARENT: `00-${traceId}-${hex(8)}-01`,
     })
