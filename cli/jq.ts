@@ -1,10 +1,12 @@
 import type { Deps } from './deps.js'
 import { CliError, exitCodes } from './errors.js'
+import { loadJq, runJq, type JqResult } from './jq-runtime.js'
 
 // --jq EXPR on every command that prints JSON (issue 48): the command runs as with --json, what it
 // prints on stdout is kept, and once it ends (however it ends: `osctl diff` prints its plan, then
 // exits 1) that text goes through jq itself (npm jq-wasm, jq 1.7 compiled to WebAssembly: jq's own
-// semantics, not a subset of ours) as `jq -r EXPR` would read it, every JSON value of it in turn.
+// semantics, not a subset of ours; cli/jq-runtime.ts) as `jq -r EXPR` would read it, every JSON value
+// of it in turn.
 // Output therefore comes when the command ends, not as it goes. The result is written as any text for
 // a person is: the server's control characters shown as escapes (cli/safe-text.ts), unless --json is
 // also given.
@@ -20,6 +22,10 @@ export async function withJq(
     globals: { ...deps.globals, json: true },
     out: { ...deps.out, json: true, write: (text) => void (printed += text) },
   }
+  // jq loads (tens of ms of parsing and compiling) while the command waits on osd: started once the
+  // command has sent its first request, so that request does not wait for it.
+  const jq = new Promise<void>((resolve) => setImmediate(resolve)).then(loadJq)
+  jq.catch(() => undefined)
   let failure: unknown
   try {
     await fn(jqDeps)
@@ -27,16 +33,20 @@ export async function withJq(
     failure = err
   }
   if (printed.trim() !== '') {
-    const jq = await import('jq-wasm')
-    let result: string
+    let result: JqResult
     try {
-      result = await jq.raw(printed, expr, ['-r'])
+      await jq
+      result = await runJq(printed, expr)
     } catch (err) {
-      // As jq stops on a filter that does not compile or that fails: a usage error here.
-      const said = (err as Error).message.replace(/^Failed to execute raw query: /, '').trim()
-      throw new CliError(`--jq: ${said.split('\n')[0]}`, exitCodes.usage)
+      throw new CliError(`--jq: ${(err as Error).message}`, exitCodes.failed)
     }
-    if (result !== '') deps.out.write(result.endsWith('\n') ? result : `${result}\n`)
+    if (result.stdout !== '') deps.out.write(result.stdout)
+    // As jq stops on a filter that does not compile or that fails on the data (after printing what
+    // came before, as here): a usage error, in jq's words.
+    if (result.status !== 0) {
+      const said = result.stderr.trim().split('\n')[0] || `jq exited ${result.status}`
+      throw new CliError(`--jq: ${said}`, exitCodes.usage)
+    }
   }
   if (failure !== undefined) throw failure
 }

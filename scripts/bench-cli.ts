@@ -4,9 +4,10 @@
 // load that comes and goes falls on each alike. Prints median and p90 wall time in ms and the ratio of
 // each median to the baseline's. Targets: --version and --help under 120 ms here, --help <= 1.5x the
 // baseline (issue 30). `profile list` with --json and with --jq: what --jq costs (issue 48: under
-// 20 ms). Reports; asserts nothing.
+// 20 ms), on two profiles and on 1,000 (about 90 KB of JSON, as a long list page). Reports; asserts
+// nothing.
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { projectRoot } from '../shared/paths.js'
@@ -15,9 +16,20 @@ import { median, percentile } from './bench-lib.js'
 const runs = Number(process.env.BENCH_RUNS ?? 10)
 /** A profile store of the bench's own, empty: `profile list` reads it. */
 const configDir = mkdtempSync(join(tmpdir(), 'osctl-bench-'))
+/** A profile store with 1,000 profiles: `profile list --json` prints about 90 KB. */
+const manyDir = mkdtempSync(join(tmpdir(), 'osctl-bench-many-'))
+const profiles = Object.fromEntries(
+  Array.from({ length: 1000 }, (_, i) => [
+    `profile-${i}`,
+    { url: `https://osd-${i}.example.com/v1`, token: `osd_${'x'.repeat(40)}` },
+  ]),
+)
+writeFileSync(join(manyDir, 'config.json'), JSON.stringify({ current: 'profile-0', profiles }), {
+  mode: 0o600,
+})
 const osctl = join(projectRoot, 'bin', 'osctl')
 
-const cases: { name: string; args: string[] }[] = [
+const cases: { name: string; args: string[]; dir?: string }[] = [
   { name: 'node -e 0 (baseline)', args: ['-e', '0'] },
   { name: 'osctl --version', args: [osctl, '--version'] },
   { name: 'osctl --help', args: [osctl, '--help'] },
@@ -27,14 +39,20 @@ const cases: { name: string; args: string[] }[] = [
   // one filter, on a command that needs no daemon.
   { name: 'profile list --json', args: [osctl, 'profile', 'list', '--json'] },
   { name: 'profile list --jq', args: [osctl, 'profile', 'list', '--jq', 'length'] },
+  { name: '1,000 profiles --json', args: [osctl, 'profile', 'list', '--json'], dir: manyDir },
+  {
+    name: '1,000 profiles --jq',
+    args: [osctl, 'profile', 'list', '--jq', '.[].name'],
+    dir: manyDir,
+  },
 ]
 
 /** Wall time of one spawn to its exit, in ms; a failed command stops the bench. */
-function time(args: string[]): number {
+function time(args: string[], dir = configDir): number {
   const start = process.hrtime.bigint()
   const res = spawnSync(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, OSCTL_CONFIG_DIR: configDir },
+    env: { ...process.env, OSCTL_CONFIG_DIR: dir },
   })
   const ms = Number(process.hrtime.bigint() - start) / 1e6
   if (res.status !== 0)
@@ -42,9 +60,9 @@ function time(args: string[]): number {
   return ms
 }
 
-for (const c of cases) time(c.args)
+for (const c of cases) time(c.args, c.dir)
 const times = cases.map(() => [] as number[])
-for (let i = 0; i < runs; i++) cases.forEach((c, j) => times[j]!.push(time(c.args)))
+for (let i = 0; i < runs; i++) cases.forEach((c, j) => times[j]!.push(time(c.args, c.dir)))
 
 const baseline = median(times[0]!)
 console.log(`${runs} runs each after a warm-up (node ${process.version})`)

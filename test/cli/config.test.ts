@@ -316,4 +316,17 @@ describe('--jq', () => {
     expect(res.exitCode).toBe(exitCodes.usage)
     expect(res.stderr).toMatch(/^error: --jq: jq: error: syntax error/)
   })
+
+  it('a filter that fails on the data: what jq printed first, then exit 2 with its words', async () => {
+    // jq-wasm as installed printed the results before the failure and exit 0 (cli/jq-runtime.ts).
+    const res = await osctl(
+      ['config', 'export', await tempDir(), '--jq', '(.files | length), (.files[] | .x)'],
+      cli.env,
+    )
+    expect(res.stdout).toMatch(/^\d+\n$/)
+    expect(res.exitCode).toBe(exitCodes.usage)
+    expect(res.stderr).toMatch(
+      /^error: --jq: jq: error \(at .*\): Cannot index string with (string )?"x"/,
+    )
+  })
 })
