@@ -375,6 +375,81 @@ describe('http/json (OTEL_EXPORTER_OTLP_PROTOCOL)', () => {
   })
 })
 
+describe('a run started while tracing was off (issue 49)', () => {
+  it('takes the trace of its first pass made with tracing on, and keeps it for the passes after', async () => {
+    await stopTraces(1000)
+    const { e, key, as } = await keyedEnterprise(t, 'Traced later')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+    })
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Later ${randomUUID().slice(0, 6)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: [merge, 'os.set_gate_summary'],
+        gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    // Two gates: the pass after the first makes the run's trace, the pass after the second continues it.
+    model.script(
+      key,
+      { toolCalls: [{ name: merge, arguments: { repo: 'acme/later', number: 1 } }] },
+      { toolCalls: [{ name: merge, arguments: { repo: 'acme/later', number: 2 } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'done' } }] },
+    )
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })
+    expect(Run.parse(started.body).traceId).toBeNull()
+    const runId = started.body.id as string
+    const decided: string[] = []
+    /** Approves the run's next gate, once it waits (the list shows waiting gates). */
+    const approveNext = async () => {
+      let gate: { id: string } | undefined
+      await eventually(
+        async () => {
+          const gates = (await t.call('GET', `/v1/gates?runId=${runId}`, as)).body
+          gate = gates.find((g: { id: string }) => !decided.includes(g.id))
+          return gate !== undefined
+        },
+        15_000,
+        `gate ${decided.length + 1} of the run`,
+      )
+      decided.push(gate!.id)
+      const answer = await t.call('POST', `/v1/gates/${gate!.id}/decision`, {
+        ...as,
+        body: { decision: 'approve' },
+      })
+      expect(answer.status).toBe(201)
+    }
+    // Its first pass made without tracing, up to the first gate.
+    await waitForRun(t, runId, ['waiting_on_gate'], 15_000, e.token)
+    await traceOn('http/protobuf')
+    await approveNext()
+    // The second gate waits: the pass between the gates was made with tracing on.
+    await approveNext()
+    const traceId = Run.parse((await t.call('GET', `/v1/runs/${runId}`, as)).body.run).traceId
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/)
+    await waitForRun(t, runId, ['succeeded'], 15_000, e.token)
+    const passes = named(
+      await traceOf(traceId!, (s) =>
+        named(s, 'run pass').some((p) => p.attributes['osd.run.status'] === 'succeeded'),
+      ),
+      'run pass',
+    )
+    // Both passes made with tracing on, in that one trace (before: a trace for each).
+    expect(passes.map((p) => p.attributes['osd.run.status']).sort()).toEqual([
+      'succeeded',
+      'waiting_on_gate',
+    ])
+    expect(passes.every((p) => p.attributes['osd.run.id'] === runId)).toBe(true)
+  }, 90_000)
+})
+
 describe('tracing off (no OTLP endpoint)', () => {
   it('sends nothing, stores no trace, and sends no traceparent onward', async () => {
     await stopTraces(1000)

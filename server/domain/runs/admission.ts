@@ -339,6 +339,22 @@ export async function dispatchQueued(
   })
 }
 
+/**
+ * Keeps `traceParent` as the run's trace when it has none (issue 49): a run started while tracing was
+ * off gets the trace of its first pass made with tracing on, and every later pass, in whichever
+ * process, continues it instead of starting one of its own. Only while this engine holds the run.
+ */
+export async function keepRunTrace(
+  db: Db,
+  engineId: string,
+  runId: string,
+  traceParent: string,
+): Promise<void> {
+  await db`
+    update runs set trace_parent = ${traceParent}
+     where id = ${runId} and trace_parent is null and lease_owner = ${engineId}`
+}
+
 // --- leases (DESIGN 5: a run whose worker died is taken over) ----------------------------------------
 
 /** Extends this engine's leases; answers the ids it still holds (a cancelled run is no longer held). */

@@ -72,7 +72,7 @@ export { runGoesOn, waitPaused } from './pausing.js'
 export { appendEvent } from './events.js'
 
 // For the engine and tests and benches.
-export { advance, resumeDueHolds, nextDueRun, takeOverLapsed } from './admission.js'
+export { advance, resumeDueHolds, nextDueRun, takeOverLapsed, keepRunTrace } from './admission.js'
 export { finishAll, finishRun } from './ends.js'
 export { appendWhileHeld } from './events.js'
 

@@ -3,6 +3,7 @@ import type { Sql } from '../../db/sql.js'
 import {
   advance,
   holdsRun,
+  keepRunTrace,
   nextDueRun,
   releaseLeases,
   renewLeases,
@@ -13,7 +14,7 @@ import type { RunRow } from '../../domain/runs/index.js'
 import type { Logger } from '../../log.js'
 import { completeDeterministic, passAttributes, type Executor } from './executor.js'
 import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
-import { recordSpan, span, tracingOn } from '../../traces/index.js'
+import { currentTraceParent, recordSpan, span, tracingOn } from '../../traces/index.js'
 
 export interface RunLoopOptions {
   sql: Sql
@@ -90,6 +91,12 @@ export class RunLoop extends LeaseLoop<RunWork> {
           'run pass',
           { ...passAttributes(run, undefined), 'osd.run.resumed': resumed },
           async (pass) => {
+            // A run started while tracing was off: this pass's trace becomes the run's (issue 49).
+            const traceParent = run.traceParent ? undefined : currentTraceParent()
+            if (traceParent) {
+              await keepRunTrace(sql, engineId, run.id, traceParent)
+              run.traceParent = traceParent
+            }
             const status = await executors[run.kind]!.execute(run, {
               sql,
               log,
