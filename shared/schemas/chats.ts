@@ -94,6 +94,14 @@ export const ChatMessage = z
      * a provider that did not answer. Not part of the conversation the model sees.
      */
     notice: z.boolean(),
+    /**
+     * The person stopped the reply while it was made (POST /v1/chats/{id}/reply/stop; beyond the
+     * spec): the content is what the member had written by then, possibly nothing.
+     */
+    stopped: z.boolean().meta({
+      description:
+        'The person stopped this reply while it was being made (POST /v1/chats/{id}/reply/stop, beyond the spec): the content is what the member had written by then, possibly nothing',
+    }),
     createdAt: IsoTime,
   })
   .meta({ id: 'ChatMessage' })
@@ -133,6 +141,17 @@ export const ChatToolGrant = z
   .object({ id: Uuid, memberId: Uuid, tool: z.string(), createdAt: IsoTime })
   .meta({ id: 'ChatToolGrant' })
 export type ChatToolGrant = z.infer<typeof ChatToolGrant>
+
+/** POST /v1/chats/{id}/reply/stop: whether a reply was in progress, and so is being stopped. */
+export const ChatReplyStop = z
+  .object({
+    stopping: z.boolean().meta({
+      description:
+        'true (202): a reply was in progress and ends stopped, what it wrote kept as a message marked stopped; false (200): no reply was in progress, nothing changed',
+    }),
+  })
+  .meta({ id: 'ChatReplyStop' })
+export type ChatReplyStop = z.infer<typeof ChatReplyStop>
 
 export const ChatUnread = z.object({ count: z.number().int() }).meta({ id: 'ChatUnread' })
 

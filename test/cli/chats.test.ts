@@ -60,6 +60,7 @@ function message(overrides: Partial<ChatMessage> = {}): ChatMessage {
     toolCall: null,
     question: null,
     notice: false,
+    stopped: false,
     createdAt: '2026-03-02T11:58:00.000Z',
     ...overrides,
   })

@@ -235,6 +235,7 @@ export async function startFakeChatDaemon(
         toolCall: null,
         question: null,
         notice: false,
+        stopped: false,
         createdAt: now(),
       }
       daemon.add(c.id, message)
