@@ -3,6 +3,7 @@ import type {
   Chat,
   ChatDetail,
   ChatMessage,
+  ChatReplyStop,
   ChatToolCall,
   ChatToolGrant,
 } from '../../shared/schemas/chats.js'
@@ -277,6 +278,22 @@ export async function closeChat(deps: Deps, ref: string): Promise<void> {
   show(deps.out, chat, () => deps.out.write(`closed chat ${id}\n`))
 }
 
+/**
+ * Stops the member's reply in progress (POST /chats/{id}/reply/stop; issue 51): it ends within about a
+ * second, what it wrote kept and marked stopped. No reply in progress is no failure.
+ */
+export async function stopReply(deps: Deps, ref: string): Promise<void> {
+  const id = chatRef(ref)
+  const answer = await deps.client().post<ChatReplyStop>(`/chats/${id}/reply/stop`)
+  show(deps.out, answer, () =>
+    deps.out.write(
+      answer.stopping
+        ? `stopping the reply in chat ${id}: what it wrote is kept, marked stopped\n`
+        : `no reply in progress in chat ${id}\n`,
+    ),
+  )
+}
+
 export async function unreadChats(deps: Deps): Promise<void> {
   const unread = await deps.client().get<{ count: number }>('/chats/unread')
   show(deps.out, unread, () => deps.out.write(`${unread.count}\n`))
@@ -464,6 +481,16 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
       .description('close a chat; repeating it changes nothing')
       .action(actionOf(makeDeps, closeChat)),
     'osctl chats close 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+  )
+  examples(
+    chats
+      .command('stop')
+      .argument('<chat>', 'chat id')
+      .description(
+        "stop the member's reply in progress; what it wrote is kept, marked stopped (no reply: nothing changes)",
+      )
+      .action(actionOf(makeDeps, stopReply)),
+    'osctl chats stop 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
   )
   examples(
     chats

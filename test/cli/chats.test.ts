@@ -11,6 +11,7 @@ import {
   openChatScreen,
   revokeGrant,
   sendMessage,
+  stopReply,
   unreadChats,
 } from '../../cli/commands/chats.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
@@ -343,7 +344,7 @@ describe('osctl chats, in process', () => {
     expect(api.sent).toHaveLength(2)
   })
 
-  it('close, unread, grants and revoke', async () => {
+  it('stop, close, unread, grants and revoke', async () => {
     const grant = ChatToolGrant.parse({
       id: randomUUID(),
       memberId: ada.id,
@@ -355,6 +356,7 @@ describe('osctl chats, in process', () => {
         members(req) ??
         {
           [`POST /chats/${chatId}/close`]: { body: chat({ status: 'closed', outcome: 'closed' }) },
+          [`POST /chats/${chatId}/reply/stop`]: { status: 202, body: { stopping: true } },
           'GET /chats/unread': { body: { count: 3 } },
           'GET /chats/tool-grants': { body: [grant] },
           [`DELETE /chats/tool-grants/${grant.id}`]: { status: 204 },
@@ -364,11 +366,14 @@ describe('osctl chats, in process', () => {
         },
     )
     const { deps, stdout } = fakeDeps(api, { confirm: true })
+    await stopReply(deps, chatId)
     await closeChat(deps, chatId)
     await unreadChats(deps)
     await listGrants(deps, { member: 'ada@acme.example' })
     await revokeGrant(deps, grant.id, {})
-    expect(stdout()).toContain(`closed chat ${chatId}\n3\n`)
+    expect(stdout()).toContain(
+      `stopping the reply in chat ${chatId}: what it wrote is kept, marked stopped\nclosed chat ${chatId}\n3\n`,
+    )
     expect(stdout()).toMatch(new RegExp(`^${grant.id}\\s+${ada.id}\\s+vcs\\.merge\\s+`, 'm'))
     expect(stdout()).toContain(`withdrew tool grant ${grant.id}\n`)
     expect(api.sent.find((s) => s.path === '/chats/tool-grants')!.query).toEqual({
