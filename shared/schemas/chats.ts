@@ -6,7 +6,14 @@ import {
   chatStatuses,
   gateDecisions,
 } from '../values.js'
-import { IsoTime, JsonObject, Uuid, queryInteger, waitSecondsParameter } from './common.js'
+import {
+  IsoTime,
+  JsonObject,
+  Uuid,
+  idPrefixParameter,
+  queryInteger,
+  waitSecondsParameter,
+} from './common.js'
 export { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses }
 
 // Chats: a conversation with one member (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). The
@@ -174,6 +181,12 @@ export type ChatStatusEvent = z.infer<typeof ChatStatusEvent>
 /** The events of GET /v1/chats/{id}/events, by name. */
 export const chatEventNames = ['message', 'message.updated', 'delta', 'chat'] as const
 export type ChatEventName = (typeof chatEventNames)[number]
+
+/** GET /v1/chats: memberId narrows; idPrefix names chats by the start of their id (issue 51). */
+export const ChatListQuery = z.object({
+  memberId: z.string().optional(),
+  idPrefix: idPrefixParameter('chats'),
+})
 
 /** GET /v1/chats/{id} beyond the spec: wait (up to 30 s) for a message after afterMessageId. */
 export const ChatDetailQuery = z.object({
