@@ -147,7 +147,7 @@ describe('osctl chats, in process', () => {
     expect((await failure(getChat(deps, chatId, { limit: '0' }))).exitCode).toBe(exitCodes.usage)
     expect((await failure(getChat(deps, chatId, { limit: '201' }))).exitCode).toBe(exitCodes.usage)
     expect((await failure(getChat(deps, 'ada', {}))).message).toBe(
-      'a chat is named by its id; got "ada"',
+      'a chat is named by its id or its first 8 or more characters; "ada" has 3',
     )
     expect(api.sent).toEqual([])
   })
