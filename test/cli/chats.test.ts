@@ -122,10 +122,13 @@ describe('osctl chats, in process', () => {
           answer: null,
         },
       }),
+      // A reply the person stopped (issue 51): what it had written, marked.
+      message({ content: 'The release notes say', stopped: true }),
     ]
     const api = new FakeApi((req) => members(req) ?? { body: detail(messages) })
     const { deps, stdout } = fakeDeps(api)
     await getChat(deps, chatId, { limit: '20' })
+    expect(stdout()).toContain('Ada Lovelace: The release notes say\n  (stopped)\n')
     expect(api.sent[0]).toMatchObject({ path: `/chats/${chatId}`, query: { limit: '20' } })
     expect(stdout()).toMatch(new RegExp(`^member +Ada Lovelace \\(${ada.id}\\)$`, 'm'))
     expect(stdout()).toContain(
