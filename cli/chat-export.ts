@@ -137,6 +137,8 @@ function messageLines(message: ChatMessage, memberName: string): string[] {
   // A question's words are its content too: written once, as the question.
   const asked = message.question && message.question.questions.join('\n') === text.trim()
   if (text && !asked) lines.push(...quoted(safeText(text, { multiline: true })), '')
+  // Stopped by the person while it was written (issue 51): the text is what it had by then.
+  if (message.stopped) lines.push('*(stopped)*', '')
   if (message.toolCall) lines.push(...toolCallLines(message.toolCall), '')
   if (message.question) lines.push(...questionLines(message.question), '')
   while (lines.at(-1) === '') lines.pop()

@@ -75,6 +75,8 @@ export function transcriptLines(
     const [first, ...rest] = text.split('\n')
     lines.push(`${head} ${first}`, ...rest.map((l) => `  ${l}`))
   } else lines.push(head)
+  // The person stopped the reply while it was written (issue 51): the text is what it had by then.
+  if (message.stopped) lines.push('  (stopped)')
   const call = message.toolCall
   if (call) {
     lines.push(

@@ -30,7 +30,7 @@ export const exitCodeTable: Record<
   },
   usage: {
     meaning:
-      'a usage error (an unknown command, option or profile, a bad value, a file that is not YAML, a `--jq` filter that fails, a run input the task lacks or does not declare), or cancelled',
+      'a usage error (an unknown command, option or profile, a bad value, a file that is not YAML, a `--jq` filter that fails, a run input the task lacks or does not declare, an id prefix shorter than 8 characters or matching several: `error: ambiguous run prefix 3f2a9c1e: matches 3 runs` and the matches), or cancelled',
   },
   unreachable: {
     meaning:

@@ -1,4 +1,10 @@
-import { isUuid } from '../shared/ids.js'
+import { idPrefixRange, isUuid, minIdPrefix } from '../shared/ids.js'
+import type { Chat } from '../shared/schemas/chats.js'
+import type { Paged } from '../shared/schemas/common.js'
+import type { Execution } from '../shared/schemas/executions.js'
+import type { Gate } from '../shared/schemas/gates.js'
+import type { Run } from '../shared/schemas/runs.js'
+import type { ApiToken } from '../shared/schemas/tokens.js'
 import type { ApiClient } from './client.js'
 import { CliError, UsageError } from './errors.js'
 import { didYouMean } from './suggest.js'
@@ -9,6 +15,124 @@ export { isUuid }
 export function idRef(ref: string, what: string, by = 'its id'): string {
   if (!isUuid(ref)) throw new UsageError(`${what} is named by ${by}; got "${ref}"`)
   return ref
+}
+
+/** The kinds of object an id prefix may name (issue 51), as git names an object by a short id. */
+export type PrefixKind = 'run' | 'gate' | 'chat' | 'execution' | 'token'
+
+/** One object a prefix matched, as the ambiguity lists it: its id, a short what, when it was made. */
+interface PrefixMatch {
+  id: string
+  what: string
+  created: string
+}
+
+/** How many matches an ambiguity lists (the lookup asks for one more, to know there are more). */
+const listedMatches = 10
+
+/** The list of each kind, narrowed by `?idPrefix=`: the matches and how many there are in all. */
+const prefixLookups: Record<
+  PrefixKind,
+  (client: ApiClient, idPrefix: string) => Promise<{ matches: PrefixMatch[]; total: number }>
+> = {
+  async run(client, idPrefix) {
+    const page = await client.get<Paged<Run>>('/runs', { idPrefix, limit: listedMatches + 1 })
+    const matches = page.data.map((r) => ({
+      id: r.id,
+      what: `${r.taskSlug} ${r.status}`,
+      created: r.createdAt,
+    }))
+    return { matches, total: page.total }
+  },
+  async execution(client, idPrefix) {
+    // Open and closed executions are two lists: a prefix names either.
+    const pages = await Promise.all(
+      ['false', 'true'].map((closed) =>
+        client.get<Paged<Execution>>('/executions', {
+          idPrefix,
+          closed,
+          limit: listedMatches + 1,
+        }),
+      ),
+    )
+    const matches = pages
+      .flatMap((page) => page.data)
+      .map((x) => ({ id: x.id, what: `${x.taskSlug} ${x.status}`, created: x.startedAt }))
+    return { matches, total: pages.reduce((n, page) => n + page.total, 0) }
+  },
+  async gate(client, idPrefix) {
+    // The waiting gates and the decided ones are two lists: a prefix names either.
+    const lists = await Promise.all(
+      ['waiting', 'decided'].map((status) =>
+        client.get<Gate[]>('/gates', { idPrefix, status, limit: listedMatches + 1 }),
+      ),
+    )
+    const matches = lists.flat().map((g) => ({
+      id: g.id,
+      what: `${g.kind}${g.tool ? ` ${g.tool}` : ''} ${g.status}`,
+      created: g.createdAt,
+    }))
+    return { matches, total: matches.length }
+  },
+  async chat(client, idPrefix) {
+    const chats = await client.get<Chat[]>('/chats', { idPrefix })
+    const matches = chats.map((c) => ({
+      id: c.id,
+      what: `chat ${c.status} with member ${c.memberId}`,
+      created: c.createdAt,
+    }))
+    return { matches, total: matches.length }
+  },
+  async token(client, idPrefix) {
+    const tokens = await client.get<ApiToken[]>('/enterprise/api-tokens', { idPrefix })
+    const matches = tokens.map((k) => ({ id: k.id, what: `token ${k.name}`, created: k.createdAt }))
+    return { matches, total: matches.length }
+  },
+}
+
+/** Whether the user typed something that can only be meant as an id's first characters. */
+export function looksLikePrefix(ref: string): boolean {
+  return !isUuid(ref) && /^[0-9a-f-]+$/i.test(ref) && /[0-9a-f]/i.test(ref)
+}
+
+/**
+ * The id a run, gate, chat, execution or token is named by (issue 51): a whole id as it is; else its
+ * first characters, at least 8 hex as the id prints, looked up with `?idPrefix=` on the kind's list.
+ * One match is its id; none, the prefix itself, which the daemon answers as it answers an id it does
+ * not know (`run_not_found`...); several, exit 2 listing them. Fewer than 8 characters, or anything
+ * but hex and the id's dashes: exit 2.
+ */
+export async function resolveId(
+  client: ApiClient,
+  kind: PrefixKind,
+  ref: string,
+  what = `${kind === 'execution' ? 'an' : 'a'} ${kind}`,
+): Promise<string> {
+  if (isUuid(ref)) return ref
+  const named = `${what} is named by its id or its first ${minIdPrefix} or more characters`
+  if (!looksLikePrefix(ref)) throw new UsageError(`${named}; got "${ref}"`)
+  const hex = ref.replace(/-/g, '').length
+  if (hex < minIdPrefix) throw new UsageError(`${named}; "${ref}" has ${hex}`)
+  if (!idPrefixRange(ref))
+    throw new UsageError(`"${ref}" is not the start of an id: its dashes fall where an id has none`)
+  const { matches, total } = await prefixLookups[kind](client, ref)
+  if (total === 1 && matches.length === 1) return matches[0]!.id
+  if (total === 0) return ref
+  const listed = matches.slice(0, listedMatches).map((m) => `  ${m.id}  ${m.what}  ${m.created}`)
+  const more = total > listed.length ? [`  … and ${total - listed.length} more`] : []
+  throw new UsageError(
+    [`ambiguous ${kind} prefix ${ref}: matches ${total} ${kind}s`, ...listed, ...more].join('\n'),
+  )
+}
+
+/**
+ * An execution by its id, or by any of its runs' (as the API takes them), or a prefix of either: a
+ * prefix no execution starts with is tried as a run's.
+ */
+export async function executionId(client: ApiClient, ref: string): Promise<string> {
+  const what = "an execution (or a run's)"
+  const id = await resolveId(client, 'execution', ref, what)
+  return id === ref && !isUuid(ref) ? resolveId(client, 'run', ref, what) : id
 }
 
 /** What a name that matched nothing is compared with, for "did you mean" (issue 51). */

@@ -161,7 +161,7 @@ function instruments(registry: Registry, { Counter, Gauge, Histogram }: PromClie
     }),
     chatReplies: new Counter({
       name: 'osd_chat_replies_total',
-      help: 'Chat turns ended, by outcome (answered; blocked, paused_spend or done with a notice instead)',
+      help: 'Chat turns ended, by outcome (answered; blocked, paused_spend or done with a notice instead; stopped by the person)',
       labelNames: ['outcome'] as const,
       registers,
     }),
@@ -484,7 +484,7 @@ export const metrics = {
     on.m.toolDuration.observe({ source }, seconds)
   },
 
-  chatReply(outcome: 'answered' | 'blocked' | 'paused_spend' | 'done'): void {
+  chatReply(outcome: 'answered' | 'blocked' | 'paused_spend' | 'done' | 'stopped'): void {
     on?.m.chatReplies.inc({ outcome })
   },
 

@@ -3,6 +3,7 @@ import type {
   Chat,
   ChatDetail,
   ChatMessage,
+  ChatReplyStop,
   ChatToolCall,
   ChatToolGrant,
 } from '../../shared/schemas/chats.js'
@@ -15,7 +16,7 @@ import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show } from '../output.js'
-import { idRef, memberId } from '../resolve.js'
+import { idRef, memberId, resolveId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { chatInstead, drawEveryFrame, requireTerminal } from '../tui/terminal.js'
 import { about } from './about.js'
@@ -26,7 +27,8 @@ import { about } from './about.js'
 
 type ChatDecision = (typeof chatDecisions)[number]
 
-const chatRef = (ref: string) => idRef(ref, 'a chat')
+/** A chat by its id or a prefix of it (issue 51). */
+const chatRef = (deps: Deps, ref: string) => resolveId(deps.client(), 'chat', ref)
 const callRef = (ref: string) => idRef(ref, 'a tool call')
 const grantRef = (ref: string) => idRef(ref, 'a tool grant')
 
@@ -110,7 +112,10 @@ export async function listChats(deps: Deps, opts: { member?: string }): Promise<
 
 export async function getChat(deps: Deps, ref: string, opts: { limit?: string }): Promise<void> {
   const limit = limitOf(opts.limit)
-  await showChat(deps, await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`, { limit }))
+  await showChat(
+    deps,
+    await deps.client().get<ChatDetail>(`/chats/${await chatRef(deps, ref)}`, { limit }),
+  )
 }
 
 export const exportFormats = ['md', 'json'] as const
@@ -128,7 +133,7 @@ export async function exportChat(
   const format = opts.format ?? (deps.out.json ? 'json' : 'md')
   if (!(exportFormats as readonly string[]).includes(format))
     throw new UsageError(`--format takes md or json; got "${format}"`)
-  const detail = await deps.client().get<ChatDetail>(`/chats/${chatRef(ref)}`)
+  const detail = await deps.client().get<ChatDetail>(`/chats/${await chatRef(deps, ref)}`)
   if (format === 'json') {
     printJson(deps.out, detail)
     return
@@ -204,9 +209,9 @@ export async function sendMessage(
   text: string,
   opts: { wait?: boolean; timeout?: string },
 ): Promise<void> {
-  const id = chatRef(ref)
   const timeout = seconds(opts.timeout, '--timeout')
   if (timeout !== undefined && !opts.wait) throw new UsageError('--timeout goes with --wait')
+  const id = await chatRef(deps, ref)
   const content = await messageText(deps, text)
   const client = deps.client()
   const sent = await client.post<ChatMessage>(`/chats/${id}/messages`, { content })
@@ -272,9 +277,25 @@ async function waitForTurn(
 }
 
 export async function closeChat(deps: Deps, ref: string): Promise<void> {
-  const id = chatRef(ref)
+  const id = await chatRef(deps, ref)
   const chat = await deps.client().post<Chat>(`/chats/${id}/close`)
   show(deps.out, chat, () => deps.out.write(`closed chat ${id}\n`))
+}
+
+/**
+ * Stops the member's reply in progress (POST /chats/{id}/reply/stop; issue 51): it ends within about a
+ * second, what it wrote kept and marked stopped. No reply in progress is no failure.
+ */
+export async function stopReply(deps: Deps, ref: string): Promise<void> {
+  const id = await chatRef(deps, ref)
+  const answer = await deps.client().post<ChatReplyStop>(`/chats/${id}/reply/stop`)
+  show(deps.out, answer, () =>
+    deps.out.write(
+      answer.stopping
+        ? `stopping the reply in chat ${id}: what it wrote is kept, marked stopped\n`
+        : `no reply in progress in chat ${id}\n`,
+    ),
+  )
 }
 
 export async function unreadChats(deps: Deps): Promise<void> {
@@ -320,9 +341,9 @@ export async function decideToolCall(
   call: string,
   opts: { allow?: boolean; always?: boolean; deny?: boolean },
 ): Promise<void> {
-  const id = chatRef(chat)
   const callId = callRef(call)
   const decision = decisionOf(opts)
+  const id = await chatRef(deps, chat)
   // The daemon answers the message holding the call or the call itself: read either.
   const answer = await deps
     .client()
@@ -342,12 +363,12 @@ export async function answerQuestion(
   chat: string,
   opts: { gate?: string; answer?: string[]; choice?: string },
 ): Promise<void> {
-  const id = chatRef(chat)
   if (opts.choice === undefined && !opts.answer?.length)
     throw new UsageError('give --answer TEXT (one per question) and/or --choice KEY')
+  const id = await chatRef(deps, chat)
   const body = {
     decision: 'approve',
-    ...(opts.gate ? { gateId: idRef(opts.gate, 'a gate') } : {}),
+    ...(opts.gate ? { gateId: await resolveId(deps.client(), 'gate', opts.gate) } : {}),
     ...(opts.answer?.length ? { answers: opts.answer } : {}),
     ...(opts.choice !== undefined ? { choice: opts.choice } : {}),
   }
@@ -383,7 +404,7 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('get')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .option('--limit <n>', 'only the newest N messages, 1 to 200')
       .description('a chat and its messages, oldest first (reading marks it read)')
       .action(actionOf(makeDeps, getChat)),
@@ -393,7 +414,7 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('export')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .option(
         '--format <format>',
         "md (a markdown document; the default) or json (the API's detail)",
@@ -424,7 +445,7 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('send')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .argument('<text>', 'the message, 1 to 20,000 characters ("-" reads stdin)')
       .option('--wait', "wait for the member's reply and print it")
       .option('--timeout <seconds>', 'with --wait: give up after this long (exit 8)')
@@ -436,7 +457,7 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('decide')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .argument('<call>', 'tool call id')
       .option('--allow', 'run the call once')
       .option('--always', 'run it, and do not ask again for this member and tool')
@@ -448,7 +469,7 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('answer')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .option('--gate <gate>', 'the question gate (the newest waiting one if left out)')
       .option('--answer <text>', 'an answer, one per question (repeat for several)', collect)
       .option('--choice <key>', "the key of one of the question's choices")
@@ -460,10 +481,20 @@ export function registerChats(program: Command, makeDeps: MakeDeps): void {
   examples(
     chats
       .command('close')
-      .argument('<chat>', 'chat id')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
       .description('close a chat; repeating it changes nothing')
       .action(actionOf(makeDeps, closeChat)),
     'osctl chats close 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+  )
+  examples(
+    chats
+      .command('stop')
+      .argument('<chat>', 'chat id, or its first 8+ characters')
+      .description(
+        "stop the member's reply in progress; what it wrote is kept, marked stopped (no reply: nothing changes)",
+      )
+      .action(actionOf(makeDeps, stopReply)),
+    'osctl chats stop 7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
   )
   examples(
     chats

@@ -12,7 +12,7 @@ import type { Deps } from '../deps.js'
 import { bold, colour, printFields, printTable, show, type Column } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { usd } from '../money.js'
-import { idRef, memberId, teamId } from '../resolve.js'
+import { executionId, memberId, teamId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { drawTree, type TreeNode } from '../tree.js'
 import { about } from './about.js'
@@ -32,7 +32,8 @@ const columns: Column<Execution>[] = [
   { header: 'UPDATED', value: (e) => e.updatedAt },
 ]
 
-const executionRef = (ref: string) => idRef(ref, 'an execution', "its id (or a run's)")
+/** An execution by its id (or a run's), or a prefix of it (issue 51). */
+const executionRef = (deps: Deps, ref: string) => executionId(deps.client(), ref)
 
 function showExecution(deps: Deps, execution: Execution): void {
   show(deps.out, execution, () =>
@@ -98,7 +99,9 @@ export async function listExecutions(
 }
 
 export async function getExecution(deps: Deps, ref: string): Promise<void> {
-  const detail = await deps.client().get<ExecutionDetail>(`/executions/${executionRef(ref)}`)
+  const detail = await deps
+    .client()
+    .get<ExecutionDetail>(`/executions/${await executionRef(deps, ref)}`)
   show(deps.out, detail, () => {
     const e = detail.execution
     const heading = `execution ${e.id}  ${e.status}${e.closed ? ' (closed)' : ''}  ${e.runCount} run(s)`
@@ -150,19 +153,22 @@ export async function cancelExecution(
   ref: string,
   opts: { yes?: boolean },
 ): Promise<void> {
-  const id = executionRef(ref)
+  const id = await executionRef(deps, ref)
   await confirmDestructive(deps, opts.yes, `Stop every open run of execution ${id}`)
   showExecution(deps, await deps.client().post<Execution>(`/executions/${id}/cancel`))
 }
 
 export async function closeExecution(deps: Deps, ref: string): Promise<void> {
-  showExecution(deps, await deps.client().post<Execution>(`/executions/${executionRef(ref)}/close`))
+  showExecution(
+    deps,
+    await deps.client().post<Execution>(`/executions/${await executionRef(deps, ref)}/close`),
+  )
 }
 
 export async function reopenExecution(deps: Deps, ref: string): Promise<void> {
   showExecution(
     deps,
-    await deps.client().post<Execution>(`/executions/${executionRef(ref)}/reopen`),
+    await deps.client().post<Execution>(`/executions/${await executionRef(deps, ref)}/reopen`),
   )
 }
 
@@ -210,7 +216,10 @@ export function registerExecutions(program: Command, makeDeps: MakeDeps): void {
   examples(
     executions
       .command('get')
-      .argument('<id>', 'execution id, or the id of any of its runs')
+      .argument(
+        '<id>',
+        'execution id, or the id of any of its runs (or the first 8+ characters of one)',
+      )
       .description('its runs drawn as a tree of what led to what')
       .action(actionOf(makeDeps, getExecution)),
     'osctl executions get 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
@@ -232,7 +241,7 @@ export function registerExecutions(program: Command, makeDeps: MakeDeps): void {
   examples(
     executions
       .command('cancel')
-      .argument('<id>', 'execution id')
+      .argument('<id>', 'execution id, or its first 8+ characters')
       .option('-y, --yes', 'do not ask')
       .description('stop every open run of the execution')
       .action(actionOf(makeDeps, cancelExecution)),
@@ -241,7 +250,7 @@ export function registerExecutions(program: Command, makeDeps: MakeDeps): void {
   examples(
     executions
       .command('close')
-      .argument('<id>', 'execution id')
+      .argument('<id>', 'execution id, or its first 8+ characters')
       .description('take a finished execution off the board')
       .action(actionOf(makeDeps, closeExecution)),
     'osctl executions close 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
@@ -249,7 +258,7 @@ export function registerExecutions(program: Command, makeDeps: MakeDeps): void {
   examples(
     executions
       .command('reopen')
-      .argument('<id>', 'execution id')
+      .argument('<id>', 'execution id, or its first 8+ characters')
       .description('put a closed execution back on the board')
       .action(actionOf(makeDeps, reopenExecution)),
     'osctl executions reopen 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',

@@ -8,7 +8,7 @@ import { UsageError, noTokenError } from '../errors.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printTable, show, type Output } from '../output.js'
 import { positiveInt } from '../paging.js'
-import { idRef, taskId } from '../resolve.js'
+import { resolveId, taskId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { drawEveryFrame, gateReviewInstead, requireTerminal } from '../tui/terminal.js'
 import { about } from './about.js'
@@ -103,7 +103,8 @@ function showGate(deps: Deps, gate: Gate): void {
   })
 }
 
-const gateRef = (ref: string, what = 'a gate') => idRef(ref, what)
+/** A gate by its id or a prefix of it (issue 51). */
+const gateRef = (deps: Deps, ref: string) => resolveId(deps.client(), 'gate', ref)
 
 /** `--decision request-changes` reads as request_changes. */
 function parseDecision(value: string): Decision {
@@ -175,7 +176,7 @@ async function gateFilters(
 ): Promise<{ taskId?: string; runId?: string; kind?: string }> {
   return {
     taskId: opts.task ? await taskId(deps.client(), opts.task) : undefined,
-    runId: opts.run ? gateRef(opts.run, 'a run') : undefined,
+    runId: opts.run ? await resolveId(deps.client(), 'run', opts.run) : undefined,
     kind: opts.kind,
   }
 }
@@ -208,12 +209,12 @@ export async function listGates(
 }
 
 export async function getGate(deps: Deps, ref: string): Promise<void> {
-  showGate(deps, await deps.client().get<Gate>(`/gates/${gateRef(ref)}`))
+  showGate(deps, await deps.client().get<Gate>(`/gates/${await gateRef(deps, ref)}`))
 }
 
 export async function decideGate(deps: Deps, ref: string, opts: DecisionFlags): Promise<void> {
-  const id = gateRef(ref)
   const body = await decisionBody(deps, opts)
+  const id = await gateRef(deps, ref)
   showGate(deps, await deps.client().post<Gate>(`/gates/${id}/decision`, body))
 }
 
@@ -245,7 +246,7 @@ export async function answerGate(
   if (opts.choice === undefined && !opts.answer?.length) {
     throw new UsageError('give --choice KEY and/or --answer TEXT')
   }
-  const gate = await deps.client().get<Gate>(`/gates/${gateRef(ref)}`)
+  const gate = await deps.client().get<Gate>(`/gates/${await gateRef(deps, ref)}`)
   if (gate.kind !== 'question') {
     throw new UsageError(
       `gate ${gate.id} is a tool gate (${gate.tool ?? 'a tool call'}), not a question: ` +
@@ -260,11 +261,11 @@ export async function decideChat(
   chat: string,
   opts: DecisionFlags & { gate?: string },
 ): Promise<void> {
-  const chatId = gateRef(chat, 'a chat')
   const body = {
     ...(await decisionBody(deps, opts)),
-    ...(opts.gate ? { gateId: gateRef(opts.gate) } : {}),
+    ...(opts.gate ? { gateId: await gateRef(deps, opts.gate) } : {}),
   }
+  const chatId = await resolveId(deps.client(), 'chat', chat)
   showGate(deps, await deps.client().post<Gate>(`/gates/chat/${chatId}/decision`, body))
 }
 
@@ -290,7 +291,7 @@ export async function reviewGates(
 function withFilters(command: Command): Command {
   return command
     .option('--task <task>', 'task id or slug')
-    .option('--run <run>', 'run id')
+    .option('--run <run>', 'run id, or its first 8+ characters')
     .addOption(new Option('--kind <kind>', 'tool or question').choices(gateKinds))
 }
 
@@ -326,7 +327,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
   examples(
     gates
       .command('get')
-      .argument('<gate>', 'gate id')
+      .argument('<gate>', 'gate id, or its first 8+ characters')
       .description('one gate, waiting or decided, with its arguments')
       .action(actionOf(makeDeps, getGate)),
     'osctl gates get 3f2a9c4e-8b1d-4e6f-a2c3-5d7e9f1b3a60',
@@ -334,7 +335,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
   examples(
     gates
       .command('approve')
-      .argument('<gate>', 'gate id')
+      .argument('<gate>', 'gate id, or its first 8+ characters')
       .option('--note <text>', 'why (optional)')
       .description('approve: the gated call goes ahead')
       .action(actionOf(makeDeps, approveGate)),
@@ -343,7 +344,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
   examples(
     gates
       .command('reject')
-      .argument('<gate>', 'gate id')
+      .argument('<gate>', 'gate id, or its first 8+ characters')
       .requiredOption('--note <text>', 'why (needed)')
       .description('reject: the run is told the call was refused, with the note')
       .action(actionOf(makeDeps, rejectGate)),
@@ -352,7 +353,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
   examples(
     gates
       .command('request-changes')
-      .argument('<gate>', 'gate id')
+      .argument('<gate>', 'gate id, or its first 8+ characters')
       .requiredOption('--note <text>', 'what to change (needed)')
       .description('request changes: the run gets the note and may propose again')
       .action(actionOf(makeDeps, requestChanges)),
@@ -362,7 +363,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
     withAnswerOptions(
       gates
         .command('answer')
-        .argument('<gate>', 'gate id of a question')
+        .argument('<gate>', 'gate id of a question, or its first 8+ characters')
         .option('--note <text>', 'a note for the run'),
     )
       .description('answer a question gate: a choice and/or answers (the decision is approve)')
@@ -375,7 +376,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
       withAnswerOptions(
         gates
           .command('decide')
-          .argument('<gate>', 'gate id')
+          .argument('<gate>', 'gate id, or its first 8+ characters')
           .addOption(decisionOption())
           .option('--approve', 'same as --decision approve')
           .option('--reject', 'same as --decision reject')
@@ -394,7 +395,7 @@ export function registerGates(program: Command, makeDeps: MakeDeps): void {
       withAnswerOptions(
         gates
           .command('chat')
-          .argument('<chat>', 'chat id')
+          .argument('<chat>', 'chat id, or its first 8+ characters')
           .addOption(decisionOption())
           .option('--gate <gate>', 'the gate to answer (the newest waiting one if left out)')
           .option('--note <text>', 'why (needed to reject or request changes)'),

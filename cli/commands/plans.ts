@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { printFields, printTable, show } from '../output.js'
-import { idRef } from '../resolve.js'
+import { idRef, resolveId } from '../resolve.js'
 import type { Plan, PlanDetail } from '../../shared/schemas/plans.js'
 import { safeText } from '../safe-text.js'
 import { about } from './about.js'
@@ -16,11 +16,12 @@ export async function listPlans(
   deps: Deps,
   opts: { status?: string; kind?: string; run?: string; chat?: string },
 ): Promise<void> {
-  const plans = await deps.client().get<Plan[]>('/plans', {
+  const client = deps.client()
+  const plans = await client.get<Plan[]>('/plans', {
     status: opts.status,
     kind: opts.kind,
-    producedByRunId: opts.run === undefined ? undefined : idOf('run', opts.run),
-    chatSessionId: opts.chat === undefined ? undefined : idOf('chat', opts.chat),
+    producedByRunId: opts.run === undefined ? undefined : await resolveId(client, 'run', opts.run),
+    chatSessionId: opts.chat === undefined ? undefined : await resolveId(client, 'chat', opts.chat),
   })
   show(deps.out, plans, () =>
     printTable(deps.out, plans, [

@@ -22,7 +22,7 @@ import {
 } from '../output.js'
 import { printPaged, withPageOptions, type PageFlags } from '../paging.js'
 import { cost } from '../money.js'
-import { idRef, taskId } from '../resolve.js'
+import { resolveId, taskId } from '../resolve.js'
 import { safeText } from '../safe-text.js'
 import { duration, startSpinner } from '../spinner.js'
 import { reportToGithub } from '../github.js'
@@ -88,7 +88,8 @@ function timeoutSeconds(value: string | undefined): number | undefined {
   return n
 }
 
-const runRef = (ref: string) => idRef(ref, 'a run')
+/** A run by its id or a prefix of it (issue 51). */
+const runRef = (deps: Deps, ref: string) => resolveId(deps.client(), 'run', ref)
 
 /** The gate a run waits at, as its `run.waiting_on_gate` event names it (DESIGN 6). */
 interface WaitingGate {
@@ -224,7 +225,7 @@ function eventLine(out: Output, event: RunEvent): string {
 export async function getRun(deps: Deps, ref: string, opts: { after?: string }): Promise<void> {
   const detail = await deps
     .client()
-    .get<RunDetail>(`/runs/${runRef(ref)}`, { afterEventId: opts.after })
+    .get<RunDetail>(`/runs/${await runRef(deps, ref)}`, { afterEventId: opts.after })
   show(deps.out, detail, () => {
     printFields(deps.out, [
       ...runFields(deps.out, detail.run),
@@ -246,7 +247,9 @@ export async function getRun(deps: Deps, ref: string, opts: { after?: string }):
 }
 
 export async function runLog(deps: Deps, ref: string): Promise<void> {
-  const log = await deps.client().get<{ runId: string; body: string }>(`/runs/${runRef(ref)}/log`)
+  const log = await deps
+    .client()
+    .get<{ runId: string; body: string }>(`/runs/${await runRef(deps, ref)}/log`)
   show(deps.out, log, () => {
     const body = safeText(log.body, { multiline: true })
     deps.out.write(body.endsWith('\n') ? body : `${body}\n`)
@@ -255,7 +258,7 @@ export async function runLog(deps: Deps, ref: string): Promise<void> {
 
 /** GET /v1/runs/{id}/os-tool: the short view an agent's os tool reads (status, task, input, last events). */
 export async function osToolView(deps: Deps, ref: string): Promise<void> {
-  const view = await deps.client().get<OsToolView>(`/runs/${runRef(ref)}/os-tool`)
+  const view = await deps.client().get<OsToolView>(`/runs/${await runRef(deps, ref)}/os-tool`)
   show(deps.out, view, () => {
     printFields(deps.out, [
       ['status', statusText(deps.out, view.status)],
@@ -290,7 +293,7 @@ export async function cancelRun(
   opts: BulkFlags,
 ): Promise<void> {
   if (oneOrFilter(ref, opts) === undefined) return bulkRuns(deps, 'cancel', opts)
-  const id = runRef(ref!)
+  const id = await runRef(deps, ref!)
   await confirmDestructive(deps, opts.yes, `Cancel run ${id}`)
   showRun(deps, await deps.client().post<Run>(`/runs/${id}/cancel`))
 }
@@ -301,7 +304,7 @@ export async function retryRun(
   opts: BulkFlags = {},
 ): Promise<void> {
   if (oneOrFilter(ref, opts) === undefined) return bulkRuns(deps, 'retry', opts)
-  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref!)}/retry`))
+  showRun(deps, await deps.client().post<Run>(`/runs/${await runRef(deps, ref!)}/retry`))
 }
 
 /** The filter flags of `runs cancel` and `runs retry` (issue 50). */
@@ -325,7 +328,7 @@ function withFilterOptions(command: Command, action: string): Command {
 
 /** GET /v1/runs/{id}/steps: the run's journal as a table, to choose a step to fork from. */
 export async function listSteps(deps: Deps, ref: string): Promise<void> {
-  const { steps } = await deps.client().get<RunSteps>(`/runs/${runRef(ref)}/steps`)
+  const { steps } = await deps.client().get<RunSteps>(`/runs/${await runRef(deps, ref)}/steps`)
   show(deps.out, steps, () =>
     printTable(deps.out, steps, [
       { header: 'STEP', value: (s: RunStep) => s.step },
@@ -367,7 +370,7 @@ export async function forkRun(
   const fromStep = Number(opts.fromStep)
   if (!Number.isInteger(fromStep) || fromStep < 1)
     throw new UsageError(`--from-step takes a step number (1 or more); got "${opts.fromStep}"`)
-  const run = await deps.client().post<Run>(`/runs/${runRef(ref)}/fork`, {
+  const run = await deps.client().post<Run>(`/runs/${await runRef(deps, ref)}/fork`, {
     fromStep,
     ...(opts.taskVersion ? { versionId: opts.taskVersion } : {}),
     ...(opts.tier ? { modelTier: opts.tier } : {}),
@@ -377,7 +380,7 @@ export async function forkRun(
 }
 
 export async function clearRun(deps: Deps, ref: string): Promise<void> {
-  showRun(deps, await deps.client().post<Run>(`/runs/${runRef(ref)}/clear`))
+  showRun(deps, await deps.client().post<Run>(`/runs/${await runRef(deps, ref)}/clear`))
 }
 
 export async function startRun(
@@ -468,12 +471,12 @@ function withRecordedRun(err: unknown): unknown {
 
 export async function waitRun(deps: Deps, ref: string, opts: { timeout?: string }): Promise<void> {
   const timeout = timeoutSeconds(opts.timeout)
-  await endWait(deps, await follow(deps, runRef(ref), timeout), timeout)
+  await endWait(deps, await follow(deps, await runRef(deps, ref), timeout), timeout)
 }
 
 /** Prints the run's events as they arrive; exits 0 once it has ended, however it ended. */
 export async function watchRun(deps: Deps, ref: string): Promise<void> {
-  const { run } = await follow(deps, runRef(ref))
+  const { run } = await follow(deps, await runRef(deps, ref))
   show(deps.out, run, () =>
     deps.out.write(
       `${run.id}  ${statusText(deps.out, run.status)}${run.reason ? `  ${safeText(run.reason)}` : ''}\n`,
@@ -501,7 +504,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('get')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .option('--after <eventId>', 'only the events after this one')
       .description('the run, its events and gates')
       .action(actionOf(makeDeps, getRun)),
@@ -510,7 +513,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('log')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .description("the run's full log, once stored")
       .action(actionOf(makeDeps, runLog)),
     'osctl runs log 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10 > run.log',
@@ -518,7 +521,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('os-tool')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .description(
         "the short view of a run an agent's os tool reads: status, task, input, last 8 events",
       )
@@ -555,7 +558,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('steps')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .description("the run's steps (model calls, tool calls, gates), to choose one to fork from")
       .action(actionOf(makeDeps, listSteps)),
     'osctl runs steps 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
@@ -563,7 +566,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('fork')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .requiredOption(
         '--from-step <n>',
         'the first step made again; the steps before it are reused',
@@ -586,7 +589,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('clear')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .description('take a failed run or a stopped pipeline off Blockers')
       .action(actionOf(makeDeps, clearRun)),
     'osctl runs clear 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
@@ -615,7 +618,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('watch')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .description("print the run's events as they arrive, until it ends")
       .action(actionOf(makeDeps, watchRun)),
     'osctl runs watch 0b8f6f9e-3c1a-4e55-9d7a-2f0c9d1e6a10',
@@ -623,7 +626,7 @@ export function registerRuns(program: Command, makeDeps: MakeDeps): void {
   examples(
     runs
       .command('wait')
-      .argument('<run>', 'run id')
+      .argument('<run>', 'run id, or its first 8+ characters')
       .option('--timeout <seconds>', 'give up after this long (exit 8)')
       .description('wait for the run to end: exit 0 succeeded, 1 failed or cancelled, 8 timeout')
       .action(actionOf(makeDeps, waitRun)),

@@ -7,7 +7,7 @@ import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
 import { printFields, printTable, show } from '../output.js'
 import { asPerson } from '../people.js'
-import { resolveRef } from '../resolve.js'
+import { looksLikePrefix, resolveId, resolveRef } from '../resolve.js'
 import { about } from './about.js'
 
 // API tokens, managed by a signed-in person (issue 20; spec: Authentication 6): a token cannot make,
@@ -102,18 +102,25 @@ export async function createToken(
   show(deps.out, created, () => deps.out.write(created.token + '\n'))
 }
 
-/** The token a reference names: its id, or its name among the live ones. */
+/**
+ * The token a reference names: its id, a prefix of its id (issue 51), or its name among the live ones
+ * (a prefix no id starts with is taken as a name).
+ */
 function tokenId(deps: Deps, ref: string): Promise<string> {
-  return asPerson(deps, (client) =>
-    resolveRef(
+  return asPerson(deps, async (client) => {
+    if (looksLikePrefix(ref)) {
+      const id = await resolveId(client, 'token', ref)
+      if (id !== ref) return id
+    }
+    return resolveRef(
       client,
       'token',
       ref,
       () => client.get<ApiToken[]>(path),
       (t, r) => t.name === r,
       (t) => `${t.name} (${t.id})`,
-    ),
-  )
+    )
+  })
 }
 
 /**
@@ -250,7 +257,7 @@ export function registerTokens(program: Command, makeDeps: MakeDeps): void {
   examples(
     tokens
       .command('update')
-      .argument('<token>', 'token id, or its name')
+      .argument('<token>', 'token id, its first 8+ characters, or its name')
       .description(
         "change a token's name, scopes or expiry; every osd process acts on it from its next request",
       )
@@ -268,7 +275,7 @@ export function registerTokens(program: Command, makeDeps: MakeDeps): void {
   examples(
     tokens
       .command('rotate')
-      .argument('<token>', 'token id, or its name')
+      .argument('<token>', 'token id, its first 8+ characters, or its name')
       .description(
         'give a token a new secret, printed once on stdout; the old one stops working, or after --grace',
       )
@@ -281,7 +288,7 @@ export function registerTokens(program: Command, makeDeps: MakeDeps): void {
   examples(
     tokens
       .command('revoke')
-      .argument('<token>', 'token id, or its name')
+      .argument('<token>', 'token id, its first 8+ characters, or its name')
       .option('-y, --yes', 'do not ask')
       .description('revoke an API token: it stops working at once')
       .action(actionOf(makeDeps, revokeToken)),

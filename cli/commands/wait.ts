@@ -12,7 +12,7 @@ import type { Deps } from '../deps.js'
 import { UsageError, afterAnswer, exitCodes } from '../errors.js'
 import { followRun, interruptible, isPassing } from '../follow.js'
 import { printFields, show } from '../output.js'
-import { idRef } from '../resolve.js'
+import { resolveId } from '../resolve.js'
 import { about } from './about.js'
 
 // osctl wait run|gate ID --for=STATUS [--timeout 10m] (issue 48), kubectl wait's shape for a pipeline:
@@ -55,11 +55,11 @@ function end(
 }
 
 export async function waitRun(deps: Deps, ref: string, opts: WaitOptions): Promise<void> {
-  const id = idRef(ref, 'a run')
   const target = opts.for as RunStatus
   if (!runStatuses.includes(target))
     throw new UsageError(`--for takes a run status: ${runStatuses.join(', ')}; got "${opts.for}"`)
   const timeout = opts.timeout === undefined ? undefined : parseDuration(opts.timeout)
+  const id = await resolveId(deps.client(), 'run', ref)
   let run: Run
   let ended: boolean
   try {
@@ -105,10 +105,10 @@ export async function waitGate(
   opts: WaitOptions,
   sleep = (ms: number) => new Promise((r) => setTimeout(r, ms)),
 ): Promise<void> {
-  const id = idRef(ref, 'a gate')
   if (!(gateTargets as readonly string[]).includes(opts.for))
     throw new UsageError(`--for takes ${gateTargets.join(', ')}; got "${opts.for}"`)
   const timeout = opts.timeout === undefined ? undefined : parseDuration(opts.timeout)
+  const id = await resolveId(deps.client(), 'gate', ref)
   const deadline = timeout === undefined ? Infinity : Date.now() + timeout * 1000
   let delay = 250
   for (;;) {
@@ -160,7 +160,7 @@ export function registerWait(program: Command, makeDeps: MakeDeps): void {
       .description(
         'wait until a run reaches --for (a status): exit 0, 1 if it ended otherwise first, 8 if the timeout passed first',
       )
-      .argument('<id>', 'the run id')
+      .argument('<id>', 'the run id, or its first 8+ characters')
       .requiredOption('--for <status>', `the status to wait for: ${runStatuses.join(', ')}`)
       .option('--timeout <duration>', timeoutHelp)
       .action(actionOf(makeDeps, waitRun)),
@@ -173,7 +173,7 @@ export function registerWait(program: Command, makeDeps: MakeDeps): void {
       .description(
         'wait until a gate is decided (--for decided) or decided one way: exit 0, 1 if decided otherwise, 8 if the timeout passed first',
       )
-      .argument('<id>', 'the gate id')
+      .argument('<id>', 'the gate id, or its first 8+ characters')
       .requiredOption('--for <decision>', `${gateTargets.join(', ')}`)
       .option('--timeout <duration>', timeoutHelp)
       .action(

@@ -67,6 +67,7 @@ export class ChatController {
     link: 'connecting',
     error: null,
     sending: false,
+    stopping: false,
     notice: null,
     queued: [],
     queueStopped: null,
@@ -459,6 +460,30 @@ export class ChatController {
     await this.refreshChat(id, following.signal)
     if (!this.state.chat?.replying) this.flushQueue()
     else if (this.state.queued.length > 0 && !this.state.queueStopped) void this.retryQueue(id)
+  }
+
+  /**
+   * Stops the member's reply being written (Esc; POST /v1/chats/{id}/reply/stop, issue 51). The reply
+   * ends by the stream as any reply does: what it wrote comes as a message marked stopped, then the
+   * chat not replying, which sends the queue.
+   */
+  async stopReply(): Promise<void> {
+    const chat = this.state.chat
+    if (!chat || this.state.stopping) return
+    this.set({ stopping: true, notice: null })
+    try {
+      const answer = await this.client.post<{ stopping?: boolean }>(`/chats/${chat.id}/reply/stop`)
+      const text = answer?.stopping === false ? 'The reply had already ended' : 'Reply stopped'
+      this.set({ stopping: false, notice: { tone: 'success', text } })
+      // A reply that ended before the stop came: the stream may have told it before this screen read.
+      if (answer?.stopping === false) void this.refreshChat(chat.id).then(() => this.flushQueue())
+    } catch (err) {
+      const text =
+        errorCode(err) === 'chat_closed'
+          ? 'This chat is closed: it has no reply to stop.'
+          : `Could not stop the reply: ${describeError(err)}`
+      this.set({ stopping: false, notice: { tone: 'error', text } })
+    }
   }
 
   /** Decides a waiting tool call (a, A, d); the daemon's answer is the message as it now is. */

@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../../shared/schemas/chats.js'
 import type { ChatDecision, ChatState, PickerEntry } from './chat-state.js'
-import { sentHistory, waitingMessage } from './chat-state.js'
+import { replyStoppable, sentHistory, waitingMessage } from './chat-state.js'
 import { editKey, emptyEditor, type Editor } from './editor.js'
 import type { KeyPress } from './keys.js'
 
@@ -40,6 +40,8 @@ export type Action =
   | { type: 'external' }
   | { type: 'newTask' }
   | { type: 'picker' }
+  /** Stop the member's reply being written (POST /v1/chats/{id}/reply/stop; issue 51). */
+  | { type: 'stop' }
   | { type: 'quit' }
 
 export interface KeyResult {
@@ -54,19 +56,6 @@ export const mustGateReason = 'on the must-gate list of its connection: decided 
 export function formFor(message: ChatMessage, held: AnswerForm | null): AnswerForm {
   const gateId = message.question!.gateId
   return held?.gateId === gateId ? held : { gateId, choice: -1, answers: [] }
-}
-
-/** What Esc says while the member replies: that the reply cannot be stopped, and what is kept. */
-export function stopHint(state: Pick<ChatState, 'queued'>, draft: string): string {
-  const kept =
-    draft && state.queued.length
-      ? 'Your draft and queued messages are kept.'
-      : draft
-        ? 'Your draft is kept (Ctrl+C clears it).'
-        : state.queued.length
-          ? 'Queued messages go once it ends.'
-          : 'Esc again picks another chat.'
-  return `Stopping a reply is not available yet: it goes on in osd. ${kept}`
 }
 
 const is = (key: KeyPress, name: string) => key.name === name && !key.ctrl && !key.meta
@@ -174,12 +163,10 @@ export function onKey(mode: Mode, key: KeyPress, state: ChatState): KeyResult {
   if (waiting?.question) return onQuestion(mode, key, waiting)
 
   if (is(key, 'escape')) {
-    // While a reply streams, Esc is what a person presses to stop it: no route stops a reply (issue
-    // 51), so it says so and takes nothing away. Pressed again it leaves for the chats, but only when
-    // neither a draft nor a queued message would go with it.
-    const hint = state.link !== 'lost' && state.chat?.replying ? stopHint(state, draft) : null
-    if (hint && mode.hint !== hint) return { mode: { ...mode, hint } }
-    if (hint && (draft || state.queued.length > 0)) return { mode }
+    // While a reply is written, Esc stops it (issue 51): the draft and the queued messages stay, and
+    // the queue goes once the reply has ended, as after any reply. A stop on its way takes no second.
+    if (replyStoppable(state))
+      return state.stopping ? { mode } : { mode: { ...mode, hint: null }, action: { type: 'stop' } }
     if (draft) return { mode: { ...mode, editor: emptyEditor, hint: null } }
     return { mode: { ...mode, hint: null }, action: { type: 'picker' } }
   }

@@ -133,12 +133,14 @@ export function MessageView(props: {
         </Box>
       </Box>
     )
-  if (!shownBody && !message.toolCall && !message.question) return null
+  if (!shownBody && !message.toolCall && !message.question && !message.stopped) return null
   return (
     <Box flexDirection="column">
       {message.role === 'member' && <Head who={memberName} time={message.createdAt} color="cyan" />}
       <Box paddingLeft={2} flexDirection="column">
         {shownBody && <Markdown text={shownBody} width={width - 2} />}
+        {/* Stopped by the person (issue 51): what it had written by then, perhaps nothing. */}
+        {message.stopped && <Text dimColor>(stopped)</Text>}
         {message.toolCall && <ToolCallLine call={message.toolCall} maxLines={settledLines} />}
         {message.question && <QuestionLine question={message.question} />}
       </Box>
@@ -255,6 +257,7 @@ export function QuestionBox(props: {
 export function messageRows(message: ChatMessage, width: number, maxLines: number): number {
   const text = message.content.trim()
   let rows = text ? markdownRows(text, width - 2) + 1 : 1
+  if (message.stopped) rows += 1
   const call = message.toolCall
   if (call) {
     const args = Math.min(jsonLines(callArguments(call)).length, maxLines)

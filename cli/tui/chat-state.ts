@@ -52,6 +52,8 @@ export interface ChatState {
   error: string | null
   /** A message, decision or answer is on its way. */
   sending: boolean
+  /** A stop of the member's reply is on its way (Esc while it was written). */
+  stopping: boolean
   /**
    * Messages typed while the member replied (issue 51), oldest first: each is sent once the reply
    * before it ends, in order.
@@ -99,4 +101,9 @@ export function waitingMessage(
 /** What the person sent in this chat, oldest first: the prompt's Up walks back through it. */
 export function sentHistory(messages: readonly ChatMessage[]): string[] {
   return messages.filter((m) => m.role === 'person').map((m) => m.content)
+}
+
+/** Esc stops the reply (issue 51): the member is writing one, and osd is in reach to be told. */
+export function replyStoppable(state: ChatState): boolean {
+  return state.link !== 'lost' && state.chat?.status === 'open' && state.chat.replying
 }

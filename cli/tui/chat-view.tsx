@@ -1,6 +1,12 @@
 import { Box, Static } from 'ink'
 import type { ReactNode } from 'react'
-import { waitingMessage, type ChatState, type LogItem, type PickerEntry } from './chat-state.js'
+import {
+  replyStoppable,
+  waitingMessage,
+  type ChatState,
+  type LogItem,
+  type PickerEntry,
+} from './chat-state.js'
 import type { Mode } from './chat-keys.js'
 import { DraftView, MessageView, QuestionBox, ToolCallBox, messageRows } from './chat-message.js'
 import { Prompt, promptRows } from './chat-prompt.js'
@@ -150,7 +156,7 @@ export function footerKeys(state: ChatState): [string, string][] {
     ['Alt+Enter', 'new line'],
     ['↑', 'history'],
     ['Ctrl+G', '$EDITOR'],
-    ['Esc', 'chats'],
+    ['Esc', replyStoppable(state) ? 'stop reply' : 'chats'],
     ['Ctrl+C', 'clear/quit'],
   ]
 }

@@ -87,6 +87,8 @@ export function ChatApp({
       case 'newTask':
         setBoth({ ...startMode })
         return void controller.newCreateTask()
+      case 'stop':
+        return void controller.stopReply()
       case 'decide':
         return void controller.decide(action.message, action.decision)
       case 'answer':

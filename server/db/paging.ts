@@ -1,6 +1,6 @@
 import type { Paged } from '../../shared/schemas/common.js'
 import type { Db, Fragment } from './sql.js'
-import { isUuid } from '../../shared/ids.js'
+import { idPrefixRange, isUuid } from '../../shared/ids.js'
 
 // The one paged-list helper (spec: Paged envelope, Limits; DESIGN 4) for the six paged lists.
 
@@ -79,4 +79,17 @@ export function envelope<T>(data: T[], total: number, page: PageRequest): Paged<
 export function idFilter(db: Db, column: string, value: string | undefined): Fragment {
   if (!value) return db``
   return isUuid(value) ? db`and ${db(column)} = ${value}` : db`and false`
+}
+
+/**
+ * `and <column> between <low> and <high>` for a list's idPrefix (issue 51): the uuids that start with
+ * the prefix, a range of the primary key's btree, never `<column>::text like`. The route's query schema
+ * refused a malformed one (400 naming idPrefix); none filters nothing. A list adds it to every filter
+ * of its own, so that a prefix names only what the caller may list.
+ */
+export function idPrefixFilter(db: Db, column: string, prefix: string | undefined): Fragment {
+  if (prefix === undefined) return db``
+  const range = idPrefixRange(prefix)
+  if (!range) return db`and false`
+  return db`and ${db(column)} between ${range.low}::uuid and ${range.high}::uuid`
 }

@@ -108,6 +108,7 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       const person = sessionCaller(c.var.caller)
       return listTokens(sql, person.enterpriseId, {
         includeRevoked: query.includeRevoked === 'true',
+        idPrefix: query.idPrefix,
       })
     },
   )

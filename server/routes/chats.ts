@@ -5,8 +5,10 @@ import {
   ChatCreateInput,
   ChatDetail,
   ChatDetailQuery,
+  ChatListQuery,
   ChatMessage,
   ChatMessageInput,
+  ChatReplyStop,
   ChatToolCallDecision,
   ChatToolGrant,
   ChatUnread,
@@ -22,6 +24,7 @@ import {
   listGrants,
   openChatEvents,
   sendMessage,
+  stopReply,
 } from '../domain/chats/index.js'
 import { chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
@@ -45,8 +48,9 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       operationId: 'listChats',
       method: 'get',
       path: '/',
-      summary: 'Chats, most recently active first; memberId narrows; purpose chats are not listed',
-      query: MemberQuery,
+      summary:
+        'Chats, most recently active first; memberId and idPrefix narrow; purpose chats are not listed',
+      query: ChatListQuery,
       response: z.array(Chat),
     },
     async (c, { query }) => listChats(sql, c.var.caller.enterpriseId, query),
@@ -182,6 +186,29 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
     },
     async (c, { params, body }) =>
       sendMessage(sql, c.var.caller.enterpriseId, params.id, body.content, callerOf(c)),
+  )
+  route(
+    app,
+    {
+      ...common,
+      operationId: 'stopChatReply',
+      method: 'post',
+      path: '/{id}/reply/stop',
+      summary:
+        "Stop the member's reply in progress (beyond the spec): 202 stopping; 200 when none is",
+      description:
+        "The reply ends within about a second, whichever osd process makes it: what it wrote so far is kept as the member's message with `stopped: true` (empty when nothing was written), its tool calls and questions that wait for the person end as never run, the spend reserved for its model call is settled, and the chat takes the next message at once. The chat's event stream sends that message and a `chat` event with `replying: false`. With no reply in progress nothing changes and the answer is 200 `{stopping: false}`, so a stop that arrives just after the reply ended is not an error.",
+      status: 202,
+      response: ChatReplyStop,
+      otherAnswers: {
+        200: { description: 'no reply was in progress: nothing changed', schema: ChatReplyStop },
+      },
+      errors: ['chat_closed'],
+    },
+    async (c, { params }) => {
+      const answer = await stopReply(sql, c.var.caller.enterpriseId, params.id)
+      return answer.stopping ? answer : c.json(answer, 200)
+    },
   )
   route(
     app,

@@ -6,7 +6,14 @@ import {
   chatStatuses,
   gateDecisions,
 } from '../values.js'
-import { IsoTime, JsonObject, Uuid, queryInteger, waitSecondsParameter } from './common.js'
+import {
+  IsoTime,
+  JsonObject,
+  Uuid,
+  idPrefixParameter,
+  queryInteger,
+  waitSecondsParameter,
+} from './common.js'
 export { chatDecisions, chatMessageRoles, chatPurposes, chatStatuses }
 
 // Chats: a conversation with one member (spec: Concepts "Chat", Endpoints Chats; DESIGN 11). The
@@ -94,6 +101,14 @@ export const ChatMessage = z
      * a provider that did not answer. Not part of the conversation the model sees.
      */
     notice: z.boolean(),
+    /**
+     * The person stopped the reply while it was made (POST /v1/chats/{id}/reply/stop; beyond the
+     * spec): the content is what the member had written by then, possibly nothing.
+     */
+    stopped: z.boolean().meta({
+      description:
+        'The person stopped this reply while it was being made (POST /v1/chats/{id}/reply/stop, beyond the spec): the content is what the member had written by then, possibly nothing',
+    }),
     createdAt: IsoTime,
   })
   .meta({ id: 'ChatMessage' })
@@ -134,6 +149,17 @@ export const ChatToolGrant = z
   .meta({ id: 'ChatToolGrant' })
 export type ChatToolGrant = z.infer<typeof ChatToolGrant>
 
+/** POST /v1/chats/{id}/reply/stop: whether a reply was in progress, and so is being stopped. */
+export const ChatReplyStop = z
+  .object({
+    stopping: z.boolean().meta({
+      description:
+        'true (202): a reply was in progress and ends stopped, what it wrote kept as a message marked stopped; false (200): no reply was in progress, nothing changed',
+    }),
+  })
+  .meta({ id: 'ChatReplyStop' })
+export type ChatReplyStop = z.infer<typeof ChatReplyStop>
+
 export const ChatUnread = z.object({ count: z.number().int() }).meta({ id: 'ChatUnread' })
 
 // GET /v1/chats/{id}/events (text/event-stream): each event is `event: <name>` and `data: <one JSON
@@ -155,6 +181,12 @@ export type ChatStatusEvent = z.infer<typeof ChatStatusEvent>
 /** The events of GET /v1/chats/{id}/events, by name. */
 export const chatEventNames = ['message', 'message.updated', 'delta', 'chat'] as const
 export type ChatEventName = (typeof chatEventNames)[number]
+
+/** GET /v1/chats: memberId narrows; idPrefix names chats by the start of their id (issue 51). */
+export const ChatListQuery = z.object({
+  memberId: z.string().optional(),
+  idPrefix: idPrefixParameter('chats'),
+})
 
 /** GET /v1/chats/{id} beyond the spec: wait (up to 30 s) for a message after afterMessageId. */
 export const ChatDetailQuery = z.object({

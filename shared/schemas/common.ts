@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { idPrefixRange, minIdPrefix } from '../ids.js'
 
 // Wire types shared by the daemon (validation, OpenAPI) and osctl (decoding answers).
 
@@ -106,6 +107,21 @@ export function queryInteger(bounds: {
     )
     .meta({ description: bounds.description })
 }
+
+/**
+ * idPrefix of the lists of runs, gates, chats, executions and API tokens (beyond the spec; issue 51):
+ * only the ids that start with it, at least 8 hex characters as an id prints (shared/ids.ts).
+ */
+export const idPrefixParameter = (what: string) =>
+  z
+    .string()
+    .refine((value) => idPrefixRange(value) !== undefined, {
+      error: `at least ${minIdPrefix} hex characters of an id, dashes only where they fall in one`,
+    })
+    .optional()
+    .meta({
+      description: `only the ${what} whose id starts with this, as git names an object by a prefix: at least ${minIdPrefix} hex characters as the id prints (dashes where they fall in it, or none); otherwise 400 invalid_request naming idPrefix (beyond the spec)`,
+    })
 
 /** waitSeconds of the long-polls (beyond the spec): 0 (the default) answers at once, 30 at most. */
 export const waitSecondsParameter = (description: string) =>

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { IsoTime, PageQuery, Uuid, pagedEnvelope } from './common.js'
+import { IsoTime, PageQuery, Uuid, idPrefixParameter, pagedEnvelope } from './common.js'
 import { Run, RunRef } from './runs.js'
 import { RunPause } from './pauses.js'
 import { executionStatuses, executionSorts } from '../values.js'
@@ -54,7 +54,10 @@ export const ExecutionFilters = z.object({
   closed: z.string().optional().meta({ description: 'true for closed executions only' }),
 })
 
-export const ExecutionListQuery = PageQuery.extend(ExecutionFilters.shape)
+export const ExecutionListQuery = PageQuery.extend({
+  ...ExecutionFilters.shape,
+  idPrefix: idPrefixParameter('executions'),
+})
 export const ExecutionPage = pagedEnvelope(Execution).meta({ id: 'ExecutionPage' })
 
 export const Board = z
@@ -78,7 +81,9 @@ export const ExecutionDetail = z
     execution: Execution,
     runs: z.array(Run),
     /** How runs lead to each other: a successor started, or a retry. */
-    links: z.array(z.object({ from: Uuid, to: Uuid, kind: z.enum(['successor', 'retry', 'fork']) })),
+    links: z.array(
+      z.object({ from: Uuid, to: Uuid, kind: z.enum(['successor', 'retry', 'fork']) }),
+    ),
     /** The task graph of the successors involved. */
     graph: z.object({
       tasks: z.array(z.object({ id: Uuid, slug: z.string(), name: z.string() })),

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { IsoTime, Uuid, pageParameters } from './common.js'
+import { IsoTime, Uuid, idPrefixParameter, pageParameters } from './common.js'
 import { gateDecisions, gateStatuses } from '../values.js'
 export { gateDecisions, gateStatuses }
 
@@ -62,6 +62,7 @@ export const GateDecision = z
 export type GateDecision = z.infer<typeof GateDecision>
 
 export const GateListQuery = z.object({
+  idPrefix: idPrefixParameter('gates'),
   taskId: z.string().optional(),
   runId: z.string().optional(),
   kind: z.string().optional(),

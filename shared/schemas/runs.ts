@@ -4,6 +4,7 @@ import {
   JsonObject,
   PageQuery,
   Uuid,
+  idPrefixParameter,
   pageParameters,
   pagedEnvelope,
   waitSecondsParameter,
@@ -156,6 +157,7 @@ export const RunDetailQuery = z.object({
 })
 
 export const RunListQuery = PageQuery.extend({
+  idPrefix: idPrefixParameter('runs'),
   taskId: z.string().optional(),
   taskVersionId: z.string().optional(),
   status: z.string().optional(),

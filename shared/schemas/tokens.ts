@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { maxGraceSeconds } from '../values.js'
-import { IsoTime, Uuid } from './common.js'
+import { IsoTime, Uuid, idPrefixParameter } from './common.js'
 
 // API tokens as a signed-in person manages them (spec: Authentication 6; Portal-only routes). Bodies
 // beyond the spec's words are this service's own (issue 45: change, rotate, expire, last used).
@@ -94,6 +94,7 @@ export const ApiTokenRotation = z
   .meta({ id: 'ApiTokenRotation' })
 
 export const ApiTokenListQuery = z.object({
+  idPrefix: idPrefixParameter('tokens'),
   includeRevoked: z
     .enum(['true', 'false'])
     .optional()

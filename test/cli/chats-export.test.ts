@@ -124,6 +124,15 @@ describe('osctl chats export', () => {
     expect(JSON.parse(code[0]!.text)).toEqual({ repo: 'acme/web', title: 'Fix the login' })
   })
 
+  it('marks a reply the person stopped (issue 51)', async () => {
+    const chat = detail('reply')
+    const reply = chat.messages.at(-1)!
+    chat.messages[chat.messages.length - 1] = { ...reply, content: 'Ship the fix', stopped: true }
+    const { done, stdout } = run(chat)
+    await done
+    expect(stdout()).toMatch(/· Grace\n\n> Ship the fix\n\n\*\(stopped\)\*\n/)
+  })
+
   it('fences a result longer than any backtick run in it', async () => {
     const chat = detail('tool-call-done')
     const call = chat.messages.find((m) => m.toolCall)!

@@ -11,6 +11,7 @@ import {
   openChatScreen,
   revokeGrant,
   sendMessage,
+  stopReply,
   unreadChats,
 } from '../../cli/commands/chats.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
@@ -60,6 +61,7 @@ function message(overrides: Partial<ChatMessage> = {}): ChatMessage {
     toolCall: null,
     question: null,
     notice: false,
+    stopped: false,
     createdAt: '2026-03-02T11:58:00.000Z',
     ...overrides,
   })
@@ -120,10 +122,13 @@ describe('osctl chats, in process', () => {
           answer: null,
         },
       }),
+      // A reply the person stopped (issue 51): what it had written, marked.
+      message({ content: 'The release notes say', stopped: true }),
     ]
     const api = new FakeApi((req) => members(req) ?? { body: detail(messages) })
     const { deps, stdout } = fakeDeps(api)
     await getChat(deps, chatId, { limit: '20' })
+    expect(stdout()).toContain('Ada Lovelace: The release notes say\n  (stopped)\n')
     expect(api.sent[0]).toMatchObject({ path: `/chats/${chatId}`, query: { limit: '20' } })
     expect(stdout()).toMatch(new RegExp(`^member +Ada Lovelace \\(${ada.id}\\)$`, 'm'))
     expect(stdout()).toContain(
@@ -145,7 +150,7 @@ describe('osctl chats, in process', () => {
     expect((await failure(getChat(deps, chatId, { limit: '0' }))).exitCode).toBe(exitCodes.usage)
     expect((await failure(getChat(deps, chatId, { limit: '201' }))).exitCode).toBe(exitCodes.usage)
     expect((await failure(getChat(deps, 'ada', {}))).message).toBe(
-      'a chat is named by its id; got "ada"',
+      'a chat is named by its id or its first 8 or more characters; "ada" has 3',
     )
     expect(api.sent).toEqual([])
   })
@@ -342,7 +347,7 @@ describe('osctl chats, in process', () => {
     expect(api.sent).toHaveLength(2)
   })
 
-  it('close, unread, grants and revoke', async () => {
+  it('stop, close, unread, grants and revoke', async () => {
     const grant = ChatToolGrant.parse({
       id: randomUUID(),
       memberId: ada.id,
@@ -354,6 +359,7 @@ describe('osctl chats, in process', () => {
         members(req) ??
         {
           [`POST /chats/${chatId}/close`]: { body: chat({ status: 'closed', outcome: 'closed' }) },
+          [`POST /chats/${chatId}/reply/stop`]: { status: 202, body: { stopping: true } },
           'GET /chats/unread': { body: { count: 3 } },
           'GET /chats/tool-grants': { body: [grant] },
           [`DELETE /chats/tool-grants/${grant.id}`]: { status: 204 },
@@ -363,11 +369,14 @@ describe('osctl chats, in process', () => {
         },
     )
     const { deps, stdout } = fakeDeps(api, { confirm: true })
+    await stopReply(deps, chatId)
     await closeChat(deps, chatId)
     await unreadChats(deps)
     await listGrants(deps, { member: 'ada@acme.example' })
     await revokeGrant(deps, grant.id, {})
-    expect(stdout()).toContain(`closed chat ${chatId}\n3\n`)
+    expect(stdout()).toContain(
+      `stopping the reply in chat ${chatId}: what it wrote is kept, marked stopped\nclosed chat ${chatId}\n3\n`,
+    )
     expect(stdout()).toMatch(new RegExp(`^${grant.id}\\s+${ada.id}\\s+vcs\\.merge\\s+`, 'm'))
     expect(stdout()).toContain(`withdrew tool grant ${grant.id}\n`)
     expect(api.sent.find((s) => s.path === '/chats/tool-grants')!.query).toEqual({

@@ -132,7 +132,7 @@ describe('exit 2: usage, and profiles', () => {
     expect(value.exitCode).toBe(exitCodes.usage)
     expect(JSON.parse(value.stdout)).toEqual({
       error: 'usage',
-      message: 'a run is named by its id; got "x"',
+      message: 'a run is named by its id or its first 8 or more characters; got "x"',
       exitCode: 2,
     })
   })

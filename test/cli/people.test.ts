@@ -786,6 +786,35 @@ describe('osctl tokens', () => {
     await revokeToken(byId.deps, ci.id, {})
     expect(api.sent.at(-1)).toMatchObject({ method: 'DELETE' })
   })
+
+  it('takes the first 8 or more characters of an id; several are ambiguous, exit 2 (issue 51)', async () => {
+    const ci = token()
+    const other = token({ name: 'other' })
+    const api = routes({
+      'GET /enterprise/api-tokens': (req) => ({
+        body: [ci, other].filter((k) => k.id.startsWith(req.query.idPrefix ?? '')),
+      }),
+      [`DELETE /enterprise/api-tokens/${ci.id}`]: {
+        body: { ...ci, revokedAt: new Date().toISOString() },
+      },
+    })
+    const f = fakeDeps(api, { target: sessionTarget })
+    await revokeToken(f.deps, ci.id.slice(0, 8), { yes: true })
+    expect(api.sent.find((r) => r.method === 'GET')!.query).toEqual({ idPrefix: ci.id.slice(0, 8) })
+    expect(api.sent.at(-1)).toMatchObject({
+      method: 'DELETE',
+      path: `/enterprise/api-tokens/${ci.id}`,
+    })
+    // Both start with the same characters: none is chosen.
+    other.id = `${ci.id.slice(0, 9)}${other.id.slice(9)}`
+    const both = fakeDeps(api, { target: sessionTarget })
+    const err = await rejected(revokeToken(both.deps, ci.id.slice(0, 9), { yes: true }))
+    expect(err.exitCode).toBe(exitCodes.usage)
+    expect(err.message.split('\n')[0]).toBe(
+      `ambiguous token prefix ${ci.id.slice(0, 9)}: matches 2 tokens`,
+    )
+    expect(err.message).toContain(`  ${other.id}  token other  `)
+  })
 })
 
 describe('a token profile on the portal-only verbs', () => {

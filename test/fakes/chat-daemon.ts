@@ -58,6 +58,12 @@ export interface FakeChatDaemon {
     message: ChatMessage,
     body: Record<string, unknown>,
   ) => void | Promise<void>
+  /**
+   * POST /chats/{id}/reply/stop while the member replies (answered 202): how the reply ends. By
+   * default as osd ends one stopped before it wrote anything: an empty member message marked stopped,
+   * then the chat not replying.
+   */
+  onStop: (chatId: string) => void | Promise<void>
   close(): Promise<void>
 }
 
@@ -124,6 +130,19 @@ export async function startFakeChatDaemon(
     onSend: () => {},
     onDecision: () => {},
     onAnswer: () => {},
+    onStop(chatId) {
+      daemon.add(chatId, {
+        id: randomUUID(),
+        role: 'member',
+        content: '',
+        toolCall: null,
+        question: null,
+        notice: false,
+        stopped: true,
+        createdAt: now(),
+      })
+      daemon.status(chatId, { replying: false })
+    },
     close: async () => {
       daemon.drop()
       server.closeAllConnections()
@@ -235,6 +254,7 @@ export async function startFakeChatDaemon(
         toolCall: null,
         question: null,
         notice: false,
+        stopped: false,
         createdAt: now(),
       }
       daemon.add(c.id, message)
@@ -290,6 +310,15 @@ export async function startFakeChatDaemon(
       daemon.update(c.id, answered)
       json(res, 201, { id: message.question!.gateId, status: 'decided' })
       setTimeout(() => void daemon.onAnswer(c.id, answered, input), 10)
+      return
+    }
+    m = /^\/chats\/([^/]+)\/reply\/stop$/.exec(path)
+    if (m && req.method === 'POST') {
+      const c = held(m[1]!)
+      if (c.status === 'closed') return fail(res, 409, 'chat_closed')
+      if (!c.replying) return json(res, 200, { stopping: false })
+      json(res, 202, { stopping: true })
+      setTimeout(() => void daemon.onStop(c.id), 10)
       return
     }
     m = /^\/chats\/([^/]+)\/close$/.exec(path)

@@ -1,6 +1,7 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Chat, ChatDetail, ChatMessage } from '../../../shared/schemas/chats.js'
 import { isUniqueViolation, transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import { idPrefixFilter } from '../../db/paging.js'
 import { longPoll, type LongPollWait } from '../long-poll/index.js'
 import {
   closedCallResult,
@@ -147,13 +148,14 @@ export async function createChat(
 export async function listChats(
   db: Db,
   enterpriseId: string,
-  filters: { memberId?: string },
+  filters: { memberId?: string; idPrefix?: string },
 ): Promise<Chat[]> {
   if (filters.memberId !== undefined && !uuidPattern.test(filters.memberId)) return []
   const rows = await db<ChatRow[]>`
     select ${chatColumns(db)} from chats c
      where c.enterprise_id = ${enterpriseId} and c.purpose is null and c.last_message_at is not null
        ${filters.memberId ? db`and c.member_id = ${filters.memberId}` : db``}
+       ${idPrefixFilter(db, 'c.id', filters.idPrefix)}
      order by coalesce(c.last_message_at, c.created_at) desc, c.id desc`
   return rows.map(toChat)
 }

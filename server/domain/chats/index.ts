@@ -8,6 +8,7 @@ export { decideToolCall } from './decisions.js'
 export { followDeltas } from './deltas.js'
 export { openChatEvents } from './events.js'
 export { listGrants, deleteGrant } from './grants.js'
+export { stopReply } from './stops.js'
 
 // For the API (routes and http/) and tests and benches.
 export { createChat, sendMessage } from './chats.js'
@@ -17,6 +18,7 @@ export { chatChannel } from './turns.js'
 
 // For the engine.
 export { checkProposal } from './decisions.js'
+export { endStoppedTurn } from './stops.js'
 export { DeltaPublisher } from './deltas.js'
 export { isGranted } from './grants.js'
 export {
@@ -34,8 +36,10 @@ export {
   claimTurns,
   renewTurns,
   holdsTurn,
+  turnLease,
   lockTurn,
   lockChatTurn,
+  lockChatTurnLease,
   waitForPerson,
   releaseTurns,
   nextDueTurn,

@@ -27,6 +27,8 @@ export interface MessageRow {
   gateId: string | null
   replyGroup: string | null
   turnId: string | null
+  /** The reply was stopped by the person while it was made (undefined: an archive from before). */
+  stopped?: boolean
   createdAt: Date
   gateQuestions?: string[] | null
   gateChoices?: { key: string; label: string }[] | null
@@ -78,6 +80,7 @@ export function toChatMessage(row: MessageRow): ChatMessage {
         }
       : null,
     notice: isNotice(row),
+    stopped: row.stopped === true,
     createdAt: row.createdAt.toISOString(),
   }
 }
@@ -99,15 +102,17 @@ export async function insertMessage(
     gateId?: string
     replyGroup?: string
     turnId?: string
+    /** What a stopped reply had written by then (stops.ts). */
+    stopped?: boolean
   },
 ): Promise<MessageRow> {
   // One round trip: the chat's last_message_at moves in the same statement.
   const [row] = await tx<MessageRow[]>`
     with m as (
-      insert into chat_messages (id, enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id)
+      insert into chat_messages (id, enterprise_id, chat_id, role, content, tool_call, gate_id, reply_group, turn_id, stopped)
       values (coalesce(${message.id ?? null}::uuid, gen_random_uuid()), ${chat.enterpriseId}, ${chat.id}, ${message.role}, ${message.content},
               ${message.toolCall ? tx.json(message.toolCall as never) : null}, ${message.gateId ?? null},
-              ${message.replyGroup ?? null}, ${message.turnId ?? null})
+              ${message.replyGroup ?? null}, ${message.turnId ?? null}, ${message.stopped === true})
       returning *),
     c as (update chats set last_message_at = (select created_at from m) where id = ${chat.id})
     select * from m`
@@ -189,6 +194,9 @@ export async function settleInterruptedCalls(
 
 /** What a call waiting (or allowed, not yet begun) when its chat closed answers: it was never run. */
 export const closedCallResult = 'The chat was closed before this call was decided.'
+
+/** What a call waiting (or allowed, not yet begun) when its reply was stopped answers: never run. */
+export const stoppedCallResult = 'The person stopped the reply before this call was run.'
 
 /** The chat's messages, in their order: what a reply reads of the conversation. */
 export function chatMessages(db: Db, chatId: string): Promise<MessageRow[]> {

@@ -49,6 +49,8 @@ export interface TurnRow {
   /** How many times the turn was held (blocked) so far: its back-off grows with it. */
   holds: number
   recall: 'succeeded' | 'failed' | null
+  /** The person asked to stop the reply (POST /v1/chats/{id}/reply/stop): it ends at once. */
+  stopRequestedAt: Date | null
   /** What the reply works with, read by the claim itself (null: the chat is gone). */
   context: ChatContext | null
 }
@@ -230,16 +232,19 @@ export async function claimTurns(
       from claimed t`
 }
 
-/** Extends this engine's leases of these turns; answers the ids it still holds. */
+/**
+ * Extends this engine's leases of these turns; answers the ids it still holds, and those of them whose
+ * reply the person asked to stop (the engine's safety net should the stop's NOTIFY be lost).
+ */
 export async function renewTurns(
   db: Db,
   engineId: string,
   ids: string[],
   leaseSeconds: number,
-): Promise<Set<string>> {
+): Promise<{ held: Set<string>; stopping: Set<string> }> {
   // Without waiting for the flush, as the claim: a lost renewal only lets the lease lapse sooner.
   // Locked in id order first, as runs' leases are (admission.ts renewLeases).
-  const rows = await db<{ id: string }[]>`
+  const rows = await db<{ id: string; stopping: boolean }[]>`
     with mine as (
       select id from chat_turns
        where lease_owner = ${engineId} and status = 'running' and id = any(${db.array(ids)}::uuid[])
@@ -247,61 +252,109 @@ export async function renewTurns(
        for update)
     update chat_turns t set lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
       from mine where t.id = mine.id
-    returning t.id, ${unflushedCommit(db)}`
-  return new Set(rows.map((r) => r.id))
+    returning t.id, t.stop_requested_at is not null as stopping, ${unflushedCommit(db)}`
+  return {
+    held: new Set(rows.map((r) => r.id)),
+    stopping: new Set(rows.filter((r) => r.stopping).map((r) => r.id)),
+  }
 }
 
 /** Whether the turn is still running under this engine's lease (its chat may have closed). */
 export async function holdsTurn(db: Db, engineId: string, id: string): Promise<boolean> {
-  const [row] = await db<{ status: string; leaseOwner: string | null }[]>`
-    select status, lease_owner from chat_turns where id = ${id}`
-  return row?.status === 'running' && row.leaseOwner === engineId
+  return (await turnLease(db, engineId, id)).held
+}
+
+/**
+ * Whether the turn is still running under this engine's lease, and whether the person asked to stop
+ * its reply: what an engine reads when the turn's chat is woken (one read per wake, none per piece of
+ * the reply's text).
+ */
+export async function turnLease(
+  db: Db,
+  engineId: string,
+  id: string,
+): Promise<{ held: boolean; stopping: boolean }> {
+  const [row] = await db<
+    { status: string; leaseOwner: string | null; stopRequestedAt: Date | null }[]
+  >`select status, lease_owner, stop_requested_at from chat_turns where id = ${id}`
+  const held = row?.status === 'running' && row.leaseOwner === engineId
+  return { held, stopping: held && row.stopRequestedAt !== null }
+}
+
+/** Whether a turn locked (or read) is this engine's to move, and whether its reply is to stop. */
+export interface TurnLease {
+  /** Still running under this engine's lease (not taken over, not closed). */
+  held: boolean
+  /** The person asked to stop its reply (stops.ts): it ends stopped rather than going on. */
+  stopping: boolean
+}
+
+/** Locks the turn in `tx`; whether it is still this engine's to move, and whether it is to stop. */
+export async function lockTurnLease(tx: Db, engineId: string, id: string): Promise<TurnLease> {
+  const [row] = await tx<
+    { status: string; leaseOwner: string | null; stopRequestedAt: Date | null }[]
+  >`select status, lease_owner, stop_requested_at from chat_turns where id = ${id} for update`
+  const held = row?.status === 'running' && row.leaseOwner === engineId
+  return { held, stopping: held && row.stopRequestedAt !== null }
 }
 
 /** Locks the turn in `tx`; whether it is still this engine's to move (not taken over, not closed). */
 export async function lockTurn(tx: Db, engineId: string, id: string): Promise<boolean> {
-  const [row] = await tx<{ status: string; leaseOwner: string | null }[]>`
-    select status, lease_owner from chat_turns where id = ${id} for update`
-  return row?.status === 'running' && row.leaseOwner === engineId
+  return (await lockTurnLease(tx, engineId, id)).held
 }
 
 /**
  * Locks the turn's chat, then the turn (docs/locks.md: a chat before its turn), in `tx`; whether the
- * turn is still this engine's to move. Every change of a reply that touches the chat goes through it.
+ * turn is still this engine's to move, and whether its reply is to stop. Every change of a reply that
+ * touches the chat goes through it.
  */
+export async function lockChatTurnLease(
+  tx: Db,
+  chatId: string,
+  engineId: string,
+  turnId: string,
+): Promise<TurnLease> {
+  const [, lease] = await Promise.all([
+    tx`select 1 from chats where id = ${chatId} for no key update`,
+    lockTurnLease(tx, engineId, turnId),
+  ])
+  return lease
+}
+
+/** lockChatTurnLease, answering only whether the turn is still this engine's to move. */
 export async function lockChatTurn(
   tx: Db,
   chatId: string,
   engineId: string,
   turnId: string,
 ): Promise<boolean> {
-  const [, held] = await Promise.all([
-    tx`select 1 from chats where id = ${chatId} for no key update`,
-    lockTurn(tx, engineId, turnId),
-  ])
-  return held
+  return (await lockChatTurnLease(tx, chatId, engineId, turnId)).held
 }
 
 /**
  * The turn waits for the person's decision of its tool calls, unless it came meanwhile (a call allowed
  * already, or none waiting): the chat's lock orders this against the decision, which takes it first.
- * Answers whether the reply stops here (it waits, or the turn is no longer this engine's).
+ * Answers what the reply does: waits (or the turn is no longer this engine's: it stops here), goes on,
+ * or ends stopped (the person asked; the turn is left running for the reply to end it).
  */
 export async function waitForPerson(
   db: Db,
   chatId: string,
   engineId: string,
   turnId: string,
-): Promise<boolean> {
+): Promise<'stop' | 'go on' | 'stopping'> {
   return transaction(db, async (tx) => {
-    if (!(await lockChatTurn(tx, chatId, engineId, turnId))) return true
+    const lease = await lockChatTurnLease(tx, chatId, engineId, turnId)
+    if (!lease.held) return 'stop'
+    // Waiting now would leave the stop with no engine to carry it out.
+    if (lease.stopping) return 'stopping'
     const [row] = await tx<{ waiting: boolean; allowed: boolean }[]>`
       select bool_or(tool_call ->> 'status' = 'waiting') as waiting,
              bool_or(tool_call ->> 'status' = 'allowed') as allowed
         from chat_messages where turn_id = ${turnId} and tool_call is not null`
-    if (!row?.waiting || row.allowed) return false
+    if (!row?.waiting || row.allowed) return 'go on'
     await moveTurns(tx, 'waiting', { ids: [turnId], from: ['running'], owner: engineId })
-    return true
+    return 'stop'
   })
 }
 

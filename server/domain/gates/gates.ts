@@ -11,7 +11,7 @@ import {
   type GateRow,
   type RunRow,
 } from '../runs/index.js'
-import { idFilter, readPage } from '../../db/paging.js'
+import { idFilter, idPrefixFilter, readPage } from '../../db/paging.js'
 import { questionAnswered } from '../chats/index.js'
 
 // Gates (spec: Gate; States and transitions; DESIGN 6): a gated call opens a gate and its run waits
@@ -75,7 +75,10 @@ export async function openGate(tx: Db, run: RunRow, gate: OpenGate): Promise<Gat
 export async function listGates(
   db: Db,
   enterpriseId: string,
-  query: Pick<GateListQuery, 'taskId' | 'runId' | 'kind' | 'status' | 'page' | 'limit'>,
+  query: Pick<
+    GateListQuery,
+    'idPrefix' | 'taskId' | 'runId' | 'kind' | 'status' | 'page' | 'limit'
+  >,
 ): Promise<Gate[]> {
   const decided = query.status === 'decided'
   const paged = decided || query.page !== undefined || query.limit !== undefined
@@ -83,6 +86,7 @@ export async function listGates(
   const rows = await db<GateRow[]>`
     select ${gateColumns(db)} from gates g
      where g.enterprise_id = ${enterpriseId} and g.status = ${decided ? 'decided' : 'waiting'}
+       ${idPrefixFilter(db, 'g.id', query.idPrefix)}
        ${idFilter(db, 'g.task_id', query.taskId)} ${idFilter(db, 'g.run_id', query.runId)}
        ${query.kind ? db`and g.kind = ${query.kind}` : db``}
      order by ${decided ? db`g.decided_at desc, g.id desc` : db`g.created_at desc, g.id desc`}

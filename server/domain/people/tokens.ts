@@ -3,6 +3,7 @@ import type { ApiToken } from '../../../shared/schemas/tokens.js'
 import type { Scope } from '../../../shared/scopes.js'
 import { newApiToken } from '../../../shared/token-format.js'
 import { transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import { idPrefixFilter } from '../../db/paging.js'
 import { hashSecret, lastChars } from '../secrets.js'
 
 export type { ApiToken }
@@ -88,12 +89,12 @@ export async function createToken(
 export async function listTokens(
   db: Db,
   enterpriseId: string,
-  options: { includeRevoked?: boolean } = {},
+  options: { includeRevoked?: boolean; idPrefix?: string } = {},
 ): Promise<ApiToken[]> {
   const rows = await db<TokenRow[]>`
     select ${tokenColumns(db)}
       from api_tokens t
-     where t.enterprise_id = ${enterpriseId}
+     where t.enterprise_id = ${enterpriseId} ${idPrefixFilter(db, 't.id', options.idPrefix)}
        ${options.includeRevoked ? db`` : db`and t.revoked_at is null`}
      order by t.created_at desc, t.id desc`
   return rows.map(toToken)

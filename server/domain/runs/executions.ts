@@ -10,7 +10,7 @@ import {
 } from '../../../shared/schemas/executions.js'
 import type { RunStatus } from '../../../shared/schemas/runs.js'
 import type { Successor } from '../../../shared/schemas/tasks.js'
-import { envelope, orderBy, type PageRequest } from '../../db/paging.js'
+import { envelope, idPrefixFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import { transaction, type Db, type Fragment } from '../../db/sql.js'
 import { finishAll } from './ends.js'
 import { isFinished, toRun, type RunRow } from './rows.js'
@@ -69,7 +69,14 @@ function toExecution(row: ExecutionRow): Execution {
  * columns). Status: any run running, else any at a gate (waiting), else any held (blocked), else any
  * pending or queued, else how the latest run ended.
  */
-function executions(db: Db, enterpriseId: string, where: Fragment, tail: Fragment = db``) {
+function executions(
+  db: Db,
+  enterpriseId: string,
+  where: Fragment,
+  tail: Fragment = db``,
+  /** On the runs read, before they are grouped: an idPrefix of the execution's id (issue 51). */
+  runs: Fragment = db``,
+) {
   return db<ExecutionRow[]>`
     with agg as (
       select r.execution_id as id,
@@ -85,7 +92,7 @@ function executions(db: Db, enterpriseId: string, where: Fragment, tail: Fragmen
              array_agg(distinct r.team_id) filter (where r.team_id is not null) as team_ids,
              array_agg(distinct r.member_id) filter (where r.member_id is not null) as member_ids
         from runs r
-       where r.enterprise_id = ${enterpriseId} and r.status <> 'skipped_overlap'
+       where r.enterprise_id = ${enterpriseId} and r.status <> 'skipped_overlap' ${runs}
        group by r.execution_id
     ), ex as (
       select agg.*, last.status as last_status, last.task_id as last_task_id, last.task_slug as last_task_slug,
@@ -115,6 +122,8 @@ const sortColumns: Record<ExecutionSort, string> = {
 }
 
 export interface ExecutionFilters {
+  /** Only executions whose id starts with this (GET /v1/executions; issue 51). */
+  idPrefix?: string
   teamId?: string
   memberId?: string
   status?: string
@@ -137,15 +146,19 @@ export async function listExecutions(
   filters: ExecutionFilters,
   page: PageRequest<ExecutionSort>,
 ): Promise<Paged<Execution>> {
+  // An execution's id is its first run's: every run of it carries it (execution_id).
+  const prefix = idPrefixFilter(db, 'r.execution_id', filters.idPrefix)
   const [rows, [count]] = await Promise.all([
     executions(
       db,
       enterpriseId,
       filterFragment(db, filters),
       db`${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
+      prefix,
     ),
     db<{ n: number }[]>`
-      select count(*)::int as n from (${executions(db, enterpriseId, filterFragment(db, filters))}) e`,
+      select count(*)::int as n
+        from (${executions(db, enterpriseId, filterFragment(db, filters), db``, prefix)}) e`,
   ])
   return envelope(rows.map(toExecution), count!.n, page)
 }

@@ -1,7 +1,7 @@
 import type { Paged } from '../../../shared/schemas/common.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Blockers, Run, RunDetail, RunRef, runSorts } from '../../../shared/schemas/runs.js'
-import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
+import { envelope, idFilter, idPrefixFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import type { Db, Fragment } from '../../db/sql.js'
 import { longPoll, type LongPollWait } from '../long-poll/index.js'
 import { listRunGates } from './gates.js'
@@ -105,6 +105,8 @@ const runSortColumns: Record<RunSort, string> = {
 }
 
 export interface RunFilters {
+  /** Only runs whose id starts with this (issue 51; the route checked it). */
+  idPrefix?: string
   taskId?: string
   taskVersionId?: string
   status?: string
@@ -118,6 +120,12 @@ export async function listRuns(
   filters: RunFilters,
   page: PageRequest<RunSort>,
 ): Promise<Paged<Run>> {
+  // A prefix reads its range of the primary key first, fenced (offset 0) so that the planner plans it on
+  // its own: with the enterprise's condition beside it, a plan from stale statistics read every run of
+  // the enterprise through runs_task and filtered them (DESIGN 14; test/server/db/plans.test.ts).
+  const runs = filters.idPrefix
+    ? db`(select * from runs where true ${idPrefixFilter(db, 'id', filters.idPrefix)} offset 0) runs`
+    : db`runs`
   const where = db`
     enterprise_id = ${enterpriseId}
     ${idFilter(db, 'task_id', filters.taskId)}
@@ -127,8 +135,8 @@ export async function listRuns(
   const [rows, [count]] = await Promise.all([
     db<
       RunRow[]
-    >`select * from runs where ${where} ${orderBy(db, page, runSortColumns)} limit ${page.limit} offset ${page.offset}`,
-    db<{ n: number }[]>`select count(*)::int as n from runs where ${where}`,
+    >`select * from ${runs} where ${where} ${orderBy(db, page, runSortColumns)} limit ${page.limit} offset ${page.offset}`,
+    db<{ n: number }[]>`select count(*)::int as n from ${runs} where ${where}`,
   ])
   return envelope((await withPauses(db, enterpriseId, rows)).map(toRun), count!.n, page)
 }

@@ -3,12 +3,12 @@ import type { Sql } from '../../db/sql.js'
 import {
   chatTurnChannel,
   claimTurns,
-  holdsTurn,
   listenChatTurnsLocally,
   moveTurns,
   nextDueTurn,
   releaseTurns,
   renewTurns,
+  turnLease,
   type TurnRow,
 } from '../../domain/chats/index.js'
 import { ChatReply, type ChatReplyOptions } from './reply.js'
@@ -38,6 +38,11 @@ export class ChatLoop extends LeaseLoop<TurnWork> {
   constructor(private readonly chatOptions: ChatLoopOptions) {
     const { sql, engineId } = chatOptions
     const leaseSeconds = chatOptions.leaseSeconds ?? defaultLeaseSeconds
+    // The replies this engine is making, by turn id: a stop the person asked for (domain/chats/
+    // stops.ts) reaches the reply here, heard at the wake of its chat (or, should that NOTIFY be lost,
+    // at the next lease renewal), so that no piece of the reply's text costs a read of the database.
+    const replies = new Map<string, ChatReply>()
+    const stop = (id: string) => replies.get(id)?.stop()
     const kind: WorkKind<TurnWork> = {
       name: 'chat turn',
       logKey: 'turnId',
@@ -67,16 +72,26 @@ export class ChatLoop extends LeaseLoop<TurnWork> {
           },
           async () => {
             const reply = new ChatReply(chatOptions, turn, signal)
+            replies.set(turn.id, reply)
             try {
               await reply.go()
             } finally {
+              if (replies.get(turn.id) === reply) replies.delete(turn.id)
               await reply.close()
             }
           },
           { parent: null },
         ),
-      renew: (ids) => renewTurns(sql, engineId, ids, leaseSeconds),
-      stillHeld: (id) => holdsTurn(sql, engineId, id),
+      async renew(ids) {
+        const { held, stopping } = await renewTurns(sql, engineId, ids, leaseSeconds)
+        for (const id of stopping) stop(id)
+        return held
+      },
+      async stillHeld(id) {
+        const { held, stopping } = await turnLease(sql, engineId, id)
+        if (stopping) stop(id)
+        return held
+      },
       release: (ids) => releaseTurns(sql, engineId, ids),
     }
     super(kind, {

@@ -8,12 +8,14 @@ import {
   checkProposal,
   countTurnCall,
   DeltaPublisher,
+  endStoppedTurn,
   insertMessage,
   isGranted,
   isNotice,
   chatMessages,
   holdsTurn,
   lockChatTurn,
+  lockChatTurnLease,
   lockTurn,
   markExecuting,
   type MessageRow,
@@ -124,18 +126,36 @@ export class ChatReply {
   private modelCalls: number
   /** The chat's messages as prepare read them, for the reply's first look at them. */
   private read: MessageRow[] | undefined
+  /** Aborts the reply's calls when the person stops it (stop()); the lease's signal aborts it too. */
+  private readonly stopper = new AbortController()
+  /** The person asked to stop this reply: it ends stopped, what it wrote kept (stopped()). */
+  private stopping = false
+  /** Aborts the reply's calls: the lease's signal (lost, engine stopping) or the person's stop. */
+  private readonly signal: AbortSignal
 
   constructor(
     private readonly options: ChatReplyOptions,
     private readonly turn: TurnRow,
-    private readonly signal: AbortSignal,
+    lease: AbortSignal,
   ) {
     this.sql = options.sql
     this.modelCalls = turn.modelCalls
+    this.signal = AbortSignal.any([lease, this.stopper.signal])
+    if (turn.stopRequestedAt) this.stop()
   }
 
   async close(): Promise<void> {
     await this.mcp?.close()
+  }
+
+  /**
+   * The person asked to stop this reply (domain/chats/stops.ts), as the loop heard it: its model or
+   * tool call is aborted now, and the reply ends stopped at its next step.
+   */
+  stop(): void {
+    if (this.stopping) return
+    this.stopping = true
+    this.stopper.abort(new Error('the person stopped the reply'))
   }
 
   async go(): Promise<void> {
@@ -150,7 +170,7 @@ export class ChatReply {
     const max = this.options.maxModelCalls ?? 10
     let first = true
     for (;;) {
-      if (this.signal.aborted) return
+      if (this.signal.aborted) return void (this.stopping && (await this.stopped()))
       let messages = await this.messages()
       if (first && messages.some((m) => this.interrupted(m))) {
         await settleInterruptedCalls(this.sql, this.chat.id, this.turn.id, interruptedCallResult)
@@ -164,7 +184,9 @@ export class ChatReply {
         continue
       }
       if (mine.some((m) => m.toolCall!.status === 'waiting')) {
-        if (await this.waitForPerson()) return
+        const next = await this.waitForPerson()
+        if (next === 'stopping') return void (await this.stopped())
+        if (next === 'stop') return
         continue
       }
       // A notice (no key, a cap) is not the member's answer: the reply is still to be made.
@@ -315,21 +337,48 @@ export class ChatReply {
     status: 'done' | 'blocked' | 'paused_spend',
     notBefore?: Date,
   ): Promise<void> {
-    await retryConflicts(() =>
+    const ended = await retryConflicts(() =>
       transaction(this.sql, async (tx) => {
-        if (!(await lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id))) return
+        const lease = await lockChatTurnLease(tx, this.chat.id, this.options.engineId, this.turn.id)
+        if (!lease.held) return undefined
+        // A stop asked meanwhile ends the reply now: held, it would wait with no engine to end it.
+        if (lease.stopping || this.stopping) {
+          await endStoppedTurn(tx, this.chat, this.turn.id, { content: '' })
+          return 'stopped' as const
+        }
         await noticeMessage(tx, this.chat, this.turn.id, content)
         await moveTurns(tx, status, this.running(), { notBefore })
+        return status
       }),
     )
-    metrics.chatReply(status)
+    if (ended) metrics.chatReply(ended)
+  }
+
+  /**
+   * Ends the reply the person stopped: what it had written (the text streamed so far by the model call
+   * it aborted, under the id its deltas named) kept as the member's message marked stopped, its calls
+   * that wait end as never run, the turn done (domain/chats/stops.ts), while the turn is this engine's.
+   * Either in the settlement of the aborted call (`tx`) or on its own.
+   */
+  private async stopped(
+    written: { messageId?: string; content: string } = { content: '' },
+    tx?: Tx,
+  ) {
+    const end = async (tx: Tx) => {
+      if (!(await lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id))) return false
+      await endStoppedTurn(tx, this.chat, this.turn.id, written)
+      onCommit(tx, () => metrics.chatReply('stopped'))
+      return true
+    }
+    if (tx) return end(tx)
+    return retryConflicts(() => transaction(this.sql, end))
   }
 
   /**
    * The turn waits for the person's decision, unless it came meanwhile: the chat's row lock orders this
    * against the decision, which takes it first.
    */
-  private waitForPerson(): Promise<boolean> {
+  private waitForPerson(): Promise<'stop' | 'go on' | 'stopping'> {
     return retryConflicts(() =>
       waitForPerson(this.sql, this.chat.id, this.options.engineId, this.turn.id),
     )
@@ -357,6 +406,12 @@ export class ChatReply {
     } catch (err) {
       outcome = { content: (err as Error).message || String(err), isError: true }
     }
+    // Cut short by the person's stop: the server may have acted on it all the same.
+    if (this.stopping && outcome.isError)
+      outcome = {
+        content: 'The person stopped the reply while this call ran; it may have acted.',
+        isError: true,
+      }
     await answerToolCall(this.sql, this.chat.id, message.id, outcome)
     return 'continue'
   }
@@ -390,11 +445,18 @@ export class ChatReply {
     // person waits before words appear.
     const began = performance.now()
     let first = true
+    // What the call has written so far: kept as the member's message if the person stops the reply.
+    let written = ''
+    // The person's stop as the settlement found it (the chat's lock taken for it), and whether the
+    // settlement ended the reply stopped.
+    let stoppedAtSettle = false
+    let endedStopped = false
     const onText: OnText = (text) => {
       if (first) {
         first = false
         metrics.chatFirstToken((performance.now() - began) / 1000)
       }
+      written += text
       deltas.push(text)
     }
     const result = await callModel({
@@ -445,17 +507,33 @@ export class ChatReply {
         },
         // Settled under the turn's lock, and its chat's first when an answer is to be stored (as
         // everywhere: a chat before its turn).
-        claim: async (tx, _held, outcome) => ({
-          mine: await ('reply' in outcome
-            ? lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id)
-            : lockTurn(tx, this.options.engineId, this.turn.id)),
-        }),
+        // A call the person's stop aborted: its text so far is stored, so the chat's lock too.
+        claim: async (tx, _held, outcome) => {
+          stoppedAtSettle = !('reply' in outcome) && this.stopping
+          return {
+            mine: await ('reply' in outcome || stoppedAtSettle
+              ? lockChatTurn(tx, this.chat.id, this.options.engineId, this.turn.id)
+              : lockTurn(tx, this.options.engineId, this.turn.id)),
+          }
+        },
         record: async (tx, outcome, { mine }, last) => {
+          if (mine && stoppedAtSettle) {
+            // Settled and ended in one commit: the reservation and the turn are let go together.
+            const content = written
+            endedStopped = await this.stopped({ messageId: deltas.messageId, content }, tx)
+            return void (await last())
+          }
           if (!('reply' in outcome) || !mine) return void (await last())
           step = await this.storeAnswer(tx, outcome, deltas.messageId, checked, granted, last)
         },
       },
     })
+    if (endedStopped) return 'stop'
+    // Stopped before the call was made or settled (the turn is still this engine's to end).
+    if (this.stopping && result.kind !== 'answered') {
+      await this.stopped()
+      return 'stop'
+    }
     if (result.kind === 'gone' || result.kind === 'over_limit') return 'stop'
     if (result.kind === 'no_room') {
       // Held like a paused_spend run: retried when the cap is raised or spend limits are turned off.
@@ -606,6 +684,8 @@ export function conversationOf(rows: readonly MessageRow[]): Message[] {
       messages.push({ role: 'user', text: row.content })
       continue
     }
+    // A reply stopped before it wrote anything said nothing (a provider refuses an empty message).
+    if (row.stopped && !row.content) continue
     if (!row.replyGroup) {
       if (row.role === 'member' && !isNotice(row))
         messages.push({ role: 'assistant', text: row.content, toolCalls: [] })

@@ -335,9 +335,10 @@ describe('the chat screen', () => {
     expect(frame()).toMatch(/^ {2}Grace {2}✎ replying… {2}\d+m ago$/m)
     await press(down, enter)
     await waitFor(() => expect(frame()).toContain('⚠ osd: I cannot reply yet'))
-    // The member is replying there: the first Esc says a reply cannot be stopped, the second leaves.
+    // The member is replying there: the first Esc stops the reply, the second leaves.
     await press(escape)
-    expect(frame()).toContain('Stopping a reply is not available yet')
+    await waitFor(() => expect(frame()).toContain('(stopped)'))
+    expect(posts().map((p) => p.path)).toEqual([`/chats/${other.id}/reply/stop`])
     await press(escape)
     await waitFor(() => expect(frame()).toContain('pick a chat'))
   })
@@ -401,28 +402,42 @@ describe('the chat screen while the member replies', () => {
     expect(count(frame(), 'first queued')).toBe(2) // as the person sent it, and in the reply to it
   })
 
-  it('says on Esc that a reply cannot be stopped, and keeps the draft', async () => {
+  it('stops the reply on Esc: the partial reply marked stopped, the draft kept, the queue sent after', async () => {
     const chat = fixture('reply')
     const { frame, press } = await open([chat], { memberId: chat.memberId })
     const script = replyScript(chat)
+    // osd ends the stopped reply with what it had written, marked, then the chat not replying.
+    daemon.onStop = (chatId) => {
+      daemon.add(chatId, {
+        ...chat.messages.at(-1)!,
+        id: replyId,
+        content: 'On "Status?": ',
+        stopped: true,
+        createdAt: '2026-03-02T11:59:00.000Z',
+      })
+      daemon.status(chatId, { replying: false })
+    }
     await press('Status?', enter)
     await waitFor(() => expect(frame()).toContain('Grace writing…'))
+    expect(frame()).toContain('Esc stop reply')
+    await press('queued after', enter)
     await press('half a thought', escape)
-    expect(frame()).toContain(
-      'Stopping a reply is not available yet: it goes on in osd. Your draft is kept (Ctrl+C clears it).',
-    )
+    await waitFor(() => expect(frame()).toContain('(stopped)'))
+    expect(frame()).toMatch(/On "Status\?":\n {2}\(stopped\)/)
+    expect(frame()).not.toContain('Grace writing…')
+    // The draft is kept; the queued message went once the reply had ended, as after any reply.
     expect(frame()).toContain('│ › half a thought')
-    // Again: still the chat, the draft still there, nothing sent or stopped.
-    await press(escape)
-    expect(frame()).toContain('│ › half a thought')
-    expect(frame()).not.toContain('pick a chat')
-    expect(posts()).toHaveLength(1)
-    script.finish()
-    await waitFor(() => expect(frame()).toContain('Done with Status?.'))
-    // The reply over, Esc is Esc again: it clears the draft.
+    await waitFor(() => expect(frame()).toContain('Done with queued after.'))
+    expect(posts().map((p) => [p.path.replace(chat.id, 'ID'), p.body])).toEqual([
+      ['/chats/ID/messages', { content: 'Status?' }],
+      ['/chats/ID/reply/stop', undefined],
+      ['/chats/ID/messages', { content: 'queued after' }],
+    ])
+    // The reply over, Esc is Esc again: it clears the draft, and stops nothing.
     await press(escape)
     expect(frame()).not.toContain('half a thought')
-    expect(frame()).not.toContain('Stopping a reply')
+    expect(posts()).toHaveLength(3)
+    script.finish()
   })
 
   it('keeps queued messages the chat closes on, and prints them as not sent on leaving', async () => {

@@ -3,9 +3,12 @@ import { createSql, type Sql } from '../../../server/db/sql.js'
 import {
   admitPending,
   advance,
+  listRuns,
   nextDueRun,
   resumeDueHolds,
 } from '../../../server/domain/runs/index.js'
+import { readPage } from '../../../server/db/paging.js'
+import { runSorts } from '../../../shared/schemas/runs.js'
 import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
@@ -112,5 +115,44 @@ describe('the runs hot paths', () => {
     const heads = plans.find((p) => /\bCTE heads\b/.test(p))!
     const loops = [...heads.matchAll(/loops=(\d+)/g)].map((m) => Number(m[1]))
     expect(Math.max(...loops)).toBeLessThanOrEqual(200)
+  }, 20_000)
+})
+
+describe('an id prefix (issue 51 item 8)', () => {
+  it('finds runs by a range of the primary key, never a scan of the enterprise’s runs', async () => {
+    // 2,000 runs of one enterprise the statistics have not seen, most of them one prefix away from
+    // the one asked for: a plan that read the enterprise's runs and filtered them would read them all.
+    const task = await deterministicTask(t)
+    const { run } = await apiStart(t.sql, t.acme.id, task.id, { n: 'prefix' })
+    await t.sql`analyze runs`
+    await t.sql`
+      insert into runs
+      select copy.*
+        from runs r, generate_series(1, 2000) g,
+             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
+               'id', gen_random_uuid(), 'lane', r.lane || ':' || g, 'status', 'succeeded')) copy
+       where r.id = ${run.id}`
+    const prefix = run.id.slice(0, 8)
+    plans.length = 0
+    for (let n = 0; n < 7; n++) {
+      const page = await listRuns(
+        probe,
+        t.acme.id,
+        { idPrefix: prefix },
+        readPage({ limit: 11 }, runSorts),
+      )
+      expect(page.data.map((r) => r.id)).toContain(run.id)
+    }
+    const ofRuns = plans.filter((p) => /\bon runs\b/.test(p))
+    expect(ofRuns.length).toBeGreaterThanOrEqual(14)
+    // Both the page and its count, each time: the primary key's range, nothing else read of runs.
+    for (const plan of ofRuns) {
+      expect(plan, plan.slice(0, 1500)).toMatch(
+        /Index (Only )?Scan using runs_pkey on runs\b|Bitmap Index Scan on runs_pkey\b/,
+      )
+      expect(plan).toMatch(/Index Cond: \(\(?id >= /)
+      expect(plan).not.toMatch(/Seq Scan on runs\b/)
+      expect(plan).not.toMatch(/::text ~~/)
+    }
   }, 20_000)
 })

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Chat, ChatMessage } from '../../../shared/schemas/chats.js'
+import { Chat, ChatDetail, ChatMessage, ChatReplyStop } from '../../../shared/schemas/chats.js'
 import { chatChannel, chatDeltaChannel, deltaReaders } from '../../../server/domain/chats/index.js'
 import { createSql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
@@ -581,4 +581,116 @@ describe('the stream', () => {
     )
     expect(fake.callsWith(s.key)).toHaveLength(1)
   })
+})
+
+describe('stopping a reply (issue 51 item 16)', () => {
+  const reserved = async (enterpriseId: string) => {
+    const [row] = await t.sql<{ days: string; held: string }[]>`
+      select (select coalesce(sum(reserved_usd_micros), 0) from spend_days
+               where enterprise_id = ${enterpriseId})::text as days,
+             (select count(*) from spend_reservations where enterprise_id = ${enterpriseId})::text as held`
+    return { days: Number(row!.days), held: Number(row!.held) }
+  }
+
+  it('ends the stream at once, keeps what streamed marked stopped, settles the reservation, takes the next message', async () => {
+    const s = await tenant()
+    const words = Array.from({ length: 200 }, (_, i) => `word${i} `)
+    // 200 words 50 ms apart: 10 s unstopped.
+    fake.script(
+      s.key,
+      { text: words.join(''), tokens: words, tokenMs: 50 },
+      { text: 'After the stop.' },
+    )
+    const chat = await s.open()
+    const stream = await s.follow(chat.id)
+    await s.send(chat.id, 'Talk for a long time')
+    await stream.until(
+      (events) => events.filter(named('delta')).length >= 2,
+      15_000,
+      'the reply to stream',
+    )
+    // The call's worst case is held while it streams.
+    const held = await reserved(s.e.id)
+    expect(held.days).toBeGreaterThan(0)
+    expect(held.held).toBe(1)
+
+    const asked = performance.now()
+    const res = await t.call('POST', `/v1/chats/${chat.id}/reply/stop`, s.as)
+    expect(res.status, JSON.stringify(res.body)).toBe(202)
+    expect(ChatReplyStop.parse(res.body)).toEqual({ stopping: true })
+    await stream.until(
+      (events) =>
+        events.some((e) => named('message')(e) && e.data.stopped === true) &&
+        lastChatIs(false)(events),
+      10_000,
+      'the stopped reply and the end of replying',
+    )
+    const took = performance.now() - asked
+    // About a second is the target; well under the 10 s the reply would have taken unstopped.
+    expect(took).toBeLessThan(4_000)
+    const kept = ChatMessage.parse(stream.named('message').find((e) => e.data.stopped)!.data)
+    const deltas = stream.named('delta')
+    expect(kept).toMatchObject({ role: 'member', stopped: true, notice: false, toolCall: null })
+    expect(deltas.every((d) => d.data.messageId === kept.id)).toBe(true)
+    expect(kept.content).toBe(deltas.map((d) => d.data.text).join(''))
+    expect(kept.content.length).toBeGreaterThan(0)
+    expect(kept.content.length).toBeLessThan(words.join('').length)
+    // The model call was aborted, and nothing reserved for it is held any more.
+    await eventually(() => fake.callsWith(s.key).at(-1)!.aborted, 5_000, 'the call to be aborted')
+    expect(await reserved(s.e.id)).toEqual({ days: 0, held: 0 })
+    const turns = await t.sql<{ status: string }[]>`
+      select status from chat_turns where chat_id = ${chat.id}`
+    expect(turns.map((r) => r.status)).toEqual(['done'])
+
+    // The chat is free at once: the next message is taken, and its reply sees what was kept.
+    await s.send(chat.id, 'Thanks, enough')
+    await stream.until(
+      (events) => events.some((e) => named('message')(e) && e.data.content === 'After the stop.'),
+      15_000,
+      'the next reply',
+    )
+    expect(JSON.stringify(fake.callsWith(s.key).at(-1)!.body.messages)).toContain(
+      kept.content.trim(),
+    )
+    await stream.cancel()
+  }, 60_000)
+
+  it('stops a reply that waits on its question: the question closed, the turn done', async () => {
+    const s = await tenant()
+    fake.script(s.key, {
+      text: 'Let me ask first.',
+      toolCalls: [{ name: 'os.ask_ceo', arguments: { questions: ['Ship it?'] } }],
+    })
+    const chat = await s.open()
+    await s.send(chat.id, 'Ship the release')
+    let detail: ChatDetail | undefined
+    await eventually(
+      async () => {
+        detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+        return detail.messages.some((m) => m.question?.status === 'waiting')
+      },
+      15_000,
+      'the question to wait',
+    )
+    const gateId = detail!.messages.find((m) => m.question)!.question!.gateId
+    const res = await t.call('POST', `/v1/chats/${chat.id}/reply/stop`, s.as)
+    expect(res.status, JSON.stringify(res.body)).toBe(202)
+    detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
+    expect(detail.replying).toBe(false)
+    expect(detail.messages.at(-1)).toMatchObject({ role: 'member', stopped: true, content: '' })
+    // The text the reply stored before its question is not marked: it was whole.
+    expect(detail.messages.find((m) => m.content === 'Let me ask first.')!.stopped).toBe(false)
+    const [gate] = await t.sql<{ status: string; decidedBy: string }[]>`
+      select status, decided_by from gates where id = ${gateId}`
+    expect(gate).toEqual({ status: 'decided', decidedBy: 'reply stopped' })
+    const answered = await t.call('POST', `/v1/gates/chat/${chat.id}/decision`, {
+      ...s.as,
+      body: { decision: 'approve', gateId, answers: ['yes'] },
+    })
+    expect(answered.status).toBe(409)
+    // A second stop finds nothing to stop.
+    const again = await t.call('POST', `/v1/chats/${chat.id}/reply/stop`, s.as)
+    expect(again.status).toBe(200)
+    expect(ChatReplyStop.parse(again.body)).toEqual({ stopping: false })
+  }, 30_000)
 })

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { allScopes } from '../../../shared/scopes.js'
-import { createChat } from '../../../server/domain/chats/index.js'
+import { createChat, getChatDetail } from '../../../server/domain/chats/index.js'
 import { bindKey } from '../../../server/domain/models/index.js'
 import { createMember } from '../../../server/domain/org/index.js'
 import { createToken } from '../../../server/domain/people/index.js'
@@ -9,11 +9,13 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { engineHarness } from '../../helpers/engines.js'
 import { startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { SseReader } from '../../helpers/sse.js'
+import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The chat's event stream when the API and the engine are different processes (issue 26; DESIGN 13):
 // the reply's deltas cross from the engine to the API by NOTIFY, in order and before the stored
-// message; a reply longer than a NOTIFY carries goes in pieces.
+// message; a reply longer than a NOTIFY carries goes in pieces. A stop asked of the API process reaches
+// the engine process making the reply (issue 51 item 16).
 
 let db: TestDatabase
 let model: FakeModelProvider
@@ -79,4 +81,52 @@ it('streams a reply made by another process, long text in pieces, before the sto
   expect(stream.events.indexOf(reply)).toBeGreaterThan(stream.events.indexOf(deltas.at(-1)!))
   expect(reply.data.content).toBe(tokens.join(''))
   await stream.cancel()
+}, 60_000)
+
+it('stops a reply another process makes, at the stop asked of this one', async () => {
+  const enterprise = await harness.enterprise(`Stop ${randomUUID().slice(0, 6)}`)
+  const key = `key-${randomUUID()}`
+  await bindKey(db.sql, harness.sealer, enterprise.id, {
+    apiKey: key,
+    provider: 'provider_a',
+    layer: 'enterprise',
+  })
+  const { token } = await createToken(db.sql, enterprise.id, { name: 'all', scopes: allScopes })
+  const member = await createMember(db.sql, enterprise.id, { name: 'Stop Member' }, 'osd.local')
+  const chat = await createChat(db.sql, enterprise.id, { memberId: member.id })
+  const words = Array.from({ length: 300 }, (_, i) => `w${i} `)
+  // 300 words 100 ms apart: half a minute unstopped.
+  model.script(key, { text: words.join(''), tokens: words, tokenMs: 100 })
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+  const post = (path: string, body?: unknown) =>
+    fetch(`${api.url}/chats/${chat.id}${path}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body ?? {}),
+    })
+  expect((await post('/messages', { content: 'Talk' })).status).toBe(201)
+  await eventually(
+    () => (model.callsWith(key).at(-1)?.tokenTimes?.length ?? 0) >= 3,
+    30_000,
+    'the engine process to stream the reply',
+  )
+  const asked = performance.now()
+  const stopped = await post('/reply/stop')
+  expect(stopped.status).toBe(202)
+  let detail: Awaited<ReturnType<typeof getChatDetail>> | undefined
+  await eventually(
+    async () => {
+      detail = await getChatDetail(db.sql, enterprise.id, chat.id, {})
+      return !detail.replying && detail.messages.some((m) => m.stopped)
+    },
+    15_000,
+    'the engine process to end the reply stopped',
+  )
+  // Well within the half minute the reply would have taken (about a second is the target).
+  expect(performance.now() - asked).toBeLessThan(5_000)
+  const kept = detail!.messages.at(-1)!
+  expect(kept).toMatchObject({ role: 'member', stopped: true })
+  expect(kept.content).toMatch(/^w0 w1 /)
+  expect(kept.content.length).toBeLessThan(words.join('').length)
+  expect(model.callsWith(key).at(-1)!.aborted).toBe(true)
 }, 60_000)

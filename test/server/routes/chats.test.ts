@@ -5,6 +5,7 @@ import {
   Chat,
   ChatDetail,
   ChatMessage,
+  ChatReplyStop,
   ChatToolGrant,
   ChatUnread,
 } from '../../../shared/schemas/chats.js'
@@ -331,6 +332,80 @@ describe('messages, reading, closing', () => {
       409,
       'chat_closed',
     )
+  })
+})
+
+describe('stopping a reply (issue 51 item 16)', () => {
+  const stop = (e: TestEnterprise, chatId: string, token = e.token) =>
+    t.call('POST', `/v1/chats/${chatId}/reply/stop`, { token })
+
+  it('ends a reply no engine makes at once: marked stopped, its waiting call never run, the next message taken', async () => {
+    const e = await t.createEnterprise(`Stop ${randomUUID().slice(0, 6)}`)
+    const chat = await open(e, { memberId: (await member(e)).id })
+    const sent = await t.call('POST', `/v1/chats/${chat.id}/messages`, {
+      token: e.token,
+      body: { content: 'Delete the old files' },
+    })
+    expect(sent.status).toBe(201)
+    // No engine runs here: the turn is pending, and a tool call of it waits for the person.
+    const [turn] = await t.sql<{ id: string }[]>`
+      select id from chat_turns where chat_id = ${chat.id} and status = 'pending'`
+    const [call] = await t.sql<{ id: string }[]>`
+      insert into chat_messages (enterprise_id, chat_id, role, tool_call, turn_id, reply_group)
+      values (${e.id}, ${chat.id}, 'tool', ${t.sql.json({ callId: 'c1', name: 'files.rm', arguments: {}, status: 'waiting', result: null })},
+              ${turn!.id}, gen_random_uuid())
+      returning id`
+    const stopped = await stop(e, chat.id)
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(202)
+    expect(ChatReplyStop.parse(stopped.body)).toEqual({ stopping: true })
+
+    const detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, e)).body)
+    expect(detail.replying).toBe(false)
+    const last = detail.messages.at(-1)!
+    expect(last).toMatchObject({ role: 'member', content: '', stopped: true, notice: false })
+    const waited = detail.messages.find((m) => m.id === call!.id)!
+    expect(waited.toolCall).toMatchObject({ status: 'denied' })
+    expect(waited.toolCall!.result).toMatch(/stopped the reply before this call was run/)
+    expect(detail.messages.filter((m) => m.stopped)).toHaveLength(1)
+    const [row] = await t.sql<
+      { status: string }[]
+    >`select status from chat_turns where id = ${turn!.id}`
+    expect(row!.status).toBe('done')
+
+    // The chat is free at once; the stop of a chat whose reply ended changes nothing.
+    const next = await t.call('POST', `/v1/chats/${chat.id}/messages`, {
+      token: e.token,
+      body: { content: 'Then list them' },
+    })
+    expect(next.status, JSON.stringify(next.body)).toBe(201)
+    expect(ChatMessage.parse(next.body).stopped).toBe(false)
+  })
+
+  it('answers 200 with no reply in progress; 404 for a chat of another enterprise; 403 without chats:write; 409 once closed', async () => {
+    const e = await t.createEnterprise(`Stop idle ${randomUUID().slice(0, 6)}`)
+    const chat = await open(e, { memberId: (await member(e)).id })
+    const idle = await stop(e, chat.id)
+    expect(idle.status, JSON.stringify(idle.body)).toBe(200)
+    expect(ChatReplyStop.parse(idle.body)).toEqual({ stopping: false })
+    // Another enterprise's reply in progress is not found, and not stopped.
+    const theirs = await open(t.other, { memberId: (await member(t.other)).id })
+    const sent = await t.call('POST', `/v1/chats/${theirs.id}/messages`, {
+      token: t.other.token,
+      body: { content: 'Go on' },
+    })
+    expect(sent.status).toBe(201)
+    expectError(await stop(e, theirs.id), 404, 'chat_not_found')
+    expectError(await stop(e, randomUUID()), 404, 'chat_not_found')
+    expectError(await stop(e, 'nope'), 404, 'chat_not_found')
+    const reader = await t.tokenWith(['chats:read'], t.other)
+    expectError(await stop(t.other, theirs.id, reader), 403, 'api_token_scope')
+    const [turn] = await t.sql<{ status: string }[]>`
+      select status from chat_turns where chat_id = ${theirs.id}`
+    expect(turn!.status).toBe('pending')
+    expect((await t.call('POST', `/v1/chats/${chat.id}/close`, { token: e.token })).status).toBe(
+      200,
+    )
+    expectError(await stop(e, chat.id), 409, 'chat_closed')
   })
 })
 
