@@ -197,7 +197,7 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       summary:
         "Stop the member's reply in progress (beyond the spec): 202 stopping; 200 when none is",
       description:
-        "The reply ends within about a second, whichever osd process makes it: what it wrote so far is kept as the member's message with `stopped: true` (empty when nothing was written), its tool calls and questions that wait for the person end as never run, the spend reserved for its model call is settled, and the chat takes the next message at once. The chat's event stream sends that message and a `chat` event with `replying: false`. With no reply in progress nothing changes and the answer is 200 `{stopping: false}`, so a stop that arrives just after the reply ended is not an error.",
+        "The reply ends within about a second, whichever osd process makes it: what it wrote so far is kept as the member's message with `stopped: true` (empty when nothing was written), its tool calls and questions that wait for the person end as never run, the spend reserved for its model call is settled (what it streamed is paid for: the provider bills a stream cut short, so it is counted as the worst case counts, a token for every three characters, never above what was reserved), and the chat takes the next message at once. The chat's event stream sends that message and a `chat` event with `replying: false`. With no reply in progress nothing changes and the answer is 200 `{stopping: false}`, so a stop that arrives just after the reply ended is not an error.",
       status: 202,
       response: ChatReplyStop,
       otherAnswers: {

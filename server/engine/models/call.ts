@@ -57,7 +57,7 @@ export interface HeldCall {
 /** `unpriced`: the call's model had no price (domain/models/prices.ts); its cost is 0. */
 export type CallOutcome =
   | { reply: ModelReply; costMicros: number; unpriced?: boolean }
-  | { failure: ProviderError; costMicros: 0 }
+  | { failure: ProviderError; costMicros: number }
 
 /**
  * What a settlement finds: the call's reservation still held (ours: this settlement releases it, not
@@ -147,6 +147,27 @@ export function worstCaseOf(price: CallPrice, promptChars: number, maxTokens: nu
   return worstCaseMicros(price.price, promptChars, maxTokens)
 }
 
+/**
+ * What a call that ended without an answer after it began to stream one costs (stopped, as a chat reply
+ * is on Esc, issue 51; or cut by the provider): no usage is reported for a stream cut short, but the
+ * provider bills the prompt and what it produced. Counted as the worst case counts (a token for every
+ * three characters, the prompt as uncached input), never above the call's reservation; 0 when nothing
+ * streamed. Were it 0, anyone who may stop a reply could spend past every cap by stopping each one
+ * just before its end.
+ */
+function stoppedCostMicros(
+  price: CallPrice,
+  call: ModelCall,
+  streamedChars: number,
+  worst: number,
+): number {
+  if (streamedChars === 0) return 0
+  return Math.min(
+    worst,
+    worstCaseMicros(price.price, call.promptChars, Math.ceil(streamedChars / 3)),
+  )
+}
+
 export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   const { sql, choice, owner } = call
   const { key, model } = choice
@@ -224,6 +245,15 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
 
   let outcome: CallOutcome
   const calledAt = performance.now()
+  // What streamed of the answer: a call stopped part way (a chat reply stopped, issue 51) reports no
+  // usage, yet the provider bills its prompt and what it produced (below).
+  let streamedChars = 0
+  const onText =
+    call.onText &&
+    ((text: string) => {
+      streamedChars += text.length
+      call.onText!(text)
+    })
   try {
     // The inference span (issue 49), around the provider's call alone: what it was asked, what it
     // answered, its tokens and cost; the provider is sent its traceparent (wire/).
@@ -243,7 +273,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
               { ...call.request, model },
               { key: key.key, connectionId: key.connectionId },
               signal,
-              call.onText,
+              onText,
             ),
           )
           inference.answered(answer, callCostMicros(price.price, answer.usage))
@@ -273,7 +303,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
         : call.signal.aborted
           ? new ProviderError('aborted', 'aborted')
           : new ProviderError('bad_request', (err as Error).message)
-    outcome = { failure, costMicros: 0 }
+    outcome = { failure, costMicros: stoppedCostMicros(price, call, streamedChars, worst) }
   }
   metrics.modelCall(
     { provider: key.provider, tier: choice.tier ?? 'unknown' },

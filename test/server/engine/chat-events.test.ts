@@ -626,8 +626,9 @@ describe('stopping a reply (issue 51 item 16)', () => {
       'the stopped reply and the end of replying',
     )
     const took = performance.now() - asked
-    // About a second is the target; well under the 10 s the reply would have taken unstopped.
-    expect(took).toBeLessThan(4_000)
+    // About a second is the target; well under the 10 s the reply would have taken unstopped (a bound
+    // a loaded machine keeps).
+    expect(took).toBeLessThan(7_000)
     const kept = ChatMessage.parse(stream.named('message').find((e) => e.data.stopped)!.data)
     const deltas = stream.named('delta')
     expect(kept).toMatchObject({ role: 'member', stopped: true, notice: false, toolCall: null })
@@ -635,9 +636,15 @@ describe('stopping a reply (issue 51 item 16)', () => {
     expect(kept.content).toBe(deltas.map((d) => d.data.text).join(''))
     expect(kept.content.length).toBeGreaterThan(0)
     expect(kept.content.length).toBeLessThan(words.join('').length)
-    // The model call was aborted, and nothing reserved for it is held any more.
+    // The model call was aborted, and nothing reserved for it is held any more; what it streamed is
+    // paid for (the provider bills it): counted as the worst case counts, within the reservation.
     await eventually(() => fake.callsWith(s.key).at(-1)!.aborted, 5_000, 'the call to be aborted')
     expect(await reserved(s.e.id)).toEqual({ days: 0, held: 0 })
+    const [spent] = await t.sql<{ micros: string }[]>`
+      select coalesce(max(spent_usd_micros), 0)::text as micros from spend_days
+       where enterprise_id = ${s.e.id}`
+    expect(Number(spent!.micros)).toBeGreaterThan(0)
+    expect(Number(spent!.micros)).toBeLessThan(held.days)
     const turns = await t.sql<{ status: string }[]>`
       select status from chat_turns where chat_id = ${chat.id}`
     expect(turns.map((r) => r.status)).toEqual(['done'])
