@@ -1,15 +1,18 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
-import { fixGlue, runJq } from '../../cli/jq-runtime.js'
+import { fixGlue, readGlue, runJq } from '../../cli/jq-runtime.js'
 
 // jq-wasm's glue, loaded with its faults fixed (cli/jq-runtime.ts; issue 48).
 
 describe('jq, as osctl loads it', () => {
   it('finds every fix in the jq-wasm installed, and refuses a glue that lacks one, naming it', () => {
     const file = createRequire(import.meta.url).resolve('jq-wasm/dist/build/jq.js')
-    const source = readFileSync(file, 'utf8')
+    const { source, wasmBinary } = readGlue(file)
     expect(() => fixGlue(source)).not.toThrow()
+    // The module apart from the glue (which keeps an empty copy): WebAssembly's magic number first.
+    expect([...wasmBinary.subarray(0, 4)]).toEqual([0x00, 0x61, 0x73, 0x6d])
+    expect(source.length).toBeLessThan(readFileSync(file).length / 5)
     expect(() =>
       fixGlue(source.replace('stdinBuffer.slice(1)', 'stdinBuffer.slice(1, 2)')),
     ).toThrow(
