@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { execa } from 'execa'
 import { Pool } from 'undici'
 import { readySql } from '../server/db/sql.js'
-import { retentionPass } from '../server/domain/retention/index.js'
+import { backgroundDuty, retentionPass } from '../server/domain/retention/index.js'
 import { projectRoot } from '../shared/paths.js'
 import { api, benchDaemon, median, percentile, watchRuns, type BenchDaemon } from './bench-lib.js'
 
@@ -272,7 +272,7 @@ async function passCost() {
     const without = { done: await load(), p50: await oneAtATime() }
     const passBegan = performance.now()
     let passEnded: number | undefined
-    const pass = retentionPass(passSql, { archiveDir }).then((moved) => {
+    const pass = retentionPass(passSql, { archiveDir, duty: backgroundDuty }).then((moved) => {
       passEnded = performance.now()
       return moved
     })

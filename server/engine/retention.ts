@@ -1,5 +1,10 @@
 import type { Sql } from '../db/sql.js'
-import { RetentionPassError, retentionPass, type Moved } from '../domain/retention/index.js'
+import {
+  backgroundDuty,
+  RetentionPassError,
+  retentionPass,
+  type Moved,
+} from '../domain/retention/index.js'
 import type { Logger } from '../log.js'
 
 export interface RetentionOptions {
@@ -9,6 +14,8 @@ export interface RetentionOptions {
   intervalSeconds: number
   /** Executions per transaction (the domain's default unless given). */
   batchSize?: number
+  /** The share of the time the pass works (backgroundDuty unless given; tests: 1). */
+  duty?: number
 }
 
 /**
@@ -39,6 +46,7 @@ export class RetentionLoop {
       archiveDir: this.options.archiveDir,
       batchSize: this.options.batchSize,
       signal: this.stopping.signal,
+      duty: this.options.duty ?? backgroundDuty,
     }).catch((err: unknown) => {
       // What the other enterprises moved is logged as usual; the failure is the caller's to log.
       if (err instanceof RetentionPassError) this.logMoved(err.moved)

@@ -2,6 +2,7 @@
 // out of the live tables (into the archive first, when kept), and reading archived runs and chats back.
 export { getRetention, listRetention, updateRetention } from './settings.js'
 export {
+  backgroundDuty,
   defaultBatchSize,
   planRetention,
   retentionPass,

@@ -37,7 +37,18 @@ export interface PassOptions {
   batchSize?: number
   /** Stops between batches once aborted (the engine stopping). */
   signal?: AbortSignal
+  /**
+   * The share of the time the pass works, between 0 and 1 (1, flat out, unless told): after each
+   * batch it rests for as long again as that share leaves. The engines' background pass works a
+   * quarter of the time (backgroundDuty): a backlog (retention turned on over months of runs) is moved
+   * over minutes instead of taking the cores from the runs while it lasts (issue 46: flat out, 100,000
+   * runs took 45% off bench:runs's done/s for 30 s). `osd admin prune` goes flat out.
+   */
+  duty?: number
 }
+
+/** The engines' background pass: a quarter of the time working, the rest resting (PassOptions.duty). */
+export const backgroundDuty = 0.25
 
 /** What a pass moved (or, dry, would move) of one enterprise, by kind. */
 export interface Moved {
@@ -356,6 +367,20 @@ const nothing = (e: Enterprise): Moved => ({
  */
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
+  const duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
+  /** A batch that began at `began` is done: rests as long as the duty leaves (ends on the signal). */
+  const rest = (began: number) =>
+    duty >= 1 || options.signal?.aborted
+      ? undefined
+      : new Promise<void>((resolve) => {
+          const timer = setTimeout(done, ((performance.now() - began) * (1 - duty)) / duty)
+          options.signal?.addEventListener('abort', done, { once: true })
+          function done() {
+            clearTimeout(timer)
+            options.signal?.removeEventListener('abort', done)
+            resolve()
+          }
+        })
   const report: Moved[] = []
   const failures: RetentionPassError['failures'] = []
   for (const e of await listRetention(sql, options.enterpriseId)) {
@@ -381,6 +406,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
       if (e.finishedRuns) {
         for (;;) {
           if (stopped()) break work
+          const began = performance.now()
           const done = await moveRuns(sql, e, options)
           if (!done) {
             moved.busy = true
@@ -389,11 +415,13 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           moved.runs += done.runs
           moved.executions += done.executions
           if (done.candidates < batch) break
+          await rest(began)
         }
       }
       if (e.closedChats) {
         for (;;) {
           if (stopped()) break work
+          const began = performance.now()
           const done = await moveChats(sql, e, options)
           if (!done) {
             moved.busy = true
@@ -401,10 +429,12 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           }
           moved.chats += done.chats
           if (done.candidates < Math.max(1, Math.floor(batch / 5))) break
+          await rest(began)
         }
       }
       for (;;) {
         if (stopped()) break work
+        const began = performance.now()
         const done = await moveDeliveries(sql, e, options)
         if (!done) {
           moved.busy = true
@@ -413,6 +443,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
         moved.webhookDeliveries += done.authenticated
         moved.unauthenticatedDeliveries += done.unauthenticated
         if (done.candidates < batch * 2) break
+        await rest(began)
       }
     }
   }

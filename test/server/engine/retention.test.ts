@@ -473,6 +473,31 @@ describe('finished runs (issue 46)', () => {
     expect((await detail(failing!, stuck.id)).archived).toBe(true)
   })
 
+  it('rests between batches as its duty says, and stops resting when the engine stops', async () => {
+    const e = await t.createEnterprise(`Paced ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) ids.push((await finishedRun(e, task.id)).id)
+    await age(e.id)
+    // A 1% duty rests 99 times a batch's time after each: the stop comes during the first rest.
+    const stopping = new AbortController()
+    const began = performance.now()
+    const paced = retentionPass(t.sql, {
+      archiveDir,
+      enterpriseId: e.id,
+      batchSize: 1,
+      duty: 0.01,
+      signal: stopping.signal,
+    })
+    await eventually(async () => (await rowsOf('runs', 'id', ids)) < ids.length, 10_000, 'a batch')
+    stopping.abort()
+    // One batch moved, then the rest ended on the stop, long before the 99 batch-times it asked.
+    expect(totals(await paced).runs).toBe(1)
+    expect(performance.now() - began).toBeLessThan(10_000)
+    // Flat out (the default, osd admin prune's) moves the others in one pass without a rest.
+    expect(totals(await pass(e.id, 1)).runs).toBe(2)
+  })
+
   it('two passes at once never move a row twice, and say what a dry run said', async () => {
     const tenants = [
       await t.createEnterprise(`Twice ${randomUUID().slice(0, 6)}`),
