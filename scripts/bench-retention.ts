@@ -272,7 +272,11 @@ async function passCost() {
     const without = { done: await load(), p50: await oneAtATime() }
     const passBegan = performance.now()
     let passEnded: number | undefined
-    const pass = retentionPass(passSql, { archiveDir, duty: backgroundDuty }).then((moved) => {
+    const pass = retentionPass(passSql, {
+      archiveDir,
+      duty: backgroundDuty,
+      catchUpMs: 60_000,
+    }).then((moved) => {
       passEnded = performance.now()
       return moved
     })

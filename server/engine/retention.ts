@@ -47,6 +47,7 @@ export class RetentionLoop {
       batchSize: this.options.batchSize,
       signal: this.stopping.signal,
       duty: this.options.duty ?? backgroundDuty,
+      catchUpMs: this.options.intervalSeconds * 1000,
     }).catch((err: unknown) => {
       // What the other enterprises moved is logged as usual; the failure is the caller's to log.
       if (err instanceof RetentionPassError) this.logMoved(err.moved)

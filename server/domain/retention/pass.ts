@@ -45,6 +45,13 @@ export interface PassOptions {
    * runs took 45% off bench:runs's done/s for 30 s). `osd admin prune` goes flat out.
    */
   duty?: number
+  /**
+   * With a duty below 1: each time this long passes with the pass still working, its duty doubles,
+   * up to flat out. The engines give their interval: a pass that cannot move a minute's worth at its
+   * share (runs ending faster than a quarter of the cores can move them) catches up instead of letting
+   * the tables grow without end.
+   */
+  catchUpMs?: number
 }
 
 /** The engines' background pass: a quarter of the time working, the rest resting (PassOptions.duty). */
@@ -367,9 +374,17 @@ const nothing = (e: Enterprise): Moved => ({
  */
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
-  const duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
+  const passBegan = performance.now()
+  /** The duty now: as asked, doubled for each catchUpMs the pass has been working. */
+  const dutyNow = () => {
+    const asked = Math.min(1, Math.max(0.01, options.duty ?? 1))
+    const periods = options.catchUpMs
+      ? Math.floor((performance.now() - passBegan) / options.catchUpMs)
+      : 0
+    return Math.min(1, asked * 2 ** Math.min(periods, 10))
+  }
   /** A batch that began at `began` is done: rests as long as the duty leaves (ends on the signal). */
-  const rest = (began: number) =>
+  const rest = (began: number, duty = dutyNow()) =>
     duty >= 1 || options.signal?.aborted
       ? undefined
       : new Promise<void>((resolve) => {

@@ -10,6 +10,7 @@ import {
   retentionPass,
   RetentionPassError,
   type Moved,
+  type PassOptions,
 } from '../../../server/domain/retention/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
@@ -496,6 +497,28 @@ describe('finished runs (issue 46)', () => {
     expect(performance.now() - began).toBeLessThan(10_000)
     // Flat out (the default, osd admin prune's) moves the others in one pass without a rest.
     expect(totals(await pass(e.id, 1)).runs).toBe(2)
+  })
+
+  it('catches up: its duty doubles each catchUpMs it is still working, up to flat out', async () => {
+    const [flat, paced] = [0, 1].map(() =>
+      t.createEnterprise(`Catching up ${randomUUID().slice(0, 6)}`),
+    )
+    for (const e of [await flat!, await paced!]) {
+      const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+      for (let i = 0; i < 5; i++) await finishedRun(e, task.id)
+      await age(e.id)
+    }
+    const moveAll = async (enterpriseId: string, paced: Partial<PassOptions>) => {
+      const began = performance.now()
+      const moved = await retentionPass(t.sql, { archiveDir, enterpriseId, batchSize: 1, ...paced })
+      return { runs: totals(moved).runs, ms: performance.now() - began }
+    }
+    const flatOut = await moveAll((await flat!).id, {})
+    // A 1% duty rests 99 batch-times after each of five batches (about 80 times the flat-out pass);
+    // doubled each millisecond it is flat out at once.
+    const caughtUp = await moveAll((await paced!).id, { duty: 0.01, catchUpMs: 1 })
+    expect([flatOut.runs, caughtUp.runs]).toEqual([5, 5])
+    expect(caughtUp.ms).toBeLessThan(10 * flatOut.ms + 500)
   })
 
   it('two passes at once never move a row twice, and say what a dry run said', async () => {
