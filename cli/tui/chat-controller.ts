@@ -240,6 +240,8 @@ export class ChatController {
         const events = await this.options.events(id, this.state.messages.at(-1)?.id, signal)
         if (signal.aborted) return
         this.set({ link: 'live', error: null })
+        // What was sent while the stream was opening goes now that its reply can be followed.
+        this.flushQueue()
         if (again) void this.refreshChat(id, signal)
         for await (const event of events) {
           if (signal.aborted) return
@@ -352,9 +354,9 @@ export class ChatController {
   }
 
   /**
-   * Sends a message, or queues it while the member replies (or messages queued before it wait): true
-   * when it was stored or queued, so the prompt empties. A closed chat, or a refusal, is told on the
-   * status line and the text is kept in the prompt.
+   * Sends a message, or queues it while the member replies or the stream opens (or messages queued
+   * before it wait): true when it was stored or queued, so the prompt empties. A closed chat, or a
+   * refusal, is told on the status line and the text is kept in the prompt.
    */
   async send(text: string): Promise<boolean> {
     const chat = this.state.chat
@@ -368,7 +370,10 @@ export class ChatController {
       })
       return false
     }
-    if (chat.replying || this.state.sending || this.state.queued.length > 0) {
+    // While the chat's stream is still opening, the message waits for it: deltas are not kept, so a
+    // reply begun before the stream was there would show from its middle on.
+    const opening = this.state.link === 'connecting'
+    if (chat.replying || opening || this.state.sending || this.state.queued.length > 0) {
       this.set({ queued: [...this.state.queued, text.trimEnd()], notice: null })
       this.flushQueue()
       return true
@@ -443,7 +448,8 @@ export class ChatController {
       this.set({ queueStopped: 'the chat is closed' })
       return
     }
-    if (chat.replying || this.state.sending || waitingMessage(this.state)) return
+    if (chat.replying || this.state.link === 'connecting') return
+    if (this.state.sending || waitingMessage(this.state)) return
     this.set({ queued: this.state.queued.slice(1) })
     void this.post(chat, next, true).then(() => this.flushQueue())
   }

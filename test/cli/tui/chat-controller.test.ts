@@ -156,6 +156,34 @@ describe('the chat controller', () => {
     controller.stop()
   })
 
+  it('holds a message sent while the stream opens until it is open: the reply is followed from its start', async () => {
+    const detail = fixture('reply')
+    const s = streams()
+    let answer!: () => void
+    const answered = new Promise<void>((r) => (answer = r))
+    // osd answers the stream late (a loaded machine): the message waits for it.
+    const events: OpenChatEvents = async (...args) => {
+      await answered
+      return s.open(...args)
+    }
+    const api = client(detail)
+    const sent = { ...detail.messages[0]!, id: 'sent-early', content: 'hello' }
+    api.post.mockResolvedValueOnce(sent)
+    const controller = new ChatController(api, { events, retryMs: 20 })
+    await controller.openChat(detail.id)
+    expect(controller.getState().link).toBe('connecting')
+    expect(await controller.send('hello')).toBe(true)
+    expect(controller.getState().queued).toEqual(['hello'])
+    await new Promise((r) => setTimeout(r, 50))
+    expect(api.post).not.toHaveBeenCalled()
+    answer()
+    await waitFor(() => expect(api.post).toHaveBeenCalledTimes(1))
+    expect(api.post.mock.calls[0]![1]).toEqual({ content: 'hello' })
+    await waitFor(() => expect(controller.getState().queued).toEqual([]))
+    expect(controller.getState().link).toBe('live')
+    controller.stop()
+  })
+
   it('takes everything of a closed chat as settled, and drops a reply that was never stored', async () => {
     const waiting = fixture('question-waiting')
     expect(settled(waiting.messages[1]!, waiting)).toBe(false)
