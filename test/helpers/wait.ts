@@ -1,14 +1,20 @@
 import { vi } from 'vitest'
-/** Polls `check` until it returns true, or fails after `timeoutMs`: for effects that travel by NOTIFY. */
+/**
+ * Polls `check` until it returns true, or fails after `timeoutMs`: for effects that travel by NOTIFY.
+ * `what` names the condition in the failure; as a function it is read then, to say what was seen.
+ */
 export async function eventually(
   check: () => Promise<boolean> | boolean,
   timeoutMs = 3000,
-  what = 'condition',
+  what: string | (() => string) = 'condition',
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     if (await check()) return
-    if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms`)
+    if (Date.now() > deadline) {
+      const said = typeof what === 'function' ? what() : what
+      throw new Error(`${said} did not hold within ${timeoutMs} ms`)
+    }
     await new Promise((r) => setTimeout(r, 20))
   }
 }

@@ -49,6 +49,14 @@ describe.skipIf(!bin && !required)('a PostgreSQL failover', () => {
       body: body === undefined ? undefined : JSON.stringify(body),
     })
 
+  /** osd's last warnings and errors, for a failure to say what osd saw. */
+  const warnings = () =>
+    JSON.stringify(
+      daemon.logs
+        .filter((l) => ['warn', 'error', 'fatal', 40, 50, 60].includes(l.level as string))
+        .slice(-5),
+    )
+
   it('answers 503 while no primary is there, then follows the promoted standby; runs end once', async () => {
     const task = (await (
       await call('POST', '/tasks', {
@@ -64,8 +72,11 @@ describe.skipIf(!bin && !required)('a PostgreSQL failover', () => {
     const refused: number[] = []
     let going = true
     let n = 0
+    // When the start being made was sent: one that hangs stops the starts (said if the test fails).
+    let asked = 0
     const starting = (async () => {
       while (going) {
+        asked = Date.now()
         const res = await call('POST', `/tasks/${task.id}/runs`, { n: n++ }).catch(() => undefined)
         if (res?.status === 201) acknowledged.push(((await res.json()) as { id: string }).id)
         else if (res) {
@@ -93,7 +104,13 @@ describe.skipIf(!bin && !required)('a PostgreSQL failover', () => {
     const promoted = Date.now()
     await eventually(() => acknowledged.length > before, 60_000, 'a run started on the new primary')
     const recovered = Date.now()
-    await eventually(() => acknowledged.length >= before + 10, 30_000, 'runs after the failover')
+    const refusedBefore = refused.length
+    await eventually(
+      () => acknowledged.length >= before + 10,
+      30_000,
+      () =>
+        `runs after the failover (started ${acknowledged.length - before} since the promotion; answered meanwhile: ${refused.slice(refusedBefore).join() || 'nothing else'}; the last start sent ${Date.now() - asked} ms ago; osd's last warnings: ${warnings()})`,
+    )
     going = false
     await starting
     console.info(
