@@ -114,6 +114,44 @@ const databaseSize = async (daemon: BenchDaemon) =>
     )[0]!.bytes,
   )
 
+/**
+ * The database by part: the feed (it keeps 7 days of events by design, whatever finishedRuns says),
+ * the archive's index (a row for every run moved, kept for good), the runs' live tables, the rest.
+ */
+const parts = {
+  feed: [
+    'events',
+    'event_inbox',
+    'event_feed_heads',
+    'event_deliveries',
+    'event_delivery_attempts',
+  ],
+  archiveIndex: ['archive_index', 'archive_members'],
+  runs: [
+    'runs',
+    'run_events',
+    'run_journal',
+    'run_logs',
+    'gates',
+    'execution_closures',
+    'llm_usage',
+  ],
+}
+type Part = keyof typeof parts | 'rest'
+async function databaseParts(daemon: BenchDaemon): Promise<Record<Part, number>> {
+  const rows = await daemon.sql<{ name: string; bytes: string }[]>`
+    select c.relname as name, pg_total_relation_size(c.oid)::text as bytes
+      from pg_class c where c.relkind = 'r' and c.relnamespace = 'public'::regnamespace`
+  const out: Record<Part, number> = { feed: 0, archiveIndex: 0, runs: 0, rest: 0 }
+  for (const row of rows) {
+    const part = (Object.keys(parts) as (keyof typeof parts)[]).find((k) =>
+      parts[k].includes(row.name),
+    )
+    out[part ?? 'rest'] += Number(row.bytes)
+  }
+  return out
+}
+
 // --- steady state ---------------------------------------------------------------------------------
 
 async function steady() {
@@ -129,7 +167,13 @@ async function steady() {
     const setup = await setUp(daemon)
     await setup.call('PATCH', '/enterprise/retention', { finishedRuns: 'PT1M', archive: true })
     const pool = new Pool(setup.origin, { connections: 256 })
-    const sizes: { minute: number; database: number; archive: number; live: number }[] = []
+    const sizes: {
+      minute: number
+      database: number
+      parts: Record<Part, number>
+      archive: number
+      live: number
+    }[] = []
     let sent = 0
     let refused = 0
     const sending = new Set<Promise<void>>()
@@ -155,12 +199,13 @@ async function steady() {
         sizes.push({
           minute: nextSample / 60_000,
           database: await databaseSize(daemon),
+          parts: await databaseParts(daemon),
           archive: await dirBytes(join(daemon.dataDir, 'archive')),
           live: live!.n,
         })
         const s = sizes.at(-1)!
         console.log(
-          `  minute ${s.minute}: database ${mb(s.database)}, archive ${mb(s.archive)}, ${s.live} live runs, ${sent} sent`,
+          `  minute ${s.minute}: database ${mb(s.database)} (runs ${mb(s.parts.runs)}, feed ${mb(s.parts.feed)}, archive index ${mb(s.parts.archiveIndex)}, rest ${mb(s.parts.rest)}), archive ${mb(s.archive)}, ${s.live} live runs, ${sent} sent`,
         )
         nextSample += 60_000
       }
@@ -178,16 +223,25 @@ async function steady() {
     say(
       `  sent ${sent} (${(sent / seconds).toFixed(0)}/s), refused ${refused}, succeeded or archived ${done!.n}`,
     )
+    say('  minute   database     runs' + '     feed  arch.idx     rest   archive  live runs')
+    const col = (bytes: number) => mb(bytes).replace(' MB', '').padStart(9)
     for (const s of sizes)
       say(
-        `  minute ${String(s.minute).padStart(2)}: database ${mb(s.database).padStart(10)}  archive ${mb(s.archive).padStart(10)}  live runs ${s.live}`,
+        `  ${String(s.minute).padStart(6)}${col(s.database)}${col(s.parts.runs)}${col(s.parts.feed)}${col(s.parts.archiveIndex)}${col(s.parts.rest)}${col(s.archive)}  ${s.live}`,
       )
+    say('  (MB; feed: 7 days of events by design; arch.idx: a row per moved run, kept)')
     const early = sizes[Math.max(0, Math.round(minutes * 0.4) - 1)]
     const last = sizes.at(-1)
-    if (early && last)
+    const change = (a: number, b: number) => `${(((b - a) / a) * 100).toFixed(1)}%`
+    const kept = (s: (typeof sizes)[number]) => s.database - s.parts.feed - s.parts.archiveIndex
+    if (early && last) {
       say(
-        `  minute ${last.minute} vs minute ${early.minute}: database ${(((last.database - early.database) / early.database) * 100).toFixed(1)}% (target within 10%)`,
+        `  minute ${last.minute} vs minute ${early.minute}: database ${change(early.database, last.database)} (target within 10%)`,
       )
+      say(
+        `    without the feed and the archive index: ${change(kept(early), kept(last))}; the runs' tables ${change(early.parts.runs, last.parts.runs)}`,
+      )
+    }
   } finally {
     await daemon.close()
   }
