@@ -9,6 +9,7 @@ export {
   pruneFeed,
   readFeed,
   sequenceFeed,
+  vacuumInbox,
   type FeedFilter,
   type FeedRead,
   type Sequenced,

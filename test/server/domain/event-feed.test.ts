@@ -10,6 +10,7 @@ import {
 import { allScopes } from '../../../shared/scopes.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, llmTask } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
 
 // The event feed's order (issue 47; DESIGN 15; migration 0033): positions only grow, one by one, and a
 // reader that asks after N never misses an event that commits later, however the writers' transactions
@@ -231,8 +232,8 @@ describe('the feed sequencer', () => {
     const { FeedSequencer } = await import('../../../server/engine/events/index.js')
     const sequencer = new FeedSequencer({ sql: t.sql, log: t.log, mail: false, sweepMs: 60_000 })
     await sequencer.start()
-    // Right after a pass ends, a wake plans the next on a 3 ms timer (gapUnderLoadMs); stop() comes
-    // before the timer fires.
+    // Right after a pass ends, a wake plans the next on a timer (gapUnderLoadMs); stop() comes before
+    // the timer fires.
     const passing = () => (sequencer as unknown as { passing: boolean }).passing
     sequencer.wake()
     while (passing()) await new Promise((r) => setImmediate(r))
@@ -240,5 +241,41 @@ describe('the feed sequencer', () => {
     await sequencer.stop()
     sequencer.wake() // nothing planned once stopped
     await sequencer.stop()
+  })
+
+  it('vacuums the inbox once it has moved enough of its rows (issue 47)', async () => {
+    const { FeedSequencer } = await import('../../../server/engine/events/index.js')
+    const vacuums = async () => {
+      const [row] = await t.sql<{ n: number }[]>`
+        select (vacuum_count + autovacuum_count)::int as n from pg_stat_user_tables
+         where relname = 'event_inbox'`
+      return row!.n
+    }
+    const e = await t.createEnterprise(`Vacuum ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    const before = await vacuums()
+    const sequencer = new FeedSequencer({
+      sql: t.sql,
+      log: t.log,
+      mail: false,
+      sweepMs: 60_000,
+      vacuumEveryRows: 3,
+      vacuumGapMs: 0,
+    })
+    await sequencer.start()
+    try {
+      await t.sql`
+        insert into run_events (enterprise_id, run_id, type)
+        select ${e.id}, ${run.id}, 'tool.called' from generate_series(1, 3)`
+      sequencer.wake()
+      await eventually(async () => (await vacuums()) > before, 10_000, 'a vacuum of the inbox')
+      const [left] = await t.sql<{ n: number }[]>`
+        select count(*)::int as n from event_inbox where enterprise_id = ${e.id}`
+      expect(left!.n).toBe(0)
+    } finally {
+      await sequencer.stop()
+    }
   })
 })
