@@ -34,13 +34,17 @@ export interface SequencerOptions {
 }
 
 /**
- * Under load, a pass right after another waits this long, so the next takes more at once (one
- * transaction for many events, not one for each): what it adds to an event's latency is at most this.
- * Each pass has a cost whatever it moves (the inbox looked at, the heads locked, a NOTIFY): at 3 ms,
- * with every run's events waking a pass, bench:runs made 35-100 passes a second, a fifth of the feed's
- * cost in PostgreSQL (issue 47).
+ * A pass right after another waits a moment, so the next takes more at once (one transaction for many
+ * events, not one for each): what it adds to an event's latency is at most this. Each pass has a cost
+ * whatever it moves (the inbox looked at, the heads locked, a NOTIFY): with every run's events waking
+ * one, bench:runs made 35-100 passes a second 3 ms apart, a fifth of the feed's cost in PostgreSQL
+ * (issue 47). So the gap is 25 ms after a pass that moved many events (under load) and 3 ms after one
+ * that moved few (a gate now and then is told at once: bench:events's p50 was 22 ms at 25 ms, 10 at 3).
  */
-export const gapUnderLoadMs = 25
+const gapUnderLoadMs = 25
+const quickGapMs = 3
+/** A pass that moved at least this many events was made under load. */
+const busyPassEvents = 20
 
 /**
  * The inbox is vacuumed (vacuumInbox) once this many of its rows were moved since the last time, at
@@ -56,6 +60,8 @@ export class FeedSequencer {
   private again = false
   private stopped = false
   private lastPassAt = 0
+  /** Events the last pass moved. */
+  private lastMoved = 0
   private listeners: { unlisten(): Promise<void> }[] = []
   private sweep: NodeJS.Timeout | undefined
   private prune: NodeJS.Timeout | undefined
@@ -86,12 +92,13 @@ export class FeedSequencer {
     }
     this.passing = true
     const since = performance.now() - this.lastPassAt
+    const gap = this.lastMoved >= busyPassEvents ? gapUnderLoadMs : quickGapMs
     // The pass's promise from the moment it is planned, not from when it starts: stop() awaits it,
     // and awaiting the last pass's (long settled) while this one waited for its timer spun stop() in
     // microtasks that never let the timer fire (a full test run hung at 100% CPU in engine.stop()).
     this.running = new Promise<void>((resolve) => {
       const go = () => void this.pass().finally(resolve)
-      if (since < gapUnderLoadMs) setTimeout(go, gapUnderLoadMs - since)
+      if (since < gap) setTimeout(go, gap - since)
       else setImmediate(go)
     })
   }
@@ -99,11 +106,13 @@ export class FeedSequencer {
   private async pass(): Promise<void> {
     const { sql, log } = this.options
     this.again = false
+    this.lastMoved = 0
     try {
       for (let more = true; more && !this.stopped;) {
         const done = await sequenceFeed(sql, { mail: this.options.mail })
         if (done.events > 0) this.options.onSequenced?.(done)
         this.movedSinceVacuum += done.events
+        this.lastMoved += done.events
         // Inbox rows of an enterprise another pass holds are that pass's to take.
         more = done.more && (done.events > 0 || done.madeHeads > 0)
       }
