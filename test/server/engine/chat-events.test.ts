@@ -671,10 +671,17 @@ describe('stopping a reply (issue 51 item 16)', () => {
     const chat = await s.open()
     await s.send(chat.id, 'Ship the release')
     let detail: ChatDetail | undefined
+    // The question shown waiting and the turn moved to wait on it (the engine's step ends after the
+    // question is stored): a stop then ends the reply itself; before, the engine would (one core saw it).
     await eventually(
       async () => {
         detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.id}`, s.as)).body)
-        return detail.messages.some((m) => m.question?.status === 'waiting')
+        const [turn] = await t.sql<{ status: string }[]>`
+          select status from chat_turns where chat_id = ${chat.id} and status <> 'done'`
+        return (
+          detail.messages.some((m) => m.question?.status === 'waiting') &&
+          turn?.status === 'waiting'
+        )
       },
       15_000,
       'the question to wait',
