@@ -1,4 +1,4 @@
-// Run by npm after every install (package.json postinstall). Mends three defects of postgres.js 3.4.9,
+// Run by npm after every install (package.json postinstall). Mends four defects of postgres.js 3.4.9,
 // and adds one reading.
 //
 // 1. It takes osd down whenever the database connection is cut with a transaction open (a server
@@ -17,7 +17,11 @@
 //    primary dead, the standby not yet promoted) every query waits for ever. The mend: each failed
 //    attempt moves to the next host, and once every host of a round has failed, the error is the
 //    waiting query's (osd answers it 503 database_unavailable), as it is with one host.
-// 4. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
+// 4. A connection cut while it reads the server's array types (the first thing each new connection
+//    does) rejects a promise nobody holds: an unhandled rejection, which ends the process (seen in a
+//    test run on one core: ECONNRESET as a test database went). The query waiting for the connection
+//    gets the error anyway. The mend: that promise's failure is caught, and left to the connection.
+// 5. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
 //    use and how many queries wait for one, so the pool gets `osdPoolStats()`, which reads the lengths
 //    of the queues it keeps anyway (server/metrics.ts PoolStats; osd reads nothing else of it).
 //
@@ -66,6 +70,14 @@ const mends = [
     retries = 0
 `,
     what: 'connection errors with several hosts',
+  },
+  {
+    marker: 'osd: a cut type read is the connection',
+    before: `        return fetchArrayTypes()
+`,
+    after: (marker) => `        return fetchArrayTypes().catch(() => undefined) // ${marker}
+`,
+    what: 'a connection cut while it reads the array types',
   },
   {
     file: 'index.js',
