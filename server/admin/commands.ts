@@ -74,6 +74,8 @@ function describeMoves(moves: Moved[], dry: boolean): string {
       ['chats', m.chats],
       ['webhook deliveries', m.webhookDeliveries],
       ['unauthenticated deliveries', m.unauthenticatedDeliveries],
+      ['schedule fires', m.scheduleFires],
+      ['bulk operations', m.bulkOperations],
     ]
     for (const [kind, n] of kinds)
       if (n > 0)

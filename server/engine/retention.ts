@@ -67,6 +67,8 @@ export class RetentionLoop {
             chats: m.chats,
             webhookDeliveries: m.webhookDeliveries,
             unauthenticatedDeliveries: m.unauthenticatedDeliveries,
+            scheduleFires: m.scheduleFires,
+            bulkOperations: m.bulkOperations,
             archived: m.archive,
           },
           'retention moved data out of the live tables',

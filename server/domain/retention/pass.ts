@@ -16,6 +16,9 @@ import { listRetention } from './settings.js'
 //   closedChats; grants are the caller's, not the chat's, and stay.
 // - Webhook deliveries leave after webhookDeliveries; those of calls that never authenticated after
 //   three days whatever the setting, and are never archived (what a stranger sends is not kept).
+// - A schedule's fires and a finished bulk operation (with its items) leave with the finished-runs
+//   window, as the runs they started or acted on do: without it they would grow for ever (a schedule
+//   every minute fires 525,600 times a year). A bulk operation that left answers 404.
 // - Spend totals, memory notes and their evidence, recommendations, plans and mail stay: their run ids
 //   may then name an archived run.
 //
@@ -68,6 +71,10 @@ export interface Moved {
   webhookDeliveries: number
   /** Deliveries of calls that never authenticated (three days, never archived). */
   unauthenticatedDeliveries: number
+  /** Schedule fires older than the finished-runs window. */
+  scheduleFires: number
+  /** Finished bulk operations (their items with them) older than the finished-runs window. */
+  bulkOperations: number
   /** Another process held the enterprise's retention lock: its work was left to that one. */
   busy: boolean
 }
@@ -123,9 +130,18 @@ function leavingDeliveries(db: Db, enterpriseId: string, window: string | null):
          or (not d.authenticated and d.received_at < ${cutoffOf(db, unauthenticatedWindow)}))`
 }
 
+function leavingFires(db: Db, enterpriseId: string, cutoff: Fragment): Fragment {
+  return db`f.enterprise_id = ${enterpriseId} and f.fire_at < ${cutoff}`
+}
+
+function leavingBulkOperations(db: Db, enterpriseId: string, cutoff: Fragment): Fragment {
+  return db`
+    o.enterprise_id = ${enterpriseId} and o.status = 'completed' and o.finished_at < ${cutoff}`
+}
+
 /** One JSON line of the archive: its kind and id first, so a read finds it without parsing others. */
 function archiveLine(
-  type: 'run' | 'chat' | 'delivery',
+  type: 'run' | 'chat' | 'delivery' | 'scheduleFire' | 'bulkOperation',
   id: string,
   data: string,
   extra = '',
@@ -333,6 +349,63 @@ async function moveDeliveries(
 }
 
 /**
+ * Moves one batch of an enterprise's schedule fires and finished bulk operations older than the
+ * finished-runs window; undefined when another process has the enterprise.
+ */
+async function moveRecords(
+  sql: Sql,
+  e: Enterprise,
+  options: PassOptions,
+): Promise<{ candidates: number; fires: number; bulkOperations: number } | undefined> {
+  const batch = (options.batchSize ?? defaultBatchSize) * 2
+  // An operation's items come with it, up to the runs a filter matched: a few at a time.
+  const operations = Math.max(1, Math.floor(batch / 100))
+  return transaction(sql, async (tx) => {
+    if (!(await tryLockRetention(tx, e.enterpriseId))) return undefined
+    const cutoff = cutoffOf(tx, e.finishedRuns!)
+    const fires = await tx<{ id: string; data: string }[]>`
+      with leaving as (
+        select f.task_id, f.fire_at from schedule_fires f
+         where ${leavingFires(tx, e.enterpriseId, cutoff)}
+         order by f.fire_at
+         limit ${batch}
+           for update skip locked)
+      delete from schedule_fires s using leaving l
+       where s.task_id = l.task_id and s.fire_at = l.fire_at
+      returning s.task_id || '@' || to_char(s.fire_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as id,
+                to_jsonb(s)::text as data`
+    const bulk = await tx<{ id: string; data: string }[]>`
+      with leaving as (
+        select o.id from run_bulk_operations o
+         where ${leavingBulkOperations(tx, e.enterpriseId, cutoff)}
+         order by o.finished_at
+         limit ${operations}
+           for update skip locked)
+      select o.id, jsonb_build_object(
+               'operation', to_jsonb(o),
+               'items', coalesce((select jsonb_agg(to_jsonb(i) order by i.run_id)
+                                    from run_bulk_items i where i.operation_id = o.id), '[]')
+             )::text as data
+        from run_bulk_operations o where o.id in (select id from leaving)
+       order by o.id`
+    // The items go with their operation (on delete cascade).
+    if (bulk.length > 0)
+      await tx`delete from run_bulk_operations where id = any(${tx.array(bulk.map((b) => b.id))}::uuid[])`
+    const lines = [
+      ...fires.map((f) => archiveLine('scheduleFire', f.id, f.data)),
+      ...bulk.map((b) => archiveLine('bulkOperation', b.id, b.data)),
+    ]
+    if (e.archive && lines.length > 0)
+      await archive(tx, e.enterpriseId, options.archiveDir, [{ ids: [], lines }])
+    return {
+      candidates: Math.max(fires.length, bulk.length === operations ? batch : 0),
+      fires: fires.length,
+      bulkOperations: bulk.length,
+    }
+  })
+}
+
+/**
  * A pass that could not finish some enterprises' work: the others' went on (one enterprise whose
  * batches fail, its archive file unwritable or a statement refused, must not leave every enterprise
  * after it to grow). `moved` is what the pass did move.
@@ -363,6 +436,8 @@ const nothing = (e: Enterprise): Moved => ({
   chats: 0,
   webhookDeliveries: 0,
   unauthenticatedDeliveries: 0,
+  scheduleFires: 0,
+  bulkOperations: 0,
   busy: false,
 })
 
@@ -407,7 +482,13 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
     }
     if (
       moved.busy ||
-      moved.runs + moved.chats + moved.webhookDeliveries + moved.unauthenticatedDeliveries > 0
+      moved.runs +
+        moved.chats +
+        moved.webhookDeliveries +
+        moved.unauthenticatedDeliveries +
+        moved.scheduleFires +
+        moved.bulkOperations >
+        0
     )
       report.push(moved)
   }
@@ -430,6 +511,19 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           moved.runs += done.runs
           moved.executions += done.executions
           if (done.candidates < batch) break
+          await rest(began)
+        }
+        for (;;) {
+          if (stopped()) break work
+          const began = performance.now()
+          const done = await moveRecords(sql, e, options)
+          if (!done) {
+            moved.busy = true
+            break work
+          }
+          moved.scheduleFires += done.fires
+          moved.bulkOperations += done.bulkOperations
+          if (done.candidates < batch * 2) break
           await rest(began)
         }
       }
@@ -484,6 +578,14 @@ export async function planRetention(
                (select count(*)::int from runs o where o.execution_id in (select id from x)) as runs`
       plan.executions = row!.executions
       plan.runs = row!.runs
+      const cutoff = cutoffOf(db, e.finishedRuns)
+      const [records] = await db<{ fires: number; bulkOperations: number }[]>`
+        select (select count(*)::int from schedule_fires f
+                 where ${leavingFires(db, e.enterpriseId, cutoff)}) as fires,
+               (select count(*)::int from run_bulk_operations o
+                 where ${leavingBulkOperations(db, e.enterpriseId, cutoff)}) as bulk_operations`
+      plan.scheduleFires = records!.fires
+      plan.bulkOperations = records!.bulkOperations
     }
     if (e.closedChats) {
       const [row] = await db<{ n: number }[]>`

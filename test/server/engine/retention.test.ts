@@ -13,6 +13,7 @@ import {
   type PassOptions,
 } from '../../../server/domain/retention/index.js'
 import type { Engine } from '../../../server/engine/index.js'
+import { Scheduler } from '../../../server/engine/scheduler.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
 import { RunSteps } from '../../../shared/schemas/forks.js'
@@ -72,6 +73,13 @@ async function age(enterpriseId: string, days = 200) {
      where enterprise_id = ${enterpriseId}`
   await t.sql`
     update webhook_deliveries set received_at = received_at - ${ago}::interval
+     where enterprise_id = ${enterpriseId}`
+  await t.sql`
+    update schedule_fires set fire_at = fire_at - ${ago}::interval, created_at = created_at - ${ago}::interval
+     where enterprise_id = ${enterpriseId}`
+  await t.sql`
+    update run_bulk_operations set created_at = created_at - ${ago}::interval,
+                                   finished_at = finished_at - ${ago}::interval
      where enterprise_id = ${enterpriseId}`
 }
 
@@ -160,8 +168,10 @@ function totals(moves: Moved[]) {
       chats: sum.chats + m.chats,
       deliveries: sum.deliveries + m.webhookDeliveries,
       unauthenticated: sum.unauthenticated + m.unauthenticatedDeliveries,
+      fires: sum.fires + m.scheduleFires,
+      bulk: sum.bulk + m.bulkOperations,
     }),
-    { runs: 0, chats: 0, deliveries: 0, unauthenticated: 0 },
+    { runs: 0, chats: 0, deliveries: 0, unauthenticated: 0, fires: 0, bulk: 0 },
   )
 }
 
@@ -670,6 +680,81 @@ describe('webhook deliveries (issue 46)', () => {
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatchObject({ type: 'delivery', data: { authenticated: true } })
     expect(JSON.stringify(lines[0])).not.toContain('sealed_body')
+  })
+})
+
+describe('what runs leave behind (issue 46)', () => {
+  it('moves schedule fires and finished bulk operations with the finished-runs window', async () => {
+    const e = await t.createEnterprise(`Leftovers ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, {}, e.token)
+    // Daily at 03:00 UTC: the engine's own scheduler fires it only should the test run at 03:00.
+    const scheduled = await t.call('PUT', `/v1/tasks/${task.id}/schedule`, {
+      token: e.token,
+      body: { cron: '0 3 * * *' },
+    })
+    expect(scheduled.status, JSON.stringify(scheduled.body)).toBe(200)
+    const day = 86_400_000
+    const at3 = (daysAgo: number) =>
+      new Date(Math.floor((Date.now() - daysAgo * day) / day) * day + 3 * 3_600_000)
+    // Two fires, as the engines' schedulers make them, 300 and 299 days ago.
+    const scheduler = new Scheduler(t.sql, t.log)
+    await scheduler.fireMinute(at3(300))
+    await scheduler.fireMinute(at3(299))
+    const fired = await t.sql<{ runId: string }[]>`
+      select run_id from schedule_fires where enterprise_id = ${e.id} order by fire_at`
+    expect(fired).toHaveLength(2)
+    for (const f of fired) await waitForRun(t, f.runId, ['succeeded'], 15_000, e.token)
+    // A bulk retry of the task's runs, carried out by the engine.
+    const bulk = await t.call('POST', '/v1/runs/bulk', {
+      token: e.token,
+      body: { action: 'retry', filter: { taskId: task.id }, idempotencyKey: randomUUID() },
+    })
+    expect(bulk.status, JSON.stringify(bulk.body)).toBe(202)
+    await eventually(
+      async () =>
+        (await t.call('GET', `/v1/runs/bulk/${bulk.body.id}`, { token: e.token })).body.status ===
+        'completed',
+      15_000,
+      'the bulk retry completed',
+    )
+    await eventually(
+      async () =>
+        (
+          await t.sql`select 1 from runs where enterprise_id = ${e.id}
+                        and status not in ('succeeded', 'failed', 'cancelled')`
+        ).length === 0,
+      15_000,
+      'the retries ended',
+    )
+    await age(e.id)
+    // A fire inside the window stays.
+    await scheduler.fireMinute(at3(2))
+
+    const [plan] = await planRetention(t.sql, { enterpriseId: e.id })
+    expect(plan).toMatchObject({ scheduleFires: 2, bulkOperations: 1 })
+    expect(totals(await pass(e.id))).toMatchObject({ fires: 2, bulk: 1 })
+    const fires = await t.sql<{ fireAt: Date }[]>`
+      select fire_at from schedule_fires where enterprise_id = ${e.id} order by fire_at`
+    expect(fires[0]!.fireAt).toEqual(at3(2)) // and today's, should the engine have fired it meanwhile
+    expect(fires.length).toBeLessThanOrEqual(2)
+    expect(await rowsOf('run_bulk_operations', 'id', [bulk.body.id])).toBe(0)
+    expect(await rowsOf('run_bulk_items', 'operation_id', [bulk.body.id])).toBe(0)
+    const gone = await t.call('GET', `/v1/runs/bulk/${bulk.body.id}`, { token: e.token })
+    expect([gone.status, gone.body.error]).toEqual([404, 'bulk_operation_not_found'])
+    // Archived first, the operation with its items.
+    const lines = (await archiveLines(e.id)) as { type: string; id: string; data: any }[]
+    const fireLines = lines.filter((l) => l.type === 'scheduleFire')
+    expect(fireLines.map((l) => l.data.run_id).sort()).toEqual(fired.map((f) => f.runId).sort())
+    const [operation] = lines.filter((l) => l.type === 'bulkOperation')
+    expect(operation).toMatchObject({
+      id: bulk.body.id,
+      data: { operation: { id: bulk.body.id, action: 'retry', matched: 2 } },
+    })
+    expect(operation!.data.items.map((i: { run_id: string }) => i.run_id).sort()).toEqual(
+      fired.map((f) => f.runId).sort(),
+    )
+    // And nothing more on the next pass.
+    expect(await pass(e.id)).toEqual([])
   })
 })
 
