@@ -38,7 +38,9 @@ export async function startCluster(bin: string): Promise<Cluster> {
   if (root) await execa('chown', ['-R', 'postgres', dir])
   // PostgreSQL refuses to run as root: as root, its commands run as the postgres user.
   const run = (cmd: string, args: string[]) =>
-    root ? execa('runuser', ['-u', 'postgres', '--', join(bin, cmd), ...args]) : execa(join(bin, cmd), args)
+    root
+      ? execa('runuser', ['-u', 'postgres', '--', join(bin, cmd), ...args])
+      : execa(join(bin, cmd), args)
   const primary = join(dir, 'primary')
   const standby = join(dir, 'standby')
   const primaryPort = await freePort()
@@ -79,7 +81,8 @@ export async function startCluster(bin: string): Promise<Cluster> {
     'start',
   ])
   await run('createdb', ['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'osd', 'osd'])
-  const stop = (data: string) => run('pg_ctl', ['-D', data, '-m', 'immediate', 'stop']).catch(() => undefined)
+  const stop = (data: string) =>
+    run('pg_ctl', ['-D', data, '-m', 'immediate', 'stop']).catch(() => undefined)
   return {
     url: `postgres://osd@127.0.0.1:${primaryPort},127.0.0.1:${standbyPort}/osd?target_session_attrs=read-write`,
     primaryPort,
