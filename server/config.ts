@@ -101,6 +101,12 @@ export interface Config {
    */
   retention: { enabled: boolean; intervalSeconds: number }
   /**
+   * How long the event feed keeps an event, a delivery to a subscription and a mail item
+   * (OSD_FEED_KEEP_HOURS, 168: 7 days). A busy enterprise's feed is large (bench:runs at 500 runs a
+   * second writes 2 GB of it an hour): an operator may keep less.
+   */
+  feedKeepHours: number
+  /**
    * Rate limits (issue 44; http/limits.ts), counted in this process: per token or session, and per
    * client address on the routes that take no token. undefined: off.
    */
@@ -226,6 +232,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       enabled: (env.OSD_RETENTION ?? '').trim().toLowerCase() !== 'off',
       intervalSeconds: positive(env.OSD_RETENTION_INTERVAL_SECONDS, 60),
     },
+    feedKeepHours: positive(env.OSD_FEED_KEEP_HOURS, 7 * 24),
     rateLimits: {
       perMinute: rate(env.OSD_RATE_LIMIT_PER_MINUTE, 6000, 'OSD_RATE_LIMIT_PER_MINUTE'),
       ipPerMinute: rate(env.OSD_RATE_LIMIT_IP_PER_MINUTE, 600, 'OSD_RATE_LIMIT_IP_PER_MINUTE'),

@@ -57,6 +57,15 @@ describe('the metrics listener (issue 33)', () => {
   })
 })
 
+describe('the event feed (issue 47)', () => {
+  it('keeps OSD_FEED_KEEP_HOURS, 168 (7 days) unless a positive number', () => {
+    expect(loadConfig({}, {}).feedKeepHours).toBe(168)
+    expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: '24' }).feedKeepHours).toBe(24)
+    expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: '0.5' }).feedKeepHours).toBe(0.5)
+    expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: 'a day' }).feedKeepHours).toBe(168)
+  })
+})
+
 describe('what a tool server may make osd read and where osd connects (issue 44)', () => {
   it('reads OSD_TOOL_RESULT_MAX_BYTES, 100000 unless a positive number', () => {
     expect(loadConfig({}, {}).toolResultMaxBytes).toBe(100_000)

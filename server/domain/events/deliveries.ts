@@ -133,7 +133,7 @@ export interface Message {
 /**
  * The message of a delivery, signed now (Standard Webhooks: webhook-id, webhook-timestamp and
  * webhook-signature `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the base64-decoded part
- * of the secret). Undefined when its event is no longer kept (the feed keeps 7 days).
+ * of the secret). Undefined when its event is no longer kept (the feed keeps 7 days unless OSD_FEED_KEEP_HOURS says otherwise).
  */
 export async function deliveryMessage(
   db: Db,
@@ -264,7 +264,7 @@ export async function dropDelivery(sql: Sql, engineId: string, id: string): Prom
        where id = ${id} and lease_owner = ${engineId} and status = 'pending'
       returning id)
     insert into event_delivery_attempts (delivery_id, at, status_code, latency_ms, answer)
-    select id, now(), null, 0, 'not sent: the feed no longer keeps its event (7 days)' from d`
+    select id, now(), null, 0, 'not sent: the feed no longer keeps its event' from d`
 }
 
 /**

@@ -31,7 +31,7 @@ export const feedChannel = 'osd_feed'
  */
 export const inboxChannel = 'osd_feed_inbox'
 
-/** How long the feed keeps an event (and a delivery, a mail item). */
+/** How long the feed keeps an event (and a delivery, a mail item) unless told (OSD_FEED_KEEP_HOURS). */
 export const feedKeepDays = 7
 
 /** The most inbox rows one pass moves: a backlog (an engine down for a while) goes in bounded steps. */
@@ -270,7 +270,7 @@ export interface FeedRead {
   /** Where the next read starts (after=): the last event read, or the head when nothing more is there. */
   next: number
   more: boolean
-  /** The feed had lost what the reader asked after (kept 7 days), or the reader was ahead of it. */
+  /** The feed had lost what the reader asked after (kept 7 days unless told), or the reader was ahead of it. */
   reset?: FeedEvent
 }
 
@@ -333,7 +333,7 @@ export async function readFeed(
         reason:
           after > head
             ? `the feed's newest position is ${head}: it reads on from there`
-            : `the feed keeps ${feedKeepDays} days: events before position ${floor} are gone`,
+            : `the feed keeps its events for a while (7 days unless the operator says otherwise): events before position ${floor} are gone`,
       },
     }
   }
@@ -372,7 +372,7 @@ export async function vacuumInbox(sql: Sql): Promise<void> {
 // --- keeping ---------------------------------------------------------------------------------------
 
 /**
- * Deletes what is older than the feed keeps (7 days unless told): events, deliveries to subscriptions
+ * Deletes what is older than the feed keeps (7 days unless told: OSD_FEED_KEEP_HOURS): events, deliveries to subscriptions
  * (with their attempts), mail items. In batches, each its own statement, so a week of a busy feed is
  * not one long transaction. Answers how many events went. The engines call it hourly; the retention
  * work may call it instead (it takes `sql` and a cut-off like the others).

@@ -25,7 +25,9 @@ export interface EventWorkOptions {
   log: Logger
   sealer: Sealer
   engineId: string
-  config: Partial<Pick<Config, 'egress' | 'publicUrl' | 'smtpUrl' | 'mailFrom' | 'leaseSeconds'>>
+  config: Partial<
+    Pick<Config, 'egress' | 'publicUrl' | 'smtpUrl' | 'mailFrom' | 'leaseSeconds' | 'feedKeepHours'>
+  >
   sweepMs?: number
   /** The delivery loop's pool (sql unless given: engine/index.ts EngineOptions.deliverySql). */
   deliverySql?: Sql
@@ -62,6 +64,7 @@ export async function startEventWork(options: EventWorkOptions): Promise<EventWo
     sql,
     log,
     mail: mailer !== undefined,
+    keepMs: config.feedKeepHours === undefined ? undefined : config.feedKeepHours * 3_600_000,
     sweepMs: options.sweepMs === undefined ? undefined : Math.min(options.sweepMs, 1_000),
     onSequenced: (done) => {
       if (done.deliveries > 0) deliveries.wake()

@@ -2,6 +2,7 @@ import { isDatabaseUnavailable, isRetryable, type Sql } from '../../db/sql.js'
 import { chatChannel } from '../../domain/chats/index.js'
 import {
   inboxChannel,
+  feedKeepDays,
   pruneFeed,
   sequenceFeed,
   vacuumInbox,
@@ -14,7 +15,7 @@ import type { Logger } from '../../log.js'
 // process: woken by what tells of new events (a run's events, a chat's messages, the inbox's own
 // NOTIFY from the slower tables' triggers), with a sweep as the safety net. Two engines sequence
 // different enterprises at once (skip locked); an enterprise's events are sequenced by one at a time.
-// Prunes what the feed keeps no longer, hourly.
+// Prunes what the feed keeps no longer, hourly (more often when it keeps less than 4 hours).
 
 export interface SequencerOptions {
   sql: Sql
@@ -25,7 +26,12 @@ export interface SequencerOptions {
   onSequenced?: (done: Sequenced) => void
   /** The safety net's period (1 s unless told). */
   sweepMs?: number
-  /** How often to prune (hourly unless told); the first a minute after start. */
+  /** How long the feed keeps what it has (OSD_FEED_KEEP_HOURS; 7 days unless told). */
+  keepMs?: number
+  /**
+   * How often to prune (hourly, or a quarter of keepMs when that is less, unless told); the first a
+   * minute after start (or after one period, when that is less).
+   */
   pruneMs?: number
   /** The inbox is vacuumed after this many rows moved (vacuumEveryRows unless told)... */
   vacuumEveryRows?: number
@@ -77,7 +83,8 @@ export class FeedSequencer {
     for (const channel of [runChannel, chatChannel, inboxChannel])
       this.listeners.push(await sql.listen(channel, wake, wake))
     this.sweep = setInterval(wake, this.options.sweepMs ?? 1_000)
-    const pruneMs = this.options.pruneMs ?? 3_600_000
+    const keepMs = this.options.keepMs ?? feedKeepDays * 86_400_000
+    const pruneMs = this.options.pruneMs ?? Math.max(1_000, Math.min(3_600_000, keepMs / 4))
     this.firstPrune = setTimeout(() => void this.pruneNow(), Math.min(60_000, pruneMs))
     this.prune = setInterval(() => void this.pruneNow(), pruneMs)
     this.wake()
@@ -145,10 +152,11 @@ export class FeedSequencer {
     if (this.again) this.wake()
   }
 
-  /** Deletes what the feed keeps no longer (7 days). */
+  /** Deletes what the feed keeps no longer (keepMs). */
   async pruneNow(): Promise<number> {
     try {
-      const gone = await pruneFeed(this.options.sql)
+      const keepMs = this.options.keepMs ?? feedKeepDays * 86_400_000
+      const gone = await pruneFeed(this.options.sql, new Date(Date.now() - keepMs))
       if (gone > 0) this.options.log.info({ events: gone }, 'feed pruned')
       return gone
     } catch (err) {

@@ -243,6 +243,41 @@ describe('the feed sequencer', () => {
     await sequencer.stop()
   })
 
+  it('keeps what OSD_FEED_KEEP_HOURS says, no longer', async () => {
+    const { FeedSequencer } = await import('../../../server/engine/events/index.js')
+    const e = await t.createEnterprise(`Keep ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    const positions = async () =>
+      (
+        await t.sql<{ position: number }[]>`
+          select position from events where enterprise_id = ${e.id} order by position`
+      ).map((r) => Number(r.position))
+    const older = await positions()
+    // Two hours old, where the feed keeps one; then a run started now.
+    await t.sql`update events set created_at = now() - interval '2 hours' where enterprise_id = ${e.id}`
+    await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    const newer = (await positions()).filter((p) => !older.includes(p))
+    expect(older.length * newer.length).toBeGreaterThan(0)
+    const sequencer = new FeedSequencer({
+      sql: t.sql,
+      log: t.log,
+      mail: false,
+      sweepMs: 60_000,
+      keepMs: 3_600_000,
+      pruneMs: 100,
+    })
+    await sequencer.start()
+    try {
+      await eventually(async () => (await positions())[0] === newer[0], 10_000, 'a prune')
+      expect(await positions()).toEqual(newer)
+    } finally {
+      await sequencer.stop()
+    }
+  })
+
   it('vacuums the inbox once it has moved enough of its rows (issue 47)', async () => {
     const { FeedSequencer } = await import('../../../server/engine/events/index.js')
     const vacuums = async () => {
