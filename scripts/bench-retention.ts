@@ -3,7 +3,8 @@
 //   steady: finishedRuns at one minute, the pass every OSD_RETENTION_INTERVAL_SECONDS (60 by default),
 //           starts sent at a steady BENCH_STEADY_RATE per second (500) for BENCH_STEADY_MINUTES (10):
 //           the database's size each minute; the target is the last minute within 10% of minute 4 (of
-//           the same share of the duration when it is shorter);
+//           the same share of the duration when it is shorter); the feed is kept OSD_FEED_KEEP_HOURS
+//           (osd's 7 days unless set: the feed then grows the whole run, by design);
 //   pass:   BENCH_PASS_RUNS finished runs (100,000) made past their window, then bench:runs's load
 //           (BENCH_CONCURRENCY starts in flight for BENCH_SECONDS: done/s) and one start at a time
 //           (BENCH_LATENCY_RUNS: p50 from the start's answer to the commit that ended the run), first
@@ -158,9 +159,13 @@ async function steady() {
   const rate = num('BENCH_STEADY_RATE', 500)
   const minutes = num('BENCH_STEADY_MINUTES', 10)
   const interval = process.env.OSD_RETENTION_INTERVAL_SECONDS ?? '60'
+  // The feed's window (osd's 7 days unless set): BENCH_ONLY=steady OSD_FEED_KEEP_HOURS=0.05 keeps 3
+  // minutes of it, as finishedRuns keeps a minute of runs.
+  const feedKeepHours = process.env.OSD_FEED_KEEP_HOURS ?? '168'
   const daemon = await benchDaemon({
     OSD_LOG_LEVEL: 'warn',
     OSD_RETENTION_INTERVAL_SECONDS: interval,
+    OSD_FEED_KEEP_HOURS: feedKeepHours,
     OSD_RATE_LIMIT_PER_MINUTE: 'off',
   })
   try {
@@ -218,7 +223,7 @@ async function steady() {
       select (select count(*) from runs where status = 'succeeded')::int
            + (select count(*) from archive_index)::int as n`
     say(
-      `\nsteady state: ${rate} starts/s for ${minutes} min (finishedRuns PT1M, pass every ${interval} s)`,
+      `\nsteady state: ${rate} starts/s for ${minutes} min (finishedRuns PT1M, pass every ${interval} s, feed kept ${feedKeepHours} h)`,
     )
     say(
       `  sent ${sent} (${(sent / seconds).toFixed(0)}/s), refused ${refused}, succeeded or archived ${done!.n}`,
@@ -229,7 +234,9 @@ async function steady() {
       say(
         `  ${String(s.minute).padStart(6)}${col(s.database)}${col(s.parts.runs)}${col(s.parts.feed)}${col(s.parts.archiveIndex)}${col(s.parts.rest)}${col(s.archive)}  ${s.live}`,
       )
-    say('  (MB; feed: 7 days of events by design; arch.idx: a row per moved run, kept)')
+    say(
+      '  (MB; feed: kept OSD_FEED_KEEP_HOURS, 7 days by default; arch.idx: a row per moved run, kept)',
+    )
     const early = sizes[Math.max(0, Math.round(minutes * 0.4) - 1)]
     const last = sizes.at(-1)
     const change = (a: number, b: number) => `${(((b - a) / a) * 100).toFixed(1)}%`
