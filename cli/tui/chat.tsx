@@ -24,6 +24,12 @@ export interface ChatProps {
   redrawMs?: number
 }
 
+/**
+ * The first input this soon after the screen takes the terminal is what was typed while osctl
+ * started (KeyReader.readTypeahead): it is waiting already, and ink reads it at once.
+ */
+const typeaheadMs = 500
+
 /** Erases the screen and the scrollback, cursor home (ansi-escapes' clearTerminal, not Windows'). */
 export const clearTerminal = '\x1b[2J\x1b[3J\x1b[H'
 
@@ -113,19 +119,43 @@ export function ChatApp({
       }
     }
   }
+  // Keys typed while the view reads what it shows (osctl starting, a chat opening) wait for it, then
+  // act as if typed after: a message typed ahead reaches the prompt, and is sent if entered. Ctrl+C
+  // acts at once.
+  const held = useRef<KeyPress[]>([])
   const press = useRef<(key: KeyPress) => void>(() => {})
   press.current = (key) => {
-    const result = onKey(modeRef.current, key, controller.getState())
+    const now = controller.getState()
+    if (!now.loaded && !(key.ctrl && key.name === 'c')) {
+      held.current.push(key)
+      return
+    }
+    const result = onKey(modeRef.current, key, now)
     setBoth(result.mode)
     if (result.action) act(result.action)
   }
+  useEffect(() => {
+    if (!state.loaded) return
+    for (const key of held.current.splice(0)) press.current(key)
+  }, [state.loaded, state.view])
 
   useEffect(() => {
     if (quitting) return
     const reader = new KeyReader()
-    // ink's own inputs (its parser splits escape sequences from text), named here: keys.ts.
+    const rawSince = performance.now()
+    let first = true
+    // ink's own inputs (its parser splits escape sequences from text), named here: keys.ts. The
+    // first, when it comes at once with a line feed in it, was typed while osctl started.
     const onInput = (input: string) => {
-      for (const key of reader.read(input)) press.current(key)
+      const typedAhead =
+        first &&
+        performance.now() - rawSince < typeaheadMs &&
+        input.includes('\n') &&
+        !input.includes('\r') &&
+        !input.startsWith('\x1b')
+      first = false
+      for (const key of typedAhead ? reader.readTypeahead(input) : reader.read(input))
+        press.current(key)
     }
     setRawMode(true)
     inputs.on('input', onInput)

@@ -182,6 +182,16 @@ export class KeyReader {
     return decodeInput(input)
   }
 
+  /**
+   * Reads what was typed before the screen took the terminal (osctl still starting): the terminal was
+   * cooked then, and turned each Enter into a line feed, which a raw terminal sends for Ctrl+J. So a
+   * line feed here is Enter: a message typed and sent while osctl starts is sent, not left in the
+   * prompt with a new line after it. Several lines typed ahead read as a paste, as ever.
+   */
+  readTypeahead(input: string): KeyPress[] {
+    return this.read(input.replace(/\n/g, '\r'))
+  }
+
   /** Whether a paste has started and not ended (its text is held until it does). */
   get inPaste(): boolean {
     return this.pasting !== null

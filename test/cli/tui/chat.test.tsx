@@ -159,6 +159,32 @@ describe('the chat screen', () => {
     expect(frame()).toMatch(/Grace 11:59\n {2}Status\n\n {2}All systems green/)
   })
 
+  it('sends a message typed and entered while osctl started; a line feed later adds a line', async () => {
+    const chat = fixture('reply')
+    daemon.addChat(chat)
+    daemon.members = [grace(chat)]
+    const client = new ApiClient(daemon.url, daemon.token)
+    const controller = new ChatController(client, {
+      memberId: chat.memberId,
+      events: chatEventSource(client),
+      retryMs: 50,
+    })
+    const ui = render(<ChatApp controller={controller} now={() => now} />)
+    screens.push({ stop: () => controller.stop(), unmount: ui.unmount })
+    void controller.start()
+    // The terminal was cooked while osctl started: the Enter typed then waits as a line feed, and
+    // ink reads it the moment the screen takes the terminal.
+    await waitFor(() => expect(ui.stdin.listenerCount('readable')).toBeGreaterThan(0))
+    ui.stdin.write('hello\n')
+    await waitFor(() => expect(posts()).toHaveLength(1))
+    expect(posts()[0]!.body).toEqual({ content: 'hello' })
+    // Later, a line feed is Ctrl+J: a new line in the prompt, nothing sent.
+    await new Promise((r) => setTimeout(r, 600))
+    await typeKeys(ui, ['one', '\n', 'two'])
+    expect(posts()).toHaveLength(1)
+    await waitFor(() => expect(ui.lastFrame()).toContain('│   two'))
+  })
+
   it('takes a pasted paragraph of three lines whole into the prompt and sends it on Enter', async () => {
     const chat = fixture('reply')
     const { frame, press } = await open([chat], { memberId: chat.memberId })

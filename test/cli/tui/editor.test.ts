@@ -100,6 +100,22 @@ describe('KeyReader', () => {
     ])
   })
 
+  it("reads a line feed typed ahead (a cooked terminal's Enter) as Enter, a raw one as Ctrl+J", () => {
+    const reader = new KeyReader()
+    expect(reader.readTypeahead('hello\n').map((k) => [k.name, k.text])).toEqual([
+      ['text', 'hello'],
+      ['return', ''],
+    ])
+    expect(reader.read('hello\n').map((k) => [k.name, k.ctrl])).toEqual([
+      ['text', false],
+      ['j', true],
+    ])
+    // Two lines typed ahead are held as a paste, never sent.
+    expect(reader.readTypeahead('one\ntwo\n').map((k) => [k.name, k.text])).toEqual([
+      ['paste', 'one\ntwo\n'],
+    ])
+  })
+
   it('takes a run of several lines from a terminal that does not bracket pastes as a paste', () => {
     const reader = new KeyReader()
     expect(reader.read('one\rtwo\rthree').map((k) => [k.name, k.text])).toEqual([
