@@ -18,7 +18,8 @@ import { listRetention } from './settings.js'
 //   three days whatever the setting, and are never archived (what a stranger sends is not kept).
 // - A schedule's fires and a finished bulk operation (with its items) leave with the finished-runs
 //   window, as the runs they started or acted on do: without it they would grow for ever (a schedule
-//   every minute fires 525,600 times a year). A bulk operation that left answers 404.
+//   every minute fires 525,600 times a year). A fire stays an hour at least (fireKeptAtLeast). A bulk
+//   operation that left answers 404.
 // - Spend totals, memory notes and their evidence, recommendations, plans and mail stay: their run ids
 //   may then name an archived run.
 //
@@ -130,8 +131,17 @@ function leavingDeliveries(db: Db, enterpriseId: string, window: string | null):
          or (not d.authenticated and d.received_at < ${cutoffOf(db, unauthenticatedWindow)}))`
 }
 
+/**
+ * A fire stays at least this long whatever the window: its row is how a process that stalled (and
+ * fires the minutes it missed, up to ten: engine/scheduler.ts) finds the minute fired already. Gone
+ * sooner, a window of a minute would let that process start the minute's run a second time.
+ */
+const fireKeptAtLeast = '1 hour'
+
 function leavingFires(db: Db, enterpriseId: string, cutoff: Fragment): Fragment {
-  return db`f.enterprise_id = ${enterpriseId} and f.fire_at < ${cutoff}`
+  return db`
+    f.enterprise_id = ${enterpriseId} and f.fire_at < ${cutoff}
+    and f.fire_at < now() - ${fireKeptAtLeast}::interval`
 }
 
 function leavingBulkOperations(db: Db, enterpriseId: string, cutoff: Fragment): Fragment {

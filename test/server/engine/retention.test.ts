@@ -755,6 +755,19 @@ describe('what runs leave behind (issue 46)', () => {
     )
     // And nothing more on the next pass.
     expect(await pass(e.id)).toEqual([])
+    // Whatever the window, a fire stays an hour: a process that stalled finds by it that the minute
+    // was fired (the scheduler fires up to ten minutes it missed).
+    await t.call('PATCH', '/v1/enterprise/retention', {
+      token: e.token,
+      body: { finishedRuns: 'PT1M' },
+    })
+    const moveFire = (ago: string) =>
+      t.sql`update schedule_fires set fire_at = now() - ${ago}::interval where enterprise_id = ${e.id}`
+    await t.sql`delete from schedule_fires where enterprise_id = ${e.id} and fire_at <> ${at3(2)}`
+    await moveFire('10 minutes')
+    expect(totals(await pass(e.id)).fires).toBe(0)
+    await moveFire('61 minutes')
+    expect(totals(await pass(e.id)).fires).toBe(1)
   })
 })
 
