@@ -507,64 +507,66 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
 
   /** An enterprise's batches, kind after kind, until nothing is left or the signal stops them. */
   async function moveAll(e: Enterprise, moved: Moved): Promise<void> {
-    const stopped = () => options.signal?.aborted === true
-    work: {
-      if (e.finishedRuns) {
-        for (;;) {
-          if (stopped()) break work
-          const began = performance.now()
-          const done = await moveRuns(sql, e, options)
-          if (!done) {
-            moved.busy = true
-            break work
-          }
-          moved.runs += done.runs
-          moved.executions += done.executions
-          if (done.candidates < batch) break
-          await rest(began)
-        }
-        for (;;) {
-          if (stopped()) break work
-          const began = performance.now()
-          const done = await moveRecords(sql, e, options)
-          if (!done) {
-            moved.busy = true
-            break work
-          }
-          moved.scheduleFires += done.fires
-          moved.bulkOperations += done.bulkOperations
-          if (done.candidates < batch * 2) break
-          await rest(began)
-        }
-      }
-      if (e.closedChats) {
-        for (;;) {
-          if (stopped()) break work
-          const began = performance.now()
-          const done = await moveChats(sql, e, options)
-          if (!done) {
-            moved.busy = true
-            break work
-          }
-          moved.chats += done.chats
-          if (done.candidates < Math.max(1, Math.floor(batch / 5))) break
-          await rest(began)
-        }
-      }
+    /**
+     * One kind's batches until one comes back short of `full`: true. False when the signal stopped
+     * them or another process has the enterprise (busy), and the enterprise's other kinds wait too.
+     */
+    async function drain<T extends { candidates: number }>(
+      move: () => Promise<T | undefined>,
+      full: number,
+      count: (done: T) => void,
+    ): Promise<boolean> {
       for (;;) {
-        if (stopped()) break work
+        if (options.signal?.aborted) return false
         const began = performance.now()
-        const done = await moveDeliveries(sql, e, options)
+        const done = await move()
         if (!done) {
           moved.busy = true
-          break work
+          return false
         }
-        moved.webhookDeliveries += done.authenticated
-        moved.unauthenticatedDeliveries += done.unauthenticated
-        if (done.candidates < batch * 2) break
+        count(done)
+        if (done.candidates < full) return true
         await rest(began)
       }
     }
+    if (e.finishedRuns) {
+      const runs = await drain(
+        () => moveRuns(sql, e, options),
+        batch,
+        (done) => {
+          moved.runs += done.runs
+          moved.executions += done.executions
+        },
+      )
+      if (!runs) return
+      const records = await drain(
+        () => moveRecords(sql, e, options),
+        batch * 2,
+        (done) => {
+          moved.scheduleFires += done.fires
+          moved.bulkOperations += done.bulkOperations
+        },
+      )
+      if (!records) return
+    }
+    if (e.closedChats) {
+      const chats = await drain(
+        () => moveChats(sql, e, options),
+        Math.max(1, Math.floor(batch / 5)),
+        (done) => {
+          moved.chats += done.chats
+        },
+      )
+      if (!chats) return
+    }
+    await drain(
+      () => moveDeliveries(sql, e, options),
+      batch * 2,
+      (done) => {
+        moved.webhookDeliveries += done.authenticated
+        moved.unauthenticatedDeliveries += done.unauthenticated
+      },
+    )
   }
 }
 
