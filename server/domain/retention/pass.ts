@@ -205,6 +205,20 @@ async function archive(
       join m on m.byte_offset = x.byte_offset`
 }
 
+/**
+ * One batch of an enterprise's work: a transaction that first tries the enterprise's retention lock,
+ * and answers undefined, doing nothing, when another process holds it.
+ */
+function underRetentionLock<T>(
+  sql: Sql,
+  e: Enterprise,
+  batch: (tx: Tx) => Promise<T>,
+): Promise<T | undefined> {
+  return transaction(sql, async (tx) =>
+    (await tryLockRetention(tx, e.enterpriseId)) ? batch(tx) : undefined,
+  )
+}
+
 /** Moves one batch of an enterprise's finished executions; undefined when another process has it. */
 async function moveRuns(
   sql: Sql,
@@ -212,8 +226,7 @@ async function moveRuns(
   options: PassOptions,
 ): Promise<{ candidates: number; executions: number; runs: number } | undefined> {
   const batch = options.batchSize ?? defaultBatchSize
-  return transaction(sql, async (tx) => {
-    if (!(await tryLockRetention(tx, e.enterpriseId))) return undefined
+  return underRetentionLock(sql, e, async (tx) => {
     const cutoff = cutoffOf(tx, e.finishedRuns!)
     const first = await tx<{ id: string }[]>`
       select r.id from runs r where ${leavingExecutions(tx, e.enterpriseId, cutoff)}
@@ -285,8 +298,7 @@ async function moveChats(
   options: PassOptions,
 ): Promise<{ candidates: number; chats: number } | undefined> {
   const batch = Math.max(1, Math.floor((options.batchSize ?? defaultBatchSize) / 5))
-  return transaction(sql, async (tx) => {
-    if (!(await tryLockRetention(tx, e.enterpriseId))) return undefined
+  return underRetentionLock(sql, e, async (tx) => {
     const chats = await tx<{ id: string }[]>`
       select c.id from chats c where ${leavingChats(tx, e.enterpriseId, cutoffOf(tx, e.closedChats!))}
        order by c.closed_at
@@ -331,8 +343,7 @@ async function moveDeliveries(
   options: PassOptions,
 ): Promise<{ candidates: number; authenticated: number; unauthenticated: number } | undefined> {
   const batch = (options.batchSize ?? defaultBatchSize) * 2
-  return transaction(sql, async (tx) => {
-    if (!(await tryLockRetention(tx, e.enterpriseId))) return undefined
+  return underRetentionLock(sql, e, async (tx) => {
     // The sealed body (a replay's copy, under the server key) is not archived: a replay needs the
     // delivery live anyway.
     const rows = await tx<{ id: string; authenticated: boolean; data: string }[]>`
@@ -370,8 +381,7 @@ async function moveRecords(
   const batch = (options.batchSize ?? defaultBatchSize) * 2
   // An operation's items come with it, up to the runs a filter matched: a few at a time.
   const operations = Math.max(1, Math.floor(batch / 100))
-  return transaction(sql, async (tx) => {
-    if (!(await tryLockRetention(tx, e.enterpriseId))) return undefined
+  return underRetentionLock(sql, e, async (tx) => {
     const cutoff = cutoffOf(tx, e.finishedRuns!)
     const fires = await tx<{ id: string; data: string }[]>`
       with leaving as (
