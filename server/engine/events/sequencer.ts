@@ -75,7 +75,12 @@ export class FeedSequencer {
   private retry: NodeJS.Timeout | undefined
   private running: Promise<void> | undefined
 
-  constructor(private readonly options: SequencerOptions) {}
+  /** How long the feed keeps what it has. */
+  private readonly keepMs: number
+
+  constructor(private readonly options: SequencerOptions) {
+    this.keepMs = options.keepMs ?? feedKeepDays * 86_400_000
+  }
 
   async start(): Promise<void> {
     const { sql } = this.options
@@ -83,8 +88,7 @@ export class FeedSequencer {
     for (const channel of [runChannel, chatChannel, inboxChannel])
       this.listeners.push(await sql.listen(channel, wake, wake))
     this.sweep = setInterval(wake, this.options.sweepMs ?? 1_000)
-    const keepMs = this.options.keepMs ?? feedKeepDays * 86_400_000
-    const pruneMs = this.options.pruneMs ?? Math.max(1_000, Math.min(3_600_000, keepMs / 4))
+    const pruneMs = this.options.pruneMs ?? Math.max(1_000, Math.min(3_600_000, this.keepMs / 4))
     this.firstPrune = setTimeout(() => void this.pruneNow(), Math.min(60_000, pruneMs))
     this.prune = setInterval(() => void this.pruneNow(), pruneMs)
     this.wake()
@@ -155,8 +159,7 @@ export class FeedSequencer {
   /** Deletes what the feed keeps no longer (keepMs). */
   async pruneNow(): Promise<number> {
     try {
-      const keepMs = this.options.keepMs ?? feedKeepDays * 86_400_000
-      const gone = await pruneFeed(this.options.sql, new Date(Date.now() - keepMs))
+      const gone = await pruneFeed(this.options.sql, new Date(Date.now() - this.keepMs))
       if (gone > 0) this.options.log.info({ events: gone }, 'feed pruned')
       return gone
     } catch (err) {
