@@ -657,8 +657,21 @@ describe('webhook deliveries (issue 46)', () => {
         body: { n: randomUUID() },
         headers: { 'x-os-webhook-secret': key },
       })
+    // A refused call is kept after its 401 has gone, not awaited (keepRefused): wait for its row.
+    const refusedKept = (n: number) =>
+      eventually(
+        async () => {
+          const [row] = await t.sql<{ n: number }[]>`
+            select count(*)::int as n from webhook_deliveries
+             where enterprise_id = ${e.id} and not authenticated`
+          return row!.n === n
+        },
+        10_000,
+        `${n} refused call(s) kept`,
+      )
     expect((await deliver(secret)).status).toBe(202)
     expect((await deliver('wrong')).status).toBe(401)
+    await refusedKept(1)
     await t.call('PATCH', '/v1/enterprise/retention', {
       token: e.token,
       body: { webhookDeliveries: null, finishedRuns: null },
@@ -666,6 +679,7 @@ describe('webhook deliveries (issue 46)', () => {
     await age(e.id, 4)
     // A stranger's call made just now stays for its three days.
     expect((await deliver('wrong again')).status).toBe(401)
+    await refusedKept(2)
     expect(totals(await pass(e.id))).toMatchObject({ deliveries: 0, unauthenticated: 1 })
     const left = await t.sql<{ authenticated: boolean }[]>`
       select authenticated from webhook_deliveries where enterprise_id = ${e.id} order by received_at`
