@@ -66,6 +66,12 @@ interface Load {
   failed: number
   /** Each engine process's share of the runs that ended meanwhile (split layouts only). */
   shares: number[]
+  /**
+   * CPU µs per run started, from the round's start to its last run's end: the osd processes', and
+   * the embedded PostgreSQL's (0 with DATABASE_URL). Steadier than done/s on a shared machine, whose
+   * swings move every figure of a round (see abLine).
+   */
+  cpu: { osd: number; postgres: number }
 }
 
 // The rate limits (issue 44) would refuse the load with 429 after a minute's worth of starts, and the
@@ -159,8 +165,11 @@ async function underLoad(
   drive: typeof load | typeof paced = load,
 ): Promise<Load> {
   const shares = await sharesOf(engineMetrics, 'osd_runs_ended_total', 'status="succeeded"')
+  const cpuBefore = await daemon.cpu()
   const { answers, failed, began, ended } = await drive(start)
   const finished = await ends(answers.map((a) => a.runId))
+  const cpuAfter = await daemon.cpu()
+  const perRun = (ms: number) => (ms * 1000) / Math.max(1, answers.length)
   const latencies = answers
     .filter((a) => finished.has(a.runId))
     .map((a) => Math.max(0, finished.get(a.runId)! - a.at))
@@ -174,6 +183,10 @@ async function underLoad(
     p99: percentile(latencies, 99),
     failed: failed + answers.length - finished.size,
     shares: engineMetrics.length > 1 ? await shares() : [],
+    cpu: {
+      osd: perRun(cpuAfter.osd - cpuBefore.osd),
+      postgres: perRun(cpuAfter.postgres - cpuBefore.postgres),
+    },
   }
 }
 
@@ -279,7 +292,24 @@ async function scenarioWithoutFeed(s: Scenario, start: (n: number) => Request) {
   await setFeed(true)
   s.latencies = await oneAtATime(start)
   scenarios.push(s, off)
+  abLines.push(abLine(`${s.name}, feed on/off`, s, off))
 }
+
+/**
+ * An A/B scenario's pairs, round by round (the two halves of a round ran minutes apart at most, on
+ * the same database): done/s and CPU µs per run under load, on over off, and their medians. A ratio
+ * per round cancels the machine's drift between rounds, which moved done/s by 30% in a run here.
+ */
+function abLine(name: string, on: Scenario, off: Scenario): string {
+  const ratios = (of: (l: Load) => number) => on.loads.map((l, i) => of(l) / of(off.loads[i]!))
+  const say = (values: number[]) =>
+    `${median(values).toFixed(2)} (${values.map((v) => v.toFixed(2)).join(' ')})`
+  return (
+    `${name}: done/s ${say(ratios((l) => l.succeededPerSecond))}; ` +
+    `CPU per run, osd ${say(ratios((l) => l.cpu.osd))}, postgres ${say(ratios((l) => l.cpu.postgres))}`
+  )
+}
+const abLines: string[] = []
 
 /**
  * BENCH_TRACES=ab: each round twice, on a process with traces on and on one without (which goes first
@@ -314,6 +344,7 @@ async function scenarioTracesAB(s: Scenario, start: (n: number) => Request) {
   await serveTraced(true)
   on.latencies = await oneAtATime(start)
   scenarios.push(on, off)
+  abLines.push(abLine(`${s.name}, traces on/off`, on, off))
 }
 
 async function setFeed(on: boolean) {
@@ -406,6 +437,7 @@ console.log(
   '| 1-at-a-time p50'.padStart(17),
   'p99'.padStart(6),
   'failed'.padStart(7),
+  '| CPU us/run osd+pg'.padStart(19),
   '| engines %'.padStart(11),
 )
 for (const s of scenarios) {
@@ -430,6 +462,7 @@ for (const s of scenarios) {
     m(s.latencies, 1).padStart(17),
     percentile(s.latencies, 99).toFixed(1).padStart(6),
     String([...s.loads, ...s.paced].reduce((n, l) => n + l.failed, 0)).padStart(7),
+    `${m(s.loads.map((l) => l.cpu.osd))}+${m(s.loads.map((l) => l.cpu.postgres))}`.padStart(19),
     formatShares(
       (s.loads[0]?.shares ?? []).map((_, i) => median(s.loads.map((l) => l.shares[i] ?? 0))),
     ).padStart(11),
@@ -439,5 +472,10 @@ console.log(
   '\ndone/s: runs that succeeded while starts kept coming; drain: how long the backlog took after;' +
     `\nload: ${concurrency} starts kept in flight (as fast as it goes); at ${rate}/s: starts sent at that steady rate;` +
     "\nlatency: from the start's answer to the commit that ended the run (ms), under load, at the rate and one at a time;" +
+    '\nCPU us/run: CPU time per run started under load (start to the last end), of the osd processes and PostgreSQL;' +
     '\nengines %: of two engine processes, the share of the runs each ended under load (median of the rounds)',
 )
+if (abLines.length)
+  console.log(
+    `\nA/B, on over off, median of the rounds' ratios (each round's in brackets):\n${abLines.join('\n')}`,
+  )
