@@ -30,15 +30,21 @@ export interface BenchDaemon {
   first: { stop(): Promise<void> }
   /**
    * CPU ms used so far (user + system, from /proc: Linux only, else 0) by the osd processes still
-   * running and by the embedded PostgreSQL (its postmaster and every backend; 0 with DATABASE_URL).
+   * running and by the embedded PostgreSQL (its postmaster and every backend, those that ended
+   * included; 0 with DATABASE_URL).
    */
   cpu(): Promise<{ osd: number; postgres: number }>
   close(): Promise<void>
 }
 
-/** CPU ms (user + system) of each process, by pid, and each one's parent: one read of /proc. */
-async function processTimes(): Promise<Map<number, { ms: number; parent: number }>> {
-  const times = new Map<number, { ms: number; parent: number }>()
+/**
+ * CPU ms (user + system) of each process, by pid, each one's parent, and the CPU of its children that
+ * have ended (and been waited for): one read of /proc.
+ */
+async function processTimes(): Promise<
+  Map<number, { ms: number; parent: number; endedChildrenMs: number }>
+> {
+  const times = new Map<number, { ms: number; parent: number; endedChildrenMs: number }>()
   const entries = await readdir('/proc').catch(() => [] as string[])
   await Promise.all(
     entries
@@ -46,10 +52,16 @@ async function processTimes(): Promise<Map<number, { ms: number; parent: number 
       .map(async (name) => {
         const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => undefined)
         if (!stat) return
-        // After the command's closing parenthesis: state, ppid, ... utime (14th field), stime (15th).
+        // After the command's closing parenthesis: state, ppid, ... utime (14th field), stime (15th),
+        // cutime and cstime (16th, 17th: its children that ended).
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
         const ticks = Number(fields[11]) + Number(fields[12])
-        times.set(Number(name), { ms: ticks * 10, parent: Number(fields[1]) })
+        const endedChildren = Number(fields[13]) + Number(fields[14])
+        times.set(Number(name), {
+          ms: ticks * 10,
+          parent: Number(fields[1]),
+          endedChildrenMs: endedChildren * 10,
+        })
       }),
   )
   return times
@@ -164,9 +176,12 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
       const times = await processTimes()
       let osd = 0
       let postgres = 0
-      for (const [pid, { ms, parent }] of times) {
+      for (const [pid, { ms, parent, endedChildrenMs }] of times) {
         if (alive.has(pid)) osd += ms
-        if (postmaster && (pid === postmaster || parent === postmaster)) postgres += ms
+        // The backends that have ended count too (the postmaster waits for each): a connection closed
+        // during a round would otherwise take its CPU out of the total.
+        if (postmaster && pid === postmaster) postgres += ms + endedChildrenMs
+        else if (postmaster && parent === postmaster) postgres += ms
       }
       return { osd, postgres }
     },
