@@ -210,13 +210,32 @@ const description = [
   unstorableRule,
 ].join('\n\n')
 
+/**
+ * Documents made so far in this process, by the operations they describe and the version. Every app
+ * createApp makes has the same routes whatever its configuration, so one document serves them all:
+ * making one takes a few hundred ms of a core, and the suite makes an app per test file or more
+ * (issue 40).
+ */
+const documents = new Map<string, unknown>()
+
 /** Built once, on first request: the routes do not change while the process runs. */
 export function openApiDocument(app: Router, version: string): () => unknown {
   let document: unknown
-  return () =>
-    (document ??= app.getOpenAPI31Document({
-      openapi: '3.1.0',
-      info: { title: 'osd: task automation service', version, description },
-      servers: [{ url: '/' }],
-    }))
+  return () => {
+    if (document) return document
+    const operations = app.openAPIRegistry.definitions.map((d) =>
+      d.type === 'route' ? `${d.route.method} ${d.route.path}` : `${d.type}`,
+    )
+    const key = [version, ...operations].join('\n')
+    document = documents.get(key)
+    if (!document) {
+      document = app.getOpenAPI31Document({
+        openapi: '3.1.0',
+        info: { title: 'osd: task automation service', version, description },
+        servers: [{ url: '/' }],
+      })
+      documents.set(key, document)
+    }
+    return document
+  }
 }
