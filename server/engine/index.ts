@@ -89,20 +89,17 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
       idleMs: (config.modelIdleSeconds ?? 60) * 1000,
       log,
     })
-  // The model SDKs load at their first call (models/wire): an engine loads them now, in the
-  // background, so that its first run does not wait for them.
-  if (!options.providers)
-    loadModelSdks().catch((err: unknown) => log.warn({ err }, 'cannot load the model SDKs'))
+  const agent = new AgentExecutor({
+    sql,
+    sealer,
+    providers,
+    log,
+    oauth: config.providerBOAuth,
+    toolTimeoutMs: toolTimeoutMs(config),
+    toolLimits: toolLimits(config),
+  })
   const executors = {
-    llm: new AgentExecutor({
-      sql,
-      sealer,
-      providers,
-      log,
-      oauth: config.providerBOAuth,
-      toolTimeoutMs: toolTimeoutMs(config),
-      toolLimits: toolLimits(config),
-    }),
+    llm: options.providers ? agent : loadingSdksFirst(agent, log),
     ...options.executors,
   }
   const runs = new RunLoop({
@@ -197,6 +194,26 @@ export function toolLimits(
 }
 
 /** OSD_TOOL_TIMEOUT_SECONDS, in milliseconds (120 s unless configured). */
+/**
+ * The model SDKs load at their first call (models/wire). An engine starts loading them, in the
+ * background, when it takes its first llm run, so that the run's first call waits for what is left of
+ * the import, not all of it: not at the engine's start, since an engine that takes no llm run (a
+ * deterministic-only one, most of the suite's) would spend half a CPU-second and 40 MB on them for
+ * nothing (issue 40).
+ */
+function loadingSdksFirst(executor: Executor, log: Logger): Executor {
+  let loading = false
+  return {
+    execute(run, context) {
+      if (!loading) {
+        loading = true
+        loadModelSdks().catch((err: unknown) => log.warn({ err }, 'cannot load the model SDKs'))
+      }
+      return executor.execute(run, context)
+    },
+  }
+}
+
 function toolTimeoutMs(config: Partial<Pick<Config, 'toolTimeoutSeconds'>>): number {
   return (config.toolTimeoutSeconds ?? 120) * 1000
 }

@@ -22,8 +22,8 @@ export async function startTestEngine(
   t: TestApp,
   options: Partial<Parameters<typeof startEngine>[0]> = {},
 ): Promise<Engine> {
-  // An engine loads the model SDKs as it starts, in the background; a test waits for them here, in
-  // its file's hook, so that no test's own time includes the import (seconds on a busy machine).
+  // An engine starts loading the model SDKs when it takes its first llm run; a test loads them here,
+  // in its file's hook, so that no test's own time includes the import (seconds on a busy machine).
   if (!options.providers) await loadModelSdks()
   const engine = await startEngine({
     sql: t.sql,

@@ -1,7 +1,5 @@
 import { metrics } from '../../metrics.js'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { RunConnection } from '../../domain/tools/index.js'
 import {
   egressFetch,
@@ -40,6 +38,26 @@ interface Open {
   failing: Set<(err: Error) => void>
 }
 
+/**
+ * The MCP SDK, loaded at the first connection to a tool server: with the JSON Schema validator it
+ * brings (ajv), about 400 ms of a core and 120 modules, which a process that reaches no tool server (an
+ * API process, an engine whose runs call none, most of the suite's osd processes) need not spend
+ * (issue 40).
+ */
+async function mcpSdk() {
+  return (sdk ??= Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+  ]).then(([client, http, types]) => (loaded = { ...client, ...http, ...types })))
+}
+let sdk: Promise<Sdk> | undefined
+/** The SDK once loaded: an McpError can only have come from it. */
+let loaded: Sdk | undefined
+type Sdk = typeof import('@modelcontextprotocol/sdk/client/index.js') &
+  typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js') &
+  typeof import('@modelcontextprotocol/sdk/types.js')
+
 /** Unknown outcome: said with every failure that may have come after the server acted. */
 const mayHaveActed = 'Whether the call took effect is unknown: check before trying it again.'
 
@@ -48,11 +66,13 @@ export function toolFailure(err: unknown, timeoutMs: number): string {
   const refused = egressRefusalOf(err)
   if (refused)
     return `osd may not connect to the tool server's address: ${refused.message}. ${mayHaveActed}`
-  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
-    return `The tool server did not answer within ${Math.round(timeoutMs / 1000)} s. ${mayHaveActed}`
-  if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
-    return `The tool server closed the connection during the call. ${mayHaveActed}`
-  if (err instanceof McpError) return `The tool server refused the call: ${err.message}`
+  if (loaded && err instanceof loaded.McpError) {
+    if (err.code === loaded.ErrorCode.RequestTimeout)
+      return `The tool server did not answer within ${Math.round(timeoutMs / 1000)} s. ${mayHaveActed}`
+    if (err.code === loaded.ErrorCode.ConnectionClosed)
+      return `The tool server closed the connection during the call. ${mayHaveActed}`
+    return `The tool server refused the call: ${err.message}`
+  }
   const message = err instanceof Error ? err.message : String(err)
   const cause = (err as { cause?: { code?: string; message?: string } })?.cause
   if (err instanceof SyntaxError || /JSON|parse/i.test(message))
@@ -81,6 +101,7 @@ export class McpTools {
     const specs: ToolSpec[] = []
     for (const connection of this.connections.filter((c) => c.kind === 'mcp' && c.url)) {
       try {
+        const { Client, StreamableHTTPClientTransport } = await mcpSdk()
         const client = new Client({ name: 'osd', version: '1' })
         const cut = () =>
           this.log.warn(

@@ -16,8 +16,8 @@ let fake: FakeModelProvider
 let engine: Engine
 
 beforeAll(async () => {
-  // The SDKs load at a process's first call, which the times below must not include (osd serve loads
-  // them as its engine starts: loadModelSdks).
+  // The SDKs load at a process's first call, which the times below must not include (osd serve's
+  // engine starts loading them when it takes its first llm run: loadModelSdks).
   await loadModelSdks()
   fake = await startFakeModelProvider()
   t = await createTestApp({ providerBaseUrls: { provider_a: fake.url, provider_b: fake.url } })
