@@ -193,7 +193,6 @@ export function toolLimits(
   }
 }
 
-/** OSD_TOOL_TIMEOUT_SECONDS, in milliseconds (120 s unless configured). */
 /**
  * The model SDKs load at their first call (models/wire). An engine starts loading them, in the
  * background, when it takes its first llm run, so that the run's first call waits for what is left of
@@ -214,6 +213,7 @@ function loadingSdksFirst(executor: Executor, log: Logger): Executor {
   }
 }
 
+/** OSD_TOOL_TIMEOUT_SECONDS, in milliseconds (120 s unless configured). */
 function toolTimeoutMs(config: Partial<Pick<Config, 'toolTimeoutSeconds'>>): number {
   return (config.toolTimeoutSeconds ?? 120) * 1000
 }

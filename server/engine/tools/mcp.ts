@@ -44,7 +44,7 @@ interface Open {
  * API process, an engine whose runs call none, most of the suite's osd processes) need not spend
  * (issue 40).
  */
-async function mcpSdk() {
+async function mcpSdk(): Promise<Sdk> {
   return (sdk ??= Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),
     import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
@@ -52,7 +52,7 @@ async function mcpSdk() {
   ]).then(([client, http, types]) => (loaded = { ...client, ...http, ...types })))
 }
 let sdk: Promise<Sdk> | undefined
-/** The SDK once loaded: an McpError can only have come from it. */
+/** The SDK once loaded: an McpError can only have come from it, after a connection loaded it. */
 let loaded: Sdk | undefined
 type Sdk = typeof import('@modelcontextprotocol/sdk/client/index.js') &
   typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js') &
