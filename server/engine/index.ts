@@ -197,8 +197,8 @@ export function toolLimits(
  * The model SDKs load at their first call (models/wire). An engine starts loading them, in the
  * background, when it takes its first llm run, so that the run's first call waits for what is left of
  * the import, not all of it: not at the engine's start, since an engine that takes no llm run (a
- * deterministic-only one, most of the suite's) would spend half a CPU-second and 40 MB on them for
- * nothing (issue 40).
+ * deterministic-only one, most of the suite's) would spend half a CPU-second on them for nothing
+ * (issue 40).
  */
 function loadingSdksFirst(executor: Executor, log: Logger): Executor {
   let loading = false

@@ -81,13 +81,12 @@ function errorAnswer(codes: string[]): ResponseObject {
 export class Contract {
   private readonly ajv: Ajv2020
   private readonly paths: PathTemplate[]
-  private readonly validators = new Map<object, ValidateFunction>()
   /**
-   * The same, by the schema's text: of the document's 1,593 answer schemas only 255 differ (the error
-   * answers repeat from operation to operation), and compiling one is milliseconds of ajv, so each
-   * is compiled once, not once per operation that answers it (issue 40).
+   * By the schema's text: of the document's 1,593 answer schemas only 255 differ (the error answers
+   * repeat from operation to operation), and compiling one is milliseconds of ajv, so each is
+   * compiled once, not once per operation that answers it (issue 40).
    */
-  private readonly validatorsByText = new Map<string, ValidateFunction>()
+  private readonly validators = new Map<string, ValidateFunction>()
 
   constructor(document: OpenApiDocument) {
     this.ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true })
@@ -202,17 +201,13 @@ export class Contract {
   }
 
   private validatorOf(schema: Schema): ValidateFunction {
-    let validate = this.validators.get(schema)
+    const text = JSON.stringify(schema)
+    let validate = this.validators.get(text)
     if (!validate) {
-      const text = JSON.stringify(schema)
-      validate = this.validatorsByText.get(text)
-      if (!validate) {
-        const prepared = structuredClone(schema)
-        prepare(prepared)
-        validate = this.ajv.compile(prepared)
-        this.validatorsByText.set(text, validate)
-      }
-      this.validators.set(schema, validate)
+      const prepared = structuredClone(schema)
+      prepare(prepared)
+      validate = this.ajv.compile(prepared)
+      this.validators.set(text, validate)
     }
     return validate
   }
