@@ -18,17 +18,17 @@ import {
   closeExecution,
   getBoard,
   getCounts,
-  getExecutionDetail,
   listExecutions,
   reopenExecution,
 } from '../domain/runs/index.js'
+import { executionDetail } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 const ExecutionParams = z.object({ id: Uuid })
 
 /** Executions (spec: Endpoints Executions). Any of an execution's run ids works as its id. */
-export function executionRoutes({ sql }: RouteDeps) {
+export function executionRoutes({ sql, config }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'execution_not_found', params: ExecutionParams } as const
 
@@ -93,10 +93,14 @@ export function executionRoutes({ sql }: RouteDeps) {
       operationId: 'getExecution',
       method: 'get',
       path: '/{id}',
-      summary: 'The execution, its runs, their links and the task graph',
+      summary:
+        'The execution, its runs, their links and the task graph; an archived one too (archived: true)',
       response: ExecutionDetail,
+      errors: ['archive_unavailable'],
     },
-    async (c, { params }) => getExecutionDetail(sql, c.var.caller.enterpriseId, params.id),
+    // An execution the retention pass archived answers from the archive (archived: true; issue 46).
+    async (c, { params }) =>
+      executionDetail(sql, config.archiveDir, c.var.caller.enterpriseId, params.id),
   )
 
   route(

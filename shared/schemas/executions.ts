@@ -97,6 +97,10 @@ export const ExecutionDetail = z
         }),
       ),
     }),
+    archived: z.boolean().optional().meta({
+      description:
+        'true: its runs left the live tables by retention and it is read back from the archive (it is in no list or board); false: live (beyond the spec; issue 46)',
+    }),
   })
   .meta({ id: 'ExecutionDetail' })
 export type ExecutionDetail = z.infer<typeof ExecutionDetail>

@@ -1,5 +1,5 @@
 // Retention (issue 46; DESIGN 15): each enterprise's windows, the pass that moves what is past them
-// out of the live tables (into the archive first, when kept), and reading archived runs and chats back.
+// out of the live tables (into the archive first, when kept), and reading archived runs, executions and chats back.
 export { getRetention, listRetention, updateRetention } from './settings.js'
 export {
   backgroundDuty,
@@ -15,6 +15,7 @@ export {
   archivedChatDetail,
   archivedRunDetail,
   chatDetail,
+  executionDetail,
   runDetail,
   runLog,
   runSteps,

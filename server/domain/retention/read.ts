@@ -2,6 +2,7 @@ import postgres from 'postgres'
 import { ApiError } from '../../../shared/errors.js'
 import { isUuid } from '../../../shared/ids.js'
 import type { ChatDetail } from '../../../shared/schemas/chats.js'
+import type { ExecutionDetail } from '../../../shared/schemas/executions.js'
 import type { RunSteps } from '../../../shared/schemas/forks.js'
 import type { RunDetail, RunRef } from '../../../shared/schemas/runs.js'
 import type { Db } from '../../db/sql.js'
@@ -16,7 +17,10 @@ import {
 } from '../chats/index.js'
 import {
   actorNames,
+  executionDetailOf,
+  executionOfRuns,
   forksOf,
+  getExecutionDetail,
   getRunDetail,
   getRunLog,
   listSteps,
@@ -100,6 +104,8 @@ interface RunRecord {
   journal: Stored[]
   log: { body: string } | null
   gates: Stored[]
+  /** The execution's closure, on its first run's record (execution_closures). */
+  closure: Stored | null
 }
 
 /**
@@ -111,7 +117,9 @@ async function readRun(
   archiveDir: string,
   enterpriseId: string,
   id: string,
-): Promise<{ record: RunRecord; execution: RunRow[]; gates: Stored[] } | undefined> {
+): Promise<
+  { record: RunRecord; execution: RunRow[]; gates: Stored[]; closedAt: Date | null } | undefined
+> {
   const located = await locate(db, enterpriseId, id)
   if (!located) return undefined
   const lines = linesOf(await readMember(archiveDir, located))
@@ -120,10 +128,12 @@ async function readRun(
   const records = lines
     .filter((l) => l.type === 'run' && l.executionId === line.executionId)
     .map((l) => dataOf<RunRecord>(l))
+  const closure = records.find((r) => r.closure)?.closure
   return {
     record: dataOf<RunRecord>(line),
     execution: records.map((r) => revive<RunRow>(r.run)),
     gates: records.flatMap((r) => r.gates),
+    closedAt: closure ? revive<{ closedAt: Date }>(closure).closedAt : null,
   }
 }
 
@@ -239,6 +249,34 @@ export async function runDetail(
     const archived = await archivedRunDetail(db, archiveDir, enterpriseId, id, query.afterEventId)
     if (!archived) throw err
     return archived
+  }
+}
+
+/**
+ * GET /v1/executions/{id}: the live execution (archived: false), else the archived one, from the member
+ * that holds all its runs (archived: true), else 404 execution_not_found. Any of its run ids finds it,
+ * as a live one.
+ */
+export async function executionDetail(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<ExecutionDetail> {
+  try {
+    return { ...(await getExecutionDetail(db, enterpriseId, id)), archived: false }
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'execution_not_found')) throw err
+    const found = await readRun(db, archiveDir, enterpriseId, id)
+    if (!found) throw err
+    const runs = found.execution
+      .filter((r) => r.status !== 'skipped_overlap')
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1))
+    // As live: a refused start (skipped_overlap) is no execution's run, unless its id is the execution's.
+    const own = runs.some((r) => r.id === id || r.executionId === id)
+    if (!own) throw err
+    const execution = executionOfRuns(found.execution, found.closedAt)
+    return { ...(await executionDetailOf(db, enterpriseId, execution, runs)), archived: true }
   }
 }
 

@@ -251,6 +251,20 @@ export async function getExecutionDetail(
   const execution = await getExecution(db, enterpriseId, id)
   const runs = await db<RunRow[]>`
     select * from runs where execution_id = ${execution.id} and status <> 'skipped_overlap' order by created_at, id`
+  return executionDetailOf(db, enterpriseId, execution, runs)
+}
+
+/**
+ * An execution's detail from its runs (oldest first): the links between them, and the task graph of
+ * the successors involved, read from their versions and the enterprise's tasks as they are now. A live
+ * execution's and an archived one's (domain/retention/read.ts).
+ */
+export async function executionDetailOf(
+  db: Db,
+  enterpriseId: string,
+  execution: Execution,
+  runs: RunRow[],
+): Promise<ExecutionDetail> {
   const versionIds = [...new Set(runs.map((r) => r.taskVersionId))]
   const versions = await db<{ id: string; taskId: string; successors: Successor[] | null }[]>`
     select v.id, v.task_id, v.definition -> 'successors' as successors
@@ -287,6 +301,52 @@ export async function getExecutionDetail(
       edges: [...new Map(edges.map((e) => [`${e.from}>${e.to}>${e.on}`, e])).values()],
     },
   }
+}
+
+/**
+ * An execution as the board derives it (executions above, in SQL), from its runs held here: an
+ * archived execution's, whose runs are no longer in the table the SQL reads. Status: any run running,
+ * else any at a gate, else any held, else any pending or queued, else how the latest run ended.
+ */
+export function executionOfRuns(runs: RunRow[], closedAt: Date | null): Execution {
+  const counted = runs.filter((r) => r.status !== 'skipped_overlap')
+  const byAge = [...counted].sort(
+    (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1),
+  )
+  const first = runs.find((r) => r.id === r.executionId) ?? byAge[0]!
+  const last = byAge[byAge.length - 1]!
+  const any = (...statuses: RunStatus[]) => counted.some((r) => statuses.includes(r.status))
+  const status: ExecutionStatus = any('running')
+    ? 'running'
+    : any('waiting_on_gate')
+      ? 'waiting'
+      : any('blocked', 'paused_spend')
+        ? 'blocked'
+        : any('pending', 'queued')
+          ? 'queued'
+          : last.status === 'failed' || last.status === 'cancelled'
+            ? last.status
+            : 'complete'
+  const distinct = (ids: (string | null)[]) =>
+    [...new Set(ids.filter((id): id is string => id !== null))].sort()
+  return toExecution({
+    id: first.executionId,
+    status,
+    closedAt,
+    startedAt: byAge[0]!.createdAt,
+    updatedAt: new Date(Math.max(...counted.map((r) => r.updatedAt.getTime()))),
+    runCount: counted.length,
+    costMicros: counted.reduce((sum, r) => sum + Number(r.costUsdMicros), 0),
+    taskId: first.taskId,
+    taskSlug: first.taskSlug,
+    lastRunId: last.id,
+    lastStatus: last.status,
+    lastTaskId: last.taskId,
+    lastTaskSlug: last.taskSlug,
+    lastCreatedAt: last.createdAt,
+    teamIds: distinct(counted.map((r) => r.teamId)),
+    memberIds: distinct(counted.map((r) => r.memberId)),
+  })
 }
 
 /**

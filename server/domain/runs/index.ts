@@ -11,7 +11,6 @@ export {
   listExecutions,
   getBoard,
   getCounts,
-  getExecutionDetail,
   cancelExecution,
   closeExecution,
   reopenExecution,
@@ -90,6 +89,7 @@ export { onSetbacks, reportSetbacks, type Setback } from './setbacks.js'
 export { lockLanes, tryLockLanes } from './start.js'
 export { getRunDetail, getRunLog } from './views.js'
 export { forksOf, toStep } from './forks.js'
+export { getExecutionDetail, executionDetailOf, executionOfRuns } from './executions.js'
 export { type StepRow } from './journal.js'
 
 // For other concepts of the domain and tests and benches.

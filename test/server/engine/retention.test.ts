@@ -347,6 +347,53 @@ describe('finished runs (issue 46)', () => {
     // 7 to 20 s on the loaded shared machine (two llm runs): about three times the most.
   }, 60_000)
 
+  it('reads an archived execution back as it was: its runs, links and task graph, by any run id', async () => {
+    const e = await t.createEnterprise(`Execution ${randomUUID().slice(0, 6)}`)
+    const as = { token: e.token }
+    const b = await deterministicTask(t, {}, e.token)
+    const a = await deterministicTask(t, { successors: [{ slug: b.slug }] }, e.token)
+    const first = await finishedRun(e, a.id)
+    // The successor, then a retry of it: links of both kinds.
+    const succeeded = () => t.sql<{ id: string }[]>`
+      select id from runs where previous_run_id = ${first.id} and status = 'succeeded'`
+    await eventually(
+      async () => (await succeeded()).length === 1,
+      15_000,
+      'the successor succeeded',
+    )
+    const [successor] = await succeeded()
+    const retry = await t.call('POST', `/v1/runs/${successor!.id}/retry`, as)
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201)
+    await waitForRun(t, retry.body.id, ['succeeded'], 15_000, e.token)
+    const closed = await t.call('POST', `/v1/executions/${first.id}/close`, as)
+    expect(closed.status, JSON.stringify(closed.body)).toBe(200)
+    await age(e.id)
+    const read = (id: string, token = e.token) => t.call('GET', `/v1/executions/${id}`, { token })
+    const before = (await read(first.id)).body
+    expect(before.archived).toBe(false)
+    expect(before.execution).toMatchObject({ status: 'complete', closed: true, runCount: 3 })
+    expect(before.links.map((l: { kind: string }) => l.kind)).toEqual(['successor', 'retry'])
+
+    expect(totals(await pass(e.id)).runs).toBe(3)
+    expect(await rowsOf('runs', 'execution_id', [first.id])).toBe(0)
+    const list = await t.call('GET', '/v1/executions?closed=true', as)
+    expect(list.body.data.map((x: { id: string }) => x.id)).not.toContain(first.id)
+    // Any of its runs finds it, answered as before with archived: true.
+    for (const id of [first.id, successor!.id, retry.body.id]) {
+      const after = await read(id)
+      expect(after.status, JSON.stringify(after.body)).toBe(200)
+      expect({ ...after.body, archived: false }).toEqual(before)
+    }
+    // Another enterprise does not find it; an id no run had is still not found.
+    const other = await read(first.id, t.other.token)
+    expect([other.status, other.body.error]).toEqual([404, 'execution_not_found'])
+    const none = await read(randomUUID())
+    expect([none.status, none.body.error]).toEqual([404, 'execution_not_found'])
+    // It is read only: nothing of it is live to reopen or cancel.
+    const reopened = await t.call('POST', `/v1/executions/${first.id}/reopen`, as)
+    expect([reopened.status, reopened.body.error]).toEqual([404, 'execution_not_found'])
+  }, 60_000)
+
   it('waits with archived runs: a long-poll on one answers at once', async () => {
     const e = await t.createEnterprise(`Poll ${randomUUID().slice(0, 6)}`)
     const task = await deterministicTask(t, {}, e.token)
