@@ -48,6 +48,11 @@ export class RetentionLoop {
       signal: this.stopping.signal,
       duty: this.options.duty ?? backgroundDuty,
       catchUpMs: this.options.intervalSeconds * 1000,
+      onDuty: (duty) =>
+        this.log.info(
+          { duty },
+          'retention pass falling behind: it now works a larger share of the time',
+        ),
     }).catch((err: unknown) => {
       // What the other enterprises moved is logged as usual; the failure is the caller's to log.
       if (err instanceof RetentionPassError) this.logMoved(err.moved)

@@ -44,22 +44,25 @@ export interface PassOptions {
   /**
    * The share of the time the pass works, between 0 and 1 (1, flat out, unless told): after each
    * batch it rests for as long again as that share leaves. The engines' background pass works a
-   * quarter of the time (backgroundDuty): a backlog (retention turned on over months of runs) is moved
-   * over minutes instead of taking the cores from the runs while it lasts (issue 46: flat out, 100,000
-   * runs took 45% off bench:runs's done/s for 30 s). `osd admin prune` goes flat out.
+   * tenth of the time (backgroundDuty): a backlog (retention turned on over months of runs) is moved
+   * over minutes instead of taking the cores from the runs while it lasts (issue 46, bench:retention
+   * pass, 100,000 runs: flat out took 45% off bench:runs's done/s, a quarter of the time 21%, a tenth
+   * none measurable, moving 244 runs a second). `osd admin prune` goes flat out.
    */
   duty?: number
   /**
-   * With a duty below 1: each time this long passes with the pass still working, its duty doubles,
-   * up to flat out. The engines give their interval: a pass that cannot move a minute's worth at its
-   * share (runs ending faster than a quarter of the cores can move them) catches up instead of letting
-   * the tables grow without end.
+   * With a duty below 1: each time this long passes with the pass still working and its backlog of
+   * runs no smaller, its duty doubles, up to flat out. The engines give their interval: a pass that
+   * cannot keep up at its share (runs ending faster than it moves them) catches up instead of letting
+   * the tables grow without end, while a backlog it works through keeps the share asked.
    */
   catchUpMs?: number
+  /** Told each time the catch-up doubles the duty (the engine logs it). */
+  onDuty?: (duty: number) => void
 }
 
-/** The engines' background pass: a quarter of the time working, the rest resting (PassOptions.duty). */
-export const backgroundDuty = 0.25
+/** The engines' background pass: a tenth of the time working, the rest resting (PassOptions.duty). */
+export const backgroundDuty = 0.1
 
 /** What a pass moved (or, dry, would move) of one enterprise, by kind. */
 export interface Moved {
@@ -217,6 +220,18 @@ function underRetentionLock<T>(
   return transaction(sql, async (tx) =>
     (await tryLockRetention(tx, e.enterpriseId)) ? batch(tx) : undefined,
   )
+}
+
+/**
+ * How many of an enterprise's executions are past the finished-runs window by their first run (the
+ * catch-up's count: an index range, without the checks a batch makes of each).
+ */
+async function executionsLeft(sql: Sql, e: Enterprise): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from runs r
+     where r.enterprise_id = ${e.enterpriseId} and r.created_at < ${cutoffOf(sql, e.finishedRuns!)}
+       and r.id = r.execution_id and ${literalIn(sql, 'r.status', finishedStatuses)}`
+  return row!.n
 }
 
 /** Moves one batch of an enterprise's finished executions; undefined when another process has it. */
@@ -469,28 +484,53 @@ const nothing = (e: Enterprise): Moved => ({
  */
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
-  const passBegan = performance.now()
-  /** The duty now: as asked, doubled for each catchUpMs the pass has been working. */
-  const dutyNow = () => {
-    const asked = Math.min(1, Math.max(0.01, options.duty ?? 1))
+  /**
+   * The duty now: as asked, doubled for each catchUpMs the pass has been working without its backlog
+   * shrinking. Of runs, the backlog is counted (executions past their window): one left from months of
+   * runs (retention turned on late) shrinks batch by batch and keeps the duty asked, while runs ending
+   * faster than the pass moves them grow it, and the duty doubles. Of other rows, where nothing is
+   * counted, each catchUpMs doubles it.
+   */
+  let duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
+  let backlog: (() => Promise<number>) | undefined
+  let period: { began: number; left?: number } = { began: performance.now() }
+  const dutyNow = async () => {
     const periods = options.catchUpMs
-      ? Math.floor((performance.now() - passBegan) / options.catchUpMs)
+      ? Math.floor((performance.now() - period.began) / options.catchUpMs)
       : 0
-    return Math.min(1, asked * 2 ** Math.min(periods, 10))
+    if (periods > 0 && duty < 1) {
+      // Doubled unless counted and fewer than at the last count (a first count only sets the mark).
+      const left = await backlog?.()
+      if (left === undefined || (period.left !== undefined && left >= period.left)) {
+        duty = Math.min(1, duty * 2 ** Math.min(periods, 10))
+        options.onDuty?.(duty)
+      }
+      period = { began: performance.now(), left }
+    } else if (backlog && period.left === undefined && options.catchUpMs) {
+      // The first rest of a counted kind: the mark the next period's count is held to.
+      period.left = await backlog()
+    }
+    return duty
   }
   /** A batch that began at `began` is done: rests as long as the duty leaves (ends on the signal). */
-  const rest = (began: number, duty = dutyNow()) =>
-    duty >= 1 || options.signal?.aborted
-      ? undefined
-      : new Promise<void>((resolve) => {
-          const timer = setTimeout(done, ((performance.now() - began) * (1 - duty)) / duty)
-          options.signal?.addEventListener('abort', done, { once: true })
-          function done() {
-            clearTimeout(timer)
-            options.signal?.removeEventListener('abort', done)
-            resolve()
-          }
-        })
+  const rest = async (began: number) => {
+    const share = await dutyNow()
+    if (share >= 1 || options.signal?.aborted) return
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ((performance.now() - began) * (1 - share)) / share)
+      options.signal?.addEventListener('abort', done, { once: true })
+      function done() {
+        clearTimeout(timer)
+        options.signal?.removeEventListener('abort', done)
+        resolve()
+      }
+    })
+  }
+  /** The kind drained next, counted (runs) or not: the catch-up's period starts again with it. */
+  const counting = (count: (() => Promise<number>) | undefined) => {
+    backlog = count
+    period = { began: performance.now() }
+  }
   const report: Moved[] = []
   const failures: RetentionPassError['failures'] = []
   for (const e of await listRetention(sql, options.enterpriseId)) {
@@ -540,6 +580,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
       }
     }
     if (e.finishedRuns) {
+      counting(() => executionsLeft(sql, e))
       const runs = await drain(
         () => moveRuns(sql, e, options),
         batch,
@@ -548,6 +589,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           moved.executions += done.executions
         },
       )
+      counting(undefined)
       if (!runs) return
       const records = await drain(
         () => moveRecords(sql, e, options),
