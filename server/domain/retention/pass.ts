@@ -112,8 +112,8 @@ function executionDone(db: Db, execution: Fragment, cutoff: Fragment): Fragment 
 
 /** The first runs (an execution's id is its first run's) of executions that may leave. */
 function leavingExecutions(db: Db, enterpriseId: string, cutoff: Fragment): Fragment {
-  // Every run of such an execution was created before its end, so before the cut-off: the scan reads
-  // runs_enterprise_created from the oldest, and stops at the cut-off.
+  // Every run of such an execution was created before its end, so before the cut-off: a batch walks
+  // runs_enterprise_created from the oldest, up to the cut-off (moveRuns), and tests what it walked.
   return db`
     r.enterprise_id = ${enterpriseId} and r.created_at < ${cutoff} and r.id = r.execution_id
     and ${literalIn(db, 'r.status', finishedStatuses)}
@@ -235,7 +235,7 @@ async function executionsLeft(sql: Sql, e: Enterprise): Promise<number> {
 }
 
 /** Where a pass's walk over an enterprise's runs stopped: the last run it read, in index order. */
-export interface RunsWalked {
+interface RunsWalked {
   createdAt: string
   id: string
 }
