@@ -12,6 +12,7 @@ import {
   type Moved,
 } from '../../../server/domain/retention/index.js'
 import type { Engine } from '../../../server/engine/index.js'
+import { RetentionLoop } from '../../../server/engine/retention.js'
 import { Scheduler } from '../../../server/engine/scheduler.js'
 import { writeNote } from '../../../server/domain/learning/index.js'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
@@ -879,5 +880,42 @@ describe('the engine (issue 46)', () => {
       await own.stop()
     }
     expect((await detail(e, run.id)).archived).toBe(true)
+  })
+
+  it('starts each pass at the share the last one caught up to, and comes back down once it keeps up', async () => {
+    const e = await t.createEnterprise(`Carry ${randomUUID().slice(0, 6)}`)
+    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+    const ids: string[] = []
+    for (let i = 0; i < 12; i++) ids.push((await finishedRun(e, task.id)).id)
+    const comeDue = async (some: string[]) => {
+      await t.sql`
+        update runs set created_at = created_at - interval '200 days',
+                        finished_at = finished_at - interval '200 days'
+         where id = any(${some}::uuid[])`
+    }
+    // A catch-up period of 50 ms; runs come due two at a time while the first pass moves one a batch.
+    const loop = new RetentionLoop(t.sql, t.log, {
+      archiveDir,
+      intervalSeconds: 0.05,
+      batchSize: 1,
+      duty: 0.01,
+    })
+    await comeDue(ids.slice(0, 3))
+    let due = 3
+    const arriving = setInterval(() => {
+      if (due < ids.length) void comeDue(ids.slice(due, (due += 2)))
+    }, 20)
+    try {
+      await loop.runOnce()
+    } finally {
+      clearInterval(arriving)
+    }
+    expect(loop.share).toBe(1)
+    // Passes that find nothing left halve it, down to the share asked and no lower.
+    await loop.runOnce()
+    expect(loop.share).toBe(0.5)
+    for (let i = 0; i < 8; i++) await loop.runOnce()
+    expect(loop.share).toBe(0.01)
+    expect(await rowsOf('runs', 'id', ids)).toBe(0)
   })
 })
