@@ -187,6 +187,25 @@ async function archiveLines(enterpriseId: string) {
   return lines
 }
 
+/**
+ * Finished runs that come due while a pass works: the first `now` at once, then two every 20 ms.
+ * Answers the function that stops them.
+ */
+async function comingDue(ids: string[], now: number): Promise<() => void> {
+  const comeDue = async (some: string[]) => {
+    await t.sql`
+      update runs set created_at = created_at - interval '200 days',
+                      finished_at = finished_at - interval '200 days'
+       where id = any(${some}::uuid[])`
+  }
+  await comeDue(ids.slice(0, now))
+  let due = now
+  const arriving = setInterval(() => {
+    if (due < ids.length) void comeDue(ids.slice(due, (due += 2)))
+  }, 20)
+  return () => clearInterval(arriving)
+}
+
 describe('finished runs (issue 46)', () => {
   it('moves a finished execution with its events, journal, log and gates, and reads it back as before', async () => {
     const s = await gatedTenant()
@@ -563,17 +582,7 @@ describe('finished runs (issue 46)', () => {
     for (let i = 0; i < 16; i++) ids.push((await finishedRun(e, task.id)).id)
     // Four past the window at the start; while the pass works, two more come due every 20 ms (a
     // batch moves one): the backlog grows, and each catchUpMs the duty doubles.
-    const comeDue = async (some: string[]) => {
-      await t.sql`
-        update runs set created_at = created_at - interval '200 days',
-                        finished_at = finished_at - interval '200 days'
-         where id = any(${some}::uuid[])`
-    }
-    await comeDue(ids.slice(0, 4))
-    let due = 4
-    const arriving = setInterval(() => {
-      if (due < ids.length) void comeDue(ids.slice(due, (due += 2)))
-    }, 20)
+    const arrived = await comingDue(ids, 4)
     const duties: number[] = []
     try {
       const moved = await retentionPass(t.sql, {
@@ -586,7 +595,7 @@ describe('finished runs (issue 46)', () => {
       })
       expect(totals(moved).runs).toBeGreaterThanOrEqual(4)
     } finally {
-      clearInterval(arriving)
+      arrived()
     }
     // Doubled for every catchUpMs of its long rests at 1%: flat out at the first count that grew.
     expect(duties.length).toBeGreaterThan(0)
@@ -887,12 +896,6 @@ describe('the engine (issue 46)', () => {
     const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
     const ids: string[] = []
     for (let i = 0; i < 12; i++) ids.push((await finishedRun(e, task.id)).id)
-    const comeDue = async (some: string[]) => {
-      await t.sql`
-        update runs set created_at = created_at - interval '200 days',
-                        finished_at = finished_at - interval '200 days'
-         where id = any(${some}::uuid[])`
-    }
     // A catch-up period of 50 ms; runs come due two at a time while the first pass moves one a batch.
     const loop = new RetentionLoop(t.sql, t.log, {
       archiveDir,
@@ -900,15 +903,11 @@ describe('the engine (issue 46)', () => {
       batchSize: 1,
       duty: 0.01,
     })
-    await comeDue(ids.slice(0, 3))
-    let due = 3
-    const arriving = setInterval(() => {
-      if (due < ids.length) void comeDue(ids.slice(due, (due += 2)))
-    }, 20)
+    const arrived = await comingDue(ids, 3)
     try {
       await loop.runOnce()
     } finally {
-      clearInterval(arriving)
+      arrived()
     }
     expect(loop.share).toBe(1)
     // Passes that find nothing left halve it, down to the share asked and no lower.
