@@ -490,6 +490,15 @@ export class RetentionPassError extends Error {
   }
 }
 
+/** Every row a pass has moved of the enterprise so far, of any kind. */
+const movedSoFar = (m: Moved) =>
+  m.runs +
+  m.chats +
+  m.webhookDeliveries +
+  m.unauthenticatedDeliveries +
+  m.scheduleFires +
+  m.bulkOperations
+
 const nothing = (e: Enterprise): Moved => ({
   enterpriseId: e.enterpriseId,
   slug: e.slug,
@@ -522,14 +531,17 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
   let duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
   let backlog: (() => Promise<number>) | undefined
   let period: { began: number; left?: number } = { began: performance.now() }
-  const dutyNow = async () => {
+  const dutyNow = async (moving: boolean) => {
     const periods = options.catchUpMs
       ? Math.floor((performance.now() - period.began) / options.catchUpMs)
       : 0
     if (periods > 0 && duty < 1) {
-      // Doubled unless counted and fewer than at the last count (a first count only sets the mark).
+      // Doubled when the count grew since the last (a first count only sets the mark); of a kind not
+      // counted, when its last batch moved rows. Rows that cannot move (a run at a gate for months)
+      // neither count as growing nor as moving: walking past them is no reason to work harder.
       const left = await backlog?.()
-      if (left === undefined || (period.left !== undefined && left >= period.left)) {
+      const behind = left === undefined ? moving : period.left !== undefined && left > period.left
+      if (behind) {
         duty = Math.min(1, duty * 2 ** Math.min(periods, 10))
         options.onDuty?.(duty)
       }
@@ -540,9 +552,12 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
     }
     return duty
   }
-  /** A batch that began at `began` is done: rests as long as the duty leaves (ends on the signal). */
-  const rest = async (began: number) => {
-    const share = await dutyNow()
+  /**
+   * A batch that began at `began` is done (and moved rows, or not): rests as long as the duty leaves
+   * (ends on the signal).
+   */
+  const rest = async (began: number, moving: boolean) => {
+    const share = await dutyNow(moving)
     if (share >= 1 || options.signal?.aborted) return
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, ((performance.now() - began) * (1 - share)) / share)
@@ -568,17 +583,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
     } catch (error) {
       failures.push({ enterpriseId: e.enterpriseId, slug: e.slug, error })
     }
-    if (
-      moved.busy ||
-      moved.runs +
-        moved.chats +
-        moved.webhookDeliveries +
-        moved.unauthenticatedDeliveries +
-        moved.scheduleFires +
-        moved.bulkOperations >
-        0
-    )
-      report.push(moved)
+    if (moved.busy || movedSoFar(moved) > 0) report.push(moved)
   }
   if (failures.length > 0) throw new RetentionPassError(report, failures)
   return report
@@ -602,9 +607,10 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           moved.busy = true
           return false
         }
+        const before = movedSoFar(moved)
         count(done)
         if (done.candidates < full) return true
-        await rest(began)
+        await rest(began, movedSoFar(moved) > before)
       }
     }
     if (e.finishedRuns) {
