@@ -20,8 +20,8 @@ export interface RetentionOptions {
 
 /**
  * How often a pass that works counts what is left to move, and doubles its share of the time if that
- * has not fallen (at most; the interval when it is shorter): runs ending faster than the pass moves
- * them are caught up with in a minute, not over several.
+ * grew (at most; the interval when it is shorter): runs ending faster than the pass moves them are
+ * caught up with in a minute, not over several.
  */
 const catchUpSeconds = 15
 

@@ -52,9 +52,10 @@ export interface PassOptions {
   duty?: number
   /**
    * With a duty below 1: each time this long passes with the pass still working and its backlog of
-   * runs no smaller, its duty doubles, up to flat out. The engines give their interval: a pass that
-   * cannot keep up at its share (runs ending faster than it moves them) catches up instead of letting
-   * the tables grow without end, while a backlog it works through keeps the share asked.
+   * runs grown (or, of other rows, its batches still moving some), its duty doubles, up to flat out.
+   * The engines give 15 s at most: a pass that cannot keep up at its share (runs ending faster than it
+   * moves them) catches up instead of letting the tables grow without end, while a backlog it works
+   * through keeps the share asked.
    */
   catchUpMs?: number
   /** Told each time the catch-up doubles the duty (the engine logs it). */
@@ -522,11 +523,11 @@ const nothing = (e: Enterprise): Moved => ({
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
   /**
-   * The duty now: as asked, doubled for each catchUpMs the pass has been working without its backlog
-   * shrinking. Of runs, the backlog is counted (executions past their window): one left from months of
-   * runs (retention turned on late) shrinks batch by batch and keeps the duty asked, while runs ending
+   * The duty now: as asked, doubled for each catchUpMs the pass has been working while its backlog
+   * grew. Of runs, the backlog is counted (executions past their window): one left from months of runs
+   * (retention turned on late) shrinks batch by batch and keeps the duty asked, while runs ending
    * faster than the pass moves them grow it, and the duty doubles. Of other rows, where nothing is
-   * counted, each catchUpMs doubles it.
+   * counted, each catchUpMs in which its batches still moved rows doubles it.
    */
   let duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
   let backlog: (() => Promise<number>) | undefined
