@@ -2,6 +2,7 @@ import { finishedStatuses } from '../../../shared/values.js'
 import { tryLockRetention } from '../../db/locks.js'
 import { literalIn, transaction, type Db, type Fragment, type Sql, type Tx } from '../../db/sql.js'
 import { appendMembers, archiveFile, memberTargetBytes } from './files.js'
+import { Pace } from './pace.js'
 import { listRetention } from './settings.js'
 
 // The retention pass (issue 46; DESIGN 15): what is past its enterprise's window leaves the live
@@ -58,7 +59,7 @@ export interface PassOptions {
    * through keeps the share asked.
    */
   catchUpMs?: number
-  /** Told each time the catch-up doubles the duty (the engine logs it). */
+  /** Told each time the catch-up doubles the duty (the engine logs it; pace.ts). */
   onDuty?: (duty: number) => void
 }
 
@@ -522,59 +523,7 @@ const nothing = (e: Enterprise): Moved => ({
  */
 export async function retentionPass(sql: Sql, options: PassOptions): Promise<Moved[]> {
   const batch = options.batchSize ?? defaultBatchSize
-  /**
-   * The duty now: as asked, doubled for each catchUpMs the pass has been working while its backlog
-   * grew. Of runs, the backlog is counted (executions past their window): one left from months of runs
-   * (retention turned on late) shrinks batch by batch and keeps the duty asked, while runs ending
-   * faster than the pass moves them grow it, and the duty doubles. Of other rows, where nothing is
-   * counted, each catchUpMs in which its batches still moved rows doubles it.
-   */
-  let duty = Math.min(1, Math.max(0.01, options.duty ?? 1))
-  let backlog: (() => Promise<number>) | undefined
-  let period: { began: number; left?: number } = { began: performance.now() }
-  const dutyNow = async (moving: boolean) => {
-    const periods = options.catchUpMs
-      ? Math.floor((performance.now() - period.began) / options.catchUpMs)
-      : 0
-    if (periods > 0 && duty < 1) {
-      // Doubled when the count grew since the last (a first count only sets the mark); of a kind not
-      // counted, when its last batch moved rows. Rows that cannot move (a run at a gate for months)
-      // neither count as growing nor as moving: walking past them is no reason to work harder.
-      const left = await backlog?.()
-      const behind = left === undefined ? moving : period.left !== undefined && left > period.left
-      if (behind) {
-        duty = Math.min(1, duty * 2 ** Math.min(periods, 10))
-        options.onDuty?.(duty)
-      }
-      period = { began: performance.now(), left }
-    } else if (backlog && period.left === undefined && options.catchUpMs) {
-      // The first rest of a counted kind: the mark the next period's count is held to.
-      period.left = await backlog()
-    }
-    return duty
-  }
-  /**
-   * A batch that began at `began` is done (and moved rows, or not): rests as long as the duty leaves
-   * (ends on the signal).
-   */
-  const rest = async (began: number, moving: boolean) => {
-    const share = await dutyNow(moving)
-    if (share >= 1 || options.signal?.aborted) return
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ((performance.now() - began) * (1 - share)) / share)
-      options.signal?.addEventListener('abort', done, { once: true })
-      function done() {
-        clearTimeout(timer)
-        options.signal?.removeEventListener('abort', done)
-        resolve()
-      }
-    })
-  }
-  /** The kind drained next, counted (runs) or not: the catch-up's period starts again with it. */
-  const counting = (count: (() => Promise<number>) | undefined) => {
-    backlog = count
-    period = { began: performance.now() }
-  }
+  const pace = new Pace(options)
   const report: Moved[] = []
   const failures: RetentionPassError['failures'] = []
   for (const e of await listRetention(sql, options.enterpriseId)) {
@@ -611,11 +560,11 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
         const before = movedSoFar(moved)
         count(done)
         if (done.candidates < full) return true
-        await rest(began, movedSoFar(moved) > before)
+        await pace.rest(began, movedSoFar(moved) > before)
       }
     }
     if (e.finishedRuns) {
-      counting(() => executionsLeft(sql, e))
+      pace.counting(() => executionsLeft(sql, e))
       let walked: RunsWalked | undefined
       const runs = await drain(
         async () => {
@@ -629,7 +578,7 @@ export async function retentionPass(sql: Sql, options: PassOptions): Promise<Mov
           moved.executions += done.executions
         },
       )
-      counting(undefined)
+      pace.counting(undefined)
       if (!runs) return
       const records = await drain(
         () => moveRecords(sql, e, options),

@@ -188,8 +188,9 @@ async function archiveLines(enterpriseId: string) {
 }
 
 /**
- * Finished runs that come due while a pass works: the first `now` at once, then two every 250 ms, so
- * that most come after the pass first counts what is left. Answers the function that stops them.
+ * Finished runs that come due while a pass works: the first `now` at once; then, once the pass has
+ * moved one of those (and counted what was left), two more every 250 ms, during its rest. Answers
+ * the function that stops them.
  */
 async function comingDue(ids: string[], now: number): Promise<() => void> {
   const comeDue = async (some: string[]) => {
@@ -200,8 +201,10 @@ async function comingDue(ids: string[], now: number): Promise<() => void> {
   }
   await comeDue(ids.slice(0, now))
   let due = now
-  const arriving = setInterval(() => {
-    if (due < ids.length) void comeDue(ids.slice(due, (due += 2)))
+  let started = false
+  const arriving = setInterval(async () => {
+    started ||= (await rowsOf('runs', 'id', ids.slice(0, now))) < now
+    if (started && due < ids.length) await comeDue(ids.slice(due, (due += 2)))
   }, 250)
   return () => clearInterval(arriving)
 }
