@@ -2,13 +2,26 @@
 // resting between batches, and how that share grows when the pass falls behind.
 
 export interface PaceOptions {
-  /** The share of the time the pass works, between 0 and 1 (PassOptions.duty). */
+  /**
+   * The share of the time the pass works, between 0 and 1 (1, flat out, unless told): after each
+   * batch it rests for as long again as that share leaves. The engines' background pass works a
+   * tenth of the time (backgroundDuty): a backlog (retention turned on over months of runs) is moved
+   * over minutes instead of taking the cores from the runs while it lasts (issue 46, bench:retention
+   * pass, 100,000 runs: flat out took 45% off bench:runs's done/s, a quarter of the time 21%, a tenth
+   * none measurable, moving 244 runs a second). `osd admin prune` goes flat out.
+   */
   duty?: number
-  /** How often a pass still working may double its share (PassOptions.catchUpMs). */
+  /**
+   * With a duty below 1: each time this long passes with the pass still working and its backlog of
+   * runs grown (or, of other rows, its batches still moving some), its duty doubles, up to flat out.
+   * The engines give 15 s at most: a pass that cannot keep up at its share (runs ending faster than it
+   * moves them) catches up instead of letting the tables grow without end, while a backlog it works
+   * through keeps the share asked.
+   */
   catchUpMs?: number
-  /** Ends a rest at once. */
+  /** Stops the pass between batches, and a rest at once, once aborted (the engine stopping). */
   signal?: AbortSignal
-  /** Told each time the share doubles. */
+  /** Told each time the catch-up doubles the duty (the engine logs it). */
   onDuty?: (duty: number) => void
 }
 

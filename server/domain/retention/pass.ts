@@ -2,7 +2,7 @@ import { finishedStatuses } from '../../../shared/values.js'
 import { tryLockRetention } from '../../db/locks.js'
 import { literalIn, transaction, type Db, type Fragment, type Sql, type Tx } from '../../db/sql.js'
 import { appendMembers, archiveFile, memberTargetBytes } from './files.js'
-import { Pace } from './pace.js'
+import { Pace, type PaceOptions } from './pace.js'
 import { listRetention } from './settings.js'
 
 // The retention pass (issue 46; DESIGN 15): what is past its enterprise's window leaves the live
@@ -34,33 +34,13 @@ export const defaultBatchSize = 500
 /** What a call that never authenticated left is kept this long, whatever the enterprise's setting. */
 export const unauthenticatedWindow = 'P3D'
 
-export interface PassOptions {
+/** A pass: what it moves, and its pace (pace.ts: duty, catchUpMs, signal, onDuty). */
+export interface PassOptions extends PaceOptions {
   /** OSD_ARCHIVE_DIR: where the archive files are written. */
   archiveDir: string
   /** Only this enterprise (osd admin prune --enterprise). */
   enterpriseId?: string
   batchSize?: number
-  /** Stops between batches once aborted (the engine stopping). */
-  signal?: AbortSignal
-  /**
-   * The share of the time the pass works, between 0 and 1 (1, flat out, unless told): after each
-   * batch it rests for as long again as that share leaves. The engines' background pass works a
-   * tenth of the time (backgroundDuty): a backlog (retention turned on over months of runs) is moved
-   * over minutes instead of taking the cores from the runs while it lasts (issue 46, bench:retention
-   * pass, 100,000 runs: flat out took 45% off bench:runs's done/s, a quarter of the time 21%, a tenth
-   * none measurable, moving 244 runs a second). `osd admin prune` goes flat out.
-   */
-  duty?: number
-  /**
-   * With a duty below 1: each time this long passes with the pass still working and its backlog of
-   * runs grown (or, of other rows, its batches still moving some), its duty doubles, up to flat out.
-   * The engines give 15 s at most: a pass that cannot keep up at its share (runs ending faster than it
-   * moves them) catches up instead of letting the tables grow without end, while a backlog it works
-   * through keeps the share asked.
-   */
-  catchUpMs?: number
-  /** Told each time the catch-up doubles the duty (the engine logs it; pace.ts). */
-  onDuty?: (duty: number) => void
 }
 
 /** The engines' background pass: a tenth of the time working, the rest resting (PassOptions.duty). */
