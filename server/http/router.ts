@@ -345,14 +345,14 @@ function shapeOf(schema: unknown): z.ZodRawShape | undefined {
  */
 export function addFrameworkAnswer(responses: Responses, status: 401 | 500, description: string) {
   const declared = responses[status]
-  const codes = declared?.content?.['application/json']?.schema
-  const schema = codes ? z.union([FrameworkErrorBody, codes as z.ZodType]) : FrameworkErrorBody
-  if (codes) codesOf.set(schema, codesOf.get(codes) ?? [])
-  framework.set(schema, description)
-  responses[status] = {
+  const codes = declared?.content?.['application/json']?.schema as z.ZodType | undefined
+  const schema = codes ? frameworkOr(codes) : FrameworkErrorBody
+  const entry = {
     description: declared ? `${description}; or ${declared.description}` : description,
     content: { 'application/json': { schema } },
   }
+  framework.set(entry, description)
+  responses[status] = entry
 }
 
 /** Answers that tell the caller when to try again. */
@@ -378,22 +378,50 @@ export function addErrorCodes(responses: Responses, codes: Iterable<ErrorCode>):
     byStatus.set(status, set.add(code))
   }
   for (const [status, set] of byStatus) {
-    const declared = responses[status]?.content?.['application/json']?.schema
-    const list = [...set].sort() as [string, ...string[]]
-    const schema = ErrorBody.and(z.object({ error: z.enum(list) }))
-    codesOf.set(schema, list)
+    const before = responses[status]
+    const schema = errorBodyOf([...set].sort())
+    const list = codesOf.get(schema)!
     responses[status] = {
       description: `error: ${list.join(', ')}`,
       content: { 'application/json': { schema } },
       ...(status === 429 || status === 503 ? { headers: retryAfter } : {}),
     }
     // A framework refusal declared at this status before stays declared.
-    const refusal = declared ? framework.get(declared) : undefined
+    const refusal = before ? framework.get(before) : undefined
     if (refusal) addFrameworkAnswer(responses, status as 401 | 500, refusal)
   }
 }
 
 /** The codes an error answer's schema lists, to add more to it. */
 const codesOf = new WeakMap<object, string[]>()
+
+// One schema per list of codes, and one union per schema, for every route and app of the process: many
+// routes answer the same codes, and making these zod schemas anew for each was a third of making an
+// app (osd's start, and every app the suite makes; issue 40).
+const errorBodies = new Map<string, z.ZodType>()
+const frameworkUnions = new WeakMap<z.ZodType, z.ZodType>()
+
+/** The first error shape whose `error` is one of `codes` (sorted). */
+function errorBodyOf(codes: string[]): z.ZodType {
+  const key = codes.join(' ')
+  let schema = errorBodies.get(key)
+  if (!schema) {
+    schema = ErrorBody.and(z.object({ error: z.enum(codes as [string, ...string[]]) }))
+    codesOf.set(schema, codes)
+    errorBodies.set(key, schema)
+  }
+  return schema
+}
+
+/** The second error shape, or the first with these codes. */
+function frameworkOr(codes: z.ZodType): z.ZodType {
+  let schema = frameworkUnions.get(codes)
+  if (!schema) {
+    schema = z.union([FrameworkErrorBody, codes])
+    codesOf.set(schema, codesOf.get(codes) ?? [])
+    frameworkUnions.set(codes, schema)
+  }
+  return schema
+}
 /** Answers that include a framework refusal, with its description. */
-const framework = new WeakMap<object, string>()
+const framework = new WeakMap<ResponseEntry, string>()
