@@ -21,13 +21,9 @@ const UserCode = z
 export const ConsentRequestInput = z
   .object({
     appName: z.string().trim().min(1).max(200).meta({ description: 'shown to the approver' }),
-    scopes: z
-      .array(SpecScope)
-      .min(1)
-      .max(allScopes.length)
-      .meta({
-        description: 'scopes of the spec the app asks for (resource:read or resource:write)',
-      }),
+    scopes: z.array(SpecScope).min(1).max(allScopes.length).meta({
+      description: 'scopes of the spec the app asks for (resource:read or resource:write)',
+    }),
   })
   .meta({ id: 'ConsentRequestInput' })
 
