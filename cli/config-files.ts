@@ -2,7 +2,7 @@ import { readdir, readFile, mkdir, rm, stat, writeFile } from 'node:fs/promises'
 import { dirname, join, relative, sep } from 'node:path'
 import YAML from 'yaml'
 import type { ConfigDocument } from '../shared/schemas/config.js'
-import { UsageError } from './errors.js'
+import { CliError, UsageError } from './errors.js'
 
 // The files of `osctl config export`, `osctl diff -f` and `osctl apply -f` (issue 48): one YAML
 // document per object, one file per object, in a layout and a formatting that never depend on when
@@ -93,7 +93,12 @@ function isOsdFile(text: string): boolean {
  */
 export async function writeExport(dir: string, documents: ConfigDocument[]): Promise<string[]> {
   const paths = filesOf(documents)
-  await mkdir(dir, { recursive: true })
+  await mkdir(dir, { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+    // EEXIST: `dir` is a file; ENOTDIR: one of its parents is.
+    if (err.code === 'EEXIST' || err.code === 'ENOTDIR')
+      throw new UsageError(`cannot export to ${dir}: it is not a directory`)
+    throw new CliError(`cannot export to ${dir}: ${err.code ?? err.message}`)
+  })
   const before = await yamlFiles(dir)
   const written = new Set(paths)
   for (const path of before) {
@@ -147,7 +152,15 @@ export async function readDocuments(
           `${file.name}${line ? `:${line}` : ''}: not YAML: ${error.message.split('\n')[0]}`,
         )
       }
-      const value = doc.toJS()
+      // Parsed, but values yaml refuses to make: an alias expanded too often (a "billion laughs"), say.
+      let value: unknown
+      try {
+        value = doc.toJS()
+      } catch (err) {
+        throw new UsageError(
+          `${file.name}: YAML osctl cannot read: ${(err as Error).message.split('\n')[0]}`,
+        )
+      }
       if (value === null || value === undefined) continue
       out.documents.push(value)
       out.sources.push(docs.length > 1 ? `${file.name} (document ${n + 1})` : file.name)

@@ -49,22 +49,31 @@ export async function configExport(deps: Deps, dir: string): Promise<void> {
 }
 
 export async function diff(deps: Deps, opts: { file: string; prune?: boolean }): Promise<void> {
-  let plan: ConfigPlan
+  let changes: number
   try {
-    const { body, sources } = await bodyOf(deps, opts.file, { prune: opts.prune ?? false })
-    plan = await deps
-      .client()
-      .post<ConfigPlan>('/config/plan', body)
-      .catch((err: unknown) => {
-        throw withSource(err, sources)
-      })
+    changes = await showDiff(deps, opts)
   } catch (err) {
-    // kubectl's shape: 1 means "something would change", so an error that would exit 1 exits 3, the
-    // code of the other failures that are not osctl's usage or credentials (osd out of reach).
-    if (err instanceof CliError && err.exitCode === exitCodes.failed)
+    // kubectl's shape: 1 means "something would change", so no failure may exit 1. One that would
+    // exits 3, the code of the failures that are not osctl's usage or credentials (osd out of reach);
+    // so does one that is not osctl's own (a bug), said as report() says those, with where it was.
+    if (!(err instanceof CliError))
+      throw new CliError((err as Error)?.stack ?? String(err), exitCodes.unreachable)
+    if (err.exitCode === exitCodes.failed)
       Object.defineProperty(err, 'exitCode', { value: exitCodes.unreachable })
     throw err
   }
+  if (changes > 0) throw afterAnswer('', exitCodes.failed)
+}
+
+/** Plans the documents and prints the diff of each object that would change: answers how many. */
+async function showDiff(deps: Deps, opts: { file: string; prune?: boolean }): Promise<number> {
+  const { body, sources } = await bodyOf(deps, opts.file, { prune: opts.prune ?? false })
+  const plan = await deps
+    .client()
+    .post<ConfigPlan>('/config/plan', body)
+    .catch((err: unknown) => {
+      throw withSource(err, sources)
+    })
   const changes = plan.changes.filter((c) => c.action !== 'unchanged')
   if (deps.out.json) printJson(deps.out, plan)
   else
@@ -81,7 +90,7 @@ export async function diff(deps: Deps, opts: { file: string; prune?: boolean }):
         if (field.path.endsWith('(value)'))
           deps.out.write(`# ${safeText(field.path)}: ${safeText(String(field.new))}\n`)
     }
-  if (changes.length > 0) throw afterAnswer('', exitCodes.failed)
+  return changes.length
 }
 
 const verbs: Record<ConfigChange['action'], string> = {

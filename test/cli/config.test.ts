@@ -222,6 +222,52 @@ describe('an invalid document beside a valid change', () => {
     await rm(dir, { recursive: true })
   })
 
+  it('a file yaml cannot turn into values (an alias bomb): exit 2 naming the file, nothing sent', async () => {
+    const dir = await tempDir()
+    const file = join(dir, 'bomb.yaml')
+    const names = 'abcdefghi'
+    const lines = [`a: &a [${Array(9).fill(1).join(',')}]`]
+    for (let i = 1; i < names.length; i++)
+      lines.push(
+        `${names[i]}: &${names[i]} [${Array(9)
+          .fill(`*${names[i - 1]}`)
+          .join(',')}]`,
+      )
+    await writeFile(file, lines.join('\n') + '\n')
+    for (const verb of ['apply', 'diff']) {
+      const res = await osctl([verb, '-f', file], cli.env)
+      expect(res.exitCode, res.stderr).toBe(exitCodes.usage)
+      expect(res.stderr).toMatch(
+        /^error: .*bomb\.yaml: YAML osctl cannot read: Excessive alias count/,
+      )
+      expect(res.stderr).not.toContain('    at ')
+    }
+  })
+
+  it("diff turns a failure that is not osctl's own into exit 3, never 1", async () => {
+    const { diff } = await import('../../cli/commands/config.js')
+    const dir = await tempDir()
+    await writeFile(join(dir, 'team.yaml'), 'apiVersion: osd/v1\nkind: Team\n')
+    const deps = {
+      stdin: async () => '',
+      client: () => {
+        throw new TypeError('a bug')
+      },
+    } as unknown as Parameters<typeof diff>[0]
+    const err = await diff(deps, { file: dir }).catch((e: unknown) => e)
+    expect(err).toMatchObject({ exitCode: exitCodes.unreachable })
+    expect((err as Error).message).toContain('TypeError: a bug')
+  })
+
+  it('config export to a path that is a file: a clear error naming it', async () => {
+    const file = join(await tempDir(), 'not-a-dir')
+    await writeFile(file, 'x')
+    const res = await osctl(['config', 'export', file], cli.env)
+    expect(res.exitCode).toBe(exitCodes.usage)
+    expect(res.stderr).toBe(`error: cannot export to ${file}: it is not a directory\n`)
+    expect(await readFile(file, 'utf8')).toBe('x')
+  })
+
   it('bad credentials: diff exits 4, more than 1', async () => {
     const env = { ...cli.env, OSCTL_TOKEN: 'osd_not_a_token' }
     expect((await osctl(['diff', '-f', sourceDir], env)).exitCode).toBe(exitCodes.auth)
