@@ -1,6 +1,6 @@
 import type { Deps } from './deps.js'
 import { CliError, exitCodes } from './errors.js'
-import { loadJq, runJq, type JqResult } from './jq-runtime.js'
+import { runJq, type JqResult } from './jq-runtime.js'
 
 // --jq EXPR on every command that prints JSON (issue 48): the command runs as with --json, what it
 // prints on stdout is kept, and once it ends (however it ends: `osctl diff` prints its plan, then
@@ -22,10 +22,10 @@ export async function withJq(
     globals: { ...deps.globals, json: true },
     out: { ...deps.out, json: true, write: (text) => void (printed += text) },
   }
-  // jq loads (tens of ms of parsing and compiling) while the command waits on osd: started once the
-  // command has sent its first request, so that request does not wait for it.
-  const jq = new Promise<void>((resolve) => setImmediate(resolve)).then(loadJq)
-  jq.catch(() => undefined)
+  // The filter is compiled before the command runs, so that one jq refuses leaves nothing done (an
+  // apply written, a run started). Over no input jq compiles it and runs it on nothing: a filter that
+  // would fail or never end on data is not run here. The load is the one the real run uses after.
+  await checkFilter(expr)
   let failure: unknown
   try {
     await fn(jqDeps)
@@ -35,18 +35,31 @@ export async function withJq(
   if (printed.trim() !== '') {
     let result: JqResult
     try {
-      await jq
       result = await runJq(printed, expr)
     } catch (err) {
       throw new CliError(`--jq: ${(err as Error).message}`, exitCodes.failed)
     }
     if (result.stdout !== '') deps.out.write(result.stdout)
-    // As jq stops on a filter that does not compile or that fails on the data (after printing what
-    // came before, as here): a usage error, in jq's words.
-    if (result.status !== 0) {
-      const said = result.stderr.trim().split('\n')[0] || `jq exited ${result.status}`
-      throw new CliError(`--jq: ${said}`, exitCodes.usage)
-    }
+    // As jq stops on a filter that fails on the data (after printing what came before, as here): a
+    // usage error, in jq's words.
+    if (result.status !== 0) throw refusal(result)
   }
   if (failure !== undefined) throw failure
+}
+
+/** jq's refusal of the filter: a usage error, in jq's first words. */
+function refusal(result: JqResult): CliError {
+  const said = result.stderr.trim().split('\n')[0] || `jq exited ${result.status}`
+  return new CliError(`--jq: ${said}`, exitCodes.usage)
+}
+
+/** Throws jq's refusal when the filter does not compile (jq's own status for that, 3, or a usage 2). */
+async function checkFilter(expr: string): Promise<void> {
+  let result: JqResult
+  try {
+    result = await runJq('', expr)
+  } catch (err) {
+    throw new CliError(`--jq: ${(err as Error).message}`, exitCodes.failed)
+  }
+  if (result.status !== 0) throw refusal(result)
 }

@@ -363,6 +363,19 @@ describe('--jq', () => {
     expect(res.stderr).toMatch(/^error: --jq: jq: error: syntax error/)
   })
 
+  it('a filter that does not compile: exit 2 before the command does anything', async () => {
+    const file = join(await tempDir(), 'team.yaml')
+    await writeFile(
+      file,
+      'apiVersion: osd/v1\nkind: Team\nmetadata:\n  name: not-made\nspec:\n  name: Not made\n',
+    )
+    const res = await osctl(['apply', '-f', file, '--jq', '.['], cli.env)
+    expect(res).toMatchObject({ exitCode: exitCodes.usage, stdout: '' })
+    expect(res.stderr).toMatch(/^error: --jq: jq: error: syntax error, unexpected end of file/)
+    const teams: { slug: string }[] = await cli.json(['teams', 'list'])
+    expect(teams.map((t) => t.slug)).not.toContain('not-made')
+  })
+
   it('a filter that fails on the data: what jq printed first, then exit 2 with its words', async () => {
     // jq-wasm as installed printed the results before the failure and exit 0 (cli/jq-runtime.ts).
     const res = await osctl(
