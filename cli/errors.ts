@@ -25,7 +25,7 @@ export const exitCodeTable: Record<
   ok: { meaning: 'success; for `osctl diff`, nothing would change' },
   failed: {
     meaning:
-      'the API refused or failed (`error: <code>: <message> (<status>)` on stderr), or a name matched nothing; a wait: the run failed or ended otherwise, the gate was decided otherwise; `osctl diff`: something would change; `osctl health`: the daemon is degraded',
+      'the API refused or failed (`error: <code>: <message> (<status>)` on stderr), or a name matched nothing; a wait: the run failed or ended otherwise, the gate was decided otherwise or closed undecided by its run ending; `osctl diff`: something would change; `osctl health`: the daemon is degraded',
     commands: ['diff', 'runs wait', 'runs start', 'wait run', 'wait gate', 'health'],
   },
   usage: {

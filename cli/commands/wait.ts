@@ -126,6 +126,17 @@ export async function waitGate(
         ['decision', gate.decision],
       ]
       if (gate.status === 'decided') {
+        // A run that ends while it waits closes its gates with no decision (decidedBy `run
+        // cancelled`, say): nobody decided, so not even --for=decided is reached; it ended otherwise.
+        if (gate.decision === null)
+          return end(
+            deps,
+            `gate ${id}`,
+            gate,
+            fields,
+            exitCodes.failed,
+            `was closed undecided: its run ended${gate.decidedBy ? ` (${gate.decidedBy})` : ''}, not ${opts.for}`,
+          )
         const reached = opts.for === 'decided' || gate.decision === opts.for
         return end(
           deps,
@@ -133,7 +144,7 @@ export async function waitGate(
           gate,
           fields,
           reached ? exitCodes.ok : exitCodes.failed,
-          `was decided ${gate.decision ?? '(none: its run ended)'}, not ${opts.for}`,
+          `was decided ${gate.decision}, not ${opts.for}`,
         )
       }
       if (Date.now() >= deadline)
@@ -171,7 +182,7 @@ export function registerWait(program: Command, makeDeps: MakeDeps): void {
     wait
       .command('gate')
       .description(
-        'wait until a gate is decided (--for decided) or decided one way: exit 0, 1 if decided otherwise, 8 if the timeout passed first',
+        'wait until a gate is decided (--for decided) or decided one way: exit 0, 1 if decided otherwise or closed undecided by its run ending, 8 if the timeout passed first',
       )
       .argument('<id>', 'the gate id, or its first 8+ characters')
       .requiredOption('--for <decision>', `${gateTargets.join(', ')}`)

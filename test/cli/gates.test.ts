@@ -333,3 +333,23 @@ describe('osctl gates, other verbs', () => {
     }
   })
 })
+
+describe('osctl wait gate on a gate its run closed', () => {
+  it('exits 1 for --for=decided: no decision was made, the run ended', async () => {
+    model.script(key, ask, finish)
+    const { run, gate } = await runToGate('ask')
+    const cancelled = await osctl(['runs', 'cancel', run.id, '--yes'], env)
+    expect(cancelled.exitCode, cancelled.stderr).toBe(0)
+    expect(await json(['gates', 'get', gate.id])).toMatchObject({
+      status: 'decided',
+      decision: null,
+    })
+    for (const target of ['decided', 'approve']) {
+      const res = await osctl(['wait', 'gate', gate.id, `--for=${target}`, '--timeout', '5'], env)
+      expect(res.exitCode).toBe(1)
+      expect(res.stderr).toBe(
+        `error: gate ${gate.id} was closed undecided: its run ended (run cancelled), not ${target}\n`,
+      )
+    }
+  })
+})
