@@ -108,7 +108,7 @@ export const MemberSpec = z
   .meta({
     id: 'ConfigMemberSpec',
     description:
-      "An AI team member (`/v1/members`, members:write; its teams and roles too). metadata.name is the member's name.",
+      "An AI team member (`/v1/members`, members:write; its roles too, and its teams, but joining or leaving a team also needs teams:write as `/v1/teams/{id}/members` does, unless the join comes with a role of that team granted in the same change). metadata.name is the member's name.",
   })
 
 export const ScheduleSpec = z

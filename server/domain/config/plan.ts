@@ -217,12 +217,20 @@ export async function planChanges(
   return planned.sort(byIdentity)
 }
 
-/** 403 api_token_scope naming the first change whose write scope the caller lacks: nothing is applied. */
+/**
+ * 403 api_token_scope naming the first change whose write scopes the caller lacks: nothing is applied.
+ * A change needs its kind's, and those of what the API writes through another resource's routes (a
+ * member's teams), so a token does through documents what it may do through the API and no more.
+ */
 export function requireWriteScopes(caller: ConfigCaller, planned: Planned[]): void {
   for (const change of planned) {
     if (change.action === 'unchanged') continue
+    const kind = kinds[change.kind]
     const where = `${change.action} of ${change.kind} ${change.name}${change.layer ? ` on ${change.layer}` : ''}`
-    requireScope(caller, `${kinds[change.kind].resource}:write`, `The ${where}`)
+    requireScope(caller, `${kind.resource}:write`, `The ${where}`)
+    if (change.action === 'delete' || !kind.otherWrites) continue
+    for (const { field, resource } of kind.otherWrites(change.live?.spec, change.spec!))
+      requireScope(caller, `${resource}:write`, `The ${where} (${field})`)
   }
 }
 

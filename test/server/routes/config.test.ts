@@ -337,6 +337,42 @@ describe('all or nothing', () => {
     await unchangedSince(before)
   })
 
+  it("a member's teams changed by a token without teams:write: 403 naming it, nothing applied", async () => {
+    // Through the API a member joins or leaves a team by POST/DELETE /v1/teams/{id}/members, teams:write.
+    const token = await t.tokenWith(
+      allScopes.filter((s) => s !== 'teams:write'),
+      copy,
+    )
+    const before = await exported(copy.token)
+    const joins = structuredClone(documents)
+    find(joins, 'Member', 'Grace Hopper').spec.teams = ['engineering', 'operations']
+    const leaves = structuredClone(documents)
+    find(leaves, 'Member', 'Grace Hopper').spec.teams = []
+    const made = structuredClone(documents)
+    made.push({
+      apiVersion: 'osd/v1',
+      kind: 'Member',
+      metadata: { name: 'Alan Turing' },
+      spec: { teams: ['operations'] },
+    })
+    for (const docs of [joins, leaves, made]) {
+      const res = await apply(token, { documents: docs })
+      expect(res.status, res.text).toBe(403)
+      expect(res.body).toMatchObject({ error: 'api_token_scope', needed: 'teams:write' })
+      expect(res.body.message).toMatch(/of Member (Grace Hopper|Alan Turing) \(spec\.teams\)/)
+      await unchangedSince(before)
+    }
+    // A team role granted puts its holder on the team, as POST /v1/members/{id}/roles does with
+    // members:write alone: that join needs no more.
+    const granted = structuredClone(documents)
+    Object.assign(find(granted, 'Member', 'Grace Hopper').spec, {
+      teams: ['engineering', 'operations'],
+      roles: ['engineering/reviewer', 'writer'],
+    })
+    const res = await apply(token, { documents: granted, dryRun: true })
+    expect(res.status, res.text).toBe(200)
+  })
+
   it('an enterprise tool connection changed by a token: 403 ceo_bind_only, nothing applied', async () => {
     const before = await exported(copy.token)
     const docs = withValidChange()

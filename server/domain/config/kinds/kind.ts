@@ -26,6 +26,15 @@ export interface Kind {
    * give filled, its references checked against what will exist (DocumentError otherwise).
    */
   desire(doc: Parsed, world: World, ctx: DesireContext): Record<string, unknown>
+  /**
+   * What a create or update writes through another resource's routes in the API, so that it needs that
+   * resource's write scope too: each with the field it comes from (a member's teams: POST and DELETE
+   * /v1/teams/{id}/members, teams:write). `from` is the spec as it is, undefined for a create.
+   */
+  otherWrites?(
+    from: Record<string, unknown> | undefined,
+    to: Record<string, unknown>,
+  ): { field: string; resource: Resource }[]
   create?(w: Writer, doc: Parsed, spec: Record<string, unknown>): Promise<void>
   update?(w: Writer, live: Live, spec: Record<string, unknown>, fields: Set<string>): Promise<void>
   remove?(w: Writer, live: Live): Promise<void>

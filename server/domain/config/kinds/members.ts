@@ -17,7 +17,8 @@ import type { DesireContext, Kind } from './kind.js'
 import { splitRole } from './roles.js'
 
 // AI team members (/v1/members, members:write), named by their name. A member's teams and roles are
-// written with it, as POST /v1/members/{id}/roles does. Its address is left out of its document while
+// written with it, as POST /v1/members/{id}/roles does; joining or leaving a team also needs
+// teams:write, as the team's own routes do (otherWrites). Its address is left out of its document while
 // it is the one osd made from the name.
 
 /** The address createMember makes from a name (spec: Other records). */
@@ -109,6 +110,17 @@ export const membersKind: Kind = {
       (doc.spec.email as string | undefined) ?? derivedEmail(doc.name, ctx)
     ).toLowerCase()
     return { ...doc.spec, email, teams, roles }
+  },
+  otherWrites(from, to) {
+    const [hadTeams, hadRoles] = [(from?.teams ?? []) as string[], (from?.roles ?? []) as string[]]
+    const [teams, roles] = [to.teams as string[], to.roles as string[]]
+    // A team role granted puts its holder on the team, as POST /v1/members/{id}/roles does with
+    // members:write alone: that join is the role's. Any other join, and every leave, is a team's
+    // route (POST and DELETE /v1/teams/{id}/members, teams:write).
+    const byRole = new Set(roles.filter((r) => !hadRoles.includes(r)).map((r) => splitRole(r).team))
+    const joins = teams.filter((t) => !hadTeams.includes(t) && !byRole.has(t))
+    const leaves = hadTeams.filter((t) => !teams.includes(t))
+    return joins.length > 0 || leaves.length > 0 ? [{ field: 'spec.teams', resource: 'teams' }] : []
   },
   async create(w, doc, spec) {
     const member = await createMember(
