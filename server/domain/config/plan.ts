@@ -254,5 +254,76 @@ export function namedError(change: Planned, err: unknown): unknown {
   return new ApiError(err.code, `${where}: ${err.message}`, {
     ...err.extra,
     document: { index: change.index, kind: change.kind, name: change.name, layer: change.layer },
+    // As a schema fault names it (`spec.gates`), in place of the API body's own name (`url`); none
+    // when no one field is known.
+    field: fieldOf(change, err),
   })
+}
+
+/** The check of a definition that each issue code comes from: the field it asks to change. */
+const issueFields: Record<string, string> = {
+  gate_summary_tool_required: 'spec.tools',
+  deterministic_with_tools: 'spec.tools',
+  successor_when_unknown: 'spec.successors',
+  successor_cap_invalid: 'spec.successors',
+  successor_delay_invalid: 'spec.successors',
+  unconditional_loop: 'spec.successors',
+}
+
+/** The API body's names of a task's fields that a document names otherwise. */
+const taskBodyFields: Record<string, string> = { teamId: 'team' }
+
+/**
+ * The field of its document a refusal of the domain comes from (issue 48: "400 naming the document and
+ * the field"), for the codes whose field is known. The others come from no field of the document: a
+ * conflict with the state at the time (task_version_conflict, task_busy, team_last, team_has_tasks,
+ * config_prune_refused), a record gone while the apply ran (team_not_found and the other not found:
+ * desire() has checked every name against what will exist), or a fault that names its own field
+ * already (config_document_invalid, config_secret_missing: DocumentError).
+ */
+function fieldOf(change: Planned, err: ApiError): string | undefined {
+  const extra = err.extra ?? {}
+  switch (err.code) {
+    case 'url_not_allowed':
+      // The egress check names the body's field: url, sites or startPage, a document's spec.* alike.
+      return typeof extra.field === 'string' ? `spec.${extra.field}` : undefined
+    case 'gate_required_for_tool':
+      return 'spec.gates'
+    case 'invalid_task_definition': {
+      // The first error among the checks' issues, as its message says it first.
+      const issues = (extra.issues ?? []) as { severity: string; code: string }[]
+      const first = issues.find((i) => i.severity === 'error')
+      return first && issueFields[first.code]
+    }
+    case 'skillMd_required':
+      return 'spec.skillMd'
+    case 'serialize_on_invalid':
+      return 'spec.serializeOn'
+    case 'llm_model_not_in_catalogue':
+      return change.kind === 'Task' ? 'spec.spend' : undefined
+    case 'task_definition_read_only': {
+      const [first] = (extra.fields ?? []) as string[]
+      return first && `spec.${taskBodyFields[first] ?? first}`
+    }
+    case 'invalid_name':
+    case 'invalid_slug':
+    case 'task_slug_taken':
+    case 'team_slug_taken':
+    case 'role_slug_taken':
+    case 'role_builtin':
+    case 'os_task_immutable':
+    case 'tool_namespace_reserved':
+    case 'tool_connection_shadows_enterprise':
+      return 'metadata.name'
+    case 'member_email_taken':
+      // The address the document gives, else the one osd makes from the name.
+      return change.parsed?.spec.email !== undefined ? 'spec.email' : 'metadata.name'
+    case 'role_team_mismatch':
+      return change.kind === 'Member' ? 'spec.roles' : 'spec.assigneeRole'
+    case 'ceo_bind_only':
+      // On the enterprise the connection itself is the chief executive's; elsewhere its mustGate list.
+      return change.layer === null ? 'metadata.layer' : 'spec.mustGate'
+    default:
+      return undefined
+  }
 }

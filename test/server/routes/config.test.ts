@@ -319,6 +319,8 @@ describe('all or nothing', () => {
     expect(res.body.error).toMatch(/gate_required_for_tool|invalid_task_definition/)
     expect(res.body.message).toContain('Task weekly-report')
     expect(res.body.document).toMatchObject({ kind: 'Task', name: 'weekly-report' })
+    // The field, as a schema fault names it: what the refusal asks to change.
+    expect(res.body.field).toBe('spec.gates')
     await unchangedSince(before)
   })
 
@@ -393,6 +395,10 @@ describe('all or nothing', () => {
     const res = await apply(ceo.session, { documents: docs })
     expect(res.status, res.text).toBe(400)
     expect(res.body.error).toBe('url_not_allowed')
+    expect(res.body).toMatchObject({
+      document: { kind: 'ToolConnection', name: 'docs', layer: 'team/engineering' },
+      field: 'spec.url',
+    })
     await unchangedSince(before)
   })
 
