@@ -28,7 +28,7 @@ export const SecretRef = z
   )
   .meta({
     description:
-      '`env:NAME`: osctl reads the variable NAME of its environment when it applies the documents and sends its value with them; the value is never written to a file and never answered. An export names the variable the object was last applied with (else OSD_TOOL_<...>_TOKEN, OSD_MODEL_KEY_<...>).',
+      '`env:NAME`: osctl reads the variable NAME of its environment when it applies the documents and sends its value with them; the value is never written to a file and never answered. An export names the variable the object was last applied with (else OSD_TOOL_<...>_TOKEN, OSD_MODEL_KEY_<...>, with a suffix of its own where two objects would share one: one variable never names two secrets of an export).',
     example: 'env:GITHUB_TOKEN',
   })
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import { cleanSlug, maxSlugLength } from '../../../shared/slug.js'
 import type { ConfigKind } from '../../../shared/schemas/config.js'
@@ -38,6 +39,8 @@ export interface Live {
   secret?: (candidate: string) => Promise<boolean>
   /** What a change of it is guarded with: a task's current version (409 task_version_conflict). */
   revision?: string
+  /** Its spec.tokenFrom is a name derivedEnvName made up (no apply recorded one): uniqueSecretNames. */
+  derivedSecret?: boolean
 }
 
 /**
@@ -208,6 +211,37 @@ export function derivedEnvName(
     .toUpperCase()
     .replace(/[^A-Z0-9]+/g, '_')
     .replace(/^_+|_+$/g, '')}`
+}
+
+/**
+ * Makes each derived secret variable that another object also names unique, by a suffix of its own
+ * (`_` and six hex digits): derivedEnvName folds case and punctuation, so gh-api and gh_api on one
+ * team, or team_engineering_crm on the enterprise and crm on team engineering, meet on one name, and
+ * applying the export would give both connections one value: one tool server's token sent to another.
+ * Every object on a shared derived name gets the suffix and none keeps the bare name, so a variable
+ * set for it before matches none of them rather than the wrong one; names that meet no other stay as
+ * they were (exports unchanged). The suffix is a hash of the object's identity: the same at every
+ * export. A name an apply recorded stays even when shared: the user wrote it so.
+ */
+export function uniqueSecretNames(live: Live[]): void {
+  const count = new Map<string, number>()
+  for (const { spec } of live)
+    if (typeof spec.tokenFrom === 'string')
+      count.set(spec.tokenFrom, (count.get(spec.tokenFrom) ?? 0) + 1)
+  const taken = new Set(count.keys())
+  for (const object of live) {
+    const name = object.spec.tokenFrom as string
+    if (!object.derivedSecret || count.get(name) === 1) continue
+    const digest = createHash('sha256')
+      .update(`${object.kind}\0${object.layer ?? ''}\0${object.name}`)
+      .digest('hex')
+      .toUpperCase()
+    let unique = `${name}_${digest.slice(0, 6)}`
+    for (let length = 8; taken.has(unique); length += 2)
+      unique = `${name}_${digest.slice(0, length)}`
+    taken.add(unique)
+    object.spec.tokenFrom = unique
+  }
 }
 
 /** 403 api_token_scope naming the scope, unless the caller holds it. */

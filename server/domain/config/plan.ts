@@ -23,6 +23,7 @@ import {
   type Parsed,
   type Refs,
   type World,
+  uniqueSecretNames,
 } from './model.js'
 import { readSnapshot, refsOf, type Snapshot } from './snapshot.js'
 
@@ -76,6 +77,7 @@ export async function readState(db: Db, ctx: ConfigContext): Promise<State> {
   const live = configKinds
     .flatMap((kind) => kinds[kind].read(snapshot, refs, db, ctx))
     .sort(byIdentity)
+  uniqueSecretNames(live)
   const desire: DesireContext = {
     enterpriseSlug: snapshot.enterprise.slug,
     mailDomain: ctx.mailDomain,

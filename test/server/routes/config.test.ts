@@ -526,6 +526,60 @@ describe('secrets', () => {
     expect(t.sealer.open(row!.tokenCiphertext, sealedColumns.toolToken, row!.id)).toBe('rotated')
   }, 120_000)
 
+  it('an export never names one variable for two connections whose derived names meet', async () => {
+    // gh-api and gh_api on one team, team_engineering_crm on the enterprise and crm on team
+    // engineering: each pair derives one OSD_TOOL_..._TOKEN, so an apply would give both one token.
+    const pair = await t.createEnterprise(`Pair ${randomUUID().slice(0, 8)}`)
+    const ceo = await signIn(t, 'owner', pair)
+    const team = await t.call('POST', '/v1/teams', {
+      token: pair.token,
+      body: { name: 'Engineering' },
+    })
+    expect(team.status, team.text).toBe(201)
+    const connect = async (name: string, token: string, at: Record<string, unknown>) => {
+      const res = await t.call('POST', '/v1/tools/bindings', {
+        token: ceo.session,
+        body: { name, url: `https://${name.replace(/_/g, '-')}.example/mcp`, token, ...at },
+      })
+      expect(res.status, res.text).toBe(201)
+    }
+    const onTeam = { layer: 'team', layerId: team.body.id }
+    await connect('gh-api', 'token-1', onTeam)
+    await connect('gh_api', 'token-2', onTeam)
+    await connect('team_engineering_crm', 'token-3', { layer: 'enterprise' })
+    await connect('crm', 'token-4', onTeam)
+    await connect('docs', 'token-5', onTeam)
+
+    const { documents } = await exported(pair.token)
+    const tools = documents.filter((d) => d.kind === 'ToolConnection')
+    const names = tools.map((d) => d.spec.tokenFrom as string)
+    expect(new Set(names).size).toBe(names.length)
+    for (const name of names.filter((n) => !n.endsWith('_DOCS_TOKEN')))
+      expect(name).toMatch(/^env:OSD_TOOL_TEAM_ENGINEERING_(GH_API|CRM)_TOKEN_[0-9A-F]{6}$/)
+    // A name no other object meets is the one it always was.
+    expect(names).toContain('env:OSD_TOOL_TEAM_ENGINEERING_DOCS_TOKEN')
+    // The same again: an export is stable.
+    expect((await exported(pair.token)).documents).toEqual(documents)
+
+    // Applied to another enterprise with each variable's value, each connection keeps its own token.
+    const copy = await t.createEnterprise(`Pair copy ${randomUUID().slice(0, 8)}`)
+    const copyCeo = await signIn(t, 'owner', copy)
+    const secrets = Object.fromEntries(
+      tools.map((d, i) => [(d.spec.tokenFrom as string).slice('env:'.length), `value-${i}`]),
+    )
+    const res = await t.call('POST', '/v1/config/apply', {
+      token: copyCeo.session,
+      body: { documents, secrets },
+    })
+    expect(res.status, res.text).toBe(200)
+    const again = await t.call('POST', '/v1/config/plan', {
+      token: copyCeo.session,
+      body: { documents, secrets },
+    })
+    expect(again.body.changes.every((c: { action: string }) => c.action === 'unchanged')).toBe(true)
+    expect((await exported(copy.token)).documents).toEqual(documents)
+  }, 120_000)
+
   it('comparing one needs the write scope of its kind', async () => {
     const token = await t.tokenWith(
       allScopes.filter((s) => s !== 'tools:write'),

@@ -50,17 +50,16 @@ export const modelKeysKind: Kind = {
       const layer = layerName(refs, key.layer, key.layerId)
       if (layer === undefined) return []
       const id = key.id
+      const source = snapshot.sources.keys.get(id)
       return [
         {
           kind: 'ModelKey',
           name: key.provider,
           layer,
           id,
-          spec: {
-            tokenFrom:
-              snapshot.sources.keys.get(id) ?? derivedEnvName('OSD_MODEL_KEY', layer, key.provider),
-          },
+          spec: { tokenFrom: source ?? derivedEnvName('OSD_MODEL_KEY', layer, key.provider) },
           secret: (candidate) => sameKey(db, ctx.sealer, ctx.enterpriseId, id, candidate),
+          derivedSecret: source === undefined,
         },
       ]
     })

@@ -57,6 +57,7 @@ export const toolsKind: Kind = {
         )
       seen.add(key)
       const id = conn.id
+      const source = snapshot.sources.tools.get(id)
       live.push({
         kind: 'ToolConnection',
         name: conn.name,
@@ -67,8 +68,7 @@ export const toolsKind: Kind = {
           sites: conn.sites ?? undefined,
           startPage: conn.startPage ?? undefined,
           tokenFrom: conn.hasToken
-            ? (snapshot.sources.tools.get(id) ??
-              derivedEnvName('OSD_TOOL', layer, conn.name, 'TOKEN'))
+            ? (source ?? derivedEnvName('OSD_TOOL', layer, conn.name, 'TOKEN'))
             : undefined,
           mustGate: conn.mustGate,
           description: conn.description,
@@ -76,6 +76,7 @@ export const toolsKind: Kind = {
         secret: conn.hasToken
           ? (candidate) => sameToolToken(db, ctx.sealer, ctx.enterpriseId, id, candidate)
           : undefined,
+        derivedSecret: conn.hasToken && source === undefined,
       })
     }
     return live
