@@ -64,21 +64,42 @@ export function eventSummary(event: FeedEvent): string {
   }
 }
 
+/** A word a shell takes as it is: letters, digits and a few marks that no shell acts on. */
+const plainWord = /^[A-Za-z0-9_@%+=:,./-]+$/
+
+/** A character a terminal or a mail's line acts on: C0, DEL, C1, the bidi embeddings and isolates. */
+const controlCharacter = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/
+
+/**
+ * `value` as one word of a command a person pastes into a shell: as it is when plain, else in single
+ * quotes (a `'` in it written as `'\''`), inside which sh takes every character as itself. A choice's
+ * key comes from the model's os.ask_ceo call (a prompt injection may write it), so a key of
+ * `yes; touch /tmp/x` must be one argument of osctl, never a second command.
+ */
+export function shellWord(value: string): string {
+  return plainWord.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`
+}
+
 /** The osctl command that decides a waiting gate or looks into a failed run, if the event has one. */
 export function eventCommand(event: FeedEvent): string | undefined {
   const s = event.subject
   const p = event.payload
   if (event.type === 'gate.waiting' && str(s.gateId)) {
-    const id = s.gateId as string
+    const id = shellWord(s.gateId as string)
     if (p.kind === 'question') {
       const choices = Array.isArray(p.choices) ? (p.choices as { key?: unknown }[]) : []
-      return choices.length > 0 && typeof choices[0]!.key === 'string'
-        ? `osctl gates answer ${id} --choice ${choices[0]!.key as string}`
+      const key = choices[0]?.key
+      // A key with a line break or a control character is not offered: quoted it is still one word,
+      // but it would break the mail's line or act on the terminal it is pasted into.
+      return typeof key === 'string' && key !== '' && !controlCharacter.test(key)
+        ? `osctl gates answer ${id} --choice ${shellWord(key)}`
         : `osctl gates answer ${id} --answer "..."`
     }
     return `osctl gates approve ${id}   (or: osctl gates reject ${id} --note "why")`
   }
-  if (event.type === 'run.failed' && str(s.runId))
-    return `osctl runs get ${s.runId as string}   (then: osctl runs retry ${s.runId as string})`
+  if (event.type === 'run.failed' && str(s.runId)) {
+    const id = shellWord(s.runId as string)
+    return `osctl runs get ${id}   (then: osctl runs retry ${id})`
+  }
   return undefined
 }

@@ -36,9 +36,13 @@ function clip(text: string, max = sectionMax): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
-/** A command in a code span: backticks in it would end the span early. */
+/**
+ * A command in a code span. Slack reads &, < and > inside one as everywhere else (a `<!channel>` in a
+ * choice's key would notify the whole channel). A backtick would end the span early: it is written as
+ * ˋ (U+02CB), never as `'`, which would end the command's shell quoting and let the rest run.
+ */
 function code(text: string): string {
-  return '`' + text.replace(/`/g, "'") + '`'
+  return '`' + escapeSlack(text.replace(/`/g, '\u02cb')) + '`'
 }
 
 export function slackMessage(
