@@ -1,4 +1,4 @@
-import { eventCommand, firstLine, gateQuestion } from '../../../shared/event-text.js'
+import { eventCommand, firstLine, gateQuestion, shellWord } from '../../../shared/event-text.js'
 import type { FeedEvent, Notifications } from '../../../shared/schemas/events.js'
 import { transaction, unflushedCommit, type Db, type Sql } from '../../db/sql.js'
 
@@ -209,8 +209,9 @@ function told(item: MailItem): { headline: string; lines: string[] } {
   lines.push(
     `Event subscription ${s.subscriptionId as string}${p.description ? ` (${p.description as string})` : ''}${p.host ? ` to ${p.host as string}` : ''} was disabled: a delivery (event ${String(p.position)}, ${String(p.type)}) failed for 3 days.`,
   )
-  lines.push(`See: osctl subscriptions deliveries ${s.subscriptionId as string}`)
-  lines.push(`Enable it again: osctl subscriptions enable ${s.subscriptionId as string}`)
+  const id = shellWord(String(s.subscriptionId))
+  lines.push(`See: osctl subscriptions deliveries ${id}`)
+  lines.push(`Enable it again: osctl subscriptions update ${id} --enable`)
   return { headline: 'An event subscription was disabled', lines }
 }
 
