@@ -241,18 +241,11 @@ export function feedFilter(scopes: ReadonlySet<string>, types: string[] | undefi
       { needed: 'runs:read', held: [...scopes] },
     )
   if (!types || types.includes('*')) return { families }
-  const unreadable = types
-    .map(patternFamily)
-    .filter((f): f is string => f !== undefined && f !== feedOwnFamily)
-    .filter((f) => !families.includes(f as FeedFamily))
-  if (unreadable.length > 0) {
-    const needed = unreadable.map((f) => scopeOfFamily(f)).join(', ')
-    throw new ApiError(
-      'api_token_scope',
-      `The types asked for need ${needed}; the token holds ${[...scopes].join(', ') || 'none'}.`,
-      { needed, held: [...scopes] },
-    )
-  }
+  checkTypeFamilies(
+    types.filter((t) => patternFamily(t) !== feedOwnFamily),
+    families,
+    scopes,
+  )
   return {
     families: families.filter((f) => types.some((t) => patternFamily(t) === f)),
     exact: types.filter((t) => !t.endsWith('.*')),
@@ -260,9 +253,33 @@ export function feedFilter(scopes: ReadonlySet<string>, types: string[] | undefi
   }
 }
 
-function scopeOfFamily(family: string): string {
-  const resource = feedResourceOf(`${family}.`)
-  return resource ? `${resource}:read` : `a known type (not ${family}.*)`
+/**
+ * Every family `types` names is one the feed has and one of `readable`. A family the feed does not
+ * have (`foo.*`, `foo.bar`) is a mistake in the request, 400 invalid_request naming `types`, whatever
+ * the caller's scopes; one it has but the caller may not read is 403 api_token_scope naming the
+ * scopes needed and those held (spec: Authentication 4), as the routes' own check says it.
+ */
+export function checkTypeFamilies(
+  types: string[],
+  readable: readonly string[],
+  scopes: ReadonlySet<string>,
+): void {
+  const named = [...new Set(types.map(patternFamily).filter((f) => f !== undefined))]
+  const unknown = named.filter((f) => feedResourceOf(`${f}.`) === undefined)
+  if (unknown.length > 0)
+    throw new ApiError(
+      'invalid_request',
+      `types: ${unknown.map((f) => `${f}.*`).join(', ')} ${unknown.length === 1 ? 'is' : 'are'} no family of the feed's (run.*, gate.*, execution.*, chat.*, ... as docs/events.md lists them).`,
+      { issues: [{ field: 'types', message: `no such family: ${unknown.join(', ')}` }] },
+    )
+  const unreadable = named.filter((f) => !readable.includes(f))
+  if (unreadable.length === 0) return
+  const needed = [...new Set(unreadable.map((f) => `${feedResourceOf(`${f}.`)}:read`))].join(', ')
+  throw new ApiError(
+    'api_token_scope',
+    `The types asked for (${unreadable.map((f) => `${f}.*`).join(', ')}) need ${needed}; the token holds ${[...scopes].join(', ') || 'none'}.`,
+    { needed, held: [...scopes] },
+  )
 }
 
 export interface FeedRead {

@@ -1,7 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import {
-  patternFamily,
   readableFamilies,
   type EventSubscription,
   type EventSubscriptionChange,
@@ -13,6 +12,7 @@ import { sealedColumns, type Sealer } from '../../crypto.js'
 import { type Db } from '../../db/sql.js'
 import { requireAllowedUrl, type EgressRule } from '../../egress.js'
 import { isUuid } from '../../../shared/ids.js'
+import { checkTypeFamilies } from './feed.js'
 
 // Outbound event subscriptions (issue 47; migration 0034): POST /v1/event-subscriptions and its verbs.
 // A subscription is sent the feed's events of its types (deliveries.ts), signed with its secret as
@@ -68,21 +68,6 @@ function newSecret(): { secret: string; hint: string } {
   return { secret, hint: `…${secret.slice(-4)}` }
 }
 
-/** The families `types` names, each of which `may` must hold; 403 api_token_scope otherwise. */
-function checkTypes(types: string[], may: readonly string[], scopes: ReadonlySet<string>): void {
-  const refused = [
-    ...new Set(
-      types.map(patternFamily).filter((f): f is string => f !== undefined && !may.includes(f)),
-    ),
-  ]
-  if (refused.length === 0) return
-  throw new ApiError(
-    'api_token_scope',
-    `types: ${refused.map((f) => `${f}.*`).join(', ')} ${refused.length === 1 ? 'is' : 'are'} not events this caller may read (a subscription carries only what its maker reads in GET /v1/events).`,
-    { needed: refused.join(', '), held: [...scopes] },
-  )
-}
-
 function readable(caller: SubscriptionCaller): FeedFamily[] {
   const families = readableFamilies(caller.scopes)
   if (families.length === 0)
@@ -112,7 +97,7 @@ export async function createSubscription(
   caller: SubscriptionCaller,
 ): Promise<EventSubscriptionWithSecret> {
   const families = readable(caller)
-  checkTypes(input.types, families, caller.scopes)
+  checkTypeFamilies(input.types, families, caller.scopes)
   await requireAllowedUrl('url', input.url, egress)
   const { secret, hint } = newSecret()
   // The secret is sealed for its row (crypto.ts): its id is chosen here.
@@ -180,7 +165,7 @@ export async function updateSubscription(
     readableFamilies(caller.scopes).includes(f as FeedFamily),
   )
   const types = change.types ? [...new Set(change.types)] : current.types
-  checkTypes(types, families, caller.scopes)
+  checkTypeFamilies(types, families, caller.scopes)
   if (change.url !== undefined) await requireAllowedUrl('url', change.url, egress)
   const [row] = await db<SubscriptionRow[]>`
     update event_subscriptions

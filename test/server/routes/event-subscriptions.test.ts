@@ -195,7 +195,20 @@ describe('event subscriptions: the routes', () => {
       body: { url: `${base}/scoped`, types: ['gate.waiting'] },
     })
     expect(refused.status).toBe(403)
-    expect(refused.body).toMatchObject({ error: 'api_token_scope', needed: 'gate' })
+    // As every 403 of a scope (spec: Authentication 4): the scope needed and those held.
+    expect(refused.body).toMatchObject({
+      error: 'api_token_scope',
+      needed: 'gates:read',
+      held: expect.arrayContaining(['webhooks:write', 'runs:read']),
+    })
+    expect(refused.body.message).toContain('gates:read')
+    expect(refused.body.message).toContain('webhooks:write, runs:read')
+    const unknown = await t.call('POST', '/v1/event-subscriptions', {
+      token,
+      body: { url: `${base}/scoped`, types: ['foo.*'] },
+    })
+    expect(unknown.status).toBe(400)
+    expect(unknown.body).toMatchObject({ error: 'invalid_request', issues: [{ field: 'types' }] })
     const made = await t.call('POST', '/v1/event-subscriptions', {
       token,
       body: { url: `${base}/scoped`, types: ['*'] },

@@ -105,6 +105,7 @@ describe('GET /v1/events as pages', () => {
     const asked = await t.call('GET', '/v1/events?types=gate.*', { token: runReader })
     expect(asked.status).toBe(403)
     expect(asked.body).toMatchObject({ error: 'api_token_scope', needed: 'gates:read' })
+    expect(asked.body.message).toContain('runs:read')
     // teams:read reads no family of the feed (tasks:read reads task.*, issue 50).
     const readsNothing = await t.call('GET', '/v1/events', {
       token: await t.tokenWith(['events:read', 'teams:read'], e),
@@ -129,6 +130,19 @@ describe('GET /v1/events as pages', () => {
       expect(res.status, query).toBe(400)
       expect(res.body.error).toBe('invalid_request')
     }
+  })
+
+  it('refuses a family the feed does not have as a bad request, not a missing scope', async () => {
+    const runReader = await t.tokenWith(['events:read', 'runs:read'])
+    for (const query of ['?types=foo.*', '?types=foo.bar', '?types=run.*,foo.bar'])
+      for (const token of [undefined, runReader]) {
+        const res = await t.call('GET', `/v1/events${query}`, { token })
+        expect(res.status, query).toBe(400)
+        expect(res.body).toMatchObject({
+          error: 'invalid_request',
+          issues: [{ field: 'types' }],
+        })
+      }
   })
 
   it('holds an empty page with waitSeconds until the next event', async () => {
