@@ -172,6 +172,11 @@ export const EventSubscription = z
     id: Uuid,
     url: z.string(),
     types: z.array(z.string()),
+    families: z.array(z.string()).meta({
+      description:
+        'read-only: the families it may carry (run, gate, ...), those its maker could read when it was made, narrowed to the reader of a change of its types or url; of its types, only events of these families are sent',
+      example: ['run', 'model', 'tool', 'improvement', 'gate'],
+    }),
     format: z.enum(subscriptionFormats),
     description: z.string().nullable(),
     status: z.enum(subscriptionStatuses),

@@ -17,7 +17,7 @@ import { checkTypeFamilies } from './feed.js'
 // Outbound event subscriptions (issue 47; migration 0034): POST /v1/event-subscriptions and its verbs.
 // A subscription is sent the feed's events of its types (deliveries.ts), signed with its secret as
 // Standard Webhooks asks. It never carries what its maker could not read in the feed: the families it
-// may carry are fixed from the maker's scopes, and narrowed by every change to those of who changes it.
+// may carry are fixed from the maker's scopes, and narrowed to those of who changes its types or url.
 
 /** Who makes or changes a subscription: the caller's actor (token:<id>, user:<id>) and its scopes. */
 export interface SubscriptionCaller {
@@ -49,6 +49,7 @@ function toSubscription(row: SubscriptionRow): EventSubscription {
     id: row.id,
     url: row.url,
     types: row.types,
+    families: row.families,
     format: row.format,
     description: row.description,
     status: row.status,
@@ -148,8 +149,9 @@ export async function getSubscription(
 }
 
 /**
- * Changes a subscription. What it may carry narrows to what the changer reads too: a holder of
- * webhooks:write who reads no chats cannot send a chat subscription's events somewhere else. A new url
+ * Changes a subscription. A change of its types or url narrows what it may carry to what the changer
+ * reads too: a holder of webhooks:write who reads no chats cannot send a chat subscription's events
+ * somewhere else, nor ask for them. Any other change keeps what it carries. A new url
  * obeys the egress rule; enabled again, it sends what is still pending.
  */
 export async function updateSubscription(
@@ -161,11 +163,14 @@ export async function updateSubscription(
   caller: SubscriptionCaller,
 ): Promise<EventSubscription> {
   const current = await loadSubscription(db, enterpriseId, id)
-  const families = current.families.filter((f) =>
-    readableFamilies(caller.scopes).includes(f as FeedFamily),
-  )
+  // Narrowed only by a change of what is sent or where: a description, a format or a status changes
+  // neither, and narrowing then would silently stop events the subscription shows it carries.
+  const narrows = change.types !== undefined || change.url !== undefined
+  const families = narrows
+    ? current.families.filter((f) => readableFamilies(caller.scopes).includes(f as FeedFamily))
+    : current.families
   const types = change.types ? [...new Set(change.types)] : current.types
-  checkTypeFamilies(types, families, caller.scopes)
+  if (narrows) checkTypeFamilies(types, families, caller.scopes)
   if (change.url !== undefined) await requireAllowedUrl('url', change.url, egress)
   const [row] = await db<SubscriptionRow[]>`
     update event_subscriptions

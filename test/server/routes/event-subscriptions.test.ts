@@ -219,6 +219,29 @@ describe('event subscriptions: the routes', () => {
     expect(row!.families.sort()).toEqual(['improvement', 'model', 'run', 'tool'])
   })
 
+  it('keeps what it carries on a change of neither types nor url; a change of either narrows it', async () => {
+    const { e, subscribe } = await tenant()
+    const made = await subscribe({ url: `${base}/narrow`, types: ['*'] })
+    expect(made.families).toContain('gate')
+    const runsOnly = await t.tokenWith(['webhooks:write', 'runs:read'], e)
+    const patch = async (body: Record<string, unknown>) => {
+      const res = await t.call('PATCH', `/v1/event-subscriptions/${made.id}`, {
+        token: runsOnly,
+        body,
+      })
+      expect(res.status, res.text).toBe(200)
+      return EventSubscription.parse(res.body)
+    }
+    const described = await patch({ description: 'ops', format: 'slack' })
+    expect(described.families).toEqual(made.families)
+    const got = await t.call('GET', `/v1/event-subscriptions/${made.id}`, { token: e.token })
+    expect(EventSubscription.parse(got.body).families).toEqual(made.families)
+    // A new url is somewhere else: it carries only what this changer reads too.
+    const moved = await patch({ url: `${base}/narrow/elsewhere` })
+    expect(moved.families.sort()).toEqual(['improvement', 'model', 'run', 'tool'])
+    expect(moved.types).toEqual(['*'])
+  })
+
   it("changes, disables and deletes; another enterprise's subscription is not found", async () => {
     const { e, subscribe } = await tenant()
     const made = await subscribe({ url: `${base}/changes`, types: ['gate.*'] })
