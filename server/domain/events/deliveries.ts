@@ -47,22 +47,25 @@ export interface ClaimedDelivery {
 }
 
 /**
- * Claims due deliveries for this engine: at most `room` in all and, of each subscription, at most
- * `perSubscription` less those this engine has in flight already (`inFlight`). Each subscription's own
- * oldest due first, so one receiver's backlog never stands in front of another's; and when the room is
- * short, the subscriptions with the fewest in flight first.
+ * Claims due deliveries for this engine. Of each subscription, at most `perSubscription` less those
+ * this engine has in flight already (`inFlight`), its own oldest due first, so one receiver's backlog
+ * never stands in front of another's. A subscription with none in flight takes its first at once, in
+ * a slot of its own (at most `firstRoom` of them); every other delivery takes one of the slots the
+ * subscriptions share (at most `sharedRoom`), those with the fewest in flight first. So slow receivers
+ * that hold every shared slot never hold another subscription's first.
  */
 export async function claimDeliveries(
   sql: Sql,
   engineId: string,
   options: {
-    room: number
+    firstRoom: number
+    sharedRoom: number
     perSubscription: number
     inFlight: ReadonlyMap<string, number>
     leaseSeconds: number
   },
 ): Promise<ClaimedDelivery[]> {
-  if (options.room <= 0) return []
+  if (options.firstRoom <= 0 && options.sharedRoom <= 0) return []
   const busy = Object.fromEntries(options.inFlight)
   return sql<ClaimedDelivery[]>`
     update event_deliveries d
@@ -70,19 +73,32 @@ export async function claimDeliveries(
            lease_expires_at = now() + make_interval(secs => ${options.leaseSeconds}),
            attempts = d.attempts + 1
       from (
-        select x.id from event_subscriptions s
-         cross join lateral (
-           select d2.id from event_deliveries d2
-            where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_at <= now()
-              and (d2.lease_expires_at is null or d2.lease_expires_at < now())
-            order by d2.next_at
-            limit greatest(0, ${options.perSubscription} - coalesce((${sql.json(busy)}::jsonb ->> s.id::text)::int, 0))
-            for update skip locked) x
-         where s.status = 'enabled'
-         -- The room short (a process's every slot but a few held by slow receivers): the subscriptions
-         -- with the fewest in flight here first, so a freed slot goes to one a dead receiver is not.
-         order by coalesce((${sql.json(busy)}::jsonb ->> s.id::text)::int, 0)
-         limit ${options.room}) c
+        select z.id from (
+          select y.id, y.own,
+                 -- Each subscription's next delivery before any subscription's one after it: the
+                 -- shared slots go round the subscriptions, the fewest in flight first.
+                 row_number() over (partition by y.own order by y.busy + y.nth, y.next_at) as k
+            from (
+              select w.*, w.first and row_number() over (partition by w.first order by w.next_at)
+                                      <= ${options.firstRoom}::int as own
+                from (
+                  select x.id, x.next_at, b.busy,
+                         row_number() over (partition by s.id order by x.next_at) as nth,
+                         b.busy = 0 and row_number() over (partition by s.id order by x.next_at) = 1 as first
+                    from event_subscriptions s
+                   cross join lateral (
+                     select coalesce((${sql.json(busy)}::jsonb ->> s.id::text)::int, 0) as busy) b
+                   cross join lateral (
+                     select d2.id, d2.next_at from event_deliveries d2
+                      where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_at <= now()
+                        and (d2.lease_expires_at is null or d2.lease_expires_at < now())
+                      order by d2.next_at
+                      limit greatest(0, ${options.perSubscription} - b.busy)
+                      for update skip locked) x
+                   where s.status = 'enabled') w) y) z
+         -- A first beyond the slots of their own (more subscriptions in flight than those) takes a
+         -- shared slot as any other, ahead of every subscription's second.
+         where z.own or z.k <= ${options.sharedRoom}::int) c
      where d.id = c.id
     returning d.id, d.enterprise_id, d.subscription_id, d.position, d.type, d.attempts, d.trying_since,
               ${unflushedCommit(sql)}`

@@ -24,7 +24,9 @@ import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
 // with `for update skip locked` and a lease (domain/events/deliveries.ts), a bounded number at a time
 // and of each subscription, each a POST that waits 10 s at most for its answer, through the egress
 // rule. A receiver that is slow or gone holds at most its own share of the slots, never another's and
-// never a run's (the runs' loop is another, on its own connections' work).
+// never a run's (the runs' loop is another, on its own connections' work): each subscription's first
+// delivery in flight has a slot of its own, so slow receivers that fill the shared slots (five dead
+// ones once held all 64, and a healthy subscription's POSTs waited up to their 10 s) delay no other.
 //
 // A subscription has a window of deliveries in flight at once, each with its own webhook-id, attempts
 // and back-off. At 4, each ending in a transaction of four statements and a pass to claim the next, a
@@ -36,10 +38,18 @@ import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
 /** Deliveries one subscription has in flight at once in a process. */
 export const deliveryWindow = 16
 /**
- * Deliveries a process has in flight at once, of all subscriptions: four windows, so a dead receiver
- * (each attempt held its 10 s) holds a quarter of the slots at most, and the total stays bounded.
+ * Deliveries a process has in flight at once beyond each subscription's first: the slots the
+ * subscriptions share, four windows. Dead receivers (each attempt held its 10 s) may hold all of
+ * them; they hold no subscription's first.
  */
 export const deliveriesInFlight = 64
+/**
+ * Subscriptions a process has deliveries in flight to at once, each with its first in a slot of its
+ * own: a subscription with none in flight sends at once, whatever slow receivers hold (issue 47: a
+ * slow or dead receiver never delays another). With the shared slots, a process holds at most
+ * 64 + 256 connections to receivers.
+ */
+export const subscriptionsInFlight = 256
 
 export interface DeliveryLoopOptions {
   sql: Sql
@@ -48,8 +58,10 @@ export interface DeliveryLoopOptions {
   engineId: string
   egress: EgressRule
   publicUrl: string | undefined
-  /** Deliveries this process makes at once (deliveriesInFlight unless told). */
+  /** Deliveries this process makes at once beyond each subscription's first (deliveriesInFlight unless told). */
   maxInFlight?: number
+  /** Subscriptions it has deliveries in flight to at once (subscriptionsInFlight unless told). */
+  maxSubscriptions?: number
   /** Of one subscription (deliveryWindow unless told). */
   perSubscription?: number
   leaseSeconds?: number
@@ -70,6 +82,7 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
     const { sql, engineId, log } = options
     const leaseSeconds = options.leaseSeconds ?? defaultLeaseSeconds
     const maxInFlight = options.maxInFlight ?? deliveriesInFlight
+    const maxSubscriptions = options.maxSubscriptions ?? subscriptionsInFlight
     const perSubscription = options.perSubscription ?? deliveryWindow
     const timeoutMs = options.timeoutMs ?? attemptTimeoutMs
     const post = egressFetch(options.egress)
@@ -80,18 +93,31 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
       channel: deliveryChannel,
       // This process's sequencer wakes this loop itself (engine/events/index.ts).
       listenLocally: () => () => undefined,
-      // The loop's room: its capacity is maxInFlight, less the deliveries it is making now.
+      // The loop's capacity is both kinds of slot; which are free is counted here, from what is in
+      // flight (each subscription's first in its own slot, the rest in the shared ones).
       async claim(room) {
+        let total = 0
+        for (const n of inFlight.values()) total += n
+        // Past maxSubscriptions, the firsts of the others hold shared slots.
+        const own = Math.min(inFlight.size, maxSubscriptions)
+        const firstRoom = Math.min(room, maxSubscriptions - own)
+        const sharedRoom = Math.min(room, maxInFlight - (total - own))
         const claimed = await claimDeliveries(sql, engineId, {
-          room,
+          firstRoom,
+          sharedRoom,
           perSubscription,
           inFlight,
           leaseSeconds,
         })
+        const firsts = Math.min(
+          firstRoom,
+          new Set(claimed.map((d) => d.subscriptionId).filter((id) => !inFlight.has(id))).size,
+        )
         return {
           claimed: claimed.map((delivery) => ({ id: delivery.id, wakeKey: '', delivery })),
-          // Claimed as much as there was room for: there may be more.
-          more: claimed.length > 0 && claimed.length === room,
+          // Claimed as much as one kind of slot had room for: there may be more.
+          more:
+            claimed.length > 0 && (firsts === firstRoom || claimed.length - firsts === sharedRoom),
         }
       },
       nextDue: () => nextDeliveryDue(sql),
@@ -114,7 +140,13 @@ export class DeliveryLoop extends LeaseLoop<DeliveryWork> {
       stillHeld: (id) => deliveryStillHeld(sql, engineId, id),
       release: (ids) => releaseDeliveries(sql, engineId, ids),
     }
-    super(kind, { sql, log, sweepMs: options.sweepMs, leaseSeconds, capacity: maxInFlight })
+    super(kind, {
+      sql,
+      log,
+      sweepMs: options.sweepMs,
+      leaseSeconds,
+      capacity: maxInFlight + maxSubscriptions,
+    })
     this.inFlight = inFlight
   }
 

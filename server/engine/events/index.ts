@@ -32,7 +32,10 @@ export interface EventWorkOptions {
   /** The delivery loop's pool (sql unless given: engine/index.ts EngineOptions.deliverySql). */
   deliverySql?: Sql
   /** The delivery loop's limits and timeout (its defaults unless told: tests make them small). */
-  deliveries?: Pick<DeliveryLoopOptions, 'maxInFlight' | 'perSubscription' | 'timeoutMs'>
+  deliveries?: Pick<
+    DeliveryLoopOptions,
+    'maxInFlight' | 'maxSubscriptions' | 'perSubscription' | 'timeoutMs'
+  >
 }
 
 export async function startEventWork(options: EventWorkOptions): Promise<EventWork> {

@@ -10,8 +10,9 @@ import { eventually } from '../../helpers/wait.js'
 
 // The engine's delivery loop (issue 47), in process: how many deliveries of a subscription it has in
 // flight, whatever the order of a lease's lapse, its claim and a sending's end, and how many it sends
-// at once (here 2 of a subscription and 4 in all; the defaults, 16 and 64, in the routes' test). The
-// receiver holds each answer until the test lets it go.
+// at once (here 2 of a subscription, and 4 in all: 2 subscriptions' firsts in slots of their own and 2
+// shared slots; the defaults, 16, 256 and 64, in the routes' test). The receiver holds each answer
+// until the test lets it go.
 
 /** Requests held unanswered, by path, in the order they came. */
 const held = new Map<string, ServerResponse[]>()
@@ -50,7 +51,7 @@ beforeAll(async () => {
     // meanwhile. Attempts wait a minute for their answer: the receiver holds them as long as the
     // test needs, on a loaded machine too.
     config: { ...t.config, leaseSeconds: 300 },
-    deliveries: { timeoutMs: 60_000, perSubscription: 2, maxInFlight: 4 },
+    deliveries: { timeoutMs: 60_000, perSubscription: 2, maxInFlight: 2, maxSubscriptions: 2 },
   })
 })
 // What a test left (a failed one, say) holds no slot of the next: its subscriptions are disabled and

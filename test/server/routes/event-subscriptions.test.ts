@@ -11,7 +11,7 @@ import {
 } from '../../../shared/schemas/events.js'
 import { nextAttemptAt } from '../../../server/domain/events/index.js'
 import { parseEgressAllow, type Resolve } from '../../../server/egress.js'
-import { deliveryWindow } from '../../../server/engine/events/deliveries.js'
+import { deliveriesInFlight, deliveryWindow } from '../../../server/engine/events/deliveries.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
@@ -377,7 +377,45 @@ describe('event subscriptions: deliveries', () => {
       answer: `no answer within ${timeoutMs / 1000} s`,
     })
     expect(attempt.latencyMs).toBeGreaterThanOrEqual(timeoutMs - 100)
+    await t.call('PATCH', `/v1/event-subscriptions/${slow.id}`, {
+      token: e.token,
+      body: { status: 'disabled' },
+    })
   })
+
+  it("sends another's event at once while five hanging receivers hold every shared slot", async () => {
+    const slow = await tenant()
+    const healthy = await tenant()
+    const path = `/ok/healthy-${healthy.e.id}`
+    await healthy.subscribe({ url: `${base}${path}`, types: ['gate.*'] })
+    const subscriptions = await Promise.all(
+      [0, 1, 2, 3, 4].map((i) =>
+        slow.subscribe({ url: `${base}/hang/${slow.e.id}/${i}`, types: ['gate.*'] }),
+      ),
+    )
+    // 5 x 13 deliveries at once: more than the 64 slots the subscriptions share, each within its window.
+    await t.sql`
+      insert into gates (enterprise_id, kind, tool, summary)
+      select ${slow.e.id}, 'question', 'os.ask_ceo', 'Gate ' || i from generate_series(1, 13) i`
+    const held = () => [...hanging].filter((r) => r.req.url!.includes(slow.e.id)).length
+    // Theirs alone: no slot another test's receiver holds frees meanwhile.
+    await eventually(
+      () => held() >= deliveriesInFlight && held() === hanging.size,
+      15_000,
+      'the hanging ones holding 64, and nothing else held',
+    )
+    const opened = Date.now()
+    await healthy.gate()
+    await eventually(() => at(path).length === 1, timeoutMs * 2, 'the healthy delivery')
+    // Long before a hanging attempt gives up (4 s here) and frees a slot: it waited for none of theirs.
+    expect(at(path)[0]!.at - opened).toBeLessThan(timeoutMs / 2)
+    for (const { id } of subscriptions)
+      await t.call('PATCH', `/v1/event-subscriptions/${id}`, {
+        token: slow.e.token,
+        body: { status: 'disabled' },
+      })
+    // About 1 s (4.5 s when the hanging ones held every slot); 15 s leaves a loaded machine room.
+  }, 15_000)
 
   it('checks the address again when it connects: a name that now resolves to metadata is not sent to', async () => {
     const { subscribe, gate, deliveries } = await tenant()
