@@ -122,10 +122,23 @@ export class Keyring {
   constructor(
     readonly source: KeySource | undefined,
     private readonly read: () => SecretKey[],
-    /** The first read, when it differs (the data dir's file is made then, never later). */
+    /** The first read, when it differs (the data dir's key is made then, never later). */
     initial: () => SecretKey[] = read,
+    /** Writes a key `initial` made, where `read` finds it; answers the keys to use from then. */
+    private unwritten?: () => SecretKey[],
   ) {
     this.keys = initial()
+  }
+
+  /**
+   * Writes the key made at this first start (loadKeyring) to the data dir, once the caller knows it is
+   * the right one: a start refused because the key does not open a restored database's secrets leaves
+   * no file of its own for the operator to overwrite. Nothing to do for keys that were read.
+   */
+  keep(): void {
+    if (!this.unwritten) return
+    this.keys = this.unwritten()
+    this.unwritten = undefined
   }
 
   get current(): SecretKey {
@@ -165,8 +178,8 @@ export function keyringOf(...keys: Buffer[]): Keyring {
 
 /**
  * The keyring of this host: OSD_SECRET_KEY, else OSD_SECRET_KEY_FILE, else <data dir>/secret.key
- * (made with a new key when missing). Both variables at once are refused: which would win is not
- * something to guess about keys.
+ * (a new key when missing, written by keep() only). Both variables at once are refused: which would
+ * win is not something to guess about keys.
  */
 export function loadKeyring(dataDir: string, env: NodeJS.ProcessEnv = process.env): Keyring {
   const given = env.OSD_SECRET_KEY
@@ -192,22 +205,31 @@ export function loadKeyring(dataDir: string, env: NodeJS.ProcessEnv = process.en
   }
   const path = join(dataDir, 'secret.key')
   const read = () => parseKeys(readFileSync(path, 'utf8'), path)
-  return new Keyring({ kind: 'file', path, variable: undefined }, read, () => {
-    try {
-      return read()
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-      mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-      const key = randomBytes(32)
-      try {
-        writeFileSync(path, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
-        return [{ id: keyIdOf(key), key }]
-      } catch {
-        // Another process wrote it first: use that one.
-        return read()
+  let first: SecretKey[]
+  let made: Buffer | undefined
+  try {
+    first = read()
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    // Held in memory until keep(): the data dir of a restored database has no key file either, and
+    // one made here would be the wrong key, on disk (osd serve checks it first: serve.ts).
+    made = randomBytes(32)
+    first = [{ id: keyIdOf(made), key: made }]
+  }
+  const key = made
+  const write = key
+    ? () => {
+        mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+        try {
+          writeFileSync(path, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+          return [{ id: keyIdOf(key), key }]
+        } catch {
+          // Another process wrote it first: use that one.
+          return read()
+        }
       }
-    }
-  })
+    : undefined
+  return new Keyring({ kind: 'file', path, variable: undefined }, read, () => first, write)
 }
 
 /**

@@ -82,7 +82,7 @@ export async function startDaemon(
   if (config.metricsPort !== undefined)
     await portFree(config.metricsHost, config.metricsPort, '--metrics-port or OSD_METRICS_PORT')
   const db = await openDatabase(config, log, { max: 20 })
-  // After the embedded server made its data dir, where the first start writes the key.
+  // After the embedded server made its data dir, where the first start writes the key (keep() below).
   let keyring: Keyring
   try {
     keyring = loadKeyring(config.dataDir)
@@ -104,8 +104,15 @@ export async function startDaemon(
     const connected = await connectedRole(db.sql)
     if (connected.superuser) log.warn({ databaseRole: connected.role }, superuserMessage)
     empty = !(await anyEnterprise(db.sql))
-    // A restored backup's secrets need the key of the instance it was made on (issue 46).
-    const keyProblem = await secretKeyProblem(db.sql, sealer)
+    // A restored backup's secrets need the key of the instance it was made on (issue 46). A new data
+    // dir's key is written only then, so a refused start leaves no key file of its own behind.
+    let keyProblem = await secretKeyProblem(db.sql, sealer)
+    if (!keyProblem) {
+      const checked = keyring.current.id
+      keyring.keep()
+      // Another process wrote its key first: this one uses that, which must open them too.
+      if (keyring.current.id !== checked) keyProblem = await secretKeyProblem(db.sql, sealer)
+    }
     if (keyProblem) throw new ConfigError(keyProblem)
   } catch (err) {
     await db.close().catch(() => undefined)

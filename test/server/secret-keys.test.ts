@@ -208,3 +208,49 @@ describe('osd admin secrets', { timeout: 120_000 }, () => {
     expect(removable.stdout).toContain('remove it from OSD_SECRET_KEY yourself')
   })
 })
+
+// The start-up check of a restored database (issue 46): every sealed column counts, and a refused
+// first start leaves the data dir without a key file of its own.
+describe('osd serve with a key that does not open the stored secrets', () => {
+  it('refuses to start when the only stored secret is a subscription’s, and writes no key file', async () => {
+    const restored = await createTestDatabase()
+    const corp = await createTestEnterprise(restored.sql, 'Restored Corp', {
+      mailDomain: 'osd.local',
+    })
+    const theirs = randomBytes(32)
+    const id = randomUUID()
+    await restored.sql`
+      insert into event_subscriptions (id, enterprise_id, url, types, families, secret_sealed,
+                                       secret_hint, created_by)
+      values (${id}, ${corp.id}, 'https://hooks.example/osd', '{run.*}', '{run}',
+              ${createSealer(theirs).seal('whsec-1', sealedColumns.subscriptionSecret, id)},
+              'whsec_…', 'user:x')`
+
+    // A data dir as restore leaves it, without a key: the key made for this start does not open it.
+    const dataDir = await mkdtemp(join(tmpdir(), 'osd-restored-'))
+    const env = { OSD_DATA_DIR: dataDir, OSD_SECRET_KEY: '', OSD_SECRET_KEY_FILE: '' }
+    await expect(serveInProcess(restored, env)).rejects.toThrow(
+      `the server key does not open the secrets stored in this database (event subscription secret ${id})`,
+    )
+    await expect(stat(join(dataDir, 'secret.key'))).rejects.toThrow(/ENOENT/)
+    // Another key given: refused too.
+    await expect(
+      serveInProcess(restored, { ...env, OSD_SECRET_KEY: b64(randomBytes(32)) }),
+    ).rejects.toThrow('does not open the secrets')
+
+    // That instance's key put in the data dir, as the message says: it starts.
+    await writeFile(join(dataDir, 'secret.key'), `${b64(theirs)}\n`, { mode: 0o600 })
+    const started = await serveInProcess(restored, env)
+    await started.stop()
+  })
+
+  it('a new data dir on a database without secrets: the first start writes its key', async () => {
+    const fresh = await createTestDatabase()
+    const dataDir = await mkdtemp(join(tmpdir(), 'osd-new-'))
+    const env = { OSD_DATA_DIR: dataDir, OSD_SECRET_KEY: '', OSD_SECRET_KEY_FILE: '' }
+    const first = await serveInProcess(fresh, env)
+    await first.stop()
+    const key = await readFile(join(dataDir, 'secret.key'), 'utf8')
+    expect(loadKeyring(dataDir, {}).current.id).toBe(keyIdOf(Buffer.from(key.trim(), 'base64')))
+  })
+})

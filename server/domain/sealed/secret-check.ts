@@ -1,33 +1,47 @@
-import { sealedColumns, type Sealer } from '../../crypto.js'
+import { sealedColumns, type SealedColumn, type Sealer } from '../../crypto.js'
 import type { Db } from '../../db/sql.js'
 
 // Whether this process's server key opens the secrets stored in the database (issue 46). A database
-// restored from a backup (osd admin restore) holds model keys and tool tokens sealed with the key of the
-// instance the backup was made on, which the backup does not hold: started with another key, osd would
-// find out only when a run or a chat first needs a key, as a confusing failure. So it looks at start,
-// reading one stored secret (a model key first, else a tool token) and refusing to start when it does
-// not open. Read only; models/ and tools/ own these tables.
+// restored from a backup (osd admin restore) holds values sealed with the key of the instance the
+// backup was made on, which the backup does not hold: started with another key, osd would find out only
+// when a run, a chat or a delivery first needs one, as a confusing failure. So it looks at start,
+// reading one stored value of every sealed column (crypto.ts sealedColumns: a restored database whose
+// only secrets are subscriptions' signing keys counts as much as one with model keys), and refuses to
+// start when one does not open. Read only; each table's own module writes it.
 
-/** undefined: nothing stored to check, or it opens; else what to tell the operator. */
+/** What the operator is told a value of each column is. */
+const named: Record<keyof typeof sealedColumns, string> = {
+  llmSecret: 'model key',
+  llmVerifier: 'OAuth verifier',
+  toolToken: 'tool token',
+  webhookBody: 'webhook body',
+  subscriptionSecret: 'event subscription secret',
+}
+
+/** undefined: nothing stored to check, or all open; else what to tell the operator. */
 export async function secretKeyProblem(db: Db, sealer: Sealer): Promise<string | undefined> {
-  const [row] = await db<{ what: 'model key' | 'tool token'; id: string; sealed: Buffer }[]>`
-    (select 'model key' as what, id, secret_ciphertext as sealed from llm_connections
-      order by created_at limit 1)
-    union all
-    (select 'tool token', id, token_ciphertext from tool_connections
-      where token_ciphertext is not null order by created_at limit 1)
-    limit 1`
-  if (!row) return undefined
-  try {
-    const at = row.what === 'model key' ? sealedColumns.llmSecret : sealedColumns.toolToken
-    sealer.open(row.sealed, at, row.id)
-    return undefined
-  } catch {
-    return (
-      `the server key does not open the secrets stored in this database (${row.what} ${row.id}): ` +
-      'it is not the key they were sealed with. A database restored from a backup needs the key of the ' +
-      'instance the backup was made on: set OSD_SECRET_KEY to it, or put that instance’s secret.key ' +
-      'in the data dir.'
-    )
+  for (const [name, at] of Object.entries(sealedColumns) as [
+    keyof typeof sealedColumns,
+    SealedColumn,
+  ][]) {
+    // Any one row: a plain scan stops at the first value it finds (the constant names of crypto.ts).
+    const [row] = await db<{ rowKey: string; sealed: Buffer }[]>`
+      select ${db(at.key)}::text as row_key, ${db(at.column)} as sealed
+        from ${db(at.table)}
+       where ${db(at.column)} is not null
+       limit 1`
+    if (!row) continue
+    try {
+      sealer.open(row.sealed, at, row.rowKey)
+    } catch {
+      return (
+        // An OAuth state is a sign-in's token, not a name to log.
+        `the server key does not open the secrets stored in this database (${named[name]}` +
+        `${at.keyType === 'uuid' ? ` ${row.rowKey}` : ''}): it is not the key they were sealed with. A database restored from a backup ` +
+        'needs the key of the instance the backup was made on: set OSD_SECRET_KEY to it, or put that ' +
+        'instance’s secret.key in the data dir.'
+      )
+    }
   }
+  return undefined
 }
