@@ -36,13 +36,20 @@ const prefixLookups: Record<
   (client: ApiClient, idPrefix: string) => Promise<{ matches: PrefixMatch[]; total: number }>
 > = {
   async run(client, idPrefix) {
-    const page = await client.get<Paged<Run>>('/runs', { idPrefix, limit: listedMatches + 1 })
-    const matches = page.data.map((r) => ({
+    // The list shows live runs only: an archived one is found by its prefix too (issue 46).
+    const [page, archived] = await Promise.all([
+      client.get<Paged<Run>>('/runs', { idPrefix, limit: listedMatches + 1 }),
+      client.get<Run[]>('/runs/archived', { idPrefix }),
+    ])
+    const matches = [
+      ...page.data.map((r) => ({ r, at: '' })),
+      ...archived.map((r) => ({ r, at: ' archived' })),
+    ].map(({ r, at }) => ({
       id: r.id,
-      what: `${r.taskSlug} ${r.status}`,
+      what: `${r.taskSlug} ${r.status}${at}`,
       created: r.createdAt,
     }))
-    return { matches, total: page.total }
+    return { matches, total: page.total + archived.length }
   },
   async execution(client, idPrefix) {
     // Open and closed executions are two lists: a prefix names either.
@@ -75,10 +82,16 @@ const prefixLookups: Record<
     return { matches, total: matches.length }
   },
   async chat(client, idPrefix) {
-    const chats = await client.get<Chat[]>('/chats', { idPrefix })
-    const matches = chats.map((c) => ({
+    const [chats, archived] = await Promise.all([
+      client.get<Chat[]>('/chats', { idPrefix }),
+      client.get<Chat[]>('/chats/archived', { idPrefix }),
+    ])
+    const matches = [
+      ...chats.map((c) => ({ c, at: '' })),
+      ...archived.map((c) => ({ c, at: ' archived' })),
+    ].map(({ c, at }) => ({
       id: c.id,
-      what: `chat ${c.status} with member ${c.memberId}`,
+      what: `chat ${c.status}${at} with member ${c.memberId}`,
       created: c.createdAt,
     }))
     return { matches, total: matches.length }
@@ -97,7 +110,9 @@ export function looksLikePrefix(ref: string): boolean {
 
 /**
  * The id a run, gate, chat, execution or token is named by (issue 51): a whole id as it is; else its
- * first characters, at least 8 hex as the id prints, looked up with `?idPrefix=` on the kind's list.
+ * first characters, at least 8 hex as the id prints, looked up with `?idPrefix=` on the kind's list
+ * (and, for runs and chats, which the lists show live only, on the archived ones: an execution's id is
+ * its first run's, so executionId finds an archived one as a run).
  * One match is its id; none, the prefix itself, which the daemon answers as it answers an id it does
  * not know (`run_not_found`...); several, exit 2 listing them. Fewer than 8 characters, or anything
  * but hex and the id's dashes: exit 2.

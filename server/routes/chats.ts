@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Uuid } from '../../shared/schemas/common.js'
+import { ArchivedQuery, Uuid } from '../../shared/schemas/common.js'
 import {
   Chat,
   ChatCreateInput,
@@ -26,7 +26,7 @@ import {
   sendMessage,
   stopReply,
 } from '../domain/chats/index.js'
-import { chatDetail } from '../domain/retention/index.js'
+import { archivedByPrefix, chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { counted, sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
@@ -107,6 +107,23 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
     async (c, { params }) => {
       await deleteGrant(sql, c.var.caller.enterpriseId, callerOf(c), params.grantId)
     },
+  )
+  route(
+    app,
+    {
+      operationId: 'findArchivedChats',
+      method: 'get',
+      path: '/archived',
+      summary:
+        'The archived chats whose id starts with idPrefix (20 at most), which no list shows (beyond the spec)',
+      description:
+        'What osctl names a chat by, its first characters, finds an archived chat here: the list shows live chats only (issue 46).',
+      query: ArchivedQuery('archived chats'),
+      response: z.array(Chat),
+      errors: ['archive_unavailable'],
+    },
+    async (c, { query }) =>
+      archivedByPrefix(sql, config.archiveDir, c.var.caller.enterpriseId, 'chat', query.idPrefix),
   )
   route(
     app,

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Uuid } from '../../shared/schemas/common.js'
+import { ArchivedQuery, Uuid } from '../../shared/schemas/common.js'
 import {
   OsToolView,
   Run,
@@ -21,7 +21,7 @@ import {
   retryRun,
   toRun,
 } from '../domain/runs/index.js'
-import { runDetail, runLog, runSteps } from '../domain/retention/index.js'
+import { archivedByPrefix, runDetail, runLog, runSteps } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -45,6 +45,24 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
     },
     async (c, { query }) =>
       listRuns(sql, c.var.caller.enterpriseId, query, readPage(query, runSorts)),
+  )
+
+  route(
+    app,
+    {
+      operationId: 'findArchivedRuns',
+      method: 'get',
+      path: '/archived',
+      summary:
+        'The archived runs whose id starts with idPrefix (20 at most), which no list shows (beyond the spec)',
+      description:
+        'What osctl names a run by, its first characters, finds an archived run here: the lists show live runs only (issue 46).',
+      query: ArchivedQuery('archived runs'),
+      response: z.array(Run),
+      errors: ['archive_unavailable'],
+    },
+    async (c, { query }) =>
+      archivedByPrefix(sql, config.archiveDir, c.var.caller.enterpriseId, 'run', query.idPrefix),
   )
 
   route(

@@ -108,20 +108,29 @@ export function queryInteger(bounds: {
     .meta({ description: bounds.description })
 }
 
+const idPrefixValue = () =>
+  z.string().refine((value) => idPrefixRange(value) !== undefined, {
+    error: `at least ${minIdPrefix} hex characters of an id, dashes only where they fall in one`,
+  })
+
+const idPrefixDescription = (what: string) =>
+  `only the ${what} whose id starts with this, as git names an object by a prefix: at least ${minIdPrefix} hex characters as the id prints (dashes where they fall in it, or none); otherwise 400 invalid_request naming idPrefix (beyond the spec)`
+
 /**
  * idPrefix of the lists of runs, gates, chats, executions and API tokens (beyond the spec; issue 51):
  * only the ids that start with it, at least 8 hex characters as an id prints (shared/ids.ts).
  */
 export const idPrefixParameter = (what: string) =>
-  z
-    .string()
-    .refine((value) => idPrefixRange(value) !== undefined, {
-      error: `at least ${minIdPrefix} hex characters of an id, dashes only where they fall in one`,
-    })
+  idPrefixValue()
     .optional()
-    .meta({
-      description: `only the ${what} whose id starts with this, as git names an object by a prefix: at least ${minIdPrefix} hex characters as the id prints (dashes where they fall in it, or none); otherwise 400 invalid_request naming idPrefix (beyond the spec)`,
-    })
+    .meta({ description: idPrefixDescription(what) })
+
+/**
+ * GET /v1/runs/archived and /v1/chats/archived (issue 46): the archived ones a prefix names, which no
+ * list shows; idPrefix is required, as a lookup by prefix is all they are for.
+ */
+export const ArchivedQuery = (what: string) =>
+  z.object({ idPrefix: idPrefixValue().meta({ description: idPrefixDescription(what) }) })
 
 /** waitSeconds of the long-polls (beyond the spec): 0 (the default) answers at once, 30 at most. */
 export const waitSecondsParameter = (description: string) =>

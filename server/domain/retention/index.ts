@@ -12,6 +12,7 @@ export {
   RetentionPassError,
 } from './pass.js'
 export {
+  archivedByPrefix,
   archivedChatDetail,
   archivedRunDetail,
   chatDetail,

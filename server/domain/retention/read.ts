@@ -4,7 +4,9 @@ import { isUuid } from '../../../shared/ids.js'
 import type { ChatDetail } from '../../../shared/schemas/chats.js'
 import type { ExecutionDetail } from '../../../shared/schemas/executions.js'
 import type { RunSteps } from '../../../shared/schemas/forks.js'
-import type { RunDetail, RunRef } from '../../../shared/schemas/runs.js'
+import type { Chat } from '../../../shared/schemas/chats.js'
+import type { Run, RunDetail, RunRef } from '../../../shared/schemas/runs.js'
+import { idPrefixFilter } from '../../db/paging.js'
 import type { Db } from '../../db/sql.js'
 import {
   chatNotFound,
@@ -409,4 +411,60 @@ export async function chatDetail(
     if (!archived) throw chatNotFound(id)
     return archived
   }
+}
+
+/** How many archived ones a prefix lookup answers at most: enough for osctl to list an ambiguity. */
+const prefixMatches = 20
+
+/**
+ * The enterprise's archived runs or chats whose id starts with `idPrefix`, as their lists showed them
+ * while live (osctl names one by its first characters, issue 51; lists show live rows only): a range
+ * of the archive index, then each member that holds a match, read once. The index does not say which
+ * kind an id is: an id of the other kind is left out once its member is read.
+ */
+export async function archivedByPrefix(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  type: 'run',
+  idPrefix: string,
+): Promise<Run[]>
+export async function archivedByPrefix(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  type: 'chat',
+  idPrefix: string,
+): Promise<Chat[]>
+export async function archivedByPrefix(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  type: 'run' | 'chat',
+  idPrefix: string,
+): Promise<(Run | Chat)[]> {
+  const rows = await db<(Located & { id: string; memberId: string })[]>`
+    select i.id, i.member_id::text, m.file, m.byte_offset, m.byte_length
+      from archive_index i join archive_members m on m.id = i.member_id
+     where m.enterprise_id = ${enterpriseId} ${idPrefixFilter(db, 'i.id', idPrefix)}
+     order by i.id
+     limit ${prefixMatches * 2}`
+  const wanted = new Set(rows.map((r) => r.id))
+  const members = new Map(rows.map((r) => [r.memberId, r]))
+  const found: (Run | Chat)[] = []
+  for (const member of members.values()) {
+    for (const line of linesOf(await readMember(archiveDir, member))) {
+      if (line.type !== type || !wanted.has(line.id)) continue
+      found.push(
+        type === 'run'
+          ? toRun(revive<RunRow>(dataOf<RunRecord>(line).run))
+          : toChat({
+              ...revive<ChatRow>(dataOf<ChatRecord>(line).chat),
+              unread: 0,
+              replying: false,
+            }),
+      )
+    }
+  }
+  return found.sort((a, b) => (a.id < b.id ? -1 : 1)).slice(0, prefixMatches)
 }
