@@ -69,6 +69,9 @@ function chatFields(deps: Deps, chat: Chat, name: string | undefined): void {
     ['unread', chat.unread],
     ['last message', chat.lastMessageAt],
     ['created', chat.createdAt],
+    ...('archived' in chat && chat.archived
+      ? [['archived', 'yes: read back from the archive; in no list'] as [string, unknown]]
+      : []),
   ])
 }
 

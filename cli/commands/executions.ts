@@ -104,7 +104,9 @@ export async function getExecution(deps: Deps, ref: string): Promise<void> {
     .get<ExecutionDetail>(`/executions/${await executionRef(deps, ref)}`)
   show(deps.out, detail, () => {
     const e = detail.execution
-    const heading = `execution ${e.id}  ${e.status}${e.closed ? ' (closed)' : ''}  ${e.runCount} run(s)`
+    const heading =
+      `execution ${e.id}  ${e.status}${e.closed ? ' (closed)' : ''}  ${e.runCount} run(s)` +
+      (detail.archived ? '  (archived)' : '')
     deps.out.write(`${bold(deps.out, heading)}\n`)
     deps.out.write(drawTree(executionTree(deps, detail)).join('\n') + '\n')
   })

@@ -70,6 +70,9 @@ function runFields(out: Output, run: Run): [string, unknown][] {
   ]
 }
 
+/** The detail views' line for an archived run, chat or execution (issue 46). */
+export const archivedText = 'yes: read back from the archive; in no list, and not to fork or retry'
+
 /** Why a paused run waits, in a few words: what is paused and why. */
 export function pausedWhy(pause: NonNullable<Run['paused']>): string {
   return `${pause.scope} paused: ${safeText(pause.reason)}`
@@ -237,6 +240,8 @@ export async function getRun(deps: Deps, ref: string, opts: { after?: string }):
         detail.forks?.length ? detail.forks.map((f) => `${f.runId} (step ${f.step})`) : null,
       ],
       ['gates', detail.gates.length],
+      // Said here, so that a later fork or retry that does not find it is no surprise (issue 46).
+      ...(detail.archived ? [['archived', archivedText] as [string, unknown]] : []),
     ])
     deps.out.write(`\nevents${opts.after ? ` after ${opts.after}` : ''}:\n`)
     if (detail.events.length === 0) deps.out.write('  (none)\n')

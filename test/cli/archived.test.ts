@@ -8,7 +8,7 @@ import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 
 // A run, chat or execution the retention pass archived (issue 46), through osctl in process against a
 // real daemon: named by the first characters of its id as a live one is (issue 51), though no list
-// shows it.
+// shows it, and its detail view says it is archived.
 
 let cli: CliDaemon
 let runId = ''
@@ -69,5 +69,19 @@ describe('an archived run, chat or execution', () => {
     const none = await osctl(['runs', 'get', 'ffffffff'], cli.env)
     expect(none.exitCode).not.toBe(0)
     expect(none.stderr).toContain('run_not_found')
+  })
+
+  it('says so in the detail views', async () => {
+    const run = await osctl(['runs', 'get', runId.slice(0, 8)], cli.env)
+    expect(run.exitCode, run.stderr).toBe(0)
+    expect(run.stdout).toMatch(
+      /^archived +yes: read back from the archive; in no list, and not to fork or retry$/m,
+    )
+    const chat = await osctl(['chats', 'get', chatId.slice(0, 8)], cli.env)
+    expect(chat.exitCode, chat.stderr).toBe(0)
+    expect(chat.stdout).toMatch(/^archived +yes: read back from the archive; in no list$/m)
+    const execution = await osctl(['executions', 'get', runId], cli.env)
+    expect(execution.exitCode, execution.stderr).toBe(0)
+    expect(execution.stdout.split('\n')[0]).toMatch(/\(archived\)$/)
   })
 })
