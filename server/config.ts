@@ -230,7 +230,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     archiveDir: resolve(expandHome(env.OSD_ARCHIVE_DIR?.trim() || join(dataDir, 'archive'))),
     retention: {
       enabled: (env.OSD_RETENTION ?? '').trim().toLowerCase() !== 'off',
-      intervalSeconds: positive(env.OSD_RETENTION_INTERVAL_SECONDS, 60),
+      intervalSeconds: retentionIntervalSeconds(env.OSD_RETENTION_INTERVAL_SECONDS),
     },
     feedKeepHours: positive(env.OSD_FEED_KEEP_HOURS, 7 * 24),
     rateLimits: {
@@ -266,6 +266,20 @@ function engineConcurrency(raw: string | undefined): number {
   if (!Number.isInteger(value) || value < 1)
     throw new ConfigError(
       `OSD_ENGINE_CONCURRENCY must be a whole number of 1 or more; got "${raw}"`,
+    )
+  return value
+}
+
+/**
+ * OSD_RETENTION_INTERVAL_SECONDS: a whole number of 1 or more, 60 unless set, else osd stops at start
+ * (a typo that made it 60 would leave an operator who asked for a short window with a long one).
+ */
+function retentionIntervalSeconds(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return 60
+  const value = Number(raw.trim())
+  if (!Number.isInteger(value) || value < 1)
+    throw new ConfigError(
+      `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds, 1 or more; got "${raw}"`,
     )
   return value
 }

@@ -97,6 +97,20 @@ describe('how much work an engine takes (issue 43)', () => {
       )
   })
 
+  it('runs the retention pass every OSD_RETENTION_INTERVAL_SECONDS, 60 unless set, and stops at anything but a whole number of 1 or more (issue 46)', () => {
+    expect(loadConfig({}, {}).retention.intervalSeconds).toBe(60)
+    expect(loadConfig({}, { OSD_RETENTION_INTERVAL_SECONDS: ' ' }).retention.intervalSeconds).toBe(
+      60,
+    )
+    expect(loadConfig({}, { OSD_RETENTION_INTERVAL_SECONDS: '5' }).retention.intervalSeconds).toBe(
+      5,
+    )
+    for (const wrong of ['0', '-5', 'abc', '0.5'])
+      expect(() => loadConfig({}, { OSD_RETENTION_INTERVAL_SECONDS: wrong })).toThrow(
+        `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds, 1 or more; got "${wrong}"`,
+      )
+  })
+
   it('leases last OSD_LEASE_SECONDS, defaultLeaseSeconds unless set', () => {
     expect(loadConfig({}, {}).leaseSeconds).toBe(defaultLeaseSeconds)
     expect(loadConfig({}, { OSD_LEASE_SECONDS: '3' }).leaseSeconds).toBe(3)
