@@ -117,6 +117,22 @@ export interface SpaceCheck {
   keepFreeBytes?: number
 }
 
+export interface BackupOptions extends SpaceCheck {
+  /** Replace FILE when it exists (--force); else the backup is refused. */
+  replace?: boolean
+}
+
+/** FILE already there: refused unless replaced on purpose, since it may be the one good copy. */
+async function refuseExisting(file: string, options: BackupOptions): Promise<void> {
+  if (options.replace) return
+  const there = await stat(file).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => err.code !== 'ENOENT',
+  )
+  if (there)
+    throw new BackupError(`${file} exists: name another file, or add --force to replace it`)
+}
+
 async function freeSpace(dir: string): Promise<{ free: number; size: number }> {
   const fs = await statfs(dir)
   return { free: fs.bavail * fs.bsize, size: fs.blocks * fs.bsize }
@@ -141,17 +157,19 @@ export interface BackupSummary {
  * osd admin backup --out FILE: every table of the database, in one snapshot, to FILE (gzip). The
  * disk is looked at first: the copy needs at most the database's size (it holds no indexes and is
  * compressed), and the disk must keep `keepFreeBytes` free after it; otherwise it is refused before a
- * byte is written. Written to FILE.partial, fsynced and renamed: FILE is whole or absent. While it
- * writes, a disk filling up anyway (other writers) stops it, and the partial file is removed.
+ * byte is written. An existing FILE is refused unless `replace` (--force). Written to FILE.partial,
+ * fsynced and renamed: FILE is whole or absent. While it writes, a disk filling up anyway (other
+ * writers) stops it, and the partial file is removed.
  */
 export async function backup(
   sql: Sql,
   out: string,
-  options: SpaceCheck = {},
+  options: BackupOptions = {},
 ): Promise<BackupSummary> {
   const started = Date.now()
   const file = resolve(out)
   const dir = dirname(file)
+  await refuseExisting(file, options)
   const [size] = await sql<{ bytes: number }[]>`
     select pg_database_size(current_database())::bigint as bytes`
   const databaseBytes = size!.bytes
@@ -232,6 +250,8 @@ export async function backup(
     gzip.end()
     await once(output, 'close')
     await fsyncFile(partial)
+    // Again: a copy takes minutes, and FILE may have been made meanwhile.
+    await refuseExisting(file, options)
     await rename(partial, file)
     await fsyncFile(dir)
   } catch (err) {

@@ -151,6 +151,14 @@ function print(json: boolean, value: unknown, human: () => string): void {
   process.stdout.write(json ? JSON.stringify(value, null, 2) + '\n' : human() + '\n')
 }
 
+interface BackupFlags {
+  out?: string
+  verify?: string
+  keepFree?: string
+  force?: boolean
+  json?: boolean
+}
+
 export function registerAdmin(admin: Command): void {
   admin.option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR)')
   const dbFlags = (): DbFlags => admin.opts<DbFlags>()
@@ -178,7 +186,8 @@ export function registerAdmin(admin: Command): void {
     .description(
       "copy the whole database, in one snapshot, to a file (gzip) while osd runs; or check a copy. Secrets in it stay sealed with this instance's server key, which the copy does not hold: keep OSD_SECRET_KEY (or the data dir's secret.key) too",
     )
-    .option('--out <file>', 'write the copy to this file')
+    .option('--out <file>', 'write the copy to this file (refused if it exists, unless --force)')
+    .option('--force', 'with --out: replace the file if it exists')
     .option(
       '--verify <file>',
       "read a copy whole and check it (header, each table's rows, checksums)",
@@ -188,7 +197,7 @@ export function registerAdmin(admin: Command): void {
       'free space the disk must keep after the copy (default 5% of the disk, at least 64 MB)',
     )
     .option('--json', 'print JSON')
-    .action(async (opts: { out?: string; verify?: string; keepFree?: string; json?: boolean }) => {
+    .action(async (opts: BackupFlags) => {
       if (Boolean(opts.out) === Boolean(opts.verify))
         throw new UsageError('name one of --out FILE (make a copy) or --verify FILE (check one)')
       if (opts.verify) {
@@ -206,7 +215,7 @@ export function registerAdmin(admin: Command): void {
       if (keepFree !== undefined && !(Number.isInteger(keepFree) && keepFree >= 0))
         throw new UsageError(`--keep-free takes a number of bytes; got "${opts.keepFree}"`)
       const made = await withRawDatabase(dbFlags(), (sql) =>
-        backup(sql, opts.out!, { keepFreeBytes: keepFree }),
+        backup(sql, opts.out!, { keepFreeBytes: keepFree, replace: opts.force ?? false }),
       )
       print(opts.json ?? false, made, () =>
         [

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { backup, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
+import { backup, BackupError, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
 import { createSql } from '../../../server/db/sql.js'
 import { withDatabase } from '../../global-setup.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
@@ -81,4 +81,20 @@ describe('backup of a large table (issue 46)', () => {
     }
     // About 50 s on a loaded machine (backup, verify and restore of 200,000 rows): three times that.
   }, 180_000)
+})
+
+describe('backup --out onto a file that exists (issue 46)', () => {
+  it('is refused, naming the file, and leaves it as it was; with --force it is replaced', async () => {
+    const file = join(work, 'kept.gz')
+    await writeFile(file, 'the only good copy')
+    const refused = backup(db.sql, file, { keepFreeBytes: 0 })
+    await expect(refused).rejects.toThrow(BackupError)
+    await expect(refused).rejects.toThrow(
+      `${file} exists: name another file, or add --force to replace it`,
+    )
+    expect(await readFile(file, 'utf8')).toBe('the only good copy')
+
+    await backup(db.sql, file, { keepFreeBytes: 0, replace: true })
+    expect((await verifyBackup(file)).tables.length).toBeGreaterThan(0)
+  })
 })
