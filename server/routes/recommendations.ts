@@ -18,7 +18,7 @@ import { createRouter, route } from '../http/router.js'
  * Recommendations (spec: Endpoints Recommendations; DESIGN 10): changes to tasks that os-improve runs
  * proposed, for a person to approve or decline.
  */
-export function recommendationRoutes({ sql }: RouteDeps) {
+export function recommendationRoutes({ sql, config }: RouteDeps) {
   const app = createRouter()
   const enterprise = (c: AppContext) => c.var.caller.enterpriseId
   const params = z.object({ id: Uuid })
@@ -76,11 +76,21 @@ export function recommendationRoutes({ sql }: RouteDeps) {
         // The version is checked when approved: a must-gate list may have grown since the proposal.
         'invalid_task_definition',
         'gate_required_for_tool',
+        // An evidence run's input is read back from the archive once the retention pass moved it.
+        'archive_unavailable',
       ],
     },
     async (c, { params, body }) =>
-      (await decideRecommendation(sql, enterprise(c), params.id, body, c.var.caller.actor))
-        .recommendation,
+      (
+        await decideRecommendation(
+          sql,
+          config.archiveDir,
+          enterprise(c),
+          params.id,
+          body,
+          c.var.caller.actor,
+        )
+      ).recommendation,
   )
 
   return app

@@ -22,6 +22,7 @@ import {
 } from '../tasks/index.js'
 import { lineDiff } from './line-diff.js'
 import { appendEvent, enqueueRun, type RunRow } from '../runs/index.js'
+import { archivedRun } from '../retention/index.js'
 
 // Recommendations (spec: Concepts, Recommendations; Endpoints Recommendations; DESIGN 10): an os-improve
 // run proposes a change to a task with os.propose_change; a person approves it (a new version on the
@@ -197,8 +198,39 @@ export async function getRecommendation(
  * The task is locked before the recommendation, as a person's save locks the task before it declines
  * the task's waiting recommendations, so a save and an approval never wait on each other in a circle.
  */
+/**
+ * The input of the newest of a recommendation's evidence runs, which the run its approval starts is
+ * given; {} without evidence. A recommendation outlives its runs' retention window (issue 46), so an
+ * evidence run the retention pass moved out is read from the archive.
+ */
+async function evidenceInput(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  taskId: string,
+  runIds: string[],
+): Promise<Record<string, unknown>> {
+  if (runIds.length === 0) return {}
+  const live = await db<{ id: string; input: Record<string, unknown>; createdAt: Date }[]>`
+    select id, input, created_at from runs
+     where enterprise_id = ${enterpriseId} and task_id = ${taskId}
+       and id = any(${db.array(runIds)}::uuid[])`
+  const gone = runIds.filter((id) => !live.some((r) => r.id === id))
+  const archived = await Promise.all(
+    gone.map((id) => archivedRun(db, archiveDir, enterpriseId, id)),
+  )
+  const runs = [
+    ...live.map((r) => ({ input: r.input, at: r.createdAt.getTime() })),
+    ...archived.flatMap((r) =>
+      r?.taskId === taskId ? [{ input: r.input, at: Date.parse(r.createdAt) }] : [],
+    ),
+  ]
+  return runs.sort((a, b) => b.at - a.at)[0]?.input ?? {}
+}
+
 export async function decideRecommendation(
   db: Db,
+  archiveDir: string,
   enterpriseId: string,
   id: string,
   body: RecommendationDecision,
@@ -259,14 +291,14 @@ export async function decideRecommendation(
       { ...row.changes, baseVersionId: row.baseVersionId },
       { by: decidedBy, why: `Recommendation ${id} was approved instead.` },
     )
-    const [newest] = row.evidence.length
-      ? await tx<{ input: Record<string, unknown> }[]>`
-          select input from runs
-           where enterprise_id = ${enterpriseId} and task_id = ${task.id}
-             and id = any(${tx.array(row.evidence.map((e) => e.runId))}::uuid[])
-           order by created_at desc limit 1`
-      : []
-    const run = await enqueueRun(tx, enterpriseId, task.id, newest?.input ?? {}, {
+    const input = await evidenceInput(
+      tx,
+      archiveDir,
+      enterpriseId,
+      task.id,
+      row.evidence.map((e) => e.runId),
+    )
+    const run = await enqueueRun(tx, enterpriseId, task.id, input, {
       origin: 'recommendation',
     })
     await appendEvent(tx, run, 'recommendation.approved', {

@@ -14,6 +14,7 @@ export {
 export {
   archivedByPrefix,
   archivedChatDetail,
+  archivedRun,
   archivedRunDetail,
   chatDetail,
   executionDetail,

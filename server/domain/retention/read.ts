@@ -139,6 +139,17 @@ async function readRun(
   }
 }
 
+/** An archived run of the enterprise as the lists showed it while live (its input, say). */
+export async function archivedRun(
+  db: Db,
+  archiveDir: string,
+  enterpriseId: string,
+  id: string,
+): Promise<Run | undefined> {
+  const found = await readRun(db, archiveDir, enterpriseId, id)
+  return found && toRun(revive<RunRow>(found.record.run))
+}
+
 const refOf = (r: RunRow): RunRef => ({
   id: r.id,
   status: r.status,

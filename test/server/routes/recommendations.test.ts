@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { Recommendation, RecommendationDetail } from '../../../shared/schemas/recommendations.js'
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
@@ -6,6 +9,7 @@ import { TaskRead } from '../../../shared/schemas/tasks.js'
 import { proposeChange } from '../../../server/domain/learning/index.js'
 import { finishRun, loadRun, type RunRow, transition } from '../../../server/domain/runs/index.js'
 import { openGate } from '../../../server/domain/gates/index.js'
+import { retentionPass } from '../../../server/domain/retention/index.js'
 import { ApiError } from '../../../shared/errors.js'
 import { improveIntervalMinutes } from '../../../server/config.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
@@ -20,7 +24,8 @@ let t: TestApp
 let improveId: string
 
 beforeAll(async () => {
-  t = await createTestApp()
+  // An archive of the file's own: evidence runs past their window are moved there (issue 46).
+  t = await createTestApp({ archiveDir: await mkdtemp(join(tmpdir(), 'osd-archive-')) })
   const [row] = await t.sql<{ id: string }[]>`
     select id from tasks where enterprise_id = ${t.acme.id} and slug = 'os-improve'`
   improveId = row!.id
@@ -226,6 +231,25 @@ describe('deciding', () => {
     const again = await decide(rec.id, { decision: 'decline', reason: 'changed my mind' })
     expect(again.status).toBe(409)
     expect(again.body.error).toBe('already_decided')
+  })
+
+  it('approve after the evidence run was archived: the run it starts has that run’s input, read from the archive (issue 46)', async () => {
+    const { task, rec } = await proposal()
+    // Past the finished-runs window (90 days), moved out by the retention pass.
+    await t.sql`
+      update runs set created_at = created_at - interval '200 days',
+                      finished_at = finished_at - interval '200 days'
+       where id = ${task.runId}`
+    await retentionPass(t.sql, { archiveDir: t.config.archiveDir, enterpriseId: t.acme.id })
+    const [left] = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where id = ${task.runId}`
+    expect(left!.n).toBe(0)
+
+    const res = await decide(rec.id, { decision: 'approve' })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    const decided = Recommendation.parse(res.body)
+    const run = Run.parse((await t.call('GET', `/v1/runs/${decided.runId}`)).body.run)
+    expect(run).toMatchObject({ origin: 'recommendation', input: { n: 7 } })
   })
 
   it('the approved run waits for its lane instead of being refused for overlap', async () => {
