@@ -137,6 +137,9 @@ export function registerSecrets(admin: Command, tools: SecretsTools): void {
         throw tools.usage('--batch takes a whole number from 1 to 10000')
       const result = await tools.withDatabase(async (sql, config) => {
         const keyring = loadKeyring(config.dataDir)
+        // A data dir without a key file: the key made now is the one everything is sealed under, so it
+        // is written (as the first osd serve would), never held in memory only.
+        keyring.keep()
         let added: string | undefined
         if (!opts.keepKey) {
           const path = keyFile(
