@@ -203,11 +203,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       ),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
-    toolTimeoutSeconds: positive(env.OSD_TOOL_TIMEOUT_SECONDS, 120),
-    toolResultMaxBytes: Math.floor(positive(env.OSD_TOOL_RESULT_MAX_BYTES, 100_000)),
+    toolTimeoutSeconds: positive(env, 'OSD_TOOL_TIMEOUT_SECONDS', 120),
+    toolResultMaxBytes: positive(env, 'OSD_TOOL_RESULT_MAX_BYTES', 100_000, { whole: true }),
     egress: { allow: egressAllow(env.OSD_EGRESS_ALLOW) },
-    modelTimeoutSeconds: positive(env.OSD_MODEL_TIMEOUT_SECONDS, 120),
-    modelIdleSeconds: positive(env.OSD_MODEL_IDLE_SECONDS, 60),
+    modelTimeoutSeconds: positive(env, 'OSD_MODEL_TIMEOUT_SECONDS', 120),
+    modelIdleSeconds: positive(env, 'OSD_MODEL_IDLE_SECONDS', 60),
     promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:
@@ -222,17 +222,17 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     },
     improveIntervalMinutes: improveIntervalMinutes(env),
     ...mailConfig(env),
-    maxStreamsPerToken: Math.floor(positive(env.OSD_MAX_STREAMS_PER_TOKEN, 50)),
+    maxStreamsPerToken: positive(env, 'OSD_MAX_STREAMS_PER_TOKEN', 50, { whole: true }),
     session: {
-      idleMinutes: positive(env.OSD_SESSION_IDLE_MINUTES, 12 * 60),
-      maxHours: positive(env.OSD_SESSION_MAX_HOURS, 7 * 24),
+      idleMinutes: positive(env, 'OSD_SESSION_IDLE_MINUTES', 12 * 60),
+      maxHours: positive(env, 'OSD_SESSION_MAX_HOURS', 7 * 24),
     },
     archiveDir: resolve(expandHome(env.OSD_ARCHIVE_DIR?.trim() || join(dataDir, 'archive'))),
     retention: {
       enabled: (env.OSD_RETENTION ?? '').trim().toLowerCase() !== 'off',
       intervalSeconds: retentionIntervalSeconds(env.OSD_RETENTION_INTERVAL_SECONDS),
     },
-    feedKeepHours: positive(env.OSD_FEED_KEEP_HOURS, 7 * 24),
+    feedKeepHours: positive(env, 'OSD_FEED_KEEP_HOURS', 7 * 24),
     rateLimits: {
       perMinute: rate(env.OSD_RATE_LIMIT_PER_MINUTE, 6000, 'OSD_RATE_LIMIT_PER_MINUTE'),
       ipPerMinute: rate(env.OSD_RATE_LIMIT_IP_PER_MINUTE, 600, 'OSD_RATE_LIMIT_IP_PER_MINUTE'),
@@ -327,9 +327,25 @@ function trustedProxies(raw: string | undefined): string[] {
   return list
 }
 
-function positive(raw: string | undefined, fallback: number): number {
+/**
+ * A positive number (a duration, a size, a count), `fallback` unless set; set to anything else, osd
+ * stops at start: a typo that quietly became the default (a session kept a week, not the hours asked)
+ * would be found late, if at all.
+ */
+function positive(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  { whole = false } = {},
+): number {
+  const raw = env[name]?.trim()
+  if (raw === undefined || raw === '') return fallback
   const value = Number(raw)
-  return raw && Number.isFinite(value) && value > 0 ? value : fallback
+  if (whole ? !Number.isInteger(value) || value < 1 : !Number.isFinite(value) || value <= 0)
+    throw new ConfigError(
+      `${name} must be ${whole ? 'a whole number of 1 or more' : 'a positive number'}; got "${env[name]}"`,
+    )
+  return value
 }
 
 function parsePort(value: string | number): number {

@@ -40,9 +40,15 @@ describe('timeouts of the world osd calls (issue 34)', () => {
       modelIdleSeconds: 5.5,
       toolTimeoutSeconds: 9,
     })
-    // Not a positive number: the default, as for the other durations.
-    const bad = loadConfig({}, { OSD_MODEL_TIMEOUT_SECONDS: 'soon', OSD_MODEL_IDLE_SECONDS: '-1' })
-    expect(bad).toMatchObject({ modelTimeoutSeconds: 120, modelIdleSeconds: 60 })
+    // Set, but not a positive number: osd stops at start, naming it, as for every such variable.
+    expect(() => loadConfig({}, { OSD_MODEL_TIMEOUT_SECONDS: 'soon' })).toThrow(
+      'OSD_MODEL_TIMEOUT_SECONDS must be a positive number; got "soon"',
+    )
+    expect(() => loadConfig({}, { OSD_MODEL_IDLE_SECONDS: '-1' })).toThrow(/OSD_MODEL_IDLE_SECONDS/)
+    expect(() => loadConfig({}, { OSD_TOOL_TIMEOUT_SECONDS: '0' })).toThrow(
+      /OSD_TOOL_TIMEOUT_SECONDS/,
+    )
+    expect(loadConfig({}, { OSD_MODEL_TIMEOUT_SECONDS: ' ' }).modelTimeoutSeconds).toBe(120)
   })
 })
 
@@ -58,20 +64,39 @@ describe('the metrics listener (issue 33)', () => {
 })
 
 describe('the event feed (issue 47)', () => {
-  it('keeps OSD_FEED_KEEP_HOURS, 168 (7 days) unless a positive number', () => {
+  it('keeps OSD_FEED_KEEP_HOURS, 168 (7 days) unless set; stops at start on one not positive', () => {
     expect(loadConfig({}, {}).feedKeepHours).toBe(168)
     expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: '24' }).feedKeepHours).toBe(24)
     expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: '0.5' }).feedKeepHours).toBe(0.5)
-    expect(loadConfig({}, { OSD_FEED_KEEP_HOURS: 'a day' }).feedKeepHours).toBe(168)
+    expect(() => loadConfig({}, { OSD_FEED_KEEP_HOURS: 'a day' })).toThrow(
+      'OSD_FEED_KEEP_HOURS must be a positive number; got "a day"',
+    )
+  })
+
+  it('stops at start on a session or stream limit that is not a number of its kind', () => {
+    expect(loadConfig({}, {}).session).toEqual({ idleMinutes: 720, maxHours: 168 })
+    expect(loadConfig({}, { OSD_SESSION_MAX_HOURS: '8' }).session.maxHours).toBe(8)
+    expect(() => loadConfig({}, { OSD_SESSION_IDLE_MINUTES: '30m' })).toThrow(
+      /OSD_SESSION_IDLE_MINUTES/,
+    )
+    expect(() => loadConfig({}, { OSD_SESSION_MAX_HOURS: '-8' })).toThrow(/OSD_SESSION_MAX_HOURS/)
+    expect(loadConfig({}, { OSD_MAX_STREAMS_PER_TOKEN: '5' }).maxStreamsPerToken).toBe(5)
+    expect(() => loadConfig({}, { OSD_MAX_STREAMS_PER_TOKEN: '0.5' })).toThrow(
+      'OSD_MAX_STREAMS_PER_TOKEN must be a whole number of 1 or more; got "0.5"',
+    )
   })
 })
 
 describe('what a tool server may make osd read and where osd connects (issue 44)', () => {
-  it('reads OSD_TOOL_RESULT_MAX_BYTES, 100000 unless a positive number', () => {
+  it('reads OSD_TOOL_RESULT_MAX_BYTES, 100000 unless set; stops at start on one not whole', () => {
     expect(loadConfig({}, {}).toolResultMaxBytes).toBe(100_000)
     expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: '250000' }).toolResultMaxBytes).toBe(250_000)
-    expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: 'lots' }).toolResultMaxBytes).toBe(100_000)
-    expect(loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: '0' }).toolResultMaxBytes).toBe(100_000)
+    expect(() => loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: 'lots' })).toThrow(
+      /OSD_TOOL_RESULT_MAX_BYTES/,
+    )
+    expect(() => loadConfig({}, { OSD_TOOL_RESULT_MAX_BYTES: '0' })).toThrow(
+      'OSD_TOOL_RESULT_MAX_BYTES must be a whole number of 1 or more; got "0"',
+    )
   })
 
   it('reads OSD_EGRESS_ALLOW once, and stops at a wrong entry', () => {
