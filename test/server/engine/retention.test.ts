@@ -272,6 +272,18 @@ describe('finished runs (issue 46)', () => {
     expect(gateRead.body.events).toEqual(before.events.slice(2))
     // Another enterprise cannot read it.
     expect((await t.call('GET', `/v1/runs/${run.id}`, { token: t.other.token })).status).toBe(404)
+    // Nor find it by its first characters (osctl's short ids), which find it here; no chat has them.
+    const prefix = run.id.slice(0, 8)
+    const found = await t.call('GET', `/v1/runs/archived?idPrefix=${prefix}`, s.as)
+    expect(found.body.map((r: { id: string }) => r.id)).toContain(run.id)
+    const strangers = await t.call('GET', `/v1/runs/archived?idPrefix=${prefix}`, {
+      token: t.other.token,
+    })
+    expect([strangers.status, strangers.body]).toEqual([200, []])
+    const asChat = await t.call('GET', `/v1/chats/archived?idPrefix=${prefix}`, s.as)
+    expect(asChat.body.map((c: { id: string }) => c.id)).not.toContain(run.id)
+    const short = await t.call('GET', `/v1/runs/archived?idPrefix=${run.id.slice(0, 4)}`, s.as)
+    expect([short.status, short.body.error]).toEqual([400, 'invalid_request'])
 
     // Spend and usage totals, and the memory note naming the run, stay as they were.
     expect(
@@ -737,6 +749,12 @@ describe('closed chats (issue 46)', () => {
     const list = await t.call('GET', '/v1/chats', s.as)
     expect(list.body.map((c: { id: string }) => c.id)).toEqual([open])
     expect((await t.call('GET', `/v1/chats/${closed}`, { token: t.other.token })).status).toBe(404)
+    const found = await t.call('GET', `/v1/chats/archived?idPrefix=${closed.slice(0, 8)}`, s.as)
+    expect(found.body.map((c: { id: string }) => c.id)).toEqual([closed])
+    const strangers = await t.call('GET', `/v1/chats/archived?idPrefix=${closed.slice(0, 8)}`, {
+      token: t.other.token,
+    })
+    expect(strangers.body).toEqual([])
   })
 })
 
