@@ -188,17 +188,6 @@ export async function getRecommendation(
 // --- deciding -----------------------------------------------------------------------------------------
 
 /**
- * POST /v1/recommendations/{id}/decision. Approve publishes the changes as a new version on the base
- * version and starts a run of the task on it (input of the newest evidence run, else {}; origin
- * recommendation; pending until its lane and a member are free, never refused for overlap), in one
- * transaction: a refusal publishes nothing. Decline records the reason. A decided one is 409
- * already_decided, unless the same caller repeats the same idempotencyKey: then the first decision
- * answers again (`repeated`) and nothing more happens.
- *
- * The task is locked before the recommendation, as a person's save locks the task before it declines
- * the task's waiting recommendations, so a save and an approval never wait on each other in a circle.
- */
-/**
  * The input of the newest of a recommendation's evidence runs, which the run its approval starts is
  * given; {} without evidence. A recommendation outlives its runs' retention window (issue 46), so an
  * evidence run the retention pass moved out is read from the archive.
@@ -228,6 +217,17 @@ async function evidenceInput(
   return runs.sort((a, b) => b.at - a.at)[0]?.input ?? {}
 }
 
+/**
+ * POST /v1/recommendations/{id}/decision. Approve publishes the changes as a new version on the base
+ * version and starts a run of the task on it (input of the newest evidence run, else {}; origin
+ * recommendation; pending until its lane and a member are free, never refused for overlap), in one
+ * transaction: a refusal publishes nothing. Decline records the reason. A decided one is 409
+ * already_decided, unless the same caller repeats the same idempotencyKey: then the first decision
+ * answers again (`repeated`) and nothing more happens.
+ *
+ * The task is locked before the recommendation, as a person's save locks the task before it declines
+ * the task's waiting recommendations, so a save and an approval never wait on each other in a circle.
+ */
 export async function decideRecommendation(
   db: Db,
   archiveDir: string,
