@@ -518,14 +518,18 @@ describe('calls that never authenticated (issue 44)', () => {
         : ['no-such-enterprise', 'acme']) {
         const started = performance.now()
         const res = await call(enterprise)
+        const took = performance.now() - started
         await res.text()
         expect(res.status).toBe(401)
-        if (round >= 3) times[enterprise]!.push(performance.now() - started)
+        if (round >= 3) times[enterprise]!.push(took)
       }
     }
-    const median = (list: number[]) => [...list].sort((a, b) => a - b)[list.length >> 1]!
-    const known = median(times.acme!)
-    const unknown = median(times['no-such-enterprise']!)
+    // A low percentile, not the median: what a loaded machine adds (another process taking the core
+    // mid-call) only ever adds, and fell on one side often enough in a full run to move its median by
+    // half; work a side does on every call (the store before the answer) moves every percentile.
+    const low = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 10)]!
+    const known = low(times.acme!)
+    const unknown = low(times['no-such-enterprise']!)
     // Before issue 44 the known one stored the call first: about three times the unknown one's.
     expect(Math.max(known, unknown) / Math.min(known, unknown)).toBeLessThan(1.5)
   })
