@@ -79,6 +79,8 @@ export interface Config {
   }
   /** At most one os-improve run starts by itself per task in this many minutes (DESIGN 10); undefined: off. */
   improveIntervalMinutes: number | undefined
+  /** OSD_MAX_EXECUTION_RUNS, checked at start (read where used: maxExecutionRuns). */
+  maxExecutionRuns: number
   /**
    * Mail to people (issue 47): OSD_SMTP_URL (`smtp://user:pass@host:587`, STARTTLS when the server offers
    * it; `smtps://` for TLS from the start) and OSD_MAIL_FROM. Without them osd mails nobody.
@@ -187,7 +189,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     metricsPort:
       metricsPort === undefined || metricsPort === '' ? undefined : parsePort(metricsPort),
     metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
-    leaseSeconds: Math.max(1, Number(env.OSD_LEASE_SECONDS) || defaultLeaseSeconds),
+    leaseSeconds: Math.max(1, positive(env, 'OSD_LEASE_SECONDS', defaultLeaseSeconds)),
     engineConcurrency: engineConcurrency(env.OSD_ENGINE_CONCURRENCY),
     passwordLog2N: passwordLog2N(env.OSD_PASSWORD_COST),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
@@ -221,6 +223,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       scope: env.OSD_PROVIDER_B_OAUTH_SCOPE || 'openid profile offline_access',
     },
     improveIntervalMinutes: improveIntervalMinutes(env),
+    maxExecutionRuns: maxExecutionRuns(env),
     ...mailConfig(env),
     maxStreamsPerToken: positive(env, 'OSD_MAX_STREAMS_PER_TOKEN', 50, { whole: true }),
     session: {
@@ -253,7 +256,21 @@ export function improveIntervalMinutes(env: NodeJS.ProcessEnv = process.env): nu
   if (raw === undefined || raw === '') return 60
   if (raw.toLowerCase() === 'off') return undefined
   const value = Number(raw)
-  return Number.isFinite(value) && value >= 0 ? value : 60
+  // loadConfig reads it too, at start: a value it cannot take stops osd there, not at a trigger.
+  if (!Number.isFinite(value) || value < 0)
+    throw new ConfigError(
+      `OSD_IMPROVE_INTERVAL_MINUTES must be a number of minutes (0 or more), or off; got "${env.OSD_IMPROVE_INTERVAL_MINUTES}"`,
+    )
+  return value
+}
+
+/**
+ * OSD_MAX_EXECUTION_RUNS (default 500): the most runs one execution may hold. Read where a successor is
+ * considered (domain/runs/successors.ts), and at start by loadConfig, so a value it cannot take stops
+ * osd there: not a number, it had made no bound at all (every comparison with NaN is false).
+ */
+export function maxExecutionRuns(env: NodeJS.ProcessEnv = process.env): number {
+  return positive(env, 'OSD_MAX_EXECUTION_RUNS', 500, { whole: true })
 }
 
 /**

@@ -73,6 +73,27 @@ describe('the event feed (issue 47)', () => {
     )
   })
 
+  it('stops at start on an improve interval, a lease or an execution bound that is not a number of its kind', () => {
+    expect(loadConfig({}, {})).toMatchObject({
+      improveIntervalMinutes: 60,
+      leaseSeconds: 30,
+      maxExecutionRuns: 500,
+    })
+    expect(loadConfig({}, { OSD_IMPROVE_INTERVAL_MINUTES: 'off' }).improveIntervalMinutes).toBe(
+      undefined,
+    )
+    expect(loadConfig({}, { OSD_IMPROVE_INTERVAL_MINUTES: '0' }).improveIntervalMinutes).toBe(0)
+    expect(() => loadConfig({}, { OSD_IMPROVE_INTERVAL_MINUTES: 'hourly' })).toThrow(
+      'OSD_IMPROVE_INTERVAL_MINUTES must be a number of minutes (0 or more), or off; got "hourly"',
+    )
+    expect(() => loadConfig({}, { OSD_LEASE_SECONDS: 'long' })).toThrow(/OSD_LEASE_SECONDS/)
+    expect(loadConfig({}, { OSD_MAX_EXECUTION_RUNS: '50' }).maxExecutionRuns).toBe(50)
+    // Not a number, it had made no bound at all: every comparison with NaN is false.
+    expect(() => loadConfig({}, { OSD_MAX_EXECUTION_RUNS: 'many' })).toThrow(
+      'OSD_MAX_EXECUTION_RUNS must be a whole number of 1 or more; got "many"',
+    )
+  })
+
   it('stops at start on a session or stream limit that is not a number of its kind', () => {
     expect(loadConfig({}, {}).session).toEqual({ idleMinutes: 720, maxHours: 168 })
     expect(loadConfig({}, { OSD_SESSION_MAX_HOURS: '8' }).session.maxHours).toBe(8)

@@ -5,13 +5,14 @@ import { randomUUID } from 'node:crypto'
 import { appendEvents, type NewEvent } from './events.js'
 import { type RunRow } from './rows.js'
 import { insertRuns, notRunnable, startTarget, type NewRun } from './start.js'
+import { maxExecutionRuns } from '../../config.js'
 
 // Successors (spec: Task definition, successors; DESIGN 5): when a run ends, each successor of the
 // version it ran is considered, and every decision is an event of the ended run.
 
 /** A bound on any execution, so a loop the definition checks could not see still ends. */
 export function maxRunsPerExecution(): number {
-  return Number(process.env.OSD_MAX_EXECUTION_RUNS ?? 500)
+  return maxExecutionRuns()
 }
 
 /** `on` matches the outcome (default succeeded); terminal matches any end. */
