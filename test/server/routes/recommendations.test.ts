@@ -489,12 +489,14 @@ describe('the automatic trigger (DESIGN 10)', () => {
       })
     })
   })
-  it('OSD_IMPROVE_INTERVAL_MINUTES: 60 unless set; minutes; off', () => {
+  it('OSD_IMPROVE_INTERVAL_MINUTES: 60 unless set; minutes; off; anything else stops osd at start', () => {
     expect(improveIntervalMinutes({})).toBe(60)
     expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '15' })).toBe(15)
     expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '0' })).toBe(0)
     expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: 'OFF' })).toBeUndefined()
-    expect(improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '-3' })).toBe(60)
+    expect(() => improveIntervalMinutes({ OSD_IMPROVE_INTERVAL_MINUTES: '-3' })).toThrow(
+      /OSD_IMPROVE_INTERVAL_MINUTES must be a number of minutes/,
+    )
   })
 
   it('OSD_IMPROVE_INTERVAL_MINUTES=off: none starts by itself', async () => {
