@@ -18,17 +18,23 @@ const named: Record<keyof typeof sealedColumns, string> = {
   subscriptionSecret: 'event subscription secret',
 }
 
+/** The most rows of a table the check reads at start looking for a sealed value. */
+const scannedAtMost = 10_000
+
 /** undefined: nothing stored to check, or all open; else what to tell the operator. */
 export async function secretKeyProblem(db: Db, sealer: Sealer): Promise<string | undefined> {
   for (const [name, at] of Object.entries(sealedColumns) as [
     keyof typeof sealedColumns,
     SealedColumn,
   ][]) {
-    // Any one row: a plain scan stops at the first value it finds (the constant names of crypto.ts).
+    // Any one row of the first few thousand (the constant names of crypto.ts): a plain scan stops at
+    // the first value it finds, but a table of rows without one (webhook calls that never
+    // authenticated, which a stranger can send for days) would be read whole at every start.
     const [row] = await db<{ rowKey: string; sealed: Buffer }[]>`
-      select ${db(at.key)}::text as row_key, ${db(at.column)} as sealed
-        from ${db(at.table)}
-       where ${db(at.column)} is not null
+      select row_key, sealed
+        from (select ${db(at.key)}::text as row_key, ${db(at.column)} as sealed
+                from ${db(at.table)} limit ${scannedAtMost}) first
+       where sealed is not null
        limit 1`
     if (!row) continue
     try {
