@@ -13,7 +13,12 @@ export type Caller = {
   /** Who did it, as recorded on what it changes: `token:<id>` or `user:<id>`. */
   actor: string
 } & (
-  | { kind: 'token'; tokenId: string }
+  | {
+      kind: 'token'
+      tokenId: string
+      /** Until when its secret signs in, in ms (its expiry, the end of its grace); null: no end. */
+      validUntil?: number | null
+    }
   | {
       kind: 'session'
       sessionId: string

@@ -5,7 +5,7 @@ import { ApiError, type ErrorCode } from '../../shared/errors.js'
 import type { Config } from '../config.js'
 import { NotifiedCache } from '../db/notified-cache.js'
 import type { Sql } from '../db/sql.js'
-import { tokenChangedChannel } from '../domain/people/index.js'
+import { sessionChangedChannel, tokenChangedChannel } from '../domain/people/index.js'
 import { hashSecret } from '../domain/secrets.js'
 import type { Logger } from '../log.js'
 import { addressKey, clientAddress, networks } from './addresses.js'
@@ -123,11 +123,23 @@ export interface Limits {
   consentRequest(c: Context<AppEnv>): void
   /**
    * An event stream the caller's token or session opens (the event feed, a chat's events): 429
-   * too_many_streams when it holds OSD_MAX_STREAMS_PER_TOKEN open already. The answer gives the slot
+   * too_many_streams when it holds OSD_MAX_STREAMS_PER_TOKEN open already. `end` ends the stream: it is
+   * called when its credential stops signing in (a token revoked, changed or rotated, or past its
+   * expiry or grace; a session ended, moved, or its person's membership changed), as the next request
+   * would be refused; the client reconnects with its credential as it is now. The answer gives the slot
    * back; call it once the stream ends however it ends (more calls do nothing).
    */
-  openStream(c: Context<AppEnv>): () => void
+  openStream(c: Context<AppEnv>, end: () => void): () => void
 }
+
+/** An open event stream: what ends it, and the person whose session holds it. */
+interface OpenStream {
+  end: () => void
+  userId?: string
+}
+
+/** The longest delay setTimeout keeps (a longer one fires at once). */
+const maxTimerMs = 2 ** 31 - 1
 
 /** The limits of one app (createApp makes them once): each counts in this process. */
 export function createLimits(
@@ -146,8 +158,16 @@ export function createLimits(
   )
   const trusted = trustedProxies.length ? networks(trustedProxies) : undefined
   // Event streams open per token or session, every kind together: a holder cannot pin connections,
-  // LISTEN wake-ups and readers without end, whichever streams it opens.
-  const streams = new Map<string, number>()
+  // LISTEN wake-ups and readers without end, whichever streams it opens. A stream outlives no change of
+  // its credential (issue 45): each is ended when its token or session changes, as announced, and a
+  // token's at the end of its expiry or grace.
+  const streams = new Map<string, Set<OpenStream>>()
+  const endStreams = (holder: string) => {
+    for (const stream of streams.get(holder) ?? []) stream.end()
+  }
+  const endEveryStream = () => {
+    for (const holder of streams.keys()) endStreams(holder)
+  }
   // Hashes of secrets that named no caller. A token or session secret is random and new when made, so
   // one that named nobody cannot name anyone later; the entries are dropped anyway whenever a token
   // changes (tokenChangedChannel; a token whose expiry moves), and after ten minutes (a database put
@@ -155,9 +175,32 @@ export function createLimits(
   // Not emptied when the listener (re)connects, as the caches of callers are: a change missed meanwhile
   // is bounded by the ten minutes.
   const unknown = new NotifiedCache<true>(tokenChangedChannel, () => true, 10 * 60_000, 10_000)
+  // A change missed while the listener was away could be one that ends a stream: each (re)connect
+  // ends them all (there are none at the first), and their clients open them again.
   sql
-    .listen(tokenChangedChannel, () => unknown.clear())
+    .listen(
+      tokenChangedChannel,
+      (tokenId) => {
+        unknown.clear()
+        endStreams(`token:${tokenId}`)
+      },
+      endEveryStream,
+    )
     .catch((err: unknown) => log.error({ err }, 'cannot follow token changes'))
+  // The payload names a session, or a person (all their sessions).
+  sql
+    .listen(
+      sessionChangedChannel,
+      (id) => {
+        endStreams(`session:${id}`)
+        for (const [holder, open] of streams) {
+          if (!holder.startsWith('session:')) continue
+          for (const stream of open) if (stream.userId === id) stream.end()
+        }
+      },
+      endEveryStream,
+    )
+    .catch((err: unknown) => log.error({ err }, 'cannot follow session changes'))
 
   function clientOf(c: Context<AppEnv>): string {
     const known = c.get('clientAddress')
@@ -211,25 +254,40 @@ export function createLimits(
     consentRequest(c) {
       charge(c, consent, addressKey(clientOf(c)), 'too_many_consent_requests')
     },
-    openStream(c) {
+    openStream(c, end) {
       const caller = c.var.caller
       const holder =
         caller.kind === 'token' ? `token:${caller.tokenId}` : `session:${caller.sessionId}`
-      const held = streams.get(holder) ?? 0
+      const open = streams.get(holder) ?? new Set<OpenStream>()
+      const held = open.size
       if (held >= config.maxStreamsPerToken)
         throw new ApiError(
           'too_many_streams',
           `This credential holds ${held} event streams open already, the most it may (OSD_MAX_STREAMS_PER_TOKEN): close one, or read pages.`,
           { retryAfterSeconds: 5 },
         )
-      streams.set(holder, held + 1)
+      const stream: OpenStream = {
+        end,
+        userId: caller.kind === 'session' ? caller.userId : undefined,
+      }
+      open.add(stream)
+      streams.set(holder, open)
+      // Until when the credential signs in: a token's expiry or the end of its grace.
+      const until = caller.kind === 'token' ? caller.validUntil : c.var.session?.validUntil
+      let timer: NodeJS.Timeout | undefined
+      const schedule = () => {
+        const left = until! - Date.now()
+        timer = setTimeout(left > maxTimerMs ? schedule : end, Math.min(left, maxTimerMs))
+        timer.unref()
+      }
+      if (until !== undefined && until !== null) schedule()
       let released = false
       return () => {
         if (released) return
         released = true
-        const left = (streams.get(holder) ?? 1) - 1
-        if (left > 0) streams.set(holder, left)
-        else streams.delete(holder)
+        clearTimeout(timer)
+        open.delete(stream)
+        if (open.size === 0 && streams.get(holder) === open) streams.delete(holder)
       }
     },
   }

@@ -157,7 +157,7 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       summary:
         'The chat as it happens (text/event-stream): message, message.updated, delta and chat events',
       description:
-        'Events: `message` (a stored ChatMessage, with `id:` its id), `message.updated` (a stored message changed: a tool call decided or done, a question answered), `delta` (ChatDeltaEvent: the next text of the reply being made; joined in order, the deltas of a message are its content), `chat` (ChatStatusEvent; sent first, then when the chat closes or its member starts or ends a reply). With `Last-Event-ID` (a message id of this chat) the messages after it and the older ones changed since are sent first; without it nothing old. A `: ping` comment every 15 s. The stream ends when the chat closes or the daemon stops. Deltas are not kept: a client that reconnects gets the stored messages, then live deltas again. A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) streams open at once in a process, these and the event feed together: one more is 429 too_many_streams.',
+        'Events: `message` (a stored ChatMessage, with `id:` its id), `message.updated` (a stored message changed: a tool call decided or done, a question answered), `delta` (ChatDeltaEvent: the next text of the reply being made; joined in order, the deltas of a message are its content), `chat` (ChatStatusEvent; sent first, then when the chat closes or its member starts or ends a reply). With `Last-Event-ID` (a message id of this chat) the messages after it and the older ones changed since are sent first; without it nothing old. A `: ping` comment every 15 s. The stream ends when the chat closes, the daemon stops, or its token or session stops or changes (revoked, changed, rotated, expired, its person removed). Deltas are not kept: a client that reconnects gets the stored messages, then live deltas again. A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) streams open at once in a process, these and the event feed together: one more is 429 too_many_streams.',
       rawResponse: 'text/event-stream',
       errors: ['too_many_streams'],
     },
@@ -167,7 +167,7 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       const signal = shutdown ? AbortSignal.any([controller.signal, shutdown]) : controller.signal
       // One of the caller's streams, the event feed's included (limits.ts openStream): without a
       // bound, one token could hold connections, wake-ups and delta listeners without end.
-      const release = limits.openStream(c)
+      const release = limits.openStream(c, () => controller.abort())
       signal.addEventListener('abort', release, { once: true })
       try {
         const events = await openChatEvents(

@@ -64,6 +64,8 @@ export interface FoundSession {
   enterpriseId: string
   role: PersonRole | null
   csrfHash: Buffer
+  /** Its absolute expiry, in ms: an event stream it holds ends then (http/limits.ts). */
+  validUntil: number
 }
 
 const emailHash = (email: string) =>
@@ -200,10 +202,11 @@ export async function findSessionCaller(
       enterpriseId: string | null
       role: PersonRole | null
       csrfHash: Buffer
+      expiresAt: Date
     }[]
   >`
     with found as (
-      select s.id, s.user_id, s.enterprise_id, s.csrf_hash, s.last_seen_at, p.role
+      select s.id, s.user_id, s.enterprise_id, s.csrf_hash, s.last_seen_at, s.expires_at, p.role
         from sessions s
         left join enterprise_people p on p.enterprise_id = s.enterprise_id and p.user_id = s.user_id
        where s.token_hash = ${hash} and s.revoked_at is null and s.expires_at > now()
@@ -213,7 +216,7 @@ export async function findSessionCaller(
         from found
        where sessions.id = found.id and found.last_seen_at < now() - interval '1 minute'
     )
-    select id, user_id, enterprise_id, csrf_hash, role from found`
+    select id, user_id, enterprise_id, csrf_hash, expires_at, role from found`
   if (!row) return undefined
   return {
     kind: 'session',
@@ -223,6 +226,7 @@ export async function findSessionCaller(
     enterpriseId: row.role ? row.enterpriseId! : '',
     role: row.role,
     csrfHash: row.csrfHash,
+    validUntil: row.expiresAt.getTime(),
   }
 }
 

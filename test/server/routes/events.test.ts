@@ -6,6 +6,8 @@ import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { deterministicTask, llmTask, startTestEngine } from '../../helpers/runs.js'
 import { SseReader } from '../../helpers/sse.js'
+import { cheapPasswordHashes, signIn } from '../../helpers/people.js'
+import { createToken } from '../../../server/domain/people/index.js'
 import { eventually } from '../../helpers/wait.js'
 
 // GET /v1/events (issue 47; DESIGN 15): the enterprise's one feed as pages and as a stream; what a token
@@ -278,6 +280,53 @@ describe('GET /v1/events as a stream', () => {
       'a stream again once one closed',
     )
     await Promise.all(readers.slice(1).map((r) => r.cancel()))
+  })
+
+  it('ends a stream when its credential stops: revoked, changed, expired, its person removed', async () => {
+    cheapPasswordHashes()
+    const { e } = await tenant()
+    const owner = await signIn(t, 'owner', e)
+    const member = await signIn(t, 'member', e)
+    const portal = (method: string, path: string, body?: unknown) =>
+      t.call(method, path, { token: owner.session, body })
+    const made = async () => {
+      const res = await portal('POST', '/v1/enterprise/api-tokens', {
+        name: 'stream',
+        scopes: ['events:read', 'runs:read'],
+      })
+      expect(res.status, res.text).toBe(201)
+      return { id: res.body.id as string, token: res.body.token as string }
+    }
+    // Revoked: the stream ends as the next request would be refused.
+    const revoked = await made()
+    const first = await stream(revoked.token)
+    expect((await portal('DELETE', `/v1/enterprise/api-tokens/${revoked.id}`)).status).toBe(200)
+    await first.end(5_000)
+    expect(first.ended).toBe(true)
+    // Changed (its scopes): the stream ends, and one opened again holds to the new scopes.
+    const changed = await made()
+    const second = await stream(changed.token)
+    const patched = await portal('PATCH', `/v1/enterprise/api-tokens/${changed.id}`, {
+      scopes: ['tasks:read'],
+    })
+    expect(patched.status).toBe(200)
+    await second.end(5_000)
+    expect(second.ended).toBe(true)
+    // Past its expiry, with nobody changing anything.
+    const expiring = await createToken(t.sql, e.id, {
+      name: 'expiring',
+      scopes: ['events:read', 'runs:read'],
+      expiresAt: new Date(Date.now() + 1_500),
+    })
+    const third = await stream(expiring.token)
+    await third.end(6_000)
+    expect(third.ended).toBe(true)
+    expect((await t.call('GET', '/v1/events', { token: expiring.token })).status).toBe(401)
+    // The person removed from the enterprise: their session's stream ends.
+    const fourth = await stream(member.session)
+    expect((await portal('DELETE', `/v1/users/${member.id}`)).status).toBe(200)
+    await fourth.end(5_000)
+    expect(fourth.ended).toBe(true)
   })
 
   it('shows llm runs too', async () => {
