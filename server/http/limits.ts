@@ -240,7 +240,11 @@ export function createLimits(
       // refused before any more (a token of a caller behind it is too, until this process knows it).
       const address = addresses && addressKey(clientOf(c))
       const wait = address === undefined ? undefined : addresses!.emptyFor(address)
-      if (wait !== undefined) throw refusal('rate_limited', addresses!, wait)
+      if (wait !== undefined) {
+        c.header('RateLimit-Policy', addresses!.policy)
+        c.header('RateLimit', `"${addresses!.name}";r=0;t=${wait}`)
+        throw refusal('rate_limited', addresses!, wait)
+      }
       const found = await cache.through(secret, () => load(hash), until)
       if (found === undefined) {
         unknown.set(key, true)

@@ -97,6 +97,12 @@ describe('invalid credentials', () => {
     expect(first).toBeGreaterThan(0)
     expect(statuses.slice(0, first).every((s) => s === 401)).toBe(true)
     expect(statuses.slice(first).every((s) => s === 429)).toBe(true)
+    // Refused before any look-up, the 429 says the address's policy as every other one does.
+    const refused = await t.call('GET', '/v1/tasks', { token: unknownToken(99) })
+    expect(refused.status).toBe(429)
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+    expect(refused.headers.get('ratelimit-policy')).toBe('"address";q=5;w=60')
+    expect(refused.headers.get('ratelimit')).toMatch(/^"address";r=0;t=\d+$/)
     // Only while it is still cached: on a loaded CI the ten calls once outlasted the 5 s, and a token
     // looked up again from a spent address is refused, as documented.
     const known = await t.call('GET', '/v1/enterprise/concurrency')
