@@ -19,6 +19,7 @@ import {
   secretHeader,
 } from '../domain/webhooks/index.js'
 import { unknownHolder, webhookSecretHolder } from '../domain/enterprises/index.js'
+import { readRouteBody } from '../http/body.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
@@ -26,12 +27,13 @@ import { createRouter, route } from '../http/router.js'
 /** The challenge of a refused webhook secret, naming its header (errors.ts writes it). */
 export const webhookChallenge = `WebhookSecret header="${secretHeader}"`
 
-/** The body's size as sent: its content-length, else the size of the JSON read. */
+/**
+ * The body's size as sent: its content-length (the body is read only once the secret is right, and
+ * then measured if it did not say: receiveWebhook).
+ */
 function bodySize(c: AppContext): number | undefined {
   const declared = Number(requestHeader(c, 'content-length'))
-  if (declared > 0) return declared
-  const body = c.get('body')
-  return body === undefined ? undefined : Buffer.byteLength(JSON.stringify(body))
+  return declared > 0 ? declared : undefined
 }
 
 /** Inbound webhooks and their history (spec: Routes without a token; Webhook history). */
@@ -60,7 +62,9 @@ export function webhookRoutes({ sql, sealer, caches, limits, starts }: RouteDeps
       method: c.req.method,
       path: c.req.path,
       headers: c.req.header(),
-      body: c.get('body'),
+      body: undefined,
+      // Read only with the right secret (http/body.ts leaves these routes' bodies to them).
+      readBody: () => readRouteBody(c),
       clientAddress: limits.clientOf(c),
       sizeBytes: bodySize(c),
     })

@@ -102,6 +102,11 @@ export interface Inbound {
   path: string
   headers: Record<string, string>
   body: unknown
+  /**
+   * Reads the body, when `body` is not it yet: called only once the secret is right, so that a caller
+   * osd does not know makes it read no body (issue 44).
+   */
+  readBody?: () => Promise<unknown>
   /** Where the call came from (http/limits.ts) and how large its body was, when known. */
   clientAddress?: string
   sizeBytes?: number
@@ -356,9 +361,10 @@ export async function receiveWebhook(
     return unauthorized
   }
 
+  const sent = inbound.readBody ? await inbound.readBody() : inbound.body
   // A body that held the secret is handed on without it, and is never kept whole, so never replayed.
-  const containedSecret = holdsSecret(inbound.body, inbound.secret)
-  const body = containedSecret ? withoutSecret(inbound.body, inbound.secret) : inbound.body
+  const containedSecret = holdsSecret(sent, inbound.secret)
+  const body = containedSecret ? withoutSecret(sent, inbound.secret) : sent
   const id = randomUUID()
   const delivery: NewDelivery = {
     id,
@@ -370,15 +376,17 @@ export async function receiveWebhook(
       method: inbound.method,
       path: scrubText(storable(inbound.path), inbound.secret),
       headers: redactHeaders(inbound.headers, inbound.secret),
-      body: redactBody(inbound.body, inbound.secret),
+      body: redactBody(sent, inbound.secret),
     },
     sealedBody:
-      !containedSecret && inbound.body !== undefined
-        ? sealer.seal(JSON.stringify(inbound.body), sealedColumns.webhookBody, id)
+      !containedSecret && sent !== undefined
+        ? sealer.seal(JSON.stringify(sent), sealedColumns.webhookBody, id)
         : null,
     containedSecret,
     clientAddress: inbound.clientAddress,
-    sizeBytes: inbound.sizeBytes,
+    sizeBytes:
+      inbound.sizeBytes ??
+      (sent === undefined ? undefined : Buffer.byteLength(JSON.stringify(sent))),
   }
   const outcome = await handle(
     db,

@@ -243,6 +243,25 @@ describe('POST /v1/webhooks/{enterprise}/tasks/{task} (spec: Routes without a to
     secret = rotated
   })
 
+  it('checks the secret before it reads the body (issue 44): a wrong one is 401 whatever was sent', async () => {
+    const send = (raw: string, headers: Record<string, string>, enterprise = 'acme') =>
+      t.call('POST', `/v1/webhooks/${enterprise}/tasks/${task.slug}`, {
+        token: null,
+        raw,
+        headers: { 'content-type': 'application/json', ...headers },
+      })
+    const wrong = { 'x-os-webhook-secret': 'whsec_wrong' }
+    const large = JSON.stringify({ pad: 'x'.repeat(200_000) })
+    for (const enterprise of ['acme', 'no-such-enterprise']) {
+      expect((await send('{"not json', wrong, enterprise)).status).toBe(401)
+      expect((await send(large, wrong, enterprise)).status).toBe(401)
+    }
+    // With the secret, the body is read as before.
+    const right = { 'x-os-webhook-secret': secret }
+    expect((await send('{"not json', right)).body.error).toBe('invalid_json')
+    expect((await send(large, right)).status).toBe(413)
+  })
+
   it('answers 404 for an unknown task and task_not_runnable for a deprecated one', async () => {
     const unknown = await hook('no-such-task', {})
     expect(unknown.status).toBe(404)
@@ -357,11 +376,14 @@ describe('stored deliveries (spec: Webhook history)', () => {
   })
 
   it('keeps only the metadata of calls that never authenticated, not replayable', async () => {
-    const res = await hook(
-      task.slug,
-      { x: 1, note: 'a body nobody keeps' },
-      { 'x-os-webhook-secret': 'whsec_wrong', 'x-custom': 'told', 'user-agent': 'curl/8' },
-    )
+    // Its size is the one it declares: a body sent with a wrong secret is never read (issue 44).
+    const sent = { x: 1, note: 'a body nobody keeps' }
+    const res = await hook(task.slug, sent, {
+      'x-os-webhook-secret': 'whsec_wrong',
+      'x-custom': 'told',
+      'user-agent': 'curl/8',
+      'content-length': String(JSON.stringify(sent).length),
+    })
     expect(res.status).toBe(401)
     // Written after the answer (issue 44), so that it takes no longer than an unknown enterprise's.
     let stored!: WebhookDelivery
@@ -380,7 +402,7 @@ describe('stored deliveries (spec: Webhook history)', () => {
       clientAddress: 'local', // app.request has no socket
       request: { method: 'POST', body: null },
     })
-    expect(stored.sizeBytes).toBeGreaterThan(0)
+    expect(stored.sizeBytes).toBe(JSON.stringify(sent).length)
     expect(Object.keys(stored.request.headers).sort()).toEqual(
       ['content-length', 'content-type', 'user-agent'].filter((h) => h in stored.request.headers),
     )
