@@ -10,7 +10,12 @@ import {
   type Sealer,
 } from '../crypto.js'
 import type { Sql } from '../db/sql.js'
-import { resealAll, sealedKeyUse, secretKeysChangedChannel } from '../domain/sealed/index.js'
+import {
+  resealAll,
+  sealedKeyUse,
+  secretKeysChangedChannel,
+  type Unopenable,
+} from '../domain/sealed/index.js'
 
 // osd admin secrets (issue 45): the keys that seal what osd must use again (server/crypto.ts), rotated
 // online. rotate-key puts a new key first in the key file, tells every osd process to read its keys
@@ -86,22 +91,30 @@ function keyFile(keyring: Keyring, tools: SecretsTools, what: string): string {
 
 /**
  * Seals every stored value under the current key, pass after pass until none is left under another
- * (a process that had not yet read a new key may seal one under the old key meanwhile).
+ * (a process that had not yet read a new key may seal one under the old key meanwhile) but those no key
+ * opens, which are answered.
  */
-async function resealEverything(sql: Sql, sealer: Sealer, batch: number): Promise<number> {
+async function resealEverything(
+  sql: Sql,
+  sealer: Sealer,
+  batch: number,
+): Promise<{ resealed: number; unopenable: Unopenable[] }> {
   let total = 0
+  let unopenable: Unopenable[] = []
   for (let pass = 0; pass < 5; pass++) {
-    total += await resealAll(sql, sealer, { batch })
+    const done = await resealAll(sql, sealer, { batch })
+    total += done.resealed
+    unopenable = done.unopenable
     const use = await sealedKeyUse(sql)
     const left =
       use.legacy +
       Object.entries(use.byKey)
         .filter(([id]) => id !== sealer.keyring.current.id)
         .reduce((n, [, count]) => n + count, 0)
-    if (left === 0) break
+    if (left <= unopenable.length) break
     await new Promise((resolve) => setTimeout(resolve, 1000))
   }
-  return total
+  return { resealed: total, unopenable }
 }
 
 export function registerSecrets(admin: Command, tools: SecretsTools): void {
@@ -156,8 +169,8 @@ export function registerSecrets(admin: Command, tools: SecretsTools): void {
         }
         // Every osd process reads its keys again and seals with the new one from now on.
         await sql`select pg_notify(${secretKeysChangedChannel}, ${keyring.current.id})`
-        const resealed = await resealEverything(sql, createSealer(keyring), batch)
-        return { added: added ?? null, resealed, ...(await describe(sql, keyring)) }
+        const { resealed, unopenable } = await resealEverything(sql, createSealer(keyring), batch)
+        return { added: added ?? null, resealed, unopenable, ...(await describe(sql, keyring)) }
       })
       tools.print(opts.json ?? false, result, () =>
         human(result, [
@@ -165,6 +178,13 @@ export function registerSecrets(admin: Command, tools: SecretsTools): void {
             ? `new current key ${result.added} added to ${result.source}`
             : `current key ${result.keys[0]!.id} kept`,
           `${result.resealed} stored secret(s) sealed again under it`,
+          ...(result.unopenable.length > 0
+            ? [
+                `${result.unopenable.length} stored secret(s) open under no key of the ring, left as they are ` +
+                  '(nothing can use them: set each again, or remove its row):',
+                ...result.unopenable.map((u) => `  ${u.table}.${u.column} of row ${u.row}`),
+              ]
+            : []),
         ]),
       )
     })

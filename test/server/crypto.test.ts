@@ -15,6 +15,7 @@ import {
 } from '../../server/crypto.js'
 import { strictEgress, type EgressRule } from '../../server/egress.js'
 import { resolveKey } from '../../server/domain/models/index.js'
+import { resealAll } from '../../server/domain/sealed/index.js'
 import { connectionsForRun, createToolConnection } from '../../server/domain/tools/index.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 
@@ -140,6 +141,44 @@ describe('the keyring', () => {
     await writeFile(path, 'not a key\n')
     expect(first.reload()).toBeInstanceOf(ConfigError)
     expect(first.all).toHaveLength(2)
+  })
+})
+
+describe('sealing everything again under a new key (rotate-key)', () => {
+  it('goes past a value no key opens, names it, and seals every other one', async () => {
+    const t = await createTestApp()
+    const connect = (name: string, token: string) =>
+      createToolConnection(
+        t.sql,
+        t.sealer,
+        unresolved,
+        t.acme.id,
+        { name, url: 'https://tools.example/mcp', token, layer: 'enterprise' },
+        { mayBindEnterprise: true },
+      )
+    const made = await Promise.all(
+      ['a', 'b', 'c'].map((name) => connect(`tools-${name}`, `token ${name}`)),
+    )
+    // One row holds another's sealed value (copied, or restored badly): no key opens it there.
+    const [broken, ...good] = made.sort((x, y) => x.id.localeCompare(y.id))
+    await t.sql`
+      update tool_connections
+         set token_ciphertext = (select token_ciphertext from tool_connections where id = ${good[0]!.id})
+       where id = ${broken!.id}`
+    const sealer = createSealer(keyringOf(randomBytes(32), t.sealer.keyring.current.key))
+    const done = await resealAll(t.sql, sealer, { batch: 1 })
+    expect(done.unopenable).toEqual([
+      { table: 'tool_connections', column: 'token_ciphertext', row: broken!.id },
+    ])
+    expect(done.resealed).toBe(2)
+    for (const connection of good) {
+      const [row] = await t.sql<{ tokenCiphertext: Buffer }[]>`
+        select token_ciphertext from tool_connections where id = ${connection.id}`
+      expect(sealer.isCurrent(row!.tokenCiphertext)).toBe(true)
+      expect(sealer.open(row!.tokenCiphertext, at, connection.id)).toBe(
+        `token ${connection.name.slice(-1)}`,
+      )
+    }
   })
 })
 

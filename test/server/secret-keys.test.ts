@@ -131,6 +131,7 @@ describe('osd admin secrets', { timeout: 120_000 }, () => {
     expect(newId).not.toBe(keyIdOf(oldKey))
     expect(result).toMatchObject({
       resealed: 4,
+      unopenable: [],
       legacy: 0,
       keys: [
         { id: newId, current: true, sealed: 4 },

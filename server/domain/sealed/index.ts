@@ -4,4 +4,5 @@
 
 // For the daemon and the operator commands.
 export { secretKeysChangedChannel, sealedKeyUse, resealAll } from './sealed.js'
+export type { Unopenable } from './sealed.js'
 export { secretKeyProblem } from './secret-check.js'

@@ -40,20 +40,30 @@ export async function sealedKeyUse(
   return { byKey, legacy }
 }
 
+/** A stored value that opens under no key of the ring in its row (sealed for another, or altered). */
+export interface Unopenable {
+  table: string
+  column: string
+  /** The row's key (its id). */
+  row: string
+}
+
 /**
  * Seals again, under the current key and bound to its row, every stored value sealed under another key
  * or in the form before key ids: in batches of `batch` rows, each written only if it still holds what
  * was read (a value changed meanwhile was sealed by its writer, and is left to the next pass). Online:
- * it takes no lock that a request waits on for longer than one batch's statement. Answers how many
- * values it sealed again.
+ * it takes no lock that a request waits on for longer than one batch's statement. A value that opens
+ * under no key of the ring is left as it is and named: nothing can use it, and it must not stop the
+ * others from being sealed again. Answers how many values it sealed again, and those.
  */
 export async function resealAll(
   sql: Sql,
   sealer: Sealer,
   options: { batch?: number; onBatch?: (done: number) => void } = {},
-): Promise<number> {
+): Promise<{ resealed: number; unopenable: Unopenable[] }> {
   const batch = options.batch ?? 100
   const current = sealedHeader(sealer.keyring.current.id)
+  const unopenable: Unopenable[] = []
   let done = 0
   for (const at of columns) {
     let after: string | undefined
@@ -68,9 +78,15 @@ export async function resealAll(
          limit ${batch}`
       if (rows.length === 0) break
       after = rows.at(-1)!.rowKey
-      const resealed = rows.map((row) => {
-        const plain = sealer.open(row.sealed, at, row.rowKey)
-        return { ...row, fresh: sealer.seal(plain, at, row.rowKey) }
+      const resealed = rows.flatMap((row) => {
+        let plain: string
+        try {
+          plain = sealer.open(row.sealed, at, row.rowKey)
+        } catch {
+          unopenable.push({ table: at.table, column: at.column, row: row.rowKey })
+          return []
+        }
+        return [{ ...row, fresh: sealer.seal(plain, at, row.rowKey) }]
       })
       const written = await sql`
         update ${sql(at.table)} as t
@@ -85,5 +101,5 @@ export async function resealAll(
       if (rows.length < batch) break
     }
   }
-  return done
+  return { resealed: done, unopenable }
 }
