@@ -76,13 +76,26 @@ export async function createToken(
   input: { name: string; scopes: readonly Scope[]; createdBy?: string; expiresAt?: Date | null },
 ): Promise<ApiToken & { token: string }> {
   const token = newTokenSecret()
+  // A person's token is made only while they are in the enterprise: a request let in by their session
+  // just before they were removed would otherwise make a token after removeMembership revoked theirs,
+  // and nothing would revoke it. Their membership row is locked for the insert (a removal waits, then
+  // revokes this token too) or, deleted meanwhile, found no more.
   const [row] = await db<TokenRow[]>`
     insert into api_tokens as t (enterprise_id, name, scopes, token_hash, last_chars, created_by_user,
                                  expires_at)
-    values (${enterpriseId}, ${input.name}, ${db.array(input.scopes as string[])}, ${hashSecret(token)},
-            ${lastChars(token)}, ${input.createdBy ?? null}, ${input.expiresAt ?? null})
+    select ${enterpriseId}, ${input.name}, ${db.array(input.scopes as string[])}, ${hashSecret(token)},
+           ${lastChars(token)}, ${input.createdBy ?? null}, ${input.expiresAt ?? null}
+     where ${input.createdBy === undefined}
+        or exists (select 1 from enterprise_people
+                    where enterprise_id = ${enterpriseId} and user_id = ${input.createdBy ?? null}
+                      for share)
     returning ${tokenColumns(db)}`
-  return { ...toToken(row!), token }
+  if (!row)
+    throw new ApiError(
+      'enterprise_not_chosen',
+      'You are no longer a person of this enterprise: sign in again to act in one of yours.',
+    )
+  return { ...toToken(row), token }
 }
 
 /** The enterprise's tokens, newest first; revoked ones only when asked for. Never their secrets. */

@@ -431,6 +431,25 @@ describe('DELETE /v1/users/{id}', () => {
     expect(tokens.find((x) => x.id === bosses.body.id)!.revokedAt).toBeNull()
   })
 
+  it('makes no token for a person removed while their request was on its way', async () => {
+    // Their session let the request in; the removal commits before it makes the token. The token must
+    // not be made: revokeTokensOfMaker has run already, and nothing would revoke it afterwards.
+    const leaving = await signIn(t, 'member')
+    const removed = await t.call('DELETE', `/v1/users/${leaving.id}`, { token: owner.session })
+    expect(removed.status).toBe(200)
+    await expect(
+      createToken(t.sql, t.acme.id, {
+        name: 'late',
+        scopes: ['tasks:read'],
+        createdBy: leaving.id,
+      }),
+    ).rejects.toMatchObject({ code: 'enterprise_not_chosen' })
+    const [live] = await t.sql<{ count: number }[]>`
+      select count(*)::int as count from api_tokens
+       where created_by_user = ${leaving.id} and revoked_at is null`
+    expect(live!.count).toBe(0)
+  })
+
   it('keeps the last owner; a second owner may go', async () => {
     const [, boss] = await enterpriseWithOwner('Last Owner Corp')
     const self = await t.call('DELETE', `/v1/users/${boss.id}`, { token: boss.session })
