@@ -38,10 +38,23 @@ function contains(list: BlockList, address: string): boolean {
 }
 
 /**
+ * The address of one hop of X-Forwarded-For, written as proxies write it: an address, or with the port
+ * it was called from (`203.0.113.9:4711`, `[2001:db8::1]:4711`, as Azure's front ends write them).
+ */
+function hopAddress(hop: string): string {
+  const text = hop.trim()
+  const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(text)
+  if (bracketed) return plainAddress(bracketed[1]!)
+  const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(text)
+  return plainAddress(withPort ? withPort[1]! : text)
+}
+
+/**
  * The client's address: the socket's peer, unless the peer is a trusted proxy; then the first hop of
  * X-Forwarded-For, read from the right, that is not a trusted proxy (each proxy appends the address
  * it was called from, so only the hops right of the first untrusted one can be believed). A hop that
- * is not an address ends the walk: what lies left of it was written by someone osd does not trust.
+ * is not an address (with its port or without) ends the walk: what lies left of it was written by
+ * someone osd does not trust.
  */
 export function clientAddress(
   peer: string | undefined,
@@ -52,7 +65,7 @@ export function clientAddress(
   if (!trusted || !forwardedFor || !contains(trusted, client)) return client || 'unknown'
   const hops = forwardedFor.split(',')
   for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = plainAddress(hops[i]!)
+    const hop = hopAddress(hops[i]!)
     if (isIP(hop) === 0) break
     client = hop
     if (!contains(trusted, hop)) break

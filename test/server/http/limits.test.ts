@@ -265,6 +265,17 @@ describe('client addresses', () => {
     expect(clientAddress('10.1.1.1', '10.3.3.3, 10.2.2.2', trusted)).toBe('10.3.3.3')
   })
 
+  it('reads a hop written with its port, as some proxies write them', () => {
+    // Each client behind such a proxy has its own count, not the proxy's.
+    expect(clientAddress('10.1.1.1', '203.0.113.9:4711', trusted)).toBe('203.0.113.9')
+    expect(clientAddress('10.1.1.1', '[2001:db8::7]:4711', trusted)).toBe('2001:db8::7')
+    expect(clientAddress('10.1.1.1', '[2001:db8::7]', trusted)).toBe('2001:db8::7')
+    expect(clientAddress('10.1.1.1', '203.0.113.9:4711, 10.2.2.2:80', trusted)).toBe('203.0.113.9')
+    // Nothing else is read as an address with a port.
+    expect(clientAddress('10.1.1.1', '203.0.113.9:port', trusted)).toBe('10.1.1.1')
+    expect(clientAddress('10.1.1.1', '2001:db8::7:4711:1:2:3:4:5', trusted)).toBe('10.1.1.1')
+  })
+
   it('counts IPv6 by its /64', () => {
     expect(addressKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64')
     expect(addressKey('2001:db8:1:2:bbbb::2')).toBe('2001:db8:1:2::/64')
