@@ -286,6 +286,14 @@ export function toolSpan<T>(
   )
 }
 
+/**
+ * Runs `fn` outside any span: work that a span merely woke (an engine's pass, told of a request's commit
+ * or of another run's) is not part of that span's trace, nor are the runs it starts or the lines it logs.
+ */
+export function outsideSpans<T>(fn: () => T): T {
+  return sdk ? sdk.outside(fn) : fn()
+}
+
 /** The active span's context as a W3C traceparent (to store with a run), when tracing is on. */
 export function currentTraceParent(): string | undefined {
   return sdk?.headers()?.traceparent

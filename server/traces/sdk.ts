@@ -178,6 +178,8 @@ export async function makeSdk(options: SdkOptions) {
       return headersOf(trace.setSpan(ROOT_CONTEXT, span))
     },
     fail,
+    /** Runs `fn` with no span active. */
+    outside: <T>(fn: () => T): T => contextManager.with(ROOT_CONTEXT, fn),
     /** The active span's context as headers, if a span is active. */
     headers: () => headersOf(contextManager.active()),
     /** The ids of the active span, for a log line. */

@@ -3,11 +3,19 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { tracesConfig } from '../../server/config.js'
 import type { Engine } from '../../server/engine/index.js'
+import { LeaseLoop, type Leased } from '../../server/engine/lease-loop.js'
 import { createLogger } from '../../server/log.js'
-import { flushTraces, span, startTraces, stopTraces, tracingOn } from '../../server/traces/index.js'
+import {
+  currentTraceParent,
+  flushTraces,
+  span,
+  startTraces,
+  stopTraces,
+  tracingOn,
+} from '../../server/traces/index.js'
 import { projectRoot } from '../../shared/paths.js'
 import { Run } from '../../shared/schemas/runs.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -448,6 +456,41 @@ describe('a run started while tracing was off (issue 49)', () => {
     ])
     expect(passes.every((p) => p.attributes['osd.run.id'] === runId)).toBe(true)
   }, 90_000)
+})
+
+describe('the engine woken inside a span (issue 49)', () => {
+  it("makes its pass outside that span: what it starts never joins a stranger's trace", async () => {
+    // A loop of the engine's skeleton, told of a commit made inside a span (a request's, another run's
+    // pass): each of its steps says which span is active. A run its pass starts with no trace of its
+    // own (a bulk retry, a successor of a run from before tracing) would join that span's trace, another
+    // enterprise's request included, and its log lines would carry that span's ids.
+    const active: (string | undefined)[] = []
+    let tell: (payload: string) => void = () => undefined
+    const loop = new LeaseLoop<Leased>(
+      {
+        name: 'traced wake',
+        logKey: 'id',
+        channel: 'osd_test_traced_wake',
+        listenLocally: (heard) => ((tell = heard), () => undefined),
+        claim: async () => (active.push(currentTraceParent()), { claimed: [], more: false }),
+        execute: async () => undefined,
+        renew: async () => new Set(),
+        stillHeld: async () => false,
+        release: async () => undefined,
+      },
+      { sql: t.sql, log: t.log, sweepMs: 60_000 },
+    )
+    await loop.start()
+    onTestFinished(() => loop.stop())
+    await eventually(() => active.length === 1)
+    const request = await span('POST /v1/tasks/{id}/runs', {}, async () => {
+      tell('')
+      return currentTraceParent()
+    })
+    expect(request).toMatch(/^00-/)
+    await eventually(() => active.length === 2)
+    expect(active).toEqual([undefined, undefined])
+  })
 })
 
 describe('tracing off (no OTLP endpoint)', () => {
