@@ -405,8 +405,16 @@ function mailConfig(env: NodeJS.ProcessEnv): Pick<Config, 'smtpUrl' | 'mailFrom'
  * carries no gRPC exporter).
  */
 export function tracesConfig(env: NodeJS.ProcessEnv = process.env): TraceSettings {
-  const endpoint =
-    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim()
+  const variable = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()
+    ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+    : 'OTEL_EXPORTER_OTLP_ENDPOINT'
+  const endpoint = env[variable]?.trim()
+  // The SDK drops an endpoint it cannot parse without a word and sends to http://localhost:4318
+  // instead, wherever that is. Its value is not said: it may hold credentials.
+  if (endpoint && !/^https?:$/.test(urlProtocol(endpoint)))
+    throw new ConfigError(
+      `${variable} is not an http or https URL (http://collector:4318, say): osd sends traces over OTLP/HTTP`,
+    )
   const protocol = (
     env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ||
     env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim() ||
@@ -421,5 +429,14 @@ export function tracesConfig(env: NodeJS.ProcessEnv = process.env): TraceSetting
     protocol: protocol === 'http/json' ? 'http/json' : 'http/protobuf',
     captureContent:
       env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === 'true',
+  }
+}
+
+/** The scheme of `url` (`http:`), or '' when it is no URL. */
+function urlProtocol(url: string): string {
+  try {
+    return new URL(url).protocol
+  } catch {
+    return ''
   }
 }

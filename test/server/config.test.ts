@@ -194,3 +194,35 @@ describe('what a password hash costs (issue 40)', () => {
       )
   })
 })
+
+describe('the OTLP endpoint (issue 49)', () => {
+  it('turns tracing on with an http or https URL, the generic one or the traces one', () => {
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'https://api.example.com/otlp/' },
+      { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' },
+    ])
+      expect(loadConfig({}, env).traces.enabled, JSON.stringify(env)).toBe(true)
+    expect(loadConfig({}, { OTEL_EXPORTER_OTLP_ENDPOINT: ' ' }).traces.enabled).toBe(false)
+  })
+
+  it('stops osd at start on one that is not an http or https URL, never printing what it holds', () => {
+    // The SDK would drop it without a word and send the spans to http://localhost:4318, wherever
+    // that is: prompts and tool results included, with content capture on.
+    for (const [name, value] of [
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', '127.0.0.1:4318'],
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'],
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', 'http://user:s3cret@[::1'],
+      ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'ftp://user:s3cret@collector/v1/traces'],
+    ] as const) {
+      let message = ''
+      try {
+        loadConfig({}, { [name]: value })
+      } catch (err) {
+        message = (err as Error).message
+      }
+      expect(message, value).toMatch(new RegExp(`^${name} is not an http or https URL`))
+      expect(message).not.toContain('s3cret')
+    }
+  })
+})
