@@ -68,6 +68,22 @@ export async function makeSdk(options: SdkOptions) {
       ? await import('@opentelemetry/exporter-trace-otlp-http')
       : await import('@opentelemetry/exporter-trace-otlp-proto')
   const names = await import('./names.js')
+  // The SDK speaks through diag: as it is made, of each variable it cannot read (a sampler it does not
+  // know, say, for which it takes its default), every word logged; once made, of a batch it cannot send
+  // (no collector there), at most once a minute.
+  let starting = true
+  let lastWarning = 0
+  const complain = (message: string, ...args: unknown[]) => {
+    const now = Date.now()
+    if (!starting && now - lastWarning < 60_000) return
+    lastWarning = now
+    options.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `traces: ${message}`)
+  }
+  const quiet = () => undefined
+  diag.setLogger(
+    { error: complain, warn: complain, info: quiet, debug: quiet, verbose: quiet },
+    DiagLogLevel.WARN,
+  )
   const contextManager = new AsyncLocalStorageContextManager().enable()
   const propagator = new W3CTraceContextPropagator()
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over osd's own defaults.
@@ -83,19 +99,7 @@ export async function makeSdk(options: SdkOptions) {
   const processor = new BatchSpanProcessor(new OTLPTraceExporter())
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] })
   const tracer = provider.getTracer('osd', options.version)
-  let lastWarning = 0
-  const complain = (message: string, ...args: unknown[]) => {
-    const now = Date.now()
-    if (now - lastWarning < 60_000) return
-    lastWarning = now
-    options.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `traces: ${message}`)
-  }
-  // The exporter says through diag when a batch cannot be sent (no collector there, say).
-  const quiet = () => undefined
-  diag.setLogger(
-    { error: complain, warn: complain, info: quiet, debug: quiet, verbose: quiet },
-    DiagLogLevel.WARN,
-  )
+  starting = false
 
   /** The context of a stored traceparent: a remote parent, as a header would give it. */
   const contextOf = (traceParent: string | null | undefined): Context => {

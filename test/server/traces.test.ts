@@ -493,6 +493,33 @@ describe('the engine woken inside a span (issue 49)', () => {
   })
 })
 
+describe("the SDK's own word (issue 49)", () => {
+  /** Starts tracing anew with `env` laid over this file's, answering what osd was told to log. */
+  async function startedWith(env: Record<string, string>) {
+    await stopTraces(1000)
+    setEnv({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', ...env })
+    const warnings: { message: string; fields: object }[] = []
+    const started = await startTraces(tracesConfig(process.env), {
+      version: 'test',
+      role: 'all',
+      warn: (fields, message) => void warnings.push({ message, fields }),
+    })
+    expect(started).toBe(true)
+    return warnings
+  }
+
+  it('logs each variable the SDK cannot read, as it falls back to its default', async () => {
+    const warnings = await startedWith({
+      OTEL_TRACES_SAMPLER: 'sometimes',
+      OTEL_BSP_SCHEDULE_DELAY: 'soon',
+    })
+    setEnv({ OTEL_TRACES_SAMPLER: undefined, OTEL_BSP_SCHEDULE_DELAY: undefined })
+    const said = JSON.stringify(warnings)
+    expect(said).toContain('OTEL_TRACES_SAMPLER')
+    expect(said).toContain('OTEL_BSP_SCHEDULE_DELAY')
+  })
+})
+
 describe('tracing off (no OTLP endpoint)', () => {
   it('sends nothing, stores no trace, and sends no traceparent onward', async () => {
     await stopTraces(1000)
