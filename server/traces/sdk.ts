@@ -12,7 +12,11 @@ import {
   type Span,
 } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import {
+  loggingErrorHandler,
+  setGlobalErrorHandler,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core'
 import {
   defaultResource,
   detectResources,
@@ -62,6 +66,17 @@ export function clean(values: AttributeValues): Attributes {
 
 export type Sdk = Awaited<ReturnType<typeof makeSdk>>
 
+/**
+ * What an SDK error says in a line: its name and message, the status the collector answered and the
+ * start of its answer (the reason, when it gives one), never its stack.
+ */
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err)
+  const { code, data } = err as { code?: unknown; data?: unknown }
+  const answer = typeof data === 'string' ? data.replace(/\s+/g, ' ').trim().slice(0, 200) : ''
+  return `${err.name}: ${err.message}${code ? ` (${code})` : ''}${answer ? `: ${answer}` : ''}`
+}
+
 export async function makeSdk(options: SdkOptions) {
   const { OTLPTraceExporter } =
     options.protocol === 'http/json'
@@ -71,19 +86,25 @@ export async function makeSdk(options: SdkOptions) {
   // The SDK speaks through diag: as it is made, of each variable it cannot read (a sampler it does not
   // know, say, for which it takes its default), every word logged; once made, of a batch it cannot send
   // (no collector there), at most once a minute.
+  // A line is at most 500 characters: a failed export's error carries the collector's whole answer
+  // (up to 4 MB) and its stack, which the SDK would write out as one string.
   let starting = true
   let lastWarning = 0
   const complain = (message: string, ...args: unknown[]) => {
     const now = Date.now()
     if (!starting && now - lastWarning < 60_000) return
     lastWarning = now
-    options.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `traces: ${message}`)
+    options.warn(
+      { detail: args.map(String).join(' ').slice(0, 500) },
+      `traces: ${message}`.slice(0, 500),
+    )
   }
   const quiet = () => undefined
   diag.setLogger(
     { error: complain, warn: complain, info: quiet, debug: quiet, verbose: quiet },
     DiagLogLevel.WARN,
   )
+  setGlobalErrorHandler((err) => complain(`export failed: ${errorText(err)}`))
   const contextManager = new AsyncLocalStorageContextManager().enable()
   const propagator = new W3CTraceContextPropagator()
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over osd's own defaults.
@@ -212,6 +233,7 @@ export async function makeSdk(options: SdkOptions) {
       clearTimeout(timer)
       contextManager.disable()
       diag.disable()
+      setGlobalErrorHandler(loggingErrorHandler())
     },
   }
 }

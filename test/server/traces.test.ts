@@ -1,5 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { execFile } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
 import { join } from 'node:path'
@@ -517,6 +519,31 @@ describe("the SDK's own word (issue 49)", () => {
     const said = JSON.stringify(warnings)
     expect(said).toContain('OTEL_TRACES_SAMPLER')
     expect(said).toContain('OTEL_BSP_SCHEDULE_DELAY')
+  })
+
+  it("says an export's failure in one short line, not the collector's whole answer", async () => {
+    // A collector that refuses every batch with a long answer (an HTML error page, say).
+    const refusing = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => res.writeHead(400).end(`<html>${'x'.repeat(200_000)}</html>`))
+    })
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => refusing.close(() => resolve())))
+    const { port } = refusing.address() as AddressInfo
+    const warnings = await startedWith({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+      OTEL_BSP_SCHEDULE_DELAY: '10',
+    })
+    onTestFinished(async () => {
+      await stopTraces(0)
+      setEnv({ OTEL_BSP_SCHEDULE_DELAY: undefined })
+      await traceOn('http/protobuf')
+    })
+    await span('refused', {}, async () => undefined)
+    await eventually(() => warnings.length > 0, 10_000, 'a warning of the refused export')
+    const [line] = warnings
+    expect(line!.message).toContain('400')
+    expect(JSON.stringify(line).length).toBeLessThan(1000)
   })
 })
 
