@@ -206,6 +206,20 @@ describe('the OTLP endpoint (issue 49)', () => {
     expect(loadConfig({}, { OTEL_EXPORTER_OTLP_ENDPOINT: ' ' }).traces.enabled).toBe(false)
   })
 
+  it('is left off, whatever the endpoint, by OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none', () => {
+    // An endpoint set for the whole host (a pod's, a shell's), and osd told to send nothing.
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }
+    for (const off of [
+      { OTEL_SDK_DISABLED: 'true' },
+      { OTEL_SDK_DISABLED: 'TRUE' },
+      { OTEL_TRACES_EXPORTER: 'none' },
+      { OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+    ])
+      expect(loadConfig({}, { ...endpoint, ...off }).traces.enabled, JSON.stringify(off)).toBe(false)
+    for (const on of [{ OTEL_SDK_DISABLED: 'false' }, { OTEL_TRACES_EXPORTER: 'otlp' }])
+      expect(loadConfig({}, { ...endpoint, ...on }).traces.enabled, JSON.stringify(on)).toBe(true)
+  })
+
   it('stops osd at start on one that is not an http or https URL, never printing what it holds', () => {
     // The SDK would drop it without a word and send the spans to http://localhost:4318, wherever
     // that is: prompts and tool results included, with content capture on.
