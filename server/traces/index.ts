@@ -160,10 +160,51 @@ export interface ModelAnswer {
   usage: { input: number; output: number; cacheRead: number; cacheWrite: number }
   finishReason?: string | null
   text?: string | null
-  toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[]
+  toolCalls?: ToolCallMade[]
 }
 
 const noModelSpan: ModelSpan = { answered() {}, failed() {} }
+
+/** A message of a model call's prompt, as the engine sends it (domain/models/provider.ts's Message). */
+export type PromptMessage =
+  | { role: 'user'; text: string }
+  | { role: 'assistant'; text: string | null; toolCalls: ToolCallMade[] }
+  | { role: 'tool'; results: { callId: string; content: string; isError?: boolean }[] }
+
+interface ToolCallMade {
+  id: string
+  name: string
+  arguments: Record<string, unknown>
+}
+
+/** A message as the GenAI conventions' input messages hold it: its role and its parts. */
+function inputMessage(message: PromptMessage) {
+  if (message.role === 'user')
+    return { role: 'user', parts: [{ type: 'text', content: message.text }] }
+  if (message.role === 'assistant')
+    return {
+      role: 'assistant',
+      parts: [
+        ...(message.text ? [{ type: 'text', content: message.text }] : []),
+        ...message.toolCalls.map(toolCallPart),
+      ],
+    }
+  return {
+    role: 'tool',
+    parts: message.results.map((r) => ({
+      type: 'tool_call_response',
+      id: r.callId,
+      response: r.content,
+    })),
+  }
+}
+
+const toolCallPart = (call: ToolCallMade) => ({
+  type: 'tool_call',
+  id: call.id,
+  name: call.name,
+  arguments: call.arguments,
+})
 
 /** The GenAI conventions' provider names of osd's two wire formats. */
 const providerNames = { provider_a: 'anthropic', provider_b: 'openai' } as const
@@ -181,7 +222,7 @@ export function modelSpan<T>(
     maxTokens: number
     streamed: boolean
     system: string
-    messages: unknown[]
+    messages: readonly PromptMessage[]
   },
   fn: (span: ModelSpan) => Promise<T>,
 ): Promise<T> {
@@ -199,7 +240,7 @@ export function modelSpan<T>(
     attributes[n.ATTR_GEN_AI_SYSTEM_INSTRUCTIONS] = JSON.stringify([
       { type: 'text', content: call.system },
     ])
-    attributes[n.ATTR_GEN_AI_INPUT_MESSAGES] = JSON.stringify(call.messages)
+    attributes[n.ATTR_GEN_AI_INPUT_MESSAGES] = JSON.stringify(call.messages.map(inputMessage))
   }
   const { fail } = sdk
   return sdk.span(
@@ -226,12 +267,7 @@ export function modelSpan<T>(
                       role: 'assistant',
                       parts: [
                         ...(reply.text ? [{ type: 'text', content: reply.text }] : []),
-                        ...(reply.toolCalls ?? []).map((c) => ({
-                          type: 'tool_call',
-                          id: c.id,
-                          name: c.name,
-                          arguments: c.arguments,
-                        })),
+                        ...(reply.toolCalls ?? []).map(toolCallPart),
                       ],
                       finish_reason: reply.finishReason ?? undefined,
                     },

@@ -495,6 +495,98 @@ describe('the engine woken inside a span (issue 49)', () => {
   })
 })
 
+describe('content capture (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)', () => {
+  it("records the prompt and the answers in the GenAI conventions' form, and no secret", async () => {
+    await stopTraces(1000)
+    setEnv({ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' })
+    onTestFinished(async () => {
+      await stopTraces(1000)
+      setEnv({ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: undefined })
+      await traceOn('http/protobuf')
+    })
+    await traceOn('http/protobuf')
+    const { e, key, as } = await keyedEnterprise(t, 'Captured')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+    })
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Captured ${randomUUID().slice(0, 6)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: ['vcs.echo'],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    model.script(
+      key,
+      { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hello' } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'said' } }] },
+    )
+    const traceId = hex(16)
+    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+      ...as,
+      body: { topic: 'greetings' },
+      headers: { traceparent: `00-${traceId}-${hex(8)}-01` },
+    })
+    expect(started.status).toBe(201)
+    await waitForRun(t, started.body.id, ['succeeded'], 15_000, e.token)
+    const spans = await traceOf(
+      traceId,
+      (s) =>
+        s.filter((x) => x.name.startsWith('chat ')).length === 2 && named(s, 'run pass').length > 0,
+    )
+    const [, second] = spans
+      .filter((s) => s.name.startsWith('chat '))
+      .sort((a, b) => a.startMs - b.startMs)
+    // The second call's prompt: the task's message, the model's tool call, the tool's answer; each
+    // message a role and its parts (gen-ai-input-messages.json).
+    const input = JSON.parse(String(second!.attributes['gen_ai.input.messages']))
+    expect(input.length).toBeGreaterThanOrEqual(3)
+    for (const message of input) {
+      expect(message.role, JSON.stringify(message)).toMatch(/^(user|assistant|tool)$/)
+      expect(Array.isArray(message.parts), JSON.stringify(message)).toBe(true)
+      for (const part of message.parts) expect(typeof part.type).toBe('string')
+    }
+    const parts = input.flatMap((m: { parts: object[] }) => m.parts)
+    expect(parts).toContainEqual(
+      expect.objectContaining({
+        type: 'tool_call',
+        name: 'vcs.echo',
+        arguments: { text: 'hello' },
+      }),
+    )
+    const [echo] = named(spans, 'execute_tool vcs.echo')
+    expect(parts).toContainEqual({
+      type: 'tool_call_response',
+      id: echo!.attributes['gen_ai.tool.call.id'],
+      response: echo!.attributes['gen_ai.tool.call.result'],
+    })
+    expect(JSON.parse(String(second!.attributes['gen_ai.output.messages']))).toEqual([
+      {
+        role: 'assistant',
+        parts: [
+          {
+            type: 'tool_call',
+            id: expect.any(String),
+            name: 'os.finish',
+            arguments: { outcome: 'succeeded', summary: 'said' },
+          },
+        ],
+        finish_reason: 'tool_use',
+      },
+    ])
+    // Content, never a secret: neither the model key nor the tool server's token.
+    const everything = JSON.stringify(spans)
+    expect(everything).not.toContain(key)
+    expect(everything).not.toContain(mcpToken)
+  })
+})
+
 describe("the SDK's own word (issue 49)", () => {
   /** Starts tracing anew with `env` laid over this file's, answering what osd was told to log. */
   async function startedWith(env: Record<string, string>) {
