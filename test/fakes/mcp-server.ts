@@ -45,6 +45,8 @@ export interface FakeMcpServer {
    * in order of arrival: a tool server that traces would continue osd's trace from it (issue 49).
    */
   traceparents: (string | undefined)[]
+  /** The tracestate header of every request that reached the server, likewise. */
+  tracestates: (string | undefined)[]
   callsOf(name: string): ToolCall[]
   /** How many sessions clients have opened (each connect of a client initializes one). */
   readonly connections: number
@@ -104,6 +106,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   const calls: ToolCall[] = []
   const authorizations: (string | undefined)[] = []
   const traceparents: (string | undefined)[] = []
+  const tracestates: (string | undefined)[] = []
   const failures = new Map<string, string[]>()
   const delays = new Map<string, number>()
   const breaks = new Map<string, ('reset' | 'malformed')[]>()
@@ -211,6 +214,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
   async function handle(req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse) {
     authorizations.push(req.headers.authorization)
     traceparents.push(req.headers.traceparent as string | undefined)
+    tracestates.push(req.headers.tracestate as string | undefined)
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not_found' })
 
@@ -329,6 +333,7 @@ export async function startFakeMcpServer(options: { token?: string } = {}): Prom
     calls,
     authorizations,
     traceparents,
+    tracestates,
     callsOf: (name) => calls.filter((call) => call.name === name),
     get connections() {
       return connections

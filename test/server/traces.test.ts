@@ -137,7 +137,8 @@ describe('a run started with a traceparent (issue 49)', () => {
     const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
       ...as,
       body: { n: 1 },
-      headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+      // A vendor's state beside it, the caller's to keep: never sent on to a provider or a tool server.
+      headers: { traceparent: `00-${traceId}-${callerSpan}-01`, tracestate: 'ci=stranger' },
     })
     expect(started.status).toBe(201)
     const run = Run.parse(started.body)
@@ -240,6 +241,8 @@ describe('a run started with a traceparent (issue 49)', () => {
     const tracedAtServer = mcp.traceparents.filter((h) => h?.split('-')[1] === traceId)
     expect(tracedAtServer.length).toBeGreaterThan(0)
     expect(tracedAtServer).toContain(`00-${traceId}-${echo!.spanId}-01`)
+    expect(mcp.tracestates.filter((h) => h !== undefined)).toEqual([])
+    expect(calls.map((c) => c.headers.tracestate).filter((h) => h !== undefined)).toEqual([])
 
     // Admission, the spend reservations: short spans of the run's trace.
     expect(named(spans, 'run admission').length).toBeGreaterThanOrEqual(2)
