@@ -120,7 +120,9 @@ export async function makeSdk(options: SdkOptions) {
   const processor = new BatchSpanProcessor(new OTLPTraceExporter())
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] })
   const tracer = provider.getTracer('osd', options.version)
+  // What was said while starting holds back no later word (an export's first failure).
   starting = false
+  lastWarning = 0
 
   /** The context of a stored traceparent: a remote parent, as a header would give it. */
   const contextOf = (traceParent: string | null | undefined): Context => {
