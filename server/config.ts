@@ -400,9 +400,9 @@ function mailConfig(env: NodeJS.ProcessEnv): Pick<Config, 'smtpUrl' | 'mailFrom'
 
 /**
  * Tracing's settings from the OpenTelemetry variables (issue 49): on when OTEL_EXPORTER_OTLP_ENDPOINT
- * or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, unless OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER says off; the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
- * OTEL_EXPORTER_OTLP_PROTOCOL, http/protobuf unless it says http/json (grpc is refused at start: osd
- * carries no gRPC exporter).
+ * or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, unless OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER says
+ * off; the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, http/protobuf
+ * unless it says http/json (grpc is refused at start: osd carries no gRPC exporter).
  */
 export function tracesConfig(env: NodeJS.ProcessEnv = process.env): TraceSettings {
   // The standard ways to turn an SDK, or its traces, off whatever else is set (an endpoint set for the

@@ -85,9 +85,9 @@ export async function makeSdk(options: SdkOptions) {
   const names = await import('./names.js')
   // The SDK speaks through diag: as it is made, of each variable it cannot read (a sampler it does not
   // know, say, for which it takes its default), every word logged; once made, of a batch it cannot send
-  // (no collector there), at most once a minute.
-  // A line is at most 500 characters: a failed export's error carries the collector's whole answer
-  // (up to 4 MB) and its stack, which the SDK would write out as one string.
+  // (no collector there), at most once a minute. A line is at most 500 characters: a failed export's
+  // error carries the collector's whole answer (up to 4 MB) and its stack, which the SDK's own error
+  // handler would write out as one string.
   let starting = true
   let lastWarning = 0
   const complain = (message: string, ...args: unknown[]) => {
