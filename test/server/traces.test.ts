@@ -328,6 +328,49 @@ describe('a run started with a traceparent (issue 49)', () => {
   })
 })
 
+describe('a chat reply (issue 49)', () => {
+  it("is a trace of its own: the reply, its recall and its model call, not the message's request", async () => {
+    const { e, key, as } = await keyedEnterprise(t, 'Traced chat')
+    const member = await t.call('POST', '/v1/members', { ...as, body: { name: 'Ada' } })
+    expect(member.status, JSON.stringify(member.body)).toBe(201)
+    const chat = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.body.id } })
+    expect(chat.status, JSON.stringify(chat.body)).toBe(201)
+    model.script(key, { text: 'Hello.' })
+    const callerTrace = hex(16)
+    const sent = await t.call('POST', `/v1/chats/${chat.body.id}/messages`, {
+      token: e.token,
+      body: { content: 'Hi' },
+      headers: { traceparent: `00-${callerTrace}-${hex(8)}-01` },
+    })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+    let reply: ReceivedSpan | undefined
+    await eventually(
+      async () => {
+        await flushTraces()
+        reply = receiver.spans.find(
+          (s) => s.name === 'chat reply' && s.attributes['osd.chat.id'] === chat.body.id,
+        )
+        return (
+          reply !== undefined &&
+          receiver.spans.some((s) => s.traceId === reply!.traceId && s.name.startsWith('chat '))
+        )
+      },
+      15_000,
+      'the reply and its model call',
+    )
+    expect(reply!.parentSpanId).toBe('')
+    expect(reply!.traceId).not.toBe(callerTrace)
+    expect(reply!.attributes).toMatchObject({ 'osd.enterprise.id': e.id })
+    const spans = receiver.spans.filter((s) => s.traceId === reply!.traceId)
+    const [inference] = spans.filter((s) => s.name.startsWith('chat '))
+    expect(inference!.parentSpanId).toBe(reply!.spanId)
+    expect(named(spans, 'memory recall')[0]?.parentSpanId).toBe(reply!.spanId)
+    expect(model.callsWith(key)[0]!.headers.traceparent).toBe(
+      `00-${reply!.traceId}-${inference!.spanId}-01`,
+    )
+  })
+})
+
 describe('osctl runs start (issue 49)', () => {
   it('sends TRACEPARENT from its environment, as CI sets it, and a malformed one not at all', async () => {
     const cli = await startCliDaemon('Traced CLI')
