@@ -17,12 +17,41 @@ declare module 'vitest' {
 
 const quiet = { info: () => undefined, warn: () => undefined }
 
+/** The run's one server and template, and how to take them down (prepare). */
+interface Prepared {
+  adminUrl: string
+  templateDb: string
+  teardown: () => Promise<void>
+}
+
+/**
+ * Shared by the projects of vitest.config.ts: each project runs the global set-up, in the one main
+ * process, so the first makes the server and the template and the last teardown removes them. (Each
+ * made its own before: two servers and two migrated templates a run.)
+ */
+const sharedKey = Symbol.for('osd.test.globalSetup')
+type Shared = { ready: Promise<Prepared>; users: number }
+
+export default async function setup(project: TestProject) {
+  const holder = globalThis as { [sharedKey]?: Shared }
+  const shared = (holder[sharedKey] ??= { ready: prepare(), users: 0 })
+  shared.users++
+  const { adminUrl, templateDb, teardown } = await shared.ready
+  project.provide('adminUrl', adminUrl)
+  project.provide('templateDb', templateDb)
+  return async () => {
+    if (--shared.users > 0) return
+    delete holder[sharedKey]
+    await teardown()
+  }
+}
+
 /**
  * One PostgreSQL for the whole run: OSD_TEST_DATABASE_URL (a maintenance database of a server the
  * tests may create databases on) or an embedded server in a temporary directory. Migrations are applied
  * once, to a template that every test file clones (graphile-worker's helpers).
  */
-export default async function setup(project: TestProject) {
+async function prepare(): Promise<Prepared> {
   let adminUrl = process.env.OSD_TEST_DATABASE_URL
   let dir: string | undefined
   let stop: (() => Promise<void>) | undefined
@@ -52,15 +81,13 @@ export default async function setup(project: TestProject) {
   await loadServiceCatalog(template)
   await template.end()
 
-  project.provide('adminUrl', adminUrl)
-  project.provide('templateDb', templateDb)
-
-  return async () => {
+  const teardown = async () => {
     await admin.unsafe(`drop database if exists "${templateDb}" with (force)`)
     await admin.end()
     await stop?.()
     if (dir) await rm(dir, { recursive: true, force: true })
   }
+  return { adminUrl, templateDb, teardown }
 }
 
 export function withDatabase(url: string, database: string): string {
