@@ -86,6 +86,9 @@ async function prepare(): Promise<Prepared> {
     await admin.end()
     await stop?.()
     if (dir) await rm(dir, { recursive: true, force: true })
+    // The run's own temporary directory on tmpfs (vitest.config.ts), with whatever a test left in it.
+    const suiteDir = process.env.OSD_SUITE_TMPDIR
+    if (suiteDir) await rm(suiteDir, { recursive: true, force: true })
   }
   return { adminUrl, templateDb, teardown }
 }
