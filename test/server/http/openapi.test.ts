@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
 import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -306,35 +308,43 @@ export async function readAll(fetcher: (request: Request) => Promise<Response>, 
 
 /**
  * Type-checks `roots` (written to `dir`) as a user's strict project would, in one program (the
- * generated types, most of the work, checked once for all: issue 40); answers each root's diagnostics,
- * those of the files they share with every root.
+ * generated types, most of the work, checked once for all), with TypeScript 7's compiler as the
+ * build does, in a process of its own: this file took 15% less CPU than with TypeScript 5.9's API
+ * (issue 40). Answers each root's diagnostics, those of the files they share with every root.
  */
 function typeCheck(dir: string, roots: string[]): Map<string, string[]> {
-  const program = ts.createProgram(
-    roots.map((root) => join(dir, root)),
-    {
-      strict: true,
-      noUncheckedIndexedAccess: true,
-      exactOptionalPropertyTypes: true,
-      noUnusedLocals: true,
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      // fetch from the DOM library: the programs need nothing from node_modules but openapi-fetch.
-      lib: ['lib.es2023.d.ts', 'lib.dom.d.ts', 'lib.dom.iterable.d.ts'],
-      types: [],
-      noEmit: true,
-      // The libraries are TypeScript's own; the generated types (a .ts file) are still checked.
-      skipLibCheck: true,
-    },
+  const compilerOptions = {
+    strict: true,
+    noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
+    noUnusedLocals: true,
+    target: 'es2022',
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    // fetch from the DOM library: the programs need nothing from node_modules but openapi-fetch.
+    lib: ['es2023', 'dom', 'dom.iterable'],
+    types: [],
+    noEmit: true,
+    // The libraries are TypeScript's own; the generated types (a .ts file) are still checked.
+    skipLibCheck: true,
+  }
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: roots }))
+  const run = spawnSync(
+    process.execPath,
+    [resolve('node_modules/typescript-native/bin/tsc'), '-p', '.', '--pretty', 'false'],
+    // Run in `dir`, tsc names each file relative to it: `client.ts(1,7): ...`.
+    { cwd: dir, encoding: 'utf8' },
   )
-  const said = ts.getPreEmitDiagnostics(program).map((d) => {
-    const text = ts.flattenDiagnosticMessageText(d.messageText, '\n')
-    const at =
-      d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : undefined
-    const file = d.file?.fileName.slice(dir.length + 1) ?? ''
-    return { file, text: `${file}:${at ? at.line + 1 : ''} ${text}` }
-  })
+  if (run.error) throw run.error
+  // `file(line,col): error TS1234: text`, the text's further lines indented under it.
+  const said: { file: string; text: string }[] = []
+  for (const line of run.stdout.split('\n')) {
+    const head = /^(.+?)\((\d+),\d+\): error TS\d+: (.*)$/.exec(line)
+    if (head) said.push({ file: head[1]!, text: `${head[1]}:${head[2]} ${head[3]}` })
+    else if (line.trim() && said.length) said[said.length - 1]!.text += `\n${line.trim()}`
+    else if (line.trim()) said.push({ file: '', text: line.trim() })
+  }
+  if (run.status !== 0 && said.length === 0) throw new Error(`tsc: ${run.stderr || run.stdout}`)
   return new Map(
     roots.map((root) => [
       root,
