@@ -13,6 +13,7 @@ import { BulkLoop } from '../../../server/engine/runs/index.js'
 import { RunBulkCount, RunBulkOperation } from '../../../shared/schemas/run-bulk.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
+import { signIn } from '../../helpers/people.js'
 import { apiStart, llmTask } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -225,6 +226,48 @@ describe('POST /v1/runs/bulk', () => {
     const [row] = await t.sql<{ n: number }[]>`
       select count(*)::int as n from runs where enterprise_id = ${t.other.id} and origin = 'retry'`
     expect(row!.n).toBe(0)
+  })
+
+  it('records who retried and why on each run it makes, as a one-run retry records who', async () => {
+    const person = await signIn(t, 'member')
+    const { task, runs } = await taskWithRuns(t.acme, 3)
+    for (const id of runs) await fail(t.acme.id, id)
+    // One retried by hand first: its retry is pending, so the operation skips it.
+    const one = await t.call('POST', `/v1/runs/${runs[0]}/retry`, { token: person.session })
+    expect(one.status, one.text).toBe(201)
+    await startBulkLoop()
+    const res = await post(
+      {
+        action: 'retry',
+        filter: { taskId: task.id, status: 'failed' },
+        idempotencyKey: randomUUID(),
+        reason: 'the provider is back',
+      },
+      person.session,
+    )
+    expect(res.status, res.text).toBe(202)
+    const end = await completed(res.body.id)
+    expect(end).toMatchObject({ matched: 3, done: 2, skipped: 1, createdBy: `user:${person.id}` })
+    const made = (await bulkItems(t.sql, t.acme.id, end.id)).filter((i) => i.newRunId)
+    expect(made).toHaveLength(2)
+    for (const item of made) {
+      const detail = await t.call('GET', `/v1/runs/${item.newRunId}`)
+      expect(detail.body.events[0]).toMatchObject({
+        type: 'run.pending',
+        payload: {
+          origin: 'retry',
+          previousRunId: item.runId,
+          bulkOperationId: end.id,
+          by: end.createdBy,
+          why: 'the provider is back',
+        },
+      })
+    }
+    // Who is mailed if it fails (issue 47): the person, as for the retry of one run.
+    const startedBy = await t.sql<{ startedBy: string | null }[]>`
+      select started_by from runs
+       where id = any(${[one.body.id, ...made.map((i) => i.newRunId!)]}::uuid[])`
+    expect(startedBy.map((r) => r.startedBy)).toEqual([person.id, person.id, person.id])
   })
 
   it('answers the same operation for the same key, and 409 for the key on another request', async () => {
