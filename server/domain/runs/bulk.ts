@@ -280,7 +280,7 @@ export async function bulkBatch(
       else outcomes.push(skip(run.id, `it is ${run.status} now and no longer matches`))
     }
     if (op.action === 'cancel') outcomes.push(...(await cancelBatch(tx, op, acting)))
-    else outcomes.push(...(await retryBatch(tx, acting, retried)))
+    else outcomes.push(...(await retryBatch(tx, op, acting, retried)))
     const count = (o: ItemOutcome['outcome']) => outcomes.filter((x) => x.outcome === o).length
     const [, held] = await Promise.all([
       outcomes.length &&
@@ -329,11 +329,14 @@ async function cancelBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<It
 
 /**
  * Retries the runs as POST /v1/runs/{id}/retry does: a pending run on the task's current version, in
- * the same execution, whose input carries priorRunId. A run whose retry is already pending (retried
- * meanwhile) is skipped, as the one-run route would answer that run; a task that cannot run fails it.
+ * the same execution, whose input carries priorRunId, started by the operation's maker (mailed if it
+ * fails) and saying in its first event who, why and which operation. A run whose retry is already
+ * pending (retried meanwhile) is skipped, as the one-run route would answer that run; a task that
+ * cannot run fails it.
  */
 async function retryBatch(
   tx: Db,
+  op: OperationRow,
   runs: RunRow[],
   retried: ReadonlyMap<string, string>,
 ): Promise<ItemOutcome[]> {
@@ -354,7 +357,15 @@ async function retryBatch(
       executionId: run.executionId,
       previousRunId: run.id,
     })),
-    { origin: 'retry' },
+    {
+      origin: 'retry',
+      startedBy: op.createdBy,
+      started: {
+        bulkOperationId: op.id,
+        by: op.createdBy,
+        ...(op.reason ? { why: op.reason } : {}),
+      },
+    },
   )
   made.forEach((result, i) => {
     const run = retrying[i]!

@@ -206,8 +206,11 @@ export interface NewRun {
   forkedFrom?: { runId: string; step: number }
   /** The tier its model calls use instead of its version's (a fork's choice). */
   modelTier?: string
-  /** Who started it and why, in its first event (a fork's: issue 50, every action recorded). */
-  started?: { by: string; why?: string }
+  /**
+   * Who started it and why, in its first event (a fork's, a bulk retry's with its operation: issue 50,
+   * every action recorded).
+   */
+  started?: { by: string; why?: string; bulkOperationId?: string }
   /**
    * The trace its passes continue (issue 49), a W3C traceparent: the request's that started it, its
    * predecessor's. Left out, the span active here (a pass that starts it), else a new trace when
