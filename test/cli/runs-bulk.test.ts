@@ -9,7 +9,8 @@ import { eventually } from '../helpers/wait.js'
 let cli: CliDaemon
 
 beforeAll(async () => {
-  cli = await startCliDaemon('Bulk Cli')
+  // One operation acts on 3 runs at most here, so that a filter past the bound is quick to make.
+  cli = await startCliDaemon('Bulk Cli', { OSD_BULK_MAX_RUNS: '3' })
   await cli.json(['tasks', 'create', '--name', 'Echo', '--kind', 'deterministic', '--role', 'ceo'])
   await cli.json(['tasks', 'create', '--name', 'Talk', '--kind', 'llm', '--role', 'ceo'])
 })
@@ -101,6 +102,26 @@ describe('osctl runs cancel with a filter', () => {
     expect(reasonOfOne.stderr).toContain('--reason goes with a filter')
     const badTime = await run(['runs', 'retry', '--since', 'yesterday'])
     expect(badTime.exitCode).toBe(2)
+  })
+})
+
+describe('a filter matching more runs than one operation acts on', () => {
+  it('says so with the count and the bound, before asking, and makes nothing (exit 1)', async () => {
+    await cli.json(['tasks', 'create', '--name', 'Many', '--kind', 'llm', '--role', 'ceo'])
+    for (const n of [1, 2, 3, 4]) await cli.json(['runs', 'start', 'many', '--input', `n=${n}`])
+    const dry = await run(['runs', 'cancel', '--task', 'many', '--dry-run'])
+    expect(dry.exitCode, dry.stderr).toBe(0)
+    expect(dry.stdout).toBe(
+      '4 runs would be cancelled: more than one operation acts on (3); narrow the filter\n',
+    )
+    const refused = await run(['runs', 'cancel', '--task', 'many', '--yes'])
+    expect(refused.exitCode).toBe(1)
+    expect(refused.stdout).toBe('')
+    expect(refused.stderr).toBe(
+      'error: 4 runs match, more than one operation acts on (3): narrow the filter (--since, --until, --status, --origin)\n',
+    )
+    const left = (await cli.json(['runs', 'list', '--task', 'many'])).data
+    expect(left.map((r: { status: string }) => r.status)).not.toContain('cancelled')
   })
 })
 

@@ -290,6 +290,35 @@ describe('POST /v1/runs/bulk', () => {
     await completed(first.body.id)
   })
 
+  it('refuses a filter matching more runs than one operation acts on, naming the bound; makes nothing', async () => {
+    const { task } = await taskWithRuns(t.acme, 3)
+    const was = t.config.bulkMaxRuns
+    Object.assign(t.config, { bulkMaxRuns: 2 })
+    try {
+      const body = { action: 'cancel', filter: { taskId: task.id }, idempotencyKey: randomUUID() }
+      // The dry run counts them all and says the bound, so a caller can narrow the filter first.
+      const dry = await post({ ...body, dryRun: true })
+      expect(dry.status).toBe(200)
+      expect(RunBulkCount.parse(dry.body)).toMatchObject({ matched: 3, maxRuns: 2 })
+      const before = await t.sql<
+        { n: number }[]
+      >`select count(*)::int as n from run_bulk_operations`
+      const res = await post(body)
+      expect(res.status, res.text).toBe(400)
+      expect(res.body).toMatchObject({ error: 'bulk_too_many_runs', maxRuns: 2 })
+      expect(res.body.message).toMatch(/more than 2 runs match.*narrow the filter/)
+      const after = await t.sql<{ n: number }[]>`select count(*)::int as n from run_bulk_operations`
+      expect(after[0]!.n).toBe(before[0]!.n)
+      // At the bound, it acts.
+      Object.assign(t.config, { bulkMaxRuns: 3 })
+      const fits = await post({ ...body, idempotencyKey: randomUUID() })
+      expect(fits.status, fits.text).toBe(202)
+      expect(fits.body.matched).toBe(3)
+    } finally {
+      Object.assign(t.config, { bulkMaxRuns: was })
+    }
+  })
+
   it('refuses a filter that is not one', async () => {
     const res = await post({ action: 'delete', filter: {}, idempotencyKey: 'k' })
     expect(res.status).toBe(400)
