@@ -55,6 +55,11 @@ export interface Config {
    */
   toolResultMaxBytes: number
   /**
+   * The most runs one bulk operation acts on (OSD_BULK_MAX_RUNS; issue 50): a filter matching more is
+   * refused, so an operation's making and its work stay bounded.
+   */
+  bulkMaxRuns: number
+  /**
    * Where osd may connect on a tenant's behalf (DESIGN 15): OSD_EGRESS_ALLOW's networks and names, which
    * may be reached although private. Tests give it a resolver of their own.
    */
@@ -168,6 +173,13 @@ export const defaultLeaseSeconds = 30
  */
 export const defaultEngineConcurrency = 32
 
+/**
+ * OSD_BULK_MAX_RUNS's default: 100,000 runs an operation. Writing down what it matched takes a few
+ * seconds at that size (one insert in the request), and the engines then act on them 250 at a time;
+ * a filter matching more (a million runs) is refused, to be cut by time into several.
+ */
+export const defaultBulkMaxRuns = 100_000
+
 /** OSD_PASSWORD_COST's default: scrypt's N = 2^17, OWASP's minimum (issue 45). */
 export const defaultPasswordLog2N = 17
 
@@ -207,6 +219,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
     toolTimeoutSeconds: positive(env, 'OSD_TOOL_TIMEOUT_SECONDS', 120),
     toolResultMaxBytes: positive(env, 'OSD_TOOL_RESULT_MAX_BYTES', 100_000, { whole: true }),
+    bulkMaxRuns: positive(env, 'OSD_BULK_MAX_RUNS', defaultBulkMaxRuns, { whole: true }),
     egress: { allow: egressAllow(env.OSD_EGRESS_ALLOW) },
     modelTimeoutSeconds: positive(env, 'OSD_MODEL_TIMEOUT_SECONDS', 120),
     modelIdleSeconds: positive(env, 'OSD_MODEL_IDLE_SECONDS', 60),

@@ -19,6 +19,7 @@ export const errorStatus = {
   config_document_invalid: 400,
   config_secret_missing: 400,
   fork_step_invalid: 400,
+  bulk_too_many_runs: 400,
   // 401: no or wrong credentials
   invalid_credentials: 401,
   // 403: the token cannot do this

@@ -69,14 +69,22 @@ export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags):
     idempotencyKey: randomUUID(),
   })
   const what = action === 'cancel' ? 'not ended' : 'ended'
+  // An older osd answers no bound: it has none.
+  const tooMany = count.maxRuns !== undefined && count.matched > count.maxRuns
   if (opts.dryRun) {
     show(deps.out, count, () =>
       deps.out.write(
-        `${count.matched} run${count.matched === 1 ? '' : 's'} would be ${action === 'cancel' ? 'cancelled' : 'retried'}\n`,
+        `${count.matched} run${count.matched === 1 ? '' : 's'} would be ${action === 'cancel' ? 'cancelled' : 'retried'}${tooMany ? `: more than one operation acts on (${count.maxRuns}); narrow the filter` : ''}\n`,
       ),
     )
     return
   }
+  // Said before asking: the operation would be refused (400 bulk_too_many_runs).
+  if (tooMany)
+    throw new CliError(
+      `${count.matched} runs match, more than one operation acts on (${count.maxRuns}): narrow the filter (--since, --until, --status, --origin)`,
+      exitCodes.failed,
+    )
   if (count.matched === 0) {
     deps.out.error(`no run ${what} matches: nothing to ${action}\n`)
     show(deps.out, count, () => undefined)

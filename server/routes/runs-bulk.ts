@@ -9,7 +9,7 @@ import { createRouter, route } from '../http/router.js'
  * Acting on runs by a filter (issue 50: Act on a filter; docs/runs.md), under /v1/runs: its scopes are
  * the runs' (runs:write to act, as cancel and retry of one run need; runs:read to follow).
  */
-export function runBulkRoutes({ sql }: RouteDeps) {
+export function runBulkRoutes({ sql, config }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -20,16 +20,20 @@ export function runBulkRoutes({ sql }: RouteDeps) {
       path: '/',
       summary:
         'Cancel or retry every run of the enterprise a filter matches, in batches by the engines; dryRun answers 200 with the count and does nothing; the same idempotencyKey answers the same operation',
+      description:
+        'One operation acts on at most maxRuns runs (OSD_BULK_MAX_RUNS, 100,000 unless configured; the dry run answers it): a filter matching more is 400 bulk_too_many_runs, and nothing is made.',
       body: RunBulkRequest,
       status: 202,
       response: RunBulkOperation,
       otherAnswers: { 200: { description: 'dryRun: the count matched', schema: RunBulkCount } },
-      errors: ['bulk_idempotency_key_reused'],
+      errors: ['bulk_idempotency_key_reused', 'bulk_too_many_runs'],
     },
     async (c, { body }) => {
       const { enterpriseId, actor } = c.var.caller
-      if (body.dryRun) return c.json(await countBulkMatches(sql, enterpriseId, body), 200)
-      return startBulkOperation(sql, enterpriseId, actor, body)
+      const { bulkMaxRuns } = config
+      if (body.dryRun)
+        return c.json(await countBulkMatches(sql, enterpriseId, body, bulkMaxRuns), 200)
+      return startBulkOperation(sql, enterpriseId, actor, body, bulkMaxRuns)
     },
   )
 

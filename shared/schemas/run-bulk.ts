@@ -75,6 +75,10 @@ export const RunBulkCount = z
     action: z.enum(bulkActions),
     filter: RunFilter,
     matched: z.number().int(),
+    maxRuns: z.number().int().meta({
+      description:
+        'the most runs one operation acts on: past it, POST without dryRun is 400 bulk_too_many_runs',
+    }),
   })
   .meta({ id: 'RunBulkCount' })
 export type RunBulkCount = z.infer<typeof RunBulkCount>

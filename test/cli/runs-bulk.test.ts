@@ -107,7 +107,18 @@ describe('osctl runs cancel with a filter', () => {
 
 describe('a filter matching more runs than one operation acts on', () => {
   it('says so with the count and the bound, before asking, and makes nothing (exit 1)', async () => {
-    await cli.json(['tasks', 'create', '--name', 'Many', '--kind', 'llm', '--role', 'ceo'])
+    await cli.json([
+      'tasks',
+      'create',
+      '-d',
+      JSON.stringify({
+        name: 'Many',
+        kind: 'llm',
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        serializeOn: ['n'],
+      }),
+    ])
     for (const n of [1, 2, 3, 4]) await cli.json(['runs', 'start', 'many', '--input', `n=${n}`])
     const dry = await run(['runs', 'cancel', '--task', 'many', '--dry-run'])
     expect(dry.exitCode, dry.stderr).toBe(0)

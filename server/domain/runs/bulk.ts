@@ -101,28 +101,35 @@ function cleanFilter(filter: RunFilter): RunFilter {
   return Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== undefined)) as RunFilter
 }
 
-/** POST /v1/runs/bulk with dryRun: how many runs the operation would act on; nothing is done. */
+/**
+ * POST /v1/runs/bulk with dryRun: how many runs the operation would act on, and the most one acts on
+ * (`maxRuns`, Config.bulkMaxRuns), so a caller narrows a filter past it before asking; nothing is done.
+ */
 export async function countBulkMatches(
   db: Db,
   enterpriseId: string,
   request: Pick<RunBulkRequest, 'action' | 'filter'>,
+  maxRuns: number,
 ): Promise<RunBulkCount> {
   const filter = cleanFilter(request.filter)
   const [row] = await db<{ n: number }[]>`
     select count(*)::int as n from runs r where ${matching(db, enterpriseId, request.action, filter)}`
-  return { dryRun: true, action: request.action, filter, matched: row!.n }
+  return { dryRun: true, action: request.action, filter, matched: row!.n, maxRuns }
 }
 
 /**
  * POST /v1/runs/bulk: makes the operation, with the runs it matches now as its items, and wakes the
  * engines to act on it. The same idempotency key in the same enterprise answers the operation it made
- * (409 bulk_idempotency_key_reused if it was for another action or filter).
+ * (409 bulk_idempotency_key_reused if it was for another action or filter). A filter matching more than
+ * `maxRuns` is refused (400 bulk_too_many_runs) once that many and one more are written, which the
+ * refusal rolls back: the request's work is bounded however many runs the filter matches.
  */
 export async function startBulkOperation(
   sql: Sql,
   enterpriseId: string,
   createdBy: string,
   request: RunBulkRequest,
+  maxRuns: number,
 ): Promise<RunBulkOperation> {
   const filter = cleanFilter(request.filter)
   const earlier = await operationByKey(sql, enterpriseId, request.idempotencyKey)
@@ -140,9 +147,11 @@ export async function startBulkOperation(
           insert into run_bulk_items (operation_id, enterprise_id, run_id)
           select ${op!.id}, r.enterprise_id, r.id from runs r
            where ${matching(tx, enterpriseId, request.action, filter)}
+           limit ${maxRuns + 1}
           returning 1)
         select count(*)::int as n from items`
       const n = count!.n
+      if (n > maxRuns) throw tooMany(maxRuns)
       const [row] = await tx<OperationRow[]>`
         update run_bulk_operations
            set matched = ${n},
@@ -160,6 +169,14 @@ export async function startBulkOperation(
     if (!raced) throw err
     return sameRequest(raced, request.action, filter)
   }
+}
+
+function tooMany(maxRuns: number): ApiError {
+  return new ApiError(
+    'bulk_too_many_runs',
+    `more than ${maxRuns} runs match, the most one bulk operation acts on: narrow the filter (taskId, status, origin, or startedAfter and startedBefore to cut it by time) and make several; a dry run counts them`,
+    { maxRuns },
+  )
 }
 
 async function operationByKey(

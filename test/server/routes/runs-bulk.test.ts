@@ -98,6 +98,7 @@ describe('POST /v1/runs/bulk', () => {
       action: 'cancel',
       filter: { taskId: task.id },
       matched: 3,
+      maxRuns: t.config.bulkMaxRuns,
     })
     for (const id of runs) expect(await statusOf(id)).toBe('queued')
     // Nothing was made either: the dry run's key is free.
