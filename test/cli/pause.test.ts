@@ -80,3 +80,25 @@ describe('osctl enterprise pause|resume', () => {
     expect((await osctl(['runs', 'wait', run.id, '--timeout', '20'], cli.env)).exitCode).toBe(0)
   })
 })
+
+describe('following a run that waits for a resume', () => {
+  it('says once why it waits and what lets it go, then waits as asked', async () => {
+    await osctl(['tasks', 'pause', slug, '--reason', 'sends wrong mail'], cli.env)
+    try {
+      const started = await osctl(['runs', 'start', slug, '--wait', '--timeout', '2'], cli.env)
+      expect(started.exitCode, started.stderr).toBe(8)
+      const note = `the run waits: its task is paused (sends wrong mail); it goes on once resumed: \`osctl tasks resume ${slug}\`; still waiting`
+      expect(started.stderr.split('\n').filter((line) => line === note)).toHaveLength(1)
+      const run = JSON.parse(started.stdout)
+      await osctl(['enterprise', 'pause', '--reason', 'provider outage'], cli.env)
+      const waited = await osctl(['runs', 'wait', run.id, '--timeout', '1'], cli.env)
+      expect(waited.exitCode).toBe(8)
+      expect(waited.stderr).toContain(
+        'the run waits: the enterprise is paused (provider outage); it goes on once resumed: `osctl enterprise resume`; still waiting',
+      )
+    } finally {
+      await osctl(['enterprise', 'resume'], cli.env)
+      await osctl(['tasks', 'resume', slug], cli.env)
+    }
+  })
+})
