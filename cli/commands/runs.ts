@@ -119,10 +119,25 @@ export function gateNote(gate: WaitingGate): string {
 }
 
 /**
+ * What a follower says once when the run waits for a pause to end (issue 50): what is paused, why, and
+ * the command that lets it go.
+ */
+export function pauseNote(run: Pick<Run, 'taskSlug'>, pause: NonNullable<Run['paused']>): string {
+  const what = pause.scope === 'task' ? 'its task is paused' : 'the enterprise is paused'
+  const resume =
+    pause.scope === 'task'
+      ? `osctl tasks resume ${safeText(run.taskSlug)}`
+      : 'osctl enterprise resume'
+  return `the run waits: ${what} (${safeText(pause.reason)}); it goes on once resumed: \`${resume}\`; still waiting`
+}
+
+/**
  * The one follower of `runs start --wait`, `runs wait` and `runs watch`: each event as a line on
  * stderr, and on a terminal a spinner with the run's status and the time spent waiting. A run that
  * stops at a gate is said once per gate, with the command that decides it (issue 27); a gate of the
  * run's past (the first read answers every event so far) is not, since the run no longer waits there.
+ * A run held by a pause is said once per pause, with the command that resumes it: its events alone
+ * (a start that waits from the first) would not say why nothing happens.
  * Whether it waits is read from its events, not its status: a read answers the run's row and its
  * events from two queries, so the row may predate the gate event of the same answer, and the note
  * then waited for the next read, held 25 s for an event that comes only once the gate is decided.
@@ -149,6 +164,12 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
           if (waitingAt && !told.has(waitingAt.id)) {
             told.add(waitingAt.id)
             spinner.line(gateNote(waitingAt))
+          }
+          const pause = run.paused
+          const pauseKey = pause && `pause ${pause.scope} ${pause.at}`
+          if (pause && pauseKey && !told.has(pauseKey)) {
+            told.add(pauseKey)
+            spinner.line(pauseNote(run, pause))
           }
         },
         onRetry: (err, ms) =>
