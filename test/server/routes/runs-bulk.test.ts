@@ -107,6 +107,44 @@ describe('POST /v1/runs/bulk', () => {
     expect(n).toBe(0)
   })
 
+  it('retries each chain of retries once: a run retried already is left to its retry', async () => {
+    const { task, runs } = await taskWithRuns(t.acme, 3)
+    const [a, b, c] = runs as [string, string, string]
+    for (const id of runs) await fail(t.acme.id, id)
+    // a was retried by hand and its retry failed too: a second retry of a would run it twice.
+    const again = await t.call('POST', `/v1/runs/${a}/retry`)
+    expect(again.status, again.text).toBe(201)
+    await fail(t.acme.id, again.body.id)
+    const body = { action: 'retry', filter: { taskId: task.id, status: 'failed' } }
+    const dry = await post({ ...body, dryRun: true, idempotencyKey: randomUUID() })
+    expect(dry.body.matched).toBe(3) // b, c and a's retry
+    const res = await post({ ...body, idempotencyKey: randomUUID() })
+    expect(res.status, res.text).toBe(202)
+    expect(res.body.matched).toBe(3)
+    // c is retried by hand before the engine gets to it, and that retry has already started.
+    const meanwhile = await t.call('POST', `/v1/runs/${c}/retry`)
+    expect(meanwhile.status, meanwhile.text).toBe(201)
+    await t.sql`update runs set status = 'queued' where id = ${meanwhile.body.id}`
+    expect(await claimBulkOperations(t.sql, 'chain-engine', 30, 5)).toEqual([
+      expect.objectContaining({ id: res.body.id }),
+    ])
+    while (!(await bulkBatch(t.sql, 'chain-engine', res.body.id)).completed);
+    const items = await bulkItems(t.sql, t.acme.id, res.body.id)
+    expect(items.map((i) => [i.runId, i.outcome]).sort()).toEqual(
+      [
+        [again.body.id, 'done'],
+        [b, 'done'],
+        [c, 'skipped'],
+      ].sort(),
+    )
+    expect(items.find((i) => i.runId === c)!.reason).toBe(
+      `it was retried meanwhile as run ${meanwhile.body.id}`,
+    )
+    const [row] = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where previous_run_id = ${a} and origin = 'retry'`
+    expect(row!.n).toBe(1)
+  })
+
   it('cancels by task and status exactly the matching runs, records the ones that moved, and resumes after a crash', async () => {
     const { task, runs } = await taskWithRuns(t.acme, 4)
     const other = await taskWithRuns(t.acme, 1)
