@@ -29,7 +29,7 @@ export const RunBulkRequest = z
   .object({
     action: z.enum(bulkActions).meta({
       description:
-        'cancel: the matching runs not yet ended, as POST /v1/runs/{id}/cancel; retry: the matching ended runs, as POST /v1/runs/{id}/retry',
+        'cancel: the matching runs not yet ended, as POST /v1/runs/{id}/cancel; retry: the matching ended runs not retried already (a chain of retries is retried once, from its last run), as POST /v1/runs/{id}/retry',
     }),
     filter: RunFilter,
     dryRun: z
@@ -58,7 +58,7 @@ export const RunBulkOperation = z
     failed: z.number().int().meta({ description: 'retries refused: the task cannot run' }),
     skipped: z.number().int().meta({
       description:
-        'runs that moved meanwhile: no longer matching, ended before their cancel, or with a retry already pending',
+        'runs that moved meanwhile: no longer matching, ended before their cancel, or retried meanwhile',
     }),
     createdBy: z.string().meta({ description: 'who made it: token:<id> or user:<id>' }),
     reason: z.string().nullable().meta({ description: 'why, as its maker said; null: not said' }),

@@ -96,6 +96,21 @@ function matching(db: Db, enterpriseId: string, action: BulkAction, filter: RunF
     ${filter.startedBefore ? db`and r.created_at < ${filter.startedBefore}::timestamptz` : db``}`
 }
 
+/**
+ * The runs an operation is made with: those matching, and for a retry only the last of each chain of
+ * retries. A run retried already (its retry made, whatever became of it) is left to its retry, which
+ * the filter may match in its turn: a failed run and its failed retry are not both retried, nor a run
+ * retried again by a second operation of the same filter (runs_retried, migration 0046).
+ */
+function selecting(db: Db, enterpriseId: string, action: BulkAction, filter: RunFilter) {
+  return db`${matching(db, enterpriseId, action, filter)}
+    ${
+      action === 'retry'
+        ? db`and not exists (select 1 from runs x where x.previous_run_id = r.id and x.origin = 'retry')`
+        : db``
+    }`
+}
+
 /** The filter as given, without the fields left out (stored, and compared for a repeated key). */
 function cleanFilter(filter: RunFilter): RunFilter {
   return Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== undefined)) as RunFilter
@@ -113,7 +128,7 @@ export async function countBulkMatches(
 ): Promise<RunBulkCount> {
   const filter = cleanFilter(request.filter)
   const [row] = await db<{ n: number }[]>`
-    select count(*)::int as n from runs r where ${matching(db, enterpriseId, request.action, filter)}`
+    select count(*)::int as n from runs r where ${selecting(db, enterpriseId, request.action, filter)}`
   return { dryRun: true, action: request.action, filter, matched: row!.n, maxRuns }
 }
 
@@ -146,7 +161,7 @@ export async function startBulkOperation(
         with items as (
           insert into run_bulk_items (operation_id, enterprise_id, run_id)
           select ${op!.id}, r.enterprise_id, r.id from runs r
-           where ${matching(tx, enterpriseId, request.action, filter)}
+           where ${selecting(tx, enterpriseId, request.action, filter)}
            limit ${maxRuns + 1}
           returning 1)
         select count(*)::int as n from items`
@@ -275,7 +290,7 @@ export async function bulkBatch(
          where r.id = any(${tx.array(ids)}::uuid[]) and r.enterprise_id = ${op.enterpriseId}
          order by r.id
          for no key update of r skip locked`,
-      op.action === 'retry' ? pendingRetries(tx, op.enterpriseId, ids) : new Map<string, string>(),
+      op.action === 'retry' ? retriesOf(tx, op.enterpriseId, ids) : new Map<string, Retry>(),
     ])
     const lockedIds = new Set(locked.map((r) => r.id))
     const notLocked = ids.filter((id) => !lockedIds.has(id))
@@ -347,23 +362,25 @@ async function cancelBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<It
 /**
  * Retries the runs as POST /v1/runs/{id}/retry does: a pending run on the task's current version, in
  * the same execution, whose input carries priorRunId, started by the operation's maker (mailed if it
- * fails) and saying in its first event who, why and which operation. A run whose retry is already
- * pending (retried meanwhile) is skipped, as the one-run route would answer that run; a task that
- * cannot run fails it.
+ * fails) and saying in its first event who, why and which operation. A run retried meanwhile is
+ * skipped, its retry standing for it as at the operation's making (selecting); one whose retry is still
+ * pending is the one-run route's answer too. A task that cannot run fails it.
  */
 async function retryBatch(
   tx: Db,
   op: OperationRow,
   runs: RunRow[],
-  retried: ReadonlyMap<string, string>,
+  retried: ReadonlyMap<string, Retry>,
 ): Promise<ItemOutcome[]> {
   if (runs.length === 0) return []
   const outcomes: ItemOutcome[] = []
   const retrying: RunRow[] = []
   for (const run of runs) {
     const already = retried.get(run.id)
-    if (already) outcomes.push(skip(run.id, `its retry ${already} is already pending`))
-    else retrying.push(run)
+    if (!already) retrying.push(run)
+    else if (already.status === 'pending')
+      outcomes.push(skip(run.id, `its retry ${already.id} is already pending`))
+    else outcomes.push(skip(run.id, `it was retried meanwhile as run ${already.id}`))
   }
   const made = await enqueueRuns(
     tx,
@@ -395,17 +412,27 @@ async function retryBatch(
   return outcomes
 }
 
-/** The pending retries of these runs, by the run retried (sent after the statement locking them). */
-async function pendingRetries(
+/** A run's retry, as a batch finds it. */
+interface Retry {
+  id: string
+  status: RunStatus
+}
+
+/**
+ * The retries of these runs, by the run retried, a pending one first (sent after the statement locking
+ * them; runs_retried).
+ */
+async function retriesOf(
   tx: Db,
   enterpriseId: string,
   runIds: string[],
-): Promise<Map<string, string>> {
-  const pending = await tx<{ previousRunId: string; id: string }[]>`
-    select previous_run_id, id from runs
+): Promise<Map<string, Retry>> {
+  const retries = await tx<(Retry & { previousRunId: string })[]>`
+    select distinct on (previous_run_id) previous_run_id, id, status from runs
      where previous_run_id = any(${tx.array(runIds)}::uuid[])
-       and origin = 'retry' and status = 'pending' and enterprise_id = ${enterpriseId}`
-  return new Map(pending.map((p) => [p.previousRunId, p.id]))
+       and origin = 'retry' and enterprise_id = ${enterpriseId}
+     order by previous_run_id, status = 'pending' desc, created_at desc`
+  return new Map(retries.map(({ previousRunId, ...retry }) => [previousRunId, retry]))
 }
 
 /** The items of an operation and what became of each (tests, and a person asking why one skipped). */
