@@ -136,8 +136,9 @@ export async function countBulkMatches(
  * POST /v1/runs/bulk: makes the operation, with the runs it matches now as its items, and wakes the
  * engines to act on it. The same idempotency key in the same enterprise answers the operation it made
  * (409 bulk_idempotency_key_reused if it was for another action or filter). A filter matching more than
- * `maxRuns` is refused (400 bulk_too_many_runs) once that many and one more are written, which the
- * refusal rolls back: the request's work is bounded however many runs the filter matches.
+ * `maxRuns` is refused (400 bulk_too_many_runs): counted first, up to one past the bound (an index read,
+ * a tenth of a second for 100,000), and no more than that written should runs have come meanwhile, so
+ * the request's work is bounded however many runs the filter matches.
  */
 export async function startBulkOperation(
   sql: Sql,
@@ -149,6 +150,11 @@ export async function startBulkOperation(
   const filter = cleanFilter(request.filter)
   const earlier = await operationByKey(sql, enterpriseId, request.idempotencyKey)
   if (earlier) return sameRequest(earlier, request.action, filter)
+  const [counted] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (
+      select 1 from runs r where ${selecting(sql, enterpriseId, request.action, filter)}
+       limit ${maxRuns + 1}) m`
+  if (counted!.n > maxRuns) throw tooMany(maxRuns)
   try {
     return await transaction(sql, async (tx) => {
       const [op] = await tx<OperationRow[]>`
