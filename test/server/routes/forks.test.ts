@@ -235,6 +235,47 @@ describe('POST /v1/runs/{id}/fork', () => {
     expect(refused.body.error).toBe('version_not_found')
   })
 
+  it("a version other than the task's current one also needs tasks:write, as a new version does", async () => {
+    const v = await tenant()
+    model.script(v.key, echo('one'), { text: 'Old answer.' })
+    const started = await t.call('POST', `/v1/tasks/${v.task.id}/runs`, { ...v.as, body: {} })
+    const oldRun = started.body.id as string
+    await v.wait(oldRun, ['succeeded'])
+    const oldVersion = started.body.taskVersionId as string
+    const operator = await t.tokenWith(['runs:read', 'runs:write'], v.e)
+    const fork = (body: Record<string, unknown>, token = operator) =>
+      t.call('POST', `/v1/runs/${oldRun}/fork`, { token, body: { fromStep: 3, ...body } })
+    // The run's version is the task's current one: runs:write is enough, as for a retry.
+    model.script(v.key, { text: 'Fork.' }, { text: 'Fork.' }, { text: 'Fork.' })
+    expect((await fork({})).status).toBe(201)
+
+    // A new version, a gate on the tool say: the old one is no longer what the task runs.
+    const published = await t.call('POST', `/v1/tasks/${v.task.id}/versions`, {
+      ...v.as,
+      body: { goal: 'Gated now.', gates: [{ tool: 'vcs.echo' }] },
+    })
+    expect(published.status, JSON.stringify(published.body)).toBe(201)
+    const forksBefore = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where forked_from_run_id = ${oldRun}`
+    for (const body of [{}, { versionId: oldVersion }]) {
+      const refused = await fork(body)
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403)
+      expect(refused.body).toMatchObject({ error: 'api_token_scope', needed: 'tasks:write' })
+      expect(refused.body.message).toContain("not the task's current one")
+    }
+    const forksAfter = await t.sql<{ n: number }[]>`
+      select count(*)::int as n from runs where forked_from_run_id = ${oldRun}`
+    expect(forksAfter[0]!.n).toBe(forksBefore[0]!.n)
+    // On the current version it may; and a token that may change the task may run the old one.
+    const current = await fork({ versionId: published.body.id })
+    expect(current.status, JSON.stringify(current.body)).toBe(201)
+    expect(current.body.taskVersionId).toBe(published.body.id)
+    const author = await t.tokenWith(['runs:write', 'tasks:write'], v.e)
+    const old = await fork({}, author)
+    expect(old.status, JSON.stringify(old.body)).toBe(201)
+    expect(old.body.taskVersionId).toBe(oldVersion)
+  })
+
   it('refuses a step out of range, naming the range', async () => {
     const forksSoFar = await forkCount()
     for (const fromStep of [0, 4, -1]) {
