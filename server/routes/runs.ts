@@ -181,14 +181,24 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       summary:
         'A new pending run of the same task and input whose steps before fromStep are copied from this run at no cost, going on live from fromStep',
       description:
-        "No model or tool call of the copied steps is made again, nor counted (cost 0, no usage). On the run's own version unless versionId names another of its task's; modelTier sets the tier of its model calls. 400 fork_step_invalid names why a step cannot be a fork point: out of range, a step before it not ended, or a gated call waiting for its decision at or before it.",
+        "No model or tool call of the copied steps is made again, nor counted (cost 0, no usage). On the run's own version unless versionId names another of its task's; a version other than the task's current one also needs tasks:write (403 api_token_scope). modelTier sets the tier of its model calls. 400 fork_step_invalid names why a step cannot be a fork point: out of range, a step before it not ended, or a gated call waiting for its decision at or before it.",
       body: ForkRequest,
       status: 201,
       response: Run,
-      errors: ['fork_step_invalid', 'version_not_found', 'task_not_found', 'task_not_runnable'],
+      errors: [
+        'fork_step_invalid',
+        'version_not_found',
+        'task_not_found',
+        'task_not_runnable',
+        'api_token_scope',
+      ],
     },
-    async (c, { params, body }) =>
-      toRun(await forkRun(sql, c.var.caller.enterpriseId, params.id, body, c.var.caller.actor)),
+    async (c, { params, body }) => {
+      const { enterpriseId, actor, scopes } = c.var.caller
+      // Running a version the task no longer runs is tasks:write's, as making a version is.
+      const mayRunOtherVersions = scopes.has('tasks:write')
+      return toRun(await forkRun(sql, enterpriseId, params.id, body, actor, mayRunOtherVersions))
+    },
   )
 
   route(

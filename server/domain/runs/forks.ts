@@ -76,6 +76,9 @@ function whyNotFrom(steps: StepRow[], fromStep: number): string | undefined {
  * version unless another of the task's is given, whose journal begins with the original's steps before
  * `fromStep` (copied, at no cost) and which goes on live from `fromStep`. 400 fork_step_invalid naming
  * why the step cannot be a fork point; 404 for a run of another enterprise or a version of another task.
+ * A version other than the task's current one is what the task no longer runs (a gate added since,
+ * a tool taken away): `mayRunOtherVersions` false (a token without tasks:write, which alone changes
+ * what the task runs) refuses it, 403 api_token_scope.
  */
 export async function forkRun(
   db: Db,
@@ -83,6 +86,7 @@ export async function forkRun(
   id: string,
   body: ForkRequest,
   by: string,
+  mayRunOtherVersions = true,
 ): Promise<RunRow> {
   return transaction(db, async (tx) => {
     // Locked: a gate of the original decided meanwhile, or a step ended, is seen as it is.
@@ -90,15 +94,25 @@ export async function forkRun(
     const why = whyNotFrom(await readSteps(tx, id), body.fromStep)
     if (why) throw new ApiError('fork_step_invalid', why, { fromStep: body.fromStep })
     const versionId = body.versionId ?? original.taskVersionId
-    if (body.versionId) {
-      const [version] = await tx`
-        select 1 from task_versions where id = ${body.versionId} and task_id = ${original.taskId}`
-      if (!version)
-        throw new ApiError(
-          'version_not_found',
-          `No version ${body.versionId} of the run's task ${original.taskSlug}.`,
-        )
-    }
+    const [version] = await tx<
+      { number: number; current: boolean; currentNumber: number | null }[]
+    >`
+      select v.number, v.id = t.current_version_id as current, c.number as current_number
+        from task_versions v
+        join tasks t on t.id = v.task_id
+        left join task_versions c on c.id = t.current_version_id
+       where v.id = ${versionId} and v.task_id = ${original.taskId}`
+    if (!version)
+      throw new ApiError(
+        'version_not_found',
+        `No version ${versionId} of the run's task ${original.taskSlug}.`,
+      )
+    if (!version.current && !mayRunOtherVersions)
+      throw new ApiError(
+        'api_token_scope',
+        `A fork on version ${version.number} of ${original.taskSlug}, not the task's current one (${version.currentNumber ?? 'none'}), also needs the scope tasks:write: it runs what the task no longer runs. Fork on the current version (versionId; osctl's --task-version), or with a token that may change the task.`,
+        { needed: 'tasks:write' },
+      )
     const forkedFrom = { runId: original.id, step: body.fromStep }
     const started = { by, ...(body.reason ? { why: body.reason } : {}) }
     const run = await enqueueRun(tx, enterpriseId, original.taskId, original.input, {
