@@ -183,6 +183,32 @@ describe('a paused task', () => {
     await s.wait(successor.id, ['succeeded'])
   })
 
+  it('answers a retry and a fork of its run pending with why they wait, as a start', async () => {
+    const s = await tenant()
+    const task = await s.task({ kind: 'llm' })
+    fake.script(s.key, { text: 'Done.' })
+    const run = await s.start(task.id)
+    await s.wait(run.id, ['succeeded'])
+    const pause = TaskRead.parse(
+      (await s.post(`/v1/tasks/${task.id}/pause`, { reason: 'hold it' })).body,
+    ).paused!
+    const why = { scope: 'task', ...pause }
+    const retry = await s.post(`/v1/runs/${run.id}/retry`)
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201)
+    expect(Run.parse(retry.body)).toMatchObject({ status: 'pending', paused: why })
+    const fork = await s.post(`/v1/runs/${run.id}/fork`, { fromStep: 1 })
+    expect(fork.status, JSON.stringify(fork.body)).toBe(201)
+    expect(Run.parse(fork.body)).toMatchObject({ status: 'pending', paused: why })
+    // The retry asked again while it waits: the same run, and still why.
+    const again = await s.post(`/v1/runs/${run.id}/retry`)
+    expect(again.status).toBe(200)
+    expect(Run.parse(again.body)).toMatchObject({ id: retry.body.id, paused: why })
+    fake.script(s.key, { text: 'Again.' }, { text: 'Again.' })
+    await s.post(`/v1/tasks/${task.id}/resume`)
+    await s.wait(retry.body.id, ['succeeded'])
+    await s.wait(fork.body.id, ['succeeded'])
+  })
+
   it('answers 404 for a task of another enterprise, and a missing one', async () => {
     const s = await tenant()
     const theirs = await s.task()
