@@ -3,6 +3,7 @@ import type { ForkRequest, RunStep, RunSteps } from '../../../shared/schemas/for
 import { transaction, type Db } from '../../db/sql.js'
 import { appendEvent } from './events.js'
 import { copyJournal, readSteps, type StepRow } from './journal.js'
+import { withPause } from './pausing.js'
 import { loadRun, type RunRow } from './rows.js'
 import { enqueueRun } from './start.js'
 
@@ -132,7 +133,8 @@ export async function forkRun(
       step: body.fromStep,
       ...started,
     })
-    return run
+    // A fork of a paused task waits: its answer says why, as a start's does.
+    return withPause(tx, enterpriseId, run)
   })
 }
 

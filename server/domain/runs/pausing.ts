@@ -168,3 +168,12 @@ export async function withPauses<T extends RunRow>(
   }
   return runs
 }
+
+/** withPauses for one run: a run answered on its own (a retry, a fork) says why it waits too. */
+export async function withPause<T extends RunRow>(
+  db: Db,
+  enterpriseId: string,
+  run: T,
+): Promise<T> {
+  return (await withPauses(db, enterpriseId, [run]))[0]!
+}

@@ -1,5 +1,6 @@
 import { ApiError } from '../../../shared/errors.js'
 import { transaction, type Db } from '../../db/sql.js'
+import { withPause } from './pausing.js'
 import { type RunRow, loadRun } from './rows.js'
 import { enqueueRun } from './start.js'
 
@@ -7,7 +8,8 @@ import { enqueueRun } from './start.js'
 
 /**
  * POST /v1/runs/{id}/retry: a new pending run on the task's current version, in the same execution,
- * whose input carries priorRunId. Repeated while that run is still pending, the same run answers.
+ * whose input carries priorRunId. Repeated while that run is still pending, the same run answers. A
+ * paused task's retry waits, and its answer says why (`pause`), as a start's does.
  */
 export async function retryRun(
   db: Db,
@@ -21,7 +23,7 @@ export async function retryRun(
       select * from runs
        where enterprise_id = ${enterpriseId} and previous_run_id = ${id} and origin = 'retry' and status = 'pending'
        order by created_at desc limit 1`
-    if (pending) return { run: pending, created: false }
+    if (pending) return { run: await withPause(tx, enterpriseId, pending), created: false }
     const run = await enqueueRun(
       tx,
       enterpriseId,
@@ -34,7 +36,7 @@ export async function retryRun(
         startedBy,
       },
     )
-    return { run, created: true }
+    return { run: await withPause(tx, enterpriseId, run), created: true }
   })
 }
 
