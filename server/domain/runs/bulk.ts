@@ -21,7 +21,7 @@ import { finishAll } from './ends.js'
 import type { RunRow } from './rows.js'
 import { enqueueRuns } from './start.js'
 
-// Acting on runs by a filter (issue 50: Act on a filter; docs/runs.md). An operation writes down the
+// Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md). An operation writes down the
 // runs its filter matches when it is made (run_bulk_items), so `matched` is known at once and what it
 // acts on is fixed; the engines claim it like a run (a lease renewed while they work, taken over once
 // it lapses: engine/runs/bulk-loop.ts) and act on its items a batch per transaction. Each run is moved
