@@ -10,6 +10,8 @@ import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
+import { transaction } from '../../../server/db/sql.js'
+import { pauseEnterprise, startRunsIn } from '../../../server/domain/runs/index.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // Pause of a task or of the enterprise (issue 50; docs/usage.md#pause), through the API and a real
@@ -368,6 +370,52 @@ describe('a paused enterprise', () => {
       resumedBy: by,
       resumeReason: 'provider back',
     })
+  })
+
+  it('a start that decided before the enterprise pause committed still waits pending, not queued', async () => {
+    const s = await tenant()
+    // An llm run: one that an engine dispatched meanwhile goes back to pending before its first step
+    // (a deterministic one ends in its dispatch, acting on nothing).
+    const task = await s.task({ kind: 'llm' })
+    fake.script(s.key, { text: 'Done.' })
+    // A start that has decided (queued: nothing was paused when it looked) and not yet committed.
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let decided!: () => void
+    const hasDecided = new Promise<void>((resolve) => (decided = resolve))
+    const start = transaction(t.sql, async (tx) => {
+      const [outcome] = await startRunsIn(tx, [
+        { enterpriseId: s.e.id, task: { id: task.id }, input: {}, origin: 'api' },
+      ])
+      decided()
+      await held
+      return outcome
+    })
+    let pauseDone = false
+    try {
+      await hasDecided
+      const pausing = pauseEnterprise(t.sql, s.e.id, { by: 'test', reason: 'at once' }).then(
+        () => (pauseDone = true),
+      )
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      // The pause waits for the start that decided without it, as a task's pause does.
+      expect(pauseDone).toBe(false)
+      release()
+      await pausing
+    } finally {
+      release()
+    }
+    const outcome = await start
+    if (!outcome || outcome instanceof Error) throw outcome
+    // Not left queued under the pause, however the engine's dispatch fell between the two.
+    await eventually(
+      async () => (await s.run(outcome.run.id)).run.status === 'pending',
+      10_000,
+      'the run pending',
+    )
+    expect((await s.run(outcome.run.id)).run.paused).toMatchObject({ scope: 'enterprise' })
+    await s.post('/v1/enterprise/resume')
+    await s.wait(outcome.run.id, ['succeeded'])
   })
 
   it('a task paused on its own stays paused after the enterprise resumes', async () => {
