@@ -3,7 +3,7 @@ import { transaction, type Db, type Sql } from '../../db/sql.js'
 import { wakeWaitingTurns } from '../chats/index.js'
 import { wakeEngines } from '../engine-wake.js'
 import { endPause, insertPause, pauseJson, pausesInForce, toRunPause } from '../pauses/index.js'
-import { loadTask } from '../tasks/index.js'
+import { loadTask, lockTasksOf } from '../tasks/index.js'
 import { isFinished, type RunRow } from './rows.js'
 import { transitionAll, transition } from './transitions.js'
 
@@ -58,13 +58,18 @@ export async function resumeTask(
   })
 }
 
-/** Pauses every task and chat of the enterprise; idempotent as pauseTask is. */
+/**
+ * Pauses every task and chat of the enterprise; idempotent as pauseTask is. Every task's row is locked
+ * first, as a task's pause locks its own: a start decided before commits first and its queued run is
+ * sent back below, a start after sees the pause.
+ */
 export async function pauseEnterprise(
   db: Sql,
   enterpriseId: string,
   action: PauseAction & { reason: string },
 ): Promise<Pause> {
   return transaction(db, async (tx) => {
+    await lockTasksOf(tx, enterpriseId)
     const { pause, created } = await insertPause(tx, {
       enterpriseId,
       taskId: null,

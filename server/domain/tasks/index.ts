@@ -32,6 +32,7 @@ export { validCron, validTimeZone, listSchedules } from './schedules.js'
 export {
   taskNotFound,
   loadTask,
+  lockTasksOf,
   loadVersion,
   insertVersion,
   listTaskDefinitions,

@@ -81,6 +81,17 @@ export async function loadTask(
   return row
 }
 
+/**
+ * Locks every task of the enterprise against starts (an enterprise's pause, issue 50): a start's share
+ * lock on its task (runs/start.ts lockedTargets) waits for it, and it waits for starts under way, in
+ * task id order as starts take them. `for no key update`: runs and versions that point at the tasks
+ * are still inserted meanwhile.
+ */
+export async function lockTasksOf(db: Db, enterpriseId: string): Promise<void> {
+  await db`
+    select 1 from tasks where enterprise_id = ${enterpriseId} order by id for no key update`
+}
+
 export async function loadVersion(
   db: Db,
   enterpriseId: string,
