@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import type { RequestOptions } from '../../cli/client.js'
 import { startRun, waitRun, watchRun } from '../../cli/commands/runs.js'
+import { bulkRuns } from '../../cli/commands/runs-bulk.js'
 import { waitRun as waitForRun } from '../../cli/commands/wait.js'
 import type { Deps } from '../../cli/deps.js'
 import { makeDeps } from '../../cli/deps.js'
@@ -9,9 +10,9 @@ import { report } from '../../cli/report.js'
 import { FakeApi, fakeDeps } from '../helpers/cli.js'
 import { waitFor } from '../helpers/wait.js'
 
-// Ctrl+C while osctl follows a run (issue 51 item 16): the run goes on in osd, so osctl stops
-// following, says so on stderr with the command that follows it again, and exits 130. In process:
-// Ctrl+C reaches a follow through deps.onInterrupt, which the fake deps press.
+// Ctrl+C while osctl follows a run (issue 51 item 16), or a bulk operation (issue 50): either goes
+// on in osd, so osctl stops following, says so on stderr with the command that follows it again, and
+// exits 130. In process: Ctrl+C reaches a follow through deps.onInterrupt, which the fake deps press.
 
 const taskId = randomUUID()
 const runId = randomUUID()
@@ -122,5 +123,54 @@ describe('Ctrl+C while following a run', () => {
     expect(heard).toBe(1)
     stop()
     expect(process.listeners('SIGINT')).toEqual(before)
+  })
+
+  it('a bulk operation: says it goes on in osd and how to read it again, exits 130', async () => {
+    const opId = randomUUID()
+    const op = {
+      id: opId,
+      action: 'cancel',
+      filter: { status: 'pending' },
+      status: 'running',
+      matched: 3000,
+      done: 250,
+      failed: 0,
+      skipped: 0,
+      createdBy: 'token:x',
+      reason: null,
+      createdAt: '2026-11-22T09:30:00.000Z',
+      finishedAt: null,
+    }
+    let reads = 0
+    const api = new FakeApi((req) => {
+      if (req.method === 'POST' && (req.body as { dryRun?: boolean }).dryRun)
+        return {
+          body: { dryRun: true, action: 'cancel', filter: {}, matched: 3000, maxRuns: 100_000 },
+        }
+      if (req.method === 'POST') return { status: 202, body: op }
+      // Done after a few reads: without Ctrl+C heard, the command would end there.
+      return { body: ++reads < 3 ? op : { ...op, status: 'completed', done: 3000 } }
+    })
+    const f = fakeDeps(api, { errorTty: true })
+    const following = bulkRuns(f.deps, 'cancel', { status: 'pending', yes: true }).catch(
+      (err: unknown) => err,
+    )
+    await waitFor(() => expect(reads).toBeGreaterThan(0))
+    f.interrupt()
+    let stderr = ''
+    const code = report(await following, false, {
+      stdout: { write: () => undefined },
+      stderr: { write: (t: string) => (stderr += t) },
+    })
+    expect(code).toBe(130)
+    expect(stderr).toBe(
+      `error: stopped following bulk operation ${opId}: it goes on in osd\n` +
+        `hint: read it again with: osctl api GET /runs/bulk/${opId}\n`,
+    )
+    // Nothing more is read once stopped, and Ctrl+C is the shell's again.
+    const readsThen = reads
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    expect(reads).toBe(readsThen)
+    expect(f.interruptListeners()).toBe(0)
   })
 })
