@@ -45,8 +45,16 @@ export const exitCodeTable: Record<
   },
   interrupted: {
     meaning:
-      'Ctrl+C while following a run: osctl stopped following, the run goes on in osd (stderr names `osctl runs watch ID` to follow it again)',
-    commands: ['runs start', 'runs wait', 'runs watch', 'runs fork', 'wait run'],
+      'Ctrl+C while following a run or a bulk operation: osctl stopped following, it goes on in osd (stderr names `osctl runs watch ID`, or `osctl api GET /runs/bulk/ID`, to follow it again)',
+    commands: [
+      'runs start',
+      'runs wait',
+      'runs watch',
+      'runs fork',
+      'wait run',
+      'runs cancel',
+      'runs retry',
+    ],
   },
 }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type {
   BulkAction,
   RunBulkCount,
@@ -103,13 +104,26 @@ export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags):
     ...(opts.reason ? { reason: opts.reason } : {}),
   })
   const spinner = startSpinner(deps.out, progress(op))
+  // Ctrl+C stops the following, not the operation: it goes on in osd, and osctl says so.
+  const stopped = new AbortController()
+  const stopListening = deps.onInterrupt(() => stopped.abort())
   try {
     while (op.status !== 'completed') {
-      await new Promise((resolve) => setTimeout(resolve, pollMs))
-      op = await client.get<RunBulkOperation>(`/runs/bulk/${op.id}`)
+      await sleep(pollMs, undefined, { signal: stopped.signal })
+      op = await client.get<RunBulkOperation>(`/runs/bulk/${op.id}`, undefined, stopped.signal)
       spinner.update(progress(op))
     }
+  } catch (err) {
+    if (!stopped.signal.aborted) throw err
+    throw Object.assign(
+      new CliError(
+        `stopped following bulk operation ${op.id}: it goes on in osd`,
+        exitCodes.interrupted,
+      ),
+      { hint: `read it again with: osctl api GET /runs/bulk/${op.id}` },
+    )
   } finally {
+    stopListening()
     spinner.stop()
   }
   show(deps.out, op, () =>
