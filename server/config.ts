@@ -55,8 +55,8 @@ export interface Config {
    */
   toolResultMaxBytes: number
   /**
-   * The most runs one bulk operation acts on (OSD_BULK_MAX_RUNS; issue 50): a filter matching more is
-   * refused, so an operation's making and its work stay bounded.
+   * The most runs one bulk operation acts on (OSD_BULK_MAX_RUNS; issue 50): a filter matching more
+   * is refused, so an operation's making and its work stay bounded.
    */
   bulkMaxRuns: number
   /**

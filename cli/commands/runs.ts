@@ -119,8 +119,8 @@ export function gateNote(gate: WaitingGate): string {
 }
 
 /**
- * What a follower says once when the run waits for a pause to end (issue 50): what is paused, why, and
- * the command that lets it go.
+ * What a follower says once when the run waits for a pause to end (issue 50): what is paused, why,
+ * and the command that lets it go.
  */
 export function pauseNote(run: Pick<Run, 'taskSlug'>, pause: NonNullable<Run['paused']>): string {
   const what = pause.scope === 'task' ? 'its task is paused' : 'the enterprise is paused'

@@ -6,8 +6,9 @@ import type { RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
 
 /**
- * Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md), under /v1/runs: its scopes are
- * the runs' (runs:write to act, as cancel and retry of one run need; runs:read to follow).
+ * Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md), under /v1/runs: its
+ * scopes are the runs' (runs:write to act, as cancel and retry of one run need; runs:read to
+ * follow).
  */
 export function runBulkRoutes({ sql, config }: RouteDeps) {
   const app = createRouter()

@@ -3,8 +3,8 @@ import { IsoTime, Uuid } from './common.js'
 import { runOrigins } from './runs.js'
 import { runStatuses } from '../values.js'
 
-// Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md): POST /v1/runs/bulk and the
-// operation it makes, GET /v1/runs/bulk/{id}.
+// Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md): POST /v1/runs/bulk
+// and the operation it makes, GET /v1/runs/bulk/{id}.
 
 export const bulkActions = ['cancel', 'retry'] as const
 export type BulkAction = (typeof bulkActions)[number]

@@ -11,8 +11,9 @@ import { FakeApi, fakeDeps } from '../helpers/cli.js'
 import { waitFor } from '../helpers/wait.js'
 
 // Ctrl+C while osctl follows a run (issue 51 item 16), or a bulk operation (issue 50): either goes
-// on in osd, so osctl stops following, says so on stderr with the command that follows it again, and
-// exits 130. In process: Ctrl+C reaches a follow through deps.onInterrupt, which the fake deps press.
+// on in osd, so osctl stops following, says so on stderr with the command that follows it again,
+// and exits 130. In process: Ctrl+C reaches a follow through deps.onInterrupt, which the fake deps
+// press.
 
 const taskId = randomUUID()
 const runId = randomUUID()

@@ -21,14 +21,15 @@ import { finishAll } from './ends.js'
 import type { RunRow } from './rows.js'
 import { enqueueRuns } from './start.js'
 
-// Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md). An operation writes down the
-// runs its filter matches when it is made (run_bulk_items), so `matched` is known at once and what it
-// acts on is fixed; the engines claim it like a run (a lease renewed while they work, taken over once
-// it lapses: engine/runs/bulk-loop.ts) and act on its items a batch per transaction. Each run is moved
-// as the one-run routes move it: a cancel by finishAll (its successors, its gates, the running counts),
-// a retry by enqueueRuns (a pending run in the same execution, input.priorRunId the original). A run
-// that moved since it was matched is skipped and counted, with its reason on its item. This module is
-// the one writer of run_bulk_operations and run_bulk_items.
+// Acting on runs by a filter (issue 50: Act on a filter; docs/api-in-brief.md). An operation writes
+// down the runs its filter matches when it is made (run_bulk_items), so `matched` is known at once
+// and what it acts on is fixed; the engines claim it like a run (a lease renewed while they work,
+// taken over once it lapses: engine/runs/bulk-loop.ts) and act on its items a batch per
+// transaction. Each run is moved as the one-run routes move it: a cancel by finishAll (its
+// successors, its gates, the running counts), a retry by enqueueRuns (a pending run in the same
+// execution, input.priorRunId the original). A run that moved since it was matched is skipped and
+// counted, with its reason on its item. This module is the one writer of run_bulk_operations and
+// run_bulk_items.
 
 /** NOTIFY channel of bulk operations an engine may claim; the payload is the operation's id. */
 export const bulkChannel = 'osd_runs_bulk'
@@ -97,10 +98,10 @@ function matching(db: Db, enterpriseId: string, action: BulkAction, filter: RunF
 }
 
 /**
- * The runs an operation is made with: those matching, and for a retry only the last of each chain of
- * retries. A run retried already (its retry made, whatever became of it) is left to its retry, which
- * the filter may match in its turn: a failed run and its failed retry are not both retried, nor a run
- * retried again by a second operation of the same filter (runs_retried, migration 0046).
+ * The runs an operation is made with: those matching, and for a retry only the last of each chain
+ * of retries. A run retried already (its retry made, whatever became of it) is left to its retry,
+ * which the filter may match in its turn: a failed run and its failed retry are not both retried,
+ * nor a run retried again by a second operation of the same filter (runs_retried, migration 0046).
  */
 function selecting(db: Db, enterpriseId: string, action: BulkAction, filter: RunFilter) {
   return db`${matching(db, enterpriseId, action, filter)}
@@ -117,8 +118,9 @@ function cleanFilter(filter: RunFilter): RunFilter {
 }
 
 /**
- * POST /v1/runs/bulk with dryRun: how many runs the operation would act on, and the most one acts on
- * (`maxRuns`, Config.bulkMaxRuns), so a caller narrows a filter past it before asking; nothing is done.
+ * POST /v1/runs/bulk with dryRun: how many runs the operation would act on, and the most one acts
+ * on (`maxRuns`, Config.bulkMaxRuns), so a caller narrows a filter past it before asking; nothing
+ * is done.
  */
 export async function countBulkMatches(
   db: Db,
@@ -134,11 +136,11 @@ export async function countBulkMatches(
 
 /**
  * POST /v1/runs/bulk: makes the operation, with the runs it matches now as its items, and wakes the
- * engines to act on it. The same idempotency key in the same enterprise answers the operation it made
- * (409 bulk_idempotency_key_reused if it was for another action or filter). A filter matching more than
- * `maxRuns` is refused (400 bulk_too_many_runs): counted first, up to one past the bound (an index read,
- * a tenth of a second for 100,000), and no more than that written should runs have come meanwhile, so
- * the request's work is bounded however many runs the filter matches.
+ * engines to act on it. The same idempotency key in the same enterprise answers the operation it
+ * made (409 bulk_idempotency_key_reused if it was for another action or filter). A filter matching
+ * more than `maxRuns` is refused (400 bulk_too_many_runs): counted first, up to one past the bound
+ * (an index read, a tenth of a second for 100,000), and no more than that written should runs have
+ * come meanwhile, so the request's work is bounded however many runs the filter matches.
  */
 export async function startBulkOperation(
   sql: Sql,
@@ -366,11 +368,11 @@ async function cancelBatch(tx: Db, op: OperationRow, runs: RunRow[]): Promise<It
 }
 
 /**
- * Retries the runs as POST /v1/runs/{id}/retry does: a pending run on the task's current version, in
- * the same execution, whose input carries priorRunId, started by the operation's maker (mailed if it
- * fails) and saying in its first event who, why and which operation. A run retried meanwhile is
- * skipped, its retry standing for it as at the operation's making (selecting); one whose retry is still
- * pending is the one-run route's answer too. A task that cannot run fails it.
+ * Retries the runs as POST /v1/runs/{id}/retry does: a pending run on the task's current version,
+ * in the same execution, whose input carries priorRunId, started by the operation's maker (mailed
+ * if it fails) and saying in its first event who, why and which operation. A run retried meanwhile
+ * is skipped, its retry standing for it as at the operation's making (selecting); one whose retry
+ * is still pending is the one-run route's answer too. A task that cannot run fails it.
  */
 async function retryBatch(
   tx: Db,
@@ -425,8 +427,8 @@ interface Retry {
 }
 
 /**
- * The retries of these runs, by the run retried, a pending one first (sent after the statement locking
- * them; runs_retried).
+ * The retries of these runs, by the run retried, a pending one first (sent after the statement
+ * locking them; runs_retried).
  */
 async function retriesOf(
   tx: Db,

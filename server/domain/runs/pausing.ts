@@ -59,9 +59,9 @@ export async function resumeTask(
 }
 
 /**
- * Pauses every task and chat of the enterprise; idempotent as pauseTask is. Every task's row is locked
- * first, as a task's pause locks its own: a start decided before commits first and its queued run is
- * sent back below, a start after sees the pause.
+ * Pauses every task and chat of the enterprise; idempotent as pauseTask is. Every task's row is
+ * locked first, as a task's pause locks its own: a start decided before commits first and its
+ * queued run is sent back below, a start after sees the pause.
  */
 export async function pauseEnterprise(
   db: Sql,

@@ -207,8 +207,8 @@ export interface NewRun {
   /** The tier its model calls use instead of its version's (a fork's choice). */
   modelTier?: string
   /**
-   * Who started it and why, in its first event (a fork's, a bulk retry's with its operation: issue 50,
-   * every action recorded).
+   * Who started it and why, in its first event (a fork's, a bulk retry's with its operation: issue
+   * 50, every action recorded).
    */
   started?: { by: string; why?: string; bulkOperationId?: string }
   /**

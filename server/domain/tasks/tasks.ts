@@ -82,10 +82,10 @@ export async function loadTask(
 }
 
 /**
- * Locks every task of the enterprise against starts (an enterprise's pause, issue 50): a start's share
- * lock on its task (runs/start.ts lockedTargets) waits for it, and it waits for starts under way, in
- * task id order as starts take them. `for no key update`: runs and versions that point at the tasks
- * are still inserted meanwhile.
+ * Locks every task of the enterprise against starts (an enterprise's pause, issue 50): a start's
+ * share lock on its task (runs/start.ts lockedTargets) waits for it, and it waits for starts under
+ * way, in task id order as starts take them. `for no key update`: runs and versions that point at
+ * the tasks are still inserted meanwhile.
  */
 export async function lockTasksOf(db: Db, enterpriseId: string): Promise<void> {
   await db`

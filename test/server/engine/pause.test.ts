@@ -374,8 +374,8 @@ describe('a paused enterprise', () => {
 
   it('a start that decided before the enterprise pause committed still waits pending, not queued', async () => {
     const s = await tenant()
-    // An llm run: one that an engine dispatched meanwhile goes back to pending before its first step
-    // (a deterministic one ends in its dispatch, acting on nothing).
+    // An llm run: one that an engine dispatched meanwhile goes back to pending before its first
+    // step (a deterministic one ends in its dispatch, acting on nothing).
     const task = await s.task({ kind: 'llm' })
     fake.script(s.key, { text: 'Done.' })
     // A start that has decided (queued: nothing was paused when it looked) and not yet committed.
