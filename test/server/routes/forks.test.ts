@@ -5,6 +5,7 @@ import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { eventually } from '../../helpers/wait.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -274,6 +275,77 @@ describe('POST /v1/runs/{id}/fork', () => {
     const old = await fork({}, author)
     expect(old.status, JSON.stringify(old.body)).toBe(201)
     expect(old.body.taskVersionId).toBe(oldVersion)
+  })
+
+  it("a successor's fork and retry go on with the conversation it resumed, as it did", async () => {
+    const r = await tenant()
+    const [team] = (await t.call('GET', '/v1/teams', r.as)).body
+    const next = await t.call('POST', '/v1/tasks', {
+      ...r.as,
+      body: {
+        name: `Next ${randomUUID().slice(0, 8)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        tools: ['vcs.echo'],
+      },
+    })
+    const first = await t.call('POST', '/v1/tasks', {
+      ...r.as,
+      body: {
+        name: `First ${randomUUID().slice(0, 8)}`,
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        successors: [{ slug: next.body.slug, resumeConversation: true }],
+      },
+    })
+    expect(first.status, JSON.stringify(first.body)).toBe(201)
+    const finish = {
+      toolCalls: [
+        {
+          name: 'os.finish',
+          arguments: {
+            outcome: 'succeeded',
+            summary: 'the predecessor found 42',
+            successorInput: { stage: 2 },
+          },
+        },
+      ],
+    }
+    model.script(r.key, finish, echo('two'), { text: 'Second part.' })
+    const started = await t.call('POST', `/v1/tasks/${first.body.id}/runs`, {
+      ...r.as,
+      body: { stage: 1 },
+    })
+    await r.wait(started.body.id, ['succeeded'])
+    let successorId = ''
+    await eventually(async () => {
+      const execution = await t.call('GET', `/v1/executions/${started.body.id}`, r.as)
+      successorId = execution.body.runs[1]?.id ?? ''
+      return successorId !== ''
+    }, 10_000)
+    await r.wait(successorId, ['succeeded'])
+    const sentFrom = (from: number) =>
+      model
+        .callsWith(r.key)
+        .slice(from)
+        .map((call) => JSON.stringify(call.body.messages))
+    // The successor's own two calls carried its predecessor's conversation.
+    expect(sentFrom(1)).toHaveLength(2)
+    for (const messages of sentFrom(1)) expect(messages).toContain('the predecessor found 42')
+
+    // Its fork from its last step (the steps before copied) and its retry: so do theirs.
+    const calls = model.callsWith(r.key).length
+    model.script(r.key, { text: 'Forked.' }, echo('again'), { text: 'Retried.' })
+    const fork = await r.fork(successorId, { fromStep: 3 })
+    expect(fork.status, JSON.stringify(fork.body)).toBe(201)
+    await r.wait(fork.body.id, ['succeeded'])
+    const retry = await t.call('POST', `/v1/runs/${successorId}/retry`, r.as)
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201)
+    await r.wait(retry.body.id, ['succeeded'])
+    const sent = sentFrom(calls)
+    expect(sent).toHaveLength(3)
+    for (const messages of sent) expect(messages).toContain('the predecessor found 42')
   })
 
   it('refuses a step out of range, naming the range', async () => {
