@@ -398,6 +398,7 @@ async function retryBatch(
       input: { ...run.input, priorRunId: run.id },
       executionId: run.executionId,
       previousRunId: run.id,
+      resumeFromRunId: run.resumeFromRunId ?? undefined,
     })),
     {
       origin: 'retry',

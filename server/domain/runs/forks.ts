@@ -120,6 +120,8 @@ export async function forkRun(
       origin: 'fork',
       executionId: original.executionId,
       previousRunId: original.id,
+      // Its copied steps were made with the predecessor's conversation before them: so is the rest.
+      resumeFromRunId: original.resumeFromRunId ?? undefined,
       versionId,
       forkedFrom,
       modelTier: body.modelTier,

@@ -33,6 +33,8 @@ export async function retryRun(
         origin: 'retry',
         executionId: original.executionId,
         previousRunId: original.id,
+        // A successor that went on with its predecessor's conversation is retried with it too.
+        resumeFromRunId: original.resumeFromRunId ?? undefined,
         startedBy,
       },
     )

@@ -566,6 +566,11 @@ export interface EnqueueOptions {
   notBefore?: Date
   /** A version of the task other than its current one (a fork's). */
   versionId?: string
+  /**
+   * The run whose conversation it goes on with (NewRun.resumeFromRunId): a retry's or a fork's of a
+   * successor that resumed its predecessor's, as the run it stands for did.
+   */
+  resumeFromRunId?: string
   forkedFrom?: NewRun['forkedFrom']
   modelTier?: string
   started?: NewRun['started']
@@ -605,6 +610,7 @@ export async function enqueueRuns(
     input: Record<string, unknown>
     executionId?: string
     previousRunId?: string
+    resumeFromRunId?: string
   }[],
   options: EnqueueOptions,
 ): Promise<(RunRow | ApiError)[]> {
@@ -629,6 +635,7 @@ export async function enqueueRuns(
           ...options,
           executionId: start.executionId ?? options.executionId,
           previousRunId: start.previousRunId ?? options.previousRunId,
+          resumeFromRunId: start.resumeFromRunId ?? options.resumeFromRunId,
         },
       })
   })
