@@ -101,15 +101,21 @@ async function traceOf(traceId: string, until: (spans: ReceivedSpan[]) => boolea
 
 const named = (spans: ReceivedSpan[], name: string) => spans.filter((s) => s.name === name)
 
+/** An enterprise with a model key, whose first team has the fake tool server bound as `vcs`. */
+async function enterpriseWithTools(name: string) {
+  const keyed = await keyedEnterprise(t, name)
+  const [team] = (await t.call('GET', '/v1/teams', keyed.as)).body
+  const bound = await t.call('POST', '/v1/tools/bindings', {
+    ...keyed.as,
+    body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
+  })
+  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  return { ...keyed, team }
+}
+
 describe('a run started with a traceparent (issue 49)', () => {
   it('is one trace: the request, the passes around its gate, the gate, the model and tool calls, the tool server', async () => {
-    const { e, key, as } = await keyedEnterprise(t, 'Traces')
-    const [team] = (await t.call('GET', '/v1/teams', as)).body
-    const bound = await t.call('POST', '/v1/tools/bindings', {
-      ...as,
-      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
-    })
-    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const { e, key, as, team } = await enterpriseWithTools('Traces')
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: {
@@ -434,12 +440,7 @@ describe('http/json (OTEL_EXPORTER_OTLP_PROTOCOL)', () => {
 describe('a run started while tracing was off (issue 49)', () => {
   it('takes the trace of its first pass made with tracing on, and keeps it for the passes after', async () => {
     await stopTraces(1000)
-    const { e, key, as } = await keyedEnterprise(t, 'Traced later')
-    const [team] = (await t.call('GET', '/v1/teams', as)).body
-    await t.call('POST', '/v1/tools/bindings', {
-      ...as,
-      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
-    })
+    const { e, key, as, team } = await enterpriseWithTools('Traced later')
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: {
@@ -551,12 +552,7 @@ describe('content capture (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=tr
       await traceOn('http/protobuf')
     })
     await traceOn('http/protobuf')
-    const { e, key, as } = await keyedEnterprise(t, 'Captured')
-    const [team] = (await t.call('GET', '/v1/teams', as)).body
-    await t.call('POST', '/v1/tools/bindings', {
-      ...as,
-      body: { name: 'vcs', url: mcp.url, token: mcpToken, layer: 'team', layerId: team.id },
-    })
+    const { e, key, as, team } = await enterpriseWithTools('Captured')
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: {
