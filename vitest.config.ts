@@ -1,14 +1,14 @@
-import { accessSync, constants, mkdtempSync } from 'node:fs'
+import { accessSync, constants, mkdtempSync, statfsSync } from 'node:fs'
 import { join } from 'node:path'
 import { defineConfig } from 'vitest/config'
 
 // The suite's temporary files on tmpfs where the machine has one (Linux's /dev/shm): its PostgreSQL's
 // data, every file's database, and the data dirs, archives and backups of the osd processes it starts
 // are all made in os.tmpdir(). On ext4 on this project's virtual disks, making a file's database from
-// the template cost 400-500 ms of kernel time; on tmpfs 25-60 ms (issue 40). Like fsync off
-// (test/global-setup.ts), it gives up durability the tests never need. The directory is this run's
-// own (OSD_SUITE_TMPDIR), removed by the global set-up's teardown; OSD_TEST_TMPDIR=off keeps the
-// machine's own temporary directory.
+// the template cost 400-500 ms of kernel time; on tmpfs 25-60 ms (issue 40). Only with 2 GiB free
+// there (suiteTmpDir). Like fsync off (test/global-setup.ts), it gives up durability the tests never
+// need. The directory is this run's own (OSD_SUITE_TMPDIR), removed by the global set-up's teardown;
+// OSD_TEST_TMPDIR=off keeps the machine's own temporary directory.
 if (process.env.OSD_TEST_TMPDIR !== 'off' && !process.env.OSD_SUITE_TMPDIR) {
   const dir = suiteTmpDir()
   if (dir) process.env.TMPDIR = process.env.OSD_SUITE_TMPDIR = dir
@@ -17,6 +17,10 @@ if (process.env.OSD_TEST_TMPDIR !== 'off' && !process.env.OSD_SUITE_TMPDIR) {
 function suiteTmpDir(): string | undefined {
   try {
     accessSync('/dev/shm', constants.W_OK)
+    // A container's /dev/shm is often 64 MB (Docker's default): the suite holds a few hundred MB
+    // there at a time, so it needs room, and uses the machine's own directory otherwise.
+    const { bavail, bsize } = statfsSync('/dev/shm')
+    if (bavail * bsize < 2 * 1024 ** 3) return undefined
     return mkdtempSync(join('/dev/shm', 'osd-suite-'))
   } catch {
     return undefined
