@@ -1,4 +1,4 @@
-import { accessSync, constants, mkdtempSync, statfsSync } from 'node:fs'
+import { accessSync, constants, mkdtempSync, rmSync, statfsSync } from 'node:fs'
 import { join } from 'node:path'
 import { defineConfig } from 'vitest/config'
 
@@ -7,11 +7,16 @@ import { defineConfig } from 'vitest/config'
 // are all made in os.tmpdir(). On ext4 on this project's virtual disks, making a file's database from
 // the template cost 400-500 ms of kernel time; on tmpfs 25-60 ms (issue 40). Only with 2 GiB free
 // there (suiteTmpDir). Like fsync off (test/global-setup.ts), it gives up durability the tests never
-// need. The directory is this run's own (OSD_SUITE_TMPDIR), removed by the global set-up's teardown;
-// OSD_TEST_TMPDIR=off keeps the machine's own temporary directory.
+// need. The directory is this run's own (OSD_SUITE_TMPDIR), removed by the global set-up's teardown
+// and at the latest when vitest's process exits; OSD_TEST_TMPDIR=off keeps the machine's own
+// temporary directory.
 if (process.env.OSD_TEST_TMPDIR !== 'off' && !process.env.OSD_SUITE_TMPDIR) {
   const dir = suiteTmpDir()
-  if (dir) process.env.TMPDIR = process.env.OSD_SUITE_TMPDIR = dir
+  if (dir) {
+    process.env.TMPDIR = process.env.OSD_SUITE_TMPDIR = dir
+    // Also when vitest stops before its global set-up ran (a file that does not load, say).
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  }
 }
 
 function suiteTmpDir(): string | undefined {
