@@ -23,7 +23,13 @@ import { Run } from '../../shared/schemas/runs.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
 import { osctl, startCliDaemon } from '../helpers/osctl.js'
-import { deterministicTask, keyedEnterprise, startTestEngine, waitForRun } from '../helpers/runs.js'
+import {
+  deterministicTask,
+  keyedEnterprise,
+  llmTask,
+  startTestEngine,
+  waitForRun,
+} from '../helpers/runs.js'
 import { eventually } from '../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../fakes/model-provider.js'
@@ -116,18 +122,15 @@ async function enterpriseWithTools(name: string) {
 describe('a run started with a traceparent (issue 49)', () => {
   it('is one trace: the request, the passes around its gate, the gate, the model and tool calls, the tool server', async () => {
     const { e, key, as, team } = await enterpriseWithTools('Traces')
-    const task = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: {
-        name: `Traced ${randomUUID().slice(0, 6)}`,
+    const task = await llmTask(
+      t,
+      {
         teamId: team.id,
-        assigneeRole: 'ceo',
-        overlapPolicy: 'os',
         tools: [merge, 'vcs.echo', 'os.set_gate_summary'],
         gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
       },
-    })
-    expect(task.status, JSON.stringify(task.body)).toBe(201)
+      e.token,
+    )
     model.script(
       key,
       { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hello' } }] },
@@ -140,7 +143,7 @@ describe('a run started with a traceparent (issue 49)', () => {
     // As a CI step sends it: the pipeline's trace and its span.
     const traceId = hex(16)
     const callerSpan = hex(8)
-    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+    const started = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
       ...as,
       body: { n: 1 },
       // A vendor's state beside it, the caller's to keep: never sent on to a provider or a tool server.
@@ -179,7 +182,7 @@ describe('a run started with a traceparent (issue 49)', () => {
         'http.response.status_code': 201,
       },
     })
-    expect(JSON.stringify(request!.attributes)).not.toContain(task.body.id)
+    expect(JSON.stringify(request!.attributes)).not.toContain(task.id)
     expect(request!.resource).toMatchObject({ 'service.name': 'osd' })
 
     // Its passes, before the gate and after it, children of the request that started the run.
@@ -191,7 +194,7 @@ describe('a run started with a traceparent (issue 49)', () => {
       expect(pass.parentSpanId).toBe(request!.spanId)
       expect(pass.attributes).toMatchObject({
         'osd.run.id': run.id,
-        'osd.task.slug': task.body.slug,
+        'osd.task.slug': task.slug,
         'osd.enterprise.id': e.id,
       })
     }
@@ -441,18 +444,15 @@ describe('a run started while tracing was off (issue 49)', () => {
   it('takes the trace of its first pass made with tracing on, and keeps it for the passes after', async () => {
     await stopTraces(1000)
     const { e, key, as, team } = await enterpriseWithTools('Traced later')
-    const task = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: {
-        name: `Later ${randomUUID().slice(0, 6)}`,
+    const task = await llmTask(
+      t,
+      {
         teamId: team.id,
-        assigneeRole: 'ceo',
-        overlapPolicy: 'os',
         tools: [merge, 'os.set_gate_summary'],
         gates: [{ tool: merge, owner: 'ceo', approval: 'specific' }],
       },
-    })
-    expect(task.status, JSON.stringify(task.body)).toBe(201)
+      e.token,
+    )
     // Two gates: the pass after the first makes the run's trace, the pass after the second continues it.
     model.script(
       key,
@@ -460,7 +460,7 @@ describe('a run started while tracing was off (issue 49)', () => {
       { toolCalls: [{ name: merge, arguments: { repo: 'acme/later', number: 2 } }] },
       { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'done' } }] },
     )
-    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })
+    const started = await t.call('POST', `/v1/tasks/${task.id}/runs`, { ...as, body: {} })
     expect(Run.parse(started.body).traceId).toBeNull()
     const runId = started.body.id as string
     const decided: string[] = []
@@ -553,24 +553,14 @@ describe('content capture (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=tr
     })
     await traceOn('http/protobuf')
     const { e, key, as, team } = await enterpriseWithTools('Captured')
-    const task = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: {
-        name: `Captured ${randomUUID().slice(0, 6)}`,
-        teamId: team.id,
-        assigneeRole: 'ceo',
-        overlapPolicy: 'os',
-        tools: ['vcs.echo'],
-      },
-    })
-    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    const task = await llmTask(t, { teamId: team.id, tools: ['vcs.echo'] }, e.token)
     model.script(
       key,
       { toolCalls: [{ name: 'vcs.echo', arguments: { text: 'hello' } }] },
       { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'said' } }] },
     )
     const traceId = hex(16)
-    const started = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+    const started = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
       ...as,
       body: { topic: 'greetings' },
       headers: { traceparent: `00-${traceId}-${hex(8)}-01` },
@@ -687,12 +677,9 @@ describe('tracing off (no OTLP endpoint)', () => {
     expect(tracingOn()).toBe(false)
     const sent = receiver.requests.length
     const { e, key, as } = await keyedEnterprise(t, 'Untraced')
-    const task = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: { name: 'Untraced', assigneeRole: 'ceo', overlapPolicy: 'os' },
-    })
+    const task = await llmTask(t, {}, e.token)
     model.script(key, { text: 'done' })
-    const res = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, {
+    const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
       ...as,
       body: {},
       headers: { traceparent: `00-${hex(16)}-${hex(8)}-01` },
