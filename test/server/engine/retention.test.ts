@@ -192,7 +192,13 @@ async function archiveLines(enterpriseId: string) {
  * moved one of those (and counted what was left), two more every 250 ms, during its rest. Answers
  * the function that stops them.
  */
-async function comingDue(ids: string[], now: number): Promise<() => void> {
+/**
+ * Makes `now` of the runs come due at once and two more every 250 ms from the moment a pass has
+ * moved one of them. The answer stops the arrivals: it waits for one under way and makes the rest
+ * come due then, so every run has come due once it resolves, however fast the pass caught up (on a
+ * loaded machine it could end between two arrivals and leave the last ones never due).
+ */
+async function comingDue(ids: string[], now: number): Promise<() => Promise<void>> {
   const comeDue = async (some: string[]) => {
     await t.sql`
       update runs set created_at = created_at - interval '200 days',
@@ -202,11 +208,20 @@ async function comingDue(ids: string[], now: number): Promise<() => void> {
   await comeDue(ids.slice(0, now))
   let due = now
   let started = false
-  const arriving = setInterval(async () => {
-    started ||= (await rowsOf('runs', 'id', ids.slice(0, now))) < now
-    if (started && due < ids.length) await comeDue(ids.slice(due, (due += 2)))
+  // One arrival at a time: an arrival still under way when the arrivals stop is waited for.
+  let arriving = Promise.resolve()
+  const ticks = setInterval(() => {
+    arriving = arriving.then(async () => {
+      started ||= (await rowsOf('runs', 'id', ids.slice(0, now))) < now
+      if (started && due < ids.length) await comeDue(ids.slice(due, (due += 2)))
+    })
   }, 250)
-  return () => clearInterval(arriving)
+  return async () => {
+    clearInterval(ticks)
+    await arriving
+    if (due < ids.length) await comeDue(ids.slice(due))
+    due = ids.length
+  }
 }
 
 describe('finished runs (issue 46)', () => {
@@ -610,7 +625,7 @@ describe('finished runs (issue 46)', () => {
       })
       expect(totals(moved).runs).toBeGreaterThanOrEqual(4)
     } finally {
-      arrived()
+      await arrived()
     }
     // Doubled for every catchUpMs of its long rests at 1% once the count grew (how often depends on
     // how long the rests were), never lowered within the pass.
@@ -932,7 +947,7 @@ describe('the engine (issue 46)', () => {
     try {
       await loop.runOnce()
     } finally {
-      arrived()
+      await arrived()
     }
     // Raised while they came due (by how much depends on how long its rests were), and kept for the
     // next pass; passes that find nothing left halve it, down to the share asked and no lower.
