@@ -11,8 +11,13 @@ import { createToken, login } from '../../server/domain/people/index.js'
 import { allScopes } from '../../shared/scopes.js'
 import { packageVersion } from '../../shared/paths.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
+import { cheapPasswordHashesInFile } from '../helpers/people.js'
 import { osd, osdBin, startOsd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
+
+// The admin commands hash at the suite's OSD_PASSWORD_COST; the sign-ins here would rehash each at
+// this process's default 2^17. They are about who signs in, not what a hash costs.
+cheapPasswordHashesInFile()
 
 let db: TestDatabase
 beforeAll(async () => {

@@ -5,7 +5,7 @@ import { Gate } from '../../../shared/schemas/gates.js'
 import { ToolConnection } from '../../../shared/schemas/tools.js'
 import { createToken } from '../../../server/domain/people/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { cookieHeaders, signIn } from '../../helpers/people.js'
+import { cheapPasswordHashesInFile, cookieHeaders, signIn } from '../../helpers/people.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
@@ -14,6 +14,9 @@ import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/mode
 
 // Gates and tool connections (spec: Gate; Endpoints Gates and Tools; Authentication 9-10; DESIGN 6),
 // with a fake model provider and a fake MCP tool server.
+
+// About gates, not what a hash costs (test/server/routes/auth.test.ts holds the default).
+cheapPasswordHashesInFile()
 
 let t: TestApp
 let model: FakeModelProvider

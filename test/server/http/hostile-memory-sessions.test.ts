@@ -17,7 +17,12 @@ import {
   type TestApp,
 } from '../../helpers/app.js'
 import { osctl, startCliDaemon } from '../../helpers/osctl.js'
-import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
+import {
+  cheapPasswordHashesInFile,
+  cookieHeaders,
+  signIn,
+  type TestPerson,
+} from '../../helpers/people.js'
 import { apiStart, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -26,6 +31,9 @@ import { eventually } from '../../helpers/wait.js'
 // - Memory (item 3): the layer a run writes with os.remember comes from a trusted start (POST
 //   /v1/memory/train), recorded on the run; never from its input, which a webhook body, a schedule or
 //   a token's start writes. A correction (correctsId) from the model stays in that layer and owner.
+
+// About sessions, not what a hash costs (test/server/routes/auth.test.ts holds the default).
+cheapPasswordHashesInFile()
 
 let t: TestApp
 let fake: FakeModelProvider

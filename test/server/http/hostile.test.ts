@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { isErrorCode } from '../../../shared/errors.js'
-import { signIn } from '../../helpers/people.js'
+import { cheapPasswordHashesInFile, signIn } from '../../helpers/people.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import type { Contract } from '../../helpers/contract.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
@@ -175,6 +175,10 @@ interface Operation {
 }
 
 type Schema = Record<string, any>
+
+// The walk signs people in and sends passwords to the routes that take them (sign-in, changes): it is
+// about the answers, not what a hash costs (test/server/routes/auth.test.ts holds the default).
+cheapPasswordHashesInFile()
 
 let t: TestApp
 let document: Schema

@@ -7,10 +7,18 @@ import { createApp } from '../../../server/http/app.js'
 import { TokenUses } from '../../../server/http/token-uses.js'
 import { anotherProcess, createTestApp, type TestApp } from '../../helpers/app.js'
 import { serveInProcess } from '../../helpers/osctl.js'
-import { cookieHeaders, signIn, type TestPerson } from '../../helpers/people.js'
+import {
+  cheapPasswordHashesInFile,
+  cookieHeaders,
+  signIn,
+  type TestPerson,
+} from '../../helpers/people.js'
 import { eventually } from '../../helpers/wait.js'
 
 // API tokens managed by a signed-in person (spec: Authentication 6; Portal-only routes; issue 20).
+
+// About tokens, not what a hash costs (test/server/routes/auth.test.ts holds the default).
+cheapPasswordHashesInFile()
 
 let t: TestApp
 let owner: TestPerson
