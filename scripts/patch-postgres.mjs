@@ -1,4 +1,4 @@
-// Run by npm after every install (package.json postinstall). Mends four defects of postgres.js 3.4.9,
+// Run by npm after every install (package.json postinstall). Mends five defects of postgres.js 3.4.9,
 // and adds one reading.
 //
 // 1. It takes osd down whenever the database connection is cut with a transaction open (a server
@@ -21,7 +21,15 @@
 //    does) rejects a promise nobody holds: an unhandled rejection, which ends the process (seen in a
 //    test run on one core: ECONNRESET as a test database went). The query waiting for the connection
 //    gets the error anyway. The mend: that promise's failure is caught, and left to the connection.
-// 5. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
+// 5. A connection cut, or ended, while a write of it waited for the next turn of the event loop kept
+//    that write's timer (cancelled, never set back to null) and its bytes. Every later connection
+//    of the same slot then queued its startup message behind them and never sent it: the server
+//    waited for the startup, the client for the server, until connect_timeout (10 s), again and
+//    again. Seen after a PostgreSQL failover: osd answered nothing for 10 s to over a minute after
+//    the promotion (test/server/processes/failover.test.ts; reported upstream in other projects,
+//    e.g. LanternOps/breeze issue 3225). The mend: closing or ending drops the unsent bytes and the
+//    timer, and fails the queries that were on the closed connection (none can be answered now).
+// 6. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
 //    use and how many queries wait for one, so the pool gets `osdPoolStats()`, which reads the lengths
 //    of the queues it keeps anyway (server/metrics.ts PoolStats; osd reads nothing else of it).
 //
@@ -78,6 +86,35 @@ const mends = [
     after: (marker) => `        return fetchArrayTypes().catch(() => undefined) // ${marker}
 `,
     what: 'a connection cut while it reads the array types',
+  },
+  {
+    marker: 'osd: a closed connection sends none of its bytes again (scripts/patch-postgres.mjs)',
+    before: `    clearImmediate(nextWriteTimer)
+    socket.removeListener('data', data)
+    socket.removeListener('connect', connected)
+    idleTimer.cancel()`,
+    after: (marker) => `    clearImmediate(nextWriteTimer)
+    nextWriteTimer = chunk = null // ${marker}
+    if (hadError && (query || sent.length)) {
+      const err = Errors.connection('CONNECTION_CLOSED', options, socket)
+      query && queryError(query, err)
+      query = null
+      while (sent.length)
+        queryError(sent.shift(), err)
+    }
+    socket.removeListener('data', data)
+    socket.removeListener('connect', connected)
+    idleTimer.cancel()`,
+    what: 'bytes of a closed connection held for its next one',
+  },
+  {
+    marker: 'osd: an ended connection sends none of its bytes again (scripts/patch-postgres.mjs)',
+    before: `    clearImmediate(nextWriteTimer)
+    if (socket) {`,
+    after: (marker) => `    clearImmediate(nextWriteTimer)
+    nextWriteTimer = chunk = null // ${marker}
+    if (socket) {`,
+    what: 'bytes of an ended connection held for its next one',
   },
   {
     file: 'index.js',
