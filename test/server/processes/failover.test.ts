@@ -100,9 +100,15 @@ describe.skipIf(!bin && !required)('a PostgreSQL failover', () => {
     // A second without a primary, as an operator's promotion takes at least.
     await new Promise((r) => setTimeout(r, 1_000))
     const before = acknowledged.length
+    const refusedAtPromotion = refused.length
     await cluster.promoteStandby()
     const promoted = Date.now()
-    await eventually(() => acknowledged.length > before, 60_000, 'a run started on the new primary')
+    await eventually(
+      () => acknowledged.length > before,
+      60_000,
+      () =>
+        `a run started on the new primary (answered since the promotion: ${refused.slice(refusedAtPromotion).join() || 'nothing'}; the last start sent ${Date.now() - asked} ms ago; osd's last warnings: ${warnings()})`,
+    )
     const recovered = Date.now()
     const refusedBefore = refused.length
     await eventually(
