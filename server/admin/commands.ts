@@ -29,17 +29,26 @@ import { registerSecrets } from './secrets.js'
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
 // same data dir or DATABASE_URL: the embedded server is joined if running, else started for the command.
 
+/** Where osd's commands (server/cli.ts) write, and where they read a password piped to them. */
+export interface OsdIo {
+  stdout: { write(text: string): unknown }
+  stderr: { write(text: string): unknown }
+  /** stdin, taken only when a command reads it (--password-stdin). */
+  stdin(): AsyncIterable<Buffer | string> & { isTTY?: boolean }
+}
+
 interface DbFlags {
   dataDir?: string
 }
 
 async function withDatabase<T>(
   flags: DbFlags,
+  io: OsdIo,
   fn: (sql: Sql, config: Config) => Promise<T>,
 ): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
   usePasswordCost(config.passwordLog2N)
-  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', process.stderr as never)
+  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', io.stderr)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     await migrate(db.sql)
@@ -50,9 +59,13 @@ async function withDatabase<T>(
 }
 
 /** The database as it is, unmigrated: what a backup copies, and what a restore must find empty. */
-async function withRawDatabase<T>(flags: DbFlags, fn: (sql: Sql, config: Config) => Promise<T>) {
+async function withRawDatabase<T>(
+  flags: DbFlags,
+  io: OsdIo,
+  fn: (sql: Sql, config: Config) => Promise<T>,
+) {
   const config = loadConfig({ dataDir: flags.dataDir })
-  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', process.stderr as never)
+  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', io.stderr)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     return await fn(db.sql, config)
@@ -104,10 +117,11 @@ async function personByEmail(db: Db, email: string) {
 }
 
 /** The password piped to stdin, without its final line break; never taken from an argument. */
-async function readPassword(): Promise<string> {
-  if (process.stdin.isTTY) throw new UsageError('pipe the password to stdin (--password-stdin)')
+async function readPassword(io: OsdIo): Promise<string> {
+  const stdin = io.stdin()
+  if (stdin.isTTY) throw new UsageError('pipe the password to stdin (--password-stdin)')
   const chunks: Buffer[] = []
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  for await (const chunk of stdin) chunks.push(Buffer.from(chunk))
   const password = Buffer.concat(chunks)
     .toString('utf8')
     .replace(/\r?\n$/, '')
@@ -147,10 +161,6 @@ async function enterpriseId(sql: Db, slug: string): Promise<string> {
   return enterprise.id
 }
 
-function print(json: boolean, value: unknown, human: () => string): void {
-  process.stdout.write(json ? JSON.stringify(value, null, 2) + '\n' : human() + '\n')
-}
-
 interface BackupFlags {
   out?: string
   verify?: string
@@ -159,9 +169,11 @@ interface BackupFlags {
   json?: boolean
 }
 
-export function registerAdmin(admin: Command): void {
+export function registerAdmin(admin: Command, io: OsdIo): void {
   admin.option('--data-dir <dir>', 'data dir of the embedded PostgreSQL (env OSD_DATA_DIR)')
   const dbFlags = (): DbFlags => admin.opts<DbFlags>()
+  const print = (json: boolean, value: unknown, human: () => string): void =>
+    void io.stdout.write(json ? JSON.stringify(value, null, 2) + '\n' : human() + '\n')
 
   admin
     .command('prune')
@@ -172,7 +184,7 @@ export function registerAdmin(admin: Command): void {
     .option('--enterprise <slug>', 'only this enterprise')
     .option('--json', 'print JSON')
     .action(async (opts: { dryRun?: boolean; enterprise?: string; json?: boolean }) => {
-      const moves = await withDatabase(dbFlags(), async (sql, config) => {
+      const moves = await withDatabase(dbFlags(), io, async (sql, config) => {
         const only = opts.enterprise ? await enterpriseId(sql, opts.enterprise) : undefined
         return opts.dryRun
           ? planRetention(sql, { enterpriseId: only })
@@ -214,7 +226,7 @@ export function registerAdmin(admin: Command): void {
       const keepFree = opts.keepFree === undefined ? undefined : Number(opts.keepFree)
       if (keepFree !== undefined && !(Number.isInteger(keepFree) && keepFree >= 0))
         throw new UsageError(`--keep-free takes a number of bytes; got "${opts.keepFree}"`)
-      const made = await withRawDatabase(dbFlags(), (sql) =>
+      const made = await withRawDatabase(dbFlags(), io, (sql) =>
         backup(sql, opts.out!, { keepFreeBytes: keepFree, replace: opts.force ?? false }),
       )
       print(opts.json ?? false, made, () =>
@@ -233,7 +245,7 @@ export function registerAdmin(admin: Command): void {
     .argument('<file>', 'the copy')
     .option('--json', 'print JSON')
     .action(async (file: string, opts: { json?: boolean }) => {
-      const restored = await withRawDatabase(dbFlags(), (sql) => restoreBackup(sql, file))
+      const restored = await withRawDatabase(dbFlags(), io, (sql) => restoreBackup(sql, file))
       print(opts.json ?? false, restored, () =>
         [
           `restored ${restored.file}: ${restored.tables} tables, ${restored.rows} rows, in ${restored.seconds.toFixed(1)} s`,
@@ -261,8 +273,8 @@ export function registerAdmin(admin: Command): void {
       if (opts.passwordStdin && !opts.ownerEmail)
         throw new UsageError('--password-stdin goes with --owner-email (the new owner)')
       // Read before the database is opened: a refused password then costs nothing.
-      const password = opts.passwordStdin ? await readPassword() : undefined
-      const result = await withDatabase(dbFlags(), (sql, config) =>
+      const password = opts.passwordStdin ? await readPassword(io) : undefined
+      const result = await withDatabase(dbFlags(), io, (sql, config) =>
         transaction(sql, async (tx) => {
           const owner = opts.ownerEmail
             ? password === undefined
@@ -299,7 +311,7 @@ export function registerAdmin(admin: Command): void {
     .description('list enterprises')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await withDatabase(dbFlags(), (sql) => listEnterprises(sql))
+      const rows = await withDatabase(dbFlags(), io, (sql) => listEnterprises(sql))
       print(opts.json ?? false, rows, () =>
         rows.map((e) => `${e.slug}\t${e.id}\t${e.name}`).join('\n'),
       )
@@ -328,8 +340,8 @@ export function registerAdmin(admin: Command): void {
       }) => {
         if (!opts.passwordStdin) throw new UsageError('--password-stdin is required')
         if (opts.owner && !opts.enterprise) throw new UsageError('--owner needs --enterprise')
-        const password = await readPassword()
-        const result = await withDatabase(dbFlags(), (sql) =>
+        const password = await readPassword(io)
+        const result = await withDatabase(dbFlags(), io, (sql) =>
           transaction(sql, async (tx) => {
             const membership = opts.enterprise
               ? {
@@ -364,8 +376,8 @@ export function registerAdmin(admin: Command): void {
     .option('--json', 'print JSON')
     .action(async (opts: { email: string; passwordStdin?: boolean; json?: boolean }) => {
       if (!opts.passwordStdin) throw new UsageError('--password-stdin is required')
-      const password = await readPassword()
-      const person = await withDatabase(dbFlags(), async (sql) => {
+      const password = await readPassword(io)
+      const person = await withDatabase(dbFlags(), io, async (sql) => {
         const found = await personByEmail(sql, opts.email)
         await setPassword(sql, found.id, password)
         return { id: found.id, email: found.email }
@@ -409,7 +421,7 @@ export function registerAdmin(admin: Command): void {
               `with resource one of ${[...new Set(allScopes.map((s) => s.split(':')[0]))].join(', ')}`,
           )
         }
-        const created = await withDatabase(dbFlags(), async (sql) =>
+        const created = await withDatabase(dbFlags(), io, async (sql) =>
           createToken(sql, await enterpriseId(sql, opts.enterprise), {
             name: opts.name,
             scopes,
@@ -436,7 +448,7 @@ export function registerAdmin(admin: Command): void {
     .requiredOption('--enterprise <slug>', 'enterprise slug')
     .option('--json', 'print JSON')
     .action(async (opts: { enterprise: string; json?: boolean }) => {
-      const rows = await withDatabase(dbFlags(), async (sql) =>
+      const rows = await withDatabase(dbFlags(), io, async (sql) =>
         listTokens(sql, await enterpriseId(sql, opts.enterprise), { includeRevoked: true }),
       )
       print(opts.json ?? false, rows, () =>
@@ -466,14 +478,14 @@ export function registerAdmin(admin: Command): void {
     .requiredOption('--enterprise <slug>', 'enterprise slug')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { enterprise: string; json?: boolean }) => {
-      const revoked = await withDatabase(dbFlags(), async (sql) =>
+      const revoked = await withDatabase(dbFlags(), io, async (sql) =>
         revokeToken(sql, await enterpriseId(sql, opts.enterprise), id),
       )
       print(opts.json ?? false, revoked, () => `token ${revoked.id} revoked`)
     })
 
   registerSecrets(admin, {
-    withDatabase: (fn) => withDatabase(dbFlags(), fn),
+    withDatabase: (fn) => withDatabase(dbFlags(), io, fn),
     print,
     usage: (message) => new UsageError(message),
   })
@@ -519,7 +531,7 @@ export function registerAdmin(admin: Command): void {
       .action(
         async (opts: { enterprise: string; task?: string; role?: string; json?: boolean }) => {
           const which = target(opts)
-          const result = await withDatabase(dbFlags(), async (sql) =>
+          const result = await withDatabase(dbFlags(), io, async (sql) =>
             act(sql, await enterpriseId(sql, opts.enterprise), which),
           )
           print(opts.json ?? false, result, () => describe(result))
