@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,6 +14,7 @@ import { startDaemon, type DaemonOptions, type Running } from '../../server/serv
 import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
 import { createTestDatabase, type TestDatabase } from './db.js'
 import { afterFile } from './after-file.js'
+import { environment, runEnv } from './run-env.js'
 
 // osctl in process (STYLE: CLI actions are tested in process; issue 28): the command tree that
 // bin/osctl runs, built and parsing a command line as cli/run.ts does (the modules of the command it
@@ -52,45 +52,6 @@ export interface OsctlOptions {
    * terminal to type a password on.
    */
   terminal?: boolean
-}
-
-const runEnv = new AsyncLocalStorage<NodeJS.ProcessEnv>()
-/** The view installed, while it is process.env. */
-let installedEnv: NodeJS.ProcessEnv | undefined
-
-/**
- * process.env becomes a view of the environment of the run whose code reads it (the process's own
- * outside any run). Transparent outside runs. Installed again when process.env is another object:
- * vitest gives each file of a shared worker the environment back as it found it.
- */
-function installRunEnv(): void {
-  if (installedEnv && process.env === installedEnv) return
-  const own = process.env
-  const env = () => runEnv.getStore() ?? own
-  process.env = installedEnv = new Proxy(own, {
-    get: (_, key) => Reflect.get(env(), key),
-    set: (_, key, value) =>
-      Reflect.set(env(), key, typeof key === 'string' ? String(value) : value),
-    has: (_, key) => Reflect.has(env(), key),
-    deleteProperty: (_, key) => Reflect.deleteProperty(env(), key),
-    ownKeys: () => Reflect.ownKeys(env()),
-    getOwnPropertyDescriptor: (_, key) => {
-      const descriptor = Reflect.getOwnPropertyDescriptor(env(), key)
-      return descriptor && { ...descriptor, configurable: true }
-    },
-    defineProperty: (_, key, descriptor) => Reflect.defineProperty(env(), key, descriptor),
-  })
-}
-
-/** This process's environment (the run's, inside one) with `added` laid over it. */
-function environment(added: Record<string, string | undefined>): NodeJS.ProcessEnv {
-  installRunEnv()
-  const env: NodeJS.ProcessEnv = { ...process.env }
-  for (const [key, value] of Object.entries(added)) {
-    if (value === undefined) delete env[key]
-    else env[key] = value
-  }
-  return env
 }
 
 /** Every command of the tree, the program first. */

@@ -7,11 +7,12 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readySql, type Sql } from '../../server/db/sql.js'
 import { createEnterprise } from '../../server/domain/enterprises/index.js'
-import { createToken, login } from '../../server/domain/people/index.js'
+import { createToken, login, passwordCost } from '../../server/domain/people/index.js'
 import { allScopes } from '../../shared/scopes.js'
 import { packageVersion } from '../../shared/paths.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { cheapPasswordHashesInFile } from '../helpers/people.js'
+import { osd as osdInProcess } from '../helpers/osd.js'
 import { osd, osdBin, startOsd } from '../helpers/processes.js'
 import { eventually } from '../helpers/wait.js'
 
@@ -291,6 +292,38 @@ describe('osd admin (DESIGN 8)', { timeout: 150_000 }, () => {
       'long enough password',
     )
     expect(nobody.stderr).toContain('user_not_found')
+  })
+
+  // test/helpers/osd.ts: what a process of its own would have kept to itself.
+  it('in process, runs that overlap each have their own environment, and leave the worker as it was', async () => {
+    const other = await createTestDatabase()
+    const before = { ...process.env }
+    const cost = passwordCost.log2N
+    const runs = await Promise.all(
+      [db, other, db, other].map((d, i) =>
+        osdInProcess(
+          ['admin', 'user', 'create', '--email', `overlap${i}@example.com`, '--password-stdin'],
+          { DATABASE_URL: d.url, OSD_PASSWORD_COST: '11' },
+          'an overlapping password',
+        ),
+      ),
+    )
+    expect(runs.map((r) => [r.exitCode, r.stderr])).toEqual(Array(4).fill([0, '']))
+    // Each run on its database, hashing at its OSD_PASSWORD_COST, not the worker's.
+    for (const [d, costs] of [
+      [db, ['overlap0@example.com:11', 'overlap2@example.com:11']],
+      [other, ['overlap1@example.com:11', 'overlap3@example.com:11']],
+    ] as const) {
+      const users = await d.sql<{ email: string; passwordHash: string }[]>`
+        select email, password_hash from users where email like 'overlap%' order by email`
+      expect(users.map((u) => `${u.email}:${u.passwordHash.split('$')[1]}`)).toEqual(costs)
+    }
+    expect({ ...process.env }).toEqual(before)
+    expect(passwordCost.log2N).toBe(cost)
+    // Commander's own refusals as the binary has them: its words on stderr, its exit code.
+    const missing = await osdInProcess(['admin', 'token', 'create'])
+    expect(missing.exitCode).toBe(1)
+    expect(missing.stderr).toContain("error: required option '--enterprise <slug>' not specified")
   })
 
   it('refuses unknown scopes and an unknown enterprise', async () => {
