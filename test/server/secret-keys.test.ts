@@ -19,14 +19,14 @@ import { connectionsForRun, createToolConnection } from '../../server/domain/too
 import { createTestEnterprise, type TestEnterprise } from '../helpers/app.js'
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js'
 import { serveInProcess } from '../helpers/osctl.js'
-import { osd } from '../helpers/processes.js'
+import { osd } from '../helpers/osd.js'
 import { eventually } from '../helpers/wait.js'
 
 // tools.example resolves to nothing here, which the egress check lets through (it checks again on connect).
 const unresolved: EgressRule = { ...strictEgress, resolve: async () => [] }
 
-// osd admin secrets (issue 45) as an operator runs it, a real process on a test database beside a
-// running osd: rotate-key adds a key to the key file, the running osd seals with it from then on, every
+// osd admin secrets (issue 45) as an operator runs it (in process: test/helpers/osd.ts), on a test
+// database beside a running osd: rotate-key adds a key to the key file, the running osd seals with it from then on, every
 // stored secret is sealed again under it (those of the form before key ids too), all still open, and
 // the old key can then be removed. And the same with keys an operator keeps in OSD_SECRET_KEY.
 
@@ -111,8 +111,7 @@ const everything = {
   body: '{"ref":"main"}',
 }
 
-describe('osd admin secrets', { timeout: 120_000 }, () => {
-  // Five real osd processes one after another: about 15 s on a shared core.
+describe('osd admin secrets', () => {
   it('rotate-key seals everything again under a new key, online; the old key can then be removed', async () => {
     const before = await admin(['status', '--json'])
     expect(before.exitCode, before.stderr).toBe(0)
