@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander'
+import { Command, CommanderError, Option } from 'commander'
 import { ApiError } from '../shared/errors.js'
 import { BackupError } from './admin/backup.js'
 import { registerAdmin, UsageError, type OsdIo } from './admin/commands.js'
@@ -27,6 +27,9 @@ export function buildOsd(io: OsdIo = processIo): Command {
     .description('osd: the task automation daemon')
     .version(packageVersion)
     .showHelpAfterError()
+    // Commander's refusals are thrown, not exited on (set before the subcommands, which copy it):
+    // failure() gives a usage error exit 2, as osd's own and osctl's are.
+    .exitOverride()
 
   program
     .command('serve')
@@ -117,6 +120,11 @@ export function buildOsd(io: OsdIo = processIo): Command {
 
 /** A failed command's exit code, its words said on `stderr`. */
 export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr): number {
+  // Commander has said its words already: the help or the version asked for, or a usage error.
+  if (err instanceof CommanderError) {
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return 0
+    return err.code === 'commander.help' ? err.exitCode : 2
+  }
   if (err instanceof ApiError) {
     stderr.write(`error: ${err.code}: ${err.message}\n`)
     return 1

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream'
-import { CommanderError, type Command } from 'commander'
+import type { Command } from 'commander'
 import type { OsdIo } from '../../server/admin/commands.js'
 import { buildOsd, failure } from '../../server/cli.js'
 import { passwordCost } from '../../server/domain/people/index.js'
@@ -77,8 +77,7 @@ export async function osd(
     try {
       await program.parseAsync(['node', 'osd', ...args])
     } catch (err) {
-      // Commander has said its own words (a usage error, the help): the process would exit with its code.
-      exitCode = err instanceof CommanderError ? err.exitCode : failure(err, io.stderr)
+      exitCode = failure(err, io.stderr)
     } finally {
       if (--running === 0) passwordCost.log2N = workerCost
     }

@@ -322,9 +322,9 @@ describe('osd admin (DESIGN 8)', () => {
     }
     expect({ ...process.env }).toEqual(before)
     expect(passwordCost.log2N).toBe(cost)
-    // Commander's own refusals as the binary has them: its words on stderr, its exit code.
+    // Commander's own refusals as the binary has them: its words on stderr, a usage error's exit 2.
     const missing = await osd(['admin', 'token', 'create'])
-    expect(missing.exitCode).toBe(1)
+    expect(missing.exitCode).toBe(2)
     expect(missing.stderr).toContain("error: required option '--enterprise <slug>' not specified")
   })
 
@@ -485,7 +485,7 @@ describe('osd serve', { timeout: 120_000 }, () => {
 
   it('refuses a bad --role with exit 2', async () => {
     const res = await osdProcess(['serve', '--role', 'everything'], { DATABASE_URL: db.url })
-    expect(res.exitCode).not.toBe(0)
+    expect(res.exitCode).toBe(2)
     expect(res.stderr).toContain('everything')
   })
 
