@@ -6,7 +6,7 @@ import type {
   RunBulkOperation,
   RunFilter,
 } from '../../shared/schemas/run-bulk.js'
-import type { RunStatus } from '../../shared/values.js'
+import { finishedStatuses, runStatuses, type RunStatus } from '../../shared/values.js'
 import { confirmDestructive } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes } from '../errors.js'
@@ -52,10 +52,40 @@ export function timeFlag(flag: string, value: string, now = Date.now()): string 
   return new Date(at).toISOString()
 }
 
+/**
+ * The statuses each action acts on, as osd matches them (server/domain/runs/bulk.ts): a cancel the runs
+ * not ended, a retry the ended ones.
+ */
+const actsOn: Record<BulkAction, readonly RunStatus[]> = {
+  cancel: runStatuses.filter((s) => !finishedStatuses.includes(s)),
+  retry: finishedStatuses,
+}
+
+/**
+ * What osctl says when nothing matches, in the filter's words: the runs the action acts on (of the
+ * status given, else every one it acts on), and for a retry, that a run retried already is left to
+ * its retry (osd retries a chain of retries once, from its last run).
+ */
+function noneMatches(action: BulkAction, status: RunStatus | undefined): string {
+  const runs =
+    action === 'cancel'
+      ? status
+        ? `no ${status} run`
+        : 'no run that has not ended'
+      : `no ${status ?? 'ended'} run not yet retried`
+  return `${runs} matches the filter: nothing to ${action}`
+}
+
 /** How often a followed operation is read again. */
 const pollMs = 500
 
 export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags): Promise<void> {
+  // A status the action never acts on could match nothing: the flags contradict each other, as
+  // --timeout without --wait does, so it is said as a usage error before anything is sent.
+  if (opts.status && !actsOn[action].includes(opts.status))
+    throw new UsageError(
+      `--status ${opts.status}: a ${action} acts on ${action === 'cancel' ? 'runs not ended' : 'ended runs'} only (${actsOn[action].join(', ')})`,
+    )
   const client = deps.client()
   const filter: RunFilter = {}
   if (opts.task) filter.taskId = await taskId(client, opts.task)
@@ -69,7 +99,6 @@ export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags):
     dryRun: true,
     idempotencyKey: randomUUID(),
   })
-  const what = action === 'cancel' ? 'not ended' : 'ended'
   // An older osd answers no bound: it has none.
   const tooMany = count.maxRuns !== undefined && count.matched > count.maxRuns
   if (opts.dryRun) {
@@ -87,7 +116,7 @@ export async function bulkRuns(deps: Deps, action: BulkAction, opts: BulkFlags):
       exitCodes.failed,
     )
   if (count.matched === 0) {
-    deps.out.error(`no run ${what} matches: nothing to ${action}\n`)
+    deps.out.error(`${noneMatches(action, opts.status)}\n`)
     show(deps.out, count, () => undefined)
     return
   }

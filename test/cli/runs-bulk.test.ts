@@ -86,7 +86,50 @@ describe('osctl runs cancel with a filter', () => {
     // Nothing left to cancel: said, and no failure.
     const none = await run(['runs', 'cancel', '--task', 'talk', '--yes'])
     expect(none.exitCode).toBe(0)
-    expect(none.stderr).toContain('no run not ended matches')
+    expect(none.stderr).toBe('no run that has not ended matches the filter: nothing to cancel\n')
+    const nonePending = await run(['runs', 'cancel', '--task', 'talk', '--status', 'pending'])
+    expect(nonePending.exitCode).toBe(0)
+    expect(nonePending.stderr).toBe('no pending run matches the filter: nothing to cancel\n')
+  })
+
+  it('refuses a status the action never acts on (usage, exit 2), before anything is sent', async () => {
+    // No task is named "nosuch": had osctl asked osd anything, it would have said so (exit 1).
+    for (const dryRun of [[], ['--dry-run']]) {
+      const cancel = await run([
+        'runs',
+        'cancel',
+        '--task',
+        'nosuch',
+        '--status',
+        'failed',
+        ...dryRun,
+      ])
+      expect(cancel.exitCode).toBe(2)
+      expect(cancel.stdout).toBe('')
+      expect(cancel.stderr).toBe(
+        'error: --status failed: a cancel acts on runs not ended only (pending, queued, running, waiting_on_gate, blocked, paused_spend)\n',
+      )
+      const retry = await run([
+        'runs',
+        'retry',
+        '--task',
+        'nosuch',
+        '--status',
+        'running',
+        ...dryRun,
+      ])
+      expect(retry.exitCode).toBe(2)
+      expect(retry.stdout).toBe('')
+      expect(retry.stderr).toBe(
+        'error: --status running: a retry acts on ended runs only (succeeded, failed, cancelled, skipped_overlap)\n',
+      )
+    }
+    // A retry's status that matches nothing is no mistake: said, exit 0.
+    const none = await run(['runs', 'retry', '--task', 'talk', '--status', 'skipped_overlap'])
+    expect(none.exitCode, none.stderr).toBe(0)
+    expect(none.stderr).toBe(
+      'no skipped_overlap run not yet retried matches the filter: nothing to retry\n',
+    )
   })
 
   it('takes a run id or a filter, not both and not neither', async () => {
