@@ -132,6 +132,19 @@ export function pauseNote(run: Pick<Run, 'taskSlug'>, pause: NonNullable<Run['pa
 }
 
 /**
+ * pauseNote for a run a follower read, once per pause: undefined when the run is not held by a
+ * pause, or when `told` (the pauses said so far) has this one already.
+ */
+export function pauseNoteOnce(run: Run, told: Set<string>): string | undefined {
+  const pause = run.paused
+  if (!pause) return undefined
+  const key = `pause ${pause.scope} ${pause.at}`
+  if (told.has(key)) return undefined
+  told.add(key)
+  return pauseNote(run, pause)
+}
+
+/**
  * The one follower of `runs start --wait`, `runs wait` and `runs watch`: each event as a line on
  * stderr, and on a terminal a spinner with the run's status and the time spent waiting. A run that
  * stops at a gate is said once per gate, with the command that decides it (issue 27); a gate of the
@@ -165,12 +178,8 @@ async function follow(deps: Deps, id: string, timeout?: number): Promise<FollowR
             told.add(waitingAt.id)
             spinner.line(gateNote(waitingAt))
           }
-          const pause = run.paused
-          const pauseKey = pause && `pause ${pause.scope} ${pause.at}`
-          if (pause && pauseKey && !told.has(pauseKey)) {
-            told.add(pauseKey)
-            spinner.line(pauseNote(run, pause))
-          }
+          const paused = pauseNoteOnce(run, told)
+          if (paused) spinner.line(paused)
         },
         onRetry: (err, ms) =>
           spinner.line(`${err.message}; reading again in ${(ms / 1000).toFixed(1)}s`),

@@ -14,6 +14,7 @@ import { followRun, interruptible, isPassing } from '../follow.js'
 import { printFields, show } from '../output.js'
 import { resolveId } from '../resolve.js'
 import { about } from './about.js'
+import { pauseNoteOnce } from './runs.js'
 
 // osctl wait run|gate ID --for=STATUS [--timeout 10m] (issue 48), kubectl wait's shape for a pipeline:
 // exit 0 once the run (or gate) reaches STATUS, 1 when it ends (is decided) otherwise first, 8 when
@@ -62,6 +63,8 @@ export async function waitRun(deps: Deps, ref: string, opts: WaitOptions): Promi
   const id = await resolveId(deps.client(), 'run', ref)
   let run: Run
   let ended: boolean
+  /** The pauses said so far: a run held by one is said once, with the resume that lets it go. */
+  const told = new Set<string>()
   try {
     const result = await interruptible(deps.onInterrupt, id, (signal) =>
       followRun(deps.client(), id, {
@@ -69,6 +72,9 @@ export async function waitRun(deps: Deps, ref: string, opts: WaitOptions): Promi
         timeoutSeconds: timeout,
         onRun: (read) => {
           if (read.status === target) throw new Reached(read)
+          // On stderr, as the other waiters say it (runs wait, runs start --wait): stdout is the run.
+          const paused = pauseNoteOnce(read, told)
+          if (paused) deps.out.error(`${paused}\n`)
         },
       }),
     )

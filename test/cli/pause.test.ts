@@ -101,4 +101,32 @@ describe('following a run that waits for a resume', () => {
       await osctl(['tasks', 'resume', slug], cli.env)
     }
   })
+
+  it('osctl wait run says it too, once, on stderr, and still answers the run on stdout', async () => {
+    await osctl(['tasks', 'pause', slug, '--reason', 'sends wrong mail'], cli.env)
+    try {
+      const run = await cli.json(['runs', 'start', slug])
+      const waited = await osctl(
+        ['wait', 'run', run.id, '--for=succeeded', '--timeout', '2'],
+        cli.env,
+      )
+      expect(waited.exitCode, waited.stderr).toBe(8)
+      const note = `the run waits: its task is paused (sends wrong mail); it goes on once resumed: \`osctl tasks resume ${slug}\`; still waiting`
+      expect(waited.stderr.split('\n').filter((line) => line === note)).toHaveLength(1)
+      expect(waited.stdout).not.toContain('the run waits')
+      expect(waited.stdout).toMatch(/^status\s+pending$/m)
+      await osctl(['enterprise', 'pause', '--reason', 'provider outage'], cli.env)
+      const again = await osctl(
+        ['wait', 'run', run.id, '--for=succeeded', '--timeout', '1'],
+        cli.env,
+      )
+      expect(again.exitCode).toBe(8)
+      expect(again.stderr).toContain(
+        'the run waits: the enterprise is paused (provider outage); it goes on once resumed: `osctl enterprise resume`; still waiting',
+      )
+    } finally {
+      await osctl(['enterprise', 'resume'], cli.env)
+      await osctl(['tasks', 'resume', slug], cli.env)
+    }
+  })
 })
