@@ -126,7 +126,8 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       response: Run,
       errors: ['illegal_transition'],
     },
-    async (c, { params }) => toRun(await cancelRun(sql, c.var.caller.enterpriseId, params.id)),
+    async (c, { params }) =>
+      toRun(await cancelRun(sql, c.var.caller.enterpriseId, params.id, c.var.caller.actor)),
   )
 
   route(

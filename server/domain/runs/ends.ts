@@ -91,11 +91,15 @@ export async function finishRun(
   return ended[0]!
 }
 
-/** POST /v1/runs/{id}/cancel: any unfinished run is cancelled; a finished one is 409 illegal_transition. */
+/**
+ * POST /v1/runs/{id}/cancel: any unfinished run is cancelled; a finished one is 409 illegal_transition.
+ * `by` (the caller's actor: token:<id> or user:<id>) is said in its event, as a bulk cancel says it.
+ */
 export async function cancelRun(
   db: Db,
   enterpriseId: string,
   id: string,
+  by?: string,
   reason = 'Cancelled.',
 ): Promise<RunRow> {
   return transaction(db, async (tx) => {
@@ -109,6 +113,9 @@ export async function cancelRun(
         },
       )
     }
-    return finishRun(tx, run, 'cancelled', { reason })
+    const { ended } = await finishAll(tx, 'cancelled', [
+      { run, fields: { reason }, event: by ? { by } : {} },
+    ])
+    return ended[0]!
   })
 }

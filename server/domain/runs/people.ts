@@ -9,7 +9,8 @@ import { enqueueRun } from './start.js'
 /**
  * POST /v1/runs/{id}/retry: a new pending run on the task's current version, in the same execution,
  * whose input carries priorRunId. Repeated while that run is still pending, the same run answers. A
- * paused task's retry waits, and its answer says why (`pause`), as a start's does.
+ * paused task's retry waits, and its answer says why (`pause`), as a start's does. Who asked
+ * (`startedBy`) is said in the new run's first event, as a bulk retry says it.
  */
 export async function retryRun(
   db: Db,
@@ -36,6 +37,7 @@ export async function retryRun(
         // A successor that went on with its predecessor's conversation is retried with it too.
         resumeFromRunId: original.resumeFromRunId ?? undefined,
         startedBy,
+        ...(startedBy ? { started: { by: startedBy } } : {}),
       },
     )
     return { run: await withPause(tx, enterpriseId, run), created: true }

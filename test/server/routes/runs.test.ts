@@ -18,6 +18,7 @@ import { createApp } from '../../../server/http/app.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { cheapPasswordHashes, signIn } from '../../helpers/people.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import {
   apiStart,
@@ -806,6 +807,55 @@ describe('cancel, retry, clear', () => {
     const another = await t.call('POST', `/v1/runs/${original.id}/retry`)
     expect(another.status).toBe(201)
     expect(another.body.id).not.toBe(retry.body.id)
+  })
+
+  it("says who cancelled or retried one run in its event, as a bulk operation's do: the token, or the person", async () => {
+    cheapPasswordHashes()
+    const e = await t.createEnterprise(`Who ${randomUUID().slice(0, 6)}`)
+    const [token] = await t.sql<{ id: string }[]>`
+      select id from api_tokens where enterprise_id = ${e.id}`
+    const person = await signIn(t, 'owner', e)
+    const task = await deterministicTask(t, {}, e.token)
+    const events = async (runId: string) =>
+      (await t.call('GET', `/v1/runs/${runId}`, { token: e.token })).body.events as {
+        type: string
+        payload: Record<string, unknown>
+      }[]
+    const cancelledBy = async (runId: string) =>
+      (await events(runId)).find((event) => event.type === 'run.cancelled')?.payload.by
+
+    const byToken = (await start(task.id, {}, e.token)).body
+    // Another enterprise's token finds no such run, and moves nothing.
+    const foreign = await t.call('POST', `/v1/runs/${byToken.id}/cancel`, { token: t.other.token })
+    expect(foreign.status).toBe(404)
+    expect(await cancelledBy(byToken.id)).toBeUndefined()
+
+    expect((await t.call('POST', `/v1/runs/${byToken.id}/cancel`, { token: e.token })).status).toBe(
+      200,
+    )
+    expect(await cancelledBy(byToken.id)).toBe(`token:${token!.id}`)
+    const byPerson = (await start(task.id, {}, e.token)).body
+    expect(
+      (await t.call('POST', `/v1/runs/${byPerson.id}/cancel`, { token: person.session })).status,
+    ).toBe(200)
+    expect(await cancelledBy(byPerson.id)).toBe(`user:${person.id}`)
+
+    const retriedByPerson = await t.call('POST', `/v1/runs/${byToken.id}/retry`, {
+      token: person.session,
+    })
+    expect(retriedByPerson.status).toBe(201)
+    expect((await events(retriedByPerson.body.id))[0]!.payload).toMatchObject({
+      origin: 'retry',
+      by: `user:${person.id}`,
+    })
+    const retriedByToken = await t.call('POST', `/v1/runs/${byPerson.id}/retry`, {
+      token: e.token,
+    })
+    expect(retriedByToken.status).toBe(201)
+    expect((await events(retriedByToken.body.id))[0]!.payload).toMatchObject({
+      origin: 'retry',
+      by: `token:${token!.id}`,
+    })
   })
 
   it('takes a failed run off Blockers; a second call changes nothing; other runs are refused', async () => {
