@@ -92,7 +92,10 @@ export interface Config {
    */
   smtpUrl: string | undefined
   mailFrom: string | undefined
-  /** Event streams (GET /v1/events) one token or session holds open at once in a process (issue 47). */
+  /**
+   * Event streams (GET /v1/events) one token or session holds open at once in a process (issue 47);
+   * and, counted apart, the long-polls it holds at once (http/limits.ts longPoll).
+   */
   maxStreamsPerToken: number
   /** A person's session ends after this long without a request, and this long after sign-in at most. */
   session: { idleMinutes: number; maxHours: number }

@@ -9,6 +9,7 @@ import { sessionChangedChannel, tokenChangedChannel } from '../domain/people/ind
 import { hashSecret } from '../domain/secrets.js'
 import type { Logger } from '../log.js'
 import { addressKey, clientAddress, networks } from './addresses.js'
+import type { Caller } from './caller.js'
 import type { AppEnv } from './env.js'
 import { requestHeader } from './headers.js'
 
@@ -130,7 +131,22 @@ export interface Limits {
    * back; call it once the stream ends however it ends (more calls do nothing).
    */
   openStream(c: Context<AppEnv>, end: () => void): () => void
+  /**
+   * A long-poll of the caller's (`waitSeconds`: a run's events, a chat's messages, a page of the event
+   * feed): `answer` is given the waitSeconds it may hold for. A token or session holds at most
+   * OSD_MAX_STREAMS_PER_TOKEN long-polls at once, counted apart from its streams; past them the
+   * long-poll answers at once, as with waitSeconds=0, so no client is refused and none holds more.
+   */
+  longPoll<T>(
+    c: Context<AppEnv>,
+    waitSeconds: number | undefined,
+    answer: (waitSeconds: number | undefined) => Promise<T>,
+  ): Promise<T>
 }
+
+/** What the long-polls' descriptions say of their bound (Limits.longPoll). */
+export const longPollBound =
+  'A token (or session) holds at most OSD_MAX_STREAMS_PER_TOKEN (50) long-polls at once in a process, those of runs, chats and event pages together (its streams apart): past them a long-poll answers at once, as with waitSeconds=0.'
 
 /** An open event stream: what ends it, and the person whose session holds it. */
 interface OpenStream {
@@ -162,6 +178,9 @@ export function createLimits(
   // its credential (issue 45): each is ended when its token or session changes, as announced, and a
   // token's at the end of its expiry or grace.
   const streams = new Map<string, Set<OpenStream>>()
+  // Long-polls held per token or session: each holds a request, a socket and a wake-up listener for up
+  // to 30 s, which the rate alone would let one holder pile up by the thousand.
+  const heldPolls = new Map<string, number>()
   const endStreams = (holder: string) => {
     for (const stream of streams.get(holder) ?? []) stream.end()
   }
@@ -260,8 +279,7 @@ export function createLimits(
     },
     openStream(c, end) {
       const caller = c.var.caller
-      const holder =
-        caller.kind === 'token' ? `token:${caller.tokenId}` : `session:${caller.sessionId}`
+      const holder = holderOf(caller)
       const open = streams.get(holder) ?? new Set<OpenStream>()
       const held = open.size
       if (held >= config.maxStreamsPerToken)
@@ -294,7 +312,26 @@ export function createLimits(
         if (open.size === 0 && streams.get(holder) === open) streams.delete(holder)
       }
     },
+    async longPoll(c, waitSeconds, answer) {
+      if (!waitSeconds) return answer(waitSeconds)
+      const holder = holderOf(c.var.caller)
+      const held = heldPolls.get(holder) ?? 0
+      if (held >= config.maxStreamsPerToken) return answer(0)
+      heldPolls.set(holder, held + 1)
+      try {
+        return await answer(waitSeconds)
+      } finally {
+        const left = heldPolls.get(holder)! - 1
+        if (left === 0) heldPolls.delete(holder)
+        else heldPolls.set(holder, left)
+      }
+    },
   }
+}
+
+/** What a caller's streams and long-polls are counted under: its token, or its session. */
+function holderOf(caller: Caller): string {
+  return caller.kind === 'token' ? `token:${caller.tokenId}` : `session:${caller.sessionId}`
 }
 
 function refusal(code: ErrorCode, limiter: RateLimiter, retryAfter: number): ApiError {

@@ -28,6 +28,7 @@ import {
 } from '../domain/chats/index.js'
 import { archivedByPrefix, chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
+import { longPollBound } from '../http/limits.js'
 import { counted, sseAnswer } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
@@ -135,17 +136,25 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       summary:
         'The chat and its messages oldest first (limit 1 to 200: the newest only); marks it read; an archived chat too (archived: true)',
       description:
-        'afterMessageId returns only later messages. With waitSeconds (up to 30, beyond the spec) the answer is held until such a message exists, so callers follow a reply without polling.',
+        'afterMessageId returns only later messages. With waitSeconds (up to 30, beyond the spec) the answer is held until such a message exists, so callers follow a reply without polling. ' +
+        longPollBound,
       query: ChatDetailQuery,
       response: ChatDetail,
       errors: ['archive_unavailable'],
     },
     // A chat the retention pass archived answers from the archive (archived: true; issue 46).
     async (c, { params, query }) =>
-      chatDetail(sql, config.archiveDir, c.var.caller.enterpriseId, params.id, query, {
-        watch: chatWatch,
-        signal: shutdown,
-      }),
+      // Held within the caller's share of long-polls (limits.ts), else answered at once.
+      limits.longPoll(c, query.waitSeconds, (waitSeconds) =>
+        chatDetail(
+          sql,
+          config.archiveDir,
+          c.var.caller.enterpriseId,
+          params.id,
+          { ...query, waitSeconds },
+          { watch: chatWatch, signal: shutdown },
+        ),
+      ),
   )
   route(
     app,

@@ -23,12 +23,13 @@ import {
 } from '../domain/runs/index.js'
 import { archivedByPrefix, runDetail, runLog, runSteps } from '../domain/retention/index.js'
 import type { RouteDeps } from '../http/context.js'
+import { longPollBound } from '../http/limits.js'
 import { createRouter, route } from '../http/router.js'
 
 const RunParams = z.object({ id: Uuid })
 
 /** Runs (spec: Endpoints Runs). */
-export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
+export function runRoutes({ sql, runWatch, shutdown, config, limits }: RouteDeps) {
   const app = createRouter()
   const common = { notFound: 'run_not_found', params: RunParams } as const
 
@@ -75,17 +76,25 @@ export function runRoutes({ sql, runWatch, shutdown, config }: RouteDeps) {
       summary:
         'The run, its events, gates, task, version, neighbours, execution and cost; an archived run too (archived: true)',
       description:
-        'afterEventId returns only later events. With waitSeconds (up to 30, beyond the spec) the answer is held until such an event exists, so callers follow a run without polling.',
+        'afterEventId returns only later events. With waitSeconds (up to 30, beyond the spec) the answer is held until such an event exists, so callers follow a run without polling. ' +
+        longPollBound,
       query: RunDetailQuery,
       response: RunDetail,
       errors: ['archive_unavailable'],
     },
     async (c, { params, query }) =>
-      // A run the retention pass archived answers from the archive (archived: true; issue 46).
-      runDetail(sql, config.archiveDir, c.var.caller.enterpriseId, params.id, query, {
-        watch: runWatch,
-        signal: shutdown,
-      }),
+      // Held within the caller's share of long-polls (limits.ts), else answered at once.
+      limits.longPoll(c, query.waitSeconds, (waitSeconds) =>
+        // A run the retention pass archived answers from the archive (archived: true; issue 46).
+        runDetail(
+          sql,
+          config.archiveDir,
+          c.var.caller.enterpriseId,
+          params.id,
+          { ...query, waitSeconds },
+          { watch: runWatch, signal: shutdown },
+        ),
+      ),
   )
 
   route(

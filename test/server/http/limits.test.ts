@@ -4,6 +4,7 @@ import { addressKey, clientAddress, networks } from '../../../server/http/addres
 import { RateLimiter } from '../../../server/http/limits.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { cheapPasswordHashes, signIn } from '../../helpers/people.js'
+import { deterministicTask } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { serveTestApp, type Served } from '../../helpers/served.js'
 
@@ -59,6 +60,82 @@ describe('per token and per session', () => {
       expect(ok.status).toBe(200)
       expect(ok.headers.get('ratelimit')).toBeNull()
     }
+  })
+})
+
+describe('long-polls held per token and per session', () => {
+  let t: TestApp
+  beforeAll(async () => {
+    // Two held at once per credential (OSD_MAX_STREAMS_PER_TOKEN, as its streams).
+    t = await createTestApp({ maxStreamsPerToken: 2 })
+  })
+
+  /** A run of `token`'s enterprise that waits (no engine here), and its first event. */
+  async function waitingRun(token: string) {
+    const task = await deterministicTask(t, {}, token)
+    const run = (await t.call('POST', `/v1/tasks/${task.id}/runs`, { token, body: {} })).body
+    const [queued] = (await t.call('GET', `/v1/runs/${run.id}`, { token })).body.events
+    return { id: run.id as string, after: queued.id as string }
+  }
+
+  /** A long-poll of the run's next event, and how long it took (ms). */
+  async function poll(token: string, run: { id: string; after: string }, waitSeconds: number) {
+    const began = Date.now()
+    const res = await t.call(
+      'GET',
+      `/v1/runs/${run.id}?afterEventId=${run.after}&waitSeconds=${waitSeconds}`,
+      { token },
+    )
+    expect(res.status, res.text).toBe(200)
+    return { events: res.body.events.map((e: { type: string }) => e.type), ms: Date.now() - began }
+  }
+
+  it('answers one past the bound at once, as waitSeconds=0, while the others wait; no other credential is touched', async () => {
+    const busy = await t.tokenWith(['runs:read', 'events:read'])
+    const run = await waitingRun(t.acme.token)
+    // Three at once, two the bound: whichever comes last is answered at once, the others held.
+    const polls = [0, 1, 2].map((n) => poll(busy, run, 30).then((answer) => ({ n, ...answer })))
+    const first = await Promise.race(polls)
+    expect(first.events).toEqual([])
+    expect(first.ms).toBeLessThan(5000)
+    const held = polls.filter((_, n) => n !== first.n)
+    let ended = 0
+    for (const p of held) void p.finally(() => ended++)
+    // The event feed's pages are long-polls too, counted with these: one asked after the newest
+    // event is answered at once, empty.
+    let after = 0
+    for (let more = true; more;) {
+      const page = (await t.call('GET', `/v1/events?after=${after}&limit=200`, { token: busy }))
+        .body
+      ;({ next: after, more } = page)
+    }
+    const began = Date.now()
+    const page = await t.call('GET', `/v1/events?after=${after}&waitSeconds=30`, { token: busy })
+    expect(page.status, page.text).toBe(200)
+    expect(page.body.data).toEqual([])
+    expect(Date.now() - began).toBeLessThan(5000)
+    expect(ended).toBe(0)
+
+    // Another token of the enterprise, a person's session, and a token of another enterprise are
+    // held as they ask: each credential has its own count.
+    cheapPasswordHashes()
+    const calm = await t.tokenWith(['runs:read'])
+    const person = await signIn(t, 'owner')
+    const theirs = await waitingRun(t.other.token)
+    const others = await Promise.all([
+      poll(calm, run, 1),
+      poll(person.session, run, 1),
+      poll(t.other.token, theirs, 1),
+    ])
+    for (const other of others) expect(other.ms).toBeGreaterThanOrEqual(950)
+
+    // The held ones were still waiting: the next event wakes them.
+    await t.call('POST', `/v1/runs/${run.id}/cancel`)
+    for (const woken of await Promise.all(held)) expect(woken.events).toEqual(['run.cancelled'])
+    // Their places are given back: the token's next long-poll is held again.
+    const next = await poll(busy, await waitingRun(t.acme.token), 1)
+    expect(next.events).toEqual([])
+    expect(next.ms).toBeGreaterThanOrEqual(950)
   })
 })
 
