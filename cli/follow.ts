@@ -6,6 +6,9 @@ import { ApiRequestError, CliError, UnreachableError, exitCodes } from './errors
 /** How long one read holds for a new event (the daemon allows up to 30 s; DESIGN 5). */
 export const longPollSeconds = 25
 
+/** A held read answered sooner than this with nothing new was not held (followRun). */
+const unheldMs = 1000
+
 /** Events that mean the run has ended: the next read need not hold. */
 const endEvents = new Set([
   'run.succeeded',
@@ -93,6 +96,7 @@ export async function followRun(
     const waitSeconds =
       hold && after ? Math.max(1, Math.min(longPollSeconds, remainingSeconds)) : undefined
     let detail: RunDetail
+    const asked = now()
     try {
       signal?.throwIfAborted()
       detail = await client.get<RunDetail>(
@@ -114,10 +118,12 @@ export async function followRun(
     outageSince = undefined
     failures = 0
     hold = true
+    let fresh = 0
     for (const event of detail.events) {
       after = event.id
       if (seen.has(event.id)) continue
       seen.add(event.id)
+      fresh++
       options.onEvent?.(event)
       if (endEvents.has(event.type)) hold = false
     }
@@ -127,6 +133,11 @@ export async function followRun(
     // A run without a single event cannot be long-polled (the hold needs an event to read after); it
     // has none only for the instant before its creation event commits.
     if (!after) await sleep(500)
+    // A held read that answers nothing new at once was not held: osd answers so past a token's share
+    // of long-polls (OSD_MAX_STREAMS_PER_TOKEN). Asked again at once, the follow would spend the
+    // token's whole rate; a second between reads keeps it a slow poll until a share is free again.
+    else if (waitSeconds !== undefined && fresh === 0 && now() - asked < unheldMs)
+      await sleep(Math.min(unheldMs, deadline - now()))
   }
 }
 

@@ -93,6 +93,46 @@ describe('followRun', () => {
   })
 })
 
+describe('followRun past the share of long-polls', () => {
+  it('waits a second before reading again when a held read answers at once with nothing new', async () => {
+    // osd answers at once, as waitSeconds=0, past a token's share of held long-polls.
+    let clock = 0
+    const slept: number[] = []
+    const reads: [number, { status: RunStatus; events: RunEvent[] }][] = [
+      [0, { status: 'queued', events: [event('run.queued', {}, 'e1')] }],
+      [20, { status: 'queued', events: [] }], // not held
+      [25_000, { status: 'queued', events: [] }], // held its whole time
+      [20, { status: 'running', events: [event('run.running', {}, 'e2')] }], // held, woken
+      [20, { status: 'succeeded', events: [event('run.succeeded', {}, 'e3')] }],
+    ]
+    const queries: Query[] = []
+    const client = {
+      async get<T>(_path: string, query?: Query): Promise<T> {
+        queries.push(query ?? {})
+        const [ms, { status, events }] = reads.shift()!
+        clock += ms
+        return { run: { id: 'r1', status } as Run, events } as unknown as T
+      },
+    }
+    const result = await followRun(client, 'r1', {
+      now: () => clock,
+      sleep: async (ms) => {
+        slept.push(ms)
+        clock += ms
+      },
+    })
+    expect(result).toMatchObject({ ended: true, run: { status: 'succeeded' } })
+    expect(slept).toEqual([1000])
+    expect(queries.map((q) => q.waitSeconds)).toEqual([
+      undefined,
+      longPollSeconds,
+      longPollSeconds,
+      longPollSeconds,
+      longPollSeconds,
+    ])
+  })
+})
+
 describe('followRun while osd restarts', () => {
   /** A client whose reads answer, or throw, in turn; a clock that sleeping moves on. */
   function flaky(replies: (() => { status: RunStatus; events: RunEvent[] })[]) {
