@@ -2,7 +2,6 @@ import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable, Writable } from 'node:stream'
-import type { Command } from 'commander'
 import { expect } from 'vitest'
 import { makeDeps } from '../../cli/deps.js'
 import { makeOutput } from '../../cli/output.js'
@@ -14,7 +13,7 @@ import { startDaemon, type DaemonOptions, type Running } from '../../server/serv
 import { createTestEnterprise, silentLog, type TestEnterprise } from './app.js'
 import { createTestDatabase, type TestDatabase } from './db.js'
 import { afterFile } from './after-file.js'
-import { environment, runEnv } from './run-env.js'
+import { commanderOutputTo, environment, runEnv } from './run-env.js'
 
 // osctl in process (STYLE: CLI actions are tested in process; issue 28): the command tree that
 // bin/osctl runs, built and parsing a command line as cli/run.ts does (the modules of the command it
@@ -54,11 +53,6 @@ export interface OsctlOptions {
   terminal?: boolean
 }
 
-/** Every command of the tree, the program first. */
-function commands(command: Command): Command[] {
-  return [command, ...command.commands.flatMap(commands)]
-}
-
 /**
  * `osctl ARGS` in this process, as `node bin/osctl ARGS` with `env` added to its environment and
  * `input` on its stdin; never throws on a non-zero exit.
@@ -95,16 +89,7 @@ export function osctl(
       )
       return { ...deps, out, stdin: async () => input ?? '' }
     }, argv)
-    for (const command of commands(program))
-      command.configureOutput({
-        writeOut: io.stdout.write,
-        writeErr: io.stderr.write,
-        // What commander uses when its output is not a terminal.
-        getOutHelpWidth: () => 80,
-        getErrHelpWidth: () => 80,
-        getOutHasColors: () => false,
-        getErrHasColors: () => false,
-      })
+    commanderOutputTo(program, io)
     let exitCode = 0
     try {
       await program.parseAsync(argv)

@@ -1,9 +1,8 @@
 import { Readable } from 'node:stream'
-import type { Command } from 'commander'
 import type { OsdIo } from '../../server/admin/commands.js'
 import { buildOsd, failure } from '../../server/cli.js'
 import { passwordCost } from '../../server/domain/people/index.js'
-import { environment, runEnv } from './run-env.js'
+import { commanderOutputTo, environment, runEnv } from './run-env.js'
 
 // osd's commands in process (STYLE: CLI actions are tested in process; issue 40), as osctl's are
 // (test/helpers/osctl.ts): the command tree bin/osd runs (server/cli.ts), parsing a command line, its
@@ -34,11 +33,6 @@ export interface OsdResult {
 let running = 0
 let workerCost = passwordCost.log2N
 
-/** Every command of the tree, the program first. */
-function commands(command: Command): Command[] {
-  return [command, ...command.commands.flatMap(commands)]
-}
-
 /** Drops one final line break, as execa does. */
 const stripFinalNewline = (text: string) => text.replace(/\r?\n$/, '')
 
@@ -63,16 +57,7 @@ export async function osd(
   if (running++ === 0) workerCost = passwordCost.log2N
   return runEnv.run(environment(env), async () => {
     const program = buildOsd(io)
-    for (const command of commands(program))
-      command.exitOverride().configureOutput({
-        writeOut: io.stdout.write,
-        writeErr: io.stderr.write,
-        // What commander uses when its output is not a terminal.
-        getOutHelpWidth: () => 80,
-        getErrHelpWidth: () => 80,
-        getOutHasColors: () => false,
-        getErrHasColors: () => false,
-      })
+    commanderOutputTo(program, io)
     let exitCode = 0
     try {
       await program.parseAsync(['node', 'osd', ...args])

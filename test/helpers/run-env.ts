@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
+import type { Command } from 'commander'
 
 // An environment per run of a command in process (test/helpers/osctl.ts, test/helpers/osd.ts), as a
 // process of its own would have: the code of the run reads process.env, and sees the run's; runs that
@@ -41,4 +42,29 @@ export function environment(added: Record<string, string | undefined>): NodeJS.P
     else env[key] = value
   }
   return env
+}
+
+/** Every command of the tree, the program first. */
+function commands(command: Command): Command[] {
+  return [command, ...command.commands.flatMap(commands)]
+}
+
+/**
+ * Commander's own output (its help, its usage errors) of every command of the tree written to the
+ * run's stdout and stderr, as a process whose stdout and stderr are not terminals has it.
+ */
+export function commanderOutputTo(
+  program: Command,
+  io: { stdout: { write(text: string): unknown }; stderr: { write(text: string): unknown } },
+): void {
+  for (const command of commands(program))
+    command.configureOutput({
+      writeOut: (text) => void io.stdout.write(text),
+      writeErr: (text) => void io.stderr.write(text),
+      // What commander uses when its output is not a terminal.
+      getOutHelpWidth: () => 80,
+      getErrHelpWidth: () => 80,
+      getOutHasColors: () => false,
+      getErrHasColors: () => false,
+    })
 }
