@@ -10,6 +10,7 @@ import {
   ChatUnread,
 } from '../../../shared/schemas/chats.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
+import { commonRouteChecks } from '../../helpers/route-checks.js'
 
 // Chats, the routes' side (spec: Endpoints Chats; DESIGN 11; issue 18), with no engine running: what is
 // stored at once, what is refused and that nothing is stored when it is. The replies are the engine's
@@ -40,6 +41,23 @@ function expectError(res: { status: number; body: unknown }, status: number, cod
   expect(res.status, JSON.stringify(res.body)).toBe(status)
   expect(ErrorBody.parse(res.body).error).toBe(code)
 }
+
+// A chat's detail is a long-poll (waitSeconds) held within its caller's share (http/limits.ts):
+// the checks every authenticated route gets come first, as before the share.
+describe('route checks', () => {
+  let ours = ''
+  let theirs = ''
+  beforeAll(async () => {
+    ours = (await open(t.acme, { memberId: (await member(t.acme)).id })).id
+    theirs = (await open(t.other, { memberId: (await member(t.other)).id })).id
+  })
+  commonRouteChecks(() => t, {
+    method: 'GET',
+    path: () => `/v1/chats/${ours}?waitSeconds=1`,
+    foreign: () => ({ path: `/v1/chats/${theirs}?waitSeconds=1` }),
+    notFoundCode: 'chat_not_found',
+  })
+})
 
 describe('opening chats', () => {
   it('opens a chat with a member; missing, removed and foreign members are 404', async () => {
