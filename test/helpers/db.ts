@@ -29,3 +29,35 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   })
   return { sql, url, name }
 }
+
+/**
+ * A lock `take` takes in a transaction of the test's own, held until `release()`: a request that wants
+ * it waits. `waitedOn()` says whether some backend waits on this transaction, and on no other: the
+ * files of a run share one cluster, and a lock wait of another file is not this request's.
+ */
+export async function holdLock(sql: Sql, take: (tx: Sql) => Promise<unknown>) {
+  let release!: () => void
+  let taken!: () => void
+  const held = new Promise<void>((r) => (release = r))
+  const took = new Promise<void>((r) => (taken = r))
+  let pid = 0
+  const locking = sql.begin(async (tx) => {
+    const [me] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`
+    pid = me!.pid
+    await take(tx)
+    taken()
+    await held
+  })
+  await Promise.race([took, locking])
+  return {
+    async waitedOn() {
+      const waiting = await sql`
+        select 1 from pg_stat_activity where ${pid}::int = any(pg_blocking_pids(pid))`
+      return waiting.length > 0
+    },
+    async release() {
+      release()
+      await locking
+    },
+  }
+}

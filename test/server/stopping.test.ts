@@ -6,6 +6,7 @@ import { createApp } from '../../server/http/app.js'
 import { startDaemon, type Running } from '../../server/serve.js'
 import { ErrorBody, Probe } from '../../shared/schemas/common.js'
 import { createTestApp, silentLog, type TestApp } from '../helpers/app.js'
+import { holdLock } from '../helpers/db.js'
 import { apiStart } from '../helpers/runs.js'
 import { eventually } from '../helpers/wait.js'
 
@@ -114,33 +115,24 @@ describe('osd stopping (startDaemon)', { timeout: 60_000 }, () => {
 
   /** A change of the enterprise held by a row lock this test takes: a real request in flight. */
   function heldRequest(base: string) {
-    let release!: () => void
-    let locked!: () => void
-    const held = new Promise<void>((r) => (release = r))
-    const taken = new Promise<void>((r) => (locked = r))
-    const locking = t.sql.begin(async (tx) => {
-      await tx`select 1 from enterprises where id = ${t.acme.id} for no key update`
-      locked()
-      await held
-    })
-    const waiting = async () =>
-      (await t.sql`select 1 from pg_locks where not granted and locktype = 'transactionid'`)
-        .length > 0
+    const lock = holdLock(
+      t.sql,
+      (tx) => tx`select 1 from enterprises where id = ${t.acme.id} for no key update`,
+    )
     return {
       async send() {
-        await taken
+        const held = await lock
         const answer = fetch(`${base}/enterprise/concurrency`, {
           method: 'PATCH',
           headers: { ...auth(), 'content-type': 'application/json' },
           body: JSON.stringify({ concurrentRunLimit: 7 }),
         })
-        await eventually(waiting, 10_000, 'the request to wait on the lock')
+        await eventually(() => held.waitedOn(), 10_000, 'the request to wait on the lock')
         // In an object: an async function returning the promise itself would wait for the answer.
         return { answer }
       },
       async release() {
-        release()
-        await locking
+        await (await lock).release()
       },
     }
   }
