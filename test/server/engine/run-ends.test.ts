@@ -57,11 +57,15 @@ const finish = {
   toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }],
 }
 
-/** The backend whose statement starting with `text` waits for a lock now, if one does. */
+/**
+ * The backend of this file's database whose statement starting with `text` waits for a lock now, if
+ * one does (the files of a run share a cluster, and run the same statements).
+ */
 async function waiting(text: string): Promise<number | undefined> {
   const [row] = await t.sql<{ pid: number }[]>`
     select pid from pg_stat_activity
-     where wait_event_type = 'Lock' and ltrim(query, E' \n') like ${text + '%'}
+     where datname = current_database() and wait_event_type = 'Lock'
+       and ltrim(query, E' \n') like ${text + '%'}
        and pid <> pg_backend_pid()`
   return row?.pid
 }
