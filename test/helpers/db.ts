@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import { inject } from 'vitest'
-import { readySql, type Sql } from '../../server/db/sql.js'
+import { readySql, type Sql, type Tx } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
 import { afterFile } from './after-file.js'
 
@@ -35,7 +35,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
  * it waits. `waitedOn()` says whether some backend waits on this transaction, and on no other: the
  * files of a run share one cluster, and a lock wait of another file is not this request's.
  */
-export async function holdLock(sql: Sql, take: (tx: Sql) => Promise<unknown>) {
+export async function holdLock(sql: Sql, take: (tx: Tx) => Promise<unknown>) {
   let release!: () => void
   let taken!: () => void
   const held = new Promise<void>((r) => (release = r))
