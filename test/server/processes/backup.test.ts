@@ -10,16 +10,19 @@ import { withDatabase } from '../../global-setup.js'
 import { createTestEnterprise, type TestEnterprise } from '../../helpers/app.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { serveInProcess } from '../../helpers/osctl.js'
-import { osd, startOsd, type OsdProcess } from '../../helpers/processes.js'
+import { osd } from '../../helpers/osd.js'
+import { osd as osdProcess, startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 import type { Running } from '../../../server/serve.js'
 
-// osd admin backup | restore (issue 46), as operators run them: real `osd admin` processes against a
-// daemon at work. An enterprise with tasks, runs, a gate waiting, memory and chats is copied while runs
-// are being started (in another enterprise), restored into a new data dir (the embedded PostgreSQL),
-// and served again: every list and detail answers the same, its token works, its model key opens.
+// osd admin backup | restore (issue 46), as operators run them, against a daemon at work. An
+// enterprise with tasks, runs, a gate waiting, memory and chats is copied while runs are being started
+// (in another enterprise), restored into a new data dir (the embedded PostgreSQL), and served again by
+// a real `osd serve`: every list and detail answers the same, its token works, its model key opens.
+// osd admin runs in process (test/helpers/osd.ts; issue 40), but for the copy made during the runs:
+// one real `bin/osd admin backup`, the binary's wiring for backups (its file, stdout, exit code).
 
 let db: TestDatabase
 let source: Running
@@ -220,6 +223,7 @@ describe('osd admin backup and restore (issue 46)', () => {
   let busyIds: string[]
   let busy: TestEnterprise
   const dataDir = () => join(work, 'restored')
+  const postmasterPid = () => join(dataDir(), 'pg', 'postmaster.pid')
 
   afterAll(async () => {
     await restored?.stop()
@@ -251,7 +255,10 @@ describe('osd admin backup and restore (issue 46)', () => {
     await eventually(() => busyIds.length >= 5, 20_000, 'runs being started')
     file = join(work, 'osd.backup.gz')
     const startedBefore = busyIds.length
-    const made = await osd(['admin', 'backup', '--out', file, '--json'], { DATABASE_URL: db.url })
+    // The one real `osd admin backup` of the file: bin/osd's wiring, end to end.
+    const made = await osdProcess(['admin', 'backup', '--out', file, '--json'], {
+      DATABASE_URL: db.url,
+    })
     const startedDuring = busyIds.length
     starting = false
     await starter
@@ -272,11 +279,16 @@ describe('osd admin backup and restore (issue 46)', () => {
   }, 120_000)
 
   it('restores into a new data dir; every list and detail answers the same, the token works, the model key opens', async () => {
+    const worker = { ...process.env }
     const res = await osd(['admin', '--data-dir', dataDir(), 'restore', file, '--json'], {
       OSD_LOG_LEVEL: 'warn',
     })
     expect(res.exitCode, res.stderr).toBe(0)
     expect(JSON.parse(res.stdout)).toMatchObject({ tables: expect.any(Number) })
+    // In process as in its own: the embedded PostgreSQL it started is stopped when the command
+    // returns, and the worker's environment is as it was.
+    await expect(stat(postmasterPid())).rejects.toThrow()
+    expect({ ...process.env }).toEqual(worker)
 
     restored = await startOsd(
       {
@@ -289,6 +301,8 @@ describe('osd admin backup and restore (issue 46)', () => {
       [],
       120_000,
     )
+    // The file the restore's check looks at, there while a server runs.
+    expect((await stat(postmasterPid())).isFile()).toBe(true)
     const call = client(restored.url, enterprise.token)
     expect(await answers(call, restored.url, f)).toEqual(before)
 
@@ -319,13 +333,15 @@ describe('osd admin backup and restore (issue 46)', () => {
     })
     expect(again.exitCode).toBe(1)
     expect(again.stderr).toContain('the target database holds data')
+    await expect(stat(postmasterPid())).rejects.toThrow()
     const into = await osd(['admin', 'restore', file], { DATABASE_URL: db.url })
     expect(into.exitCode).toBe(1)
     expect(into.stderr).toContain('holds data')
   }, 120_000)
 
   it('refuses to start with a server key that does not open the stored secrets', async () => {
-    const wrong = await osd(['serve', '--port', '0'], {
+    // A real `osd serve`: what is shown is its exit.
+    const wrong = await osdProcess(['serve', '--port', '0'], {
       OSD_DATA_DIR: dataDir(),
       OSD_SECRET_KEY: randomBytes(32).toString('hex'),
       OSD_LOG_LEVEL: 'warn',
@@ -368,7 +384,7 @@ describe('osd admin backup and restore (issue 46)', () => {
     expect(restore.stderr).toContain('checksum')
     expect(await target.sql`select 1 from tasks`).toEqual([])
     expect(await target.sql`select 1 from enterprises`).toEqual([])
-    // About 55 s on one core (four osd processes and a restore): three times that.
+    // About 55 s on one core when four osd processes ran here (before issue 40): three times that.
   }, 180_000)
 
   it('refuses to fill the disk: the free space is looked at before a byte is written', async () => {
@@ -420,6 +436,7 @@ describe('osd admin prune (issue 46)', () => {
     expect((await db.sql`select 1 from runs where enterprise_id = ${e.id}`).length).toBe(0)
     const nothing = await osd(['admin', 'prune', '--dry-run', '--enterprise', e.slug], env)
     expect(nothing.stdout.trim()).toBe('nothing is past its window')
-    // About 40 s on one core (three osd processes and the runs): three times that and some.
+    // About 40 s on one core when four osd processes ran here (before issue 40): three times that
+    // and some.
   }, 150_000)
 })
