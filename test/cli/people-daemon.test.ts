@@ -12,7 +12,8 @@ import { AppConnection, ConsentRequestView } from '../../shared/schemas/consent.
 import { Person } from '../../shared/schemas/users.js'
 import { eventually } from '../helpers/wait.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
-import { hasScript, osctlBin, osd } from '../helpers/processes.js'
+import { osd } from '../helpers/osd.js'
+import { hasScript, osctlBin } from '../helpers/processes.js'
 
 // osctl's people side end to end (issue 20): a person made on the server host (osd admin), signing in
 // with osctl against a real daemon, the session kept in a profile file of the test's own; tokens the

@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql, type Sql } from '../../../server/db/sql.js'
 import { debianPostgres, startCluster, type Cluster } from '../../helpers/pg-cluster.js'
-import { osd, startOsd, type OsdProcess } from '../../helpers/processes.js'
+import { osd } from '../../helpers/osd.js'
+import { startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
 
 // A PostgreSQL failover under a running osd (issue 34): DATABASE_URL names a primary and a streaming

@@ -3,7 +3,8 @@ import { LoginAnswer } from '../../../shared/schemas/people.js'
 import { ApiTokenCreated } from '../../../shared/schemas/tokens.js'
 import { createTestEnterprise, type TestEnterprise } from '../../helpers/app.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
-import { osd, startOsd, type OsdProcess } from '../../helpers/processes.js'
+import { osd } from '../../helpers/osd.js'
+import { startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
 
 // A token revoked and a session ended through one `osd serve` are refused at once by another serving the

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { enqueueRun } from '../../../server/domain/runs/index.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { engineHarness } from '../../helpers/engines.js'
-import { osd, startOsd, type OsdProcess } from '../../helpers/processes.js'
+import { osd } from '../../helpers/osd.js'
+import { startOsd, type OsdProcess } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
 import {
   startFakeModelProvider,
