@@ -1,6 +1,7 @@
 import { accessSync, constants, mkdtempSync, rmSync, statfsSync } from 'node:fs'
 import { join } from 'node:path'
 import { defineConfig } from 'vitest/config'
+import { LongestFirstSequencer } from './test/sequencer.js'
 
 // The suite's temporary files on tmpfs where the machine has one (Linux's /dev/shm): its PostgreSQL's
 // data, every file's database, and the data dirs, archives and backups of the osd processes it starts
@@ -41,6 +42,8 @@ export default defineConfig({
     // and each file has a database of its own. (Vitest's default, the cores less one, ran one file
     // at a time here: npm test took 7.5 minutes; with three, 4.)
     maxWorkers: 3,
+    // The longest files first, by test/durations.json, on a fresh clone too (test/sequencer.ts).
+    sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // Secrets and URLs of a developer's own osctl profile must not leak into tests.
