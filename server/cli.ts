@@ -118,13 +118,36 @@ export function buildOsd(io: OsdIo = processIo): Command {
   return program
 }
 
+/**
+ * Runs osd's command line `args` (what follows `osd`) on `program`; answers the exit code. `osd` alone
+ * asked for nothing but the help: on stdout, exit 0, as `osctl` alone (commander would write it to
+ * stderr and exit 1).
+ */
+export async function runOsd(
+  program: Command,
+  args: string[],
+  stderr: OsdIo['stderr'] = processIo.stderr,
+): Promise<number> {
+  if (args.length === 0) {
+    program.outputHelp()
+    return 0
+  }
+  try {
+    await program.parseAsync(args, { from: 'user' })
+    return 0
+  } catch (err) {
+    return failure(err, stderr)
+  }
+}
+
 /** A failed command's exit code, its words said on `stderr`. */
 export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr): number {
-  // Commander has said its words already: the help or the version asked for, or a usage error.
-  if (err instanceof CommanderError) {
-    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return 0
-    return err.code === 'commander.help' ? err.exitCode : 2
-  }
+  // Commander has said its words already: the help or the version asked for (a group named without
+  // its command, `osd admin`, asks for its help, as `osctl runs` does), or a usage error.
+  if (err instanceof CommanderError)
+    return ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(err.code)
+      ? 0
+      : 2
   if (err instanceof ApiError) {
     stderr.write(`error: ${err.code}: ${err.message}\n`)
     return 1

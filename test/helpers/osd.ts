@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream'
 import type { OsdIo } from '../../server/admin/commands.js'
-import { buildOsd, failure } from '../../server/cli.js'
+import { buildOsd, runOsd } from '../../server/cli.js'
 import { passwordCost } from '../../server/domain/people/index.js'
 import { commanderOutputTo, environment, runEnv } from './run-env.js'
 
@@ -58,11 +58,9 @@ export async function osd(
   return runEnv.run(environment(env), async () => {
     const program = buildOsd(io)
     commanderOutputTo(program, io)
-    let exitCode = 0
+    let exitCode: number
     try {
-      await program.parseAsync(['node', 'osd', ...args])
-    } catch (err) {
-      exitCode = failure(err, io.stderr)
+      exitCode = await runOsd(program, args, io.stderr)
     } finally {
       if (--running === 0) passwordCost.log2N = workerCost
     }

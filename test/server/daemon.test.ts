@@ -328,6 +328,19 @@ describe('osd admin (DESIGN 8)', () => {
     expect(missing.stderr).toContain("error: required option '--enterprise <slug>' not specified")
   })
 
+  it('alone, or a group alone, prints the help and exits 0, as osctl does', async () => {
+    // `osd` alone asked for the help: on stdout, where `osd | less` reads it.
+    const alone = await osd([])
+    expect(alone.exitCode).toBe(0)
+    expect(alone.stdout).toMatch(/^Usage: osd \[options\] \[command\]/)
+    expect(alone.stdout).toContain('admin')
+    expect(alone.stderr).toBe('')
+    // A group without its command, as `osctl runs`: the group's help, exit 0.
+    const group = await osd(['admin'])
+    expect(group.exitCode).toBe(0)
+    expect(group.stderr).toMatch(/^Usage: osd admin \[options\] \[command\]/)
+  })
+
   it('refuses unknown scopes and an unknown enterprise', async () => {
     const scopes = await osd(
       ['admin', 'token', 'create', '--enterprise', 'tok', '--scopes', 'tasks:admin'],
