@@ -6,8 +6,27 @@ import { ApiRequestError, CliError, UnreachableError, exitCodes } from './errors
 /** How long one read holds for a new event (the daemon allows up to 30 s; DESIGN 5). */
 export const longPollSeconds = 25
 
-/** A held read answered sooner than this with nothing new was not held (followRun). */
+/** A held read answered sooner than this with nothing new was not held. */
 const unheldMs = 1000
+
+/**
+ * How long to wait before reading again after a read asked to hold (`held`), asked at `askedAt`,
+ * answered with `fresh` new things at `now`. Answered at once with nothing new, it was not held: osd
+ * answers so past a token's share of long-polls (OSD_MAX_STREAMS_PER_TOKEN). Asked again at once, a
+ * follow would spend the token's whole rate; a second between reads keeps it a slow poll until a share
+ * is free again. Never past `deadline`.
+ */
+export function unheldPause(
+  held: boolean,
+  fresh: number,
+  askedAt: number,
+  now: number,
+  deadline: number,
+): number {
+  return held && fresh === 0 && now - askedAt < unheldMs
+    ? Math.max(0, Math.min(unheldMs, deadline - now))
+    : 0
+}
 
 /** Events that mean the run has ended: the next read need not hold. */
 const endEvents = new Set([
@@ -133,11 +152,10 @@ export async function followRun(
     // A run without a single event cannot be long-polled (the hold needs an event to read after); it
     // has none only for the instant before its creation event commits.
     if (!after) await sleep(500)
-    // A held read that answers nothing new at once was not held: osd answers so past a token's share
-    // of long-polls (OSD_MAX_STREAMS_PER_TOKEN). Asked again at once, the follow would spend the
-    // token's whole rate; a second between reads keeps it a slow poll until a share is free again.
-    else if (waitSeconds !== undefined && fresh === 0 && now() - asked < unheldMs)
-      await sleep(Math.min(unheldMs, deadline - now()))
+    else {
+      const ms = unheldPause(waitSeconds !== undefined, fresh, asked, now(), deadline)
+      if (ms > 0) await sleep(ms)
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Command } from 'commander'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type {
   Chat,
   ChatDetail,
@@ -14,6 +15,7 @@ import { chatMarkdown } from '../chat-export.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { CliError, UsageError, exitCodes, noTokenError } from '../errors.js'
+import { unheldPause } from '../follow.js'
 import { collect } from '../inputs.js'
 import { colour, printFields, printJson, printTable, show } from '../output.js'
 import { idRef, memberId, resolveId } from '../resolve.js'
@@ -243,6 +245,7 @@ async function waitForTurn(
     // again soon for the flag rather than hold the whole wait.
     const memberSpoke = replies.some((m) => m.role === 'member')
     const wait = Math.max(0, Math.min(maxWaitSeconds, memberSpoke ? 2 : maxWaitSeconds, left))
+    const asked = Date.now()
     const detail = await client.get<ChatDetail>(`/chats/${id}`, {
       afterMessageId: after,
       waitSeconds: wait,
@@ -276,6 +279,9 @@ async function waitForTurn(
         { printed: deps.out.json },
       )
     }
+    // A held read answered at once with nothing new was not held (past the token's share).
+    const ms = unheldPause(wait > 0, fresh.length, asked, Date.now(), deadline)
+    if (ms > 0) await sleep(ms)
   }
 }
 

@@ -271,6 +271,26 @@ describe('osctl chats, in process', () => {
     expect(human.stderr()).toBe('the member waits for your decision on a tool call\n')
   })
 
+  it('send --wait asks again after a second, not at once, when a held read answers at once with nothing new', async () => {
+    // osd answers at once, as waitSeconds=0, past a token's share of held long-polls.
+    const stored = message({ role: 'person', content: 'Hi' })
+    const api = new FakeApi((req) =>
+      req.method === 'POST'
+        ? { status: 201, body: stored }
+        : { body: detail([stored], { replying: true }) },
+    )
+    const began = Date.now()
+    const err = await failure(
+      sendMessage(fakeDeps(api).deps, chatId, 'Hi', { wait: true, timeout: '2' }),
+    )
+    expect(err.exitCode).toBe(exitCodes.pending)
+    // About one read a second for the 2 s (asked again at once: thousands).
+    const reads = api.sent.filter((s) => s.method === 'GET')
+    expect(reads.length).toBeGreaterThanOrEqual(2)
+    expect(reads.length).toBeLessThanOrEqual(4)
+    expect(Date.now() - began).toBeGreaterThanOrEqual(1900)
+  })
+
   it('send --wait --timeout gives up with exit 8 and says where to read the reply', async () => {
     const stored = message({ role: 'person', content: 'Hi' })
     const api = new FakeApi((req) =>
