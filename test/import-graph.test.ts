@@ -43,8 +43,16 @@ function importedNames(file: string): string[] {
   return names.filter((name) => name.startsWith('.'))
 }
 
-/** The import graph of the sources: file -> files it imports, both relative to the project. */
+/**
+ * The import graph of the sources: file -> files it imports, both relative to the project. Made once
+ * for the file's tests, which all read the same sources: parsing every source is a second of a core.
+ */
+let sourceGraph: Map<string, string[]> | undefined
 function importGraph(): Map<string, string[]> {
+  return (sourceGraph ??= makeImportGraph())
+}
+
+function makeImportGraph(): Map<string, string[]> {
   const files = sourceDirs.flatMap((dir) => sourceFiles(join(root, dir)))
   const known = new Set(files)
   const graph = new Map<string, string[]>()
