@@ -52,7 +52,9 @@ const loginAs = (client: string, body: { email: string; password: string }) =>
 
 describe('sign-in', () => {
   it('gives each address a fair share of the hashing slots: a flood from one never refuses another', async () => {
-    // A queue of 8 instead of 64 proves the same in fewer hashes (issue 40: slow cores).
+    // A queue of 8 instead of 64 proves the same in fewer hashes (issue 40: slow cores), and a flood
+    // ten times the queue as 300 sign-ins did the queue of 64: the queue stays full of it, and most
+    // of it is refused at once. Each of 300 was a connection, a transaction and an answer checked.
     const waiting = hashing.waiting
     hashing.waiting = 8
     onTestFinished(() => {
@@ -60,7 +62,7 @@ describe('sign-in', () => {
     })
     let full!: () => void
     const queueFull = new Promise<void>((resolve) => (full = resolve))
-    const flood = Array.from({ length: 300 }, (_, i) =>
+    const flood = Array.from({ length: 80 }, (_, i) =>
       login('127.0.0.2', { email: `flood-${i}@example.com`, password: 'made up' }).then(
         (answer: ServedAnswer) => {
           if (answer.status === 429) full()
@@ -75,11 +77,10 @@ describe('sign-in', () => {
     LoginAnswer.parse(real.body)
     const answers = await Promise.all(flood)
     const busy = answers.filter((a) => a.status === 429)
-    expect(busy.length).toBeGreaterThan(200)
+    expect(busy.length).toBeGreaterThan(50)
     for (const answer of busy) expect(answer.body.error).toBe('sign_in_busy')
     expect(answers.filter((a) => a.status === 401)).toHaveLength(answers.length - busy.length)
-    // 300 sign-ins over HTTP and ~12 hashes: 31 s on this shared machine under load; three times that
-    // on one slow core.
+    // 65-67 of the 80 refused busy, 6-9 s, under `taskset -c 0` on a loaded machine.
   }, 150_000)
 
   it('holds back the address that guesses, never the person at their own', async () => {
