@@ -95,13 +95,20 @@ function typeOf(schema: Schema | undefined): string {
 
 const anchor = (name: string) => `schema-${name.toLowerCase()}`
 
+/**
+ * Text of the document, shown as written: an asterisk is not emphasis. Unescaped, prettier took the
+ * event types `run.*, model.*` for emphasis and wrote `run._, model._`, and the media type of any
+ * file `_/_`.
+ */
+const prose = (text: string) => text.replace(/\*/g, '\\*')
+
 /** Markdown that a description might otherwise break: table cells keep to one line. */
 const cell = (text: string | undefined) => (text ?? '').replace(/\|/g, '\\|').replace(/\n+/g, ' ')
 
 function operationSection(method: string, path: string, op: Operation): string[] {
   const lines = [`### ${method.toUpperCase()} ${path}`, '']
-  lines.push(`\`${op.operationId}\`${op.summary ? `: ${op.summary}` : ''}`, '')
-  if (op.description) lines.push(op.description, '')
+  lines.push(`\`${op.operationId}\`${op.summary ? `: ${prose(op.summary)}` : ''}`, '')
+  if (op.description) lines.push(prose(op.description), '')
   const security = (op.security ?? []).flatMap((s) => Object.keys(s))
   lines.push(
     `- Credentials: ${security.length ? [...new Set(security)].map((s) => `\`${s}\``).join(', ') : 'none'}`,
@@ -119,7 +126,7 @@ function operationSection(method: string, path: string, op: Operation): string[]
   if (body)
     lines.push(
       `- Body: ${Object.entries(body)
-        .map(([type, { schema }]) => `${typeOf(schema)} (${type})`)
+        .map(([type, { schema }]) => `${typeOf(schema)} (${prose(type)})`)
         .join(', ')}`,
     )
   lines.push('- Answers:')
@@ -129,7 +136,7 @@ function operationSection(method: string, path: string, op: Operation): string[]
       ? content
           .map(
             ([type, { schema }]) =>
-              `${typeOf(schema)}${type === 'application/json' ? '' : ` (${type})`}`,
+              `${typeOf(schema)}${type === 'application/json' ? '' : ` (${prose(type)})`}`,
           )
           .join(', ')
       : 'no body'
@@ -137,7 +144,7 @@ function operationSection(method: string, path: string, op: Operation): string[]
       .map(([, { schema }]) => schema.properties?.error?.enum)
       .find((e) => e !== undefined)
     lines.push(
-      `  - \`${status}\` ${what}${codes ? `: ${codes.map((c) => `\`${String(c)}\``).join(', ')}` : ` (${cell(answer.description)})`}`,
+      `  - \`${status}\` ${what}${codes ? `: ${codes.map((c) => `\`${String(c)}\``).join(', ')}` : ` (${cell(prose(answer.description))})`}`,
     )
   }
   lines.push('')
@@ -146,7 +153,7 @@ function operationSection(method: string, path: string, op: Operation): string[]
 
 function schemaSection(name: string, schema: Schema): string[] {
   const lines = [`### ${name}`, '', `<a id="${anchor(name)}"></a>`, '']
-  if (schema.description) lines.push(schema.description, '')
+  if (schema.description) lines.push(prose(schema.description), '')
   const props = schema.properties
   if (!props) {
     lines.push(`${typeOf(schema)}`, '')
@@ -156,7 +163,7 @@ function schemaSection(name: string, schema: Schema): string[] {
   lines.push('| field | type | |', '|---|---|---|')
   for (const [field, value] of Object.entries(props))
     lines.push(
-      `| \`${field}\`${required.has(field) ? '' : '?'} | ${cell(typeOf(value))} | ${cell(value.description)} |`,
+      `| \`${field}\`${required.has(field) ? '' : '?'} | ${cell(typeOf(value))} | ${cell(value.description && prose(value.description))} |`,
     )
   lines.push('')
   return lines
@@ -170,13 +177,13 @@ export async function renderApiReference(): Promise<string> {
     'Generated from the OpenAPI document the daemon serves (`GET /v1/openapi.json`) by `npm run docs:api`;',
     'a test fails when this file is out of date. The contract is the spec; this is what osd answers.',
     '',
-    document.info.description ?? '',
+    prose(document.info.description ?? ''),
     '',
     '## Credentials',
     '',
   ]
   for (const [name, scheme] of Object.entries(document.components.securitySchemes ?? {}))
-    lines.push(`- \`${name}\`: ${cell(scheme.description)}`)
+    lines.push(`- \`${name}\`: ${cell(scheme.description && prose(scheme.description))}`)
   lines.push('', '## Operations', '')
   const byTag = new Map<string, string[]>()
   for (const [path, item] of Object.entries(document.paths))

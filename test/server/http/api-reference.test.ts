@@ -9,6 +9,9 @@ describe('docs/api.md', { timeout: 120_000 }, () => {
     const written = await readFile(apiReferenceFile, 'utf8').catch(() => '')
     const fresh = await renderApiReference()
     expect(fresh).toContain('### GET /v1/chats/{id}/events')
+    // The document's asterisks as written, not taken for emphasis.
+    expect(fresh).toContain('runs:read for run.\\*, model.\\*, tool.\\*; gates:read for gate.\\*;')
+    expect(fresh).toContain('`200` string (binary) (\\*/\\*)')
     // Compared as text, not with toEqual: a diff of thousands of lines says less than the fix does.
     expect(
       written === fresh,
