@@ -5,6 +5,11 @@ import { exitQuietlyWhenReaderGoes } from '../shared/pipes.js'
 // set before anything is written, --version and --help included.
 exitQuietlyWhenReaderGoes()
 
+// The screens (ink) draw with React's production build: without NODE_ENV, `react` loads its
+// development build, which checks and warns as it renders (about 1.5 s of a chat screen test's 5).
+// A NODE_ENV set by the person is theirs.
+process.env.NODE_ENV ??= 'production'
+
 // osctl starts for every command a pipeline runs. `osctl --version` answers before the command tree
 // (commander and every command module) is loaded, with the line commander prints for it; anything else
 // goes to run.js.

@@ -90,6 +90,29 @@ describe('osctl health and api', () => {
   })
 })
 
+describe('osctl as a process', () => {
+  it("draws its screens with React's production build, unless NODE_ENV says otherwise", async () => {
+    // What osctl's entry leaves for the screens it loads later: which build `react` resolves to.
+    const script = [
+      "process.argv.push('--version')",
+      `await import(${JSON.stringify(join(osctlBin, '..', '..', 'dist', 'cli', 'main.js'))})`,
+      "const { createRequire } = await import('node:module')",
+      `const require = createRequire(${JSON.stringify(osctlBin)})`,
+      "require('react')",
+      "console.error(Object.keys(require.cache).filter((f) => /react\\.(production|development)/.test(f)).map((f) => f.split('/').pop()).join(' '))",
+    ].join('\n')
+    const build = async (nodeEnv: string | undefined) =>
+      (
+        await execa('node', ['--input-type=module', '-e', script], {
+          env: { NODE_ENV: nodeEnv },
+          extendEnv: false,
+        })
+      ).stderr
+    expect(await build(undefined)).toBe('react.production.js')
+    expect(await build('development')).toBe('react.development.js')
+  })
+})
+
 describe('osctl credentials and profiles', () => {
   it('exits 4 with a clear message when no token is configured', async () => {
     const res = await osctl(['enterprise', 'show'], { ...env, OSCTL_TOKEN: '' })
