@@ -506,7 +506,7 @@ describe('osd serve', { timeout: 120_000 }, () => {
     const res = await osd(['admin', 'enterprise', 'create', '--name', 'Drain', '--json'], {
       DATABASE_URL: db.url,
     })
-    const { token } = JSON.parse(res.stdout)
+    const { token, enterprise } = JSON.parse(res.stdout)
     const daemon = await startOsd({ DATABASE_URL: db.url })
     // A follower of the event feed (issue 51): it must not hold the stop.
     const stream = await fetch(`${daemon.url}/events`, {
@@ -515,29 +515,36 @@ describe('osd serve', { timeout: 120_000 }, () => {
     expect(stream.status).toBe(200)
     const streamEnded = stream.text().then(() => true)
 
-    // Hold a lock the request needs, so it is truly in flight when the signal arrives.
-    let release!: () => void
-    const held = new Promise<void>((r) => (release = r))
-    const locking = db.sql.begin(async (tx) => {
-      await tx`lock table enterprises in access exclusive mode`
-      await held
-    })
-    await new Promise((r) => setTimeout(r, 100))
+    // A request truly in flight when the signal arrives: held by a row lock it waits on, seen waiting.
+    const held = await holdLock(
+      db.sql,
+      (tx) => tx`select 1 from enterprises where id = ${enterprise.id} for no key update`,
+    )
     const inFlight = fetch(`${daemon.url}/enterprise/concurrency`, {
-      headers: { authorization: `Bearer ${token}` },
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ concurrentRunLimit: 7 }),
     })
-    await new Promise((r) => setTimeout(r, 300))
+    await eventually(() => held.waitedOn(), 10_000, 'the request to wait on the lock')
     const exited = daemon.stop()
-    await new Promise((r) => setTimeout(r, 300))
 
-    await expect(fetch(`${daemon.url}/health`)).rejects.toThrow() // no longer taking requests
+    // No longer taking requests while that one is held: seen, not assumed after a fixed time (osd
+    // gets the signal late on a loaded machine).
+    await eventually(
+      () =>
+        fetch(`${daemon.url}/health`).then(
+          async (res) => (await res.text(), false),
+          () => true,
+        ),
+      10_000,
+      'osd to stop taking requests',
+    )
     expect(await streamEnded).toBe(true) // while the request is still in flight
-    release()
-    await locking
+    await held.release()
     const answer = await inFlight
     const answeredAt = Date.now()
     expect(answer.status).toBe(200)
-    expect(await answer.json()).toEqual({ concurrentRunLimit: 10 })
+    expect(await answer.json()).toEqual({ concurrentRunLimit: 7 })
     expect(await exited).toBe(0)
     // Within 2 s of its last request on a quiet machine; a few on a loaded one.
     expect(Date.now() - answeredAt).toBeLessThan(5000)
