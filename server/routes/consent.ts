@@ -167,7 +167,7 @@ export function consentRoutes({ sql, limits }: RouteDeps) {
 }
 
 /** Mounted at /v1/enterprise/connections. */
-export function appConnectionRoutes({ sql }: RouteDeps) {
+export function appConnectionRoutes({ sql, caches }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -205,7 +205,14 @@ export function appConnectionRoutes({ sql }: RouteDeps) {
     },
     async (c, { params }) => {
       const owner = ownerCaller(c.var.caller)
-      return revokeConnection(sql, owner.enterpriseId, params.id)
+      const { connection, revokedTokens } = await revokeConnection(
+        sql,
+        owner.enterpriseId,
+        params.id,
+      )
+      // Other processes forget its token when the NOTIFY reaches them; this one at once.
+      for (const tokenId of revokedTokens) caches.callers.invalidate(tokenId)
+      return connection
     },
   )
 

@@ -307,25 +307,27 @@ export async function getConnection(
 
 /**
  * Revokes a connected app and its token at once; again changes nothing. The NOTIFY, delivered when the
- * change commits, tells every osd process to forget the token (server/http/caches.ts).
+ * change commits, tells every osd process to forget the token (server/http/caches.ts); the ids of the
+ * tokens revoked now are answered too, for the caller's process to forget them before it answers.
  */
 export async function revokeConnection(
   db: Db,
   enterpriseId: string,
   id: string,
-): Promise<AppConnection> {
-  await transaction(db, async (tx) => {
+): Promise<{ connection: AppConnection; revokedTokens: string[] }> {
+  const revokedTokens = await transaction(db, async (tx) => {
     const [found] = await tx`
       update app_connections set revoked_at = coalesce(revoked_at, now())
        where enterprise_id = ${enterpriseId} and id = ${id} returning id`
     if (!found)
       throw new ApiError('app_connection_not_found', `No connected app ${id} in this enterprise.`)
-    await tx`
+    const rows = await tx<{ id: string }[]>`
       with revoked as (
         update api_tokens set revoked_at = coalesce(revoked_at, now())
          where app_connection_id = ${id} returning id
       )
-      select pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
+      select revoked.id, pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
+    return rows.map((r) => r.id)
   })
-  return getConnection(db, enterpriseId, id)
+  return { connection: await getConnection(db, enterpriseId, id), revokedTokens }
 }
