@@ -183,6 +183,8 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     },
     async (c, { params }) => {
       await revokeOwnSession(sql, sessionOf(c).userId, params.id)
+      // Other processes forget it when the NOTIFY reaches them; this one at once.
+      caches.sessions.invalidate(params.id)
     },
   )
 
