@@ -12,7 +12,7 @@ let installedEnv: NodeJS.ProcessEnv | undefined
 /**
  * process.env becomes a view of the environment of the run whose code reads it (the process's own
  * outside any run). Transparent outside runs. Installed again when process.env is another object:
- * vitest gives each file of a shared worker the environment back as it found it.
+ * a file or a test may assign process.env another object.
  */
 function installRunEnv(): void {
   if (installedEnv && process.env === installedEnv) return
