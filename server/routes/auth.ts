@@ -202,7 +202,11 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
       errors: ['invalid_credentials', 'login_locked', 'sign_in_busy'],
     },
     async (c, { body }) => {
-      await changePassword(sql, sessionOf(c), body, limits.clientKeyOf(c))
+      const session = sessionOf(c)
+      await changePassword(sql, session, body, limits.clientKeyOf(c))
+      // Other processes forget the person's ended sessions when the NOTIFY reaches them; this one at
+      // once (the kept one is read again at its next call).
+      caches.sessions.invalidate(session.userId)
     },
   )
 
