@@ -1,4 +1,26 @@
-import type { Sql } from './sql.js'
+import { onCommit, type Db, type Sql } from './sql.js'
+
+/** The caches of this process that follow each channel (weakly: an app closed leaves with its caches). */
+const following = new Map<string, Set<WeakRef<NotifiedCache<unknown>>>>()
+
+/**
+ * Tells this process's caches of `channel` what the NOTIFY of `payload`, sent in `db`'s transaction,
+ * will tell every process: at the commit (at once outside a transaction), so the process that made a
+ * change never answers from what it held before (a revoked token, an ended session passed a call made
+ * right after; the NOTIFY comes back to its own listener milliseconds later). The other processes
+ * still learn of it from the NOTIFY.
+ */
+export function announceHere(db: Db, channel: string, payloads: string[]): void {
+  onCommit(db, () => {
+    const caches = following.get(channel)
+    if (!caches) return
+    for (const ref of caches) {
+      const cache = ref.deref()
+      if (!cache) caches.delete(ref)
+      else for (const payload of payloads) cache.invalidate(payload)
+    }
+  })
+}
 
 /**
  * A per-process cache of values whose changes are announced with NOTIFY on `channel` (the payload
@@ -73,6 +95,9 @@ export class NotifiedCache<V> {
    * in place (the cache emptied by it), never rejects: a failure goes to `onError`.
    */
   follow(sql: Sql, onError: (err: unknown) => void): Promise<void> {
+    const caches = following.get(this.channel) ?? new Set()
+    following.set(this.channel, caches)
+    caches.add(new WeakRef(this as NotifiedCache<unknown>))
     return sql
       .listen(
         this.channel,

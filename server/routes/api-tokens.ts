@@ -76,7 +76,7 @@ function expiryOf(body: { expiresInDays?: number; expiresAt?: string }): Date | 
   return body.expiresAt === undefined ? null : validExpiry(body.expiresAt)
 }
 
-export function apiTokenRoutes({ sql, caches }: RouteDeps) {
+export function apiTokenRoutes({ sql }: RouteDeps) {
   /** The token, if the person may change it: its maker or an owner (403 owner_only otherwise). */
   async function ownToken(person: SessionCaller, id: string, verb: string): Promise<ApiToken> {
     const token = await getToken(sql, person.enterpriseId, id)
@@ -176,8 +176,6 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       }
       await ownToken(person, params.id, 'changed')
       const changed = await updateToken(sql, person.enterpriseId, params.id, change)
-      // Other processes drop its callers when the NOTIFY reaches them; this one at once.
-      caches.callers.invalidate(changed.id)
       return changed
     },
   )
@@ -208,7 +206,6 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       const person = sessionCaller(c.var.caller)
       await ownToken(person, params.id, 'rotated')
       const rotated = await rotateToken(sql, person.enterpriseId, params.id, body.graceSeconds ?? 0)
-      caches.callers.invalidate(rotated.id)
       c.header('Cache-Control', 'no-store')
       return rotated
     },
@@ -232,8 +229,6 @@ export function apiTokenRoutes({ sql, caches }: RouteDeps) {
       const person = sessionCaller(c.var.caller)
       await ownToken(person, params.id, 'revoked')
       const revoked = await revokeToken(sql, person.enterpriseId, params.id)
-      // Other processes forget it when the NOTIFY reaches them; this one at once.
-      caches.callers.invalidate(revoked.id)
       return revoked
     },
   )

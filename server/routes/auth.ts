@@ -74,7 +74,7 @@ function setSessionCookie(c: AppContext, secret: string, maxAge: number): void {
   c.header('Cache-Control', 'no-store')
 }
 
-export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
+export function authRoutes({ sql, config, limits }: RouteDeps) {
   const app = createRouter()
   const lifetime = config.session
 
@@ -109,8 +109,6 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     async (c) => {
       const { sessionId } = sessionOf(c)
       await revokeSession(sql, sessionId)
-      // This process at once, as the other routes that end a session do; the others by NOTIFY.
-      caches.sessions.invalidate(sessionId)
       deleteCookie(c, sessionCookie, { path: '/' })
     },
   )
@@ -145,9 +143,6 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     async (c, { body }) => {
       const session = sessionOf(c)
       const chosen = await chooseEnterprise(sql, session, body.enterprise, lifetime)
-      // Other processes learn of the move when the NOTIFY reaches them; this one at once, so the old
-      // secret is refused from the next call on.
-      caches.sessions.invalidate(session.sessionId)
       // Ended between its check and the move (a logout, a revocation): as the check would have said.
       if (!chosen) return unauthorized(c)
       // The cookie lasts as long as the session still does: a switch does not lengthen it.
@@ -183,8 +178,6 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     },
     async (c, { params }) => {
       await revokeOwnSession(sql, sessionOf(c).userId, params.id)
-      // Other processes forget it when the NOTIFY reaches them; this one at once.
-      caches.sessions.invalidate(params.id)
     },
   )
 
@@ -204,9 +197,6 @@ export function authRoutes({ sql, config, caches, limits }: RouteDeps) {
     async (c, { body }) => {
       const session = sessionOf(c)
       await changePassword(sql, session, body, limits.clientKeyOf(c))
-      // Other processes forget the person's ended sessions when the NOTIFY reaches them; this one at
-      // once (the kept one is read again at its next call).
-      caches.sessions.invalidate(session.userId)
     },
   )
 

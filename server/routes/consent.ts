@@ -167,7 +167,7 @@ export function consentRoutes({ sql, limits }: RouteDeps) {
 }
 
 /** Mounted at /v1/enterprise/connections. */
-export function appConnectionRoutes({ sql, caches }: RouteDeps) {
+export function appConnectionRoutes({ sql }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -205,14 +205,7 @@ export function appConnectionRoutes({ sql, caches }: RouteDeps) {
     },
     async (c, { params }) => {
       const owner = ownerCaller(c.var.caller)
-      const { connection, revokedTokens } = await revokeConnection(
-        sql,
-        owner.enterpriseId,
-        params.id,
-      )
-      // Other processes forget its token when the NOTIFY reaches them; this one at once.
-      for (const tokenId of revokedTokens) caches.callers.invalidate(tokenId)
-      return connection
+      return revokeConnection(sql, owner.enterpriseId, params.id)
     },
   )
 

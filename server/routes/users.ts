@@ -28,7 +28,7 @@ import { answerSession } from './auth.js'
 // removed by an owner's session. Tokens never reach these (the auth middleware answers 403
 // api_token_scope); a member's session gets 403 owner_only.
 
-export function userRoutes({ sql, caches }: RouteDeps) {
+export function userRoutes({ sql }: RouteDeps) {
   const app = createRouter()
 
   route(
@@ -118,8 +118,6 @@ export function userRoutes({ sql, caches }: RouteDeps) {
         params.id,
         body.role,
       )
-      // Other processes drop the person's ended sessions when the NOTIFY reaches them; this one at once.
-      caches.sessions.invalidate(params.id)
       return person
     },
   )
@@ -145,10 +143,6 @@ export function userRoutes({ sql, caches }: RouteDeps) {
         ownerCaller(c.var.caller).enterpriseId,
         params.id,
       )
-      // Other processes drop the person's sessions and tokens when the NOTIFYs reach them; this one
-      // at once.
-      caches.sessions.invalidate(params.id)
-      for (const id of revokedTokens) caches.callers.invalidate(id)
       return { removed, revokedTokens: revokedTokens.length }
     },
   )

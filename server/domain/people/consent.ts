@@ -9,6 +9,7 @@ import type {
 } from '../../../shared/schemas/consent.js'
 import type { MyEnterprise, User } from '../../../shared/schemas/people.js'
 import type { Scope } from '../../../shared/scopes.js'
+import { announceHere } from '../../db/notified-cache.js'
 import { transaction, type Db } from '../../db/sql.js'
 import { enterpriseOf, enterprisesOf } from './people.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from '../secrets.js'
@@ -307,15 +308,15 @@ export async function getConnection(
 
 /**
  * Revokes a connected app and its token at once; again changes nothing. The NOTIFY, delivered when the
- * change commits, tells every osd process to forget the token (server/http/caches.ts); the ids of the
- * tokens revoked now are answered too, for the caller's process to forget them before it answers.
+ * change commits, tells every osd process to forget the token (server/http/caches.ts), this one at
+ * once (announceHere).
  */
 export async function revokeConnection(
   db: Db,
   enterpriseId: string,
   id: string,
-): Promise<{ connection: AppConnection; revokedTokens: string[] }> {
-  const revokedTokens = await transaction(db, async (tx) => {
+): Promise<AppConnection> {
+  await transaction(db, async (tx) => {
     const [found] = await tx`
       update app_connections set revoked_at = coalesce(revoked_at, now())
        where enterprise_id = ${enterpriseId} and id = ${id} returning id`
@@ -327,7 +328,11 @@ export async function revokeConnection(
          where app_connection_id = ${id} returning id
       )
       select revoked.id, pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
-    return rows.map((r) => r.id)
+    announceHere(
+      tx,
+      tokenChangedChannel,
+      rows.map((r) => r.id),
+    )
   })
-  return { connection: await getConnection(db, enterpriseId, id), revokedTokens }
+  return getConnection(db, enterpriseId, id)
 }

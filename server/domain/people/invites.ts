@@ -2,6 +2,7 @@ import { lockInvites } from '../../db/locks.js'
 import { ApiError } from '../../../shared/errors.js'
 import type { LoginAnswer, PersonRole, User } from '../../../shared/schemas/people.js'
 import type { InviteCreated, PendingInvite } from '../../../shared/schemas/users.js'
+import { announceHere } from '../../db/notified-cache.js'
 import { transaction, type Db, type Fragment } from '../../db/sql.js'
 import { checkNewPassword } from './passwords.js'
 import { createUser, findUserByEmail, sessionChangedChannel, validEmail } from './people.js'
@@ -143,6 +144,7 @@ export async function acceptInvite(
       values (${invite.enterpriseId}, ${user.id}, ${invite.role})
       on conflict (enterprise_id, user_id) do nothing`
     await tx`select pg_notify(${sessionChangedChannel}, ${user.id})`
+    announceHere(tx, sessionChangedChannel, [user.id])
   })
   return openSession(db, user!, invite.enterpriseId, lifetime)
 }

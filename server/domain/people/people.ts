@@ -2,6 +2,7 @@ import { ApiError } from '../../../shared/errors.js'
 import type { MyEnterprise, PersonRole, User } from '../../../shared/schemas/people.js'
 import { Email } from '../../../shared/schemas/people.js'
 import type { Person } from '../../../shared/schemas/users.js'
+import { announceHere } from '../../db/notified-cache.js'
 import { isUniqueViolation, transaction, type Db, type Tx } from '../../db/sql.js'
 import { checkNewPassword, hashPassword } from './passwords.js'
 import { revokeTokensOfMaker } from './tokens.js'
@@ -93,6 +94,7 @@ export async function setMembership(
          and exists (select 1 from before where role <> ${role})
     )
     select pg_notify(${sessionChangedChannel}, user_id::text) from member`
+  announceHere(db, sessionChangedChannel, [userId])
 }
 
 /**
@@ -155,6 +157,7 @@ export async function removeMembership(
       update sessions set revoked_at = now()
        where user_id = ${userId} and enterprise_id = ${enterpriseId} and revoked_at is null`
     await tx`select pg_notify(${sessionChangedChannel}, ${userId})`
+    announceHere(tx, sessionChangedChannel, [userId])
     const revokedTokens = await revokeTokensOfMaker(tx, enterpriseId, userId)
     return { removed: removed!, revokedTokens }
   })

@@ -9,6 +9,7 @@ import type {
   PersonRole,
   User,
 } from '../../../shared/schemas/people.js'
+import { announceHere } from '../../db/notified-cache.js'
 import { transaction, type Db } from '../../db/sql.js'
 import {
   checkNewPassword,
@@ -237,6 +238,7 @@ export async function revokeSession(db: Db, sessionId: string): Promise<void> {
       update sessions set revoked_at = coalesce(revoked_at, now()) where id = ${sessionId} returning id
     )
     select pg_notify(${sessionChangedChannel}, id::text) from ended`
+  announceHere(db, sessionChangedChannel, [sessionId])
 }
 
 /**
@@ -263,6 +265,7 @@ export async function chooseEnterprise(
     )
     select pg_notify(${sessionChangedChannel}, id::text) from moved`
   if (!moved) return undefined
+  announceHere(db, sessionChangedChannel, [session.sessionId])
   return { ...(await describeSession(db, session, lifetime)), sessionToken, csrfToken }
 }
 
@@ -338,6 +341,7 @@ export async function revokeOwnSession(db: Db, userId: string, sessionId: string
     )
     select pg_notify(${sessionChangedChannel}, id::text) from ended`
   if (!row) throw new ApiError('session_not_found', `You have no session ${sessionId}.`)
+  announceHere(db, sessionChangedChannel, [sessionId])
 }
 
 /**
@@ -377,6 +381,8 @@ export async function setPassword(
          returning id
       )
       select pg_notify(${sessionChangedChannel}, id::text) from ended`
+    // The kept one too, here: it is read again at its next call.
+    announceHere(tx, sessionChangedChannel, [userId])
     // A reset also lifts the delays on the email: the person can sign in with the new one at once.
     await tx`
       delete from login_failures

@@ -2,6 +2,7 @@ import { ApiError } from '../../../shared/errors.js'
 import type { ApiToken } from '../../../shared/schemas/tokens.js'
 import type { Scope } from '../../../shared/scopes.js'
 import { newApiToken } from '../../../shared/token-format.js'
+import { announceHere } from '../../db/notified-cache.js'
 import { transaction, unflushedCommit, type Db } from '../../db/sql.js'
 import { idPrefixFilter } from '../../db/paging.js'
 import { hashSecret, lastChars } from '../secrets.js'
@@ -178,6 +179,7 @@ export async function updateToken(
          returning ${tokenColumns(tx)}
       )
       select changed.*, pg_notify(${tokenChangedChannel}, changed.id::text) from changed`
+    announceHere(tx, tokenChangedChannel, [changed!.id])
     return toToken(changed!)
   })
 }
@@ -207,6 +209,7 @@ export async function rotateToken(
          returning ${tokenColumns(tx)}
       )
       select rotated.*, pg_notify(${tokenChangedChannel}, rotated.id::text) from rotated`
+    announceHere(tx, tokenChangedChannel, [row!.id])
     return { ...toToken(row!), token }
   })
 }
@@ -226,6 +229,7 @@ export async function revokeToken(db: Db, enterpriseId: string, id: string): Pro
     )
     select revoked.*, pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
   if (!row) throw new ApiError('token_not_found', `No token ${id} in this enterprise.`)
+  announceHere(db, tokenChangedChannel, [row.id])
   return toToken(row)
 }
 
@@ -250,6 +254,11 @@ export async function revokeTokensOfMaker(
        returning id
     )
     select revoked.id, pg_notify(${tokenChangedChannel}, revoked.id::text) from revoked`
+  announceHere(
+    db,
+    tokenChangedChannel,
+    rows.map((r) => r.id),
+  )
   return rows.map((r) => r.id)
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { NotifiedCache } from '../../../server/db/notified-cache.js'
-import { createSql } from '../../../server/db/sql.js'
+import { announceHere, NotifiedCache } from '../../../server/db/notified-cache.js'
+import { createSql, transaction } from '../../../server/db/sql.js'
 import { createTestDatabase } from '../../helpers/db.js'
 import { eventually } from '../../helpers/wait.js'
 
@@ -25,6 +25,38 @@ describe('NotifiedCache', () => {
     await eventually(() => a.get('x') === undefined && b.get('x') === undefined, 1000)
     expect(b.get('y')).toBe(2)
     await other.end()
+  })
+
+  it("tells this process's caches of the channel at once, at the commit of the change, and not of one rolled back", async () => {
+    // No NOTIFY is sent here: what is seen is announceHere's own, not the listener's.
+    const db = await createTestDatabase()
+    const failed = (e: unknown) => {
+      throw e
+    }
+    const cache = new NotifiedCache<number>('test_here', byKey)
+    const other = new NotifiedCache<number>('test_elsewhere', byKey)
+    await Promise.all([cache.follow(db.sql, failed), other.follow(db.sql, failed)])
+    cache.set('x', 1)
+    other.set('x', 1)
+    // Outside a transaction: at once.
+    announceHere(db.sql, 'test_here', ['x'])
+    expect(cache.get('x')).toBeUndefined()
+    expect(other.get('x')).toBe(1)
+    // In one: not before its commit, and never for one rolled back.
+    cache.set('x', 1)
+    await transaction(db.sql, async (tx) => {
+      announceHere(tx, 'test_here', ['x'])
+      expect(cache.get('x')).toBe(1)
+    })
+    expect(cache.get('x')).toBeUndefined()
+    cache.set('x', 1)
+    await expect(
+      transaction(db.sql, async (tx) => {
+        announceHere(tx, 'test_here', ['x'])
+        throw new Error('rolled back')
+      }),
+    ).rejects.toThrow('rolled back')
+    expect(cache.get('x')).toBe(1)
   })
 
   it('does not store a value loaded while a change was announced', async () => {
