@@ -1,4 +1,4 @@
-// Run by npm after every install (package.json postinstall). Mends five defects of postgres.js 3.4.9,
+// Run by npm after every install (package.json postinstall). Mends six defects of postgres.js 3.4.9,
 // and adds one reading.
 //
 // 1. It takes osd down whenever the database connection is cut with a transaction open (a server
@@ -29,7 +29,13 @@
 //    the promotion (test/server/processes/failover.test.ts; reported upstream in other projects,
 //    e.g. LanternOps/breeze issue 3225). The mend: closing or ending drops the unsent bytes and the
 //    timer, and fails the queries that were on the closed connection (none can be answered now).
-// 6. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
+// 6. With sslmode=verify-full and a host written as an IP address, the server's certificate was
+//    checked against the name "localhost", not that address: postgres.js gives TLS the host as the
+//    server name only when it is a name (as TLS's SNI must), and Node then checks the certificate
+//    against its default. A certificate for localhost from a trusted CA passed for any address, and
+//    one for the address itself failed. The mend: TLS is also given the host, which Node checks the
+//    certificate against (test/server/db/database-url.test.ts).
+// 7. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
 //    use and how many queries wait for one, so the pool gets `osdPoolStats()`, which reads the lengths
 //    of the queues it keeps anyway (server/metrics.ts PoolStats; osd reads nothing else of it).
 //
@@ -133,6 +139,20 @@ const mends = [
     reserve,
 `,
     what: 'a pool that says nothing of its connections',
+  },
+  {
+    marker: 'osd: TLS checks the certificate against the host (scripts/patch-postgres.mjs)',
+    before: `    const options = {
+      socket,
+      servername: net.isIP(socket.host) ? undefined : socket.host
+    }`,
+    after: (marker) => `    const options = {
+      socket,
+      // ${marker}
+      host: socket.host,
+      servername: net.isIP(socket.host) ? undefined : socket.host
+    }`,
+    what: 'a certificate checked against "localhost" for a host written as an address',
   },
 ]
 

@@ -3,7 +3,7 @@ import { ApiError } from '../shared/errors.js'
 import { BackupError } from './admin/backup.js'
 import { registerAdmin, UsageError, type OsdIo } from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
-import { openDatabase } from './db/index.js'
+import { DatabaseConnectError, openDatabase } from './db/index.js'
 import { migrate, NewerDatabaseError } from './db/migrate.js'
 import { createLogger } from './log.js'
 import { packageVersion } from '../shared/paths.js'
@@ -152,9 +152,13 @@ export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr
     stderr.write(`error: ${err.code}: ${err.message}\n`)
     return 1
   }
-  // A database migrated by a newer osd, a backup that cannot be made or read: the message says what
-  // to do; a stack would bury it.
-  if (err instanceof NewerDatabaseError || err instanceof BackupError) {
+  // A database osd cannot connect to or that a newer osd migrated, a backup that cannot be made or
+  // read: the message says what to do; a stack would bury it.
+  if (
+    err instanceof DatabaseConnectError ||
+    err instanceof NewerDatabaseError ||
+    err instanceof BackupError
+  ) {
     stderr.write(`error: ${err.message}\n`)
     return 1
   }

@@ -1,6 +1,7 @@
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { packageVersion } from '../shared/paths.js'
+import { connectionOf, DatabaseUrlError } from './db/url.js'
 import { EgressConfigError, parseEgressAllow, type EgressRule } from './egress.js'
 import { parseCidr } from './http/addresses.js'
 import type { TraceSettings } from './traces/index.js'
@@ -144,6 +145,18 @@ export interface ConfigFlags {
 
 export class ConfigError extends Error {}
 
+/** DATABASE_URL, read now as every pool will read it (server/db/url.ts): its faults said at start. */
+function databaseUrl(url: string | undefined): string | undefined {
+  if (!url) return undefined
+  try {
+    connectionOf(url)
+  } catch (err) {
+    if (err instanceof DatabaseUrlError) throw new ConfigError(err.message)
+    throw err
+  }
+  return url
+}
+
 /** The providers' own addresses: osd calls them unless OSD_PROVIDER_A/B_BASE_URL says otherwise. */
 export const defaultProviderBaseUrls = {
   provider_a: 'https://api.anthropic.com',
@@ -198,7 +211,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     port,
     host: flags.host ?? env.OSD_HOST ?? '127.0.0.1',
     dataDir,
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: databaseUrl(env.DATABASE_URL),
     role: role as Role,
     logLevel: env.OSD_LOG_LEVEL ?? 'info',
     metricsPort:

@@ -1,4 +1,5 @@
 import postgres from 'postgres'
+import { connectionOf } from './url.js'
 
 /** The pool or a transaction: domain functions take either, so callers compose them (STYLE, Domain). */
 export type Db = postgres.ISql<Record<string, unknown>>
@@ -26,7 +27,10 @@ export interface SqlOptions {
  * input `{"repo_name": 1}` would come back as `{"repoName": 1}`. What callers send is kept as sent.
  */
 export function createSql(url: string, options: SqlOptions = {}): Sql {
-  return postgres(url, {
+  // DATABASE_URL as libpq reads it: a socket directory, TLS files (server/db/url.ts).
+  const connection = connectionOf(url)
+  return postgres(connection.url, {
+    ...connection.options,
     max: options.max ?? 10,
     transform: { column: { from: postgres.toCamel, to: postgres.fromCamel } },
     onnotice: options.onNotice
