@@ -80,8 +80,7 @@ export class ApiClient {
       }
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
-      const reason = (err as { code?: string }).code ?? (err as Error).message
-      throw new UnreachableError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
+      throw unreachable(this.baseUrl, err)
     }
   }
 
@@ -128,8 +127,7 @@ export class ApiClient {
       })
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
-      const reason = (err as { code?: string }).code ?? (err as Error).message
-      throw new UnreachableError(`cannot reach osd at ${this.baseUrl}: ${reason}`)
+      throw unreachable(this.baseUrl, err)
     }
     if (res.statusCode >= 400) {
       const body = Buffer.from(await res.body.arrayBuffer())
@@ -261,5 +259,31 @@ export function apiBaseUrl(given: string, from?: string): string {
   const meant = `${url.origin}${path.includes('/v1/') ? path.slice(0, path.indexOf('/v1/') + 3) : `${path}/v1`}`
   throw new UnreachableError(
     `${named} does not end in /v1, under which osd's API lives: did you mean ${meant}?`,
+  )
+}
+
+/** The transport's codes a person can act on, and what to do about each. */
+const transportHints: [codes: RegExp, hint: string][] = [
+  [
+    /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT)$/,
+    "osd's certificate is not signed by a CA this machine trusts: give osctl that CA with NODE_EXTRA_CA_CERTS=/path/to/ca.pem",
+  ],
+  [/^CERT_HAS_EXPIRED$/, "osd's certificate has expired"],
+  [
+    /^ERR_TLS_CERT_ALTNAME_INVALID$/,
+    "osd's certificate does not name this host: use the name it was made for",
+  ],
+  [
+    /^(EPROTO|ERR_SSL_WRONG_VERSION_NUMBER)$/,
+    'is it https there? osd itself serves http; https comes from a proxy in front of it',
+  ],
+]
+
+/** osd out of reach: the transport's code, and what to do when it is one a person can act on. */
+function unreachable(baseUrl: string, err: unknown): UnreachableError {
+  const code = (err as { code?: string }).code
+  const hint = code && transportHints.find(([codes]) => codes.test(code))?.[1]
+  return new UnreachableError(
+    `cannot reach osd at ${baseUrl}: ${code ?? (err as Error).message}${hint ? `: ${hint}` : ''}`,
   )
 }

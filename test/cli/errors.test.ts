@@ -1,10 +1,12 @@
-import { mkdtemp } from 'node:fs/promises'
+import { mkdtemp, readFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { exitCodes } from '../../cli/errors.js'
+import { projectRoot } from '../../shared/paths.js'
 import { createToken } from '../../server/domain/people/index.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 
@@ -44,6 +46,30 @@ describe('exit 3: osd out of reach, or the URL is wrong', () => {
       message: 'cannot reach osd at http://127.0.0.1:1/v1: ECONNREFUSED',
       exitCode: 3,
     })
+  })
+
+  it("says what to do when osd's TLS is not what osctl expects: a CA it lacks, or plain http", async () => {
+    const fixtures = join(projectRoot, 'test', 'fixtures', 'tls')
+    const [key, cert] = await Promise.all([
+      readFile(join(fixtures, 'server.key')),
+      readFile(join(fixtures, 'server.pem')),
+    ])
+    const proxy = createHttpsServer({ key, cert }, (_req, res) => res.end('{}'))
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => void proxy.close())
+    const { port } = proxy.address() as AddressInfo
+    const said = async (url: string) => {
+      const res = await osctl(['tasks', 'list'], { ...env, OSCTL_URL: url })
+      expect(res.exitCode).toBe(exitCodes.unreachable)
+      return oneLine(res.stderr)
+    }
+    expect(await said(`https://localhost:${port}/v1`)).toBe(
+      `error: cannot reach osd at https://localhost:${port}/v1: UNABLE_TO_VERIFY_LEAF_SIGNATURE: ` +
+        "osd's certificate is not signed by a CA this machine trusts: give osctl that CA with NODE_EXTRA_CA_CERTS=/path/to/ca.pem",
+    )
+    expect(await said(`${origin.replace('http:', 'https:')}/v1`)).toMatch(
+      /: (EPROTO|ERR_SSL_WRONG_VERSION_NUMBER): is it https there\? osd itself serves http; https comes from a proxy in front of it$/,
+    )
   })
 
   it('adds /v1 to a URL of a host and port alone; refuses another path, naming the URL meant', async () => {
