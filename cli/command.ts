@@ -3,8 +3,11 @@ import type { Command } from 'commander'
 import type { Deps, GlobalOptions } from './deps.js'
 import { CliError, UsageError, exitCodes } from './errors.js'
 
-/** May answer a promise: osctl's own loads the client and the profile store only when an action runs. */
-export type MakeDeps = (globals: GlobalOptions) => Deps | Promise<Deps>
+/**
+ * May answer a promise: osctl's own loads the client and the profile store only when an action runs.
+ * `command` is the name under osctl of the command acting (`runs` for `osctl runs list`).
+ */
+export type MakeDeps = (globals: GlobalOptions, command?: string) => Deps | Promise<Deps>
 
 /**
  * Turns a plain `async (deps, ...args, opts)` function into a commander action, building deps from the
@@ -17,7 +20,7 @@ export function actionOf<A extends unknown[]>(
   return async (...params) => {
     const command = params.at(-1) as Command
     const globals = command.optsWithGlobals<GlobalOptions>()
-    const deps = await makeDeps(globals)
+    const deps = await makeDeps(globals, commandName(command))
     const args = params.slice(0, -1) as A
     try {
       if (globals.jq === undefined) return await fn(deps, ...args)
@@ -25,7 +28,7 @@ export function actionOf<A extends unknown[]>(
       const { withJq } = await import('./jq.js')
       await withJq(deps, globals.jq, (jqDeps) => fn(jqDeps, ...args))
     } finally {
-      warnOfExpiry(deps)
+      await warnOfExpiry(deps)
     }
   }
 }
@@ -36,13 +39,16 @@ const day = 24 * 3600 * 1000
  * Once a day per profile, on stderr: the API token the command used expires within 7 days (the daemon
  * says when on every answer to such a token: x-osd-token-expires-at). Never fails the command.
  */
-export function warnOfExpiry(deps: Deps, now = Date.now()): void {
+export async function warnOfExpiry(deps: Deps, now = Date.now()): Promise<void> {
   try {
     const expiresAt = deps.client().tokenExpiresAt
     if (!expiresAt) return
     const left = Date.parse(expiresAt) - now
     if (!(left < 7 * day)) return
     const profile = deps.target().profile
+    // When the warning was last given is kept with the profiles, which a pipeline's osctl has not
+    // loaded (cli/deps.ts loadDeps).
+    await (await import('./profiles.js')).loadProfileStore()
     if (!deps.profiles().warningDue(`token-expiry:${profile}`, day, now)) return
     const when =
       left <= 0
@@ -55,6 +61,13 @@ export function warnOfExpiry(deps: Deps, now = Date.now()): void {
   } catch {
     // A warning never makes a command fail.
   }
+}
+
+/** The name under osctl of `command` (`runs` for `osctl runs list`). */
+function commandName(command: Command): string {
+  let top = command
+  while (top.parent?.parent) top = top.parent
+  return top.name()
 }
 
 /** Adds an Examples section to a command's --help. */

@@ -59,7 +59,7 @@ export async function completionValues(
 
 /** The client of the profile (or OSCTL_URL, OSCTL_TOKEN) osctl would use; deps.js brings the store. */
 async function profileClient(): Promise<ApiClient> {
-  return (await import('./deps.js')).makeDeps({}).client()
+  return (await (await import('./deps.js')).loadDeps({})).client()
 }
 
 /** `osctl __complete KIND`: the values on stdout, one a line; exit 0 whatever happened. */

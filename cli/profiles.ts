@@ -1,4 +1,20 @@
-import Conf from 'conf'
+import type Conf from 'conf'
+
+/**
+ * conf, once loaded (loadProfileStore). It brings ajv and semver: about 200 ms of a command's start
+ * on these machines, a third of `osctl runs list`'s. A command given its URL and token by flags or the
+ * environment (a pipeline's OSCTL_URL and OSCTL_TOKEN) never reads a profile, and never loads it
+ * (cli/deps.ts loadDeps).
+ */
+let ConfClass: typeof Conf | undefined
+
+/** Loads the profile store's library; ProfileStore needs it done. */
+export async function loadProfileStore(): Promise<void> {
+  ConfClass ??= (await import('conf')).default
+}
+
+/** Whether the profile store's library is loaded. */
+export const profileStoreLoaded = (): boolean => ConfClass !== undefined
 
 export const defaultUrl = 'http://127.0.0.1:8080/v1'
 
@@ -38,7 +54,11 @@ export class ProfileStore {
   private conf: Conf<Stored>
 
   constructor(dir = process.env.OSCTL_CONFIG_DIR || undefined) {
-    this.conf = new Conf<Stored>({
+    if (!ConfClass)
+      throw new Error(
+        'osctl read its profiles before loading them (cli/profiles.ts loadProfileStore)',
+      )
+    this.conf = new ConfClass<Stored>({
       projectName: 'osctl',
       projectSuffix: '',
       cwd: dir,

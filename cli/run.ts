@@ -2,10 +2,11 @@ import { buildProgram } from './program.js'
 import { report } from './report.js'
 
 // Every osctl command but `--version` starts here (main.ts). The tree holds the modules of the command
-// the line names and no others (program.ts). deps.js brings the profile store (conf, with ajv) and the
-// HTTP client: it is loaded when a command acts, so --help and usage errors start without them.
+// the line names and no others (program.ts). deps.js brings the HTTP client and the profile store
+// (conf, with ajv): loaded when a command acts, so --help and usage errors start without them; the
+// store only when the command reads a profile (cli/deps.ts loadDeps).
 const program = await buildProgram(
-  async (globals) => (await import('./deps.js')).makeDeps(globals),
+  async (globals, command) => (await import('./deps.js')).loadDeps(globals, command),
   process.argv,
 )
 

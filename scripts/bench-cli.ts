@@ -4,8 +4,8 @@
 // load that comes and goes falls on each alike. Prints median and p90 wall time in ms and the ratio of
 // each median to the baseline's. Targets: --version and --help under 120 ms here, --help <= 1.5x the
 // baseline (issue 30). `profile list` with --json and with --jq: what --jq costs (issue 48: under
-// 20 ms), on two profiles and on 1,000 (about 90 KB of JSON, as a long list page). Reports; asserts
-// nothing.
+// 20 ms), on two profiles and on 1,000 (about 90 KB of JSON, as a long list page). `runs list` as a
+// pipeline runs it (OSCTL_URL and OSCTL_TOKEN; no profile store loaded). Reports; asserts nothing.
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -29,7 +29,13 @@ writeFileSync(join(manyDir, 'config.json'), JSON.stringify({ current: 'profile-0
 })
 const osctl = join(projectRoot, 'bin', 'osctl')
 
-const cases: { name: string; args: string[]; dir?: string }[] = [
+const cases: {
+  name: string
+  args: string[]
+  dir?: string
+  env?: Record<string, string>
+  exit?: number
+}[] = [
   { name: 'node -e 0 (baseline)', args: ['-e', '0'] },
   { name: 'osctl --version', args: [osctl, '--version'] },
   { name: 'osctl --help', args: [osctl, '--help'] },
@@ -37,6 +43,15 @@ const cases: { name: string; args: string[]; dir?: string }[] = [
   { name: 'osctl runs --help', args: [osctl, 'runs', '--help'] },
   // What --jq adds to a command that prints JSON (issue 48: target under 20 ms): jq-wasm's load and
   // one filter, on a command that needs no daemon.
+  // A pipeline's command: the target from OSCTL_URL and OSCTL_TOKEN, so no profile is read (the
+  // profile store is not even loaded). Its osd is a closed port, which answers at once (exit 3): what
+  // is measured is osctl's own start, its command's modules and undici's.
+  {
+    name: 'runs list (pipeline)',
+    args: [osctl, 'runs', 'list', '--json'],
+    env: { OSCTL_URL: 'http://127.0.0.1:1/v1', OSCTL_TOKEN: 'osd_bench' },
+    exit: 3,
+  },
   { name: 'profile list --json', args: [osctl, 'profile', 'list', '--json'] },
   { name: 'profile list --jq', args: [osctl, 'profile', 'list', '--jq', 'length'] },
   { name: '1,000 profiles --json', args: [osctl, 'profile', 'list', '--json'], dir: manyDir },
@@ -47,22 +62,22 @@ const cases: { name: string; args: string[]; dir?: string }[] = [
   },
 ]
 
-/** Wall time of one spawn to its exit, in ms; a failed command stops the bench. */
-function time(args: string[], dir = configDir): number {
+/** Wall time of one spawn to its exit, in ms; a command that exits otherwise than told stops the bench. */
+function time({ args, dir = configDir, env, exit = 0 }: (typeof cases)[number]): number {
   const start = process.hrtime.bigint()
   const res = spawnSync(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, OSCTL_CONFIG_DIR: dir },
+    env: { ...process.env, OSCTL_CONFIG_DIR: dir, ...env },
   })
   const ms = Number(process.hrtime.bigint() - start) / 1e6
-  if (res.status !== 0)
+  if (res.status !== exit)
     throw new Error(`node ${args.join(' ')} exited ${res.status}: ${res.stderr.toString()}`)
   return ms
 }
 
-for (const c of cases) time(c.args, c.dir)
+for (const c of cases) time(c)
 const times = cases.map(() => [] as number[])
-for (let i = 0; i < runs; i++) cases.forEach((c, j) => times[j]!.push(time(c.args, c.dir)))
+for (let i = 0; i < runs; i++) cases.forEach((c, j) => times[j]!.push(time(c)))
 
 const baseline = median(times[0]!)
 console.log(`${runs} runs each after a warm-up (node ${process.version})`)

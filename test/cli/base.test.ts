@@ -113,6 +113,32 @@ describe('osctl as a process', () => {
   })
 })
 
+describe('osctl in a pipeline (OSCTL_URL and OSCTL_TOKEN)', () => {
+  it('never loads the profile store (conf: about 200 ms a command), unless the command reads profiles', async () => {
+    // A module hook that refuses to resolve conf: a command that loads it fails.
+    const refuseConf = `data:text/javascript,${encodeURIComponent(
+      "import { register } from 'node:module'; register('data:text/javascript,' + encodeURIComponent(" +
+        "\"export async function resolve(s, c, next) { if (s === 'conf') throw new Error('conf refused'); return next(s, c) }\"))",
+    )}`
+    const run = (args: string[], extra: Record<string, string | undefined> = {}) =>
+      execa('node', ['--import', refuseConf, osctlBin, ...args], {
+        env: { ...env, NO_COLOR: '1', ...extra },
+        reject: false,
+      })
+    const listed = await run(['tasks', 'list', '--json'])
+    expect([listed.exitCode, listed.stderr]).toEqual([0, ''])
+    expect(JSON.parse(listed.stdout)).toMatchObject({ data: expect.any(Array) })
+    // What reads a profile still loads it: the hook works.
+    const profiles = await run(['profile', 'list'])
+    expect([profiles.exitCode, profiles.stderr]).toEqual([
+      1,
+      expect.stringContaining('conf refused'),
+    ])
+    const named = await run(['tasks', 'list'], { OSCTL_PROFILE: 'ci' })
+    expect(named.stderr).toContain('conf refused')
+  })
+})
+
 describe('osctl credentials and profiles', () => {
   it('exits 4 with a clear message when no token is configured', async () => {
     const res = await osctl(['enterprise', 'show'], { ...env, OSCTL_TOKEN: '' })

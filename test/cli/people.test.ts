@@ -3,7 +3,7 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
-import { describe, expect, it, vi } from 'vitest'
+import { beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   acceptInvite,
   changePassword,
@@ -34,9 +34,12 @@ import {
 } from '../../cli/commands/users.js'
 import { makeDeps } from '../../cli/deps.js'
 import { ApiRequestError, CliError, exitCodes } from '../../cli/errors.js'
-import { ProfileStore, resolveTarget } from '../../cli/profiles.js'
+import { loadProfileStore, ProfileStore, resolveTarget } from '../../cli/profiles.js'
 import { allScopes } from '../../shared/scopes.js'
 import { FakeApi, fakeDeps, type Answer, type Sent } from '../helpers/cli.js'
+
+// ProfileStore reads conf, loaded once (cli/profiles.ts).
+beforeAll(() => loadProfileStore())
 
 // The people side of osctl (issue 20) in process: sign-in and sign-out of a person kept in a profile
 // store of the test's own, and the verbs of the portal-only routes against a fake API, with a person's

@@ -2,12 +2,15 @@ import { randomUUID } from 'node:crypto'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { login } from '../../cli/commands/auth.js'
 import { listProfiles, removeProfile, useProfile } from '../../cli/commands/profile.js'
 import { CliError, exitCodes } from '../../cli/errors.js'
-import { ProfileStore, resolveTarget } from '../../cli/profiles.js'
+import { loadProfileStore, ProfileStore, resolveTarget } from '../../cli/profiles.js'
 import { FakeApi, fakeDeps } from '../helpers/cli.js'
+
+// ProfileStore reads conf, loaded once (cli/profiles.ts).
+beforeAll(() => loadProfileStore())
 
 // Profiles of API tokens in process (DESIGN 9): `auth login --url --token` against a fake API, the
 // precedence of flag, environment and profile, and `profile use|remove`, on a profile store of the

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { listSessions } from '../../cli/commands/auth.js'
 import { listBlockers } from '../../cli/commands/blockers.js'
 import { listEntries, listRoleEntries } from '../../cli/commands/catalog.js'
@@ -31,8 +31,11 @@ import { listInvites, listUsers } from '../../cli/commands/users.js'
 import { listDeliveries } from '../../cli/commands/webhooks.js'
 import type { Deps } from '../../cli/deps.js'
 import { printTable, type Output } from '../../cli/output.js'
-import { ProfileStore } from '../../cli/profiles.js'
+import { loadProfileStore, ProfileStore } from '../../cli/profiles.js'
 import { FakeApi, fakeDeps, type Sent } from '../helpers/cli.js'
+
+// ProfileStore reads conf, loaded once (cli/profiles.ts).
+beforeAll(() => loadProfileStore())
 
 // Tables never cut an id (issue 27): the id is what the next command needs. On a terminal narrower
 // than the table the other columns (names, summaries) give way; on a pipe every column is whole.

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { expect } from 'vitest'
 import { makeDeps } from '../../cli/deps.js'
+import { loadProfileStore } from '../../cli/profiles.js'
 import { makeOutput } from '../../cli/output.js'
 import { buildProgram } from '../../cli/program.js'
 import { report } from '../../cli/report.js'
@@ -79,6 +80,9 @@ export function osctl(
   }
   const run = runEnv.run(own, async (): Promise<OsctlResult> => {
     const argv = ['node', 'osctl', ...args]
+    // The profile store loaded whatever the command (the binary loads it only for commands that read
+    // a profile: cli/deps.ts loadDeps; test/cli/base.test.ts holds that as a process).
+    await loadProfileStore()
     const program = await buildProgram((globals) => {
       const deps = makeDeps(globals, terminal)
       // As osctl's own (cli/output.ts): what a person reads shows control characters escaped.
