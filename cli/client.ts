@@ -61,15 +61,18 @@ export class ApiClient {
     const target = this.url(path, options.query)
     // undici is loaded by the first request, not as osctl starts (a fifth of its start-up otherwise):
     // command modules import this one for decode() and apiError() while only building --help.
-    const { request } = await import('undici')
+    const { request } = await import('./http.js')
     try {
-      const res = await request(target, {
-        method: method.toUpperCase() as Dispatcher.HttpMethod,
-        headers,
-        body,
-        signal: options.signal,
-        dispatcher: this.dispatcher,
-      })
+      const res = await request(
+        target,
+        {
+          method: method.toUpperCase() as Dispatcher.HttpMethod,
+          headers,
+          body,
+          signal: options.signal,
+        },
+        this.dispatcher,
+      )
       const bytes = Buffer.from(await res.body.arrayBuffer())
       const expires = res.headers[tokenExpiresHeader]
       if (typeof expires === 'string') this.tokenExpiresAt = expires
@@ -114,17 +117,20 @@ export class ApiClient {
       accept: options.accept ?? 'text/event-stream',
       authorization: `Bearer ${this.token}`,
     }
-    const { request } = await import('undici')
+    const { request } = await import('./http.js')
     let res: Dispatcher.ResponseData
     try {
-      res = await request(this.url(path, options.query), {
-        method: 'GET',
-        headers,
-        signal: options.signal,
-        dispatcher: this.dispatcher,
-        // A stream is quiet between events (the daemon pings); the reader watches for silence.
-        bodyTimeout: 0,
-      })
+      res = await request(
+        this.url(path, options.query),
+        {
+          method: 'GET',
+          headers,
+          signal: options.signal,
+          // A stream is quiet between events (the daemon pings); the reader watches for silence.
+          bodyTimeout: 0,
+        },
+        this.dispatcher,
+      )
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
       throw unreachable(this.baseUrl, err)

@@ -114,11 +114,12 @@ describe('osctl as a process', () => {
 })
 
 describe('osctl in a pipeline (OSCTL_URL and OSCTL_TOKEN)', () => {
-  it('never loads the profile store (conf: about 200 ms a command), unless the command reads profiles', async () => {
-    // A module hook that refuses to resolve conf: a command that loads it fails.
+  it("never loads the profile store (conf: about 200 ms a command) unless the command reads profiles, nor undici's index", async () => {
+    // A module hook that refuses to resolve conf and undici's index (cli/http.ts loads only what a
+    // request needs): a command that imports either fails.
     const refuseConf = `data:text/javascript,${encodeURIComponent(
       "import { register } from 'node:module'; register('data:text/javascript,' + encodeURIComponent(" +
-        "\"export async function resolve(s, c, next) { if (s === 'conf') throw new Error('conf refused'); return next(s, c) }\"))",
+        "\"export async function resolve(s, c, next) { if (s === 'conf' || s === 'undici') throw new Error(s + ' refused'); return next(s, c) }\"))",
     )}`
     const run = (args: string[], extra: Record<string, string | undefined> = {}) =>
       execa('node', ['--import', refuseConf, osctlBin, ...args], {
