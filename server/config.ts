@@ -213,7 +213,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     dataDir,
     databaseUrl: databaseUrl(env.DATABASE_URL),
     role: role as Role,
-    logLevel: env.OSD_LOG_LEVEL ?? 'info',
+    logLevel: logLevel(env.OSD_LOG_LEVEL, 'info'),
     metricsPort:
       metricsPort === undefined || metricsPort === '' ? undefined : parsePort(metricsPort),
     metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
@@ -273,6 +273,21 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     traces: tracesConfig(env),
     version: packageVersion,
   }
+}
+
+/** The levels OSD_LOG_LEVEL takes: pino's. */
+export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const
+
+/**
+ * OSD_LOG_LEVEL, `fallback` unless set (osd serve logs at info, osd admin at warn); a level pino does
+ * not know stops osd at start in a line, not in pino's stack.
+ */
+export function logLevel(raw: string | undefined, fallback: string): string {
+  const level = raw?.trim().toLowerCase()
+  if (level === undefined || level === '') return fallback
+  if (!(logLevels as readonly string[]).includes(level))
+    throw new ConfigError(`OSD_LOG_LEVEL must be one of ${logLevels.join(', ')}; got "${raw}"`)
+  return level
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Command } from 'commander'
 import { ApiError } from '../../shared/errors.js'
 import { allScopes, parseScopes } from '../../shared/scopes.js'
-import { loadConfig, type Config } from '../config.js'
+import { loadConfig, logLevel, type Config } from '../config.js'
 import { openDatabase } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import { transaction, type Db, type Sql } from '../db/sql.js'
@@ -48,7 +48,7 @@ async function withDatabase<T>(
 ): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
   usePasswordCost(config.passwordLog2N)
-  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', io.stderr)
+  const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     await migrate(db.sql)
@@ -65,7 +65,7 @@ async function withRawDatabase<T>(
   fn: (sql: Sql, config: Config) => Promise<T>,
 ) {
   const config = loadConfig({ dataDir: flags.dataDir })
-  const log = createLogger(process.env.OSD_LOG_LEVEL ?? 'warn', io.stderr)
+  const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     return await fn(db.sql, config)

@@ -181,6 +181,18 @@ describe('how much work an engine takes (issue 43)', () => {
   })
 })
 
+describe('the log level', () => {
+  it('reads OSD_LOG_LEVEL, info unless set, in any case; stops at start, naming it, on a level pino does not know', () => {
+    expect(loadConfig({}, {}).logLevel).toBe('info')
+    expect(loadConfig({}, { OSD_LOG_LEVEL: ' WARN ' }).logLevel).toBe('warn')
+    expect(loadConfig({}, { OSD_LOG_LEVEL: 'silent' }).logLevel).toBe('silent')
+    // It was pino's stack: "default level:verbose must be included in custom levels".
+    expect(() => loadConfig({}, { OSD_LOG_LEVEL: 'verbose' })).toThrow(
+      'OSD_LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent; got "verbose"',
+    )
+  })
+})
+
 describe('what a password hash costs (issue 40)', () => {
   it('reads OSD_PASSWORD_COST, 17 unless set, and stops at anything but a whole number from 10 to 20', () => {
     expect(loadConfig({}, {}).passwordLog2N).toBe(17)
@@ -215,7 +227,9 @@ describe('the OTLP endpoint (issue 49)', () => {
       { OTEL_TRACES_EXPORTER: 'none' },
       { OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
     ])
-      expect(loadConfig({}, { ...endpoint, ...off }).traces.enabled, JSON.stringify(off)).toBe(false)
+      expect(loadConfig({}, { ...endpoint, ...off }).traces.enabled, JSON.stringify(off)).toBe(
+        false,
+      )
     for (const on of [{ OTEL_SDK_DISABLED: 'false' }, { OTEL_TRACES_EXPORTER: 'otlp' }])
       expect(loadConfig({}, { ...endpoint, ...on }).traces.enabled, JSON.stringify(on)).toBe(true)
   })

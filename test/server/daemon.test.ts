@@ -41,6 +41,17 @@ describe('osd admin (DESIGN 8)', () => {
     expect(row!.scopes).toHaveLength(40)
   })
 
+  it('refuses an OSD_LOG_LEVEL it does not know in one line, exit 2, as serve does', async () => {
+    const res = await osd(['admin', 'enterprise', 'list'], {
+      DATABASE_URL: db.url,
+      OSD_LOG_LEVEL: 'verbose',
+    })
+    expect(res.exitCode).toBe(2)
+    expect(res.stderr).toBe(
+      'error: OSD_LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent; got "verbose"',
+    )
+  })
+
   it('refuses a taken slug with exit 1 and the code', async () => {
     await osd(['admin', 'enterprise', 'create', '--name', 'Twice', '--json'], {
       DATABASE_URL: db.url,
