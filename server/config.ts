@@ -217,7 +217,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
     metricsPort:
       metricsPort === undefined || metricsPort === '' ? undefined : parsePort(metricsPort),
     metricsHost: env.OSD_METRICS_HOST || '127.0.0.1',
-    leaseSeconds: Math.max(1, positive(env, 'OSD_LEASE_SECONDS', defaultLeaseSeconds)),
+    leaseSeconds: Math.max(1, positive(env, 'OSD_LEASE_SECONDS', defaultLeaseSeconds, timer)),
     engineConcurrency: engineConcurrency(env.OSD_ENGINE_CONCURRENCY),
     passwordLog2N: passwordLog2N(env.OSD_PASSWORD_COST),
     publicUrl: env.OSD_PUBLIC_URL?.replace(/\/+$/, '') || undefined,
@@ -233,12 +233,12 @@ export function loadConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = pro
       ),
     },
     chatStreaming: (env.OSD_CHAT_STREAM ?? '').trim().toLowerCase() !== 'off',
-    toolTimeoutSeconds: positive(env, 'OSD_TOOL_TIMEOUT_SECONDS', 120),
+    toolTimeoutSeconds: positive(env, 'OSD_TOOL_TIMEOUT_SECONDS', 120, timer),
     toolResultMaxBytes: positive(env, 'OSD_TOOL_RESULT_MAX_BYTES', 100_000, { whole: true }),
     bulkMaxRuns: positive(env, 'OSD_BULK_MAX_RUNS', defaultBulkMaxRuns, { whole: true }),
     egress: { allow: egressAllow(env.OSD_EGRESS_ALLOW) },
-    modelTimeoutSeconds: positive(env, 'OSD_MODEL_TIMEOUT_SECONDS', 120),
-    modelIdleSeconds: positive(env, 'OSD_MODEL_IDLE_SECONDS', 60),
+    modelTimeoutSeconds: positive(env, 'OSD_MODEL_TIMEOUT_SECONDS', 120, timer),
+    modelIdleSeconds: positive(env, 'OSD_MODEL_IDLE_SECONDS', 60, timer),
     promptCache: (env.OSD_PROMPT_CACHE ?? '').trim().toLowerCase() !== 'off',
     providerBOAuth: {
       authorizeUrl:
@@ -338,9 +338,9 @@ function engineConcurrency(raw: string | undefined): number {
 function retentionIntervalSeconds(raw: string | undefined): number {
   if (raw === undefined || raw.trim() === '') return 60
   const value = Number(raw.trim())
-  if (!Number.isInteger(value) || value < 1)
+  if (!Number.isInteger(value) || value < 1 || value > maxTimerSeconds)
     throw new ConfigError(
-      `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds, 1 or more; got "${raw}"`,
+      `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds from 1 to ${maxTimerSeconds} (24 days); got "${raw}"`,
     )
   return value
 }
@@ -389,6 +389,16 @@ function trustedProxies(raw: string | undefined): string[] {
 }
 
 /**
+ * The most seconds a duration that osd waits out with a timer may be: Node holds a timer of at most
+ * 2^31 - 1 ms (24.8 days) and fires a longer one after 1 ms, so a model timeout of 30 days would
+ * have ended every model call at once, and a retention interval of 30 days run the pass without rest.
+ */
+export const maxTimerSeconds = Math.floor((2 ** 31 - 1) / 1000)
+
+/** What `positive` takes for a number of seconds osd waits out with a timer. */
+const timer = { max: maxTimerSeconds, maxSaid: '(24 days)' }
+
+/**
  * A positive number (a duration, a size, a count), `fallback` unless set; set to anything else, osd
  * stops at start: a typo that quietly became the default (a session kept a week, not the hours asked)
  * would be found late, if at all.
@@ -397,14 +407,18 @@ function positive(
   env: NodeJS.ProcessEnv,
   name: string,
   fallback: number,
-  { whole = false } = {},
+  { whole = false, max = Infinity, maxSaid = '' } = {},
 ): number {
   const raw = env[name]?.trim()
   if (raw === undefined || raw === '') return fallback
   const value = Number(raw)
-  if (whole ? !Number.isInteger(value) || value < 1 : !Number.isFinite(value) || value <= 0)
+  if (
+    (whole ? !Number.isInteger(value) || value < 1 : !Number.isFinite(value) || value <= 0) ||
+    value > max
+  )
     throw new ConfigError(
-      `${name} must be ${whole ? 'a whole number of 1 or more' : 'a positive number'}; got "${env[name]}"`,
+      `${name} must be ${whole ? 'a whole number of 1 or more' : 'a positive number'}` +
+        `${max < Infinity ? `, at most ${max}${maxSaid ? ` ${maxSaid}` : ''}` : ''}; got "${env[name]}"`,
     )
   return value
 }

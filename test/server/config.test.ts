@@ -42,7 +42,7 @@ describe('timeouts of the world osd calls (issue 34)', () => {
     })
     // Set, but not a positive number: osd stops at start, naming it, as for every such variable.
     expect(() => loadConfig({}, { OSD_MODEL_TIMEOUT_SECONDS: 'soon' })).toThrow(
-      'OSD_MODEL_TIMEOUT_SECONDS must be a positive number; got "soon"',
+      'OSD_MODEL_TIMEOUT_SECONDS must be a positive number, at most 2147483 (24 days); got "soon"',
     )
     expect(() => loadConfig({}, { OSD_MODEL_IDLE_SECONDS: '-1' })).toThrow(/OSD_MODEL_IDLE_SECONDS/)
     expect(() => loadConfig({}, { OSD_TOOL_TIMEOUT_SECONDS: '0' })).toThrow(
@@ -153,7 +153,7 @@ describe('how much work an engine takes (issue 43)', () => {
     )
     for (const wrong of ['0', '-5', 'abc', '0.5'])
       expect(() => loadConfig({}, { OSD_RETENTION_INTERVAL_SECONDS: wrong })).toThrow(
-        `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds, 1 or more; got "${wrong}"`,
+        `OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds from 1 to 2147483 (24 days); got "${wrong}"`,
       )
   })
 
@@ -178,6 +178,30 @@ describe('how much work an engine takes (issue 43)', () => {
         .map(({ at }) => at),
     )
     expect(own).toEqual([])
+  })
+})
+
+describe('durations osd waits out with a timer', () => {
+  it('stops at start on one longer than a timer holds (24 days), which Node would fire after 1 ms', () => {
+    // 30 days: every model call would have timed out at once, the retention pass run without rest.
+    for (const name of [
+      'OSD_MODEL_TIMEOUT_SECONDS',
+      'OSD_MODEL_IDLE_SECONDS',
+      'OSD_TOOL_TIMEOUT_SECONDS',
+      'OSD_LEASE_SECONDS',
+    ])
+      expect(() => loadConfig({}, { [name]: '2592000' }), name).toThrow(
+        `${name} must be a positive number, at most 2147483 (24 days); got "2592000"`,
+      )
+    expect(() => loadConfig({}, { OSD_RETENTION_INTERVAL_SECONDS: '2592000' })).toThrow(
+      /^OSD_RETENTION_INTERVAL_SECONDS must be a whole number of seconds from 1 to 2147483/,
+    )
+    expect(
+      loadConfig(
+        {},
+        { OSD_MODEL_TIMEOUT_SECONDS: '2147483', OSD_RETENTION_INTERVAL_SECONDS: '2147483' },
+      ),
+    ).toMatchObject({ modelTimeoutSeconds: 2147483, retention: { intervalSeconds: 2147483 } })
   })
 })
 
