@@ -39,8 +39,10 @@ export function createLogger(
   )
 }
 
-const untraced = {}
-const traceMixin = () => logFields() ?? untraced
+// A new object each line: pino merges a line's fields into what the mixin answers (Object.assign onto
+// it), so an object kept between lines gathered every field ever logged outside a span, and each line
+// then carried all of them (another request's requestId, an earlier line's error).
+const traceMixin = () => logFields() ?? {}
 
 // ISO 8601 UTC with milliseconds, formatted once per millisecond rather than once per line.
 let lastMs = 0

@@ -38,6 +38,24 @@ describe('the log destination', () => {
     expect(lines.map((l) => l.i)).toEqual([...Array(200).keys()])
   })
 
+  it('with trace fields on, gives each line outside a span its own fields, none of the lines before', async () => {
+    const { out, chunks } = collector()
+    const log = createLogger('info', new LineBuffer(out), { traceFields: true })
+    log.info({ requestId: 'one', status: 500 }, 'first')
+    log.info({ requestId: 'two' }, 'second')
+    log.info('third')
+    await new Promise<void>((resolve) => log.flush(() => resolve()))
+    const [first, second, third] = chunks
+      .join('')
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(first).toMatchObject({ requestId: 'one', status: 500 })
+    expect(second).toMatchObject({ requestId: 'two', msg: 'second' })
+    expect(second!.status).toBeUndefined()
+    expect(Object.keys(third!).sort()).toEqual(['level', 'msg', 'pid', 'time'])
+  })
+
   it('loses no line held when the process exits without a flush', () => {
     const log = pathToFileURL(join(projectRoot, 'dist', 'server', 'log.js')).href
     const res = spawnSync(
