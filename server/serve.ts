@@ -78,9 +78,17 @@ export async function startDaemon(
     )
   // A port taken is said in one line before the database starts (issue 51), not after the embedded
   // server's start as a stack: nothing else osd does then helps.
-  if (config.role !== 'engine') await portFree(config.host, config.port, '--port or OSD_PORT')
+  // An address that is not this host's, or a name that resolves to none, too: it was a stack once the
+  // embedded server and the engine had started, and left the server running.
+  if (config.role !== 'engine')
+    await portFree(config.host, config.port, '--port or OSD_PORT', '--host or OSD_HOST')
   if (config.metricsPort !== undefined)
-    await portFree(config.metricsHost, config.metricsPort, '--metrics-port or OSD_METRICS_PORT')
+    await portFree(
+      config.metricsHost,
+      config.metricsPort,
+      '--metrics-port or OSD_METRICS_PORT',
+      'OSD_METRICS_HOST',
+    )
   const db = await openDatabase(config, log, { max: 20 })
   // After the embedded server made its data dir, where the first start writes the key (keep() below).
   let keyring: Keyring
@@ -278,11 +286,16 @@ function quoted(path: string): string {
 }
 
 /**
- * Refuses, as a ConfigError naming the setting, a port another process listens on. Port 0 picks a
- * free one. A port taken between this and the listen fails the listen all the same.
+ * Refuses, as a ConfigError naming the setting, a port another process listens on, and a host that is
+ * no address of this machine's or a name that resolves to none. Port 0 picks a free one. A port taken
+ * between this and the listen fails the listen all the same.
  */
-async function portFree(host: string, port: number, setting: string): Promise<void> {
-  if (port === 0) return
+async function portFree(
+  host: string,
+  port: number,
+  setting: string,
+  hostSetting: string,
+): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const probe = createNetServer()
     probe.once('error', (err: NodeJS.ErrnoException) =>
@@ -295,7 +308,15 @@ async function portFree(host: string, port: number, setting: string): Promise<vo
             ? new ConfigError(
                 `port ${port} on ${formatHost(host)} may not be used by this user: choose another with ${setting}`,
               )
-            : err,
+            : err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN' || err.code === 'EAI_FAIL'
+              ? new ConfigError(
+                  `${host} (${hostSetting}) does not resolve to an address${err.code === 'ENOTFOUND' ? '' : ' now'}: give an address of this host (127.0.0.1, 0.0.0.0 for all) or a name of one`,
+                )
+              : err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT'
+                ? new ConfigError(
+                    `${host} (${hostSetting}) is not an address of this host: give one of its own (127.0.0.1, 0.0.0.0 for all)`,
+                  )
+                : err,
       ),
     )
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()))

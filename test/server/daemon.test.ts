@@ -5,7 +5,11 @@ import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { failure } from '../../server/cli.js'
+import { loadConfig } from '../../server/config.js'
 import { readySql, type Sql } from '../../server/db/sql.js'
+import { createLogger } from '../../server/log.js'
+import { startDaemon } from '../../server/serve.js'
 import { createEnterprise } from '../../server/domain/enterprises/index.js'
 import { createToken, login, passwordCost } from '../../server/domain/people/index.js'
 import { allScopes } from '../../shared/scopes.js'
@@ -424,6 +428,33 @@ describe('osd serve', { timeout: 120_000 }, () => {
       expect(await readdir(dataDir)).toEqual([])
     } finally {
       taken.close()
+      await rm(dataDir, { recursive: true, force: true })
+    }
+  })
+
+  it('on a host that is no address of this one, or a name resolving to none, says so in one line, before any database starts', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'osd-host-'))
+    const env = { OSD_PASSWORD_COST: process.env.OSD_PASSWORD_COST }
+    const silent = createLogger('silent', { write: () => undefined })
+    try {
+      for (const [host, flags, said] of [
+        ['192.0.2.1', {}, 'is not an address of this host'],
+        ['nosuch.invalid', {}, 'does not resolve to an address'],
+        ['192.0.2.1', { metricsPort: 0 }, 'is not an address of this host'],
+      ] as const) {
+        // Port 0 too: it was the listen's stack, once the embedded server and the engine had started.
+        const config = loadConfig(
+          'metricsPort' in flags ? { ...flags, port: 0, dataDir } : { host, port: 0, dataDir },
+          'metricsPort' in flags ? { ...env, OSD_METRICS_HOST: host } : env,
+        )
+        const err = await startDaemon(config, silent).catch((e: unknown) => e)
+        let stderr = ''
+        expect(failure(err, { write: (text) => (stderr += text) })).toBe(2)
+        const setting = 'metricsPort' in flags ? 'OSD_METRICS_HOST' : '--host or OSD_HOST'
+        expect(stderr).toMatch(new RegExp(`^error: ${host} \\(${setting}\\) ${said}[^\\n]*\\n$`))
+      }
+      expect(await readdir(dataDir)).toEqual([])
+    } finally {
       await rm(dataDir, { recursive: true, force: true })
     }
   })
