@@ -3,6 +3,7 @@ import { ApiError } from '../shared/errors.js'
 import { BackupError } from './admin/backup.js'
 import { registerAdmin, UsageError, type OsdIo } from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
+import { checkDataDir, DataDirError } from './data-dir.js'
 import { DatabaseConnectError, openDatabase } from './db/index.js'
 import { migrate, NewerDatabaseError } from './db/migrate.js'
 import { createLogger } from './log.js'
@@ -98,6 +99,7 @@ export function buildOsd(io: OsdIo = processIo): Command {
     .action(async (flags: ConfigFlags) => {
       const config = loadConfig(flags)
       const log = createLogger(config.logLevel, io.stderr)
+      await checkDataDir(config)
       const db = await openDatabase(config, log, { max: 1, applicationName: 'osd migrate' })
       try {
         const applied = await migrate(db.sql)
@@ -153,11 +155,12 @@ export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr
     return 1
   }
   // A database osd cannot connect to or that a newer osd migrated, a backup that cannot be made or
-  // read: the message says what to do; a stack would bury it.
+  // read, a data dir on a full disk: the message says what to do; a stack would bury it.
   if (
     err instanceof DatabaseConnectError ||
     err instanceof NewerDatabaseError ||
-    err instanceof BackupError
+    err instanceof BackupError ||
+    err instanceof DataDirError
   ) {
     stderr.write(`error: ${err.message}\n`)
     return 1

@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http'
 import { serve as listen } from '@hono/node-server'
 import { ConfigError, defaultPasswordLog2N, type Config } from './config.js'
 import { createSealer, loadKeyring, type Keyring } from './crypto.js'
+import { checkDataDir } from './data-dir.js'
 import { connectedRole, openDatabase, superuserMessage } from './db/index.js'
 import { migrate } from './db/migrate.js'
 import { loadServiceCatalog } from './domain/catalog/index.js'
@@ -89,6 +90,7 @@ export async function startDaemon(
       '--metrics-port or OSD_METRICS_PORT',
       'OSD_METRICS_HOST',
     )
+  await checkDataDir(config)
   const db = await openDatabase(config, log, { max: 20 })
   // After the embedded server made its data dir, where the first start writes the key (keep() below).
   let keyring: Keyring

@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import { ApiError } from '../../shared/errors.js'
 import { allScopes, parseScopes } from '../../shared/scopes.js'
 import { loadConfig, logLevel, type Config } from '../config.js'
+import { checkDataDir } from '../data-dir.js'
 import { openDatabase } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import { transaction, type Db, type Sql } from '../db/sql.js'
@@ -49,6 +50,7 @@ async function withDatabase<T>(
   const config = loadConfig({ dataDir: flags.dataDir })
   usePasswordCost(config.passwordLog2N)
   const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
+  await checkDataDir(config)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     await migrate(db.sql)
@@ -66,6 +68,7 @@ async function withRawDatabase<T>(
 ) {
   const config = loadConfig({ dataDir: flags.dataDir })
   const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
+  await checkDataDir(config)
   const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
   try {
     return await fn(db.sql, config)

@@ -1,6 +1,6 @@
 import { execa } from 'execa'
 import { readFileSync } from 'node:fs'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -456,6 +456,41 @@ describe('osd serve', { timeout: 120_000 }, () => {
       expect(await readdir(dataDir)).toEqual([])
     } finally {
       await rm(dataDir, { recursive: true, force: true })
+    }
+  })
+
+  it('on a data dir that is a file, or under one, says so in one line, exit 2: serve, migrate and admin alike', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'osd-data-file-'))
+    const file = join(dir, 'not-a-dir')
+    await writeFile(file, 'x')
+    const said = (dataDir: string) =>
+      `error: the data dir ${dataDir} (--data-dir or OSD_DATA_DIR) is a file, or under one: give a directory`
+    try {
+      // It was a stack from the embedded server's start: EEXIST: file already exists, mkdir ...
+      for (const dataDir of [file, join(file, 'osd')]) {
+        const config = loadConfig(
+          { port: 0, dataDir },
+          { OSD_PASSWORD_COST: process.env.OSD_PASSWORD_COST },
+        )
+        const err = await startDaemon(
+          config,
+          createLogger('silent', { write: () => undefined }),
+        ).catch((e: unknown) => e)
+        let stderr = ''
+        expect(failure(err, { write: (text) => (stderr += text) })).toBe(2)
+        expect(stderr).toBe(said(dataDir) + '\n')
+        for (const args of [
+          ['migrate', '--data-dir', dataDir],
+          ['admin', '--data-dir', dataDir, 'enterprise', 'list'],
+        ]) {
+          const res = await osd(args, { DATABASE_URL: '' })
+          expect(res.exitCode, args.join(' ')).toBe(2)
+          expect(res.stderr).toBe(said(dataDir))
+        }
+      }
+      expect(await readdir(dir)).toEqual(['not-a-dir'])
+    } finally {
+      await rm(dir, { recursive: true, force: true })
     }
   })
 
