@@ -444,16 +444,32 @@ function mailConfig(env: NodeJS.ProcessEnv): Pick<Config, 'smtpUrl' | 'mailFrom'
     throw new ConfigError(
       `OSD_SMTP_URL and OSD_MAIL_FROM go together: ${smtpUrl ? 'OSD_MAIL_FROM' : 'OSD_SMTP_URL'} is not set`,
     )
-  let protocol: string
+  let url: URL
   try {
-    protocol = new URL(smtpUrl).protocol
+    url = new URL(smtpUrl)
   } catch {
     // Never echoed: it may carry a password.
     throw new ConfigError('OSD_SMTP_URL is not a URL (smtp://user:pass@host:587 or smtps://...)')
   }
-  if (protocol !== 'smtp:' && protocol !== 'smtps:')
-    throw new ConfigError(`OSD_SMTP_URL must be smtp:// or smtps://, not ${protocol}//`)
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:')
+    throw new ConfigError(`OSD_SMTP_URL must be smtp:// or smtps://, not ${url.protocol}//`)
+  // Without a host, nodemailer would try this machine's port 587, mail after mail.
+  if (!url.hostname)
+    throw new ConfigError('OSD_SMTP_URL names no host (smtp://user:pass@host:587 or smtps://...)')
+  // An address the mail library cannot read becomes an empty sender (MAIL FROM:<>) and a From of
+  // words alone: mail a server bounces or a reader's filter drops, found out only by the missing mail.
+  if (!oneMailbox(mailFrom))
+    throw new ConfigError(
+      `OSD_MAIL_FROM must be one address, alone or with a name (osd@example.com, osd <osd@example.com>); got "${mailFrom}"`,
+    )
   return { smtpUrl, mailFrom }
+}
+
+/** Whether `text` is one address, alone or after a name: `a@b.c`, `osd <a@b.c>`, `"O, S" <a@b.c>`. */
+function oneMailbox(text: string): boolean {
+  const match = /^(?:(?:"[^"]*"\s*|[^"<>]*)<([^<>\s]+)>|([^<>\s]+))$/.exec(text)
+  const address = match?.[1] ?? match?.[2]
+  return address !== undefined && /^[^@\s<>(),;:"]+@[^@\s<>(),;:"]+$/.test(address)
 }
 
 /**

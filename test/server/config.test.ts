@@ -205,6 +205,32 @@ describe('durations osd waits out with a timer', () => {
   })
 })
 
+describe('mail to people (issue 47)', () => {
+  const smtp = 'smtp://osd:s3cret@mail.example.com:587'
+
+  it('takes OSD_MAIL_FROM as one address, alone or with a name', () => {
+    for (const from of [
+      'osd@example.com',
+      'osd <osd@example.com>',
+      '"Ops, osd" <osd@mail.example.com>',
+    ])
+      expect(loadConfig({}, { OSD_SMTP_URL: smtp, OSD_MAIL_FROM: from }).mailFrom).toBe(from)
+  })
+
+  it('stops at start on an OSD_MAIL_FROM that is no one address, or an OSD_SMTP_URL without a host', () => {
+    // The mail library made an empty sender of them and osd started: mail went out bounced, or not at all.
+    for (const from of ['osd', 'not an address', 'osd@', 'osd <osd@example.com', 'a@b.c, d@e.f'])
+      expect(() => loadConfig({}, { OSD_SMTP_URL: smtp, OSD_MAIL_FROM: from }), from).toThrow(
+        `OSD_MAIL_FROM must be one address, alone or with a name (osd@example.com, osd <osd@example.com>); got "${from}"`,
+      )
+    // Without a host, nodemailer tried this machine's port 587.
+    for (const url of ['smtp://', 'smtps://'])
+      expect(() => loadConfig({}, { OSD_SMTP_URL: url, OSD_MAIL_FROM: 'osd@example.com' })).toThrow(
+        'OSD_SMTP_URL names no host (smtp://user:pass@host:587 or smtps://...)',
+      )
+  })
+})
+
 describe('the log level', () => {
   it('reads OSD_LOG_LEVEL, info unless set, in any case; stops at start, naming it, on a level pino does not know', () => {
     expect(loadConfig({}, {}).logLevel).toBe('info')
