@@ -115,6 +115,18 @@ describe('osd admin (DESIGN 8)', () => {
     expect(JSON.parse(revoked.stdout).revokedAt).toBeTruthy()
   })
 
+  it('answers token_not_found, exit 1, for a token id that is no UUID', async () => {
+    await osd(['admin', 'enterprise', 'create', '--name', 'Typo', '--slug', 'typo'], {
+      DATABASE_URL: db.url,
+    })
+    // It was PostgreSQL's "invalid input syntax for type uuid" and its stack.
+    const res = await osd(['admin', 'token', 'revoke', '123', '--enterprise', 'typo'], {
+      DATABASE_URL: db.url,
+    })
+    expect(res.exitCode).toBe(1)
+    expect(res.stderr).toBe('error: token_not_found: No token 123 in this enterprise.')
+  })
+
   it('creates people from a piped password, and an enterprise owned by one; who then signs in', async () => {
     const env = { DATABASE_URL: db.url }
     const password = 'piped password 42'

@@ -5,6 +5,7 @@ import { newApiToken } from '../../../shared/token-format.js'
 import { announceHere } from '../../db/notified-cache.js'
 import { transaction, unflushedCommit, type Db } from '../../db/sql.js'
 import { idPrefixFilter } from '../../db/paging.js'
+import { isUuid } from '../../../shared/ids.js'
 import { hashSecret, lastChars } from '../secrets.js'
 
 export type { ApiToken }
@@ -219,7 +220,11 @@ export async function rotateToken(
  * commits, tells every osd process to forget the token (server/http/caches.ts).
  */
 export async function revokeToken(db: Db, enterpriseId: string, id: string): Promise<ApiToken> {
-  const [row] = await db<TokenRow[]>`
+  // What is no UUID names no token (osd admin token revoke takes the id as typed): PostgreSQL would
+  // refuse it as uuid input, a stack.
+  const [row] = !isUuid(id)
+    ? []
+    : await db<TokenRow[]>`
     with revoked as (
       update api_tokens t
          set revoked_at = coalesce(revoked_at, now()),
