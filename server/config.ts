@@ -505,12 +505,50 @@ export function tracesConfig(env: NodeJS.ProcessEnv = process.env): TraceSetting
     throw new ConfigError(
       `OTEL_EXPORTER_OTLP_PROTOCOL ${protocol} is not one osd sends traces with: http/protobuf (the default) or http/json`,
     )
+  if (endpoint) samplerCheck(env)
   return {
     enabled: Boolean(endpoint),
     protocol: protocol === 'http/json' ? 'http/json' : 'http/protobuf',
     captureContent:
       env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === 'true',
   }
+}
+
+/** The samplers the SDK makes from OTEL_TRACES_SAMPLER, as it spells them. */
+const samplers = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+]
+
+/**
+ * OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG as the SDK reads them: a sampler it does not know,
+ * or a ratio that is no number from 0 to 1, it replaces with its default, which keeps every trace (a
+ * warning in the log, and a collector sent a hundred times the traces asked for). And
+ * OTEL_TRACES_EXPORTER, which osd does not read: any other exporter than otlp would be OTLP all the same.
+ */
+function samplerCheck(env: NodeJS.ProcessEnv): void {
+  const sampler = env.OTEL_TRACES_SAMPLER?.trim()
+  if (sampler && !samplers.includes(sampler))
+    throw new ConfigError(
+      `OTEL_TRACES_SAMPLER must be one of ${samplers.join(', ')}; got "${env.OTEL_TRACES_SAMPLER}"`,
+    )
+  const ratio = env.OTEL_TRACES_SAMPLER_ARG?.trim()
+  if (sampler?.endsWith('traceidratio') && ratio) {
+    const value = Number(ratio)
+    if (!Number.isFinite(value) || value < 0 || value > 1)
+      throw new ConfigError(
+        `OTEL_TRACES_SAMPLER_ARG must be the share of traces kept, from 0 to 1 (0.1: one in ten); got "${env.OTEL_TRACES_SAMPLER_ARG}"`,
+      )
+  }
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase()
+  if (exporter && exporter !== 'otlp')
+    throw new ConfigError(
+      `OTEL_TRACES_EXPORTER must be otlp (or none for no traces): osd sends traces over OTLP/HTTP only; got "${env.OTEL_TRACES_EXPORTER}"`,
+    )
 }
 
 /** The scheme of `url` (`http:`), or '' when it is no URL. */

@@ -284,6 +284,31 @@ describe('the OTLP endpoint (issue 49)', () => {
       expect(loadConfig({}, { ...endpoint, ...on }).traces.enabled, JSON.stringify(on)).toBe(true)
   })
 
+  it('stops osd at start on a sampler, a ratio or an exporter the SDK would replace by keeping every trace', () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }
+    const traced = (more: Record<string, string>) => loadConfig({}, { ...endpoint, ...more }).traces
+    for (const sampler of ['always_off', 'parentbased_traceidratio'])
+      expect(traced({ OTEL_TRACES_SAMPLER: sampler, OTEL_TRACES_SAMPLER_ARG: '0.1' }).enabled).toBe(
+        true,
+      )
+    expect(traced({ OTEL_TRACES_EXPORTER: 'otlp' }).enabled).toBe(true)
+    // The SDK warned and sampled every trace; a zipkin exporter was OTLP all the same.
+    expect(() => traced({ OTEL_TRACES_SAMPLER: 'sometimes' })).toThrow(
+      /^OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, .*; got "sometimes"$/,
+    )
+    for (const ratio of ['half', '10', '-0.1'])
+      expect(() =>
+        traced({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }),
+      ).toThrow(
+        `OTEL_TRACES_SAMPLER_ARG must be the share of traces kept, from 0 to 1 (0.1: one in ten); got "${ratio}"`,
+      )
+    expect(() => traced({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow(
+      /^OTEL_TRACES_EXPORTER must be otlp \(or none for no traces\)/,
+    )
+    // Traces off (no endpoint), osd reads none of them.
+    expect(loadConfig({}, { OTEL_TRACES_SAMPLER: 'sometimes' }).traces.enabled).toBe(false)
+  })
+
   it('stops osd at start on one that is not an http or https URL, never printing what it holds', () => {
     // The SDK would drop it without a word and send the spans to http://localhost:4318, wherever
     // that is: prompts and tool results included, with content capture on.
