@@ -31,7 +31,7 @@ export async function checkDataDir(config: Pick<Config, 'dataDir' | 'databaseUrl
 
 /**
  * mkdir -p, failing with the error of the first directory it cannot make: Node's recursive mkdir says
- * ENOENT on a read-only file system, where a plain mkdir says EROFS.
+ * ENOENT on a read-only file system, where a plain mkdir of the first missing one says EROFS.
  */
 async function makeDir(dir: string): Promise<void> {
   try {
@@ -40,8 +40,9 @@ async function makeDir(dir: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
     let missing = dir
     while (dirname(missing) !== missing && !existsSync(dirname(missing))) missing = dirname(missing)
+    // Its own error when it fails; made after all (a directory made meanwhile), the rest follows.
     await mkdir(missing, { mode: 0o700 })
-    throw err
+    await mkdir(dir, { recursive: true, mode: 0o700 })
   }
 }
 
