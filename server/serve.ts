@@ -91,16 +91,17 @@ export async function startDaemon(
       'OSD_METRICS_HOST',
     )
   await checkDataDir(config)
-  const db = await openDatabase(config, log, { max: 20 })
-  // After the embedded server made its data dir, where the first start writes the key (keep() below).
+  // The key read (a malformed OSD_SECRET_KEY, a key file that cannot be read: said in a line) before
+  // the database opens: the embedded server started 1.5 s for nothing. A key a first start makes is
+  // written only once the database's secrets are checked (keep() below).
   let keyring: Keyring
   try {
     keyring = loadKeyring(config.dataDir)
   } catch (err) {
-    await db.close().catch(() => undefined)
     if (traced) await stopTraces(0)
     throw err
   }
+  const db = await openDatabase(config, log, { max: 20 })
   const sealer = createSealer(keyring)
   let empty: boolean
   try {

@@ -13,6 +13,7 @@ import {
   type Sealer,
 } from '../../server/crypto.js'
 import type { Running } from '../../server/serve.js'
+import { freePort } from '../../server/db/embedded.js'
 import { strictEgress, type EgressRule } from '../../server/egress.js'
 import { resolveKey } from '../../server/domain/models/index.js'
 import { connectionsForRun, createToolConnection } from '../../server/domain/tools/index.js'
@@ -242,6 +243,17 @@ describe('osd serve with a key that does not open the stored secrets', () => {
     await writeFile(join(dataDir, 'secret.key'), `${b64(theirs)}\n`, { mode: 0o600 })
     const started = await serveInProcess(restored, env)
     await started.stop()
+  })
+
+  it('a key osd cannot read stops it before the database opens', async () => {
+    // A database nobody listens for: were it opened first, that would be the error.
+    const nowhere = { url: `postgres://osd@127.0.0.1:${await freePort()}/osd` }
+    await expect(serveInProcess(nowhere, { OSD_SECRET_KEY: 'not a key' })).rejects.toThrow(
+      /^OSD_SECRET_KEY: a key is 32 bytes/,
+    )
+    await expect(
+      serveInProcess(nowhere, { OSD_SECRET_KEY: '', OSD_SECRET_KEY_FILE: '/nowhere/osd.key' }),
+    ).rejects.toThrow('OSD_SECRET_KEY_FILE names /nowhere/osd.key, which cannot be read (ENOENT)')
   })
 
   it('a new data dir on a database without secrets: the first start writes its key', async () => {
