@@ -168,18 +168,30 @@ export async function startDaemon(
         retention: await retentionOf(config, log),
       })
     : undefined
-  const server = config.role === 'engine' ? undefined : await listenHttp(deps)
+  // A listen that fails (its port taken since portFree looked, or by the other listener of this osd)
+  // stops what started: the engine, the pools, the embedded server unless others use it.
+  let server: Server | undefined
+  let metricsServer: Server | undefined
+  try {
+    server = config.role === 'engine' ? undefined : await listenHttp(deps)
+    metricsServer =
+      config.metricsPort === undefined
+        ? undefined
+        : await listenMetrics(
+            config,
+            db.sql,
+            { main: db.sql, chats: chatSql, deliveries: deliverySql },
+            log,
+          )
+  } catch (err) {
+    if (server) await closeHttp(server, log)
+    await engine?.stop()
+    await db.close()
+    if (traced) await stopTraces(0)
+    throw err
+  }
   const url =
     server && `http://${formatHost(config.host)}:${(server.address() as AddressInfo).port}/v1`
-  const metricsServer =
-    config.metricsPort === undefined
-      ? undefined
-      : await listenMetrics(
-          config,
-          db.sql,
-          { main: db.sql, chats: chatSql, deliveries: deliverySql },
-          log,
-        )
   const metricsUrl =
     metricsServer &&
     `http://${formatHost(config.metricsHost)}:${(metricsServer.address() as AddressInfo).port}/metrics`
@@ -302,28 +314,43 @@ async function portFree(
   await new Promise<void>((resolve, reject) => {
     const probe = createNetServer()
     probe.once('error', (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === 'EADDRINUSE'
-          ? new ConfigError(
-              `port ${port} on ${formatHost(host)} is in use by another process: choose another with ${setting}`,
-            )
-          : err.code === 'EACCES'
-            ? new ConfigError(
-                `port ${port} on ${formatHost(host)} may not be used by this user: choose another with ${setting}`,
-              )
-            : err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN' || err.code === 'EAI_FAIL'
-              ? new ConfigError(
-                  `${host} (${hostSetting}) does not resolve to an address${err.code === 'ENOTFOUND' ? '' : ' now'}: give an address of this host (127.0.0.1, 0.0.0.0 for all) or a name of one`,
-                )
-              : err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT'
-                ? new ConfigError(
-                    `${host} (${hostSetting}) is not an address of this host: give one of its own (127.0.0.1, 0.0.0.0 for all)`,
-                  )
-                : err,
-      ),
+      reject(listenRefusal(err, host, port, setting, hostSetting)),
     )
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()))
   })
+}
+
+/** A listen's failure, as a ConfigError naming the setting when a person can act on it. */
+function listenRefusal(
+  err: NodeJS.ErrnoException,
+  host: string,
+  port: number,
+  setting: string,
+  hostSetting: string,
+): Error {
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return new ConfigError(
+        `port ${port} on ${formatHost(host)} is in use by another process: choose another with ${setting}`,
+      )
+    case 'EACCES':
+      return new ConfigError(
+        `port ${port} on ${formatHost(host)} may not be used by this user: choose another with ${setting}`,
+      )
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EAI_FAIL':
+      return new ConfigError(
+        `${host} (${hostSetting}) does not resolve to an address${err.code === 'ENOTFOUND' ? '' : ' now'}: give an address of this host (127.0.0.1, 0.0.0.0 for all) or a name of one`,
+      )
+    case 'EADDRNOTAVAIL':
+    case 'EAFNOSUPPORT':
+      return new ConfigError(
+        `${host} (${hostSetting}) is not an address of this host: give one of its own (127.0.0.1, 0.0.0.0 for all)`,
+      )
+    default:
+      return err
+  }
 }
 
 async function listenHttp(deps: AppDeps): Promise<Server> {
@@ -336,7 +363,17 @@ async function listenHttp(deps: AppDeps): Promise<Server> {
       port: deps.config.port,
       hostname: deps.config.host,
     }) as Server
-    server.once('error', reject)
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        listenRefusal(
+          err,
+          deps.config.host,
+          deps.config.port,
+          '--port or OSD_PORT',
+          '--host or OSD_HOST',
+        ),
+      ),
+    )
     server.once('listening', () => {
       url = `http://${formatHost(deps.config.host)}:${(server.address() as AddressInfo).port}/v1`
       resolve(server)
@@ -392,7 +429,17 @@ async function listenMetrics(
     )
   })
   return new Promise((resolve, reject) => {
-    server.once('error', reject)
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        listenRefusal(
+          err,
+          config.metricsHost,
+          config.metricsPort!,
+          '--metrics-port or OSD_METRICS_PORT',
+          'OSD_METRICS_HOST',
+        ),
+      ),
+    )
     server.listen(config.metricsPort, config.metricsHost, () => resolve(server))
   })
 }

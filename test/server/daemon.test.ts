@@ -471,6 +471,41 @@ describe('osd serve', { timeout: 120_000 }, () => {
     }
   })
 
+  it('a listen that fails after the checks says why in a line and stops what had started', async () => {
+    // The metrics listener on the port osd's API took on every address: both ports were free when
+    // looked at, and the second listen fails once the engine and the pools have started.
+    const db = await createTestDatabase()
+    const probe = createServer()
+    await new Promise<void>((resolve) => probe.listen(0, '0.0.0.0', resolve))
+    const port = (probe.address() as AddressInfo).port
+    await new Promise<void>((resolve) => probe.close(() => resolve()))
+    const config = loadConfig(
+      { port, host: '0.0.0.0', dataDir: await mkdtemp(join(tmpdir(), 'osd-listen-')) },
+      {
+        DATABASE_URL: db.url,
+        OSD_METRICS_PORT: String(port),
+        OSD_METRICS_HOST: '127.0.0.1',
+        OSD_PASSWORD_COST: process.env.OSD_PASSWORD_COST,
+      },
+    )
+    const err = await startDaemon(config, createLogger('silent', { write: () => undefined })).catch(
+      (e: unknown) => e,
+    )
+    let stderr = ''
+    expect(failure(err, { write: (text) => (stderr += text) })).toBe(2)
+    expect(stderr).toBe(
+      `error: port ${port} on 127.0.0.1 is in use by another process: choose another with --metrics-port or OSD_METRICS_PORT\n`,
+    )
+    // Its pools ended (the engine's with them), and its API's port is free again.
+    const connections = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+       where datname = ${db.name} and application_name in ('osd chats', 'osd deliveries')`
+    expect(connections).toEqual([{ n: 0 }])
+    const again = createServer()
+    await new Promise<void>((resolve) => again.listen(port, '0.0.0.0', resolve))
+    await new Promise<void>((resolve) => again.close(() => resolve()))
+  })
+
   it('on a data dir that is a file, or under one, says so in one line, exit 2: serve, migrate and admin alike', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'osd-data-file-'))
     const file = join(dir, 'not-a-dir')
