@@ -195,8 +195,25 @@ export async function backup(
   })
   const gzip = createGzip()
   gzip.pipe(output)
+  // A write the disk refuses (full, a file size limit, an I/O error) stops the copy: unheard, the
+  // stream's error ended the process with Node's stack, and left FILE.partial filling the disk.
+  let writeFailed: BackupError | undefined
+  const failed = new Promise<never>((_, reject) => {
+    const fail = (err: NodeJS.ErrnoException) => {
+      writeFailed ??= new BackupError(
+        err.code === 'ENOSPC'
+          ? `stopped: no space left in ${dir}; the partial copy was removed`
+          : `cannot write ${partial}: ${err.message}; the partial copy was removed`,
+      )
+      reject(writeFailed)
+    }
+    output.on('error', fail)
+    gzip.on('error', fail)
+  })
+  failed.catch(() => undefined)
   const write = async (chunk: Buffer | string) => {
-    if (!gzip.write(chunk)) await once(gzip, 'drain')
+    if (writeFailed) throw writeFailed
+    if (!gzip.write(chunk)) await Promise.race([once(gzip, 'drain'), failed])
   }
   let checked = 0
   /** Stops the copy when the disk fills up anyway: looked at every 32 MB written. */
@@ -258,7 +275,7 @@ export async function backup(
     gzip.destroy()
     output.destroy()
     await rm(partial, { force: true })
-    throw err
+    throw writeFailed ?? err
   }
   const last = migrations.at(-1)
   return {
@@ -284,8 +301,17 @@ async function* copyOut(tx: Tx, shape: TableShape): AsyncGenerator<Buffer> {
     .unsafe(`copy ${ident(shape.name)} (${shape.columns.map(ident).join(', ')}) to stdout`)
     .readable()) as Readable
   try {
-    for await (const chunk of copy as AsyncIterable<Buffer>) yield chunk
+    for await (const chunk of copy.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>)
+      yield chunk
   } finally {
+    // Left early (the file could not be written): the rest of the table is read and dropped, so the
+    // connection takes the transaction's rollback (a copy left standing refused it, and the
+    // connection was held until the command's end timed out).
+    if (!copy.readableEnded) {
+      const ended = once(copy, 'end')
+      copy.resume()
+      await ended
+    }
     copy._read(0)
   }
 }

@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { execa } from 'execa'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { backup, BackupError, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
 import { createSql } from '../../../server/db/sql.js'
 import { withDatabase } from '../../global-setup.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { osdBin } from '../../helpers/processes.js'
 
 // The backup's copy in process (issue 46): a table far larger than postgres.js's stream buffer, copied
 // and then followed by other tables on the same connection. The end-to-end test with real processes is
@@ -97,4 +99,33 @@ describe('backup --out onto a file that exists (issue 46)', () => {
     await backup(db.sql, file, { keepFreeBytes: 0, replace: true })
     expect((await verifyBackup(file)).tables.length).toBeGreaterThan(0)
   })
+})
+
+describe('backup --out onto a disk that refuses a write (issue 46)', () => {
+  it('stops in one line, exit 1, and leaves neither FILE nor FILE.partial', async () => {
+    // A real process: its file size limit (ulimit -f, in KB) makes the disk refuse a write past the
+    // first megabyte, as a full disk does (the free space looked at first cannot foresee other
+    // writers). About 25 MB of COPY text, so the copy is refused in the middle of a table.
+    await db.sql`
+      insert into login_failures (email_hash, at)
+      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
+        from generate_series(1, 200000) as i`
+    const dir = await mkdtemp(join(work, 'limited-'))
+    const file = join(dir, 'osd.gz')
+    const started = Date.now()
+    const res = await execa(
+      'sh',
+      ['-c', 'ulimit -f 1024 && exec node "$0" "$@"', osdBin, 'admin', 'backup', '--out', file],
+      { env: { DATABASE_URL: db.url, OSD_LOG_LEVEL: 'warn' }, reject: false, stdin: 'ignore' },
+    )
+    // Node's "Unhandled 'error' event" and its stack, exit 1, FILE.partial left filling the disk.
+    expect(res.stderr).toBe(
+      `error: cannot write ${file}.partial: EFBIG: file too large, write; the partial copy was removed`,
+    )
+    expect(res.exitCode).toBe(1)
+    expect(await readdir(dir)).toEqual([])
+    // The copy of the table is read to its end and the transaction rolled back: the connection was
+    // left in the copy, refusing the rollback, until the command's 5 s wait for it to close ran out.
+    expect(Date.now() - started).toBeLessThan(5_000)
+  }, 30_000)
 })
