@@ -524,8 +524,15 @@ async function copyIn(tx: Tx, statement: string, rows: AsyncIterable<Buffer>): P
   }
   const stream = (await Promise.race([query.writable(), refused])) as unknown as Writable
   stream.on('error', fail)
-  for await (const row of rows)
-    if (!stream.write(row)) await Promise.race([once(stream, 'drain'), refused])
+  try {
+    for await (const row of rows)
+      if (!stream.write(row)) await Promise.race([once(stream, 'drain'), refused])
+  } catch (err) {
+    // The file gave out (damaged, cut short): the COPY is failed, so the transaction can roll back
+    // (left open, it refused the rollback, and the operator read COPY_IN_PROGRESS); said is the file.
+    stream.destroy(err as Error)
+    throw err
+  }
   const finished = once(stream, 'finish')
   stream.end()
   await Promise.race([finished, refused])

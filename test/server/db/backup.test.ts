@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { gunzipSync, gzipSync } from 'node:zlib'
 import { execa } from 'execa'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
@@ -9,6 +10,7 @@ import { backup, BackupError, restoreBackup, verifyBackup } from '../../../serve
 import { createSql } from '../../../server/db/sql.js'
 import { withDatabase } from '../../global-setup.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { osd } from '../../helpers/osd.js'
 import { osdBin } from '../../helpers/processes.js'
 
 // The backup's copy in process (issue 46): a table far larger than postgres.js's stream buffer, copied
@@ -128,4 +130,38 @@ describe('backup --out onto a disk that refuses a write (issue 46)', () => {
     // left in the copy, refusing the rollback, until the command's 5 s wait for it to close ran out.
     expect(Date.now() - started).toBeLessThan(5_000)
   }, 30_000)
+})
+
+describe('restore of a copy cut short inside a table (issue 46)', () => {
+  it('says the copy is damaged, exit 1, and restores no row', async () => {
+    await db.sql`
+      insert into login_failures (email_hash, at)
+      select decode(md5(i::text), 'hex'), now() from generate_series(1, 100) as i`
+    const file = join(work, 'whole.gz')
+    await backup(db.sql, file, { keepFreeBytes: 0 })
+    // Cut in the middle of login_failures' rows, and compressed again: gzip is whole, the copy not.
+    const text = gunzipSync(await readFile(file)).toString('utf8')
+    const table = text.indexOf('{"table":"login_failures"')
+    const cut = join(work, 'cut.gz')
+    await writeFile(cut, gzipSync(text.slice(0, text.indexOf('\n', table) + 40)))
+
+    const name = `osd_empty_${randomBytes(6).toString('hex')}`
+    const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
+    await admin.unsafe(`create database "${name}"`)
+    const url = withDatabase(inject('adminUrl'), name)
+    const target = createSql(url, { max: 1 })
+    try {
+      // The copy's end of rows never came, so its COPY stood open: the rollback was refused, and
+      // the operator read postgres.js's COPY_IN_PROGRESS and its stack.
+      const res = await osd(['admin', 'restore', cut], { DATABASE_URL: url })
+      expect(res.stderr).toBe('error: the backup is damaged: it ends inside table login_failures')
+      expect(res.exitCode).toBe(1)
+      expect(await target`select 1 from login_failures`).toEqual([])
+      expect(await target`select 1 from enterprises`).toEqual([])
+    } finally {
+      await target.end()
+      await admin.unsafe(`drop database if exists "${name}" with (force)`)
+      await admin.end()
+    }
+  })
 })
