@@ -381,6 +381,19 @@ function parseJson<T>(line: Buffer | undefined, what: string): T {
   }
 }
 
+/**
+ * The header, when it is one this osd reads: restore looks at its migrations and sequences before a
+ * row is read (a header without them was a TypeError and its stack, after the target was migrated).
+ */
+function checkHeader(file: string, header: unknown): BackupHeader {
+  const h = (header ?? {}) as Partial<BackupHeader>
+  if (h.format !== 'osd-backup' || h.version !== 1)
+    throw new BackupError(`${file}: a header this osd does not read (format ${String(h.version)})`)
+  if (![h.migrations, h.tables, h.sequences].every(Array.isArray))
+    throw damaged('the header is not whole')
+  return h as BackupHeader
+}
+
 /** Reads a backup through, table after table: `onRows` is given each table's rows as they come. */
 async function readBackup(
   file: string,
@@ -393,9 +406,7 @@ async function readBackup(
     const first = await next()
     if (!first || text(first) !== magic)
       throw new BackupError(`${file} is not an osd backup (its first line is not "${magic}")`)
-    const header = parseJson<BackupHeader>(await next(), 'the header')
-    if (header.format !== 'osd-backup' || header.version !== 1 || !Array.isArray(header.tables))
-      throw new BackupError(`${file}: a header this osd does not read (format ${header.version})`)
+    const header = checkHeader(file, parseJson<unknown>(await next(), 'the header'))
     await onHeader(header)
     const tables: { name: string; rows: number }[] = []
     for (const name of header.tables) {
@@ -498,7 +509,10 @@ async function readHeader(file: string): Promise<BackupHeader> {
     const first = (await lines.next()).value as Buffer | undefined
     if (!first || text(first) !== magic)
       throw new BackupError(`${file} is not an osd backup (its first line is not "${magic}")`)
-    return parseJson<BackupHeader>((await lines.next()).value as Buffer | undefined, 'the header')
+    return checkHeader(
+      file,
+      parseJson<unknown>((await lines.next()).value as Buffer | undefined, 'the header'),
+    )
   } finally {
     await lines.return(undefined)
   }

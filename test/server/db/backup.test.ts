@@ -165,3 +165,49 @@ describe('restore of a copy cut short inside a table (issue 46)', () => {
     }
   })
 })
+
+describe('restore of a copy whose header this osd does not read (issue 46)', () => {
+  it('is refused in one line, exit 1, before the target is touched', async () => {
+    const file = join(work, 'header.gz')
+    await backup(db.sql, file, { keepFreeBytes: 0 })
+    const [magic, header, ...rest] = gunzipSync(await readFile(file))
+      .toString('utf8')
+      .split('\n')
+    const newer = join(work, 'format-2.gz')
+    const made = JSON.parse(header!)
+    await writeFile(
+      newer,
+      gzipSync([magic, JSON.stringify({ ...made, version: 2 }), ...rest].join('\n')),
+    )
+    const bare = join(work, 'bare.gz')
+    await writeFile(bare, gzipSync(`${magic}\nnull\n`))
+
+    const name = `osd_empty_${randomBytes(6).toString('hex')}`
+    const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
+    await admin.unsafe(`create database "${name}"`)
+    const url = withDatabase(inject('adminUrl'), name)
+    const target = createSql(url, { max: 1 })
+    try {
+      // Migrated the target to the copy's schema first, then refused it.
+      const res = await osd(['admin', 'restore', newer], { DATABASE_URL: url })
+      expect(res.stderr).toBe(`error: ${newer}: a header this osd does not read (format 2)`)
+      expect(res.exitCode).toBe(1)
+      expect(await target`select to_regclass('enterprises') as found`).toEqual([{ found: null }])
+      // A TypeError and its stack, for restore and verify alike.
+      for (const args of [
+        ['restore', bare],
+        ['backup', '--verify', bare],
+      ]) {
+        const refused = await osd(['admin', ...args], { DATABASE_URL: url })
+        expect(refused.stderr).toBe(
+          `error: ${bare}: a header this osd does not read (format undefined)`,
+        )
+        expect(refused.exitCode).toBe(1)
+      }
+    } finally {
+      await target.end()
+      await admin.unsafe(`drop database if exists "${name}" with (force)`)
+      await admin.end()
+    }
+  })
+})
