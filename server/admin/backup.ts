@@ -120,6 +120,8 @@ export interface SpaceCheck {
 export interface BackupOptions extends SpaceCheck {
   /** Replace FILE when it exists (--force); else the backup is refused. */
   replace?: boolean
+  /** Stops the copy (osd admin's SIGINT or SIGTERM): FILE.partial is removed, its reason thrown. */
+  signal?: AbortSignal
 }
 
 /** FILE already there: refused unless replaced on purpose, since it may be the one good copy. */
@@ -213,6 +215,7 @@ export async function backup(
   failed.catch(() => undefined)
   const write = async (chunk: Buffer | string) => {
     if (writeFailed) throw writeFailed
+    options.signal?.throwIfAborted()
     if (!gzip.write(chunk)) await Promise.race([once(gzip, 'drain'), failed])
   }
   let checked = 0

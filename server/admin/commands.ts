@@ -24,7 +24,7 @@ import {
 } from '../domain/people/index.js'
 import { planRetention, retentionPass, type Moved } from '../domain/retention/index.js'
 import { createLogger } from '../log.js'
-import { backup, restoreBackup, verifyBackup } from './backup.js'
+import { backup, BackupError, restoreBackup, verifyBackup } from './backup.js'
 import { registerSecrets } from './secrets.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
@@ -229,9 +229,23 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
       const keepFree = opts.keepFree === undefined ? undefined : Number(opts.keepFree)
       if (keepFree !== undefined && !(Number.isInteger(keepFree) && keepFree >= 0))
         throw new UsageError(`--keep-free takes a number of bytes; got "${opts.keepFree}"`)
+      // Ctrl+C or a cron job's timeout stops the copy and removes FILE.partial (the process's default
+      // left it, refusing the next backup to FILE and holding its space); a second signal ends at once.
+      const stop = new AbortController()
+      const stopped = (signal: NodeJS.Signals) =>
+        stop.abort(new BackupError(`stopped by ${signal}; the partial copy was removed`))
+      process.once('SIGINT', stopped)
+      process.once('SIGTERM', stopped)
       const made = await withRawDatabase(dbFlags(), io, (sql) =>
-        backup(sql, opts.out!, { keepFreeBytes: keepFree, replace: opts.force ?? false }),
-      )
+        backup(sql, opts.out!, {
+          keepFreeBytes: keepFree,
+          replace: opts.force ?? false,
+          signal: stop.signal,
+        }),
+      ).finally(() => {
+        process.off('SIGINT', stopped)
+        process.off('SIGTERM', stopped)
+      })
       print(opts.json ?? false, made, () =>
         [
           `${made.file}: ${made.tables} tables, ${made.rows} rows, ${made.bytes} bytes, in ${made.seconds.toFixed(1)} s`,

@@ -12,6 +12,7 @@ import { withDatabase } from '../../global-setup.js'
 import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { osd } from '../../helpers/osd.js'
 import { osdBin } from '../../helpers/processes.js'
+import { eventually } from '../../helpers/wait.js'
 
 // The backup's copy in process (issue 46): a table far larger than postgres.js's stream buffer, copied
 // and then followed by other tables on the same connection. The end-to-end test with real processes is
@@ -210,4 +211,31 @@ describe('restore of a copy whose header this osd does not read (issue 46)', () 
       await admin.end()
     }
   })
+})
+
+describe('backup --out stopped by a signal (issue 46)', () => {
+  it('removes FILE.partial and says so, exit 1, for SIGINT and SIGTERM alike', async () => {
+    // A real process: its signals. A table the copy takes a while over, so it is stopped mid-way.
+    await db.sql`
+      insert into login_failures (email_hash, at)
+      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
+        from generate_series(1, 200000) as i`
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const dir = await mkdtemp(join(work, 'stopped-'))
+      const file = join(dir, 'osd.gz')
+      const child = execa('node', [osdBin, 'admin', 'backup', '--out', file], {
+        env: { DATABASE_URL: db.url, OSD_LOG_LEVEL: 'warn' },
+        reject: false,
+        stdin: 'ignore',
+      })
+      await eventually(async () => (await readdir(dir)).length > 0, 20_000, 'FILE.partial')
+      child.kill(signal)
+      const res = await child
+      // The process's default: killed by the signal, FILE.partial left (and the next backup to FILE
+      // refused until someone removed it).
+      expect(res.stderr).toBe(`error: stopped by ${signal}; the partial copy was removed`)
+      expect(res.exitCode).toBe(1)
+      expect(await readdir(dir)).toEqual([])
+    }
+  }, 30_000)
 })
