@@ -126,13 +126,23 @@ export interface BackupOptions extends SpaceCheck {
 
 /** FILE already there: refused unless replaced on purpose, since it may be the one good copy. */
 async function refuseExisting(file: string, options: BackupOptions): Promise<void> {
-  if (options.replace) return
-  const there = await stat(file).then(
-    () => true,
-    (err: NodeJS.ErrnoException) => err.code !== 'ENOENT',
-  )
-  if (there)
+  const found = await stat(file).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined
+    throw new BackupError(`cannot write ${file}: ${err.message}`)
+  })
+  // --force cannot replace a directory: it was the rename's EISDIR and its stack, after the copy.
+  if (found?.isDirectory())
+    throw new BackupError(`${file} is a directory: name a file (--out DIR/osd-backup.gz)`)
+  if (found && !options.replace)
     throw new BackupError(`${file} exists: name another file, or add --force to replace it`)
+}
+
+/** FILE to read: there, and a file (a directory was "damaged: does not inflate (EISDIR)"). */
+async function readable(file: string): Promise<void> {
+  const found = await stat(file).catch((err: Error) => {
+    throw new BackupError(`cannot read ${file}: ${err.message}`)
+  })
+  if (found.isDirectory()) throw new BackupError(`cannot read ${file}: it is a directory`)
 }
 
 async function freeSpace(dir: string): Promise<{ free: number; size: number }> {
@@ -466,9 +476,7 @@ export interface VerifySummary {
 
 /** osd admin backup --verify FILE: the whole file read and checked (header, rows and checksums). */
 export async function verifyBackup(file: string): Promise<VerifySummary> {
-  await stat(file).catch((err: Error) => {
-    throw new BackupError(`cannot read ${file}: ${err.message}`)
-  })
+  await readable(file)
   const { header, tables } = await readBackup(
     file,
     () => undefined,
@@ -572,9 +580,7 @@ export interface RestoreSummary {
  */
 export async function restoreBackup(sql: Sql, file: string): Promise<RestoreSummary> {
   const started = Date.now()
-  await stat(file).catch((err: Error) => {
-    throw new BackupError(`cannot read ${file}: ${err.message}`)
-  })
+  await readable(file)
   const header = await readHeader(file)
   const known = new Map((await listMigrations(migrationsDir)).map((m) => [m.id, m.name]))
   for (const m of header.migrations)

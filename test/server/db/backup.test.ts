@@ -239,3 +239,26 @@ describe('backup --out stopped by a signal (issue 46)', () => {
     }
   }, 30_000)
 })
+
+describe('a directory where a backup file is named (issue 46)', () => {
+  it('is refused in one line, exit 1: --out even with --force, --verify and restore', async () => {
+    const dir = await mkdtemp(join(work, 'a-directory-'))
+    const env = { DATABASE_URL: db.url }
+    // The copy made, then the rename's EISDIR and its stack; --verify and restore said the copy was
+    // damaged (does not inflate: EISDIR).
+    const forced = await osd(['admin', 'backup', '--out', dir, '--force'], env)
+    expect(forced.stderr).toBe(
+      `error: ${dir} is a directory: name a file (--out DIR/osd-backup.gz)`,
+    )
+    expect(forced.exitCode).toBe(1)
+    expect(await readdir(work)).not.toContain(`${dir.slice(work.length + 1)}.partial`)
+    for (const args of [
+      ['backup', '--verify', dir],
+      ['restore', dir],
+    ]) {
+      const res = await osd(['admin', ...args], env)
+      expect(res.stderr).toBe(`error: cannot read ${dir}: it is a directory`)
+      expect(res.exitCode).toBe(1)
+    }
+  })
+})
