@@ -15,7 +15,9 @@ import { osdBin } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
 
 // The backup's copy in process (issue 46): a table far larger than postgres.js's stream buffer, copied
-// and then followed by other tables on the same connection. The end-to-end test with real processes is
+// and then followed by other tables on the same connection; what the operator meets when the disk, a
+// signal or the file itself stops a backup or a restore (each test on a database of its own, so the
+// large tables of one are not copied by the others). The end-to-end test with real processes is
 // test/server/processes/backup.test.ts.
 
 let db: TestDatabase
@@ -106,13 +108,14 @@ describe('backup --out onto a file that exists (issue 46)', () => {
 
 describe('backup --out onto a disk that refuses a write (issue 46)', () => {
   it('stops in one line, exit 1, and leaves neither FILE nor FILE.partial', async () => {
+    const db = await createTestDatabase()
     // A real process: its file size limit (ulimit -f, in KB) makes the disk refuse a write past the
     // first megabyte, as a full disk does (the free space looked at first cannot foresee other
-    // writers). About 25 MB of COPY text, so the copy is refused in the middle of a table.
+    // writers). About 12 MB of COPY text, so the copy is refused in the middle of a table.
     await db.sql`
       insert into login_failures (email_hash, at)
       select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
-        from generate_series(1, 200000) as i`
+        from generate_series(1, 100000) as i`
     const dir = await mkdtemp(join(work, 'limited-'))
     const file = join(dir, 'osd.gz')
     const started = Date.now()
@@ -135,6 +138,7 @@ describe('backup --out onto a disk that refuses a write (issue 46)', () => {
 
 describe('restore of a copy cut short inside a table (issue 46)', () => {
   it('says the copy is damaged, exit 1, and restores no row', async () => {
+    const db = await createTestDatabase()
     await db.sql`
       insert into login_failures (email_hash, at)
       select decode(md5(i::text), 'hex'), now() from generate_series(1, 100) as i`
@@ -169,6 +173,7 @@ describe('restore of a copy cut short inside a table (issue 46)', () => {
 
 describe('restore of a copy whose header this osd does not read (issue 46)', () => {
   it('is refused in one line, exit 1, before the target is touched', async () => {
+    const db = await createTestDatabase()
     const file = join(work, 'header.gz')
     await backup(db.sql, file, { keepFreeBytes: 0 })
     const [magic, header, ...rest] = gunzipSync(await readFile(file))
@@ -215,6 +220,7 @@ describe('restore of a copy whose header this osd does not read (issue 46)', () 
 
 describe('backup --out stopped by a signal (issue 46)', () => {
   it('removes FILE.partial and says so, exit 1, for SIGINT and SIGTERM alike', async () => {
+    const db = await createTestDatabase()
     // A real process: its signals. A table the copy takes a while over, so it is stopped mid-way.
     await db.sql`
       insert into login_failures (email_hash, at)
@@ -242,6 +248,7 @@ describe('backup --out stopped by a signal (issue 46)', () => {
 
 describe('a directory where a backup file is named (issue 46)', () => {
   it('is refused in one line, exit 1: --out even with --force, --verify and restore', async () => {
+    const db = await createTestDatabase()
     const dir = await mkdtemp(join(work, 'a-directory-'))
     const env = { DATABASE_URL: db.url }
     // The copy made, then the rename's EISDIR and its stack; --verify and restore said the copy was
