@@ -143,6 +143,17 @@ async function readable(file: string): Promise<void> {
     throw new BackupError(`cannot read ${file}: ${err.message}`)
   })
   if (found.isDirectory()) throw new BackupError(`cannot read ${file}: it is a directory`)
+  // An empty file, or one of another format, is no copy at all (it was "damaged: does not inflate").
+  if (found.size === 0) throw new BackupError(`${file} is empty: not an osd backup`)
+  const handle = await open(file, constants.O_RDONLY)
+  const start = Buffer.alloc(2)
+  try {
+    await handle.read(start, 0, 2, 0)
+  } finally {
+    await handle.close()
+  }
+  if (start[0] !== 0x1f || start[1] !== 0x8b)
+    throw new BackupError(`${file} is not an osd backup (an osd backup is gzip; this file is not)`)
 }
 
 async function freeSpace(dir: string): Promise<{ free: number; size: number }> {

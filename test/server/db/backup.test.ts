@@ -269,3 +269,26 @@ describe('a directory where a backup file is named (issue 46)', () => {
     }
   })
 })
+
+describe('a file that is no backup (issue 46)', () => {
+  it('is refused in one line by --verify and restore, exit 1: an empty file, a file of another format', async () => {
+    const db = await createTestDatabase()
+    const empty = join(work, 'empty.gz')
+    await writeFile(empty, '')
+    const dump = join(work, 'osd.sql')
+    await writeFile(dump, '-- PostgreSQL database dump\n')
+    // Both were "the backup is damaged: ... does not inflate", as a copy cut short is.
+    for (const [file, said] of [
+      [empty, `${empty} is empty: not an osd backup`],
+      [dump, `${dump} is not an osd backup (an osd backup is gzip; this file is not)`],
+    ] as const)
+      for (const args of [
+        ['backup', '--verify', file],
+        ['restore', file],
+      ]) {
+        const res = await osd(['admin', ...args], { DATABASE_URL: db.url })
+        expect(res.stderr).toBe(`error: ${said}`)
+        expect(res.exitCode).toBe(1)
+      }
+  })
+})
