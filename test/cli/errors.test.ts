@@ -1,4 +1,4 @@
-import { mkdtemp, readFile } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { exitCodes } from '../../cli/errors.js'
-import { projectRoot } from '../../shared/paths.js'
 import { createToken } from '../../server/domain/people/index.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
+import { testTls } from '../helpers/tls.js'
 
 // Errors that point the right way, and exit codes a pipeline tells apart (issue 51 items 6 and 7), in
 // process against a real daemon: osd out of reach or the URL wrong (3), credentials (4), usage (2), a
@@ -49,11 +49,7 @@ describe('exit 3: osd out of reach, or the URL is wrong', () => {
   })
 
   it("says what to do when osd's TLS is not what osctl expects: a CA it lacks, or plain http", async () => {
-    const fixtures = join(projectRoot, 'test', 'fixtures', 'tls')
-    const [key, cert] = await Promise.all([
-      readFile(join(fixtures, 'server.key')),
-      readFile(join(fixtures, 'server.pem')),
-    ])
+    const { key, cert } = await testTls()
     const proxy = createHttpsServer({ key, cert }, (_req, res) => res.end('{}'))
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
     onTestFinished(() => void proxy.close())

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createServer, connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,11 +9,10 @@ import { readySql } from '../../../server/db/sql.js'
 import { connectionOf, DatabaseUrlError } from '../../../server/db/url.js'
 import { projectRoot } from '../../../shared/paths.js'
 import { osd } from '../../helpers/osd.js'
+import { testTls } from '../../helpers/tls.js'
 
 // DATABASE_URL as libpq reads it (server/db/url.ts; docs/configuration.md): a Unix socket, TLS files,
 // and at start a line that says why osd cannot connect, never a stack.
-
-const tls = join(projectRoot, 'test', 'fixtures', 'tls')
 
 /** Listens on `listen` (a socket path or a port) and hands each connection to `serve`. */
 async function serverOn(listen: string | number, serve: (socket: Socket) => void) {
@@ -99,9 +98,9 @@ describe('DATABASE_URL as libpq reads it', () => {
     expect(refusal('postgres://osd@db/osd?sslrootcert=/nowhere/ca.pem')).toBe(
       "DATABASE_URL's sslrootcert /nowhere/ca.pem cannot be read (ENOENT)",
     )
-    expect(refusal(`postgres://osd@db/osd?sslmode=disable&sslrootcert=${tls}/ca.pem`)).toMatch(
-      /TLS files with sslmode=disable/,
-    )
+    expect(
+      refusal(`postgres://osd@db/osd?sslmode=disable&sslrootcert=${projectRoot}/package.json`),
+    ).toMatch(/TLS files with sslmode=disable/)
     // A password is never in what is said.
     expect(refusal('postgres://osd:s3cret@db:x/osd')).not.toContain('s3cret')
   })
@@ -110,10 +109,10 @@ describe('DATABASE_URL as libpq reads it', () => {
     // A server that takes TLS as PostgreSQL does (an SSLRequest answered S), then refuses the start
     // (a FATAL ErrorResponse, or the driver would try again until its timeout): what is asserted is
     // whether the handshake got through, and what the driver said if not.
-    const [key, cert] = await Promise.all([
-      readFile(join(tls, 'server.key')),
-      readFile(join(tls, 'server.pem')),
-    ])
+    // A CA and a certificate for localhost it signed, made for the test (test/helpers/tls.ts).
+    const { ca: caPem, cert, key } = await testTls()
+    const dir = await mkdtemp(join(tmpdir(), 'osd-tls-'))
+    await writeFile(join(dir, 'ca.pem'), caPem)
     const fields = Buffer.from('SFATAL\0C28000\0Mthe test server takes no one\0\0')
     const refusal = Buffer.concat([Buffer.from('E'), Buffer.alloc(4), fields])
     refusal.writeUInt32BE(4 + fields.length, 1)
@@ -140,7 +139,7 @@ describe('DATABASE_URL as libpq reads it', () => {
       return { handshake: handshakes.length > before, code: err?.code }
     }
     try {
-      const ca = `sslrootcert=${join(tls, 'ca.pem')}`
+      const ca = `sslrootcert=${join(dir, 'ca.pem')}`
       // The certificate names localhost: through 127.0.0.1 only the chain holds.
       expect(await attempt('localhost', `sslmode=verify-full&${ca}`)).toMatchObject({
         handshake: true,
@@ -162,6 +161,7 @@ describe('DATABASE_URL as libpq reads it', () => {
       expect(await attempt('localhost', 'sslmode=require')).toMatchObject({ handshake: true })
     } finally {
       await server.close()
+      await rm(dir, { recursive: true, force: true })
     }
   })
 })
