@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import { inject } from 'vitest'
-import { readySql, type Sql, type Tx } from '../../server/db/sql.js'
+import { createSql, readySql, type Sql, type Tx } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
 import { afterFile } from './after-file.js'
 
@@ -22,6 +22,25 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   await admin.unsafe(`create database "${name}" template "${inject('templateDb')}"`)
   const url = withDatabase(adminUrl, name)
   const sql = await readySql(url, { max: 10 })
+  afterFile(async () => {
+    await sql.end({ timeout: 5 })
+    await admin.unsafe(`drop database if exists "${name}" with (force)`)
+    await admin.end()
+  })
+  return { sql, url, name }
+}
+
+/**
+ * A database with nothing in it, not even a schema, as `createdb` makes one (what `osd admin restore`
+ * goes into), dropped after the file.
+ */
+export async function createEmptyDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('adminUrl')
+  const name = `osd_empty_${randomBytes(6).toString('hex')}`
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => undefined })
+  await admin.unsafe(`create database "${name}"`)
+  const url = withDatabase(adminUrl, name)
+  const sql = createSql(url, { max: 1 })
   afterFile(async () => {
     await sql.end({ timeout: 5 })
     await admin.unsafe(`drop database if exists "${name}" with (force)`)

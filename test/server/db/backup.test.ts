@@ -1,15 +1,11 @@
-import { randomBytes } from 'node:crypto'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import { execa } from 'execa'
-import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { backup, BackupError, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
-import { createSql } from '../../../server/db/sql.js'
-import { withDatabase } from '../../global-setup.js'
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { osd } from '../../helpers/osd.js'
 import { osdBin } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
@@ -64,28 +60,19 @@ describe('backup of a large table (issue 46)', () => {
     expect(next.rows).toBe(nextRows)
 
     // Restored into a database with nothing in it, not even a schema: the same rows.
-    const name = `osd_empty_${randomBytes(6).toString('hex')}`
-    const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
-    await admin.unsafe(`create database "${name}"`)
-    const target = createSql(withDatabase(inject('adminUrl'), name), { max: 1 })
-    try {
-      await within(60_000, 'the restore', restoreBackup(target, file))
-      const [source] = await db.sql<{ n: number; sum: string }[]>`
-        select count(*)::int as n, md5(string_agg(encode(email_hash, 'hex'), '' order by email_hash)) as sum
-          from login_failures`
-      const [copy] = await target<{ n: number; sum: string }[]>`
-        select count(*)::int as n, md5(string_agg(encode(email_hash, 'hex'), '' order by email_hash)) as sum
-          from login_failures`
-      expect(copy).toEqual(source)
-      const [{ n: restored }] = (await target.unsafe(
-        `select count(*)::int as n from "${next.name}"`,
-      )) as unknown as [{ n: number }]
-      expect(restored).toBe(nextRows)
-    } finally {
-      await target.end()
-      await admin.unsafe(`drop database if exists "${name}" with (force)`)
-      await admin.end()
-    }
+    const { sql: target } = await createEmptyDatabase()
+    await within(60_000, 'the restore', restoreBackup(target, file))
+    const [source] = await db.sql<{ n: number; sum: string }[]>`
+      select count(*)::int as n, md5(string_agg(encode(email_hash, 'hex'), '' order by email_hash)) as sum
+        from login_failures`
+    const [copy] = await target<{ n: number; sum: string }[]>`
+      select count(*)::int as n, md5(string_agg(encode(email_hash, 'hex'), '' order by email_hash)) as sum
+        from login_failures`
+    expect(copy).toEqual(source)
+    const [{ n: restored }] = (await target.unsafe(
+      `select count(*)::int as n from "${next.name}"`,
+    )) as unknown as [{ n: number }]
+    expect(restored).toBe(nextRows)
     // About 50 s on a loaded machine (backup, verify and restore of 200,000 rows): three times that.
   }, 180_000)
 })
@@ -150,24 +137,14 @@ describe('restore of a copy cut short inside a table (issue 46)', () => {
     const cut = join(work, 'cut.gz')
     await writeFile(cut, gzipSync(text.slice(0, text.indexOf('\n', table) + 40)))
 
-    const name = `osd_empty_${randomBytes(6).toString('hex')}`
-    const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
-    await admin.unsafe(`create database "${name}"`)
-    const url = withDatabase(inject('adminUrl'), name)
-    const target = createSql(url, { max: 1 })
-    try {
-      // The copy's end of rows never came, so its COPY stood open: the rollback was refused, and
-      // the operator read postgres.js's COPY_IN_PROGRESS and its stack.
-      const res = await osd(['admin', 'restore', cut], { DATABASE_URL: url })
-      expect(res.stderr).toBe('error: the backup is damaged: it ends inside table login_failures')
-      expect(res.exitCode).toBe(1)
-      expect(await target`select 1 from login_failures`).toEqual([])
-      expect(await target`select 1 from enterprises`).toEqual([])
-    } finally {
-      await target.end()
-      await admin.unsafe(`drop database if exists "${name}" with (force)`)
-      await admin.end()
-    }
+    const { sql: target, url } = await createEmptyDatabase()
+    // The copy's end of rows never came, so its COPY stood open: the rollback was refused, and
+    // the operator read postgres.js's COPY_IN_PROGRESS and its stack.
+    const res = await osd(['admin', 'restore', cut], { DATABASE_URL: url })
+    expect(res.stderr).toBe('error: the backup is damaged: it ends inside table login_failures')
+    expect(res.exitCode).toBe(1)
+    expect(await target`select 1 from login_failures`).toEqual([])
+    expect(await target`select 1 from enterprises`).toEqual([])
   })
 })
 
@@ -188,32 +165,22 @@ describe('restore of a copy whose header this osd does not read (issue 46)', () 
     const bare = join(work, 'bare.gz')
     await writeFile(bare, gzipSync(`${magic}\nnull\n`))
 
-    const name = `osd_empty_${randomBytes(6).toString('hex')}`
-    const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
-    await admin.unsafe(`create database "${name}"`)
-    const url = withDatabase(inject('adminUrl'), name)
-    const target = createSql(url, { max: 1 })
-    try {
-      // Migrated the target to the copy's schema first, then refused it.
-      const res = await osd(['admin', 'restore', newer], { DATABASE_URL: url })
-      expect(res.stderr).toBe(`error: ${newer}: a header this osd does not read (format 2)`)
-      expect(res.exitCode).toBe(1)
-      expect(await target`select to_regclass('enterprises') as found`).toEqual([{ found: null }])
-      // A TypeError and its stack, for restore and verify alike.
-      for (const args of [
-        ['restore', bare],
-        ['backup', '--verify', bare],
-      ]) {
-        const refused = await osd(['admin', ...args], { DATABASE_URL: url })
-        expect(refused.stderr).toBe(
-          `error: ${bare}: a header this osd does not read (format undefined)`,
-        )
-        expect(refused.exitCode).toBe(1)
-      }
-    } finally {
-      await target.end()
-      await admin.unsafe(`drop database if exists "${name}" with (force)`)
-      await admin.end()
+    const { sql: target, url } = await createEmptyDatabase()
+    // Migrated the target to the copy's schema first, then refused it.
+    const res = await osd(['admin', 'restore', newer], { DATABASE_URL: url })
+    expect(res.stderr).toBe(`error: ${newer}: a header this osd does not read (format 2)`)
+    expect(res.exitCode).toBe(1)
+    expect(await target`select to_regclass('enterprises') as found`).toEqual([{ found: null }])
+    // A TypeError and its stack, for restore and verify alike.
+    for (const args of [
+      ['restore', bare],
+      ['backup', '--verify', bare],
+    ]) {
+      const refused = await osd(['admin', ...args], { DATABASE_URL: url })
+      expect(refused.stderr).toBe(
+        `error: ${bare}: a header this osd does not read (format undefined)`,
+      )
+      expect(refused.exitCode).toBe(1)
     }
   })
 })

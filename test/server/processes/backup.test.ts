@@ -3,12 +3,9 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
-import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
-import { createSql } from '../../../server/db/sql.js'
-import { withDatabase } from '../../global-setup.js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestEnterprise, type TestEnterprise } from '../../helpers/app.js'
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { serveInProcess } from '../../helpers/osctl.js'
 import { osd } from '../../helpers/osd.js'
 import { osd as osdProcess, startOsd, type OsdProcess } from '../../helpers/processes.js'
@@ -55,21 +52,6 @@ afterAll(async () => {
   await model?.close()
   await rm(work, { recursive: true, force: true })
 })
-
-/** A database with nothing in it, not even a schema: as `createdb` makes one. */
-async function emptyDatabase() {
-  const name = `osd_empty_${randomBytes(6).toString('hex')}`
-  const admin = postgres(inject('adminUrl'), { max: 1, onnotice: () => undefined })
-  await admin.unsafe(`create database "${name}"`)
-  const url = withDatabase(inject('adminUrl'), name)
-  const sql = createSql(url, { max: 1 })
-  afterAll(async () => {
-    await sql.end()
-    await admin.unsafe(`drop database if exists "${name}" with (force)`)
-    await admin.end()
-  })
-  return { url, sql }
-}
 
 /** Calls a daemon as a token does. */
 function client(base: string, token: string) {
@@ -376,7 +358,7 @@ describe('osd admin backup and restore (issue 46)', () => {
     expect(tampered.exitCode).toBe(1)
     expect(tampered.stderr).toContain('checksum')
     // A restore of it restores nothing: the rows are checked as they are read.
-    const target = await emptyDatabase()
+    const target = await createEmptyDatabase()
     const restore = await osd(['admin', 'restore', join(work, 'tampered.gz')], {
       DATABASE_URL: target.url,
     })
