@@ -221,23 +221,21 @@ export async function backup(
   // A write the disk refuses (full, a file size limit, an I/O error) stops the copy: unheard, the
   // stream's error ended the process with Node's stack, and left FILE.partial filling the disk.
   let writeFailed: BackupError | undefined
-  const failed = new Promise<never>((_, reject) => {
-    const fail = (err: NodeJS.ErrnoException) => {
-      writeFailed ??= new BackupError(
-        err.code === 'ENOSPC'
-          ? `stopped: no space left in ${dir}; the partial copy was removed`
-          : `cannot write ${partial}: ${err.message}; the partial copy was removed`,
-      )
-      reject(writeFailed)
-    }
-    output.on('error', fail)
-    gzip.on('error', fail)
-  })
-  failed.catch(() => undefined)
+  const writing = new AbortController()
+  const fail = (err: NodeJS.ErrnoException) => {
+    writeFailed ??= new BackupError(
+      err.code === 'ENOSPC'
+        ? `stopped: no space left in ${dir}; the partial copy was removed`
+        : `cannot write ${partial}: ${err.message}; the partial copy was removed`,
+    )
+    writing.abort(writeFailed)
+  }
+  output.on('error', fail)
+  gzip.on('error', fail)
   const write = async (chunk: Buffer | string) => {
     if (writeFailed) throw writeFailed
     options.signal?.throwIfAborted()
-    if (!gzip.write(chunk)) await Promise.race([once(gzip, 'drain'), failed])
+    if (!gzip.write(chunk)) await drained(gzip, writing.signal)
   }
   let checked = 0
   /** Stops the copy when the disk fills up anyway: looked at every 32 MB written. */
@@ -548,9 +546,14 @@ async function readHeader(file: string): Promise<BackupHeader> {
  */
 async function copyIn(tx: Tx, statement: string, rows: AsyncIterable<Buffer>): Promise<void> {
   const query = tx.unsafe(statement)
-  let fail: (err: Error) => void = () => undefined
-  const refused = new Promise<never>((_, reject) => (fail = reject))
+  let refuse: (err: Error) => void = () => undefined
+  const refused = new Promise<never>((_, reject) => (refuse = reject))
   refused.catch(() => undefined)
+  const refusing = new AbortController()
+  const fail = (err: Error) => {
+    refuse(err)
+    refusing.abort(err)
+  }
   // postgres.js 3.4 sets reject on the query as it is made, and calls it with the server's refusal.
   const q = query as unknown as { reject: (err: Error) => void }
   const reject = q.reject
@@ -561,8 +564,7 @@ async function copyIn(tx: Tx, statement: string, rows: AsyncIterable<Buffer>): P
   const stream = (await Promise.race([query.writable(), refused])) as unknown as Writable
   stream.on('error', fail)
   try {
-    for await (const row of rows)
-      if (!stream.write(row)) await Promise.race([once(stream, 'drain'), refused])
+    for await (const row of rows) if (!stream.write(row)) await drained(stream, refusing.signal)
   } catch (err) {
     // The file gave out (damaged, cut short): the COPY is failed, so the transaction can roll back
     // (left open, it refused the rollback, and the operator read COPY_IN_PROGRESS); said is the file.
@@ -572,6 +574,19 @@ async function copyIn(tx: Tx, statement: string, rows: AsyncIterable<Buffer>): P
   const finished = once(stream, 'finish')
   stream.end()
   await Promise.race([finished, refused])
+}
+
+/**
+ * Waits for `stream` to drain, or throws what `stop` was aborted with. A listener for each wait, gone
+ * after it: racing a promise that lives as long as the copy left a reaction on it per wait, and a
+ * large table waits hundreds of thousands of times.
+ */
+async function drained(stream: NodeJS.EventEmitter, stop: AbortSignal): Promise<void> {
+  try {
+    await once(stream, 'drain', { signal: stop })
+  } catch (err) {
+    throw stop.aborted ? stop.reason : err
+  }
 }
 
 export interface RestoreSummary {
