@@ -8,11 +8,11 @@ import type { Dispatcher } from 'undici'
 // API. undici's package has no exports map, so these paths are its files as 7.x lays them out (pinned
 // by the lock file); a version that moves them fails the first request of every CLI test.
 
-let global: Dispatcher | undefined
+let agent: Dispatcher | undefined
 
 /** The dispatcher requests go through unless told: undici's global one, loaded once. */
 export function defaultDispatcher(): Dispatcher {
-  if (global) return global
+  if (agent) return agent
   const require = createRequire(import.meta.url)
   const DispatcherClass = require('undici/lib/dispatcher/dispatcher') as { prototype: object }
   // As undici's index does: the request methods are the API's, put on every dispatcher.
@@ -20,7 +20,7 @@ export function defaultDispatcher(): Dispatcher {
   const { getGlobalDispatcher } = require('undici/lib/global') as {
     getGlobalDispatcher(): Dispatcher
   }
-  return (global = getGlobalDispatcher())
+  return (agent = getGlobalDispatcher())
 }
 
 /** undici's `request(url, options)`, through `dispatcher` or the default one. */
