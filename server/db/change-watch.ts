@@ -46,11 +46,17 @@ export class ChangeWatch {
     set.add(wake)
     const timer = setTimeout(wake, ms)
     const stopWaking = signal ? this.wakeOnAbort(signal, wake) : undefined
+    let ended = false
+    // Once, whoever calls it first (the wait's own end, or its reader). The key leaves the waits only
+    // while they are still this set: a wait on the key started since (the reader's next, another
+    // reader's) has a set of its own there, and dropping it left that wait deaf to every NOTIFY.
     const cancel = () => {
+      if (ended) return
+      ended = true
       clearTimeout(timer)
       stopWaking?.()
       set.delete(wake)
-      if (set.size === 0) this.waiters.delete(key)
+      if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key)
       wake()
     }
     void ready.then(cancel)

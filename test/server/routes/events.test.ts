@@ -220,6 +220,25 @@ describe('GET /v1/events as a stream', () => {
     await reader.cancel()
   })
 
+  it("after catching up on more than one read's worth, wakes at the next event, not at its ping", async () => {
+    const { e, start } = await tenant()
+    // More than one read's worth (200) waiting: 70 runs, three events each.
+    for (let i = 0; i < 70; i += 10) await Promise.all(Array.from({ length: 10 }, () => start()))
+    await eventually(
+      async () => (await page('?after=200&limit=200', e.token)).data.length >= 10,
+      20_000,
+      '210 events in the feed',
+    )
+    const reader = await stream(e.token, '?after=0')
+    await reader.until((got) => got.filter((x) => !x.comment).length >= 210, 10_000)
+    // The wait after the first read was dropped with the second's start: the run below reached the
+    // stream only at its 15 s ping.
+    const caughtUp = reader.named().length
+    await start()
+    await reader.until((got) => got.filter((x) => !x.comment).length >= caughtUp + 3, 5000)
+    await reader.cancel()
+  })
+
   it('refuses before streaming: a types filter the token may not read, a malformed Last-Event-ID', async () => {
     const token = await t.tokenWith(['events:read', 'runs:read'])
     const res = await t.app.request('/v1/events?types=chat.*', {
