@@ -1,4 +1,4 @@
-// Run by npm after every install (package.json postinstall). Mends six defects of postgres.js 3.4.9,
+// Run by npm after every install (package.json postinstall). Mends seven defects of postgres.js 3.4.9,
 // and adds one reading.
 //
 // 1. It takes osd down whenever the database connection is cut with a transaction open (a server
@@ -35,7 +35,13 @@
 //    against its default. A certificate for localhost from a trusted CA passed for any address, and
 //    one for the address itself failed. The mend: TLS is also given the host, which Node checks the
 //    certificate against (test/server/db/database-url.test.ts).
-// 7. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
+// 7. A COPY ... TO STDOUT could not be cancelled: its query counts as done (`active` false) once its
+//    stream is handed over, though the copy runs on until the server's CopyDone, so `query.cancel()`
+//    only noted a cancel for a start that never comes. A backup stopped in a large table (a signal, a
+//    full disk) could only read the rest of it and drop it: as long as the copy itself. The mend: the
+//    query stays active while its stream is open, so the cancel is sent at once
+//    (test/server/db/backup.test.ts).
+// 8. Not a defect: a pool says nothing of its connections. The metrics (issue 33) show how many are in
 //    use and how many queries wait for one, so the pool gets `osdPoolStats()`, which reads the lengths
 //    of the queues it keeps anyway (server/metrics.ts PoolStats; osd reads nothing else of it).
 //
@@ -121,6 +127,23 @@ const mends = [
     nextWriteTimer = chunk = null // ${marker}
     if (socket) {`,
     what: 'bytes of an ended connection held for its next one',
+  },
+  {
+    marker: 'osd: a copy out is active until its end (scripts/patch-postgres.mjs)',
+    before: `  function CopyOutResponse() {
+    stream = new Stream.Readable({
+      read() { socket.resume() }
+    })
+    query.resolve(stream)
+  }`,
+    after: (marker) => `  function CopyOutResponse() {
+    stream = new Stream.Readable({
+      read() { socket.resume() }
+    })
+    query.resolve(stream)
+    query.active = true // ${marker}
+  }`,
+    what: 'a COPY TO STDOUT that cannot be cancelled',
   },
   {
     file: 'index.js',

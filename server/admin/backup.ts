@@ -4,6 +4,7 @@ import { constants, createReadStream, createWriteStream } from 'node:fs'
 import { open, rename, rm, stat, statfs } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import { createGunzip, createGzip } from 'node:zlib'
 import { packageVersion } from '../../shared/paths.js'
 import { listMigrations, migrate, migrationsDir } from '../db/migrate.js'
@@ -319,18 +320,22 @@ export async function backup(
  * resumes it).
  */
 async function* copyOut(tx: Tx, shape: TableShape): AsyncGenerator<Buffer> {
-  const copy = (await tx
-    .unsafe(`copy ${ident(shape.name)} (${shape.columns.map(ident).join(', ')}) to stdout`)
-    .readable()) as Readable
+  const query = tx.unsafe(
+    `copy ${ident(shape.name)} (${shape.columns.map(ident).join(', ')}) to stdout`,
+  )
+  const copy = (await query.readable()) as Readable
   try {
     for await (const chunk of copy.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>)
       yield chunk
   } finally {
-    // Left early (the file could not be written): the rest of the table is read and dropped, so the
-    // connection takes the transaction's rollback (a copy left standing refused it, and the
-    // connection was held until the command's end timed out).
+    // Left early (a signal, a disk that refuses a write): the copy is cancelled, so the connection
+    // takes the transaction's rollback (a copy left standing refused it, and the connection was held
+    // until the command's end timed out). What the server sent meanwhile is read and dropped: it
+    // sees the cancel only once it can write again. Reading the rest of the table instead took as
+    // long as the copy itself would have: minutes after a Ctrl+C on a large table.
     if (!copy.readableEnded) {
-      const ended = once(copy, 'end')
+      const ended = finished(copy).catch(() => undefined)
+      void query.cancel()
       copy.resume()
       await ended
     }
