@@ -1,10 +1,18 @@
+import { getEventListeners } from 'node:events'
+import { constants } from 'node:os'
 import { Command, CommanderError, Option } from 'commander'
 import { ApiError } from '../shared/errors.js'
 import { BackupError } from './admin/backup.js'
-import { registerAdmin, UsageError, type OsdIo } from './admin/commands.js'
+import {
+  holdDatabase,
+  registerAdmin,
+  StoppedError,
+  UsageError,
+  type OsdIo,
+} from './admin/commands.js'
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
-import { checkDataDir, DataDirError } from './data-dir.js'
-import { DatabaseConnectError, openDatabase } from './db/index.js'
+import { DataDirError } from './data-dir.js'
+import { DatabaseConnectError } from './db/index.js'
 import { migrate, NewerDatabaseError } from './db/migrate.js'
 import { createLogger } from './log.js'
 import { packageVersion } from '../shared/paths.js'
@@ -15,11 +23,31 @@ import { packageVersion } from '../shared/paths.js'
 // in bin/osd, a test's in process. `osd serve` is the process's own matter (its signals, its logs on
 // stdout, its exit).
 
-/** The process's own streams, each touched only when written to or read. */
+const stopping = new AbortController()
+
+/** The process's own streams, each touched only when written to or read; its signals (stopOnSignals). */
 export const processIo: OsdIo = {
   stdout: { write: (text) => process.stdout.write(text) },
   stderr: { write: (text) => process.stderr.write(text) },
   stdin: () => process.stdin,
+  stopped: stopping.signal,
+}
+
+/**
+ * osd admin and osd migrate in their own process (server/main.ts): the first SIGINT or SIGTERM stops
+ * the command (processIo.stopped: what it has open is closed, an embedded server it started stopped),
+ * which then fails saying so, exit 1; a second exits at once. Node's default exit left the embedded
+ * PostgreSQL running and a backup's partial file behind.
+ */
+export function stopOnSignals(): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.on(signal, () => {
+      // A second signal, or no command holding a database (the help, a password being read): as
+      // Node's default would.
+      if (stopping.signal.aborted || getEventListeners(stopping.signal, 'abort').length === 0)
+        process.exit(128 + constants.signals[signal])
+      stopping.abort(new StoppedError(`stopped by ${signal}`))
+    })
 }
 
 /** osd's command tree; the commands write to `io`. */
@@ -99,14 +127,16 @@ export function buildOsd(io: OsdIo = processIo): Command {
     .action(async (flags: ConfigFlags) => {
       const config = loadConfig(flags)
       const log = createLogger(config.logLevel, io.stderr)
-      await checkDataDir(config)
-      const db = await openDatabase(config, log, { max: 1, applicationName: 'osd migrate' })
-      try {
-        const applied = await migrate(db.sql)
-        io.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n')
-      } finally {
-        await db.close()
-      }
+      await holdDatabase(
+        config,
+        log,
+        io,
+        { max: 1, applicationName: 'osd migrate' },
+        async (sql) => {
+          const applied = await migrate(sql)
+          io.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n')
+        },
+      )
     })
 
   registerAdmin(
@@ -160,7 +190,8 @@ export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr
     err instanceof DatabaseConnectError ||
     err instanceof NewerDatabaseError ||
     err instanceof BackupError ||
-    err instanceof DataDirError
+    err instanceof DataDirError ||
+    err instanceof StoppedError
   ) {
     stderr.write(`error: ${err.message}\n`)
     return 1

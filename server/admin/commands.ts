@@ -3,7 +3,7 @@ import { ApiError } from '../../shared/errors.js'
 import { allScopes, parseScopes } from '../../shared/scopes.js'
 import { loadConfig, logLevel, type Config } from '../config.js'
 import { checkDataDir } from '../data-dir.js'
-import { openDatabase } from '../db/index.js'
+import { openDatabase, type Database } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import { transaction, type Db, type Sql } from '../db/sql.js'
 import { publish, unpublish, type Published } from '../domain/catalog/index.js'
@@ -23,7 +23,7 @@ import {
   usePasswordCost,
 } from '../domain/people/index.js'
 import { planRetention, retentionPass, type Moved } from '../domain/retention/index.js'
-import { createLogger } from '../log.js'
+import { createLogger, type Logger } from '../log.js'
 import { backup, BackupError, restoreBackup, verifyBackup } from './backup.js'
 import { registerSecrets } from './secrets.js'
 
@@ -36,44 +36,95 @@ export interface OsdIo {
   stderr: { write(text: string): unknown }
   /** stdin, taken only when a command reads it (--password-stdin). */
   stdin(): AsyncIterable<Buffer | string> & { isTTY?: boolean }
+  /**
+   * Aborted, with a StoppedError, by the process's first SIGINT or SIGTERM while a command runs
+   * (server/main.ts); never in process.
+   */
+  stopped?: AbortSignal
 }
+
+/** A command stopped by a signal: what it had open is closed, its transaction rolled back. */
+export class StoppedError extends Error {}
 
 interface DbFlags {
   dataDir?: string
 }
 
+/**
+ * Runs `fn` on the database, migrated first. A signal meanwhile (io.stopped) closes it at once: its
+ * statements are cut and its transaction rolled back, and an embedded server this command started
+ * stops, which Node's default exit left running; the command then fails with the signal's name.
+ */
 async function withDatabase<T>(
   flags: DbFlags,
   io: OsdIo,
   fn: (sql: Sql, config: Config) => Promise<T>,
 ): Promise<T> {
-  const config = loadConfig({ dataDir: flags.dataDir })
-  usePasswordCost(config.passwordLog2N)
-  const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
-  await checkDataDir(config)
-  const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
-  try {
-    await migrate(db.sql)
-    return await fn(db.sql, config)
-  } finally {
-    await db.close()
-  }
+  return withOpenDatabase(flags, io, async (sql, config) => {
+    await migrate(sql)
+    return fn(sql, config)
+  })
 }
 
-/** The database as it is, unmigrated: what a backup copies, and what a restore must find empty. */
-async function withRawDatabase<T>(
+/**
+ * The database as it is, unmigrated: what a backup copies, and what a restore must find empty.
+ * `stopsItself`: `fn` ends on io.stopped by itself (a backup removes its partial file first), and the
+ * database is closed after it.
+ */
+function withRawDatabase<T>(
   flags: DbFlags,
   io: OsdIo,
   fn: (sql: Sql, config: Config) => Promise<T>,
-) {
+  options: { stopsItself?: boolean } = {},
+): Promise<T> {
+  return withOpenDatabase(flags, io, fn, options)
+}
+
+function withOpenDatabase<T>(
+  flags: DbFlags,
+  io: OsdIo,
+  fn: (sql: Sql, config: Config) => Promise<T>,
+  options: { stopsItself?: boolean } = {},
+): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
+  usePasswordCost(config.passwordLog2N)
   const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
-  await checkDataDir(config)
-  const db = await openDatabase(config, log, { max: 2, applicationName: 'osd admin' })
+  return holdDatabase(config, log, io, { max: 2, applicationName: 'osd admin' }, fn, options)
+}
+
+/**
+ * Opens the database for a command (osd admin, osd migrate), runs `fn` on it and closes it. While it
+ * holds it (opening it too: an embedded server's start takes a second or two), a signal is the
+ * command's (io.stopped; server/cli.ts stopOnSignals exits at once when no command holds one): the
+ * database is closed at once, its statements cut and its transaction rolled back, and an embedded
+ * server this command started stops, which Node's default exit left running; the command then fails
+ * with the signal's name. `stopsItself`: `fn` ends on io.stopped by itself (a backup removes its
+ * partial file first), and the database is closed after it.
+ */
+export async function holdDatabase<T>(
+  config: Config,
+  log: Logger,
+  io: OsdIo,
+  pool: { max: number; applicationName: string },
+  fn: (sql: Sql, config: Config) => Promise<T>,
+  { stopsItself = false }: { stopsItself?: boolean } = {},
+): Promise<T> {
+  const stopped = io.stopped
+  let db: Database | undefined
+  const stop = () => {
+    if (!stopsItself) void db?.close({ now: true })
+  }
+  stopped?.addEventListener('abort', stop, { once: true })
   try {
+    await checkDataDir(config)
+    db = await openDatabase(config, log, pool)
+    stopped?.throwIfAborted()
     return await fn(db.sql, config)
+  } catch (err) {
+    throw stopped?.aborted && !stopsItself ? stopped.reason : err
   } finally {
-    await db.close()
+    stopped?.removeEventListener('abort', stop)
+    await db?.close()
   }
 }
 
@@ -229,23 +280,23 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
       const keepFree = opts.keepFree === undefined ? undefined : Number(opts.keepFree)
       if (keepFree !== undefined && !(Number.isInteger(keepFree) && keepFree >= 0))
         throw new UsageError(`--keep-free takes a number of bytes; got "${opts.keepFree}"`)
-      // Ctrl+C or a cron job's timeout stops the copy and removes FILE.partial (the process's default
-      // left it, refusing the next backup to FILE and holding its space); a second signal ends at once.
-      const stop = new AbortController()
-      const stopped = (signal: NodeJS.Signals) =>
-        stop.abort(new BackupError(`stopped by ${signal}; the partial copy was removed`))
-      process.once('SIGINT', stopped)
-      process.once('SIGTERM', stopped)
-      const made = await withRawDatabase(dbFlags(), io, (sql) =>
-        backup(sql, opts.out!, {
-          keepFreeBytes: keepFree,
-          replace: opts.force ?? false,
-          signal: stop.signal,
-        }),
-      ).finally(() => {
-        process.off('SIGINT', stopped)
-        process.off('SIGTERM', stopped)
-      })
+      // Ctrl+C or a cron job's timeout (io.stopped) stops the copy and removes FILE.partial (the
+      // process's default left it, refusing the next backup to FILE and holding its space).
+      const made = await withRawDatabase(
+        dbFlags(),
+        io,
+        (sql) =>
+          backup(sql, opts.out!, {
+            keepFreeBytes: keepFree,
+            replace: opts.force ?? false,
+            signal: io.stopped,
+          }).catch((err: unknown) => {
+            throw io.stopped?.aborted
+              ? new BackupError(`${io.stopped.reason.message}; the partial copy was removed`)
+              : err
+          }),
+        { stopsItself: true },
+      )
       print(opts.json ?? false, made, () =>
         [
           `${made.file}: ${made.tables} tables, ${made.rows} rows, ${made.bytes} bytes, in ${made.seconds.toFixed(1)} s`,

@@ -3,8 +3,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { execa } from 'execa'
 import { osd } from '../../helpers/osd.js'
-import { startOsd } from '../../helpers/processes.js'
+import { osdBin, startOsd } from '../../helpers/processes.js'
+import { eventually } from '../../helpers/wait.js'
 
 // The embedded PostgreSQL with real osd processes on a data dir of this file's own (DESIGN 1). osd
 // admin runs in process (test/helpers/osd.ts; issue 40): what it starts, joins and stops is its
@@ -80,6 +82,35 @@ describe('embedded PostgreSQL', { timeout: 150_000 }, () => {
     const res = await osd(['admin', 'enterprise', 'list', '--json'], env())
     expect(JSON.parse(res.stdout).map((e: { slug: string }) => e.slug)).toContain('embedded')
     expect(await again.stop()).toBe(0)
+  })
+
+  it('is stopped with an osd admin that started it and is stopped by a signal', async () => {
+    expect(alive(await postmasterPid())).toBe(false)
+    // A real process: its signals. Sent once the command has started the server, and before it ends.
+    const admin = execa('node', [osdBin, 'admin', 'enterprise', 'list'], {
+      env: { ...env(), OSD_LOG_LEVEL: 'error' },
+      reject: false,
+      stdin: 'ignore',
+    })
+    await eventually(async () => alive(await postmasterPid()), 30_000, 'the embedded server')
+    admin.kill('SIGTERM')
+    const res = await admin
+    // Node's default: killed by the signal, and the embedded server left running for good.
+    expect(res.stderr).toBe('error: stopped by SIGTERM')
+    expect(res.exitCode).toBe(1)
+    expect(alive(await postmasterPid())).toBe(false)
+
+    // With nothing open (a password still awaited on stdin), a signal ends it at once, as by default.
+    const waiting = execa(
+      'node',
+      [osdBin, 'admin', 'user', 'create', '--email', 'a@example.com', '--password-stdin'],
+      { env: env(), reject: false },
+    )
+    await new Promise((r) => setTimeout(r, 1000))
+    waiting.kill('SIGINT')
+    const ended = await waiting
+    // 130 from osd's handler, or killed by the signal when it came before osd had loaded.
+    expect(ended.exitCode === 130 || ended.signal === 'SIGINT', `${ended.exitCode}`).toBe(true)
   })
 
   it('recovers a stale pid file whose pid now belongs to another process', async () => {
