@@ -79,6 +79,44 @@ function sseResponse(events: AsyncGenerator<SseEvent>, controller: AbortControll
   return new Response(body, { status: 200, headers })
 }
 
+/** The streams open, by the signal that ends them all (the daemon's shutdown): see streamController. */
+const openStreams = new WeakMap<AbortSignal, Set<AbortController>>()
+
+/**
+ * A stream's own controller, aborted when its client goes away (sseAnswer) and when `shutdown` aborts;
+ * `done` forgets it, once the stream has ended however it ended. One listener on `shutdown` however
+ * many streams are open, as ChangeWatch does. Not AbortSignal.any([own, shutdown]): Node 20 keeps a
+ * reference to each such signal on the shutdown's for good, and the whole signal while a listener is
+ * on it (a wait's, for a page never aborted), so a daemon up for months grew with every stream and
+ * every page of the event feed.
+ */
+export function streamController(shutdown: AbortSignal | undefined): {
+  controller: AbortController
+  done: () => void
+} {
+  const controller = new AbortController()
+  if (!shutdown) return { controller, done: () => undefined }
+  if (shutdown.aborted) {
+    controller.abort(shutdown.reason)
+    return { controller, done: () => undefined }
+  }
+  let open = openStreams.get(shutdown)
+  if (!open) {
+    const streams = (open = new Set())
+    openStreams.set(shutdown, streams)
+    shutdown.addEventListener(
+      'abort',
+      () => {
+        for (const stream of streams) stream.abort(shutdown.reason)
+      },
+      { once: true },
+    )
+  }
+  const streams = open
+  streams.add(controller)
+  return { controller, done: () => streams.delete(controller) }
+}
+
 /** The stream's events, `done` called when it ends however it ends (a slot of limits.ts given back). */
 export async function* counted<T>(events: AsyncGenerator<T>, done: () => void): AsyncGenerator<T> {
   try {

@@ -29,7 +29,7 @@ import {
 import { archivedByPrefix, chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { longPollBound } from '../http/limits.js'
-import { counted, sseAnswer } from '../http/sse.js'
+import { counted, sseAnswer, streamController } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
 const ChatParams = z.object({ id: Uuid })
@@ -172,13 +172,18 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
     },
     async (c, { params }) => {
       // Ends when the client goes away (the stream is cancelled) or the daemon stops.
-      const controller = new AbortController()
-      const signal = shutdown ? AbortSignal.any([controller.signal, shutdown]) : controller.signal
-      // One of the caller's streams, the event feed's included (limits.ts openStream): without a
-      // bound, one token could hold connections, wake-ups and delta listeners without end.
-      const release = limits.openStream(c, () => controller.abort())
-      signal.addEventListener('abort', release, { once: true })
+      const { controller, done } = streamController(shutdown)
+      const signal = controller.signal
+      let release: () => void = () => undefined
+      const ended = () => {
+        release()
+        done()
+      }
+      signal.addEventListener('abort', ended, { once: true })
       try {
+        // One of the caller's streams, the event feed's included (limits.ts openStream): without a
+        // bound, one token could hold connections, wake-ups and delta listeners without end.
+        release = limits.openStream(c, () => controller.abort())
         const events = await openChatEvents(
           sql,
           c.var.caller.enterpriseId,
@@ -190,9 +195,9 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
             signal,
           },
         )
-        return sseAnswer(c, counted(events, release), controller)
+        return sseAnswer(c, counted(events, ended), controller)
       } catch (err) {
-        release()
+        ended()
         throw err
       }
     },

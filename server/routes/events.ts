@@ -5,7 +5,7 @@ import type { RouteDeps } from '../http/context.js'
 import { longPollBound } from '../http/limits.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
-import { counted, sseAnswer } from '../http/sse.js'
+import { counted, sseAnswer, streamController } from '../http/sse.js'
 
 // GET /v1/events (issue 47; DESIGN 15; docs/events.md): the enterprise's one ordered feed, as a stream
 // of server-sent events or as pages. Scope: events:read by the path rule, and then only the types of
@@ -41,24 +41,36 @@ export function eventRoutes({ sql, log, shutdown, limits }: RouteDeps) {
       const caller = c.var.caller
       const request = { ...query, lastEventId: requestHeader(c, 'last-event-id') }
       const accept = requestHeader(c, 'accept') ?? ''
-      // Ends when the client goes away (the stream is cancelled) or the daemon stops.
-      const controller = new AbortController()
-      const signal = shutdown ? AbortSignal.any([controller.signal, shutdown]) : controller.signal
-      const follow = {
-        subscribe: (ms: number) => feedWatch.subscribe(caller.enterpriseId, ms, signal),
-        signal,
-      }
-      if (!accept.includes('text/event-stream'))
+      if (!accept.includes('text/event-stream')) {
+        // A page's wait ends at its next event, its time, or the daemon's stop.
+        const signal = shutdown ?? new AbortController().signal
+        const follow = {
+          subscribe: (ms: number) => feedWatch.subscribe(caller.enterpriseId, ms, signal),
+          signal,
+        }
         // Held within the caller's share of long-polls (limits.ts), else answered at once.
         return limits.longPoll(c, request.waitSeconds, (waitSeconds) =>
           feedPage(sql, caller.enterpriseId, caller.scopes, { ...request, waitSeconds }, follow),
         )
-      // One of the caller's streams, of every kind (limits.ts openStream): 429 too_many_streams.
-      const release = limits.openStream(c, () => controller.abort())
+      }
+      // Ends when the client goes away (the stream is cancelled) or the daemon stops.
+      const { controller, done } = streamController(shutdown)
+      const signal = controller.signal
+      const follow = {
+        subscribe: (ms: number) => feedWatch.subscribe(caller.enterpriseId, ms, signal),
+        signal,
+      }
+      let release: () => void = () => undefined
+      const ended = () => {
+        release()
+        done()
+      }
       // Released when the stream ends however it ends: the client goes away (the signal), the daemon
       // stops, or the stream is refused before it starts.
-      signal.addEventListener('abort', release, { once: true })
+      signal.addEventListener('abort', ended, { once: true })
       try {
+        // One of the caller's streams, of every kind (limits.ts openStream): 429 too_many_streams.
+        release = limits.openStream(c, () => controller.abort())
         const events = await openFeedStream(
           sql,
           caller.enterpriseId,
@@ -66,9 +78,9 @@ export function eventRoutes({ sql, log, shutdown, limits }: RouteDeps) {
           request,
           follow,
         )
-        return sseAnswer(c, counted(events, release), controller)
+        return sseAnswer(c, counted(events, ended), controller)
       } catch (err) {
-        release()
+        ended()
         throw err
       }
     },
