@@ -100,9 +100,10 @@ export class McpTools {
   async connect(): Promise<ToolSpec[]> {
     const specs: ToolSpec[] = []
     for (const connection of this.connections.filter((c) => c.kind === 'mcp' && c.url)) {
+      let client: Client | undefined
       try {
         const { Client, StreamableHTTPClientTransport } = await mcpSdk()
-        const client = new Client({ name: 'osd', version: '1' })
+        client = new Client({ name: 'osd', version: '1' })
         const cut = () =>
           this.log.warn(
             { connection: connection.name, maxBytes: this.limits.resultMaxBytes },
@@ -140,6 +141,10 @@ export class McpTools {
         }
         this.open.push({ connection, client, tools, failing })
       } catch (err) {
+        // A session started and then no tool list (an error, no answer in time): the client is closed
+        // here, as close() closes those it keeps, else its connection and the event stream it opened
+        // once the session started stayed open, one more at each execution of each run.
+        await client?.close().catch(() => undefined)
         this.log.warn(
           {
             err: egressRefusalOf(err)?.message ?? (err as Error).message,
