@@ -1,4 +1,3 @@
-import { once } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import type { Context } from 'hono'
 
@@ -42,8 +41,7 @@ export function sseAnswer(
     try {
       for await (const item of events) {
         if (outgoing.destroyed) break
-        if (!outgoing.write(sseFrame(item)))
-          await Promise.race([once(outgoing, 'drain'), once(outgoing, 'close')])
+        if (!outgoing.write(sseFrame(item))) await drainedOrClosed(outgoing)
       }
     } catch {
       // The stream ends: the client reconnects with its Last-Event-ID.
@@ -55,6 +53,25 @@ export function sseAnswer(
   // moment (the server's own once it serves), rather than its RESPONSE_ALREADY_SENT, made at import with
   // the global one, which the router would not take for a Response.
   return new Response(null, { headers: { 'x-hono-already-sent': 'true' } })
+}
+
+/**
+ * Until the answer drains, closes or fails, each listener removed once one came: a race of once()s left
+ * the loser's listeners on the answer, two more at each wait, for as long as a stream to a slow reader
+ * lasted.
+ */
+function drainedOrClosed(outgoing: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      outgoing.off('drain', done)
+      outgoing.off('close', done)
+      outgoing.off('error', done)
+      resolve()
+    }
+    outgoing.once('drain', done)
+    outgoing.once('close', done)
+    outgoing.once('error', done)
+  })
 }
 
 const encoder = new TextEncoder()

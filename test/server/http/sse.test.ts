@@ -1,5 +1,8 @@
+import { Writable } from 'node:stream'
+import type { Context } from 'hono'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApp } from '../../../server/http/app.js'
+import { sseAnswer } from '../../../server/http/sse.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { SseReader } from '../../helpers/sse.js'
 
@@ -60,5 +63,31 @@ describe("the daemon's shutdown signal", () => {
       await new SseReader(res).cancel()
     }
     expect(dependants(shutdown.signal)).toBe(before)
+  })
+})
+
+describe('a stream to a client that reads slowly', () => {
+  it('waits for each drain without leaving a listener on the answer', async () => {
+    // Node's answer as a slow client makes it: each frame fills its buffer, so every write waits to drain.
+    const outgoing = Object.assign(
+      new Writable({
+        highWaterMark: 1,
+        write: (_chunk, _encoding, done) => setImmediate(done),
+      }),
+      { writeHead: () => ({ flushHeaders: () => undefined }) },
+    )
+    const seen: number[] = []
+    async function* events() {
+      for (let i = 0; i < 200; i++) {
+        seen.push(outgoing.listenerCount('close') + outgoing.listenerCount('error'))
+        yield { event: 'tick', data: { i } }
+      }
+    }
+    const c = { env: { outgoing } } as unknown as Context
+    sseAnswer(c, events(), new AbortController())
+    await new Promise((resolve) => outgoing.once('finish', resolve))
+    expect(seen).toHaveLength(200)
+    // A stream lives for months: what it listens with stays what it was at its first frame.
+    expect(Math.max(...seen)).toBe(seen[0])
   })
 })
