@@ -387,8 +387,17 @@ function refreshAccessToken(
 }
 
 // A provider's own model list, read at most every 10 minutes per connection and read again when the
-// connection's credential changes (a new key, a refreshed token).
+// connection's credential changes (a new key, a refreshed token). Kept for the connections read last
+// (listsKept), in the order they were read: a connection removed (a key unbound, its enterprise gone)
+// is never read again, and kept for good its list made a daemon that runs for months grow with every
+// key ever bound. One read again after it left costs a call to its provider.
 const listed = new Map<string, { at: number; version: number; models: string[] | undefined }>()
+const listsKept = 1_000
+
+/** How many connections' lists this process keeps (for tests). */
+export function modelListsKept(): number {
+  return listed.size
+}
 
 /**
  * The models each connected provider offers: the provider's own list when it answers, else the shipped
@@ -445,6 +454,8 @@ async function listOf(
   } catch {
     models = undefined
   }
+  listed.delete(row.id)
+  if (listed.size >= listsKept) listed.delete(listed.keys().next().value!)
   listed.set(row.id, { at: Date.now(), version, models })
   return models
 }
