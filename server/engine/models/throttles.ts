@@ -15,6 +15,11 @@ export const maxThrottleMs = 5 * 60_000
 const minThrottleMs = 1_000
 /** A probe not answered in this long (its work died) lets another call go first. */
 const probeLapseMs = 2 * 60_000
+/**
+ * A throttle over and unused this long is forgotten: its connection's work went elsewhere or ended (a
+ * key unbound, an enterprise gone), and one kept until its connection's next answer was kept for good.
+ */
+const forgetMs = maxThrottleMs + probeLapseMs
 
 interface Gate {
   /** Until when the connection is not called. */
@@ -27,6 +32,8 @@ interface Gate {
 
 export class Throttles {
   private gates = new Map<string, Gate>()
+  /** When the throttles were last looked over for ones to forget. */
+  private sweptAt = 0
 
   constructor(
     private readonly now: () => number = Date.now,
@@ -54,6 +61,8 @@ export class Throttles {
     const asked = Math.min(maxThrottleMs, Math.max(minThrottleMs, retryAfterMs ?? minThrottleMs))
     const gate = this.gates.get(connection)
     if (!gate) {
+      // Looked over at most once a minute, when a throttle starts: never on a call's way.
+      if (now - this.sweptAt >= 60_000) this.sweep(now)
       this.gates.set(connection, { until: now + asked, waitMs: asked })
       return this.spread(asked, asked)
     }
@@ -78,6 +87,17 @@ export class Throttles {
   abandoned(connection: string): void {
     const gate = this.gates.get(connection)
     if (gate) gate.probing = undefined
+  }
+
+  /** How many connections are throttled, or were and are not forgotten yet (for tests). */
+  get size(): number {
+    return this.gates.size
+  }
+
+  private sweep(now: number): void {
+    this.sweptAt = now
+    for (const [connection, gate] of this.gates)
+      if (now - Math.max(gate.until, gate.probing ?? 0) >= forgetMs) this.gates.delete(connection)
   }
 
   /** `ms` and up to half the throttle's wait again, at random; at most the longest wait. */

@@ -169,6 +169,22 @@ describe('throttles (one connection, in one process)', () => {
     expect(throttles.admit('d')).toBeUndefined()
     expect(new Throttles(clock, () => 0.999).throttled('e', 290_000)).toBe(maxThrottleMs)
   })
+
+  it('forgets the throttles of connections never called again (a key unbound, an enterprise gone)', () => {
+    const throttles = new Throttles(clock, () => 0)
+    now = 0
+    for (let i = 0; i < 1_000; i++) throttles.throttled(`gone-${i}`, 60_000)
+    // A day on, another connection is throttled: of the thousand, none was called again.
+    now = 86_400_000
+    expect(throttles.throttled('c', 1_000)).toBe(1_000)
+    expect(throttles.size).toBe(1)
+    // One throttled a moment ago is not forgotten: its next call still goes first alone.
+    now += 61_000
+    throttles.throttled('d', 1_000)
+    expect(throttles.size).toBe(2)
+    expect(throttles.admit('c')).toBeUndefined()
+    expect(throttles.admit('c')).toBe(1_000)
+  })
 })
 
 /** An enterprise of its own with a provider_a key, room for 50 runs at once, and a task of runs in lanes. */
