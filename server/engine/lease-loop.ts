@@ -70,6 +70,8 @@ export class LeaseLoop<W extends Leased> {
   private readonly executing = new Map<string, { work: W; controller: AbortController }>()
   /** Work in progress, to wait for on stop. */
   private readonly working = new Set<Promise<void>>()
+  /** Work a pass under way claimed once the loop was told to stop: not begun, handed back by stop. */
+  private readonly unbegun = new Set<string>()
   /** When this engine last renewed its leases; past a lease's length, it holds none of them. */
   private renewedAt = performance.now()
   private passing = false
@@ -189,6 +191,13 @@ export class LeaseLoop<W extends Leased> {
   private execute(work: W): void {
     // This engine's own work whose lease lapsed while it stalled, claimed again: it goes on.
     if (this.executing.has(work.id)) return
+    // Claimed by a pass that was under way when stop() began: stop has aborted what was in progress
+    // already, and would neither abort this nor hand its lease back (it ran on here, unstoppable, and
+    // the next engine waited for its lease to lapse). Not begun; its lease goes back with the others.
+    if (this.stopped) {
+      this.unbegun.add(work.id)
+      return
+    }
     const controller = new AbortController()
     this.executing.set(work.id, { work, controller })
     if (this.executing.size === 1) this.renewedAt = performance.now()
@@ -278,6 +287,7 @@ export class LeaseLoop<W extends Leased> {
     ])
     clearTimeout(grace)
     while (this.passing) await new Promise((resolve) => setTimeout(resolve, 10))
+    ids.push(...this.unbegun)
     if (ids.length) await this.kind.release(ids).catch(() => undefined)
   }
 }

@@ -154,4 +154,53 @@ describe('the lease loop', () => {
       await loop.stop(100)
     }
   })
+
+  it('on stop, hands back what a claim under way takes, never left running (a stop during a pass)', async () => {
+    // A kind whose second claim answers when the test says: the first takes `first`, which runs until
+    // the test ends it; the second is under way when the loop is told to stop.
+    const first = { id: 'run-1', wakeKey: 'run-1' }
+    const late = { id: 'run-2', wakeKey: 'run-2' }
+    const secondClaim = deferred<Leased[]>()
+    const claiming = deferred<void>()
+    const executions = new Map<string, { signal: AbortSignal; done: () => void }>()
+    const released: string[] = []
+    let claims = 0
+    const kind: WorkKind<Leased> = {
+      name: 'hand',
+      logKey: 'handId',
+      channel: 'osd_test_hand',
+      listenLocally: () => () => undefined,
+      claim: async () => {
+        if (++claims === 1) return { claimed: [first], more: false }
+        claiming.resolve()
+        return { claimed: await secondClaim.promise, more: false }
+      },
+      execute: (work, signal) => {
+        const finished = deferred<void>()
+        executions.set(work.id, { signal, done: () => finished.resolve() })
+        return finished.promise
+      },
+      renew: async (ids) => new Set(ids),
+      stillHeld: async () => true,
+      release: async (ids) => void released.push(...ids),
+    }
+    const loop = new LeaseLoop(kind, { sql: db.sql, log: silentLog, sweepMs: 60_000 })
+    await loop.start()
+    await eventually(() => executions.has('run-1'))
+    loop.wake()
+    await claiming.promise
+    // Told to stop while the claim is out: the work in progress is aborted at once...
+    const stopping = loop.stop(60_000)
+    await eventually(() => executions.get('run-1')!.signal.aborted)
+    // ...and then the claim answers with a piece of work this engine now holds the lease of.
+    secondClaim.resolve([late])
+    await new Promise((r) => setImmediate(r))
+    executions.get('run-1')!.done()
+    executions.get('run-2')?.done()
+    await stopping
+    // It was not left running here with nobody to stop it, and its lease went back with the other's,
+    // for the next engine to take it at once rather than after the lease lapses.
+    expect(executions.get('run-2')?.signal.aborted ?? true).toBe(true)
+    expect(released.sort()).toEqual(['run-1', 'run-2'])
+  })
 })
