@@ -222,6 +222,34 @@ export function notifyAfterCommit(db: Db, channel: string, payloads: Iterable<st
   })
 }
 
+/**
+ * `sql.listen`, with an unlisten that always holds. When its listening connection drops (PostgreSQL
+ * restarted, a failover, a proxy's timeout), postgres.js listens again on a new one with registrations
+ * of its own, and the unlisten it answered before then finds nothing to remove (postgres 3.4): the
+ * callback went on being called, beside the next listener's. Here it is not called once unlistened.
+ */
+export async function listenUntilStopped(
+  sql: Sql,
+  channel: string,
+  heard: (payload: string) => void,
+  onListen?: () => void,
+): Promise<{ unlisten(): Promise<void> }> {
+  let live = true
+  const listener = await sql.listen(
+    channel,
+    (payload) => {
+      if (live) heard(payload)
+    },
+    onListen && (() => live && onListen()),
+  )
+  return {
+    async unlisten() {
+      live = false
+      await listener.unlisten()
+    },
+  }
+}
+
 /** PostgreSQL's unique_violation, optionally on one named constraint. */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   const e = err as { code?: string; constraint_name?: string }

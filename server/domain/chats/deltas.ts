@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ChatDeltaEvent } from '../../../shared/schemas/chats.js'
-import { unflushedCommit, type Sql } from '../../db/sql.js'
+import { listenUntilStopped, unflushedCommit, type Sql } from '../../db/sql.js'
 
 // The text of a reply as the model makes it (DESIGN 13; issue 26): told to the readers of the chat's
 // event stream in this process at once, and to other processes' (`--role api` beside `--role engine`)
@@ -163,21 +163,21 @@ export function followDeltas(sql: Sql, chatId: string, listener: Listener): () =
         ),
       (readerTtlSeconds * 1000) / 3,
     ).unref()
-    state.listening = sql
-      .listen(chatDeltaChannel, (payload) => {
-        try {
-          const { o, c, m, t } = JSON.parse(payload) as {
-            o: string
-            c: string
-            m: string
-            t: string
-          }
-          if (o !== origin) tell(c, { messageId: m, text: t })
-        } catch {
-          // not a payload of ours: nothing to tell
+    // Stopped for good with the last reader, even when the listening connection came back meanwhile:
+    // postgres.js's own unlisten then stopped nothing, and the next readers were told each delta twice.
+    state.listening = listenUntilStopped(sql, chatDeltaChannel, (payload) => {
+      try {
+        const { o, c, m, t } = JSON.parse(payload) as {
+          o: string
+          c: string
+          m: string
+          t: string
         }
-      })
-      .catch(() => ({ unlisten: async () => undefined }))
+        if (o !== origin) tell(c, { messageId: m, text: t })
+      } catch {
+        // not a payload of ours: nothing to tell
+      }
+    }).catch(() => ({ unlisten: async () => undefined }))
   }
   let stopped = false
   return () => {
