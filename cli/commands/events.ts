@@ -1,8 +1,9 @@
 import { createParser } from 'eventsource-parser'
 import type { Command } from 'commander'
-import type { FeedEvent } from '../../shared/schemas/events.js'
+import type { FeedEvent, FeedPage } from '../../shared/schemas/events.js'
 import { actionOf, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
+import type { ApiClient } from '../client.js'
 import { ApiRequestError, UnreachableError, UsageError } from '../errors.js'
 import { summarisePayload } from '../events.js'
 import { safeText } from '../safe-text.js'
@@ -66,9 +67,13 @@ export async function followEvents(deps: Deps, flags: FollowFlags): Promise<void
     }
     try {
       watch()
+      // "From now" is from the feed's newest position as the follow begins, asked once: a stream
+      // opened from now that dropped before its first event was opened again from a later now, and
+      // what came while it was away was never printed.
+      last ??= await feedHead(client, flags.types, ended.signal)
       const body = await client.stream('/events', {
         query: flags.types ? { types: flags.types } : {},
-        // The position is the SSE id: from the last one read, else from --after, else from now.
+        // The position is the SSE id: from the last one read, else from --after, else from the head.
         headers: last === undefined ? {} : { 'last-event-id': String(last) },
         signal: ended.signal,
       })
@@ -115,6 +120,19 @@ export async function followEvents(deps: Deps, flags: FollowFlags): Promise<void
       ended.abort()
     }
   }
+}
+
+/**
+ * The feed's newest position as the caller may read it: the `next` of a page asked from past it (the
+ * feed answers such a reader with where it reads on from: docs/events.md, feed.reset).
+ */
+async function feedHead(
+  client: ApiClient,
+  types: string | undefined,
+  signal: AbortSignal,
+): Promise<number> {
+  const query = { after: Number.MAX_SAFE_INTEGER, limit: 1, ...(types ? { types } : {}) }
+  return (await client.get<FeedPage>('/events', query, signal)).next
 }
 
 /** A connection that dropped while reading (a reset, a socket closed under the stream). */

@@ -2,7 +2,10 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { FeedEvent } from '../../shared/schemas/events.js'
+import { FeedEvent, FeedPage } from '../../shared/schemas/events.js'
+import { ApiClient, type RequestOptions } from '../../cli/client.js'
+import { followEvents } from '../../cli/commands/events.js'
+import { FakeApi, fakeDeps } from '../helpers/cli.js'
 import { osctl, startCliDaemon, type CliDaemon } from '../helpers/osctl.js'
 import { eventually } from '../helpers/wait.js'
 
@@ -67,6 +70,58 @@ describe('osctl events follow', () => {
     expect(res.stdout).toMatch(/^\s+\d+ {2}\S+ {2}run\.succeeded\s+runId=/)
     expect(runs.some((id) => res.stdout.includes(`runId=${id}`))).toBe(true)
     expect(res.stdout.trim().split('\n')).toHaveLength(1)
+  })
+
+  it('misses nothing that came while its stream was away, when it follows from now', async () => {
+    // A client whose first stream drops once open, before any event came (osd restarting, a proxy),
+    // and whose second opens once a run made while it was away is in the feed.
+    let dropped!: () => void
+    const drop = new Promise<void>((resolve) => (dropped = resolve))
+    let cameBack!: () => void
+    const back = new Promise<void>((resolve) => (cameBack = resolve))
+    let reopened!: () => void
+    const open = new Promise<void>((resolve) => (reopened = resolve))
+    class Dropping extends ApiClient {
+      private streams = 0
+      override async stream(path: string, options: RequestOptions & { accept?: string } = {}) {
+        const n = ++this.streams
+        if (n === 2) await back
+        const body = await super.stream(path, options)
+        if (n > 1) {
+          reopened()
+          return body
+        }
+        dropped()
+        return (async function* (): AsyncGenerator<Buffer> {
+          throw Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })
+        })()
+      }
+    }
+    const client = new Dropping(cli.daemon.url, cli.enterprise.token)
+    const { deps, stdout } = fakeDeps(new FakeApi(() => ({})), { json: true })
+    const following = followEvents(
+      { ...deps, client: () => client },
+      { types: 'run.queued', count: '1' },
+    )
+    await drop
+    const meanwhile = await cli.json(['runs', 'start', taskSlug])
+    await eventually(
+      async () => {
+        const res = await fetch(`${cli.daemon.url}/events?after=0&limit=200&types=run.queued`, {
+          headers: { authorization: `Bearer ${cli.enterprise.token}` },
+        })
+        const page = FeedPage.parse(await res.json())
+        return page.data.some((e) => e.subject.runId === meanwhile.id)
+      },
+      10_000,
+      'the run made meanwhile in the feed',
+    )
+    cameBack()
+    await open
+    // A run after it: what a follow that read on from a later "now" printed first.
+    await cli.json(['runs', 'start', taskSlug])
+    await following
+    expect(lines(stdout()).map((e) => e.subject.runId)).toEqual([meanwhile.id])
   })
 
   it('fails on a refusal: a malformed filter, a position that is not one', async () => {
