@@ -55,7 +55,6 @@ export class Mailer extends LeaseLoop<PersonWork> {
       listenLocally: () => () => undefined,
       async claim() {
         const people = await claimMailPeople(sql, engineId, batch - working, leaseSeconds)
-        working += people.length
         return {
           claimed: people.map((person) => ({ id: person.userId, wakeKey: '', person })),
           more: false,
@@ -63,6 +62,11 @@ export class Mailer extends LeaseLoop<PersonWork> {
       },
       nextDue: () => nextMailDue(sql),
       async execute({ person }) {
+        // Counted when its mail starts, not at the claim: a person claimed again while this engine
+        // still mails them (their lease lapsed meanwhile) is not mailed twice (the lease loop lets the
+        // first go on), so a count made at the claim went up for them and never came back down, and
+        // after three such the process mailed one person at a time (as deliveries.ts).
+        working++
         try {
           await mailPerson(options, transport, person)
         } finally {

@@ -23,6 +23,8 @@ interface Mail {
 }
 
 const mails: Mail[] = []
+/** Recipients whose mail the server takes but does not answer until the test lets it go. */
+const holdFor = new Map<string, { arrived: () => void; released: Promise<void> }>()
 const smtp = new SMTPServer({
   authOptional: true,
   disabledCommands: ['STARTTLS'],
@@ -49,7 +51,10 @@ const smtp = new SMTPServer({
         subject: header('Subject'),
         text,
       })
-      callback()
+      const hold = session.envelope.rcptTo.map((r) => holdFor.get(r.address)).find(Boolean)
+      if (!hold) return callback()
+      hold.arrived()
+      void hold.released.then(() => callback())
     })
   },
 })
@@ -248,4 +253,58 @@ describe('mail', () => {
       select started_by from runs where id = ${started.body.id}`
     expect(row!.startedBy).toBe(owner.id)
   }, 40_000)
+
+  it('mails on after mails that outlasted their lease: each person claimed again while being mailed', async () => {
+    /** A person whose mail the server holds until `release`, once it has arrived there. */
+    const slow = async (label: string) => {
+      const { e, owner } = await team(label)
+      let arrived!: () => void
+      const there = new Promise<void>((resolve) => (arrived = resolve))
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      holdFor.set(owner.email, { arrived, released })
+      await gateFor(e)
+      await there
+      return { owner, release }
+    }
+    // Three mails the server is slow to take, each with its lease lapsing meanwhile (the engine
+    // stalled, or its renewals failed while the database was away), so that this engine claims the
+    // person again while still mailing them.
+    for (let i = 0; i < 3; i++) {
+      const { owner, release } = await slow(`Slow ${i}`)
+      await t.sql`
+        update mail_people set lease_expires_at = now() - interval '1 second'
+         where user_id = ${owner.id}`
+      engine.events.mailer!.wake()
+      await eventually(
+        async () =>
+          (
+            await t.sql`select 1 from mail_people
+                         where user_id = ${owner.id} and lease_expires_at > now()`
+          ).length === 1,
+        5_000,
+        'the person claimed again',
+      )
+      release()
+      await eventually(
+        async () =>
+          (
+            await t.sql`select 1 from mail_items
+                         where user_id = ${owner.id} and sent_at is not null`
+          ).length === 1,
+        5_000,
+        'the slow mail sent',
+      )
+    }
+    // The process sends four mails at once: while one is slow, another person is mailed. Each claim
+    // again took one of the four for good, and the last was the slow one's.
+    const { release } = await slow('Slow again')
+    try {
+      const { e, owner } = await team('Beside it')
+      await gateFor(e)
+      await eventually(() => mailsTo(owner.email).length === 1, 15_000, 'the other person mailed')
+    } finally {
+      release()
+    }
+  })
 })
