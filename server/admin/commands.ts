@@ -60,7 +60,7 @@ async function withDatabase<T>(
   io: OsdIo,
   fn: (sql: Sql, config: Config) => Promise<T>,
 ): Promise<T> {
-  return withOpenDatabase(flags, io, async (sql, config) => {
+  return withRawDatabase(flags, io, async (sql, config) => {
     await migrate(sql)
     return fn(sql, config)
   })
@@ -72,15 +72,6 @@ async function withDatabase<T>(
  * database is closed after it.
  */
 function withRawDatabase<T>(
-  flags: DbFlags,
-  io: OsdIo,
-  fn: (sql: Sql, config: Config) => Promise<T>,
-  options: { stopsItself?: boolean } = {},
-): Promise<T> {
-  return withOpenDatabase(flags, io, fn, options)
-}
-
-function withOpenDatabase<T>(
   flags: DbFlags,
   io: OsdIo,
   fn: (sql: Sql, config: Config) => Promise<T>,

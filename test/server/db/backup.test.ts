@@ -5,7 +5,7 @@ import { gunzipSync, gzipSync } from 'node:zlib'
 import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { backup, BackupError, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
-import { readySql } from '../../../server/db/sql.js'
+import { readySql, type Sql } from '../../../server/db/sql.js'
 import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../../helpers/db.js'
 import { osd } from '../../helpers/osd.js'
 import { osdBin } from '../../helpers/processes.js'
@@ -37,14 +37,19 @@ function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }
 
+/** `n` rows in login_failures (no keys to meet), about 125 bytes of COPY text each. */
+function fillLoginFailures(sql: Sql, n: number) {
+  return sql`
+    insert into login_failures (email_hash, at)
+    select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
+      from generate_series(1, ${n}) as i`
+}
+
 describe('backup of a large table (issue 46)', () => {
   it('copies a table far larger than the stream buffer and goes on to the next ones', async () => {
     // About 25 MB of COPY text in login_failures (no keys to meet), which the backup copies before
     // the tables after it, on the same connection.
-    await db.sql`
-      insert into login_failures (email_hash, at)
-      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
-        from generate_series(1, 200000) as i`
+    await fillLoginFailures(db.sql, 200_000)
 
     const file = join(work, 'large.gz')
     // Stood still for good after such a table before the socket was resumed (postgres.js 3.4.9).
@@ -100,10 +105,7 @@ describe('backup --out onto a disk that refuses a write (issue 46)', () => {
     // A real process: its file size limit (ulimit -f, in KB) makes the disk refuse a write past the
     // first megabyte, as a full disk does (the free space looked at first cannot foresee other
     // writers). About 12 MB of COPY text, so the copy is refused in the middle of a table.
-    await db.sql`
-      insert into login_failures (email_hash, at)
-      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
-        from generate_series(1, 100000) as i`
+    await fillLoginFailures(db.sql, 100_000)
     const dir = await mkdtemp(join(work, 'limited-'))
     const file = join(dir, 'osd.gz')
     const started = Date.now()
@@ -127,10 +129,7 @@ describe('backup --out onto a disk that refuses a write (issue 46)', () => {
 describe('a backup stopped inside a large table', () => {
   it('cancels the copy: the server reads no further into the table', async () => {
     const db = await createTestDatabase()
-    await db.sql`
-      insert into login_failures (email_hash, at)
-      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
-        from generate_series(1, 200000) as i`
+    await fillLoginFailures(db.sql, 200_000)
     const scanned = async () => {
       const [row] = await db.sql<{ n: string }[]>`
         select seq_tup_read as n from pg_stat_user_tables where relname = 'login_failures'`
@@ -230,10 +229,7 @@ describe('backup --out stopped by a signal (issue 46)', () => {
   it('removes FILE.partial and says so, exit 1, for SIGINT and SIGTERM alike', async () => {
     const db = await createTestDatabase()
     // A real process: its signals. A table the copy takes a while over, so it is stopped mid-way.
-    await db.sql`
-      insert into login_failures (email_hash, at)
-      select decode(md5(i::text) || md5((i + 1)::text) || md5((i + 2)::text), 'hex'), now()
-        from generate_series(1, 200000) as i`
+    await fillLoginFailures(db.sql, 200_000)
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       const dir = await mkdtemp(join(work, 'stopped-'))
       const file = join(dir, 'osd.gz')
