@@ -76,18 +76,47 @@ const open = new WeakMap<object, { pool: Sql; committed: (() => void)[] }>()
 
 /**
  * Runs fn in a transaction, or inside the caller's transaction when db already is one. What onCommit
- * was given inside runs once the transaction committed, and never if it rolled back.
+ * was given inside runs once the transaction committed, and never if it rolled back. So does what it
+ * was given inside a savepoint of it (`tx.savepoint`), and not if the savepoint rolled back.
  */
 export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const pool = db as Partial<Sql>
   if (typeof pool.begin !== 'function') return fn(db as Tx)
   const committed: (() => void)[] = []
   const result = (await pool.begin((tx) => {
-    open.set(tx, { pool: db as Sql, committed })
+    follow(tx, db as Sql, committed)
     return fn(tx)
   })) as T
   for (const hook of committed) hook()
   return result
+}
+
+/**
+ * Keeps what `tx` (a transaction or a savepoint) is given by onCommit in `committed`, and makes each
+ * savepoint of it do the same in a list of its own, added to `committed` once the savepoint's work is
+ * kept. A savepoint's handle is another object than its transaction's: unknown to onCommit, its hooks
+ * ran at once (a run's start counted before its transaction committed, and on a rollback), and its
+ * NOTIFY went out on the transaction's connection with `synchronous_commit off`, which then held for
+ * the whole transaction (a run's end and its events committed unflushed, against DESIGN 3).
+ */
+function follow(tx: Tx, pool: Sql, committed: (() => void)[]): void {
+  open.set(tx, { pool, committed })
+  const savepoint = tx.savepoint
+  tx.savepoint = (async (...args: unknown[]) => {
+    const fn = args[args.length - 1]
+    // The tagged-template form is one statement: no hook can be given inside it.
+    if (typeof fn !== 'function') return (savepoint as (...a: unknown[]) => unknown)(...args)
+    const kept: (() => void)[] = []
+    const within = (sp: Tx) => {
+      follow(sp, pool, kept)
+      return (fn as (sp: Tx) => unknown)(sp)
+    }
+    const result = await (args.length === 1
+      ? savepoint(within)
+      : savepoint(args[0] as string, within))
+    committed.push(...kept)
+    return result
+  }) as Tx['savepoint']
 }
 
 /**

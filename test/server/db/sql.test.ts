@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest'
 import {
   createSql,
   isDatabaseUnavailable,
+  notifyAfterCommit,
   onCommit,
   pipelinedTransaction,
   unflushedCommit,
@@ -200,6 +201,61 @@ describe('unflushedCommit', () => {
       await listener.unlisten()
     } finally {
       await pool.end()
+    }
+  })
+})
+
+describe('a savepoint of a transaction', () => {
+  it('runs its onCommit hooks once at the commit, none when it or its transaction rolls back', async () => {
+    const hooks: string[] = []
+    await transaction(db.sql, async (tx) => {
+      await tx.savepoint(async (sp) => {
+        onCommit(sp, () => hooks.push('kept'))
+        // A savepoint inside it, handed on as a transaction is (transaction() takes either).
+        await transaction(sp, async (inner) => {
+          await inner.savepoint('named', async (deeper) => {
+            onCommit(deeper, () => hooks.push('deeper'))
+          })
+        })
+      })
+      await failure(
+        tx.savepoint(async (sp) => {
+          onCommit(sp, () => hooks.push('rolled back'))
+          await sp`select 1/0`
+        }),
+      )
+      expect(hooks).toEqual([])
+    })
+    expect(hooks).toEqual(['kept', 'deeper'])
+
+    const err = await failure(
+      transaction(db.sql, async (tx) => {
+        await tx.savepoint(async (sp) => onCommit(sp, () => hooks.push('outer rolled back')))
+        throw new Error('changed my mind')
+      }),
+    )
+    expect((err as Error).message).toBe('changed my mind')
+    expect(hooks).toEqual(['kept', 'deeper'])
+  })
+
+  it('sends its NOTIFY after the commit, leaving the transaction to wait for its flush', async () => {
+    const heard: string[] = []
+    const listener = await db.sql.listen('osd_savepoint_test', (payload) => heard.push(payload))
+    try {
+      const setting = await transaction(db.sql, async (tx) => {
+        await tx.savepoint(async (sp) => notifyAfterCommit(sp, 'osd_savepoint_test', ['1']))
+        // The batched NOTIFY is sent a tick after it was asked for: whatever it sends has gone.
+        await new Promise((r) => setImmediate(r))
+        const [row] = await tx<{ setting: string }[]>`
+          select current_setting('synchronous_commit') as setting`
+        return row!.setting
+      })
+      expect(setting).toBe('on')
+      for (let i = 0; i < 100 && heard.length === 0; i++)
+        await new Promise((r) => setTimeout(r, 10))
+      expect(heard).toEqual(['1'])
+    } finally {
+      await listener.unlisten()
     }
   })
 })

@@ -12,6 +12,8 @@ import { openGate } from '../../../server/domain/gates/index.js'
 import { retentionPass } from '../../../server/domain/retention/index.js'
 import { ApiError } from '../../../shared/errors.js'
 import { improveIntervalMinutes } from '../../../server/config.js'
+import { transaction, type Tx } from '../../../server/db/sql.js'
+import { enableMetrics } from '../../../server/metrics.js'
 import { createTestApp, type TestApp, type TestEnterprise } from '../../helpers/app.js'
 import { llmTask } from '../../helpers/runs.js'
 
@@ -542,6 +544,45 @@ describe('the automatic trigger (DESIGN 10)', () => {
       const runs = await Promise.all(Array.from({ length: 10 }, (_, n) => start(task.id, { n })))
       await Promise.all(runs.map(fail))
       expect(await improvementsOf(task.id)).toHaveLength(1)
+    })
+  })
+
+  it("is part of the run's end: counted at its commit, not on a rollback; the end waits for its flush", async () => {
+    // The start happens in a savepoint of the end's transaction (improve.ts), whose onCommit hooks
+    // (the started count, here) and batched NOTIFY belong to that transaction.
+    const registry = await enableMetrics('all')
+    const started = async () =>
+      (await registry.getSingleMetric('osd_runs_started_total')!.get()).values
+        .filter((v) => v.labels.origin === 'learning')
+        .reduce((sum, v) => sum + v.value, 0)
+    await withInterval('0', async () => {
+      const task = await llmTask(t)
+      const runId = await start(task.id)
+      const before = await started()
+      const endFailed = (tx: Tx) =>
+        loadRun(tx, t.acme.id, runId, true).then((run) =>
+          finishRun(tx, run, 'failed', { reason: 'The customer refused it.' }),
+        )
+
+      const err = await transaction(t.sql, async (tx) => {
+        await endFailed(tx)
+        throw new Error('rolled back')
+      }).catch((e: unknown) => e)
+      expect((err as Error).message).toBe('rolled back')
+      expect(await improvementsOf(task.id)).toEqual([])
+      expect(await started()).toBe(before)
+
+      const during = await transaction(t.sql, async (tx) => {
+        await endFailed(tx)
+        // The batched NOTIFY goes a tick after the start asked for it: by now it has been sent.
+        await new Promise((r) => setImmediate(r))
+        const [row] = await tx<{ setting: string }[]>`
+          select current_setting('synchronous_commit') as setting`
+        return { setting: row!.setting, counted: await started() }
+      })
+      expect(during).toEqual({ setting: 'on', counted: before })
+      expect(await improvementsOf(task.id)).toHaveLength(1)
+      expect(await started()).toBe(before + 1)
     })
   })
 
