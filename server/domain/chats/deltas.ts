@@ -121,14 +121,28 @@ async function readElsewhere(sql: Sql, chatId: string): Promise<boolean> {
   return row!.found
 }
 
+/**
+ * Each chat's last write of this process's word that it reads it, while one is under way: the next
+ * waits for it. Sent at once, a reader's delete and the next reader's insert (a client reconnecting)
+ * went out on two connections of the pool, and the delete could land last: engines elsewhere then
+ * sent that process no delta for the rest of the stream. An entry goes once its chain is idle.
+ */
+const saying = new Map<string, Promise<unknown>>()
+
 /** This process reads the chat (or no longer does): what engines elsewhere look up. */
 function sayReading(sql: Sql, chatId: string, reading: boolean): Promise<unknown> {
-  return (
-    reading
+  const said = (saying.get(chatId) ?? Promise.resolve()).then(() =>
+    (reading
       ? sql`insert into chat_readers (chat_id, process) values (${chatId}, ${origin})
             on conflict (chat_id, process) do update set seen_at = now()`
       : sql`delete from chat_readers where chat_id = ${chatId} and process = ${origin}`
-  ).catch(() => undefined)
+    ).catch(() => undefined),
+  )
+  saying.set(chatId, said)
+  void said.then(() => {
+    if (saying.get(chatId) === said) saying.delete(chatId)
+  })
+  return said
 }
 
 /** One LISTEN per pool, held while this process has readers of deltas. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chatDeltaChannel, followDeltas } from '../../../server/domain/chats/index.js'
 import { createSql, type Sql } from '../../../server/db/sql.js'
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { createTestDatabase, holdLock, type TestDatabase } from '../../helpers/db.js'
 import { eventually } from '../../helpers/wait.js'
 
 // A reply's deltas told by another process (DESIGN 13: by NOTIFY while this one reads the chat), heard
@@ -70,6 +70,47 @@ describe('deltas of another process', () => {
       expect(first.filter((t) => !t.startsWith('probe-'))).toEqual([])
     } finally {
       stopSecond()
+    }
+  })
+})
+
+describe("this process's word that it reads a chat (chat_readers)", () => {
+  it('stays said when its reader goes and another comes at once, the first write held up', async () => {
+    const chatId = randomUUID()
+    const rows = () =>
+      db.sql<{ process: string }[]>`select process from chat_readers where chat_id = ${chatId}`
+    const stopFirst = followDeltas(sql, chatId, () => undefined)
+    await eventually(async () => (await rows()).length === 1, 3_000, 'the first word')
+
+    // The row held as a reference to it holds it (key share): its delete waits, its upsert does not.
+    const lock = await holdLock(
+      db.sql,
+      (tx) => tx`select 1 from chat_readers where chat_id = ${chatId} for key share`,
+    )
+    let stopSecond: (() => void) | undefined
+    try {
+      // The reader goes (its stream ends) and another comes (the client reconnects), at once.
+      stopFirst()
+      await eventually(() => lock.waitedOn(), 3_000, 'the delete waiting')
+      stopSecond = followDeltas(sql, chatId, () => undefined)
+    } finally {
+      await lock.release()
+    }
+    // Once the delete is through, the second reader's word is what stays.
+    await eventually(async () => {
+      const [row] = await db.sql<{ deleting: boolean }[]>`
+        select exists (select 1 from pg_stat_activity
+                        where application_name = 'osd_test_deltas' and state = 'active'
+                          and query like 'delete from chat_readers%') as deleting`
+      return !row!.deleting
+    })
+    try {
+      await eventually(async () => (await rows()).length === 1, 3_000, 'the second word')
+      // And it stays: nothing said before it lands after it.
+      await new Promise((r) => setTimeout(r, 100))
+      expect(await rows()).toHaveLength(1)
+    } finally {
+      stopSecond?.()
     }
   })
 })
