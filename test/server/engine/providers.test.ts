@@ -7,6 +7,7 @@ import {
   type ModelProvider,
   type ModelRequest,
 } from '../../../server/engine/models/index.js'
+import { anthropicProvider } from '../../../server/engine/models/wire/anthropic.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
 // The providers' streaming (issue 26; DESIGN 13): with onText the call is made with `stream: true` in
@@ -362,6 +363,39 @@ describe('a server that refuses cache breakpoints', () => {
         later.mockRestore()
       }
       expect(fake.callsWith(key).map(withBreakpoints).at(-1)).toBe(true)
+    } finally {
+      fake.onRequest(() => undefined)
+    }
+  })
+
+  it('is forgotten once over, for connections never called again too', async () => {
+    const local = anthropicProvider({
+      baseUrls: { provider_a: fake.url, provider_b: fake.url },
+      maxRetries: 0,
+    })
+    const key = 'k-refuses-many'
+    fake.onRequest((r) =>
+      r.key === key && JSON.stringify(r.body).includes('cache_control')
+        ? { status: 400, message: 'cache_control: Extra inputs are not permitted' }
+        : undefined,
+    )
+    const signal = new AbortController().signal
+    const refusedOn = (connectionId: string) =>
+      local.call(conversation, { key, connectionId }, signal).then(() => undefined)
+    try {
+      // Connections used once each (keys bound and unbound, enterprises come and gone).
+      for (let i = 0; i < 20; i++) await refusedOn(`conn-once-${i}`)
+      expect(local.cacheRefusalsKept()).toBe(20)
+      // An hour on, one more refusal: those over are forgotten, though none was called again.
+      const now = Date.now()
+      const later = vi.spyOn(Date, 'now').mockReturnValue(now + 60 * 60_000 + 1)
+      try {
+        await refusedOn('conn-later')
+      } finally {
+        later.mockRestore()
+      }
+      expect(local.cacheRefusalsKept()).toBe(1)
+      expect(fake.callsWith(key)).toHaveLength(42)
     } finally {
       fake.onRequest(() => undefined)
     }

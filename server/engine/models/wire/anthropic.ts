@@ -145,7 +145,7 @@ export function anthropicProvider({
   maxRetries = 2,
   promptCache = true,
   log,
-}: ProviderOptions): ModelProvider {
+}: ProviderOptions): ModelProvider & { cacheRefusalsKept(): number } {
   const wire = { provider: 'provider_a' as const, baseUrl: baseUrls.provider_a, timeoutMs, idleMs }
   // The key goes in x-api-key, as the Messages API documents; the SDK's own credentials are cleared so
   // it sends no Authorization header and reads no key from the environment.
@@ -260,7 +260,12 @@ export function anthropicProvider({
         if (!refused || signal.aborted) throw failure
         // Calls at once on the connection may each be refused: the first to learn it says it.
         const known = refuses(connection)
-        refusing.set(connection, Date.now() + cacheRefusalMs)
+        const now = Date.now()
+        // Those that are over go now, when one is made (a rare event), never on a call's way: one was
+        // kept until its connection was called again, for good for a connection never called again
+        // (a key unbound, an enterprise gone), one more for each connection a process ever used.
+        for (const [other, until] of refusing) if (until <= now) refusing.delete(other)
+        refusing.set(connection, now + cacheRefusalMs)
         if (!known)
           log?.warn(
             {
@@ -291,6 +296,8 @@ export function anthropicProvider({
         throw classify(err, wire)
       }
     },
+    /** How many connections' refusals of cache breakpoints are kept (for tests). */
+    cacheRefusalsKept: () => refusing.size,
   }
 }
 
