@@ -104,10 +104,14 @@ export async function claimDeliveries(
               ${unflushedCommit(sql)}`
 }
 
-/** When the next pending delivery falls due, if one does. */
+/**
+ * When the next pending delivery falls due, if one does later. Not one due already: a claim takes
+ * those it can, and one it cannot (its subscription disabled, its lease another engine's, its
+ * subscription's window full) would have woken the loop at once, again and again, as long as it stays.
+ */
 export async function nextDeliveryDue(db: Db): Promise<Date | null> {
   const [row] = await db<{ at: Date | null }[]>`
-    select min(next_at) as at from event_deliveries where status = 'pending'`
+    select min(next_at) as at from event_deliveries where status = 'pending' and next_at > now()`
   return row!.at
 }
 

@@ -89,11 +89,16 @@ export async function claimMailPeople(
       from claimed c join users u on u.id = c.user_id`
 }
 
-/** When the next person's minute passes, if mail waits for one. */
+/**
+ * When the next person's minute passes, if mail waits for one, later: not a minute passed already
+ * (a person another engine is mailing, or one this mailer has no room for yet), which would have
+ * woken the mailer at once, again and again (as nextDeliveryDue).
+ */
 export async function nextMailDue(db: Db): Promise<Date | null> {
   const [row] = await db<{ at: Date | null }[]>`
     select min(m.not_before) as at from mail_people m
-     where exists (select 1 from mail_items i where i.user_id = m.user_id and i.sent_at is null)`
+     where m.not_before > now()
+       and exists (select 1 from mail_items i where i.user_id = m.user_id and i.sent_at is null)`
   return row!.at
 }
 
