@@ -40,8 +40,11 @@ export interface WorkKind<W extends Leased> {
    * whether another step may find more.
    */
   claim(room: number): Promise<{ claimed: W[]; more: boolean }>
-  /** When the next work that waits for a time (a delay, a back-off) becomes due, if any. */
-  nextDue?(): Promise<Date | null>
+  /**
+   * How long (ms) until the next work that waits for a time (a delay, a back-off) becomes due, if any:
+   * by the database's clock, which set that time and decides when it is due, never this process's.
+   */
+  nextDue?(): Promise<number | null>
   /** Does the work, until it ends, waits, or `signal` aborts (cancelled, lease lost, engine stopping). */
   execute(work: W, signal: AbortSignal): Promise<void>
   /** Renews the leases of these ids; answers the ids still held by this engine. */
@@ -180,10 +183,13 @@ export class LeaseLoop<W extends Leased> {
   /** Wakes when the next work waiting for a time becomes due. */
   private async armDueTimer(): Promise<void> {
     if (!this.kind.nextDue) return
-    const at = await this.kind.nextDue()
+    // A time the database wrote and compares with its now(), measured against this process's clock,
+    // was off by their skew: a process ahead of the database passed again and again, claiming
+    // nothing, until the database's clock reached it; one behind slept past it.
+    const inMs = await this.kind.nextDue()
     clearTimeout(this.dueTimer)
-    if (at && !this.stopped) {
-      const wait = Math.max(0, Math.min(at.getTime() - Date.now() + 5, maxDueWaitMs))
+    if (inMs !== null && !this.stopped) {
+      const wait = Math.max(0, Math.min(inMs + 5, maxDueWaitMs))
       this.dueTimer = setTimeout(() => this.wake(), wait)
     }
   }

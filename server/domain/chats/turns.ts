@@ -363,11 +363,12 @@ export async function releaseTurns(db: Db, engineId: string, ids: string[]): Pro
   await moveTurns(db, 'pending', { ids, from: ['running'], owner: engineId })
 }
 
-/** When the next turn a provider's outage holds is tried again. */
-export async function nextDueTurn(db: Db): Promise<Date | null> {
-  const [row] = await db<{ at: Date | null }[]>`
-    select min(not_before) as at from chat_turns where status = 'blocked' and not_before > now()`
-  return row?.at ?? null
+/** How long (ms, by the database's clock) until the next turn a provider's outage holds is tried again. */
+export async function nextDueTurn(db: Db): Promise<number | null> {
+  const [row] = await db<{ inMs: number | null }[]>`
+    select extract(epoch from min(not_before) - now())::float8 * 1000 as in_ms
+      from chat_turns where status = 'blocked' and not_before > now()`
+  return row?.inMs ?? null
 }
 
 // --- what a reply keeps on its turn ---------------------------------------------------------------

@@ -105,14 +105,16 @@ export async function claimDeliveries(
 }
 
 /**
- * When the next pending delivery falls due, if one does later. Not one due already: a claim takes
- * those it can, and one it cannot (its subscription disabled, its lease another engine's, its
- * subscription's window full) would have woken the loop at once, again and again, as long as it stays.
+ * How long (ms, by the database's clock) until the next pending delivery falls due, if one does
+ * later. Not one due already: a claim takes those it can, and one it cannot (its subscription
+ * disabled, its lease another engine's, its subscription's window full) would have woken the loop at
+ * once, again and again, as long as it stays.
  */
-export async function nextDeliveryDue(db: Db): Promise<Date | null> {
-  const [row] = await db<{ at: Date | null }[]>`
-    select min(next_at) as at from event_deliveries where status = 'pending' and next_at > now()`
-  return row!.at
+export async function nextDeliveryDue(db: Db): Promise<number | null> {
+  const [row] = await db<{ inMs: number | null }[]>`
+    select extract(epoch from min(next_at) - now())::float8 * 1000 as in_ms
+      from event_deliveries where status = 'pending' and next_at > now()`
+  return row!.inMs
 }
 
 /** Renews this engine's leases of these deliveries; answers those it still holds. */

@@ -90,16 +90,16 @@ export async function claimMailPeople(
 }
 
 /**
- * When the next person's minute passes, if mail waits for one, later: not a minute passed already
- * (a person another engine is mailing, or one this mailer has no room for yet), which would have
- * woken the mailer at once, again and again (as nextDeliveryDue).
+ * How long (ms, by the database's clock) until the next person's minute passes, if mail waits for
+ * one, later: not a minute passed already (a person another engine is mailing, or one this mailer has
+ * no room for yet), which would have woken the mailer at once, again and again (as nextDeliveryDue).
  */
-export async function nextMailDue(db: Db): Promise<Date | null> {
-  const [row] = await db<{ at: Date | null }[]>`
-    select min(m.not_before) as at from mail_people m
+export async function nextMailDue(db: Db): Promise<number | null> {
+  const [row] = await db<{ inMs: number | null }[]>`
+    select extract(epoch from min(m.not_before) - now())::float8 * 1000 as in_ms from mail_people m
      where m.not_before > now()
        and exists (select 1 from mail_items i where i.user_id = m.user_id and i.sent_at is null)`
-  return row!.at
+  return row!.inMs
 }
 
 /** The items waiting for a person, oldest first (at most 100 in one mail; the rest go in the next). */

@@ -397,15 +397,18 @@ export async function holdsRun(db: Db, engineId: string, runId: string): Promise
   return row?.status === 'running' && row.leaseOwner === engineId
 }
 
-/** When the next delayed pending run (a successor's delay) or held run (a back-off) becomes due. */
-export async function nextDueRun(db: Db): Promise<Date | null> {
+/**
+ * How long (ms, by the database's clock) until the next delayed pending run (a successor's delay) or
+ * held run (a back-off) becomes due.
+ */
+export async function nextDueRun(db: Db): Promise<number | null> {
   // Each status from its own partial index (migration 0025): the first entry after now, not a scan.
-  const [next] = await db<{ at: Date | null }[]>`
-    select least(
+  const [next] = await db<{ inMs: number | null }[]>`
+    select extract(epoch from least(
              (select min(not_before) from runs where status = 'pending' and not_before > now()),
              (select min(not_before) from runs where status = 'blocked' and not_before > now())
-           ) as at`
-  return next?.at ?? null
+           ) - now())::float8 * 1000 as in_ms`
+  return next?.inMs ?? null
 }
 
 /**

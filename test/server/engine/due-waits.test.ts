@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createSql, type Sql } from '../../../server/db/sql.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
@@ -7,8 +7,9 @@ import { eventually } from '../../helpers/wait.js'
 
 // How long the engine's loops sleep until work waiting for a time falls due (a delivery's retry, a
 // person's next mail): once for that time, never a pass after a pass while work stays due that this
-// engine cannot claim. The engine runs on a pool of its own that counts its claims; no sweep comes
-// within a test (a minute apart).
+// engine cannot claim, nor while this process's clock says it is due and the database's does not.
+// The engine runs on a pool of its own that counts its claims; no sweep comes within a test (a
+// minute apart).
 
 let t: TestApp
 let engine: Engine
@@ -30,6 +31,17 @@ afterAll(async () => {
 })
 
 /** Wakes `loop`, waits for its pass to claim, and answers how many more claims follow in 300 ms. */
+/** A subscription turned off by its maker, whose deliveries no engine claims. */
+async function disabledSubscription(): Promise<string> {
+  const [subscription] = await t.sql<{ id: string }[]>`
+    insert into event_subscriptions (enterprise_id, url, types, families, secret_sealed, secret_hint,
+                                     status, disabled_reason, created_by)
+    values (${t.acme.id}, 'https://hooks.example.com/osd', '{*}', '{*}', '\\x00', 'whsec_…',
+            'disabled', 'turned off by its maker', 'token:test')
+    returning id`
+  return subscription!.id
+}
+
 async function claimsAfterAWake(loop: { wake(): void }, claim: RegExp): Promise<number> {
   const before = claimsOf(claim)
   loop.wake()
@@ -41,15 +53,10 @@ async function claimsAfterAWake(loop: { wake(): void }, claim: RegExp): Promise<
 
 describe('the engine waits for what falls due', () => {
   it('does not pass again and again for a pending delivery of a disabled subscription', async () => {
-    const [subscription] = await t.sql<{ id: string }[]>`
-      insert into event_subscriptions (enterprise_id, url, types, families, secret_sealed, secret_hint,
-                                       status, disabled_reason, created_by)
-      values (${t.acme.id}, 'https://hooks.example.com/osd', '{*}', '{*}', '\\x00', 'whsec_…',
-              'disabled', 'turned off by its maker', 'token:test')
-      returning id`
+    const subscription = await disabledSubscription()
     await t.sql`
       insert into event_deliveries (enterprise_id, subscription_id, position, type, next_at)
-      values (${t.acme.id}, ${subscription!.id}, 1, 'gate.waiting', now() - interval '1 minute')`
+      values (${t.acme.id}, ${subscription}, 1, 'gate.waiting', now() - interval '1 minute')`
     // Before: every pass found it due, claimed nothing and woke the next at once (hundreds a second).
     expect(await claimsAfterAWake(engine.events.deliveries, deliveryClaim)).toBeLessThanOrEqual(1)
   })
@@ -66,5 +73,22 @@ describe('the engine waits for what falls due', () => {
     const mailer = engine.events.mailer
     expect(mailer).toBeDefined()
     expect(await claimsAfterAWake(mailer!, mailClaim)).toBeLessThanOrEqual(1)
+  })
+
+  it('sleeps until the database says a time has come, in a process whose clock runs ahead of it', async () => {
+    const subscription = await disabledSubscription()
+    // Due in 10 s by the database's clock, which wrote the time and decides when it is due.
+    await t.sql`
+      insert into event_deliveries (enterprise_id, subscription_id, position, type, next_at)
+      values (${t.acme.id}, ${subscription}, 2, 'gate.waiting', now() + interval '10 seconds')`
+    // This process's clock a minute ahead of the database's (a host whose NTP stepped, a VM resumed):
+    // by it the delivery was due already, and the loop passed again and again until the database's
+    // clock came to it.
+    vi.setSystemTime(Date.now() + 60_000)
+    try {
+      expect(await claimsAfterAWake(engine.events.deliveries, deliveryClaim)).toBeLessThanOrEqual(1)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
