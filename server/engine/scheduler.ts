@@ -19,6 +19,39 @@ const minuteMs = 60_000
 const claimBatch = 500
 /** A process that wakes later than this after a minute (a stalled event loop) fires only the last one. */
 const catchUpMinutes = 10
+/** A change of a zone's clocks shorter than this (summer time) keeps a fixed-time schedule's fire once. */
+const clockChangeMs = 3 * 3_600_000
+
+const wallClocks = new Map<string, Intl.DateTimeFormat>()
+
+/** The time on the clocks of `timezone` at `at`, as milliseconds since the epoch read as UTC. */
+function wallClock(at: number, timezone: string): number {
+  let format = wallClocks.get(timezone)
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+    })
+    wallClocks.set(timezone, format)
+  }
+  const part: Record<string, number> = {}
+  for (const { type, value } of format.formatToParts(at)) part[type] = Number(value)
+  return Date.UTC(part.year!, part.month! - 1, part.day, part.hour, part.minute)
+}
+
+/**
+ * A cron at a fixed time of day: neither its minute nor its hour a wildcard ("30 2 * * *", not
+ * "*\/15 * * * *" nor "0 * * * *"), the schedules cron's rule for summer time applies to.
+ */
+function fixedTime(cron: string): boolean {
+  const [minute, hour] = cron.split(' ')
+  return !minute!.startsWith('*') && !hour!.startsWith('*')
+}
 
 /**
  * Fires task schedules (DESIGN 7). Every engine process wakes once a minute, reads the enabled
@@ -38,7 +71,10 @@ export class Scheduler {
   private timer: NodeJS.Timeout | undefined
   private ticking: Promise<void> | undefined
   private stopped = false
-  /** node-cron tasks, never started, used only to match minutes: one per cron and time zone. */
+  /**
+   * node-cron tasks, never started, used only to match minutes: one per cron, in UTC, asked about the
+   * time on a zone's clocks (wallClock).
+   */
   private matchers = new Map<string, ScheduledTask>()
   /** Which cron and time zone pairs are due at one minute, each worked out once. */
   private matched = { minute: 0, due: new Map<string, boolean>() }
@@ -97,8 +133,9 @@ export class Scheduler {
       return
     }
     const due = rows.filter((row) => this.due(row, minute))
+    const crons = new Set([...this.matched.due.keys()].map((key) => key.slice(0, key.indexOf('|'))))
     for (const [key, matcher] of this.matchers) {
-      if (this.matched.due.has(key)) continue // still some schedule's
+      if (crons.has(key)) continue // still some schedule's
       this.matchers.delete(key)
       await matcher.destroy()
     }
@@ -117,12 +154,7 @@ export class Scheduler {
     let due = this.matched.due.get(key)
     if (due === undefined) {
       try {
-        let matcher = this.matchers.get(key)
-        if (!matcher) {
-          matcher = cron.createTask(row.cron, () => undefined, { timezone: row.timezone })
-          this.matchers.set(key, matcher)
-        }
-        due = matcher.match(minute)
+        due = this.dueInZone(row.cron, row.timezone, minute.getTime())
       } catch (err) {
         this.log.error({ err, cron: row.cron, timezone: row.timezone }, 'schedule cannot be read')
         due = false
@@ -130,6 +162,40 @@ export class Scheduler {
       this.matched.due.set(key, due)
     }
     return due
+  }
+
+  /**
+   * Whether `cron` in `timezone` is due at `at` (a minute), as cron (Vixie's, cronie's) keeps summer
+   * time: a schedule at a fixed time of day whose time the clocks skip (02:30 in Europe/Berlin on
+   * the last Sunday of March) fires at the minute they jump to, and one whose time they show twice
+   * (02:30 on the last Sunday of October) fires the first time only; a wildcard schedule ("every 15
+   * minutes", "each hour at :00") fires by the clocks as they read. node-cron's matcher alone lost
+   * the first and fired the second twice. Changes of three hours and more are taken as they come.
+   */
+  private dueInZone(expression: string, timezone: string, at: number): boolean {
+    let matcher = this.matchers.get(expression)
+    if (!matcher) {
+      matcher = cron.createTask(expression, () => undefined, { timezone: 'UTC' })
+      this.matchers.set(expression, matcher)
+    }
+    const matches = (wall: number) => matcher.match(new Date(wall))
+    const wall = wallClock(at, timezone)
+    const due = matches(wall)
+    if (!fixedTime(expression)) return due
+    const before = wallClock(at - minuteMs, timezone)
+    if (wall - before > minuteMs) {
+      // The clocks jumped forward to this minute: the times they skipped fire now.
+      if (wall - before > clockChangeMs) return due
+      for (let skipped = before + minuteMs; skipped < wall; skipped += minuteMs)
+        if (matches(skipped)) return true
+      return due
+    }
+    if (!due) return false
+    // The clocks went back within the last hours: this time, shown before, fired then.
+    const offset = wall - at
+    const earlierOffset = wallClock(at - clockChangeMs, timezone) - (at - clockChangeMs)
+    const back = earlierOffset - offset
+    return !(back > 0 && wallClock(at - back, timezone) === wall)
   }
 
   /**

@@ -232,10 +232,11 @@ export const ScheduleInput = z
       description: 'five fields: minute hour day-of-month month day-of-week',
       example: '0 9 * * 1-5',
     }),
-    timezone: z
-      .string()
-      .optional()
-      .meta({ description: 'IANA time zone, default UTC', example: 'Europe/Paris' }),
+    timezone: z.string().optional().meta({
+      description:
+        'IANA time zone, default UTC. Summer time as cron keeps it: a fixed time the clocks skip fires when they jump, one they show twice fires once; wildcard minutes or hours fire as the clocks read',
+      example: 'Europe/Paris',
+    }),
     input: JsonObject.optional().meta({ description: "the runs' input, kept as sent" }),
     enabled: z.boolean().optional(),
   })

@@ -77,3 +77,48 @@ it('starts exactly one run for each schedule due that minute however many proces
   expect(next.map((f) => f.taskId).sort()).toEqual([every, notDue[0]].sort())
   expect(await t.sql`select 1 from runs where task_id = ${every}`).toHaveLength(1)
 })
+
+it('keeps summer time as cron does: a skipped time fires when the clocks jump, a doubled one once', async () => {
+  await t.sql`update task_schedules set enabled = false`
+  const berlin = (cron: string) => scheduled({ cron, timezone: 'Europe/Berlin' })
+  const atHalfPastTwo = await berlin('30 2 * * *')
+  const atQuarterPastThree = await berlin('15 3 * * *')
+  const everyHalfHour = await berlin('*/30 * * * *')
+  const scheduler = new Scheduler(t.sql, t.log)
+  schedulers.push(scheduler)
+  /** Fires each minute from `from` for `hours`, as an engine awake through the night does. */
+  async function night(from: string, hours: number) {
+    const start = Date.parse(from)
+    for (let m = start; m < start + hours * 3_600_000; m += 60_000)
+      await scheduler.fireMinute(new Date(m))
+    const fires = await t.sql<{ taskId: string; fireAt: Date }[]>`
+      select task_id, fire_at from schedule_fires
+       where fire_at >= ${new Date(start)} and fire_at < ${new Date(start + hours * 3_600_000)}
+       order by fire_at`
+    return (taskId: string) =>
+      fires.filter((f) => f.taskId === taskId).map((f) => f.fireAt.toISOString().slice(11, 16))
+  }
+
+  // 29 March 2026: at 02:00 (01:00 UTC) Berlin's clocks jump to 03:00; 02:30 never comes. It fires
+  // at 03:00, when they jump.
+  const spring = await night('2026-03-29T00:00:00Z', 3)
+  expect(spring(atHalfPastTwo)).toEqual(['01:00'])
+  expect(spring(atQuarterPastThree)).toEqual(['01:15'])
+  expect(spring(everyHalfHour)).toEqual(['00:00', '00:30', '01:00', '01:30', '02:00', '02:30'])
+
+  // 25 October 2026: at 03:00 (01:00 UTC) they go back to 02:00; 02:30 comes twice. It fires the
+  // first time; every half hour fires by the clocks, in both of their 02:00s.
+  const autumn = await night('2026-10-24T23:00:00Z', 4)
+  expect(autumn(atHalfPastTwo)).toEqual(['00:30'])
+  expect(autumn(atQuarterPastThree)).toEqual(['02:15'])
+  expect(autumn(everyHalfHour)).toEqual([
+    '23:00',
+    '23:30',
+    '00:00',
+    '00:30',
+    '01:00',
+    '01:30',
+    '02:00',
+    '02:30',
+  ])
+})
