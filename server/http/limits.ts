@@ -18,7 +18,11 @@ import { requestHeader } from './headers.js'
 // so that a wrong token costs a database look-up once. Counted in this process only: with several osd
 // processes behind a balancer, a caller gets each process's rate (docs/configuration.md).
 
-/** A bucket per key: `perMinute` a minute, of which a whole minute's worth may be spent at once. */
+/**
+ * A bucket per key: `perMinute` a minute, of which a whole minute's worth may be spent at once.
+ * Measured by the monotonic clock: by the wall clock, one stepped back (NTP, a VM restored) emptied
+ * every bucket in use by the length of the step, and refused their callers for as long.
+ */
 export class RateLimiter {
   private buckets = new Map<string, { tokens: number; at: number }>()
   private readonly perMs: number
@@ -39,7 +43,10 @@ export class RateLimiter {
    * Takes one request from `key`'s bucket: the remaining count and the seconds until the bucket is
    * full again, and `retryAfter` (seconds) when it was empty, nothing taken.
    */
-  take(key: string, now = Date.now()): { remaining: number; reset: number; retryAfter?: number } {
+  take(
+    key: string,
+    now = performance.now(),
+  ): { remaining: number; reset: number; retryAfter?: number } {
     let bucket = this.buckets.get(key)
     if (bucket === undefined) {
       if (this.buckets.size >= this.maxKeys) this.sweep(now)
@@ -75,7 +82,7 @@ export class RateLimiter {
   }
 
   /** Seconds until `key` may spend again, when its bucket is empty; nothing is taken. */
-  emptyFor(key: string, now = Date.now()): number | undefined {
+  emptyFor(key: string, now = performance.now()): number | undefined {
     const bucket = this.buckets.get(key)
     if (!bucket) return undefined
     const tokens = Math.min(this.perMinute, bucket.tokens + (now - bucket.at) * this.perMs)

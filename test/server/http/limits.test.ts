@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { ErrorBody } from '../../../shared/schemas/common.js'
 import { addressKey, clientAddress, networks } from '../../../server/http/addresses.js'
 import { RateLimiter } from '../../../server/http/limits.js'
@@ -49,6 +49,21 @@ describe('per token and per session', () => {
     const refused = await t.call('GET', '/v1/auth/me', { token: person.session })
     expect(refused.status).toBe(429)
     expect(refused.body.error).toBe('rate_limited')
+  })
+
+  it('takes no toll of a wall clock set back (NTP stepping, a VM restored)', async () => {
+    const token = await t.tokenWith(['enterprise:read'])
+    expect((await t.call('GET', '/v1/enterprise/concurrency', { token })).status).toBe(200)
+    // An hour back: by the wall clock the bucket refilled minus an hour, and the token was refused
+    // for that hour.
+    vi.setSystemTime(Date.now() - 3_600_000)
+    try {
+      const next = await t.call('GET', '/v1/enterprise/concurrency', { token })
+      expect(next.status, next.text).toBe(200)
+      expect(next.headers.get('ratelimit')).toMatch(/^"caller";r=3;t=\d+$/)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('is off with OSD_RATE_LIMIT_PER_MINUTE=off', async () => {
