@@ -12,3 +12,25 @@ export function unstorable(text: string): boolean {
 export function storable(text: string): string {
   return unstorable(text) ? text.replace(everyUnstorable, '\ufffd') : text
 }
+
+// In JSON.stringify's text (well-formed: a lone surrogate is always written as its escape, a pair as
+// itself), the escapes of U+0000 and of surrogates, each preceded by an even number of backslashes
+// (else its backslash is itself escaped, and it is plain text).
+const unstorableEscape = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f])/i
+const everyUnstorableEscape = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/gi
+
+/**
+ * `value` (what JSON.parse makes) with every string and every key storable: the same value when none
+ * needed it, else a copy. Through JSON's text, not a walk: a value thousands of levels deep (a model's
+ * tool call may be) would overflow the stack of a walk.
+ */
+export function storableJson<T>(value: T): T {
+  let json: string | undefined
+  try {
+    json = JSON.stringify(value)
+  } catch {
+    return value // too deep even for JSON.stringify: as it came, for whoever stores it to refuse
+  }
+  if (json === undefined || !unstorableEscape.test(json)) return value
+  return JSON.parse(json.replace(everyUnstorableEscape, '$1\\ufffd')) as T
+}

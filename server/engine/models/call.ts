@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Provider } from '../../../shared/schemas/models.js'
+import { storable, storableJson } from '../../../shared/text.js'
 import { pipelinedTransaction, retryConflicts, type Sql, type Tx } from '../../db/sql.js'
 import {
   callCostMicros,
@@ -248,11 +249,15 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   // What streamed of the answer: a call stopped part way (a chat reply stopped, issue 51) reports no
   // usage, yet the provider bills its prompt and what it produced (below).
   let streamedChars = 0
+  // What a provider answers is stored (the journal, a run's result, a chat's messages) as text
+  // PostgreSQL can keep: U+0000 and halves of surrogate pairs, which a model may write, become U+FFFD
+  // here, once for every caller. Else each write of the answer failed, and whoever took the work over
+  // paid for the call again and failed again.
   const onText =
     call.onText &&
     ((text: string) => {
       streamedChars += text.length
-      call.onText!(text)
+      call.onText!(storable(text))
     })
   try {
     // The inference span (issue 49), around the provider's call alone: what it was asked, what it
@@ -268,12 +273,14 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       },
       async (inference) => {
         try {
-          const answer = await withCallSignal(call.signal, (signal) =>
-            call.providers[key.provider].call(
-              { ...call.request, model },
-              { key: key.key, connectionId: key.connectionId },
-              signal,
-              onText,
+          const answer = storableJson(
+            await withCallSignal(call.signal, (signal) =>
+              call.providers[key.provider].call(
+                { ...call.request, model },
+                { key: key.key, connectionId: key.connectionId },
+                signal,
+                onText,
+              ),
             ),
           )
           inference.answered(answer, callCostMicros(price.price, answer.usage))
