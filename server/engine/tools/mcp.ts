@@ -12,6 +12,7 @@ import { outgoingHeaders, toolSpan } from '../../traces/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
 import { cappedFetch } from './answers.js'
+import { storable } from '../../../shared/text.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
 // A call that fails on the way (no answer within the tool timeout, a connection cut, an answer that is
@@ -171,7 +172,11 @@ export class McpTools {
     // A name no server offers (a model's invention) makes no span: span names stay the tools'.
     if (!open) return Promise.resolve({ content: `No tool ${name} is connected.`, isError: true })
     return toolSpan({ name, callId, source: 'mcp', arguments: args }, async (span) => {
-      const outcome = await this.callTool(open, name, args, signal)
+      const { content, isError } = await this.callTool(open, name, args, signal)
+      // Kept (the journal, a chat's message) as text PostgreSQL can hold: a tool server's U+0000 or
+      // half a surrogate pair becomes U+FFFD, else the call's answer could not be written and the run
+      // or the reply stopped there until its lease lapsed, for good.
+      const outcome = { content: storable(content), isError }
       span.result(outcome)
       return outcome
     })

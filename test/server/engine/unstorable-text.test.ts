@@ -5,26 +5,35 @@ import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
+import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
-// Text PostgreSQL cannot store (U+0000, half a surrogate pair) in what a model answers: the API refuses
-// it in a body (http/body.ts), but a model's text and its tool calls' arguments come from outside and
-// are written into the journal, the run's result and a chat's messages. Before, each such write
+// Text PostgreSQL cannot store (U+0000, half a surrogate pair) in what a model or a tool server answers:
+// the API refuses it in a body (http/body.ts), but a model's text, its tool calls' arguments and a
+// tool's result come from outside and are written into the journal, the run's result and a chat's
+// messages. Before, each such write
 // failed: the run stayed running until its lease lapsed, and the engine that took it over paid for
 // the call again and failed again, for good; a chat reply likewise. They are kept with U+FFFD instead.
 
 let t: TestApp
 let model: FakeModelProvider
 let engine: Engine
+let mcp: FakeMcpServer
 
 beforeAll(async () => {
   model = await startFakeModelProvider()
+  mcp = await startFakeMcpServer()
+  mcp.addTool('nul', 'answers U+0000', () => 'before\u0000after \ud800')
+  mcp.addTool('broken', 'fails', () => {
+    throw new Error('broken\u0000 \udfff')
+  })
   t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
   engine = await startTestEngine(t)
 })
 afterAll(async () => {
   await engine?.stop()
   await model?.close()
+  await mcp?.close()
 })
 
 describe('a model answer holding U+0000 or half a surrogate pair', () => {
@@ -80,5 +89,82 @@ describe('a model answer holding U+0000 or half a surrogate pair', () => {
     }, 10_000)
     expect(detail.messages.at(-1)!.content).toBe('Hello\ufffd there \ufffd')
     expect(model.callsWith(key)).toHaveLength(1)
+  })
+})
+
+describe('a tool result holding U+0000 or half a surrogate pair', () => {
+  it('in a run: kept with U+FFFD, a result and a tool error alike; the model gets it and the run goes on', async () => {
+    const { e, key, as } = await keyedEnterprise(t, 'Bytes tools')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const task = await t.call('POST', '/v1/tasks', {
+      ...as,
+      body: {
+        name: `Bytes ${randomUUID().slice(0, 8)}`,
+        teamId: team.id,
+        assigneeRole: 'ceo',
+        tools: ['vcs.nul', 'vcs.broken'],
+      },
+    })
+    expect(task.status, JSON.stringify(task.body)).toBe(201)
+    model.script(
+      key,
+      { toolCalls: [{ name: 'vcs.nul', arguments: {} }] },
+      { toolCalls: [{ name: 'vcs.broken', arguments: {} }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { summary: 'ok' } }] },
+    )
+    const run = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })
+    const done = await waitForRun(t, run.body.id, ['succeeded', 'failed'], 10_000, e.token)
+    expect(done.run.status).toBe('succeeded')
+    expect(mcp.callsOf('nul')).toHaveLength(1)
+    expect(mcp.callsOf('broken')).toHaveLength(1)
+    const steps = await t.sql<{ response: { content: string; isError: boolean } }[]>`
+      select response from run_journal where run_id = ${run.body.id} and kind = 'tool' order by step`
+    expect(steps.map((s) => s.response)).toEqual([
+      { content: 'before\ufffdafter \ufffd', isError: false },
+      { content: expect.stringContaining('broken\ufffd \ufffd'), isError: true },
+      expect.anything(), // os.finish
+    ])
+    expect(JSON.stringify(model.callsWith(key).at(-1)!.body)).toContain('broken\ufffd \ufffd')
+  })
+
+  it('in a chat: the tool call is answered with U+FFFD, and the reply goes on', async () => {
+    const { key, as } = await keyedEnterprise(t, 'Bytes chat tools')
+    const member = await t.call('POST', '/v1/members', { ...as, body: { name: 'Bytes' } })
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'vcs', url: mcp.url, layer: 'member', layerId: member.body.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    model.script(key, { toolCalls: [{ name: 'vcs.nul', arguments: {} }] }, { text: 'Read it.' })
+    const chat = await t.call('POST', '/v1/chats', { ...as, body: { memberId: member.body.id } })
+    await t.call('POST', `/v1/chats/${chat.body.id}/messages`, { ...as, body: { content: 'Go' } })
+    let detail!: ChatDetail
+    await eventually(async () => {
+      detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.body.id}`, as)).body)
+      return detail.messages.some((m) => m.toolCall?.status === 'waiting')
+    }, 10_000)
+    const call = detail.messages.find((m) => m.toolCall)!
+    const decided = await t.call(
+      'POST',
+      `/v1/chats/${chat.body.id}/tool-calls/${call.id}/decision`,
+      {
+        ...as,
+        body: { decision: 'allow' },
+      },
+    )
+    expect(decided.status, JSON.stringify(decided.body)).toBe(201)
+    await eventually(async () => {
+      detail = ChatDetail.parse((await t.call('GET', `/v1/chats/${chat.body.id}`, as)).body)
+      return !detail.replying && detail.messages.at(-1)?.role === 'member'
+    }, 10_000)
+    expect(detail.messages.find((m) => m.id === call.id)!.toolCall!.result).toBe(
+      'before\ufffdafter \ufffd',
+    )
+    expect(detail.messages.at(-1)!.content).toBe('Read it.')
   })
 })
