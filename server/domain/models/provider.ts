@@ -1,4 +1,5 @@
 import type { Provider } from '../../../shared/schemas/models.js'
+import { storable } from '../../../shared/text.js'
 
 // What the domain needs of a model provider (DESIGN 6): the calls it is asked to make and how they fail.
 // The engine implements it (engine/models/providers.ts: provider_a and provider_b over their wire
@@ -134,7 +135,9 @@ export class ProviderError extends Error {
     message: string,
     detail: ProviderErrorDetail = {},
   ) {
-    super(message)
+    // Kept as a run's reason and in its events: what a provider said may hold U+0000, or half of a
+    // surrogate pair where it was cut short (failures.ts), which PostgreSQL cannot store.
+    super(storable(message))
     this.status = detail.status
     this.retryAfterMs = detail.retryAfterMs
     this.timedOut = detail.timedOut ?? false

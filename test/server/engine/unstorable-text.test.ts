@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
+import { unstorable } from '../../../shared/text.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
@@ -166,5 +167,29 @@ describe('a tool result holding U+0000 or half a surrogate pair', () => {
       'before\ufffdafter \ufffd',
     )
     expect(detail.messages.at(-1)!.content).toBe('Read it.')
+  })
+})
+
+describe("a provider's refusal", () => {
+  it('cut inside a character outside the BMP (an emoji): the run fails with the reason, the cut half replaced', async () => {
+    // The reason keeps 300 characters of what the provider said; one of the two cuts falls between
+    // the halves of an emoji, whatever the length of the words before it.
+    const runs = await Promise.all(
+      ['', 'a'].map(async (pad) => {
+        const { e, key, as } = await keyedEnterprise(t, 'Bytes refusal')
+        const task = await t.call('POST', '/v1/tasks', {
+          ...as,
+          body: { name: `Bytes ${randomUUID().slice(0, 8)}`, assigneeRole: 'ceo' },
+        })
+        model.script(key, { status: 400, message: pad + '\u{1F600}'.repeat(200) })
+        const run = await t.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })
+        return waitForRun(t, run.body.id, ['succeeded', 'failed'], 10_000, e.token)
+      }),
+    )
+    for (const { run } of runs) {
+      expect(run.status).toBe('failed')
+      expect(run.result.summary).toMatch(/^the provider refused the request \(400\): /)
+      expect(unstorable(run.result.summary)).toBe(false)
+    }
   })
 })
