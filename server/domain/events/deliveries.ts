@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto'
 import { ApiError } from '../../../shared/errors.js'
 import type { Paged } from '../../../shared/schemas/common.js'
 import type { EventDelivery, FeedEvent } from '../../../shared/schemas/events.js'
+import { storable } from '../../../shared/text.js'
 import { sealedColumns, type Sealer } from '../../crypto.js'
 import { envelope, readPage } from '../../db/paging.js'
 import { notifyAfterCommit, transaction, unflushedCommit, type Db, type Sql } from '../../db/sql.js'
@@ -238,6 +239,9 @@ export async function recordAttempt(
   const ok = attempt.statusCode !== null && attempt.statusCode >= 200 && attempt.statusCode < 300
   const next = ok ? null : nextAttemptAt(delivery.attempts, delivery.tryingSince, new Date())
   const outcome: AttemptOutcome = ok ? 'succeeded' : next ? 'retry' : 'failed'
+  // The receiver's words, as text PostgreSQL can keep: a body of bytes may hold U+0000, and the
+  // attempt could then not be recorded; the delivery was sent again at each lapse of its lease.
+  const answer = storable(attempt.answer.slice(0, answerKeptBytes))
   if (outcome !== 'failed') {
     // One statement, not a transaction of four: every delivery ends here, and at 100 events a second
     // to a subscription its round trips were a good part of a delivery's cost (bench:events). The
@@ -252,7 +256,7 @@ export async function recordAttempt(
         returning id)
       insert into event_delivery_attempts (delivery_id, at, status_code, latency_ms, answer)
       select id, ${attempt.at}, ${attempt.statusCode}, ${attempt.latencyMs},
-             ${attempt.answer.slice(0, answerKeptBytes)} from d
+             ${answer} from d
       returning delivery_id as id`
     return row ? outcome : 'lost'
   }
@@ -265,7 +269,7 @@ export async function recordAttempt(
     await tx`
       insert into event_delivery_attempts (delivery_id, at, status_code, latency_ms, answer)
       values (${delivery.id}, ${attempt.at}, ${attempt.statusCode}, ${attempt.latencyMs},
-              ${attempt.answer.slice(0, answerKeptBytes)})`
+              ${answer})`
     // Failed for 3 days: the delivery ends, its subscription is disabled and its owner told.
     await tx`
       update event_deliveries

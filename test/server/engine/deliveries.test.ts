@@ -287,4 +287,19 @@ describe('the delivery loop', () => {
         join event_deliveries d on d.id = a.delivery_id where d.subscription_id = ${subscription.id}`
     expect(attempts.map((a) => a.statusCode)).toEqual([503, 503])
   })
+
+  it('records an answer holding a NUL byte with U+FFFD, and the delivery ends: it was sent again for good', async () => {
+    // A receiver that answers bytes (a binary body): PostgreSQL's text holds no U+0000.
+    const path = '/hold/binary'
+    const { subscription, gate, rows } = await subscribe(path)
+    await gate()
+    await eventually(() => heldAt(path).length === 1, 15_000, 'the sending')
+    for (const res of heldAt(path)) res.writeHead(200).end(Buffer.from([0x6f, 0x6b, 0x00, 0x01]))
+    held.delete(path)
+    await eventually(async () => (await rows())[0]?.status === 'succeeded', 15_000, 'its end')
+    const attempts = await t.sql<{ statusCode: number; answer: string }[]>`
+      select a.status_code, a.answer from event_delivery_attempts a
+        join event_deliveries d on d.id = a.delivery_id where d.subscription_id = ${subscription.id}`
+    expect(attempts).toEqual([{ statusCode: 200, answer: 'ok\ufffd\u0001' }])
+  })
 })
