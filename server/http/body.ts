@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../../shared/errors.js'
 import { configBodyMaxBytes } from '../../shared/schemas/config.js'
-import { unstorable } from '../../shared/text.js'
+import { storable, unstorable } from '../../shared/text.js'
 import type { AppEnv } from './env.js'
 import { routeOf } from './methods.js'
 import { requestHeader } from './headers.js'
@@ -100,8 +100,16 @@ async function parseJson(
         throw new ApiError('invalid_json', 'The request body is not valid JSON.')
       }
       // PostgreSQL's jsonb cannot hold U+0000 or half of a surrogate pair, so such a body could never
-      // be stored; only a \u escape can put either in (UTF-8 text cannot), so most bodies skip the walk.
-      if (escapes.test(text) && holdsUnstorable(body))
+      // be stored; and a number past ±1.8e308 reads as Infinity, which would be stored as null. Only a
+      // \u escape can put either character in (UTF-8 text cannot), and only a three-digit exponent or
+      // 309 digits such a number, so most bodies skip the walk.
+      const found = (escapes.test(text) || hugeNumbers.test(text)) && unreadableIn(body, '')
+      if (found && found.what === 'number')
+        throw new ApiError(
+          'invalid_json',
+          `The request body holds a number past ±1.8e308, which cannot be read, at ${found.at || 'its top'}.`,
+        )
+      if (found)
         throw new ApiError(
           'invalid_json',
           'The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff), which cannot be stored.',
@@ -169,11 +177,30 @@ function nestedDeeper(text: string, limit: number): boolean {
 }
 
 const escapes = /\\u(0000|d[89a-f])/i
+const hugeNumbers = /\d[eE]\+?0*\d{3}|\d{309}/
 
-function holdsUnstorable(value: unknown): boolean {
-  if (typeof value === 'string') return unstorable(value)
-  if (Array.isArray(value)) return value.some(holdsUnstorable)
-  if (value && typeof value === 'object')
-    return Object.entries(value).some(([key, v]) => unstorable(key) || holdsUnstorable(v))
-  return false
+/**
+ * The first value of a parsed body that cannot be kept as sent, and where (`deep[0].x`, '' for the
+ * body itself): text (a string or a key) holding what no column can hold, or a number JSON.parse read
+ * as ±Infinity.
+ */
+function unreadableIn(
+  value: unknown,
+  at: string,
+): { what: 'text' | 'number'; at: string } | undefined {
+  if (typeof value === 'string') return unstorable(value) ? { what: 'text', at } : undefined
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : { what: 'number', at }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = unreadableIn(value[i], `${at}[${i}]`)
+      if (found) return found
+    }
+  } else if (value && typeof value === 'object') {
+    for (const [key, v] of Object.entries(value)) {
+      const path = at ? `${at}.${storable(key)}` : storable(key)
+      const found = unstorable(key) ? { what: 'text' as const, at: path } : unreadableIn(v, path)
+      if (found) return found
+    }
+  }
+  return undefined
 }

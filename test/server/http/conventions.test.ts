@@ -354,6 +354,41 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     expect(pair.body.error).toBe('overlap')
   })
 
+  it('answers 400 invalid_json naming the field for a number past what JSON.parse reads (it was stored as null)', async () => {
+    const task = (
+      await t.call('POST', '/v1/tasks', {
+        body: {
+          name: `Huge ${Date.now()}`,
+          kind: 'deterministic',
+          assigneeRole: 'ceo',
+          overlapPolicy: 'os',
+        },
+      })
+    ).body
+    for (const [raw, field] of [
+      ['{"n": 1e400}', 'n'],
+      ['{"deep": [{"x": [1, -1E+999]}]}', 'deep[0].x[1]'],
+      [`{"big": ${'9'.repeat(400)}}`, 'big'],
+    ]) {
+      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+        raw,
+        headers: { 'content-type': 'application/json' },
+      })
+      expect(res.status, raw).toBe(400)
+      expect(res.body).toEqual({
+        error: 'invalid_json',
+        message: `The request body holds a number past ±1.8e308, which cannot be read, at ${field}.`,
+      })
+    }
+    // A large exponent within the range, and one so small it reads as 0, are numbers like any other.
+    const fine = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
+      raw: '{"n": 1.5e308, "m": 1e-400, "s": "1e400"}',
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(fine.status, fine.text).toBe(201)
+    expect(fine.body.input).toEqual({ n: 1.5e308, m: 0, s: '1e400' })
+  })
+
   it('answers a webhook body holding an unpaired surrogate 400 with the right secret, 401 with a wrong one', async () => {
     const hook = (secret: string) =>
       t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/nothing`, {
