@@ -112,7 +112,7 @@ async function parseJson(
       if (found)
         throw new ApiError(
           'invalid_json',
-          'The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff), which cannot be stored.',
+          `The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff) at ${found.at || 'its top'}, which cannot be stored.`,
         )
       c.set('body', body)
     }

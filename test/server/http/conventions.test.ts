@@ -322,21 +322,25 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
         body: { name: `Nul ${Date.now()}`, kind: 'deterministic', assigneeRole: 'ceo' },
       })
     ).body
-    for (const raw of [
-      '{"s": "a\\u0000b"}',
-      '{"a\\u0000": 1}',
-      '{"deep": [{"x": ["\\u0000"]}]}',
-      '{"s": "\\ud800"}',
-      '{"s": "x\\uDC00y"}',
-      '{"\\udbff": 1}',
-      '{"s": "\\udc00\\ud800"}',
+    // The refusal names the field (a key that holds one, with U+FFFD in its place).
+    for (const [raw, field] of [
+      ['{"s": "a\\u0000b"}', 's'],
+      ['{"a\\u0000": 1}', 'a\ufffd'],
+      ['{"deep": [{"x": ["\\u0000"]}]}', 'deep[0].x[0]'],
+      ['{"s": "\\ud800"}', 's'],
+      ['{"s": "x\\uDC00y"}', 's'],
+      ['{"ok": "\\ud83d\\ude00", "\\udbff": 1}', '\ufffd'],
+      ['{"s": "\\udc00\\ud800"}', 's'],
     ]) {
       const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
         raw,
         headers: { 'content-type': 'application/json' },
       })
       expect(res.status, raw).toBe(400)
-      expect(res.body.error).toBe('invalid_json')
+      expect(res.body).toEqual({
+        error: 'invalid_json',
+        message: `The request body holds \\u0000 or an unpaired surrogate (\\ud800-\\udfff) at ${field}, which cannot be stored.`,
+      })
     }
     // A backslash followed by u0000 is plain text, and is stored.
     const text = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
