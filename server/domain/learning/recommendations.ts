@@ -9,6 +9,7 @@ import {
   type RecommendationEvidence,
 } from '../../../shared/schemas/recommendations.js'
 import type { VersionDefinition } from '../../../shared/schemas/tasks.js'
+import { storable } from '../../../shared/text.js'
 import { transaction, type Db } from '../../db/sql.js'
 import {
   checkContext,
@@ -459,7 +460,9 @@ function readEvidence(value: unknown): RecommendationEvidence[] {
   const bad = evidence.find((e) => !isUuid(e.runId))
   if (bad) throw new ApiError('invalid_request', `evidence: "${bad.runId}" is not a run id.`)
   const seen = new Set<string>()
+  // Each why cut at maxWhy characters, perhaps between the halves of a pair (an emoji): the half is
+  // replaced, else jsonb refused the proposal.
   return evidence
     .filter((e) => !seen.has(e.runId) && seen.add(e.runId))
-    .map((e) => ({ runId: e.runId, why: e.why.trim().slice(0, maxWhy) }))
+    .map((e) => ({ runId: e.runId, why: storable(e.why.trim().slice(0, maxWhy)) }))
 }

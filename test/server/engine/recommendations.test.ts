@@ -290,4 +290,37 @@ describe('the learning loop', () => {
     expect(answered).toContain('os.propose_change refused')
     expect((await t.call('GET', `/v1/tasks/${task.id}/recommendations`, s.as)).body).toEqual([])
   }, 60_000)
+
+  it("keeps a proposal whose evidence is cut inside an emoji, the cut half replaced: it was refused with the database's words", async () => {
+    const s = await tenant()
+    const task = await s.task({ goal: 'Answer the customers', skillMd: skill })
+    fake.script(s.key, finish('Could not answer', 'failed'))
+    const failed = (await s.start(task.id)).id
+    await s.wait(failed, ['failed'])
+    // 1 + 1,200 characters: the cut at 1,000 falls between the halves of an emoji.
+    const why = `x${'\u{1F600}'.repeat(600)}`
+    fake.script(
+      s.key,
+      {
+        toolCalls: [
+          {
+            name: 'os.propose_change',
+            arguments: {
+              changes: { skillMd: betterSkill },
+              rationale: 'Smile more.',
+              evidence: [{ runId: failed, why }],
+            },
+          },
+        ],
+      },
+      finish('Proposed.'),
+    )
+    const improve = await s.improvementOf(failed)
+    await s.wait(improve, ['succeeded'])
+    const [rec] = (await t.call('GET', `/v1/tasks/${task.id}/recommendations`, s.as)).body
+    expect(Recommendation.parse(rec).evidence).toEqual([
+      { runId: failed, why: `${why.slice(0, 999)}\ufffd` },
+    ])
+    expect(JSON.stringify(fake.callsWith(s.key).at(-1)!.body.messages)).not.toContain('refused')
+  }, 60_000)
 })
