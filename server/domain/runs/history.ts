@@ -3,9 +3,17 @@ import type { Db } from '../../db/sql.js'
 // How finished runs and the gate decisions on them are told to a model that learns from them: the
 // os-improve run (learning/briefing.ts) and the os-train-memory run (memory/training.ts), DESIGN 10.
 
-/** `text`, cut to `max` characters with a word of how much was left out. */
-export const clip = (text: string, max: number) =>
-  text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text
+/**
+ * `text`, cut to `max` characters with a word of how much was left out; never between the halves of a
+ * surrogate pair (an emoji), which jsonb refuses (a lesson's excerpt) and a provider may too (a prompt).
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text
+  const end = isHighSurrogate(text.charCodeAt(max - 1)) ? max - 1 : max
+  return `${text.slice(0, end)}… (${text.length - end} more characters)`
+}
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 /** A decided gate of a run, as a learning run is told it. */
 export interface DecidedGate {

@@ -339,6 +339,30 @@ describe('a recall that fails', () => {
   })
 })
 
+describe("a lesson's evidence", () => {
+  it("keeps an excerpt of a summary whose cut falls inside an emoji, whole: the lesson was refused with the database's words", async () => {
+    const s = await tenant()
+    const task = await s.task()
+    // 1 + 400 characters: the cut at 300 falls between the halves of an emoji.
+    const summary = `x${'\u{1F680}'.repeat(200)}`
+    fake.script(s.key, finish(summary))
+    const source = await s.start(task.id)
+    await s.wait(source.id, ['succeeded'])
+    fake.script(
+      s.key,
+      { toolCalls: [remember({ text: 'Launch with a rocket.', evidence: [source.id] })] },
+      finish('Wrote 1 lesson'),
+    )
+    const run = Run.parse((await s.train({ layer: 'enterprise' })).body)
+    await s.wait(run.id, ['succeeded'])
+    const list = NotePage.parse((await t.call('GET', '/v1/memory?layer=enterprise', s.as)).body)
+    expect(list.notes).toHaveLength(1)
+    expect(list.notes[0]!.evidence).toEqual([
+      { runId: source.id, excerpt: `${summary.slice(0, 299)}… (102 more characters)` },
+    ])
+  })
+})
+
 describe('POST /v1/memory/train', () => {
   it('without a key the run is blocked; a second train of the layer answers the run under way', async () => {
     const s = await tenant({ keyless: true })
