@@ -169,6 +169,42 @@ function stoppedCostMicros(
   )
 }
 
+/** How deep a tool call's arguments may nest: as deep as a request's body may (http/body.ts). */
+const maxArgumentDepth = 100
+
+/**
+ * The answer with each tool call's arguments nested deeper than maxArgumentDepth said so, as arguments
+ * that are not JSON are (wire/shared.ts parseArguments): a model may write thousands of brackets, and
+ * whatever walked them after (the database driver writing the journal) overflowed its stack, so the
+ * run was taken over and the call paid again, for good.
+ */
+function shallowArguments(reply: ModelReply): ModelReply {
+  if (!reply.toolCalls.some((c) => nestedDeeper(c.arguments, maxArgumentDepth))) return reply
+  return {
+    ...reply,
+    toolCalls: reply.toolCalls.map((c) =>
+      nestedDeeper(c.arguments, maxArgumentDepth)
+        ? {
+            ...c,
+            arguments: { unparsed: `arguments nested deeper than ${maxArgumentDepth} levels` },
+          }
+        : c,
+    ),
+  }
+}
+
+/** Whether `value` holds objects and arrays more than `limit` deep, found without recursion. */
+function nestedDeeper(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]]
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [item, depth] = next
+    if (item === null || typeof item !== 'object') continue
+    if (depth + 1 > limit) return true
+    for (const child of Object.values(item)) pending.push([child, depth + 1])
+  }
+  return false
+}
+
 export async function callModel(call: ModelCall): Promise<ModelCallResult> {
   const { sql, choice, owner } = call
   const { key, model } = choice
@@ -274,12 +310,14 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       async (inference) => {
         try {
           const answer = storableJson(
-            await withCallSignal(call.signal, (signal) =>
-              call.providers[key.provider].call(
-                { ...call.request, model },
-                { key: key.key, connectionId: key.connectionId },
-                signal,
-                onText,
+            shallowArguments(
+              await withCallSignal(call.signal, (signal) =>
+                call.providers[key.provider].call(
+                  { ...call.request, model },
+                  { key: key.key, connectionId: key.connectionId },
+                  signal,
+                  onText,
+                ),
               ),
             ),
           )

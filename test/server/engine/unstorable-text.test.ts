@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
 import { unstorable } from '../../../shared/text.js'
@@ -190,6 +192,87 @@ describe("a provider's refusal", () => {
       expect(run.status).toBe('failed')
       expect(run.result.summary).toMatch(/^the provider refused the request \(400\): /)
       expect(unstorable(run.result.summary)).toBe(false)
+    }
+  })
+})
+
+describe("a model's tool call nested thousands of levels deep", () => {
+  // A provider_b server of its own: the fake provider builds its answers with JSON.stringify, which
+  // cannot write that deep. Each call answers os.finish with `output` nested `depth` arrays deep.
+  let server: Server
+  let url: string
+  let depth = 0
+  let calls = 0
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = ''
+      req.on('data', (chunk) => (body += chunk))
+      req.on('end', () => {
+        calls++
+        const args = `{"summary":"deep","output":${'['.repeat(depth)}${']'.repeat(depth)}}`
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(
+          JSON.stringify({
+            id: 'chatcmpl-deep',
+            object: 'chat.completion',
+            created: 1,
+            model: JSON.parse(body).model,
+            choices: [
+              {
+                index: 0,
+                finish_reason: 'tool_calls',
+                message: {
+                  role: 'assistant',
+                  content: null,
+                  tool_calls: [
+                    {
+                      id: 'call_1',
+                      type: 'function',
+                      function: { name: 'os__finish', arguments: args },
+                    },
+                  ],
+                },
+              },
+            ],
+            usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+          }),
+        )
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  })
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
+
+  it('is kept as a word saying so, as arguments that are not JSON are: the run goes on, the call paid once', async () => {
+    const deep = await createTestApp({ providerBaseUrls: { provider_a: url, provider_b: url } })
+    const deepEngine = await startTestEngine(deep)
+    try {
+      for (const [levels, kept] of [
+        [99, true], // with the arguments' object, 100 levels: kept whole
+        [6000, false],
+      ] as const) {
+        depth = levels
+        calls = 0
+        const { e, as } = await keyedEnterprise(deep, 'Deep', { provider: 'provider_b' })
+        const task = await deep.call('POST', '/v1/tasks', {
+          ...as,
+          body: { name: `Deep ${randomUUID().slice(0, 8)}`, assigneeRole: 'ceo' },
+        })
+        const run = await deep.call('POST', `/v1/tasks/${task.body.id}/runs`, { ...as, body: {} })
+        const done = await waitForRun(deep, run.body.id, ['succeeded', 'failed'], 10_000, e.token)
+        expect(done.run.status).toBe('succeeded')
+        expect(calls).toBe(1)
+        const [step] = await deep.sql<{ request: { arguments: Record<string, unknown> } }[]>`
+          select request from run_journal where run_id = ${run.body.id} and kind = 'tool'`
+        if (kept) expect(step!.request.arguments.summary).toBe('deep')
+        else
+          expect(step!.request.arguments).toEqual({
+            unparsed: 'arguments nested deeper than 100 levels',
+          })
+      }
+    } finally {
+      await deepEngine.stop()
     }
   })
 })
