@@ -124,3 +124,22 @@ export async function keyedEnterprise(
   if (!keyless) await bind()
   return { e, key, as, bind }
 }
+
+/**
+ * Binds the tool server at `url` as `name` (vcs unless told) to the first team of the enterprise whose
+ * token is `as`; answers that team.
+ */
+export async function bindTeamTools(
+  t: TestApp,
+  as: { token: string },
+  url: string,
+  name = 'vcs',
+): Promise<{ id: string }> {
+  const [team] = (await t.call('GET', '/v1/teams', as)).body
+  const bound = await t.call('POST', '/v1/tools/bindings', {
+    ...as,
+    body: { name, url, layer: 'team', layerId: team.id },
+  })
+  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  return team
+}

@@ -11,7 +11,7 @@ import { createProviders, ToolNames } from '../../../server/engine/models/index.
 import { toolLimits, type Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
-import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { bindTeamTools, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -271,12 +271,7 @@ describe('blocked runs (DESIGN 6)', () => {
     try {
       const e = await t.createEnterprise(`Tools, no key ${randomUUID().slice(0, 6)}`)
       const as = { token: e.token }
-      const [team] = (await t.call('GET', '/v1/teams', as)).body
-      const bound = await t.call('POST', '/v1/tools/bindings', {
-        ...as,
-        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
-      })
-      expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+      const team = await bindTeamTools(t, as, mcp.url)
       const task = await t.call('POST', '/v1/tasks', {
         ...as,
         body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },
@@ -875,11 +870,7 @@ describe('long runs', () => {
     try {
       const { e, key, start, wait } = await tenant('provider_b')
       const as = { token: e.token }
-      const [team] = (await t.call('GET', '/v1/teams', as)).body
-      await t.call('POST', '/v1/tools/bindings', {
-        ...as,
-        body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
-      })
+      const team = await bindTeamTools(t, as, mcp.url)
       const task = await t.call('POST', '/v1/tasks', {
         ...as,
         body: { name: 'Echoes', teamId: team.id, assigneeRole: 'ceo', tools: ['vcs.echo'] },

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ChatDetail } from '../../../shared/schemas/chats.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { bindTeamTools, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -35,12 +35,7 @@ afterAll(async () => {
 
 async function tenant() {
   const { e, key, as } = await keyedEnterprise(t, 'Tools')
-  const [team] = (await t.call('GET', '/v1/teams', as)).body
-  const bound = await t.call('POST', '/v1/tools/bindings', {
-    ...as,
-    body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const team = await bindTeamTools(t, as, mcp.url)
   return { e, as, key, team }
 }
 

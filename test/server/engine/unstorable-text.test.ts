@@ -6,7 +6,7 @@ import { ChatDetail } from '../../../shared/schemas/chats.js'
 import { unstorable } from '../../../shared/text.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { bindTeamTools, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -98,12 +98,7 @@ describe('a model answer holding U+0000 or half a surrogate pair', () => {
 describe('a tool result holding U+0000 or half a surrogate pair', () => {
   it('in a run: kept with U+FFFD, a result and a tool error alike; the model gets it and the run goes on', async () => {
     const { e, key, as } = await keyedEnterprise(t, 'Bytes tools')
-    const [team] = (await t.call('GET', '/v1/teams', as)).body
-    const bound = await t.call('POST', '/v1/tools/bindings', {
-      ...as,
-      body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
-    })
-    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const team = await bindTeamTools(t, as, mcp.url)
     const task = await t.call('POST', '/v1/tasks', {
       ...as,
       body: {

@@ -8,6 +8,7 @@ import { createApp } from '../../../server/http/app.js'
 import { revokeToken } from '../../../server/domain/people/index.js'
 import { createTestApp, silentLog, type TestApp } from '../../helpers/app.js'
 import { createTestDatabase } from '../../helpers/db.js'
+import { deterministicTask } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { ErrorBody } from '../../../shared/schemas/common.js'
 
@@ -188,16 +189,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     const json = { 'content-type': 'application/json' }
     const limit = (await t.call('GET', '/v1/enterprise/concurrency')).body.concurrentRunLimit
     try {
-      const task = (
-        await t.call('POST', '/v1/tasks', {
-          body: {
-            name: `Body ${Date.now()}`,
-            kind: 'deterministic',
-            assigneeRole: 'ceo',
-            overlapPolicy: 'os', // beside the member's other work: it keeps no one busy
-          },
-        })
-      ).body
+      const task = await deterministicTask(t)
       const input = { s: 'é'.repeat(20_000) + '€'.repeat(10_000) } // multi-byte text across chunks
       const taken = await send('POST', `/v1/tasks/${task.id}/runs`, JSON.stringify(input), json)
       expect(taken.status).toBe(201)
@@ -359,16 +351,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
   })
 
   it('answers 400 invalid_json naming the field for a number past what JSON.parse reads (it was stored as null)', async () => {
-    const task = (
-      await t.call('POST', '/v1/tasks', {
-        body: {
-          name: `Huge ${Date.now()}`,
-          kind: 'deterministic',
-          assigneeRole: 'ceo',
-          overlapPolicy: 'os',
-        },
-      })
-    ).body
+    const task = await deterministicTask(t)
     for (const [raw, field] of [
       ['{"n": 1e400}', 'n'],
       ['{"deep": [{"x": [1, -1E+999]}]}', 'deep[0].x[1]'],
@@ -494,16 +477,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
   })
 
   it('answers 400 invalid_json for a body nested deeper than 100 levels, and takes 100', async () => {
-    const task = (
-      await t.call('POST', '/v1/tasks', {
-        body: {
-          name: `Deep ${Date.now()}`,
-          kind: 'deterministic',
-          assigneeRole: 'ceo',
-          overlapPolicy: 'os',
-        },
-      })
-    ).body
+    const task = await deterministicTask(t)
     const nested = (levels: number) => '{"a":'.repeat(levels - 1) + '{}' + '}'.repeat(levels - 1)
     for (const raw of [nested(101), nested(5000), '['.repeat(5000) + ']'.repeat(5000)]) {
       const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {

@@ -4,7 +4,7 @@ import { RunSteps } from '../../../shared/schemas/forks.js'
 import { Run, RunDetail } from '../../../shared/schemas/runs.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { bindTeamTools, keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { startFakeMcpServer, type FakeMcpServer } from '../../fakes/mcp-server.js'
@@ -39,12 +39,7 @@ afterAll(async () => {
 /** An enterprise with a model key and the fake tool server bound as vcs, and a task that may echo. */
 async function tenant(extra: Record<string, unknown> = {}) {
   const { e, key, as } = await keyedEnterprise(t, 'Fork')
-  const [team] = (await t.call('GET', '/v1/teams', as)).body
-  const bound = await t.call('POST', '/v1/tools/bindings', {
-    ...as,
-    body: { name: 'vcs', url: mcp.url, layer: 'team', layerId: team.id },
-  })
-  expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+  const team = await bindTeamTools(t, as, mcp.url)
   const task = await t.call('POST', '/v1/tasks', {
     ...as,
     body: {
