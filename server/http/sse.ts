@@ -107,7 +107,7 @@ const openStreams = new WeakMap<AbortSignal, Set<AbortController>>()
  * on it (a wait's, for a page never aborted), so a daemon up for months grew with every stream and
  * every page of the event feed.
  */
-export function streamController(shutdown: AbortSignal | undefined): {
+function streamController(shutdown: AbortSignal | undefined): {
   controller: AbortController
   done: () => void
 } {
@@ -135,10 +135,39 @@ export function streamController(shutdown: AbortSignal | undefined): {
 }
 
 /** The stream's events, `done` called when it ends however it ends (a slot of limits.ts given back). */
-export async function* counted<T>(events: AsyncGenerator<T>, done: () => void): AsyncGenerator<T> {
+async function* counted<T>(events: AsyncGenerator<T>, done: () => void): AsyncGenerator<T> {
   try {
     yield* events
   } finally {
     done()
+  }
+}
+
+/**
+ * A stream of the caller's (the event feed's, a chat's): its controller (streamController, aborted when
+ * the client goes away or the daemon stops), its place among the caller's streams (`take`: limits.ts
+ * openStream, 429 too_many_streams when there is none), and its events as `open` makes them with the
+ * stream's signal. The place and the controller are given back when the stream ends however it ends:
+ * the client gone, the daemon stopping, the events ending, or the stream refused before it starts.
+ */
+export async function openSse(
+  c: Context,
+  shutdown: AbortSignal | undefined,
+  take: (end: () => void) => () => void,
+  open: (signal: AbortSignal) => Promise<AsyncGenerator<SseEvent>>,
+): Promise<Response> {
+  const { controller, done } = streamController(shutdown)
+  let release: () => void = () => undefined
+  const ended = () => {
+    release()
+    done()
+  }
+  controller.signal.addEventListener('abort', ended, { once: true })
+  try {
+    release = take(() => controller.abort())
+    return sseAnswer(c, counted(await open(controller.signal), ended), controller)
+  } catch (err) {
+    ended()
+    throw err
   }
 }

@@ -29,7 +29,7 @@ import {
 import { archivedByPrefix, chatDetail } from '../domain/retention/index.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { longPollBound } from '../http/limits.js'
-import { counted, sseAnswer, streamController } from '../http/sse.js'
+import { openSse } from '../http/sse.js'
 import { createRouter, route } from '../http/router.js'
 
 const ChatParams = z.object({ id: Uuid })
@@ -171,35 +171,20 @@ export function chatRoutes({ sql, chatWatch, shutdown, config, limits }: RouteDe
       errors: ['too_many_streams'],
     },
     async (c, { params }) => {
-      // Ends when the client goes away (the stream is cancelled) or the daemon stops.
-      const { controller, done } = streamController(shutdown)
-      const signal = controller.signal
-      let release: () => void = () => undefined
-      const ended = () => {
-        release()
-        done()
-      }
-      signal.addEventListener('abort', ended, { once: true })
-      try {
-        // One of the caller's streams, the event feed's included (limits.ts openStream): without a
-        // bound, one token could hold connections, wake-ups and delta listeners without end.
-        release = limits.openStream(c, () => controller.abort())
-        const events = await openChatEvents(
-          sql,
-          c.var.caller.enterpriseId,
-          params.id,
-          c.req.header('last-event-id'),
-          {
+      // Ends when the client goes away (the stream is cancelled) or the daemon stops. One of the
+      // caller's streams, the event feed's included (limits.ts openStream): without a bound, one token
+      // could hold connections, wake-ups and delta listeners without end.
+      return openSse(
+        c,
+        shutdown,
+        (end) => limits.openStream(c, end),
+        (signal) =>
+          openChatEvents(sql, c.var.caller.enterpriseId, params.id, c.req.header('last-event-id'), {
             subscribe: (chatId, ms) => chatWatch.subscribe(chatId, ms, signal),
             deltas: (chatId, listener) => followDeltas(sql, chatId, listener),
             signal,
-          },
-        )
-        return sseAnswer(c, counted(events, ended), controller)
-      } catch (err) {
-        ended()
-        throw err
-      }
+          }),
+      )
     },
   )
   route(

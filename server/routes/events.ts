@@ -5,7 +5,7 @@ import type { RouteDeps } from '../http/context.js'
 import { longPollBound } from '../http/limits.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
-import { counted, sseAnswer, streamController } from '../http/sse.js'
+import { openSse } from '../http/sse.js'
 
 // GET /v1/events (issue 47; DESIGN 15; docs/events.md): the enterprise's one ordered feed, as a stream
 // of server-sent events or as pages. Scope: events:read by the path rule, and then only the types of
@@ -53,36 +53,18 @@ export function eventRoutes({ sql, log, shutdown, limits }: RouteDeps) {
           feedPage(sql, caller.enterpriseId, caller.scopes, { ...request, waitSeconds }, follow),
         )
       }
-      // Ends when the client goes away (the stream is cancelled) or the daemon stops.
-      const { controller, done } = streamController(shutdown)
-      const signal = controller.signal
-      const follow = {
-        subscribe: (ms: number) => feedWatch.subscribe(caller.enterpriseId, ms, signal),
-        signal,
-      }
-      let release: () => void = () => undefined
-      const ended = () => {
-        release()
-        done()
-      }
-      // Released when the stream ends however it ends: the client goes away (the signal), the daemon
-      // stops, or the stream is refused before it starts.
-      signal.addEventListener('abort', ended, { once: true })
-      try {
-        // One of the caller's streams, of every kind (limits.ts openStream): 429 too_many_streams.
-        release = limits.openStream(c, () => controller.abort())
-        const events = await openFeedStream(
-          sql,
-          caller.enterpriseId,
-          caller.scopes,
-          request,
-          follow,
-        )
-        return sseAnswer(c, counted(events, ended), controller)
-      } catch (err) {
-        ended()
-        throw err
-      }
+      // Ends when the client goes away (the stream is cancelled) or the daemon stops. One of the
+      // caller's streams, of every kind (limits.ts openStream): 429 too_many_streams.
+      return openSse(
+        c,
+        shutdown,
+        (end) => limits.openStream(c, end),
+        (signal) =>
+          openFeedStream(sql, caller.enterpriseId, caller.scopes, request, {
+            subscribe: (ms: number) => feedWatch.subscribe(caller.enterpriseId, ms, signal),
+            signal,
+          }),
+      )
     },
   )
   return app
