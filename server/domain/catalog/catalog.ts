@@ -244,7 +244,7 @@ export async function cloneCatalogTask(
   return transaction(db, async (tx) => {
     await lockInstalls(tx, enterpriseId)
     const entry = await loadEntry(tx, id, true)
-    await requireTeam(tx, enterpriseId, body.teamId)
+    await requireTeam(tx, enterpriseId, body.teamId, true)
     return (await installClone(tx, enterpriseId, entry, body)).taskId
   })
 }
@@ -413,7 +413,7 @@ export async function cloneCatalogRole(
   return transaction(db, async (tx) => {
     await lockInstalls(tx, enterpriseId)
     const role = await loadRoleEntry(tx, id)
-    await requireTeam(tx, enterpriseId, teamId)
+    await requireTeam(tx, enterpriseId, teamId, true)
     const tasks = (await tasksOfRoleEntries(tx, [role])).get(role.id) ?? []
     const installable = tasks.filter((t) => t.status === 'active')
     const skipped = tasks

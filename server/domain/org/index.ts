@@ -24,5 +24,5 @@ export { sendMail } from './mail.js'
 // For other concepts of the domain.
 export { parseImageDataUrl } from './images.js'
 export { memberNotFound } from './members.js'
-export { roleNotFound, requireRole, holdRole, renameRole } from './roles.js'
+export { roleNotFound, requireRole, lockRole, holdRole, renameRole } from './roles.js'
 export { teamNotFound, requireTeam, joinTeam } from './teams.js'

@@ -85,11 +85,22 @@ export function memberNotFound(id: string): ApiError {
   return new ApiError('member_not_found', `No member ${id} in this enterprise.`)
 }
 
-/** 404 member_not_found unless the member exists (and is not removed) in the enterprise. */
-export async function requireMember(db: Db, enterpriseId: string, id: string): Promise<MemberRef> {
+/**
+ * 404 member_not_found unless the member exists (and is not removed) in the enterprise. With `lock`,
+ * for a transaction about to give the member something (a role, a team, a team's lead): the member's
+ * key share lock, so a removal waits for that transaction and then takes it away again, or went first
+ * and the member is not found (removeMember; docs/locks.md).
+ */
+export async function requireMember(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<MemberRef> {
   const [row] = await db<MemberRef[]>`
     select id, name, email from members
-     where enterprise_id = ${enterpriseId} and id = ${id} and removed_at is null`
+     where enterprise_id = ${enterpriseId} and id = ${id} and removed_at is null
+     ${lock ? db`for key share` : db``}`
   if (!row) throw memberNotFound(id)
   return row
 }
@@ -162,6 +173,12 @@ export async function updateMember(
  */
 export async function removeMember(db: Db, enterpriseId: string, id: string): Promise<void> {
   await transaction(db, async (tx) => {
+    // The member's whole lock, not only the update's: it waits for a grant, a team's join or a lead
+    // under way (requireMember's key share lock), whose rows the deletes below then take away.
+    await tx`
+      select 1 from members
+       where enterprise_id = ${enterpriseId} and id = ${id} and removed_at is null
+         for update`
     const [row] = await tx`
       update members set removed_at = now(), updated_at = now()
        where enterprise_id = ${enterpriseId} and id = ${id} and removed_at is null

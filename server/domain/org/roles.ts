@@ -70,11 +70,30 @@ export async function requireRole(
   db: Db,
   enterpriseId: string,
   id: string,
+  lock = false,
 ): Promise<RoleRef & { builtin: boolean }> {
   const [row] = await db<(RoleRef & { builtin: boolean })[]>`
-    select id, slug, name, team_id, builtin from roles where enterprise_id = ${enterpriseId} and id = ${id}`
+    select id, slug, name, team_id, builtin from roles where enterprise_id = ${enterpriseId} and id = ${id}
+    ${lock ? db`for key share` : db``}`
   if (!row) throw roleNotFound(id)
   return row
+}
+
+/**
+ * The role, for a transaction about to give it to a member or a task: its key share lock, and first
+ * its team's, so a deletion of the role or of its team waits for that transaction, or went first and
+ * the role is not found. The team before the role, as a team's deletion takes them (docs/locks.md):
+ * the other order waited in a circle with it.
+ */
+export async function lockRole(
+  tx: Db,
+  enterpriseId: string,
+  id: string,
+): Promise<RoleRef & { builtin: boolean }> {
+  const role = await requireRole(tx, enterpriseId, id)
+  // A team gone since took its roles with it: the role's own lookup below answers role_not_found.
+  if (role.teamId) await tx`select 1 from teams where id = ${role.teamId} for key share`
+  return requireRole(tx, enterpriseId, id, true)
 }
 
 /** The role, its holders and the tasks its holders run. */
@@ -131,13 +150,15 @@ export async function tasksOfRoles(
 export async function createRole(db: Db, enterpriseId: string, input: RoleCreate): Promise<Role> {
   const name = validName(input.name)
   const slug = validSlug(input.slug ?? name)
-  if (input.teamId) await requireTeam(db, enterpriseId, input.teamId)
   try {
-    const [row] = await db<{ id: string }[]>`
-      insert into roles (enterprise_id, team_id, name, slug)
-      values (${enterpriseId}, ${input.teamId ?? null}, ${name}, ${slug})
-      returning id`
-    return (await loadRoles(db, enterpriseId, row!.id))[0]!
+    return await transaction(db, async (tx) => {
+      if (input.teamId) await requireTeam(tx, enterpriseId, input.teamId, true)
+      const [row] = await tx<{ id: string }[]>`
+        insert into roles (enterprise_id, team_id, name, slug)
+        values (${enterpriseId}, ${input.teamId ?? null}, ${name}, ${slug})
+        returning id`
+      return (await loadRoles(tx, enterpriseId, row!.id))[0]!
+    })
   } catch (err) {
     if (isUniqueViolation(err, 'roles_slug')) {
       throw new ApiError(
@@ -172,9 +193,9 @@ export async function addTeamMember(
   input: { memberId: string; roleId?: string },
 ): Promise<Team> {
   await transaction(db, async (tx) => {
-    await requireTeam(tx, enterpriseId, teamId)
+    await requireTeam(tx, enterpriseId, teamId, true)
     if (input.roleId) await grant(tx, enterpriseId, input.roleId, input.memberId, teamId)
-    else await requireMember(tx, enterpriseId, input.memberId)
+    else await requireMember(tx, enterpriseId, input.memberId, true)
     await joinTeam(tx, enterpriseId, teamId, input.memberId)
   })
   return getTeam(db, enterpriseId, teamId)
@@ -192,8 +213,8 @@ async function grant(
   memberId: string,
   onTeam?: string,
 ): Promise<void> {
-  const role = await requireRole(tx, enterpriseId, roleId)
-  await requireMember(tx, enterpriseId, memberId)
+  const role = await lockRole(tx, enterpriseId, roleId)
+  await requireMember(tx, enterpriseId, memberId, true)
   if (onTeam && role.teamId && role.teamId !== onTeam) {
     throw new ApiError('role_team_mismatch', `Role ${role.slug} belongs to another team.`)
   }

@@ -67,10 +67,21 @@ export function teamNotFound(id: string): ApiError {
   return new ApiError('team_not_found', `No team ${id} in this enterprise.`)
 }
 
-/** 404 team_not_found unless the team is the enterprise's. */
-export async function requireTeam(db: Db, enterpriseId: string, id: string): Promise<TeamRef> {
+/**
+ * 404 team_not_found unless the team is the enterprise's. With `lock`, for a transaction about to put
+ * something on the team (a task, a role, a member): the team's key share lock, so a deletion of the
+ * team waits for that transaction and then sees what it put there, or went first and the team is not
+ * found (docs/locks.md).
+ */
+export async function requireTeam(
+  db: Db,
+  enterpriseId: string,
+  id: string,
+  lock = false,
+): Promise<TeamRef> {
   const [row] = await db<TeamRef[]>`
-    select id, slug, name from teams where enterprise_id = ${enterpriseId} and id = ${id}`
+    select id, slug, name from teams where enterprise_id = ${enterpriseId} and id = ${id}
+    ${lock ? db`for key share` : db``}`
   if (!row) throw teamNotFound(id)
   return row
 }
@@ -78,14 +89,16 @@ export async function requireTeam(db: Db, enterpriseId: string, id: string): Pro
 export async function createTeam(db: Db, enterpriseId: string, input: TeamCreate): Promise<Team> {
   const name = validName(input.name)
   const slug = validSlug(input.slug ?? name)
-  if (input.leadMemberId) await requireMember(db, enterpriseId, input.leadMemberId)
   try {
-    const [row] = await db<{ id: string }[]>`
-      insert into teams (enterprise_id, name, slug, charter, lead_member_id, concurrent_run_limit)
-      values (${enterpriseId}, ${name}, ${slug}, ${input.charter ?? ''}, ${input.leadMemberId ?? null},
-              ${input.concurrentRunLimit ?? null})
-      returning id`
-    return getTeam(db, enterpriseId, row!.id)
+    return await transaction(db, async (tx) => {
+      if (input.leadMemberId) await requireMember(tx, enterpriseId, input.leadMemberId, true)
+      const [row] = await tx<{ id: string }[]>`
+        insert into teams (enterprise_id, name, slug, charter, lead_member_id, concurrent_run_limit)
+        values (${enterpriseId}, ${name}, ${slug}, ${input.charter ?? ''}, ${input.leadMemberId ?? null},
+                ${input.concurrentRunLimit ?? null})
+        returning id`
+      return getTeam(tx, enterpriseId, row!.id)
+    })
   } catch (err) {
     if (isUniqueViolation(err, 'teams_enterprise_id_slug_key')) {
       throw new ApiError('team_slug_taken', `A team with the slug "${slug}" exists.`)
@@ -102,22 +115,24 @@ export async function updateTeam(
   patch: TeamPatch,
 ): Promise<Team> {
   const name = patch.name === undefined ? undefined : validName(patch.name)
-  if (patch.leadMemberId) await requireMember(db, enterpriseId, patch.leadMemberId)
-  const [row] = await db`
-    update teams
-       set name = ${name === undefined ? db`name` : name},
-           charter = ${patch.charter === undefined ? db`charter` : patch.charter},
-           lead_member_id = ${patch.leadMemberId === undefined ? db`lead_member_id` : patch.leadMemberId},
-           concurrent_run_limit = ${
-             patch.concurrentRunLimit === undefined
-               ? db`concurrent_run_limit`
-               : patch.concurrentRunLimit
-           },
-           updated_at = now()
-     where enterprise_id = ${enterpriseId} and id = ${id}
-     returning id`
-  if (!row) throw teamNotFound(id)
-  if (patch.concurrentRunLimit !== undefined) wakeEngines(db)
+  await transaction(db, async (tx) => {
+    if (patch.leadMemberId) await requireMember(tx, enterpriseId, patch.leadMemberId, true)
+    const [row] = await tx`
+      update teams
+         set name = ${name === undefined ? tx`name` : name},
+             charter = ${patch.charter === undefined ? tx`charter` : patch.charter},
+             lead_member_id = ${patch.leadMemberId === undefined ? tx`lead_member_id` : patch.leadMemberId},
+             concurrent_run_limit = ${
+               patch.concurrentRunLimit === undefined
+                 ? tx`concurrent_run_limit`
+                 : patch.concurrentRunLimit
+             },
+             updated_at = now()
+       where enterprise_id = ${enterpriseId} and id = ${id}
+       returning id`
+    if (!row) throw teamNotFound(id)
+    if (patch.concurrentRunLimit !== undefined) wakeEngines(tx)
+  })
   return getTeam(db, enterpriseId, id)
 }
 
@@ -129,9 +144,12 @@ export async function deleteTeam(db: Db, enterpriseId: string, id: string): Prom
   await transaction(db, async (tx) => {
     // Serialises deletions of one enterprise's teams, so two of them cannot both be "not the last".
     await tx`select 1 from enterprises where id = ${enterpriseId} for no key update`
+    // The team's own lock before its tasks are counted: a task, role or member being put on it
+    // (requireTeam's lock) lands first and is counted, or finds the team gone.
     const [team] = await tx<{ others: number }[]>`
       select (select count(*)::int from teams where enterprise_id = ${enterpriseId} and id <> ${id}) as others
-        from teams where enterprise_id = ${enterpriseId} and id = ${id}`
+        from teams where enterprise_id = ${enterpriseId} and id = ${id}
+         for update`
     if (!team) throw teamNotFound(id)
     if (team.others === 0) {
       throw new ApiError('team_last', 'The last team of an enterprise cannot be deleted.')

@@ -1,6 +1,6 @@
 import { ApiError } from '../../../shared/errors.js'
 import { transaction, type Db } from '../../db/sql.js'
-import { requireRole } from '../org/index.js'
+import { lockRole, requireRole } from '../org/index.js'
 import { loadTask, refuseBuiltin } from './tasks.js'
 
 // Which role runs a task (spec: Endpoints Roles, POST and DELETE /v1/roles/{id}/tasks): written here,
@@ -18,7 +18,7 @@ export async function assignTaskToRole(
   taskId: string,
 ): Promise<void> {
   await transaction(db, async (tx) => {
-    const role = await requireRole(tx, enterpriseId, roleId)
+    const role = await lockRole(tx, enterpriseId, roleId)
     const task = await loadTask(tx, enterpriseId, taskId, true)
     refuseBuiltin(task)
     if (role.teamId && task.teamId && task.teamId !== role.teamId) {

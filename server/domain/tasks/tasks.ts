@@ -216,6 +216,8 @@ export async function createTask(
   const issues = await check(db, enterpriseId, { ...definition, slug, kind })
   try {
     return await transaction(db, async (tx) => {
+      // Checked again under the team's lock: a deletion of the team at once waits, then counts this task.
+      if (input.teamId) await requireTeam(tx, enterpriseId, input.teamId, true)
       const [task] = await tx<{ id: string }[]>`
         insert into tasks (enterprise_id, slug, name, team_id, assignee_role, kind, status, serialize_on,
                            definition_issues, origin, source_task_id, source_chat_id)
@@ -461,7 +463,7 @@ export async function publishVersion(
     const current = (await loadVersion(tx, enterpriseId, task.currentVersionId))!
     const name = body.name === undefined ? task.name : validName(body.name)
     const slug = body.slug === undefined ? task.slug : validSlug(body.slug)
-    if (body.teamId) await requireTeam(tx, enterpriseId, body.teamId)
+    if (body.teamId) await requireTeam(tx, enterpriseId, body.teamId, true)
     if (task.origin === 'clone') {
       // A clone's own fields change at once; its definition stays the original's (no version of its own).
       await updateTaskFields(tx, task, {

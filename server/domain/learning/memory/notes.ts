@@ -232,7 +232,7 @@ async function layerOwner(
       if (!input.teamId)
         throw new ApiError('invalid_request', 'teamId: the team layer needs a team.')
       if (!isUuid(input.teamId)) throw new ApiError('team_not_found', `No team ${input.teamId}.`)
-      await requireTeam(db, enterpriseId, input.teamId)
+      await requireTeam(db, enterpriseId, input.teamId, true)
       return { taskId: null, teamId: input.teamId }
     }
     case 'enterprise':
