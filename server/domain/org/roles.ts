@@ -278,7 +278,10 @@ export async function deleteRole(db: Db, enterpriseId: string, id: string): Prom
   if (role.builtin) {
     throw new ApiError('role_builtin', `The built-in role ${role.slug} exists in every enterprise.`)
   }
-  await db`delete from roles where enterprise_id = ${enterpriseId} and id = ${id}`
+  // Two deletions at once both found it: the one that deleted nothing answers as a repeat does.
+  const gone =
+    await db`delete from roles where enterprise_id = ${enterpriseId} and id = ${id} returning id`
+  if (gone.length === 0) throw roleNotFound(id)
 }
 
 // --- the tasks a role runs --------------------------------------------------------------------------

@@ -111,4 +111,15 @@ describe('a role deleted while given', () => {
       expect(await t.sql`select 1 from role_members where role_id = ${role.id}`).toHaveLength(0)
     }
   })
+
+  it('deleted twice at once: one 204, the other 404 role_not_found, as a repeat answers', async () => {
+    for (let i = 0; i < rounds; i++) {
+      const role = await made('/v1/roles', { name: named('Role') })
+      const answers = await Promise.all([
+        send('DELETE', `/v1/roles/${role.id}`),
+        send('DELETE', `/v1/roles/${role.id}`),
+      ])
+      expect(answers.map(outcome).sort()).toEqual(['204', '404 role_not_found'])
+    }
+  })
 })
