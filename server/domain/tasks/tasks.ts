@@ -67,16 +67,22 @@ export function taskNotFound(id: string): ApiError {
   return new ApiError('task_not_found', `No task ${id} in this enterprise.`)
 }
 
+/**
+ * The task, 404 task_not_found unless the enterprise's. `lock`: true locks it for a change of its own;
+ * 'key share' for a transaction that writes a row of the task (its schedule, a note), so a deletion of
+ * the task (deleteTask's lock) waits for that row and takes it along, or went first and the task is not
+ * found.
+ */
 export async function loadTask(
   db: Db,
   enterpriseId: string,
   id: string,
-  lock = false,
+  lock: boolean | 'key share' = false,
 ): Promise<TaskRow> {
   const [row] = await db<TaskRow[]>`
     select ${taskColumns(db)} from tasks t
      where t.enterprise_id = ${enterpriseId} and t.id = ${id}
-     ${lock ? db`for update` : db``}`
+     ${lock === 'key share' ? db`for key share` : lock ? db`for update` : db``}`
   if (!row) throw taskNotFound(id)
   return row
 }
@@ -682,10 +688,12 @@ export async function setTaskSchedule(
   id: string,
   input: ScheduleInput,
 ): Promise<Schedule> {
-  const task = await loadTask(db, enterpriseId, id)
-  refuseBuiltin(task)
-  await setSchedule(db, enterpriseId, task.id, input)
-  return (await getSchedule(db, enterpriseId, task.id, task.status))!
+  return transaction(db, async (tx) => {
+    const task = await loadTask(tx, enterpriseId, id, 'key share')
+    refuseBuiltin(task)
+    await setSchedule(tx, enterpriseId, task.id, input)
+    return (await getSchedule(tx, enterpriseId, task.id, task.status))!
+  })
 }
 
 /** Removes the task's schedule (none: no change); a built-in task's is not changed. */

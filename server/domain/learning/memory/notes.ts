@@ -225,7 +225,7 @@ async function layerOwner(
       if (!input.taskId)
         throw new ApiError('invalid_request', 'taskId: the task layer needs a task.')
       if (!isUuid(input.taskId)) throw new ApiError('task_not_found', `No task ${input.taskId}.`)
-      await loadTask(db, enterpriseId, input.taskId)
+      await loadTask(db, enterpriseId, input.taskId, 'key share')
       return { taskId: input.taskId, teamId: null }
     }
     case 'team': {
