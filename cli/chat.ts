@@ -2,6 +2,7 @@ import type { Chat, ChatDetail, ChatMessage } from '../shared/schemas/chats.js'
 import type { Query } from './client.js'
 import { decisionLine, decisionWord } from './decisions.js'
 import { safeText } from './safe-text.js'
+import { shorten } from '../shared/text.js'
 
 // What `osctl chats` and the chat screen (cli/tui) share about a conversation: which messages are new,
 // whether the member's reply is over or waits on the person, and how a message reads on one line. No
@@ -54,7 +55,7 @@ export function clockTime(iso: string): string {
 /** Arguments as one line of JSON, cut to `width` characters. */
 export function argumentsLine(args: unknown, width = 200): string {
   const text = JSON.stringify(args ?? {})
-  return text.length <= width ? text : `${text.slice(0, Math.max(1, width - 1))}…`
+  return shorten(text, width)
 }
 
 /** Who said it, as a transcript names them. */

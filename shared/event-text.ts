@@ -1,4 +1,5 @@
 import type { FeedEvent } from './schemas/events.js'
+import { shorten } from './text.js'
 
 // What a feed event says to a person, in one place: the line `osctl events follow` prints, the text of
 // a Slack message, a mail's lines; and the osctl command that acts on it (a gate's decision, a failed
@@ -10,7 +11,7 @@ const str = (value: unknown): string | undefined =>
 /** The first line of a text, at most `max` characters. */
 export function firstLine(text: string, max = 200): string {
   const line = text.split('\n').find((l) => l.trim() !== '') ?? ''
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+  return shorten(line, max)
 }
 
 /** What the event is about: the task's run, a chat, an execution, ... */

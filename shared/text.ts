@@ -34,3 +34,19 @@ export function storableJson<T>(value: T): T {
   if (json === undefined || !unstorableEscape.test(json)) return value
   return JSON.parse(json.replace(everyUnstorableEscape, '$1\\ufffd')) as T
 }
+
+/**
+ * Where to cut `text` to keep its first `max` characters at most: never between the halves of a
+ * surrogate pair (an emoji), which would leave half of one that no column holds and a terminal or a
+ * mail shows as a box.
+ */
+export function cutAt(text: string, max: number): number {
+  if (text.length <= max) return text.length
+  const code = text.charCodeAt(max - 1)
+  return code >= 0xd800 && code <= 0xdbff ? max - 1 : max
+}
+
+/** `text` in `max` characters at most, the last an ellipsis when it was cut (never inside a pair). */
+export function shorten(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, cutAt(text, Math.max(0, max - 1)))}…`
+}

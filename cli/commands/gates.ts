@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { gateDecisions, gateStatuses } from '../../shared/values.js'
 import type { Gate, GateDecision } from '../../shared/schemas/gates.js'
+import { shorten } from '../../shared/text.js'
 import { actionOf, bodyWith, examples, withBodyOptions, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { deciderText } from '../decisions.js'
@@ -68,7 +69,7 @@ export function toolCall(gate: Pick<Gate, 'tool' | 'arguments'>): string | null 
   // Quoted as an event line quotes (events.ts), then escaped: JSON leaves C1 and bidi controls alone.
   const shown = safeText(/\s/.test(value) || value === '' ? JSON.stringify(value) : value)
   const pair = `${safeText(key)}=${shown}`
-  return `${safeText(gate.tool)} ${pair.length > argumentWidth ? `${pair.slice(0, argumentWidth - 1)}…` : pair}`
+  return `${safeText(gate.tool)} ${shorten(pair, argumentWidth)}`
 }
 
 function showGate(deps: Deps, gate: Gate): void {

@@ -17,6 +17,7 @@ import type {
   TaskMemory,
 } from '../../shared/schemas/memory.js'
 import type { Run } from '../../shared/schemas/runs.js'
+import { shorten } from '../../shared/text.js'
 import { actionOf, confirmDestructive, examples, type MakeDeps } from '../command.js'
 import type { Deps } from '../deps.js'
 import { UsageError } from '../errors.js'
@@ -45,9 +46,8 @@ export function oneLine(text: string): string {
 }
 
 /** A text on one line, cut to `width` characters, for a line of prose that quotes it. */
-function shorten(text: string, width: number): string {
-  const line = oneLine(text)
-  return line.length <= width ? line : `${line.slice(0, width - 1)}…`
+function quoted(text: string, width: number): string {
+  return shorten(oneLine(text), width)
 }
 
 /** Whose note it is: the task or team of its layer (the enterprise layer has neither). */
@@ -150,7 +150,7 @@ function showNote(deps: Deps, note: MemoryNote): void {
     if (note.evidence.length) {
       out.write('\nevidence:\n')
       for (const e of note.evidence) {
-        out.write(`  run ${e.runId}${e.excerpt ? `: ${shorten(safeText(e.excerpt), 100)}` : ''}\n`)
+        out.write(`  run ${e.runId}${e.excerpt ? `: ${quoted(safeText(e.excerpt), 100)}` : ''}\n`)
       }
     }
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { storable, storableJson, unstorable } from '../../shared/text.js'
+import { storable, storableJson, unstorable, shorten } from '../../shared/text.js'
 
 // Text PostgreSQL cannot keep (U+0000, half a surrogate pair), and its storable form (U+FFFD instead).
 
@@ -31,5 +31,18 @@ describe('storableJson', () => {
     for (const text of ['\u0000', '\ud800\ud800\udc00', '\udc00\ud800', 'plain'])
       expect(storableJson([text])).toEqual([storable(text)])
     expect(unstorable(storable('\udc00\ud800\u0000'))).toBe(false)
+  })
+})
+
+describe('shorten', () => {
+  it('cuts to the width with an ellipsis, never between the halves of an emoji', () => {
+    expect(shorten('abcdef', 6)).toBe('abcdef')
+    expect(shorten('abcdefg', 6)).toBe('abcde…')
+    // The fifth and sixth code units are one emoji: it goes whole.
+    const rocket = 'abcd\u{1F680}efg'
+    expect(shorten(rocket, 6)).toBe('abcd…')
+    expect(unstorable(shorten(rocket, 6))).toBe(false)
+    expect(shorten(rocket, 7)).toBe('abcd\u{1F680}…')
+    expect(shorten('abc', 1)).toBe('…')
   })
 })

@@ -1,4 +1,5 @@
 import { eventCommand, eventSummary, gateQuestion } from '../../../shared/event-text.js'
+import { shorten } from '../../../shared/text.js'
 import type { FeedEvent } from '../../../shared/schemas/events.js'
 
 // What a subscription is sent for an event (issue 47): `standard`, the Standard Webhooks payload
@@ -33,7 +34,7 @@ function escapeSlack(text: string): string {
 const sectionMax = 2900
 
 function clip(text: string, max = sectionMax): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+  return shorten(text, max)
 }
 
 /**

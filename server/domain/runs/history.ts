@@ -1,3 +1,4 @@
+import { cutAt } from '../../../shared/text.js'
 import type { Db } from '../../db/sql.js'
 
 // How finished runs and the gate decisions on them are told to a model that learns from them: the
@@ -9,11 +10,9 @@ import type { Db } from '../../db/sql.js'
  */
 export function clip(text: string, max: number): string {
   if (text.length <= max) return text
-  const end = isHighSurrogate(text.charCodeAt(max - 1)) ? max - 1 : max
+  const end = cutAt(text, max)
   return `${text.slice(0, end)}… (${text.length - end} more characters)`
 }
-
-const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 /** A decided gate of a run, as a learning run is told it. */
 export interface DecidedGate {

@@ -315,4 +315,42 @@ describe('os.remember of a near-duplicate', () => {
       },
     ])
   }, 60_000)
+
+  it("is refused with the note's excerpt whole when its cut falls inside an emoji: the run went on, each call paid once", async () => {
+    const s = await tenant()
+    const task = await s.task('Handle the customer request')
+    // 198 characters, then an emoji: the excerpt of 200 characters (199 and an ellipsis) cut it in
+    // two, and the refusal, told to the model, could not be journaled (jsonb refuses half a pair): the
+    // run stood until its lease lapsed, and each engine that took it over paid for the call again.
+    const head = 'Invoices for Zephyrco go out on the first Monday, after finance signs off'
+    const text =
+      `${head}${' and the ledger closes'.repeat(10)}`.slice(0, 198) + '\u{1F680} on time.'
+    const written = await t.call('POST', `/v1/tasks/${task.id}/memory/train`, {
+      ...s.as,
+      body: { layer: 'enterprise', text },
+    })
+    expect(written.status).toBe(201)
+    const [evidence] = await s.runAll(task.id, [{ customer: 'zephyrco', verdict: 'succeeded' }])
+    const before = fake.callsWith(s.key).length
+    fake.script(
+      s.key,
+      { toolCalls: [{ name: 'os.remember', arguments: { text, evidence: [evidence!.run.id] } }] },
+      { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }] },
+    )
+    const res = await t.call('POST', '/v1/memory/train', { ...s.as, body: { layer: 'enterprise' } })
+    expect(res.status, JSON.stringify(res.body)).toBe(202)
+    const done = await s.wait(Run.parse(res.body).id, ['succeeded', 'failed'])
+    expect(done.run.status, JSON.stringify(done.run)).toBe('succeeded')
+    const calls = fake.callsWith(s.key)
+    expect(calls).toHaveLength(before + 2)
+    const told = calls.at(-1)!.body.messages.at(-1).content as {
+      content: unknown
+      is_error?: boolean
+    }[]
+    expect(told[0]!.is_error).toBe(true)
+    // As JSON: half a pair is written as its escape (\ud83d), a whole one as itself.
+    const said = JSON.stringify(told[0]!.content)
+    expect(said).toContain(`${text.slice(0, 198)}…`)
+    expect(said).not.toMatch(/\\ud[89ab]/i)
+  }, 60_000)
 })

@@ -1,5 +1,6 @@
 import { ApiError } from '../../../../shared/errors.js'
 import { isUuid } from '../../../../shared/ids.js'
+import { shorten } from '../../../../shared/text.js'
 import {
   maxNoteLength,
   ValidUntil,
@@ -209,7 +210,7 @@ async function refuseDuplicate(
   const said = dup.text.replace(/\s+/g, ' ').trim()
   throw new ApiError(
     'note_duplicate',
-    `Note ${dup.id} of this layer already says nearly the same: "${said.length > 200 ? `${said.slice(0, 199)}…` : said}". Correct that note (correctsId ${dup.id}) rather than writing another.`,
+    `Note ${dup.id} of this layer already says nearly the same: "${shorten(said, 200)}". Correct that note (correctsId ${dup.id}) rather than writing another.`,
     { duplicateOf: dup.id },
   )
 }
