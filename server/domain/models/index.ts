@@ -29,6 +29,7 @@ export {
   holdReservation,
   takeReservation,
   releaseInterrupted,
+  releaseAbandoned,
   settle,
   worstCaseMicros,
   callCostMicros,

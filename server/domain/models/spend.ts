@@ -5,7 +5,8 @@ import {
   type SpendView,
 } from '../../../shared/schemas/spend.js'
 import type { ModelPrice } from '../../../shared/schemas/models.js'
-import { transaction, unflushedCommit, type Db } from '../../db/sql.js'
+import { finishedStatuses } from '../../../shared/schemas/runs.js'
+import { literalIn, retryConflicts, transaction, unflushedCommit, type Db } from '../../db/sql.js'
 import { moveTurns } from '../chats/index.js'
 import { layerOwner } from '../tasks/index.js'
 import { transitionAll, type RunRow } from '../runs/index.js'
@@ -186,6 +187,25 @@ export async function releaseInterrupted(tx: Db, work: ReservedFor): Promise<num
     returning enterprise_id, day::text as day, micros, team_id, task_id, member_id`
   for (const held of released) await settle(tx, held, held.day, held.micros, 0, false)
   return released.length
+}
+
+/**
+ * Releases what calls kept reserved for runs that ended over `graceSeconds` ago (a lease's length):
+ * answers how many runs' reservations it released. A run cancelled while its engine was dead (or
+ * failed for its takeovers, maxTakeovers) is never taken over, so the call its engine died in was
+ * settled by nobody, and its worst case stayed reserved on every layer for the rest of the day. A
+ * living engine has heard of the end by then and settled its call (which then finds its reservation
+ * gone, and counts the cost alone, as after a takeover).
+ */
+export async function releaseAbandoned(db: Db, graceSeconds: number, limit = 50): Promise<number> {
+  const runs = await db<{ runId: string }[]>`
+    select distinct s.run_id from spend_reservations s join runs r on r.id = s.run_id
+     where ${literalIn(db, 'r.status', finishedStatuses)}
+       and r.finished_at < now() - make_interval(secs => ${graceSeconds})
+     limit ${limit}`
+  for (const { runId } of runs)
+    await retryConflicts(() => transaction(db, (tx) => releaseInterrupted(tx, { runId })))
+  return runs.length
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   takeOverLapsed,
 } from '../../domain/runs/index.js'
 import { engineChannel, listenLocally } from '../../domain/engine-wake.js'
+import { releaseAbandoned } from '../../domain/models/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
 import type { Logger } from '../../log.js'
 import { completeDeterministic, passAttributes, type Executor } from './executor.js'
@@ -53,6 +54,8 @@ export class RunLoop extends LeaseLoop<RunWork> {
       run,
       resumed,
     })
+    // When this engine last released what ended runs kept reserved (releaseAbandoned): once a lease.
+    let released = -Infinity
     const kind: WorkKind<RunWork> = {
       name: 'run',
       logKey: 'runId',
@@ -78,6 +81,10 @@ export class RunLoop extends LeaseLoop<RunWork> {
         }
         const left = room - step.started.length
         const lapsed = left > 0 ? await takeOverLapsed(sql, engineId, leaseSeconds, left) : []
+        if (performance.now() - released >= leaseSeconds * 1000) {
+          released = performance.now()
+          await releaseAbandoned(sql, leaseSeconds)
+        }
         const claimed = [
           ...step.started.map((run) => work(run, false)),
           ...lapsed.map((run) => work(run, true)),
