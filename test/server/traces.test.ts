@@ -1,8 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { execFile } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { promisify } from 'node:util'
 import { Writable } from 'node:stream'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -21,6 +19,7 @@ import {
 import { projectRoot } from '../../shared/paths.js'
 import { Run } from '../../shared/schemas/runs.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { modulesReadBy } from '../helpers/loaded-modules.js'
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
 import { osctl, startCliDaemon } from '../helpers/osctl.js'
 import {
@@ -694,29 +693,10 @@ describe('tracing off (no OTLP endpoint)', () => {
   })
 
   it('loads none of the SDK: importing the app and the daemon reads no @opentelemetry module', async () => {
-    // In a process of its own, on the built code (npm test builds first): which files an import reads,
-    // ES modules by a loader hook and CommonJS ones from require's cache.
-    const hook = `data:text/javascript,${encodeURIComponent(`
-      import { register } from 'node:module'
-      const { port1, port2 } = new MessageChannel()
-      globalThis.loaded = new Set()
-      port1.on('message', (url) => globalThis.loaded.add(url)); port1.unref()
-      register('data:text/javascript,' + encodeURIComponent(
-        'let port; export function initialize(d) { port = d.port } ' +
-        'export async function load(url, context, next) { port.postMessage(url); return next(url, context) }'),
-        { parentURL: import.meta.url, data: { port: port2 }, transferList: [port2] })`)}`
-    const script = `
-      import { createRequire } from 'node:module'
-      await import(${JSON.stringify(join(projectRoot, 'dist/server/serve.js'))})
-      await new Promise((r) => setTimeout(r, 100))
-      const files = [...globalThis.loaded, ...Object.keys(createRequire(import.meta.url).cache)]
-      console.log(JSON.stringify(files))`
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ['--import', hook, '--input-type=module', '-e', script],
-      { cwd: projectRoot, env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: '' } },
-    )
-    const files = JSON.parse(stdout) as string[]
+    // In a process of its own, on the built code (npm test builds first).
+    const files = await modulesReadBy(join(projectRoot, 'dist/server/serve.js'), {
+      OTEL_EXPORTER_OTLP_ENDPOINT: '',
+    })
     expect(files.length).toBeGreaterThan(100)
     expect(files.filter((f) => f.includes('@opentelemetry'))).toEqual([])
   })
