@@ -2,16 +2,15 @@
 // (GET /v1/openapi.json): each operation with its parameters, body, answers and their error codes, then
 // each schema with its fields. The app is built with a database that is never reached (no route runs).
 // test/server/http/api-reference.test.ts fails when the file is out of date.
-import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
-import prettier from 'prettier'
 import { loadConfig } from '../server/config.js'
 import { createSealer } from '../server/crypto.js'
 import type { Sql } from '../server/db/sql.js'
 import { createApp } from '../server/http/app.js'
 import { projectRoot } from '../shared/paths.js'
+import { writeGenerated } from './generated.js'
 
 export const apiReferenceFile = join(projectRoot, 'docs', 'api.md')
 
@@ -169,6 +168,7 @@ function schemaSection(name: string, schema: Schema): string[] {
   return lines
 }
 
+/** docs/api.md as the OpenAPI document makes it, before prettier formats it (writeGenerated). */
 export async function renderApiReference(): Promise<string> {
   const document = await apiDocument()
   const lines = [
@@ -198,11 +198,13 @@ export async function renderApiReference(): Promise<string> {
     a.localeCompare(b),
   ))
     lines.push(...schemaSection(name, schema))
-  return prettier.format(lines.join('\n'), { parser: 'markdown', proseWrap: 'preserve' })
+  return lines.join('\n')
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  await writeFile(apiReferenceFile, await renderApiReference())
+  await writeGenerated(apiReferenceFile, 'docs:api', await renderApiReference(), {
+    proseWrap: 'preserve',
+  })
   console.log(`wrote ${apiReferenceFile}`)
   process.exit(0)
 }

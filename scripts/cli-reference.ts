@@ -1,7 +1,7 @@
 // npm run docs:cli: writes docs/osctl.md, the reference of every osctl command, from the commander tree
 // itself (cli/program.ts): each command's path, description, usage, arguments, options and examples.
 // test/cli/reference.test.ts fails when the file is out of date.
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Command, Help } from 'commander'
@@ -9,6 +9,7 @@ import prettier from 'prettier'
 import { exitCodeTable, exitCodes } from '../cli/errors.js'
 import { buildProgram } from '../cli/program.js'
 import { projectRoot } from '../shared/paths.js'
+import { writeGenerated } from './generated.js'
 
 export const referenceFile = join(projectRoot, 'docs', 'osctl.md')
 
@@ -71,7 +72,7 @@ function section(help: Help, command: Command, depth: number): string[] {
   return lines
 }
 
-/** docs/osctl.md as it should be, formatted as `npm run format` would leave it. */
+/** docs/osctl.md as the command definitions make it, before prettier formats it (writeGenerated). */
 export async function renderReference(): Promise<string> {
   const program = await buildProgram(() => {
     throw new Error('the reference runs no command')
@@ -111,12 +112,12 @@ export async function renderReference(): Promise<string> {
     '',
     ...top.flatMap((c) => section(help, c, 1)),
   ]
-  const options = (await prettier.resolveConfig(referenceFile)) ?? {}
-  return prettier.format(lines.join('\n'), { ...options, parser: 'markdown' })
+  return lines.join('\n')
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   await mkdir(dirname(referenceFile), { recursive: true })
-  await writeFile(referenceFile, await renderReference())
+  const options = (await prettier.resolveConfig(referenceFile)) ?? {}
+  await writeGenerated(referenceFile, 'docs:cli', await renderReference(), options)
   process.stdout.write(`wrote ${referenceFile}\n`)
 }

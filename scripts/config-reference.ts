@@ -3,13 +3,12 @@
 // (shared/schemas/config.ts): each kind's description, its fields with their types, defaults and
 // descriptions, and an example, which test/server/config-reference.test.ts holds to the server's own
 // check of documents. That test also fails when the file is out of date.
-import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import prettier from 'prettier'
 import YAML from 'yaml'
 import { z } from 'zod'
 import { projectRoot } from '../shared/paths.js'
+import { writeGenerated } from './generated.js'
 import {
   configApiVersion,
   configKinds,
@@ -158,6 +157,7 @@ function fieldRows(schema: Schema, defs: Record<string, Schema>, prefix = ''): s
   return rows
 }
 
+/** docs/config-as-code.md as the schemas make it, before prettier formats it (writeGenerated). */
 export async function renderConfigReference(): Promise<string> {
   const lines = [
     '# Configuration as code',
@@ -210,11 +210,13 @@ export async function renderConfigReference(): Promise<string> {
     )
     lines.push('```', '')
   }
-  return prettier.format(lines.join('\n'), { parser: 'markdown', proseWrap: 'preserve' })
+  return lines.join('\n')
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  await writeFile(configReferenceFile, await renderConfigReference())
+  await writeGenerated(configReferenceFile, 'docs:config', await renderConfigReference(), {
+    proseWrap: 'preserve',
+  })
   console.log(`wrote ${configReferenceFile}`)
   process.exit(0)
 }
