@@ -6,29 +6,17 @@ import { checkDataDir } from '../data-dir.js'
 import { openDatabase, type Database } from '../db/index.js'
 import { migrate } from '../db/migrate.js'
 import { transaction, type Db, type Sql } from '../db/sql.js'
-import { publish, unpublish, type Published } from '../domain/catalog/index.js'
-import {
-  createEnterprise,
-  findEnterpriseBySlug,
-  listEnterprises,
-} from '../domain/enterprises/index.js'
-import {
-  createToken,
-  createUser,
-  findUserByEmail,
-  listTokens,
-  revokeToken,
-  setMembership,
-  setPassword,
-  usePasswordCost,
-} from '../domain/people/index.js'
-import { planRetention, retentionPass, type Moved } from '../domain/retention/index.js'
+import type { Published } from '../domain/catalog/index.js'
+import type { Moved } from '../domain/retention/index.js'
 import { createLogger, type Logger } from '../log.js'
 import { backup, BackupError, restoreBackup, verifyBackup } from './backup.js'
 import { registerSecrets } from './secrets.js'
 
 // osd admin (DESIGN 8): operator bootstrap on the server host. Works whether or not a daemon runs on the
 // same data dir or DATABASE_URL: the embedded server is joined if running, else started for the command.
+
+/** The domain's functions the commands call, loaded by the first that needs them (admin/domain.ts). */
+export const domain = () => import('./domain.js')
 
 /** Where osd's commands (server/cli.ts) write, and where they read a password piped to them. */
 export interface OsdIo {
@@ -62,6 +50,7 @@ async function withDatabase<T>(
 ): Promise<T> {
   return withRawDatabase(flags, io, async (sql, config) => {
     await migrate(sql)
+    ;(await domain()).usePasswordCost(config.passwordLog2N)
     return fn(sql, config)
   })
 }
@@ -78,7 +67,6 @@ function withRawDatabase<T>(
   options: { stopsItself?: boolean } = {},
 ): Promise<T> {
   const config = loadConfig({ dataDir: flags.dataDir })
-  usePasswordCost(config.passwordLog2N)
   const log = createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr)
   return holdDatabase(config, log, io, { max: 2, applicationName: 'osd admin' }, fn, options)
 }
@@ -152,7 +140,7 @@ function describeMoves(moves: Moved[], dry: boolean): string {
 }
 
 async function personByEmail(db: Db, email: string) {
-  const found = await findUserByEmail(db, email)
+  const found = await (await domain()).findUserByEmail(db, email)
   if (!found)
     throw new ApiError(
       'user_not_found',
@@ -188,7 +176,7 @@ interface EnterpriseCreateFlags {
  */
 async function newOwner(tx: Db, email: string, password: string) {
   try {
-    return await createUser(tx, { email, password })
+    return await (await domain()).createUser(tx, { email, password })
   } catch (err) {
     if (err instanceof ApiError && err.code === 'email_taken')
       throw new ApiError(
@@ -200,7 +188,7 @@ async function newOwner(tx: Db, email: string, password: string) {
 }
 
 async function enterpriseId(sql: Db, slug: string): Promise<string> {
-  const enterprise = await findEnterpriseBySlug(sql, slug)
+  const enterprise = await (await domain()).findEnterpriseBySlug(sql, slug)
   if (!enterprise)
     throw new ApiError('enterprise_not_found', `No enterprise with the slug "${slug}".`)
   return enterprise.id
@@ -231,6 +219,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
     .action(async (opts: { dryRun?: boolean; enterprise?: string; json?: boolean }) => {
       const moves = await withDatabase(dbFlags(), io, async (sql, config) => {
         const only = opts.enterprise ? await enterpriseId(sql, opts.enterprise) : undefined
+        const { planRetention, retentionPass } = await domain()
         return opts.dryRun
           ? planRetention(sql, { enterpriseId: only })
           : retentionPass(sql, { archiveDir: config.archiveDir, enterpriseId: only })
@@ -335,6 +324,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
       const password = opts.passwordStdin ? await readPassword(io) : undefined
       const result = await withDatabase(dbFlags(), io, (sql, config) =>
         transaction(sql, async (tx) => {
+          const { createEnterprise, createToken, setMembership } = await domain()
           const owner = opts.ownerEmail
             ? password === undefined
               ? await personByEmail(tx, opts.ownerEmail)
@@ -370,7 +360,9 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
     .description('list enterprises')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await withDatabase(dbFlags(), io, (sql) => listEnterprises(sql))
+      const rows = await withDatabase(dbFlags(), io, async (sql) =>
+        (await domain()).listEnterprises(sql),
+      )
       print(opts.json ?? false, rows, () =>
         rows.map((e) => `${e.slug}\t${e.id}\t${e.name}`).join('\n'),
       )
@@ -402,6 +394,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
         const password = await readPassword(io)
         const result = await withDatabase(dbFlags(), io, (sql) =>
           transaction(sql, async (tx) => {
+            const { createUser, setMembership } = await domain()
             const membership = opts.enterprise
               ? {
                   enterpriseId: await enterpriseId(tx, opts.enterprise),
@@ -438,7 +431,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
       const password = await readPassword(io)
       const person = await withDatabase(dbFlags(), io, async (sql) => {
         const found = await personByEmail(sql, opts.email)
-        await setPassword(sql, found.id, password)
+        await (await domain()).setPassword(sql, found.id, password)
         return { id: found.id, email: found.email }
       })
       print(opts.json ?? false, { user: person }, () =>
@@ -481,7 +474,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
           )
         }
         const created = await withDatabase(dbFlags(), io, async (sql) =>
-          createToken(sql, await enterpriseId(sql, opts.enterprise), {
+          (await domain()).createToken(sql, await enterpriseId(sql, opts.enterprise), {
             name: opts.name,
             scopes,
             expiresAt,
@@ -508,7 +501,9 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
     .option('--json', 'print JSON')
     .action(async (opts: { enterprise: string; json?: boolean }) => {
       const rows = await withDatabase(dbFlags(), io, async (sql) =>
-        listTokens(sql, await enterpriseId(sql, opts.enterprise), { includeRevoked: true }),
+        (await domain()).listTokens(sql, await enterpriseId(sql, opts.enterprise), {
+          includeRevoked: true,
+        }),
       )
       print(opts.json ?? false, rows, () =>
         rows
@@ -538,7 +533,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { enterprise: string; json?: boolean }) => {
       const revoked = await withDatabase(dbFlags(), io, async (sql) =>
-        revokeToken(sql, await enterpriseId(sql, opts.enterprise), id),
+        (await domain()).revokeToken(sql, await enterpriseId(sql, opts.enterprise), id),
       )
       print(opts.json ?? false, revoked, () => `token ${revoked.id} revoked`)
     })
@@ -568,17 +563,12 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
         ? []
         : [`${p.detachedClones} installed clone(s) detached: they keep their last version`]),
     ].join('\n')
-  for (const [verb, act, help] of [
+  for (const [verb, help] of [
     [
       'publish',
-      publish,
       'publish a task, or a role with the tasks that name it (repeating changes nothing)',
     ],
-    [
-      'unpublish',
-      unpublish,
-      'take a task or role out; installed clones keep their last version, detached',
-    ],
+    ['unpublish', 'take a task or role out; installed clones keep their last version, detached'],
   ] as const) {
     catalog
       .command(verb)
@@ -591,7 +581,7 @@ export function registerAdmin(admin: Command, io: OsdIo): void {
         async (opts: { enterprise: string; task?: string; role?: string; json?: boolean }) => {
           const which = target(opts)
           const result = await withDatabase(dbFlags(), io, async (sql) =>
-            act(sql, await enterpriseId(sql, opts.enterprise), which),
+            (await domain())[verb](sql, await enterpriseId(sql, opts.enterprise), which),
           )
           print(opts.json ?? false, result, () => describe(result))
         },

@@ -10,18 +10,16 @@ import {
   type Sealer,
 } from '../crypto.js'
 import type { Sql } from '../db/sql.js'
-import {
-  resealAll,
-  sealedKeyUse,
-  secretKeysChangedChannel,
-  type Unopenable,
-} from '../domain/sealed/index.js'
+import type { Unopenable } from '../domain/sealed/index.js'
 
 // osd admin secrets (issue 45): the keys that seal what osd must use again (server/crypto.ts), rotated
 // online. rotate-key puts a new key first in the key file, tells every osd process to read its keys
 // again, and seals every stored value again under it, in batches; remove-key takes an old key out once
 // nothing is sealed under it. With OSD_SECRET_KEY, which osd cannot change, the operator puts the new
 // key first there and runs rotate-key --keep-key (docs/configuration.md, "The secret key").
+
+/** The sealed values' face, loaded by the command that runs (osd --help reads none of it; issue 40). */
+const sealed = () => import('../domain/sealed/index.js')
 
 export interface SecretsTools {
   withDatabase<T>(fn: (sql: Sql, config: Config) => Promise<T>): Promise<T>
@@ -44,7 +42,7 @@ interface KeyringView {
 }
 
 async function describe(sql: Sql, keyring: Keyring): Promise<KeyringView> {
-  const use = await sealedKeyUse(sql)
+  const use = await (await sealed()).sealedKeyUse(sql)
   const keys = keyring.all.map((k, i) => ({
     id: k.id,
     current: i === 0,
@@ -101,6 +99,7 @@ async function resealEverything(
 ): Promise<{ resealed: number; unopenable: Unopenable[] }> {
   let total = 0
   let unopenable: Unopenable[] = []
+  const { resealAll, sealedKeyUse } = await sealed()
   for (let pass = 0; pass < 5; pass++) {
     const done = await resealAll(sql, sealer, { batch })
     total += done.resealed
@@ -168,6 +167,7 @@ export function registerSecrets(admin: Command, tools: SecretsTools): void {
           added = keyring.current.id
         }
         // Every osd process reads its keys again and seals with the new one from now on.
+        const { secretKeysChangedChannel } = await sealed()
         await sql`select pg_notify(${secretKeysChangedChannel}, ${keyring.current.id})`
         const { resealed, unopenable } = await resealEverything(sql, createSealer(keyring), batch)
         return { added: added ?? null, resealed, unopenable, ...(await describe(sql, keyring)) }
@@ -212,7 +212,7 @@ export function registerSecrets(admin: Command, tools: SecretsTools): void {
           keyFile(keyring, tools, ''),
           keyring.all.filter((k) => k.id !== id),
         )
-        await sql`select pg_notify(${secretKeysChangedChannel}, ${id})`
+        await sql`select pg_notify(${(await sealed()).secretKeysChangedChannel}, ${id})`
         return { removed: id, source: view.source, edit: false }
       })
       tools.print(opts.json ?? false, result, () =>
