@@ -77,9 +77,20 @@ export async function checkRoom(tx: Db, run: RunLayers, worstMicros: number): Pr
   const layers = layersOf(run)
   const kinds = tx.array(layers.map((l) => l.layer))
   const ids = tx.array(layers.map((l) => l.layerId))
-  // Two statements in one round trip (pipelined on the transaction's connection): the day's counters,
-  // created in the layers' fixed order, then locked with their caps and whether limits are on.
-  const [, counters] = await Promise.all([
+  // Three statements in one round trip (pipelined on the transaction's connection). First the layers'
+  // caps, key share locked: a cap's change (setCap) or limits turned off (setEnabled) waits for this
+  // transaction, and then finds the run or reply it pauses for want of room and queues it again; or
+  // it went first, and the statements after this one read what it wrote. Read in the statement that
+  // locked the counters alone, a cap raised meanwhile was missed by both: the run stayed paused with
+  // room there for it until the cap's next change. Then the day's counters, created in the layers'
+  // fixed order, then locked, read with their caps and whether limits are on.
+  const [, , counters] = await Promise.all([
+    tx`
+      select 1 from spend_caps
+       where enterprise_id = ${run.enterpriseId}
+         and (layer, layer_id) in (select * from unnest(${kinds}::text[], ${ids}::uuid[]))
+       order by layer, layer_id
+         for key share`,
     tx`
       insert into spend_days (enterprise_id, day, layer, layer_id)
       select ${run.enterpriseId}, ${day}, l, i from unnest(${kinds}::text[], ${ids}::uuid[]) with ordinality as x(l, i, n)
@@ -319,6 +330,12 @@ export async function setEnabled(
   enabled: boolean,
 ): Promise<SpendView> {
   await transaction(db, async (tx) => {
+    // The caps' whole locks: a model call checking for room (checkRoom's key share locks) pauses its
+    // run first and is queued again below, or reads limits off after this commits.
+    if (!enabled)
+      await tx`
+        select 1 from spend_caps where enterprise_id = ${enterpriseId}
+         order by layer, layer_id for update`
     await tx`update enterprises set spend_enabled = ${enabled} where id = ${enterpriseId}`
     if (!enabled) await requeuePaused(tx, enterpriseId, 'spend limits were turned off')
   })

@@ -3,6 +3,7 @@ import { connect, createServer, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
+import { holdLock } from '../../helpers/db.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -111,6 +112,60 @@ describe('a run ended while the engine calling its model is dead', () => {
       answer()
       await dying.stop().catch(() => undefined)
       await doomed.end({ timeout: 0 })
+    }
+  })
+})
+
+describe('a cap raised while a model call finds no room under it', () => {
+  it('queues the run the call paused again: the raise waits for the pause, or the call reads the raise', async () => {
+    const { e, key, as, task, start } = await tenant()
+    const cap = (moneyCentsDay: number) =>
+      t.call('PATCH', '/v1/spend/caps', { ...as, body: { layer: 'enterprise', moneyCentsDay } })
+    expect((await cap(0)).status).toBe(200)
+    fake.script(key, {
+      toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }],
+    })
+    // The enterprise's counters of the day (made first: the call's insert of them then waits on
+    // nothing), held: the call's check for room waits on them, having read the cap of $0.00 in the
+    // statement that locks them.
+    const day = new Date().toISOString().slice(0, 10)
+    await t.sql`
+      insert into spend_days (enterprise_id, day, layer, layer_id)
+      values (${e.id}, ${day}, 'enterprise', ${e.id}) on conflict do nothing`
+    const counters = await holdLock(t.sql, async (tx) => {
+      await tx`
+        select 1 from spend_days
+         where enterprise_id = ${e.id} and day = ${day} and layer = 'enterprise' for update`
+    })
+    const engine = await startTestEngine(t)
+    try {
+      const run = await start((await task()).id)
+      await eventually(() => counters.waitedOn(), 10_000, 'the check for room to wait')
+      // Raised meanwhile. It went through at once, before the call paused the run, and found no run
+      // to queue again: the run stayed paused with room for it until the cap's next change.
+      let raised = false
+      const raising = cap(100_000).then((res) => ((raised = true), res))
+      await eventually(
+        async () =>
+          raised ||
+          (
+            await t.sql`
+              select 1 from pg_stat_activity
+               where datname = current_database() and wait_event_type = 'Lock'
+                 and query like '%from spend_caps%for update%'`
+          ).length > 0,
+        10_000,
+        'the raise to land or wait',
+      )
+      // It waits for the call's check (the cap's key share lock) however long that takes.
+      expect(raised).toBe(false)
+      await counters.release()
+      expect((await raising).status).toBe(200)
+      expect((await waitForRun(t, run.id, ['succeeded'], 15_000, e.token)).run.status).toBe(
+        'succeeded',
+      )
+    } finally {
+      await engine.stop()
     }
   })
 })
