@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import { inject } from 'vitest'
+import { migrate } from '../../server/db/migrate.js'
 import { createSql, readySql, type Sql, type Tx } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
 import { afterFile } from './after-file.js'
@@ -47,6 +48,17 @@ export async function createEmptyDatabase(): Promise<TestDatabase> {
     await admin.end()
   })
   return { sql, url, name }
+}
+
+/**
+ * A database an older osd migrated: the migrations up to `upTo` only, dropped after the file. Rows
+ * written in the shape that release wrote them, then `migrate(sql)` (what the new osd does at its
+ * start), reproduce an upgrade of a populated database.
+ */
+export async function createDatabaseMigratedTo(upTo: number): Promise<TestDatabase> {
+  const db = await createEmptyDatabase()
+  await migrate(db.sql, undefined, { upTo })
+  return db
 }
 
 /**
