@@ -72,7 +72,15 @@ async function tenant() {
     return MemoryNote.parse(res.body)
   }
   const review = async () => ReviewPage.parse((await t.call('GET', '/v1/memory/review', as)).body)
-  return { e, key, as, task, start, wait, runAll, note, review }
+  /** A training run of the enterprise layer (its replies scripted), to its end: it succeeds. */
+  const train = async () => {
+    const res = await t.call('POST', '/v1/memory/train', { ...as, body: { layer: 'enterprise' } })
+    expect(res.status, JSON.stringify(res.body)).toBe(202)
+    const done = await wait(Run.parse(res.body).id, ['succeeded', 'failed'])
+    expect(done.run.status, JSON.stringify(done.run)).toBe('succeeded')
+    return done
+  }
+  return { e, key, as, task, start, wait, runAll, note, review, train }
 }
 
 const recalled = (detail: RunDetail) =>
@@ -279,10 +287,7 @@ describe('os.remember of a near-duplicate', () => {
       },
       { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }] },
     )
-    const res = await t.call('POST', '/v1/memory/train', { ...s.as, body: { layer: 'enterprise' } })
-    expect(res.status, JSON.stringify(res.body)).toBe(202)
-    const done = await s.wait(Run.parse(res.body).id, ['succeeded', 'failed'])
-    expect(done.run.status, JSON.stringify(done.run)).toBe('succeeded')
+    await s.train()
 
     // What the model was told of its first lesson: refused, which note, and to correct it.
     const calls = fake.callsWith(s.key)
@@ -337,10 +342,7 @@ describe('os.remember of a near-duplicate', () => {
       { toolCalls: [{ name: 'os.remember', arguments: { text, evidence: [evidence!.run.id] } }] },
       { toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'ok' } }] },
     )
-    const res = await t.call('POST', '/v1/memory/train', { ...s.as, body: { layer: 'enterprise' } })
-    expect(res.status, JSON.stringify(res.body)).toBe(202)
-    const done = await s.wait(Run.parse(res.body).id, ['succeeded', 'failed'])
-    expect(done.run.status, JSON.stringify(done.run)).toBe('succeeded')
+    await s.train()
     const calls = fake.callsWith(s.key)
     expect(calls).toHaveLength(before + 2)
     const told = calls.at(-1)!.body.messages.at(-1).content as {

@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import { connect, createServer, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { holdLock } from '../../helpers/db.js'
-import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
+import { keyedEnterprise, llmTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
 
@@ -54,14 +53,7 @@ async function severableDatabase() {
 
 async function tenant() {
   const { e, key, as } = await keyedEnterprise(t, 'Spend races')
-  const task = async () => {
-    const res = await t.call('POST', '/v1/tasks', {
-      ...as,
-      body: { name: `Llm ${randomUUID().slice(0, 8)}`, assigneeRole: 'ceo', overlapPolicy: 'os' },
-    })
-    expect(res.status, JSON.stringify(res.body)).toBe(201)
-    return res.body as { id: string }
-  }
+  const task = () => llmTask(t, {}, e.token)
   const start = async (taskId: string) => {
     const res = await t.call('POST', `/v1/tasks/${taskId}/runs`, { ...as, body: {} })
     expect(res.status, JSON.stringify(res.body)).toBe(201)

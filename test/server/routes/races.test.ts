@@ -4,9 +4,10 @@ import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { serveTestApp, type Served, type ServedAnswer } from '../../helpers/served.js'
 import { deterministicTask } from '../../helpers/runs.js'
 
-// Two callers at once on the organisation (spec: Retry safety of writes): a team, role or member
-// deleted while something is being put on it or given to it. Each round fires the calls together over
-// HTTP; the calls land in either order, never as a 500, never leaving a row on what was deleted.
+// Two callers at once (spec: Retry safety of writes): a team, role or member deleted while something
+// is being put on it or given to it, a task while its schedule is set or a note written to it. Each
+// round fires the calls together over HTTP; the calls land in either order, never as a 500, never
+// leaving a row on what was deleted.
 
 let t: TestApp
 let s: Served
@@ -120,6 +121,34 @@ describe('a role deleted while given', () => {
         send('DELETE', `/v1/roles/${role.id}`),
       ])
       expect(answers.map(outcome).sort()).toEqual(['204', '404 role_not_found'])
+    }
+  })
+})
+
+describe('a task deleted while a row of it is written', () => {
+  it('its schedule set at once is set first and goes with it, or finds it gone (404)', async () => {
+    for (let i = 0; i < rounds; i++) {
+      const task = await deterministicTask(t)
+      const [set, deleted] = await Promise.all([
+        send('PUT', `/v1/tasks/${task.id}/schedule`, { cron: '0 9 * * 1' }),
+        send('DELETE', `/v1/tasks/${task.id}`),
+      ])
+      expect(outcome(deleted)).toBe('204')
+      expect(['200', '404 task_not_found']).toContain(outcome(set))
+      expect(await t.sql`select 1 from task_schedules where task_id = ${task.id}`).toHaveLength(0)
+    }
+  })
+
+  it('a note written to it at once is written first and goes with it, or finds it gone (404)', async () => {
+    for (let i = 0; i < rounds; i++) {
+      const task = await deterministicTask(t)
+      const [noted, deleted] = await Promise.all([
+        send('POST', `/v1/tasks/${task.id}/memory`, { text: `Say hello ${randomUUID()}` }),
+        send('DELETE', `/v1/tasks/${task.id}`),
+      ])
+      expect(outcome(deleted)).toBe('204')
+      expect(['201', '404 task_not_found']).toContain(outcome(noted))
+      expect(await t.sql`select 1 from memory_notes where task_id = ${task.id}`).toHaveLength(0)
     }
   })
 })
