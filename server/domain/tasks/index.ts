@@ -8,7 +8,8 @@ export { copyTask } from './copy.js'
 export { readTask, listTasks, listVersions, getVersion, getWorkflow } from './tasks.js'
 
 // For the API (routes and http/) and other concepts of the domain.
-export { publishVersion, setTaskSchedule, clearTaskSchedule } from './tasks.js'
+export { publishVersion } from './tasks.js'
+export { setTaskSchedule, clearTaskSchedule } from './scheduling.js'
 export { deleteTask } from './deletion.js'
 
 // For the API (routes and http/) and tests and benches.

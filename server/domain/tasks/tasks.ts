@@ -2,8 +2,6 @@ import { ApiError } from '../../../shared/errors.js'
 import type { Paged } from '../../../shared/schemas/common.js'
 import type {
   DefinitionIssue,
-  Schedule,
-  ScheduleInput,
   Successor,
   TaskDefinition,
   TaskRead,
@@ -20,7 +18,7 @@ import { validName, validSlug } from '../../../shared/names.js'
 import { envelope, idFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import { isUniqueViolation, transaction, type Db } from '../../db/sql.js'
 import { pauseOf } from '../pauses/index.js'
-import { deleteSchedule, getSchedule, setSchedule } from './schedules.js'
+import { getSchedule } from './schedules.js'
 import { checkDefinition, refuseErrors, type CheckContext } from './checks.js'
 import { requireTeam } from '../org/index.js'
 
@@ -677,28 +675,4 @@ export async function getWorkflow(db: Db, enterpriseId: string, id: string) {
   const task = await loadTask(db, enterpriseId, id)
   const current = (await loadVersion(db, enterpriseId, task.currentVersionId))!
   return { currentVersion: toVersion(current), skillMd: current.definition.skillMd }
-}
-
-// --- schedule ---------------------------------------------------------------------------------------
-
-/** Sets the task's schedule (DESIGN 7) and answers it; a built-in task's is not changed. */
-export async function setTaskSchedule(
-  db: Db,
-  enterpriseId: string,
-  id: string,
-  input: ScheduleInput,
-): Promise<Schedule> {
-  return transaction(db, async (tx) => {
-    const task = await loadTask(tx, enterpriseId, id, 'key share')
-    refuseBuiltin(task)
-    await setSchedule(tx, enterpriseId, task.id, input)
-    return (await getSchedule(tx, enterpriseId, task.id, task.status))!
-  })
-}
-
-/** Removes the task's schedule (none: no change); a built-in task's is not changed. */
-export async function clearTaskSchedule(db: Db, enterpriseId: string, id: string): Promise<void> {
-  const task = await loadTask(db, enterpriseId, id)
-  refuseBuiltin(task)
-  await deleteSchedule(db, enterpriseId, task.id)
 }
