@@ -62,6 +62,22 @@ export async function createDatabaseMigratedTo(upTo: number): Promise<TestDataba
 }
 
 /**
+ * Whether a backend of `sql`'s database runs a statement whose text is like `pattern` (SQL's LIKE), or
+ * with `lockWait`, waits on a lock in one: for a test that acts at a known point of another's work.
+ */
+export async function statementUnderWay(
+  sql: Sql,
+  pattern: string,
+  { lockWait = false }: { lockWait?: boolean } = {},
+): Promise<boolean> {
+  const found = await sql`
+    select 1 from pg_stat_activity
+     where datname = current_database() and query like ${pattern}
+       and ${lockWait ? sql`wait_event_type = 'Lock'` : sql`state = 'active'`}`
+  return found.length > 0
+}
+
+/**
  * A lock `take` takes in a transaction of the test's own, held until `release()`: a request that wants
  * it waits. `waitedOn()` says whether some backend waits on this transaction, and on no other: the
  * files of a run share one cluster, and a lock wait of another file is not this request's.

@@ -6,7 +6,12 @@ import { execa } from 'execa'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { backup, BackupError, restoreBackup, verifyBackup } from '../../../server/admin/backup.js'
 import { readySql, type Sql } from '../../../server/db/sql.js'
-import { createEmptyDatabase, createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import {
+  createEmptyDatabase,
+  createTestDatabase,
+  statementUnderWay,
+  type TestDatabase,
+} from '../../helpers/db.js'
 import { osd } from '../../helpers/osd.js'
 import { osdBin } from '../../helpers/processes.js'
 import { eventually } from '../../helpers/wait.js'
@@ -143,13 +148,7 @@ describe('a backup stopped inside a large table', () => {
     const file = join(work, 'stopped-inside.gz')
     const made = backup(sql, file, { keepFreeBytes: 0, signal: stop.signal })
     await eventually(
-      async () =>
-        (
-          await db.sql`
-            select 1 from pg_stat_activity
-             where datname = current_database() and state = 'active'
-               and query like 'copy "login_failures"%'`
-        ).length > 0,
+      () => statementUnderWay(db.sql, 'copy "login_failures"%'),
       20_000,
       'the copy of the large table',
     )

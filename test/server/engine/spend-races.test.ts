@@ -2,7 +2,7 @@ import { connect, createServer, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createSql } from '../../../server/db/sql.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
-import { holdLock } from '../../helpers/db.js'
+import { holdLock, statementUnderWay } from '../../helpers/db.js'
 import { keyedEnterprise, llmTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { eventually } from '../../helpers/wait.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
@@ -142,12 +142,7 @@ describe('a cap raised while a model call finds no room under it', () => {
       await eventually(
         async () =>
           raised ||
-          (
-            await t.sql`
-              select 1 from pg_stat_activity
-               where datname = current_database() and wait_event_type = 'Lock'
-                 and query like '%from spend_caps%for update%'`
-          ).length > 0,
+          (await statementUnderWay(t.sql, '%from spend_caps%for update%', { lockWait: true })),
         10_000,
         'the raise to land or wait',
       )
