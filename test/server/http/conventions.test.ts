@@ -17,6 +17,13 @@ beforeAll(async () => {
   t = await createTestApp()
 })
 
+/** A run of the task started with `raw` as its body, sent as JSON and as written. */
+const startRaw = (taskId: string, raw: string | undefined) =>
+  t.call('POST', `/v1/tasks/${taskId}/runs`, {
+    raw,
+    headers: { 'content-type': 'application/json' },
+  })
+
 describe('GET /v1/health', () => {
   it('answers ok and the package version without a token', async () => {
     const res = await t.call('GET', '/v1/health', { token: null })
@@ -324,10 +331,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       ['{"ok": "\\ud83d\\ude00", "\\udbff": 1}', '\ufffd'],
       ['{"s": "\\udc00\\ud800"}', 's'],
     ]) {
-      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-        raw,
-        headers: { 'content-type': 'application/json' },
-      })
+      const res = await startRaw(task.id, raw)
       expect(res.status, raw).toBe(400)
       expect(res.body).toEqual({
         error: 'invalid_json',
@@ -335,17 +339,11 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       })
     }
     // A backslash followed by u0000 is plain text, and is stored.
-    const text = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-      raw: '{"s": "a\\\\u0000b"}',
-      headers: { 'content-type': 'application/json' },
-    })
+    const text = await startRaw(task.id, '{"s": "a\\\\u0000b"}')
     expect(text.status).toBe(201)
     expect(text.body.input).toEqual({ s: 'a\\u0000b' })
     // A whole pair, escaped or not, is a character like any other.
-    const pair = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-      raw: '{"s": "\\ud83d\\ude00 \u{1F600}"}',
-      headers: { 'content-type': 'application/json' },
-    })
+    const pair = await startRaw(task.id, '{"s": "\\ud83d\\ude00 \u{1F600}"}')
     expect(pair.status).toBe(409) // the task's lane is busy with the run above: stored and decided
     expect(pair.body.error).toBe('overlap')
   })
@@ -357,10 +355,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       ['{"deep": [{"x": [1, -1E+999]}]}', 'deep[0].x[1]'],
       [`{"big": ${'9'.repeat(400)}}`, 'big'],
     ]) {
-      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-        raw,
-        headers: { 'content-type': 'application/json' },
-      })
+      const res = await startRaw(task.id, raw)
       expect(res.status, raw).toBe(400)
       expect(res.body).toEqual({
         error: 'invalid_json',
@@ -368,10 +363,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
       })
     }
     // A large exponent within the range, and one so small it reads as 0, are numbers like any other.
-    const fine = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-      raw: '{"n": 1.5e308, "m": 1e-400, "s": "1e400"}',
-      headers: { 'content-type': 'application/json' },
-    })
+    const fine = await startRaw(task.id, '{"n": 1.5e308, "m": 1e-400, "s": "1e400"}')
     expect(fine.status, fine.text).toBe(201)
     expect(fine.body.input).toEqual({ n: 1.5e308, m: 0, s: '1e400' })
   })
@@ -480,10 +472,7 @@ describe('request bodies (spec: Common conventions, Limits)', () => {
     const task = await deterministicTask(t)
     const nested = (levels: number) => '{"a":'.repeat(levels - 1) + '{}' + '}'.repeat(levels - 1)
     for (const raw of [nested(101), nested(5000), '['.repeat(5000) + ']'.repeat(5000)]) {
-      const res = await t.call('POST', `/v1/tasks/${task.id}/runs`, {
-        raw,
-        headers: { 'content-type': 'application/json' },
-      })
+      const res = await startRaw(task.id, raw)
       expect(res.status).toBe(400)
       expect(res.body.error).toBe('invalid_json')
     }
