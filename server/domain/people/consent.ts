@@ -14,6 +14,7 @@ import { transaction, type Db } from '../../db/sql.js'
 import { enterpriseOf, enterprisesOf } from './people.js'
 import { hashSecret, lastChars, matchesHash, newSecret } from '../secrets.js'
 import { newTokenSecret, tokenChangedChannel } from './tokens.js'
+import { shorten } from '../../../shared/text.js'
 
 // Connected apps (spec: Portal-only routes; DESIGN 8), by a device-style flow since no mail or browser
 // redirect exists here:
@@ -133,7 +134,7 @@ export async function pollConsentRequest(
     const token = newTokenSecret()
     await tx`
       insert into api_tokens (enterprise_id, name, scopes, token_hash, last_chars, created_by_user, app_connection_id)
-      values (${connection.enterpriseId}, ${`app: ${row.appName}`.slice(0, 200)}, ${tx.array(row.scopes)},
+      values (${connection.enterpriseId}, ${shorten(`app: ${row.appName}`, 200)}, ${tx.array(row.scopes)},
               ${hashSecret(token)}, ${lastChars(token)}, ${row.decidedBy}, ${row.connectionId})`
     await tx`update consent_requests set token_issued_at = now() where id = ${id}`
     return { status: 'approved', expiresAt, token }

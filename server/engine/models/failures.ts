@@ -1,5 +1,6 @@
 import type { Provider } from '../../../shared/schemas/models.js'
 import { ProviderError } from '../../domain/models/index.js'
+import { shorten } from '../../../shared/text.js'
 
 // What a failed model call is, decided here once (issue 43) from what the SDKs and stream.ts throw:
 // its kind (domain/models/provider.ts), its status, the provider's retry-after, whether it timed out,
@@ -81,7 +82,7 @@ export function classify(err: unknown, wire: Wire): ProviderError {
       { timedOut: true },
     )
   const status = statusOf(err)
-  const detail = (e?.message ?? String(err)).slice(0, 300)
+  const detail = shorten(e?.message ?? String(err), 300)
   if (status === undefined) {
     // Named with the address and the setting that moves it (issue 51): a local server not started
     // and a mistyped address are the operator's to mend.

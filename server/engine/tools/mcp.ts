@@ -12,7 +12,7 @@ import { outgoingHeaders, toolSpan } from '../../traces/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
 import { cappedFetch } from './answers.js'
-import { storable } from '../../../shared/text.js'
+import { shorten, storable } from '../../../shared/text.js'
 
 // The tools of a run's MCP tool servers, over Streamable HTTP (DESIGN 6), named <connection>.<tool>.
 // A call that fails on the way (no answer within the tool timeout, a connection cut, an answer that is
@@ -77,7 +77,7 @@ export function toolFailure(err: unknown, timeoutMs: number): string {
   const message = err instanceof Error ? err.message : String(err)
   const cause = (err as { cause?: { code?: string; message?: string } })?.cause
   if (err instanceof SyntaxError || /JSON|parse/i.test(message))
-    return `The tool server answered something that is not a tool result (${message.slice(0, 200)}). ${mayHaveActed}`
+    return `The tool server answered something that is not a tool result (${shorten(message, 200)}). ${mayHaveActed}`
   return `The tool server could not be reached or dropped the call (${cause?.code ?? cause?.message ?? message}). ${mayHaveActed}`
 }
 

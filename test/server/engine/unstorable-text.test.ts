@@ -168,9 +168,9 @@ describe('a tool result holding U+0000 or half a surrogate pair', () => {
 })
 
 describe("a provider's refusal", () => {
-  it('cut inside a character outside the BMP (an emoji): the run fails with the reason, the cut half replaced', async () => {
-    // The reason keeps 300 characters of what the provider said; one of the two cuts falls between
-    // the halves of an emoji, whatever the length of the words before it.
+  it('cut where an emoji is: the run fails with the reason, cut before the emoji, never inside it', async () => {
+    // The reason keeps 300 characters of what the provider said; one of the two cuts would fall
+    // between the halves of an emoji, whatever the length of the words before it.
     const runs = await Promise.all(
       ['', 'a'].map(async (pad) => {
         const { e, key, as } = await keyedEnterprise(t, 'Bytes refusal')
@@ -187,6 +187,8 @@ describe("a provider's refusal", () => {
       expect(run.status).toBe('failed')
       expect(run.result.summary).toMatch(/^the provider refused the request \(400\): /)
       expect(unstorable(run.result.summary)).toBe(false)
+      expect(run.result.summary).not.toContain('\ufffd')
+      expect(run.result.summary).toMatch(/\u{1F600}…$/u)
     }
   })
 })

@@ -185,6 +185,18 @@ describe('the consent flow', () => {
     ).toContain(connection.id)
   })
 
+  it("names the app's token after the app, cut to 200 characters between characters, never inside an emoji", async () => {
+    // "app: " and 194 characters, then emoji: the 200th character is the first half of one.
+    const appName = 'x'.repeat(194) + '\u{1F600}'.repeat(3)
+    const asked = await ask(appName, ['tasks:read'])
+    expect((await approve(owner, asked.userCode, t.acme.id)).status).toBe(201)
+    expect(ConsentPoll.parse((await poll(asked.id, asked.pollToken)).body).status).toBe('approved')
+    const [stored] = await t.sql<{ name: string }[]>`
+      select t.name from api_tokens t join consent_requests r on r.connection_id = t.app_connection_id
+       where r.id = ${asked.id}`
+    expect(stored!.name).toBe(`app: ${'x'.repeat(194)}…`)
+  })
+
   it('hides a request from a poll without its poll token: 404 as for an unknown id', async () => {
     const asked = await ask()
     for (const pollToken of [null, 'osdp_wrong', (await ask()).pollToken]) {
