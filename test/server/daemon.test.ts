@@ -729,9 +729,11 @@ describe('osd serve', { timeout: 120_000 }, () => {
       const result = await daemon.process
       expect(result.exitCode).toBe(1)
       expect(Date.now() - secondAt).toBeLessThan(10_000)
-      // No postgres of that data dir is left.
+      // No postgres of that data dir is left. pg_ctl's stop waits for the pid file, which the
+      // postmaster removes just before it exits: on one core under the whole suite, the process was
+      // still there when looked at at once (issue 40).
       expect(await postmaster()).toBe(0)
-      expect(isRunning(pid)).toBe(false)
+      await eventually(() => !isRunning(pid), 5_000, 'the postmaster to exit')
       await Promise.all([held.release().catch(() => undefined), inFlight])
     } finally {
       await app?.end({ timeout: 0 }).catch(() => undefined)
