@@ -13,7 +13,7 @@ import {
 import { ConfigError, loadConfig, roles, type ConfigFlags } from './config.js'
 import { DataDirError } from './data-dir.js'
 import { DatabaseConnectError } from './db/index.js'
-import { migrate, NewerDatabaseError } from './db/migrate.js'
+import { migrate, MigrationLockError, NewerDatabaseError } from './db/migrate.js'
 import { createLogger } from './log.js'
 import { packageVersion } from '../shared/paths.js'
 
@@ -133,7 +133,7 @@ export function buildOsd(io: OsdIo = processIo): Command {
         io,
         { max: 1, applicationName: 'osd migrate' },
         async (sql) => {
-          const applied = await migrate(sql)
+          const applied = await migrate(sql, undefined, { log })
           io.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'nothing to apply\n')
         },
       )
@@ -184,11 +184,13 @@ export function failure(err: unknown, stderr: OsdIo['stderr'] = processIo.stderr
     stderr.write(`error: ${err.code}: ${err.message}\n`)
     return 1
   }
-  // A database osd cannot connect to or that a newer osd migrated, a backup that cannot be made or
-  // read, a data dir on a full disk: the message says what to do; a stack would bury it.
+  // A database osd cannot connect to, that a newer osd migrated or whose tables a migration could not
+  // lock, a backup that cannot be made or read, a data dir on a full disk: the message says what to
+  // do; a stack would bury it.
   if (
     err instanceof DatabaseConnectError ||
     err instanceof NewerDatabaseError ||
+    err instanceof MigrationLockError ||
     err instanceof BackupError ||
     err instanceof DataDirError ||
     err instanceof StoppedError

@@ -103,7 +103,7 @@ export async function startDaemon(
   const sealer = createSealer(keyring)
   let empty: boolean
   try {
-    const applied = await migrate(db.sql)
+    const applied = await migrate(db.sql, undefined, { log })
     log.info({ database: db.location, applied }, 'database ready')
     const catalog = await loadServiceCatalog(db.sql)
     log.info(catalog, 'catalogue loaded')

@@ -49,7 +49,10 @@ async function withDatabase<T>(
   fn: (sql: Sql, config: Config) => Promise<T>,
 ): Promise<T> {
   return withRawDatabase(flags, io, async (sql, config) => {
-    await migrate(sql)
+    // A migration's waits for its locks are said on stderr, as the command's other warnings.
+    await migrate(sql, undefined, {
+      log: createLogger(logLevel(process.env.OSD_LOG_LEVEL, 'warn'), io.stderr),
+    })
     ;(await domain()).usePasswordCost(config.passwordLog2N)
     return fn(sql, config)
   })
