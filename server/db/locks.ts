@@ -1,16 +1,27 @@
 import type { Db, Fragment } from './sql.js'
 
 // Every advisory lock osd takes, its key made here and nowhere else (docs/locks.md lists them with what
-// each serialises and who takes it). All are transaction locks (pg_advisory_xact_lock): held until the
-// transaction that took them ends, never across one. The keys are those osd has always used, so that
-// processes of two versions on one database during an upgrade still exclude each other.
+// each serialises and who takes it). All but the migrations' are transaction locks
+// (pg_advisory_xact_lock): held until the transaction that took them ends, never across one. The keys
+// are those osd has always used, so that processes of two versions on one database during an upgrade
+// still exclude each other (a session's lock and a transaction's of one key exclude each other too).
 
 /** The migrations of every osd process starting at once (db/migrate.ts). */
 export const migrationsKey = 0x05d_0001
 
-/** Takes the migrations' lock: one process applies them, the others wait and find them applied. */
-export function lockMigrations(db: Db) {
-  return db`select pg_advisory_xact_lock(${migrationsKey})`
+/**
+ * Tries the migrations' lock for the session (pg_try_advisory_lock), held across the migrations'
+ * transactions and the statements of those that run outside one, until unlockMigrations. Tried, never
+ * waited for: db/migrate.ts says why.
+ */
+export async function tryLockMigrations(db: Db): Promise<boolean> {
+  const [row] = await db<{ got: boolean }[]>`select pg_try_advisory_lock(${migrationsKey}) as got`
+  return row!.got
+}
+
+/** Gives the migrations' lock up (ending the session does too). */
+export function unlockMigrations(db: Db) {
+  return db`select pg_advisory_unlock(${migrationsKey})`
 }
 
 /** Loading the service's catalogue at start (catalog/files.ts): one process loads it. */

@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { failure } from '../../../server/cli.js'
-import { listMigrations, migrate, MigrationLockError } from '../../../server/db/migrate.js'
+import {
+  listMigrations,
+  migrate,
+  MigrationLockError,
+  splitStatements,
+} from '../../../server/db/migrate.js'
 import { createSql } from '../../../server/db/sql.js'
 import { createTestDatabase, holdLock, type TestDatabase } from '../../helpers/db.js'
 import { eventually } from '../../helpers/wait.js'
@@ -79,12 +84,16 @@ describe('a migration whose table another transaction holds', () => {
     expect(await migrating).toEqual(['9001_alters_runs'])
     expect(await probeLeft()).toEqual({ column: true, table: true, recorded: true })
     expect(lines[0]!.message).toMatch(
-      /^migration 9001_alters_runs waited 100 ms for a lock and was rolled back; trying again in \d+ ms \(try 1 of 50\)$/,
+      new RegExp(
+        '^migration 9001_alters_runs waited 100 ms for a lock at "alter table runs add column ' +
+          'lock_probe int" and was rolled back; trying again in \\d+ ms \\(try 1 of 50\\)$',
+      ),
     )
     expect(lines[0]!.fields).toMatchObject({
       migration: '9001_alters_runs',
       attempt: 1,
       attempts: 50,
+      statement: 'alter table runs add column lock_probe int',
       reason: 'canceling statement due to lock timeout',
     })
   })
@@ -103,7 +112,8 @@ describe('a migration whose table another transaction holds', () => {
       expect(failed).toBeInstanceOf(MigrationLockError)
       expect((failed as Error).message).toBe(
         'migration 9001_alters_runs could not take its locks: 3 tries each waited 100 ms for a lock ' +
-          'another transaction held (canceling statement due to lock timeout) and were rolled back, ' +
+          'another transaction held (canceling statement due to lock timeout, at "alter table runs ' +
+          'add column lock_probe int") and were rolled back, ' +
           'so nothing of it is applied. A long transaction holds a lock on a table it changes (a ' +
           'backup, a slow report, a session left idle in transaction): find it in pg_stat_activity ' +
           '(xact_start), let it end or end it, and start osd again; the processes already running ' +
@@ -143,5 +153,136 @@ describe('a migration whose table another transaction holds', () => {
     const timed = createSql(db.url, { max: 1 })
     onTestFinished(() => timed.end())
     expect(await migrate(timed, dir)).toEqual(['9002_slow'])
+  })
+})
+
+// What PostgreSQL cannot do in a transaction (create index concurrently; a validate constraint that
+// should not hold its lock for long) goes in a file whose first line is `-- osd:no-transaction`: its
+// statements run one by one, each committing by itself, and it is recorded after its last.
+describe('a no-transaction migration', () => {
+  const buildsIndex =
+    '-- osd:no-transaction\n' +
+    '-- A unique index on a table that already has writes: built without stopping them.\n' +
+    'drop index concurrently if exists cic_probe_x;\n' +
+    'create unique index concurrently cic_probe_x on cic_probe (x);\n'
+
+  async function index() {
+    const [row] = await db.sql<{ valid: boolean | null; recorded: boolean }[]>`
+      select (select indisvalid from pg_index where indexrelid = to_regclass('cic_probe_x')) as valid,
+             exists (select from osd_migrations where id = 9003) as recorded`
+    return row!
+  }
+
+  it('builds an index concurrently, and one a failed try left INVALID is built again by the next', async () => {
+    const dir = await migrationsWith({ '9003_cic_probe.sql': buildsIndex })
+    await db.sql`create table cic_probe (x int)`
+    onTestFinished(async () => {
+      await db.sql`drop table if exists cic_probe`
+      await db.sql`delete from osd_migrations where id = 9003`
+    })
+    await db.sql`insert into cic_probe values (1), (1), (2)`
+    // The build fails half way (two rows of 1): the index is left behind INVALID, the file not recorded.
+    await expect(migrate(db.sql, dir)).rejects.toMatchObject({ code: '23505' })
+    expect(await index()).toEqual({ valid: false, recorded: false })
+    // The next start drops it and builds it again.
+    await db.sql`delete from cic_probe where ctid = (select min(ctid) from cic_probe where x = 1)`
+    expect(await migrate(db.sql, dir)).toEqual(['9003_cic_probe'])
+    expect(await index()).toEqual({ valid: true, recorded: true })
+    expect(await migrate(db.sql, dir)).toEqual([])
+  })
+
+  it('is refused, before any migration is applied, when it builds an index concurrently without dropping it first', async () => {
+    onTestFinished(async () => {
+      await db.sql`drop table if exists before_probe`
+      await db.sql`delete from osd_migrations where id = 9002`
+    })
+    for (const build of [
+      'create index concurrently if not exists cic_probe_x on cic_probe (x)',
+      'create index concurrently on cic_probe (x)',
+    ]) {
+      const dir = await migrationsWith({
+        '9002_before.sql': 'create table before_probe (id int);\n',
+        '9003_cic_probe.sql': `-- osd:no-transaction\n${build};\n`,
+      })
+      await expect(migrate(db.sql, dir)).rejects.toThrow(
+        'migration 9003_cic_probe builds an index concurrently without dropping it first ' +
+          `(${build}): a try that fails half way leaves the index INVALID, and the next must build ` +
+          'it again. Name the index and put `drop index concurrently if exists <name>` before it ' +
+          '(docs/developing.md, Writing a migration)',
+      )
+      const [row] = await db.sql`select to_regclass('before_probe') as t`
+      expect(row!.t).toBeNull()
+    }
+  })
+
+  it('stops at the statement that waits too long for a lock, keeping those before it, and runs again from its first', async () => {
+    const dir = await migrationsWith({
+      '9003_outside_probe.sql':
+        '-- osd:no-transaction\n' +
+        'create table if not exists outside_probe (id int);\n' +
+        'alter table runs add column if not exists outside_probe int;\n',
+    })
+    onTestFinished(async () => {
+      await db.sql`alter table runs drop column if exists outside_probe`
+      await db.sql`drop table if exists outside_probe`
+      await db.sql`delete from osd_migrations where id = 9003`
+    })
+    const reader = await holdLock(db.sql, (tx) => tx`lock table runs in access share mode`)
+    try {
+      await expect(
+        migrate(db.sql, dir, { lockTimeoutMs: 100, retryWaitMs: 20, attempts: 2 }),
+      ).rejects.toThrow(
+        'migration 9003_outside_probe could not take its locks: 2 tries each waited 100 ms for a ' +
+          'lock another transaction held (canceling statement due to lock timeout, at "alter table ' +
+          'runs add column if not exists outside_probe int") and stopped there; it is not ' +
+          'recorded, and the next start runs it again from its first statement.',
+      )
+      const [row] = await db.sql`
+        select to_regclass('outside_probe') is not null as table,
+               exists (select from osd_migrations where id = 9003) as recorded`
+      expect(row).toEqual({ table: true, recorded: false })
+    } finally {
+      await reader.release()
+    }
+    expect(await migrate(db.sql, dir)).toEqual(['9003_outside_probe'])
+    // The connection it ran on went back to the pool without its lock_timeout.
+    const settings = await Promise.all(
+      Array.from({ length: 10 }, () => db.sql`select current_setting('lock_timeout') as t`),
+    )
+    expect(new Set(settings.map(([s]) => s!.t))).toEqual(new Set(['0']))
+  })
+
+  it('is applied once by two processes starting at once, the second waiting without a deadlock', async () => {
+    const dir = await migrationsWith({
+      '9003_cic_probe.sql': buildsIndex.replace('drop index', 'select pg_sleep(0.3);\ndrop index'),
+    })
+    await db.sql`create table cic_probe (x int)`
+    onTestFinished(async () => {
+      await db.sql`drop table if exists cic_probe`
+      await db.sql`delete from osd_migrations where id = 9003`
+    })
+    const both = await Promise.all([migrate(db.sql, dir), migrate(db.sql, dir)])
+    expect(both.flat()).toEqual(['9003_cic_probe'])
+    expect(await index()).toEqual({ valid: true, recorded: true })
+  })
+})
+
+describe('splitStatements', () => {
+  it('splits at semicolons outside comments, quotes and dollar-quoted bodies', () => {
+    const text = [
+      "-- a run's holds; counted",
+      "insert into t values ('a;b', 'it''s', E'\\'; ', \"semi;colon\");",
+      '/* a /* nested; */ comment */ select 1;',
+      'create function f() returns int language plpgsql as $$ begin return 1; end $$;',
+      'select $tag$ ; $$ ; $tag$::text, $1;',
+      '-- the end; nothing after',
+      '',
+    ].join('\n')
+    expect(splitStatements(text)).toEqual([
+      "-- a run's holds; counted\ninsert into t values ('a;b', 'it''s', E'\\'; ', \"semi;colon\")",
+      '/* a /* nested; */ comment */ select 1',
+      'create function f() returns int language plpgsql as $$ begin return 1; end $$',
+      'select $tag$ ; $$ ; $tag$::text, $1',
+    ])
   })
 })
