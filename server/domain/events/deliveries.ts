@@ -68,12 +68,15 @@ export async function claimDeliveries(
 ): Promise<ClaimedDelivery[]> {
   if (options.firstRoom <= 0 && options.sharedRoom <= 0) return []
   const busy = Object.fromEntries(options.inFlight)
+  // Each subscription's due deliveries through its own index (event_deliveries_pending), and the rows
+  // claimed by their ids: joined to the claim as a table, a plan that guessed thousands of them read
+  // every delivery kept (a week of them) to hash it.
   return sql<ClaimedDelivery[]>`
     update event_deliveries d
        set lease_owner = ${engineId},
            lease_expires_at = now() + make_interval(secs => ${options.leaseSeconds}),
            attempts = d.attempts + 1
-      from (
+     where d.id = any(array(
         select z.id from (
           select y.id, y.own,
                  -- Each subscription's next delivery before any subscription's one after it: the
@@ -99,8 +102,7 @@ export async function claimDeliveries(
                    where s.status = 'enabled') w) y) z
          -- A first beyond the slots of their own (more subscriptions in flight than those) takes a
          -- shared slot as any other, ahead of every subscription's second.
-         where z.own or z.k <= ${options.sharedRoom}::int) c
-     where d.id = c.id
+         where z.own or z.k <= ${options.sharedRoom}::int))
     returning d.id, d.enterprise_id, d.subscription_id, d.position, d.type, d.attempts, d.trying_since,
               ${unflushedCommit(sql)}`
 }
@@ -112,9 +114,14 @@ export async function claimDeliveries(
  * once, again and again, as long as it stays.
  */
 export async function nextDeliveryDue(db: Db): Promise<number | null> {
+  // Each subscription's next, by its index (event_deliveries_pending): there are few subscriptions.
   const [row] = await db<{ inMs: number | null }[]>`
-    select extract(epoch from min(next_at) - now())::float8 * 1000 as in_ms
-      from event_deliveries where status = 'pending' and next_at > now()`
+    select extract(epoch from min(x.next_at) - now())::float8 * 1000 as in_ms
+      from event_subscriptions s
+      cross join lateral (
+        select d.next_at from event_deliveries d
+         where d.subscription_id = s.id and d.status = 'pending' and d.next_at > now()
+         order by d.next_at limit 1) x`
   return row!.inMs
 }
 
