@@ -11,3 +11,9 @@ drop index concurrently if exists event_deliveries_pending;
 create index concurrently event_deliveries_pending on event_deliveries (subscription_id, next_at)
   where status = 'pending';
 drop index concurrently if exists event_deliveries_due;
+
+-- A run's detail (GET /v1/runs/{id}, each read of its long-poll, osctl runs watch) lists the runs that
+-- came after it, its successors and retries, by previous_run_id: only retries had an index
+-- (runs_retried), so each detail read every run of the enterprise, 0.3 s at 500,000 runs.
+drop index concurrently if exists runs_previous;
+create index concurrently runs_previous on runs (previous_run_id) where previous_run_id is not null;

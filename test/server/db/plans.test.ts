@@ -6,6 +6,7 @@ import { createSql, type Sql } from '../../../server/db/sql.js'
 import {
   admitPending,
   advance,
+  getRunDetail,
   listRuns,
   nextDueRun,
   resumeDueHolds,
@@ -280,5 +281,42 @@ describe('the delivery loop behind a dead receiver (docs/events.md)', () => {
     const read = rowsRead(ofDeliveries, 'event_deliveries')
     expect(read.length).toBeGreaterThan(12)
     expect(Math.max(...read), ofDeliveries.join('\n---\n').slice(0, 3000)).toBeLessThanOrEqual(100)
+  }, 20_000)
+})
+
+describe('a run’s detail', () => {
+  it('reads the runs after it by previous_run_id, never a scan of the enterprise’s runs', async () => {
+    // 2,000 runs of an enterprise the statistics have not seen. A detail's runs after it (successors
+    // and retries) were read by previous_run_id with no index but the retries': every run of the
+    // enterprise was read, at each read of a run followed (long-poll, osctl runs watch).
+    const e = await t.createEnterprise('Detail plans')
+    const task = await deterministicTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'detail' })
+    await t.sql`analyze runs`
+    await t.sql`
+      insert into runs
+      select copy.*
+        from runs r, generate_series(1, 2000) g,
+             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
+               'id', gen_random_uuid(), 'lane', r.lane || ':' || g, 'status', 'succeeded')) copy
+       where r.id = ${run.id}`
+    // One of them a successor of the run.
+    await t.sql`
+      update runs set previous_run_id = ${run.id}, origin = 'successor'
+       where id = (select id from runs where enterprise_id = ${e.id} and id <> ${run.id} limit 1)`
+    plans.length = 0
+    for (let n = 0; n < 7; n++) {
+      const detail = await getRunDetail(probe, e.id, run.id)
+      expect(detail.next).toHaveLength(1)
+    }
+    const ofRuns = plans.filter((p) => /\bon runs\b/.test(p))
+    expect(ofRuns.length).toBeGreaterThanOrEqual(14)
+    expect(ofRuns.filter((p) => /Seq Scan on runs\b/.test(p)).map((p) => p.slice(0, 800))).toEqual(
+      [],
+    )
+    // The runs after it: by their index, each time.
+    const after = ofRuns.filter((p) => /previous_run_id = /.test(p))
+    expect(after).toHaveLength(7)
+    for (const plan of after) expect(plan).toMatch(/Index (Only )?Scan (using|on) runs_previous\b/)
   }, 20_000)
 })
