@@ -17,3 +17,10 @@ drop index concurrently if exists event_deliveries_due;
 -- (runs_retried), so each detail read every run of the enterprise, 0.3 s at 500,000 runs.
 drop index concurrently if exists runs_previous;
 create index concurrently runs_previous on runs (previous_run_id) where previous_run_id is not null;
+
+-- Blockers (GET /v1/blockers) lists the failed runs nobody has cleared, pages them, counts them, and
+-- lists the stopped pipelines among them: three reads of every run of the enterprise (1.1 s at
+-- 500,000 runs). This index holds only those runs, newest end first.
+drop index concurrently if exists runs_failed_open;
+create index concurrently runs_failed_open on runs (enterprise_id, finished_at desc, id desc)
+  where status = 'failed' and cleared_at is null;

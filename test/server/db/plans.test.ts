@@ -6,6 +6,7 @@ import { createSql, type Sql } from '../../../server/db/sql.js'
 import {
   admitPending,
   advance,
+  getBlockers,
   getRunDetail,
   listRuns,
   nextDueRun,
@@ -318,5 +319,39 @@ describe('a run’s detail', () => {
     const after = ofRuns.filter((p) => /previous_run_id = /.test(p))
     expect(after).toHaveLength(7)
     for (const plan of after) expect(plan).toMatch(/Index (Only )?Scan (using|on) runs_previous\b/)
+  }, 20_000)
+})
+
+describe('Blockers', () => {
+  it('reads the failed runs nobody cleared through their index, never a scan of the enterprise’s runs', async () => {
+    // 2,000 succeeded runs and 20 failed, of an enterprise the statistics have not seen: the failed
+    // section, its count and the stopped pipelines read every run of the enterprise to find them.
+    const e = await t.createEnterprise('Blockers plans')
+    const task = await deterministicTask(t, {}, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'blockers' })
+    await t.sql`analyze runs`
+    await t.sql`
+      insert into runs
+      select copy.*
+        from runs r, generate_series(1, 2020) g,
+             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
+               'id', gen_random_uuid(), 'lane', r.lane || ':' || g,
+               'status', case when g <= 20 then 'failed' else 'succeeded' end,
+               'finished_at', now() - make_interval(secs => g))) copy
+       where r.id = ${run.id}`
+    plans.length = 0
+    for (let n = 0; n < 7; n++) {
+      const blockers = await getBlockers(
+        probe,
+        e.id,
+        readPage({ limit: 10 }, ['createdAt']),
+        async () => [],
+      )
+      expect(blockers.failed.total).toBe(20)
+    }
+    const ofRuns = plans.filter((p) => /\bon runs\b/.test(p) && /'failed'/.test(p))
+    expect(ofRuns.length).toBeGreaterThanOrEqual(21)
+    for (const plan of ofRuns)
+      expect(plan, plan.slice(0, 1500)).toMatch(/Index (Only )?Scan (using|on) runs_failed_open\b/)
   }, 20_000)
 })
