@@ -49,15 +49,20 @@ export function readPage<S extends string>(
 
 /**
  * `order by <column> <direction>, <tiebreak>`: the column comes from the list's own whitelist, looked up
- * by the sort key, so a sort value from a request never reaches SQL as text (DESIGN 3).
+ * by the sort key, so a sort value from a request never reaches SQL as text (DESIGN 3). Nulls come
+ * last; a sort in `notNull` (a column that holds none, its tiebreak too) is ordered plainly instead, so
+ * that an index in that order serves it (`desc nulls last` is not the order of a `desc` index, and the
+ * whole list was sorted for its first page).
  */
 export function orderBy<S extends string>(
   db: Db,
   page: PageRequest<S>,
   columns: Record<S, string>,
   tiebreak = 'id',
+  notNull: readonly S[] = [],
 ): Fragment {
-  const direction = page.order === 'asc' ? db`asc nulls last` : db`desc nulls last`
+  const nulls = notNull.includes(page.sort) ? db`` : db`nulls last`
+  const direction = page.order === 'asc' ? db`asc ${nulls}` : db`desc ${nulls}`
   const column = db(columns[page.sort] as never) as Fragment
   return db`order by ${column} ${direction}, ${db(tiebreak as never)} ${direction}`
 }

@@ -516,7 +516,7 @@ export async function listDeliveries(
   const [rows, [count]] = await Promise.all([
     db<DeliveryRow[]>`
       select * from webhook_deliveries where ${where}
-      ${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
+      ${orderBy(db, page, sortColumns, 'id', ['receivedAt'])} limit ${page.limit} offset ${page.offset}`,
     db<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where ${where}`,
   ])
   return envelope(rows.map(toDelivery), count!.n, page)

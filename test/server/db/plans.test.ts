@@ -16,6 +16,8 @@ import { readPage } from '../../../server/db/paging.js'
 import { retentionPass } from '../../../server/domain/retention/index.js'
 import { claimDeliveries, nextDeliveryDue } from '../../../server/domain/events/index.js'
 import { runSorts } from '../../../shared/schemas/runs.js'
+import { webhookSorts } from '../../../shared/schemas/webhooks.js'
+import { listDeliveries } from '../../../server/domain/webhooks/index.js'
 import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
@@ -353,5 +355,34 @@ describe('Blockers', () => {
     expect(ofRuns.length).toBeGreaterThanOrEqual(21)
     for (const plan of ofRuns)
       expect(plan, plan.slice(0, 1500)).toMatch(/Index (Only )?Scan (using|on) runs_failed_open\b/)
+  }, 20_000)
+})
+
+describe('the webhook deliveries list', () => {
+  it('pages by received_at down webhook_deliveries_received, either way, never sorting them all', async () => {
+    // 2,000 deliveries of an enterprise the statistics have not seen. Ordered `desc nulls last`, the
+    // order of no index, the first page read every delivery the enterprise kept and sorted them (0.37 s
+    // at 300,000).
+    const e = await t.createEnterprise('Webhook plans')
+    await t.sql`analyze webhook_deliveries`
+    await t.sql`
+      insert into webhook_deliveries (enterprise_id, kind, target, status, authenticated, request, received_at)
+      select ${e.id}, 'task', 'task-' || g, 'accepted', true, '{}', now() - make_interval(secs => g)
+        from generate_series(1, 2000) g`
+    plans.length = 0
+    for (let n = 0; n < 7; n++)
+      for (const order of ['desc', 'asc']) {
+        const page = await listDeliveries(probe, e.id, {}, readPage({ order }, webhookSorts))
+        expect(page.data).toHaveLength(25)
+        expect(page.total).toBe(2000)
+      }
+    const pages = plans.filter((p) => /\bon webhook_deliveries\b/.test(p) && /\bLimit\b/.test(p))
+    expect(pages).toHaveLength(14)
+    for (const plan of pages) {
+      expect(plan, plan.slice(0, 1500)).toMatch(
+        /Index Scan (Backward )?using webhook_deliveries_received on webhook_deliveries\b/,
+      )
+      expect(plan).not.toMatch(/\bSort\b/)
+    }
   }, 20_000)
 })
