@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto'
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { basename, join } from 'node:path'
 import postgres from 'postgres'
-import { inject } from 'vitest'
-import { migrate } from '../../server/db/migrate.js'
+import { inject, onTestFinished } from 'vitest'
+import { listMigrations, migrate } from '../../server/db/migrate.js'
 import { createSql, readySql, type Sql, type Tx } from '../../server/db/sql.js'
 import { withDatabase } from '../global-setup.js'
 import { afterFile } from './after-file.js'
@@ -107,4 +110,16 @@ export async function holdLock(sql: Sql, take: (tx: Tx) => Promise<unknown>) {
       await locking
     },
   }
+}
+
+/**
+ * A migrations dir holding this build's migrations and `extra` ones (file name -> SQL), for `migrate`'s
+ * `dir`; removed when the test ends.
+ */
+export async function migrationsWith(extra: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'osd-migrations-'))
+  for (const m of await listMigrations()) await symlink(m.file, join(dir, basename(m.file)))
+  for (const [name, text] of Object.entries(extra)) await writeFile(join(dir, name), text)
+  onTestFinished(() => rm(dir, { recursive: true, force: true }))
+  return dir
 }

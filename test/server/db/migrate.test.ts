@@ -1,6 +1,3 @@
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
 import {
   listMigrations,
@@ -9,7 +6,7 @@ import {
   refuseNewer,
 } from '../../../server/db/migrate.js'
 import { packageVersion } from '../../../shared/paths.js'
-import { createTestDatabase, type TestDatabase } from '../../helpers/db.js'
+import { createTestDatabase, migrationsWith, type TestDatabase } from '../../helpers/db.js'
 
 // Upgrades (issue 43, item 9): osd refuses to start on a database migrated by a newer osd, one that
 // holds a migration this build does not know, and says which versions meet; each migration records the
@@ -22,14 +19,6 @@ beforeAll(async () => {
 })
 
 const label = (m: { id: number; name: string }) => `${String(m.id).padStart(4, '0')}_${m.name}`
-
-/** A migrations dir holding this build's migrations and `extra` ones (file name -> SQL). */
-async function migrationsWith(extra: Record<string, string>): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'osd-migrations-'))
-  for (const m of await listMigrations()) await symlink(m.file, join(dir, `${label(m)}.sql`))
-  for (const [name, text] of Object.entries(extra)) await writeFile(join(dir, name), text)
-  return dir
-}
 
 describe('migrations and the osd version (issue 43)', () => {
   it('record the osd version that applied each one', async () => {
@@ -75,7 +64,6 @@ describe('migrations and the osd version (issue 43)', () => {
       )
     } finally {
       await db.sql`delete from osd_migrations where id = 9500`
-      await rm(dir, { recursive: true, force: true })
     }
     // Once the newer migration is gone (a restored backup), this build starts again.
     expect(await migrate(db.sql)).toEqual([])

@@ -1,16 +1,13 @@
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { failure } from '../../../server/cli.js'
-import {
-  listMigrations,
-  migrate,
-  MigrationLockError,
-  splitStatements,
-} from '../../../server/db/migrate.js'
+import { migrate, MigrationLockError, splitStatements } from '../../../server/db/migrate.js'
 import { createSql } from '../../../server/db/sql.js'
-import { createTestDatabase, holdLock, type TestDatabase } from '../../helpers/db.js'
+import {
+  createTestDatabase,
+  holdLock,
+  migrationsWith,
+  type TestDatabase,
+} from '../../helpers/db.js'
 import { eventually } from '../../helpers/wait.js'
 
 // Migrations run while the release before still serves (docs/configuration.md, Upgrades). A migration
@@ -22,17 +19,6 @@ let db: TestDatabase
 beforeAll(async () => {
   db = await createTestDatabase()
 })
-
-const label = (m: { id: number; name: string }) => `${String(m.id).padStart(4, '0')}_${m.name}`
-
-/** A migrations dir holding this build's migrations and `extra` ones (file name -> SQL). */
-async function migrationsWith(extra: Record<string, string>): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'osd-migrations-'))
-  for (const m of await listMigrations()) await symlink(m.file, join(dir, `${label(m)}.sql`))
-  for (const [name, text] of Object.entries(extra)) await writeFile(join(dir, name), text)
-  onTestFinished(() => rm(dir, { recursive: true, force: true }))
-  return dir
-}
 
 /** A warn line the runner wrote, kept for the test to read. */
 function warnings() {
