@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { createSql, type Sql } from '../../../server/db/sql.js'
+import { createSql, type Fragment, type Sql } from '../../../server/db/sql.js'
 import {
   admitPending,
   advance,
@@ -56,6 +56,23 @@ beforeAll(async () => {
   return () => probe.end()
 })
 
+/**
+ * `n` copies of a run (or of every run of a task), each with an id and a lane of its own, unknown to
+ * the statistics; `changes` are more of `jsonb_build_object`'s pairs, over `r` (the run copied) and
+ * `g` (1 to n).
+ */
+async function copyRuns(of: { run: string } | { task: string }, n: number, changes?: Fragment) {
+  const where = 'run' in of ? t.sql`r.id = ${of.run}` : t.sql`r.task_id = ${of.task}`
+  const more = changes ? t.sql`, ${changes}` : t.sql``
+  await t.sql`
+    insert into runs
+    select copy.*
+      from runs r, generate_series(1, ${n}::int) g,
+           jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
+             'id', gen_random_uuid(), 'lane', r.lane || ':' || g ${more})) copy
+     where ${where}`
+}
+
 describe('the runs hot paths', () => {
   it('never scan runs: a start, an engine pass that runs it, and the due times read', async () => {
     const task = await deterministicTask(t, { serializeOn: ['n'] })
@@ -66,13 +83,7 @@ describe('the runs hot paths', () => {
     // The burst: the finished run, 5,000 times over, unknown to the statistics. The statements before
     // issue 30 scan runs at every size from 100 to 20,000; these stop scanning between 500 and 700
     // runs (a seq scan of a few pages is the cheaper plan below that): 5,000 stays well above.
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, ${burst}::int) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g)) copy
-       where r.task_id = ${task.id}`
+    await copyRuns({ task: task.id }, burst)
     plans.length = 0
     // Each statement more than five times, so that a prepared one is planned generically.
     for (let n = 0; n < 7; n++) {
@@ -97,15 +108,12 @@ describe('the runs hot paths', () => {
     // joined to its task and role before the oldest 200 were taken; 10,000 fires took 10-15 s to run.
     const task = await deterministicTask(t, { serializeOn: ['n'] })
     const { run } = await apiStart(t.sql, t.acme.id, task.id, { n: 'burst' })
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, 3000) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g, 'status', 'pending',
-               'member_id', null, 'queued_at', null,
-               'created_at', r.created_at + make_interval(secs => g / 1000.0))) copy
-       where r.id = ${run.id}`
+    await copyRuns(
+      { run: run.id },
+      3000,
+      t.sql`'status', 'pending', 'member_id', null, 'queued_at', null,
+            'created_at', r.created_at + make_interval(secs => g / 1000.0)`,
+    )
     await probe`select set_config('auto_explain.log_analyze', 'on', false)`
     plans.length = 0
     expect(await admitPending(probe, { limit: 200 })).toBe(200)
@@ -134,13 +142,7 @@ describe('an id prefix (issue 51 item 8)', () => {
     const task = await deterministicTask(t)
     const { run } = await apiStart(t.sql, t.acme.id, task.id, { n: 'prefix' })
     await t.sql`analyze runs`
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, 2000) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g, 'status', 'succeeded')) copy
-       where r.id = ${run.id}`
+    await copyRuns({ run: run.id }, 2000, t.sql`'status', 'succeeded'`)
     const prefix = run.id.slice(0, 8)
     plans.length = 0
     for (let n = 0; n < 7; n++) {
@@ -176,13 +178,7 @@ describe('the retention pass (issue 46)', () => {
     const e = await t.createEnterprise('Retention plans')
     const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
     const { run } = await apiStart(t.sql, e.id, task.id, { n: 'retention' })
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, 3000) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g)) copy
-       where r.id = ${run.id}`
+    await copyRuns({ run: run.id }, 3000)
     // Each its own execution, finished 200 days ago.
     await t.sql`
       update runs set execution_id = id, status = 'succeeded',
@@ -296,13 +292,7 @@ describe('a run’s detail', () => {
     const task = await deterministicTask(t, {}, e.token)
     const { run } = await apiStart(t.sql, e.id, task.id, { n: 'detail' })
     await t.sql`analyze runs`
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, 2000) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g, 'status', 'succeeded')) copy
-       where r.id = ${run.id}`
+    await copyRuns({ run: run.id }, 2000, t.sql`'status', 'succeeded'`)
     // One of them a successor of the run.
     await t.sql`
       update runs set previous_run_id = ${run.id}, origin = 'successor'
@@ -332,15 +322,12 @@ describe('Blockers', () => {
     const task = await deterministicTask(t, {}, e.token)
     const { run } = await apiStart(t.sql, e.id, task.id, { n: 'blockers' })
     await t.sql`analyze runs`
-    await t.sql`
-      insert into runs
-      select copy.*
-        from runs r, generate_series(1, 2020) g,
-             jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object(
-               'id', gen_random_uuid(), 'lane', r.lane || ':' || g,
-               'status', case when g <= 20 then 'failed' else 'succeeded' end,
-               'finished_at', now() - make_interval(secs => g))) copy
-       where r.id = ${run.id}`
+    await copyRuns(
+      { run: run.id },
+      2020,
+      t.sql`'status', case when g <= 20 then 'failed' else 'succeeded' end,
+            'finished_at', now() - make_interval(secs => g)`,
+    )
     plans.length = 0
     for (let n = 0; n < 7; n++) {
       const blockers = await getBlockers(
