@@ -160,12 +160,17 @@ export async function listChats(
   return rows.map(toChat)
 }
 
-/** GET /v1/chats/unread: unread member replies in the chats the list shows. */
+/**
+ * GET /v1/chats/unread: unread member replies in the chats the list shows. Counted chat by chat after
+ * its read mark, through chat_messages_chat, as the list counts each chat's: joined, the count hashed
+ * every message the enterprise kept, read or not (97 ms at 110,000 messages, growing with them).
+ */
 export async function countUnread(db: Db, enterpriseId: string): Promise<{ count: number }> {
   const [row] = await db<{ count: number }[]>`
-    select count(*)::int as count from chats c join chat_messages m on m.chat_id = c.id
-     where c.enterprise_id = ${enterpriseId} and c.purpose is null and m.role = 'member'
-       and m.seq > c.read_seq`
+    select coalesce(sum((select count(*) from chat_messages m
+                          where m.chat_id = c.id and m.role = 'member' and m.seq > c.read_seq)), 0)::int
+           as count
+      from chats c where c.enterprise_id = ${enterpriseId} and c.purpose is null`
   return { count: row!.count }
 }
 

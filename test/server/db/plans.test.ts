@@ -18,6 +18,7 @@ import { claimDeliveries, nextDeliveryDue } from '../../../server/domain/events/
 import { runSorts } from '../../../shared/schemas/runs.js'
 import { webhookSorts } from '../../../shared/schemas/webhooks.js'
 import { listDeliveries } from '../../../server/domain/webhooks/index.js'
+import { countUnread } from '../../../server/domain/chats/index.js'
 import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
@@ -371,5 +372,56 @@ describe('the webhook deliveries list', () => {
       )
       expect(plan).not.toMatch(/\bSort\b/)
     }
+  }, 20_000)
+})
+
+describe('the unread count', () => {
+  it('counts each chat after its read mark by chat_messages_chat, never reading the messages read', async () => {
+    // 20 chats, one of 3,000 messages, all read but 3 member replies in 3 chats (one a purpose chat,
+    // which the list does not show): joined to the chats, the count hashed every message kept, read
+    // or not (97 ms at 110,000 messages).
+    const e = await t.createEnterprise('Unread plans')
+    const [member] = await t.sql<{ id: string }[]>`
+      insert into members (enterprise_id, name, email)
+      values (${e.id}, 'Reader', 'reader@unread.example') returning id`
+    const chats = await t.sql<{ id: string }[]>`
+      insert into chats (enterprise_id, member_id, purpose, last_message_at)
+      select ${e.id}, ${member!.id}, case when g = 20 then 'create_task' end, now()
+        from generate_series(1, 20) g
+      returning id`
+    await t.sql`
+      insert into chat_messages (enterprise_id, chat_id, role, content)
+      select ${e.id}, c.id, (array['person', 'member', 'tool'])[1 + g % 3], 'message ' || g
+        from unnest(${chats.map((c) => c.id)}::uuid[]) with ordinality c(id, n),
+             generate_series(1, case when c.n = 1 then 3000 else 10 end) g
+       order by c.n, g`
+    await t.sql`
+      update chats c set read_seq = (select max(seq) from chat_messages m where m.chat_id = c.id)
+       where c.enterprise_id = ${e.id}`
+    await t.sql`
+      insert into chat_messages (enterprise_id, chat_id, role, content)
+      select ${e.id}, id, 'member', 'unread' from chats where id = any(${[
+        chats[1]!.id,
+        chats[2]!.id,
+        chats[19]!.id,
+      ]}::uuid[])`
+    await t.sql`analyze chats, chat_messages`
+    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
+    plans.length = 0
+    try {
+      for (let n = 0; n < 7; n++) expect(await countUnread(probe, e.id)).toEqual({ count: 2 })
+    } finally {
+      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+    }
+    const ofMessages = plans.filter((p) => /\bon chat_messages\b/.test(p))
+    expect(ofMessages).toHaveLength(7)
+    for (const plan of ofMessages) {
+      expect(plan, plan.slice(0, 1500)).toMatch(
+        /(Index|Index Only|Bitmap Index) Scan (using|on) chat_messages_chat\b/,
+      )
+      expect(plan).not.toMatch(/Seq Scan on chat_messages\b/)
+    }
+    const read = rowsRead(ofMessages, 'chat_messages')
+    expect(Math.max(...read), ofMessages[0]!.slice(0, 3000)).toBeLessThanOrEqual(10)
   }, 20_000)
 })
