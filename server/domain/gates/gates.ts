@@ -1,6 +1,6 @@
 import { ApiError } from '../../../shared/errors.js'
 import type { Gate, GateDecision, GateListQuery } from '../../../shared/schemas/gates.js'
-import { onCommit, transaction, type Db } from '../../db/sql.js'
+import { literalIn, onCommit, transaction, type Db } from '../../db/sql.js'
 import { recordSpan } from '../../traces/index.js'
 import {
   appendEvent,
@@ -70,7 +70,9 @@ export async function openGate(tx: Db, run: RunRow, gate: OpenGate): Promise<Gat
 /**
  * GET /v1/gates: the gates waiting, newest first (spec: a plain array of gates waiting), every one
  * unless page or limit is given; or (status decided, issue 51) the gates decided, newest decision
- * first, always paged: they grow without end. Each order is an index's (gates_waiting, gates_decided).
+ * first, always paged: they grow without end. Each order is an index's (gates_waiting, gates_decided),
+ * and a task's decided gates are read through gates_task_decided. The status is written into the
+ * statement: a partial index's predicate is proved from constants only (literalIn).
  */
 export async function listGates(
   db: Db,
@@ -85,7 +87,7 @@ export async function listGates(
   const page = readPage(query, ['createdAt'])
   const rows = await db<GateRow[]>`
     select ${gateColumns(db)} from gates g
-     where g.enterprise_id = ${enterpriseId} and g.status = ${decided ? 'decided' : 'waiting'}
+     where g.enterprise_id = ${enterpriseId} and ${literalIn(db, 'g.status', [decided ? 'decided' : 'waiting'])}
        ${idPrefixFilter(db, 'g.id', query.idPrefix)}
        ${idFilter(db, 'g.task_id', query.taskId)} ${idFilter(db, 'g.run_id', query.runId)}
        ${query.kind ? db`and g.kind = ${query.kind}` : db``}

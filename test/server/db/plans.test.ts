@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,6 +20,7 @@ import { runSorts } from '../../../shared/schemas/runs.js'
 import { webhookSorts } from '../../../shared/schemas/webhooks.js'
 import { listDeliveries } from '../../../server/domain/webhooks/index.js'
 import { countUnread } from '../../../server/domain/chats/index.js'
+import { listGates } from '../../../server/domain/gates/index.js'
 import { completeDeterministic } from '../../../server/engine/runs/index.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { apiStart, deterministicTask } from '../../helpers/runs.js'
@@ -423,5 +425,36 @@ describe('the unread count', () => {
     }
     const read = rowsRead(ofMessages, 'chat_messages')
     expect(Math.max(...read), ofMessages[0]!.slice(0, 3000)).toBeLessThanOrEqual(10)
+  }, 20_000)
+})
+
+describe('a task’s decided gates', () => {
+  it('reads them by gates_task_decided, never the decisions of the enterprise’s other tasks', async () => {
+    // 2,000 decisions of one task, newer than the 5 of another, in an enterprise the statistics have
+    // not seen: through gates_decided the list read every decision to find the 5, and at a year's
+    // size it scanned gates (157 ms at 121,000).
+    const e = await t.createEnterprise('Gate plans')
+    const [busy, quiet] = [randomUUID(), randomUUID()]
+    await t.sql`analyze gates`
+    await t.sql`
+      insert into gates (enterprise_id, task_id, kind, status, decision, decided_by, decided_at)
+      select ${e.id}, case when g <= 5 then ${quiet}::uuid else ${busy}::uuid end, 'tool', 'decided',
+             'approve', 'plans-test', now() - make_interval(secs => 3000 - g)
+        from generate_series(1, 2005) g`
+    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
+    plans.length = 0
+    try {
+      for (let n = 0; n < 7; n++) {
+        const gates = await listGates(probe, e.id, { status: 'decided', taskId: quiet })
+        expect(gates).toHaveLength(5)
+      }
+    } finally {
+      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+    }
+    const ofGates = plans.filter((p) => /\bon gates\b/.test(p))
+    expect(ofGates).toHaveLength(7)
+    for (const plan of ofGates)
+      expect(plan, plan.slice(0, 1500)).toMatch(/Index Scan using gates_task_decided on gates\b/)
+    expect(Math.max(...rowsRead(ofGates, 'gates'))).toBeLessThanOrEqual(5)
   }, 20_000)
 })
