@@ -15,7 +15,11 @@ import {
 } from '../../../server/domain/runs/index.js'
 import { readPage } from '../../../server/db/paging.js'
 import { retentionPass } from '../../../server/domain/retention/index.js'
-import { claimDeliveries, nextDeliveryDue } from '../../../server/domain/events/index.js'
+import {
+  claimDeliveries,
+  listDeliveries as listEventDeliveries,
+  nextDeliveryDue,
+} from '../../../server/domain/events/index.js'
 import { runSorts } from '../../../shared/schemas/runs.js'
 import { webhookSorts } from '../../../shared/schemas/webhooks.js'
 import { listDeliveries } from '../../../server/domain/webhooks/index.js'
@@ -456,5 +460,44 @@ describe('a task’s decided gates', () => {
     for (const plan of ofGates)
       expect(plan, plan.slice(0, 1500)).toMatch(/Index Scan using gates_task_decided on gates\b/)
     expect(Math.max(...rowsRead(ofGates, 'gates'))).toBeLessThanOrEqual(5)
+  }, 20_000)
+})
+
+describe('a dead receiver’s failed deliveries', () => {
+  it('pages and counts them by event_deliveries_failed, never reading its pending backlog', async () => {
+    // A dead receiver: 20 deliveries failed, older than the 3,000 pending since, unknown to the
+    // statistics. Through event_deliveries_list the page read the pending backlog to reach the
+    // failures (1.15 s at 400,000 pending), and the count scanned every delivery kept (453 ms at 1.35
+    // million).
+    const e = await t.createEnterprise('Failed deliveries plans')
+    const [dead] = await t.sql<{ id: string }[]>`
+      insert into event_subscriptions (enterprise_id, url, types, families, secret_sealed, secret_hint, created_by)
+      values (${e.id}, 'https://dead.example/', '{*}', '{run}', '\\x00', 'abcd', 'plans-test')
+      returning id`
+    await t.sql`analyze event_deliveries`
+    await t.sql`
+      insert into event_deliveries (enterprise_id, subscription_id, position, type, status, next_at, created_at)
+      select ${e.id}, ${dead!.id}, g, 'run.step', case when g <= 20 then 'failed' else 'pending' end,
+             case when g > 20 then now() + interval '1 hour' end, now() - make_interval(secs => 4000 - g)
+        from generate_series(1, 3020) g`
+    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
+    plans.length = 0
+    try {
+      for (let n = 0; n < 7; n++) {
+        const page = await listEventDeliveries(probe, e.id, dead!.id, { status: 'failed' })
+        expect(page.data).toHaveLength(20)
+        expect(page.total).toBe(20)
+      }
+    } finally {
+      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+    }
+    // The page and its count, each time.
+    const ofDeliveries = plans.filter((p) => /\bon event_deliveries\b/.test(p))
+    expect(ofDeliveries).toHaveLength(14)
+    for (const plan of ofDeliveries)
+      expect(plan, plan.slice(0, 1500)).toMatch(
+        /Index (Only )?Scan using event_deliveries_failed on event_deliveries\b/,
+      )
+    expect(Math.max(...rowsRead(ofDeliveries, 'event_deliveries'))).toBeLessThanOrEqual(20)
   }, 20_000)
 })
