@@ -8,10 +8,10 @@ import {
   type ExecutionStatus,
   type executionSorts,
 } from '../../../shared/schemas/executions.js'
-import type { RunStatus } from '../../../shared/schemas/runs.js'
+import { finishedStatuses, runStatuses, type RunStatus } from '../../../shared/schemas/runs.js'
 import type { Successor } from '../../../shared/schemas/tasks.js'
 import { envelope, idPrefixFilter, orderBy, type PageRequest } from '../../db/paging.js'
-import { transaction, type Db, type Fragment } from '../../db/sql.js'
+import { literalIn, transaction, type Db, type Fragment } from '../../db/sql.js'
 import { finishAll } from './ends.js'
 import { isFinished, toRun, type RunRow } from './rows.js'
 import { isUuid } from '../../../shared/ids.js'
@@ -76,6 +76,13 @@ function executions(
   tail: Fragment = db``,
   /** On the runs read, before they are grouped: an idPrefix of the execution's id (issue 51). */
   runs: Fragment = db``,
+  /**
+   * The executions wanted, as an array of their ids (`array(select ...)`, repeats allowed): only their
+   * runs are read, each execution's through runs_execution, fenced (offset 0) so that neither the
+   * enterprise's condition beside it nor `= any` of an array the planner cannot size makes a plan from
+   * stale statistics read every run of the enterprise or of the table instead (DESIGN 14).
+   */
+  among?: Fragment,
 ) {
   return db<ExecutionRow[]>`
     with agg as (
@@ -91,7 +98,12 @@ function executions(
              (array_agg(r.id order by r.created_at desc, r.id desc))[1] as last_run_id,
              array_agg(distinct r.team_id) filter (where r.team_id is not null) as team_ids,
              array_agg(distinct r.member_id) filter (where r.member_id is not null) as member_ids
-        from runs r
+        from ${
+          among
+            ? db`(select runs.* from (select distinct unnest(${among}) as id) wanted,
+                   lateral (select * from runs where execution_id = wanted.id offset 0) runs)`
+            : db`runs`
+        } r
        where r.enterprise_id = ${enterpriseId} and r.status <> 'skipped_overlap' ${runs}
        group by r.execution_id
     ), ex as (
@@ -163,25 +175,96 @@ export async function listExecutions(
   return envelope(rows.map(toExecution), count!.n, page)
 }
 
+/** The executions of an open run, for executions() `among`: found through runs_open. */
+function openExecutions(db: Db, enterpriseId: string): Fragment {
+  return db`array(
+    select execution_id from runs where enterprise_id = ${enterpriseId} and ${literalIn(db, 'status', openStatuses)})`
+}
+
+const openStatuses = runStatuses.filter((s) => !finishedStatuses.includes(s))
+const finishedLanes: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
+const laneSize = 100
+
+/**
+ * The rows of the board's finished lanes (not closed, under the filters), at most 100 a lane, most
+ * recently moved first. An execution moved last when its latest run did, so the executions that moved
+ * at or after a run's updated_at are those of the runs at or after it: runs_enterprise_updated is
+ * walked down from the newest, 1,000 runs and then eight times as many each time, until each lane has
+ * its 100 among the executions that moved since, or every run is read; past 64,000 runs (a lane that
+ * holds fewer than 100, a filter that matches few) every execution is read, as before. Closed
+ * executions are left out before their runs are read, each walked run's probed (a fenced `not
+ * exists`: joined, the planner read every closure of the enterprise).
+ */
+async function finishedLaneRows(
+  db: Db,
+  enterpriseId: string,
+  where: Fragment,
+  lanes: ExecutionStatus[],
+): Promise<ExecutionRow[]> {
+  if (!lanes.length) return []
+  for (let limit = 1000; ; limit *= 8) {
+    const last = limit > 64_000
+    const [edge] = last
+      ? [{ walked: 0, since: null }]
+      : await db<{ walked: number; since: Date | null }[]>`
+          select count(*)::int as walked, min(updated_at) as since from (
+            select updated_at from runs
+             where enterprise_id = ${enterpriseId} and status <> 'skipped_overlap'
+             order by updated_at desc limit ${limit}) w`
+    // Past 64,000, every execution is read, as executions() reads them for the list.
+    const among = last
+      ? undefined
+      : db`array(
+          select w.execution_id from runs w
+           where w.enterprise_id = ${enterpriseId} and w.updated_at >= ${edge!.since}
+             and w.status <> 'skipped_overlap'
+             and not exists (
+               select from execution_closures c where c.execution_id = w.execution_id offset 0))`
+    const rows = await db<ExecutionRow[]>`
+      select * from (
+        select e.*, row_number() over (partition by e.status order by e.updated_at desc, e.id desc) as lane_rank
+          from (${executions(
+            db,
+            enterpriseId,
+            db`${literalIn(db, 'status', lanes)} and ${where}`,
+            db``,
+            db``,
+            among,
+          )}) e) l
+       where lane_rank <= ${laneSize}
+       order by updated_at desc, id desc`
+    if (last || !edge!.since || edge!.walked < limit) return rows
+    if (lanes.every((lane) => rows.filter((r) => r.status === lane).length >= laneSize)) return rows
+  }
+}
+
 /** Every lane of the board, each with its open executions, most recently moved first (at most 100 a lane). */
 export async function getBoard(
   db: Db,
   enterpriseId: string,
   filters: ExecutionFilters,
 ): Promise<Board> {
-  const [rows, pauses] = await Promise.all([
+  const where = filterFragment(db, { ...filters, closed: undefined })
+  // An execution is running, waiting, blocked or queued only while one of its runs is open.
+  const wanted = finishedLanes.filter((lane) => !filters.status || filters.status === lane)
+  // The two sets share no lane, and each comes in the board's order.
+  const [open, finished, pauses] = await Promise.all([
     executions(
       db,
       enterpriseId,
-      filterFragment(db, { ...filters, closed: undefined }),
-      db`order by updated_at desc`,
+      where,
+      db`order by updated_at desc, id desc`,
+      db``,
+      openExecutions(db, enterpriseId),
     ),
+    finishedLaneRows(db, enterpriseId, where, wanted),
     pausesInForce(db, enterpriseId),
   ])
+  const rows = [...open, ...finished]
   // Why an execution waits when its last run's task or the enterprise is paused (issue 50).
   const own = pauses.find((p) => p.taskId === null)
   const pauseOf = (row: ExecutionRow) => {
-    if (['failed', 'cancelled', 'complete'].includes(row.status)) return {}
+    if (finishedExecution.includes(row.status)) return {}
     const pause = own ?? pauses.find((p) => p.taskId === row.lastTaskId)
     if (!pause) return {}
     const scope = pause.taskId ? ('task' as const) : ('enterprise' as const)
@@ -193,7 +276,7 @@ export async function getBoard(
       lane,
       executions: rows
         .filter((r) => r.status === lane)
-        .slice(0, 100)
+        .slice(0, laneSize)
         .map((row) => ({ ...toExecution(row), ...pauseOf(row) })),
     })),
   }
@@ -207,11 +290,12 @@ export async function getCounts(db: Db, enterpriseId: string) {
              count(*) filter (where status in ('pending', 'queued'))::int as queued,
              count(*) filter (where status = 'waiting_on_gate')::int as waiting
         from runs where enterprise_id = ${enterpriseId} and status in ('running', 'pending', 'queued', 'waiting_on_gate')`,
+    // Only an execution with an open run is running, queued or waiting.
     db<{ running: number; queued: number; waiting: number }[]>`
       select count(*) filter (where status = 'running')::int as running,
              count(*) filter (where status = 'queued')::int as queued,
              count(*) filter (where status = 'waiting')::int as waiting
-        from (${executions(db, enterpriseId, db`status in ('running', 'queued', 'waiting')`)}) e`,
+        from (${executions(db, enterpriseId, db`status in ('running', 'queued', 'waiting')`, db``, db``, openExecutions(db, enterpriseId))}) e`,
   ])
   return { executions: execs!, runs: runs! }
 }

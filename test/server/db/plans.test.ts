@@ -8,6 +8,8 @@ import {
   admitPending,
   advance,
   getBlockers,
+  getBoard,
+  getCounts,
   getRunDetail,
   listRuns,
   nextDueRun,
@@ -499,5 +501,59 @@ describe('a dead receiver’s failed deliveries', () => {
         /Index (Only )?Scan using event_deliveries_failed on event_deliveries\b/,
       )
     expect(Math.max(...rowsRead(ofDeliveries, 'event_deliveries'))).toBeLessThanOrEqual(20)
+  }, 20_000)
+})
+
+describe('the board and the counts (bench:views)', () => {
+  it('read the open executions and the runs that moved last, never every run of the enterprise', async () => {
+    // 4,000 runs of an enterprise of their own the statistics have not seen, each its own execution:
+    // finished in the three finished lanes in turn, a second apart, and one in 500 running. Before,
+    // each call grouped every run of the enterprise by execution (37 s at 2 million runs); now the
+    // open ones are found through runs_open and the finished lanes by walking runs_enterprise_updated
+    // down from the newest: 1,000 runs give each lane its 100.
+    const e = await t.createEnterprise('Board plans')
+    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'board' })
+    await copyRuns(
+      { run: run.id },
+      4000,
+      t.sql`'status', case when g % 500 = 0 then 'running'
+                           else (array['succeeded', 'failed', 'cancelled'])[1 + g % 3] end,
+            'updated_at', r.created_at - make_interval(secs => g)`,
+    )
+    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
+    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
+    plans.length = 0
+    try {
+      const board = await getBoard(probe, e.id, {})
+      expect(Object.fromEntries(board.lanes.map((l) => [l.lane, l.executions.length]))).toEqual({
+        queued: 1,
+        running: 8,
+        waiting: 0,
+        blocked: 0,
+        failed: 100,
+        cancelled: 100,
+        complete: 100,
+      })
+      expect((await getCounts(probe, e.id)).executions).toEqual({
+        running: 8,
+        queued: 1,
+        waiting: 0,
+      })
+    } finally {
+      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+    }
+    const ofRuns = plans.filter((p) => /\bon runs\b/.test(p))
+    expect(ofRuns.length).toBeGreaterThanOrEqual(3)
+    expect(ofRuns.filter((p) => /Seq Scan on runs\b/.test(p)).map((p) => p.slice(0, 600))).toEqual(
+      [],
+    )
+    // No node reads more runs than the walk's 1,000 (and the run started first), nor filters more out.
+    const read = ofRuns.flatMap((plan) => [
+      ...[...plan.matchAll(/on runs\b[^\n]*rows=(\d+) loops=\d+\)/g)].map((m) => Number(m[1])),
+      ...[...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((m) => Number(m[1])),
+    ])
+    expect(read.length).toBeGreaterThanOrEqual(4)
+    expect(Math.max(...read), ofRuns.join('\n---\n').slice(0, 4000)).toBeLessThanOrEqual(1001)
   }, 20_000)
 })
