@@ -135,7 +135,7 @@ export async function listRuns(
   const [rows, [count]] = await Promise.all([
     db<
       RunRow[]
-    >`select * from ${runs} where ${where} ${orderBy(db, page, runSortColumns)} limit ${page.limit} offset ${page.offset}`,
+    >`select * from ${runs} where ${where} ${orderBy(db, page, runSortColumns, 'id', ['createdAt', 'status'])} limit ${page.limit} offset ${page.offset}`,
     db<{ n: number }[]>`select count(*)::int as n from ${runs} where ${where}`,
   ])
   return envelope((await withPauses(db, enterpriseId, rows)).map(toRun), count!.n, page)
