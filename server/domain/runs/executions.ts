@@ -160,6 +160,41 @@ export async function listExecutions(
 ): Promise<Paged<Execution>> {
   // An execution's id is its first run's: every run of it carries it (execution_id).
   const prefix = idPrefixFilter(db, 'r.execution_id', filters.idPrefix)
+  if (!filters.status && page.sort !== 'status') {
+    // What the page's order and the filters need of every execution, its status aside, needs no
+    // ordered aggregate and none of its runs joined: the page's ids are taken from that and only
+    // their executions are read whole, and the total counts it. Both are one pass over the
+    // enterprise's runs: executions() for every execution cost five times as much (bench:views).
+    const idIn = (value: string | undefined, column: string) =>
+      value
+        ? isUuid(value)
+          ? db`and bool_or(${db(column)} = ${value}::uuid)`
+          : db`and false`
+        : db``
+    const keys = db`
+      select r.execution_id as id, min(r.created_at) as started_at, max(r.updated_at) as updated_at,
+             count(*)::int as run_count, sum(r.cost_usd_micros)::bigint as cost_micros
+        from runs r
+       where r.enterprise_id = ${enterpriseId} and r.status <> 'skipped_overlap' ${prefix}
+       group by r.execution_id
+      having true ${idIn(filters.teamId, 'r.team_id')} ${idIn(filters.memberId, 'r.member_id')}`
+    const closed = db`${filters.closed === 'true' ? db`` : db`not`} exists (
+      select from execution_closures c where c.execution_id = k.id)`
+    const [rows, [count]] = await Promise.all([
+      executions(
+        db,
+        enterpriseId,
+        db`true`,
+        orderBy(db, page, sortColumns),
+        db``,
+        db`array(
+          select id from (${keys}) k where ${closed}
+          ${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset})`,
+      ),
+      db<{ n: number }[]>`select count(*)::int as n from (${keys}) k where ${closed}`,
+    ])
+    return envelope(rows.map(toExecution), count!.n, page)
+  }
   const [rows, [count]] = await Promise.all([
     executions(
       db,
