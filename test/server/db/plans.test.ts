@@ -125,10 +125,9 @@ describe('the runs hot paths', () => {
       t.sql`'status', 'pending', 'member_id', null, 'queued_at', null,
             'created_at', r.created_at + make_interval(secs => g / 1000.0)`,
     )
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    expect(await admitPending(probe, { limit: 200 })).toBe(200)
-    await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+    await analysed(async () => {
+      expect(await admitPending(probe, { limit: 200 })).toBe(200)
+    })
 
     const candidates = plans.find((p) => /\bLockRows\b/.test(p) && /\bruns o\b/.test(p))
     expect(candidates, plans.join('\n---\n').slice(0, 3000)).toBeDefined()
@@ -205,11 +204,15 @@ describe('the retention pass (issue 46)', () => {
     expect(kept.status, JSON.stringify(kept.body)).toBe(200)
     const archiveDir = await mkdtemp(join(tmpdir(), 'osd-plans-archive-'))
     // With rows counted: a plan may take an index and still read every run of the enterprise.
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
     try {
-      const [moved] = await retentionPass(probe, { archiveDir, enterpriseId: e.id, batchSize: 500 })
-      expect(moved).toMatchObject({ runs: 3001, executions: 3001 })
+      await analysed(async () => {
+        const [moved] = await retentionPass(probe, {
+          archiveDir,
+          enterpriseId: e.id,
+          batchSize: 500,
+        })
+        expect(moved).toMatchObject({ runs: 3001, executions: 3001 })
+      })
     } finally {
       await rm(archiveDir, { recursive: true, force: true })
     }
@@ -219,22 +222,33 @@ describe('the retention pass (issue 46)', () => {
     expect(scans.map((p) => p.slice(0, 600))).toEqual([])
     // No node reads more runs than a batch's worth (500 walked, their executions probed), in any
     // batch: the walk starts where the last batch stopped.
-    const read = ofRuns.flatMap((plan) =>
-      [
-        ...plan.matchAll(
-          /on runs \w+ .*?rows=(\d+) loops=\d+\)(?:\n.*?Rows Removed by Filter: (\d+))?/g,
-        ),
-      ].map((m) => Number(m[1]) + Number(m[2] ?? 0)),
-    )
+    const read = rowsRead(ofRuns, 'runs')
     expect(read.length).toBeGreaterThan(20)
     expect(Math.max(...read)).toBeLessThanOrEqual(1000)
   }, 20_000)
 })
 
-/** Of the plans that read `table`, how many rows each node on it read: those it kept and those it removed. */
+/**
+ * Runs `fn` with auto_explain's row counts on (log_analyze) and `plans` emptied first: what it read, as
+ * PostgreSQL counted it.
+ */
+async function analysed(fn: () => Promise<void>): Promise<void> {
+  await probe`select set_config('auto_explain.log_analyze', 'on', false)`
+  plans.length = 0
+  try {
+    await fn()
+  } finally {
+    await probe`select set_config('auto_explain.log_analyze', 'off', false)`
+  }
+}
+
+/**
+ * Of the plans that read `table` (under an alias or none), how many rows each node on it read: those
+ * it kept and those it removed.
+ */
 function rowsRead(plans: string[], table: string): number[] {
   const node = new RegExp(
-    `on ${table} \\w+ .*?rows=(\\d+) loops=\\d+\\)(?:\\n.*?Rows Removed by Filter: (\\d+))?`,
+    `on ${table}\\b(?: \\w+)? .*?rows=(\\d+) loops=\\d+\\)(?:\\n.*?Rows Removed by Filter: (\\d+))?`,
     'g',
   )
   return plans.flatMap((plan) =>
@@ -264,10 +278,8 @@ describe('the delivery loop behind a dead receiver (docs/events.md)', () => {
       insert into event_deliveries (enterprise_id, subscription_id, position, type, next_at)
       select ${e.id}, ${live!}, g, 'run.step', now() - interval '1 minute' + (g / 6) * interval '1 day'
         from generate_series(1, 6) g`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
     let claimed = 0
-    try {
+    await analysed(async () => {
       // Six times, so that the plan is the generic one, as a loop's claims are.
       for (let n = 0; n < 6; n++) {
         const taken = await claimDeliveries(probe, `plans-test-${n}`, {
@@ -280,9 +292,7 @@ describe('the delivery loop behind a dead receiver (docs/events.md)', () => {
         claimed += taken.length
         expect(await nextDeliveryDue(probe)).toBeGreaterThan(0)
       }
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     // The first claim takes the live one's 5 and 16 of the dead one's, each later one 16 more.
     expect(claimed).toBe(5 + 6 * 16)
     const ofDeliveries = plans.filter((p) => /\bon event_deliveries\b/.test(p))
@@ -416,13 +426,9 @@ describe('the unread count', () => {
         chats[19]!.id,
       ]}::uuid[])`
     await t.sql`analyze chats, chat_messages`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       for (let n = 0; n < 7; n++) expect(await countUnread(probe, e.id)).toEqual({ count: 2 })
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     const ofMessages = plans.filter((p) => /\bon chat_messages\b/.test(p))
     expect(ofMessages).toHaveLength(7)
     for (const plan of ofMessages) {
@@ -449,16 +455,12 @@ describe('a task’s decided gates', () => {
       select ${e.id}, case when g <= 5 then ${quiet}::uuid else ${busy}::uuid end, 'tool', 'decided',
              'approve', 'plans-test', now() - make_interval(secs => 3000 - g)
         from generate_series(1, 2005) g`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       for (let n = 0; n < 7; n++) {
         const gates = await listGates(probe, e.id, { status: 'decided', taskId: quiet })
         expect(gates).toHaveLength(5)
       }
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     const ofGates = plans.filter((p) => /\bon gates\b/.test(p))
     expect(ofGates).toHaveLength(7)
     for (const plan of ofGates)
@@ -484,17 +486,13 @@ describe('a dead receiver’s failed deliveries', () => {
       select ${e.id}, ${dead!.id}, g, 'run.step', case when g <= 20 then 'failed' else 'pending' end,
              case when g > 20 then now() + interval '1 hour' end, now() - make_interval(secs => 4000 - g)
         from generate_series(1, 3020) g`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       for (let n = 0; n < 7; n++) {
         const page = await listEventDeliveries(probe, e.id, dead!.id, { status: 'failed' })
         expect(page.data).toHaveLength(20)
         expect(page.total).toBe(20)
       }
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     // The page and its count, each time.
     const ofDeliveries = plans.filter((p) => /\bon event_deliveries\b/.test(p))
     expect(ofDeliveries).toHaveLength(14)
@@ -524,9 +522,7 @@ describe('the board and the counts (bench:views)', () => {
             'updated_at', r.created_at - make_interval(secs => g)`,
     )
     await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       const board = await getBoard(probe, e.id, {})
       expect(Object.fromEntries(board.lanes.map((l) => [l.lane, l.executions.length]))).toEqual({
         queued: 1,
@@ -542,19 +538,14 @@ describe('the board and the counts (bench:views)', () => {
         queued: 1,
         waiting: 0,
       })
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     const ofRuns = plans.filter((p) => /\bon runs\b/.test(p))
     expect(ofRuns.length).toBeGreaterThanOrEqual(3)
     expect(ofRuns.filter((p) => /Seq Scan on runs\b/.test(p)).map((p) => p.slice(0, 600))).toEqual(
       [],
     )
     // No node reads more runs than the walk's 1,000 (and the run started first), nor filters more out.
-    const read = ofRuns.flatMap((plan) => [
-      ...[...plan.matchAll(/on runs\b[^\n]*rows=(\d+) loops=\d+\)/g)].map((m) => Number(m[1])),
-      ...[...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((m) => Number(m[1])),
-    ])
+    const read = rowsRead(ofRuns, 'runs')
     expect(read.length).toBeGreaterThanOrEqual(4)
     expect(Math.max(...read), ofRuns.join('\n---\n').slice(0, 4000)).toBeLessThanOrEqual(1001)
   }, 20_000)
@@ -573,9 +564,7 @@ describe('the runs list (bench:views)', () => {
       2000,
       t.sql`'status', 'succeeded', 'created_at', r.created_at - make_interval(secs => g)`,
     )
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       for (const [filters, order] of [
         [{}, 'desc'],
         [{}, 'asc'],
@@ -585,9 +574,7 @@ describe('the runs list (bench:views)', () => {
         expect(page.total).toBe(2001)
         expect(page.data[0]!.id).toBe(order === 'desc' ? run.id : page.data[0]!.id)
       }
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     const pages = plans.filter((p) => /\bon runs\b/.test(p) && /^\s*Limit\b/m.test(p))
     expect(pages).toHaveLength(3)
     for (const plan of pages) {
@@ -618,9 +605,7 @@ describe('the executions list (bench:views)', () => {
       t.sql`'status', 'succeeded', 'updated_at', r.created_at - make_interval(secs => g)`,
     )
     await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
-    await probe`select set_config('auto_explain.log_analyze', 'on', false)`
-    plans.length = 0
-    try {
+    await analysed(async () => {
       for (const sort of ['updatedAt', 'runCount'] as const) {
         const page = await listExecutions(
           probe,
@@ -631,9 +616,7 @@ describe('the executions list (bench:views)', () => {
         expect(page.total).toBe(2001)
         expect(page.data).toHaveLength(20)
       }
-    } finally {
-      await probe`select set_config('auto_explain.log_analyze', 'off', false)`
-    }
+    })
     // The pages' statements (their count joins no run now, and read every execution's before).
     const pages = plans.filter((p) => /\bon runs last\b/.test(p) && !/select count\(\*\)/.test(p))
     expect(pages).toHaveLength(2)
