@@ -2,6 +2,7 @@ import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { packageVersion, projectRoot } from '../../shared/paths.js'
+import { shorten } from '../../shared/text.js'
 import { tryLockMigrations, unlockMigrations } from './locks.js'
 import type { Sql } from './sql.js'
 
@@ -179,7 +180,7 @@ function statementLabel(statement: string): string {
       .split('\n')
       .map((l) => l.trim())
       .find((l) => l && !l.startsWith('--')) ?? ''
-  return line.length > 100 ? `${line.slice(0, 99)}…` : line
+  return shorten(line, 100)
 }
 
 /** Where a no-transaction migration may stop half way: each index it builds concurrently, by name. */
