@@ -22,6 +22,10 @@ export const finishedStatuses: readonly RunStatus[] = [
   'cancelled',
   'skipped_overlap',
 ]
+/** Not ended: every status but the finished ones, a run waiting at a gate or held included. */
+export const unfinishedStatuses: readonly RunStatus[] = runStatuses.filter(
+  (s) => !finishedStatuses.includes(s),
+)
 /** Under way (DESIGN 5): what an API start counts; a run waiting at a gate is not. */
 export const underWayStatuses: readonly RunStatus[] = [
   'pending',

@@ -12,9 +12,15 @@ import {
 import { Gate } from './gates.js'
 import { tokenCounts } from './models.js'
 import { RunPause } from './pauses.js'
-import { runStatuses, finishedStatuses, underWayStatuses, runSorts } from '../values.js'
+import {
+  runStatuses,
+  finishedStatuses,
+  unfinishedStatuses,
+  underWayStatuses,
+  runSorts,
+} from '../values.js'
 import type { RunStatus } from '../values.js'
-export { runStatuses, finishedStatuses, underWayStatuses, runSorts }
+export { runStatuses, finishedStatuses, unfinishedStatuses, underWayStatuses, runSorts }
 export type { RunStatus }
 
 // Runs, their events, Blockers (spec: Run; States and transitions; Endpoints Runs and Blockers; Events).

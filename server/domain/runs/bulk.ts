@@ -6,7 +6,7 @@ import type {
   RunBulkRequest,
   RunFilter,
 } from '../../../shared/schemas/run-bulk.js'
-import { finishedStatuses, runStatuses, type RunStatus } from '../../../shared/values.js'
+import { finishedStatuses, unfinishedStatuses, type RunStatus } from '../../../shared/values.js'
 import {
   isUniqueViolation,
   literalIn,
@@ -36,8 +36,6 @@ export const bulkChannel = 'osd_runs_bulk'
 
 /** Runs a batch acts on in one transaction: a few hundred, short enough never to hold the engine up. */
 export const bulkBatchSize = 250
-
-const unfinishedStatuses = runStatuses.filter((s) => !finishedStatuses.includes(s))
 
 /** What each action acts on besides the filter: cancel what has not ended, retry what has. */
 const actsOn: Record<BulkAction, readonly RunStatus[]> = {

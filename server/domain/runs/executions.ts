@@ -8,7 +8,7 @@ import {
   type ExecutionStatus,
   type executionSorts,
 } from '../../../shared/schemas/executions.js'
-import { finishedStatuses, runStatuses, type RunStatus } from '../../../shared/schemas/runs.js'
+import { unfinishedStatuses, type RunStatus } from '../../../shared/schemas/runs.js'
 import type { Successor } from '../../../shared/schemas/tasks.js'
 import { envelope, idPrefixFilter, orderBy, type PageRequest } from '../../db/paging.js'
 import { literalIn, transaction, type Db, type Fragment } from '../../db/sql.js'
@@ -213,10 +213,9 @@ export async function listExecutions(
 /** The executions of an open run, for executions() `among`: found through runs_open. */
 function openExecutions(db: Db, enterpriseId: string): Fragment {
   return db`array(
-    select execution_id from runs where enterprise_id = ${enterpriseId} and ${literalIn(db, 'status', openStatuses)})`
+    select execution_id from runs where enterprise_id = ${enterpriseId} and ${literalIn(db, 'status', unfinishedStatuses)})`
 }
 
-const openStatuses = runStatuses.filter((s) => !finishedStatuses.includes(s))
 const finishedLanes: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
 const laneSize = 100
 
