@@ -108,6 +108,8 @@ export function buildOsd(io: OsdIo = processIo): Command {
             ? 'stopping: finishing the requests in flight; press Ctrl+C again to stop at once'
             : `stopping: finishing the requests in flight; send ${signal} again to stop at once`,
         )
+        // Said at once, as the start is (serve.ts): the person who pressed Ctrl+C reads what happens.
+        log.flush()
         daemon.stop().then(
           () => log.flush(() => process.exit(0)),
           (err: unknown) => {

@@ -196,6 +196,9 @@ export async function startDaemon(
   log.info({ url, metricsUrl, role: config.role, version: config.version }, 'osd started')
   // A first start (issue 35): nothing answers a token yet, so say how the first one is made.
   if (empty && server) log.info({}, firstStartHint(config, options.osd ?? 'osd'))
+  // Written now, not at the log buffer's next half second (log.ts): whoever waits for "osd started" (a
+  // supervisor, a deploy script, a person) reads it as osd starts to answer.
+  log.flush()
 
   let stopping: Promise<void> | undefined
   let halting: Promise<void> | undefined
