@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
-import { setFlagsFromString } from 'node:v8'
 import { compileFunction } from 'node:vm'
 
 // jq itself, compiled to WebAssembly (npm jq-wasm 1.0.1, pinned in package.json), loaded with three
@@ -101,12 +100,7 @@ export function loadJq(): Promise<JqModule> {
     const require = createRequire(import.meta.url)
     const file = require.resolve('jq-wasm/dist/build/jq.js')
     const { source, wasmBinary } = readGlue(file)
-    // V8's baseline compiler only: by default it also compiled the module again with its optimising
-    // one on other threads, and the process waited for that before it could exit (about 180 ms here,
-    // for a filter that runs for a few milliseconds). Applies to WebAssembly this process compiles from
-    // now on: undici's HTTP parser too when its first connection comes later, which for the few answers
-    // of one command costs nothing measurable.
-    setFlagsFromString('--liftoff-only')
+    // Compiled by V8's baseline compiler only, as all of osctl's WebAssembly is (cli/main.ts).
     const glue = compileFunction(
       fixGlue(source),
       ['exports', 'require', 'module', '__filename', '__dirname'],
