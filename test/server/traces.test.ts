@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { tracesConfig } from '../../server/config.js'
 import type { Engine } from '../../server/engine/index.js'
@@ -16,7 +15,6 @@ import {
   stopTraces,
   tracingOn,
 } from '../../server/traces/index.js'
-import { projectRoot } from '../../shared/paths.js'
 import { Run } from '../../shared/schemas/runs.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { modulesReadBy } from '../helpers/loaded-modules.js'
@@ -693,8 +691,8 @@ describe('tracing off (no OTLP endpoint)', () => {
   })
 
   it('loads none of the SDK: importing the app and the daemon reads no @opentelemetry module', async () => {
-    // In a process of its own, on the built code (npm test builds first).
-    const files = await modulesReadBy(join(projectRoot, 'dist/server/serve.js'), {
+    // In a process of its own, on the bundle bin/osd starts (npm test builds first).
+    const files = await modulesReadBy('dist/server/serve.js', {
       OTEL_EXPORTER_OTLP_ENDPOINT: '',
     })
     expect(files.length).toBeGreaterThan(100)
