@@ -33,7 +33,6 @@ const result = await build({
     'react-devtools-core',
     // CommonJS only, and import()ed (below).
     'prom-client',
-    'undici',
   ],
   // A package's ES module build where it has one (OpenTelemetry's): see below.
   mainFields: ['module', 'main'],
@@ -50,7 +49,8 @@ writeFileSync(`${outdir}/meta.json`, JSON.stringify(result.metafile))
 
 // An import() of a CommonJS module put in a chunk of its own answers only `default` (esbuild's code
 // splitting): `(await import('prom-client')).Registry` was undefined. Such a package is left out of the
-// bundle (external, above), where Node gives it its names; the build fails on a new one.
+// bundle (external, above), where Node gives it its names, or import()ed through a module of ours that
+// imports it (server/undici.ts); the build fails on a new one.
 const { inputs } = result.metafile
 const commonJs = Object.entries(inputs).flatMap(([file, { imports }]) =>
   imports

@@ -348,7 +348,7 @@ const agents = new WeakMap<EgressRule, Agent>()
  * the first connection, not with the configuration (osd admin never needs it).
  */
 export async function egressAgent(rule: EgressRule): Promise<Agent> {
-  const { Agent, buildConnector } = await import('undici')
+  const { Agent, buildConnector } = await import('./undici.js')
   let agent = agents.get(rule)
   if (!agent) {
     const connect = buildConnector({ lookup: checkedLookup(rule) })
@@ -382,7 +382,7 @@ export function egressFetch(rule: EgressRule): Fetch {
         `${target.protocol} addresses are not allowed: osd connects to http and https only`,
       )
     const dispatcher = await egressAgent(rule)
-    const { fetch } = await import('undici')
+    const { fetch } = await import('./undici.js')
     // undici's fetch takes the web platform's RequestInit and answers a Response of the same shape.
     const response = await fetch(target, {
       ...(init as Parameters<typeof fetch>[1]),

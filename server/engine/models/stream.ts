@@ -36,7 +36,7 @@ export async function postStream(call: StreamRequest): Promise<void> {
   let res: Awaited<ReturnType<typeof request>>
   try {
     // Loaded at the first streamed call, as egress.ts does: most processes that load this never stream.
-    const { request } = await import('undici')
+    const { request } = await import('../../undici.js')
     res = await request(call.url, {
       method: 'POST',
       headers: { ...call.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
