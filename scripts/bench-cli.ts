@@ -5,8 +5,9 @@
 // each median to the baseline's. Targets: --version and --help under 120 ms here, --help <= 1.5x the
 // baseline (issue 30). `profile list` with --json and with --jq: what --jq costs (issue 48: under
 // 20 ms), on two profiles and on 1,000 (about 90 KB of JSON, as a long list page). `runs list` as a
-// pipeline runs it (OSCTL_URL and OSCTL_TOKEN; no profile store loaded). Reports; asserts nothing.
-import { spawnSync } from 'node:child_process'
+// pipeline runs it (OSCTL_URL and OSCTL_TOKEN; no profile store loaded), and `health` answered by a
+// stand-in server (what parsing an answer costs). Reports; asserts nothing.
+import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -28,6 +29,25 @@ writeFileSync(join(manyDir, 'config.json'), JSON.stringify({ current: 'profile-0
   mode: 0o600,
 })
 const osctl = join(projectRoot, 'bin', 'osctl')
+
+// A command that gets an answer: osd's health, from a stand-in server in a process of its own (the
+// bench's spawns block this one). Parsing it compiles undici's HTTP parser (WebAssembly).
+const standIn = spawn(
+  process.execPath,
+  [
+    '-e',
+    `require('node:http').createServer((req, res) => {
+       res.setHeader('content-type', 'application/json')
+       res.end(JSON.stringify({ status: 'ok', version: '0.0.0' }))
+     }).listen(0, '127.0.0.1', function () { console.log(this.address().port) })`,
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+)
+const standInPort = await new Promise<string>((resolve) =>
+  standIn.stdout.once('data', (chunk: Buffer) => resolve(chunk.toString().trim())),
+)
+// Ended with the bench (below), or as its process exits on a failure.
+process.on('exit', () => standIn.kill())
 
 const cases: {
   name: string
@@ -51,6 +71,11 @@ const cases: {
     args: [osctl, 'runs', 'list', '--json'],
     env: { OSCTL_URL: 'http://127.0.0.1:1/v1', OSCTL_TOKEN: 'osd_bench' },
     exit: 3,
+  },
+  {
+    name: 'health (answered)',
+    args: [osctl, 'health', '--json'],
+    env: { OSCTL_URL: `http://127.0.0.1:${standInPort}/v1`, OSCTL_TOKEN: 'osd_bench' },
   },
   { name: 'profile list --json', args: [osctl, 'profile', 'list', '--json'] },
   { name: 'profile list --jq', args: [osctl, 'profile', 'list', '--jq', 'length'] },
@@ -89,3 +114,4 @@ cases.forEach((c, j) => {
       `  ${(m / baseline).toFixed(2)}`,
   )
 })
+standIn.kill()
