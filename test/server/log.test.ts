@@ -1,13 +1,18 @@
 import { spawnSync } from 'node:child_process'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { projectRoot } from '../../shared/paths.js'
+import { loadConfig } from '../../server/config.js'
 import { createLogger, LineBuffer } from '../../server/log.js'
+import { startDaemon } from '../../server/serve.js'
+import { createTestDatabase } from '../helpers/db.js'
 
 // The daemon's log destination (server/log.ts): lines gathered and written 16 KB at a time, in order,
-// and nothing held is lost when the process ends.
+// the start's at once, and nothing held is lost when the process ends.
 
 function collector() {
   const chunks: string[] = []
@@ -54,6 +59,26 @@ describe('the log destination', () => {
     expect(second).toMatchObject({ requestId: 'two', msg: 'second' })
     expect(second!.status).toBeUndefined()
     expect(Object.keys(third!).sort()).toEqual(['level', 'msg', 'pid', 'time'])
+  })
+
+  it('is written at once for the start\'s lines: "osd started" is out when the daemon answers', async () => {
+    // The buffer writes every half second; a supervisor that waits for the start line waited up to
+    // that long with osd already listening (server/serve.ts flushes it).
+    const { out, chunks } = collector()
+    const db = await createTestDatabase()
+    const config = loadConfig(
+      { port: 0, host: '127.0.0.1', role: 'api', dataDir: await mkdtemp(join(tmpdir(), 'osd-')) },
+      { DATABASE_URL: db.url, OSD_PASSWORD_COST: process.env.OSD_PASSWORD_COST },
+    )
+    const running = await startDaemon(config, createLogger('info', new LineBuffer(out)))
+    try {
+      const written = chunks.join('')
+      expect(written).toContain('"msg":"database ready"')
+      expect(written).toContain(`"url":"${running.url}"`)
+      expect(written).toContain('"msg":"osd started"')
+    } finally {
+      await running.stop()
+    }
   })
 
   it('loses no line held when the process exits without a flush', () => {
