@@ -2,7 +2,7 @@
 // runs (default 500,000) shaped like real use, and the median and p95 of BENCH_CALLS calls (default 20,
 // after 2 unmeasured) of each of
 //   GET /v1/executions/counts, /v1/executions/board, /v1/executions?limit=50 (by updatedAt and by
-//   runCount), /v1/runs?limit=50 and /v1/runs?limit=50&status=running,
+//   runCount; status=running and status=failed), /v1/runs?limit=50 and /v1/runs?limit=50&status=running,
 // one at a time, through the HTTP app in process (app.request: no socket, no engine to move the runs).
 // The runs are made in the database (insert ... select generate_series), not through the API: executions
 // of 1 to 3 runs (a run and its successor or retry) over BENCH_DAYS (90: the default window of finished
@@ -156,6 +156,8 @@ try {
     '/v1/executions/board',
     '/v1/executions?limit=50',
     '/v1/executions?limit=50&sort=runCount',
+    '/v1/executions?limit=50&status=running',
+    '/v1/executions?limit=50&status=failed',
     '/v1/runs?limit=50',
     '/v1/runs?limit=50&status=running',
   ]

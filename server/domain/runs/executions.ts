@@ -195,6 +195,13 @@ export async function listExecutions(
     ])
     return envelope(rows.map(toExecution), count!.n, page)
   }
+  // An execution running, waiting, blocked or queued has a run not ended: only the executions of
+  // those runs are read (runs_open), as the counts and the board's open lanes are. A finished status
+  // or the order by status needs every execution.
+  const among =
+    filters.status && !finishedExecution.includes(filters.status as ExecutionStatus)
+      ? openExecutions(db, enterpriseId)
+      : undefined
   const [rows, [count]] = await Promise.all([
     executions(
       db,
@@ -202,10 +209,11 @@ export async function listExecutions(
       filterFragment(db, filters),
       db`${orderBy(db, page, sortColumns)} limit ${page.limit} offset ${page.offset}`,
       prefix,
+      among,
     ),
     db<{ n: number }[]>`
       select count(*)::int as n
-        from (${executions(db, enterpriseId, filterFragment(db, filters), db``, prefix)}) e`,
+        from (${executions(db, enterpriseId, filterFragment(db, filters), db``, prefix, among)}) e`,
   ])
   return envelope(rows.map(toExecution), count!.n, page)
 }

@@ -626,4 +626,37 @@ describe('the executions list (bench:views)', () => {
       expect(Math.max(...probes.map((m) => Number(m[1]))), plan).toBeLessThanOrEqual(20)
     }
   }, 20_000)
+
+  it('reads an open status through the open runs only', async () => {
+    // 2,000 executions of an enterprise of their own, one in 200 running. `status=running` (or
+    // waiting, blocked, queued) read and grouped every run of the enterprise (5-10 s at 500,000 runs,
+    // bench:views); an execution of an open status has a run not ended, found through runs_open.
+    const e = await t.createEnterprise('Open executions plans')
+    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'open' })
+    await copyRuns(
+      { run: run.id },
+      2000,
+      t.sql`'status', case when g % 200 = 0 then 'running' else 'succeeded' end,
+            'updated_at', r.created_at - make_interval(secs => g)`,
+    )
+    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
+    await analysed(async () => {
+      const page = await listExecutions(
+        probe,
+        e.id,
+        { status: 'running' },
+        readPage({ limit: 20 }, executionSorts),
+      )
+      expect(page.total).toBe(10)
+      expect(page.data.map((x) => x.status)).toEqual(Array(10).fill('running'))
+    })
+    // The page and its count; no node reads more than the open runs (10 running, the seed queued).
+    const ofRuns = plans.filter((p) => /\bon runs\b/.test(p))
+    expect(ofRuns).toHaveLength(2)
+    expect(
+      Math.max(...rowsRead(ofRuns, 'runs')),
+      ofRuns.join('\n---\n').slice(0, 4000),
+    ).toBeLessThanOrEqual(11)
+  }, 20_000)
 })

@@ -598,15 +598,17 @@ describe('executions: board, counts, close and reopen', () => {
       const { fresh, teamA, member, get } = await manyExecutions('Many executions')
       const runs = await t.sql<
         {
+          id: string
           executionId: string
+          status: string
           createdAt: Date
           updatedAt: Date
           costUsdMicros: string
           teamId: string | null
           memberId: string | null
         }[]
-      >`select execution_id, created_at, updated_at, cost_usd_micros, team_id, member_id from runs
-         where enterprise_id = ${fresh.id} and status <> 'skipped_overlap'`
+      >`select id, execution_id, status, created_at, updated_at, cost_usd_micros, team_id, member_id
+          from runs where enterprise_id = ${fresh.id} and status <> 'skipped_overlap'`
       const closed = new Set(
         (
           await t.sql<{ id: string }[]>`
@@ -615,8 +617,22 @@ describe('executions: board, counts, close and reopen', () => {
       )
       const byId = new Map<string, (typeof runs)[number][]>()
       for (const r of runs) byId.set(r.executionId, [...(byId.get(r.executionId) ?? []), r])
+      // The spec's order: any running, any at a gate, any held, any waiting to run, else how the
+      // latest run ended.
+      const statusOf = (of: (typeof runs)[number][]) => {
+        const any = (...statuses: string[]) => of.some((r) => statuses.includes(r.status))
+        if (any('running')) return 'running'
+        if (any('waiting_on_gate')) return 'waiting'
+        if (any('blocked', 'paused_spend')) return 'blocked'
+        if (any('pending', 'queued')) return 'queued'
+        const last = [...of].sort(
+          (a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1),
+        )[0]!
+        return last.status === 'failed' || last.status === 'cancelled' ? last.status : 'complete'
+      }
       const keys = [...byId].map(([id, of]) => ({
         id,
+        status: statusOf(of),
         startedAt: Math.min(...of.map((r) => r.createdAt.getTime())),
         updatedAt: Math.max(...of.map((r) => r.updatedAt.getTime())),
         runCount: of.length,
@@ -624,27 +640,52 @@ describe('executions: board, counts, close and reopen', () => {
         teams: of.map((r) => r.teamId),
         members: of.map((r) => r.memberId),
       }))
+      // Each status once, on its first page: an open one is read through the open runs only.
+      const statuses = [
+        'running',
+        'waiting',
+        'blocked',
+        'queued',
+        'failed',
+        'cancelled',
+        'complete',
+      ]
+      expect(new Set(keys.map((k) => k.status))).toEqual(new Set(statuses))
       for (const filter of [
         {},
         { teamId: teamA },
         { memberId: member },
         { closed: 'true' },
         { teamId: 'not-an-id' },
+        ...statuses.map((status) => ({ status })),
+        { status: 'running', closed: 'true' },
+        { status: 'complete', teamId: teamA },
       ] as Record<string, string>[]) {
         const matches = keys.filter(
           (k) =>
             closed.has(k.id) === (filter.closed === 'true') &&
             (!filter.teamId || k.teams.includes(filter.teamId)) &&
-            (!filter.memberId || k.members.includes(filter.memberId)),
+            (!filter.memberId || k.members.includes(filter.memberId)) &&
+            (!filter.status || k.status === filter.status),
         )
-        for (const sort of ['updatedAt', 'startedAt', 'runCount', 'costUsdCents'] as const) {
+        const sorts = filter.status
+          ? (['updatedAt'] as const)
+          : (['updatedAt', 'startedAt', 'runCount', 'costUsdCents'] as const)
+        const pageNumber = filter.status ? 1 : 3
+        for (const sort of sorts) {
           for (const order of ['desc', 'asc']) {
             const sign = order === 'asc' ? 1 : -1
             const expected = [...matches]
               .sort((a, b) => sign * (a[sort] - b[sort] || (a.id < b.id ? -1 : 1)))
-              .slice(40, 60)
+              .slice((pageNumber - 1) * 20, pageNumber * 20)
               .map((k) => k.id)
-            const query = new URLSearchParams({ ...filter, sort, order, limit: '20', page: '3' })
+            const query = new URLSearchParams({
+              ...filter,
+              sort,
+              order,
+              limit: '20',
+              page: String(pageNumber),
+            })
             const page = await get(`/v1/executions?${query}`)
             expect(page.total, `${query}`).toBe(matches.length)
             expect(
