@@ -124,6 +124,9 @@ function executions(
     select * from ex where ${where} ${tail}`
 }
 
+/** How an execution ends: the board's finished lanes; the others have a run not ended. */
+const finishedExecution: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
+
 type ExecutionSort = (typeof executionSorts)[number]
 const sortColumns: Record<ExecutionSort, string> = {
   updatedAt: 'updated_at',
@@ -224,7 +227,6 @@ function openExecutions(db: Db, enterpriseId: string): Fragment {
     select execution_id from runs where enterprise_id = ${enterpriseId} and ${literalIn(db, 'status', unfinishedStatuses)})`
 }
 
-const finishedLanes: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
 const laneSize = 100
 
 /**
@@ -288,7 +290,7 @@ export async function getBoard(
 ): Promise<Board> {
   const where = filterFragment(db, { ...filters, closed: undefined })
   // An execution is running, waiting, blocked or queued only while one of its runs is open.
-  const wanted = finishedLanes.filter((lane) => !filters.status || filters.status === lane)
+  const wanted = finishedExecution.filter((lane) => !filters.status || filters.status === lane)
   // The two sets share no lane, and each comes in the board's order.
   const [open, finished, pauses] = await Promise.all([
     executions(
@@ -500,8 +502,6 @@ export async function cancelExecution(
   })
   return executionById(db, enterpriseId, executionId)
 }
-
-const finishedExecution: ExecutionStatus[] = ['failed', 'cancelled', 'complete']
 
 /** Takes a finished execution off the board; repeating changes nothing. */
 export async function closeExecution(db: Db, enterpriseId: string, id: string): Promise<Execution> {
