@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { issueKey, outcomeMatches, whenMatches } from '../../../server/domain/runs/index.js'
 import type { Engine } from '../../../server/engine/index.js'
+import { executionStatuses } from '../../../shared/values.js'
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { commonRouteChecks } from '../../helpers/route-checks.js'
 import { deterministicTask, startTestEngine, waitForRun } from '../../helpers/runs.js'
@@ -641,23 +642,14 @@ describe('executions: board, counts, close and reopen', () => {
         members: of.map((r) => r.memberId),
       }))
       // Each status once, on its first page: an open one is read through the open runs only.
-      const statuses = [
-        'running',
-        'waiting',
-        'blocked',
-        'queued',
-        'failed',
-        'cancelled',
-        'complete',
-      ]
-      expect(new Set(keys.map((k) => k.status))).toEqual(new Set(statuses))
+      expect(new Set(keys.map((k) => k.status))).toEqual(new Set(executionStatuses))
       for (const filter of [
         {},
         { teamId: teamA },
         { memberId: member },
         { closed: 'true' },
         { teamId: 'not-an-id' },
-        ...statuses.map((status) => ({ status })),
+        ...executionStatuses.map((status) => ({ status })),
         { status: 'running', closed: 'true' },
         { status: 'complete', teamId: teamA },
       ] as Record<string, string>[]) {
