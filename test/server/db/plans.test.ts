@@ -84,6 +84,25 @@ async function copyRuns(of: { run: string } | { task: string }, n: number, chang
      where ${where}`
 }
 
+/**
+ * An enterprise of its own and its one run, started by the API and copied `n` times (`changes` on each
+ * copy) behind the statistics' back; with `ownExecutions`, each run its own execution.
+ */
+async function enterpriseOfRuns(
+  label: string,
+  n: number,
+  changes?: Fragment,
+  options: { ownExecutions?: boolean } = {},
+) {
+  const e = await t.createEnterprise(label)
+  const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
+  const { run } = await apiStart(t.sql, e.id, task.id, { n: label })
+  await copyRuns({ run: run.id }, n, changes)
+  if (options.ownExecutions)
+    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
+  return { e, task, run }
+}
+
 describe('the runs hot paths', () => {
   it('never scan runs: a start, an engine pass that runs it, and the due times read', async () => {
     const task = await deterministicTask(t, { serializeOn: ['n'] })
@@ -185,10 +204,7 @@ describe('the retention pass (issue 46)', () => {
     // run of the enterprise and sorted them: 2.5 s a batch (bench:retention steady). At this size it
     // still walked the index, so what is held here is the walk's own bound: each batch reads its 500
     // and starts where the last stopped, whatever the plan around it.
-    const e = await t.createEnterprise('Retention plans')
-    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
-    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'retention' })
-    await copyRuns({ run: run.id }, 3000)
+    const { e } = await enterpriseOfRuns('Retention plans', 3000)
     // Each its own execution, finished 200 days ago.
     await t.sql`
       update runs set execution_id = id, status = 'succeeded',
@@ -511,17 +527,14 @@ describe('the board and the counts (bench:views)', () => {
     // each call grouped every run of the enterprise by execution (37 s at 2 million runs); now the
     // open ones are found through runs_open and the finished lanes by walking runs_enterprise_updated
     // down from the newest: 1,000 runs give each lane its 100.
-    const e = await t.createEnterprise('Board plans')
-    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
-    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'board' })
-    await copyRuns(
-      { run: run.id },
+    const { e } = await enterpriseOfRuns(
+      'Board plans',
       4000,
       t.sql`'status', case when g % 500 = 0 then 'running'
                            else (array['succeeded', 'failed', 'cancelled'])[1 + g % 3] end,
             'updated_at', r.created_at - make_interval(secs => g)`,
+      { ownExecutions: true },
     )
-    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
     await analysed(async () => {
       const board = await getBoard(probe, e.id, {})
       expect(Object.fromEntries(board.lanes.map((l) => [l.lane, l.executions.length]))).toEqual({
@@ -556,11 +569,8 @@ describe('the runs list (bench:views)', () => {
     // 2,000 runs of an enterprise of their own the statistics have not seen. Ordered `desc nulls
     // last`, the order of no index, the page read every run of the enterprise and sorted them (1.4 s at
     // 500,000 runs, bench:views); its count still reads them all, through an index only.
-    const e = await t.createEnterprise('Runs list plans')
-    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
-    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'list' })
-    await copyRuns(
-      { run: run.id },
+    const { e, task, run } = await enterpriseOfRuns(
+      'Runs list plans',
       2000,
       t.sql`'status', 'succeeded', 'created_at', r.created_at - make_interval(secs => g)`,
     )
@@ -596,15 +606,12 @@ describe('the executions list (bench:views)', () => {
     // 2,000 executions of an enterprise of their own. Its order and total need every execution, one
     // pass over the runs; before, each execution's first and last runs were read by their keys too,
     // and its runs sorted to find the last: five times the pass (10 s at 500,000 runs, bench:views).
-    const e = await t.createEnterprise('Executions list plans')
-    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
-    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'executions' })
-    await copyRuns(
-      { run: run.id },
+    const { e } = await enterpriseOfRuns(
+      'Executions list plans',
       2000,
       t.sql`'status', 'succeeded', 'updated_at', r.created_at - make_interval(secs => g)`,
+      { ownExecutions: true },
     )
-    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
     await analysed(async () => {
       for (const sort of ['updatedAt', 'runCount'] as const) {
         const page = await listExecutions(
@@ -631,16 +638,13 @@ describe('the executions list (bench:views)', () => {
     // 2,000 executions of an enterprise of their own, one in 200 running. `status=running` (or
     // waiting, blocked, queued) read and grouped every run of the enterprise (5-10 s at 500,000 runs,
     // bench:views); an execution of an open status has a run not ended, found through runs_open.
-    const e = await t.createEnterprise('Open executions plans')
-    const task = await deterministicTask(t, { serializeOn: ['n'] }, e.token)
-    const { run } = await apiStart(t.sql, e.id, task.id, { n: 'open' })
-    await copyRuns(
-      { run: run.id },
+    const { e } = await enterpriseOfRuns(
+      'Open executions plans',
       2000,
       t.sql`'status', case when g % 200 = 0 then 'running' else 'succeeded' end,
             'updated_at', r.created_at - make_interval(secs => g)`,
+      { ownExecutions: true },
     )
-    await t.sql`update runs set execution_id = id where enterprise_id = ${e.id}`
     await analysed(async () => {
       const page = await listExecutions(
         probe,
