@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { packageVersion, projectRoot } from '../../shared/paths.js'
 import { shorten } from '../../shared/text.js'
@@ -105,8 +106,6 @@ function lockLost(err: unknown): err is postgres.PostgresError {
 /** What PostgreSQL said of the lock a statement gave up on: its message and, if any, where. */
 const lockReason = (err: postgres.PostgresError) =>
   err.where ? `${err.message} (${err.where.split('\n')[0]})` : err.message
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A migration's first line that makes it run outside a transaction (docs/developing.md). */
 export const noTransactionMarker = '-- osd:no-transaction'
