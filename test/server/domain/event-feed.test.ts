@@ -225,6 +225,53 @@ describe('what a reader sees', () => {
     expect(ahead.reset).toMatchObject({ position: 2, payload: { after: 99 } })
     expect(ahead.next).toBe(2)
   })
+
+  it('prunes from the start of the feed up to its first event still kept, leaving no hole', async () => {
+    const e = await t.createEnterprise(`Prefix ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    for (let n = 0; n < 5; n++) await apiStart(t.sql, e.id, task.id, { n })
+    await sequence()
+    // Positions 1, 2 and 4 older than the cut-off; 4 is a late commit's (an older time after a newer).
+    await t.sql`
+      update events set created_at = now() - interval '8 days'
+       where enterprise_id = ${e.id} and position in (1, 2, 4)`
+    const other = await t.createEnterprise(`Kept ${randomUUID().slice(0, 6)}`)
+    await apiStart(t.sql, other.id, (await llmTask(t, {}, other.token)).id, {})
+    await sequence()
+    expect(await pruneFeed(t.sql)).toBeGreaterThanOrEqual(2)
+    expect((await readAll(e.id, 2)).map((ev) => ev.position)).toEqual([3, 4, 5])
+    expect((await readFeed(t.sql, e.id, 0, every, 200)).reset?.payload).toMatchObject({
+      firstPosition: 3,
+    })
+    expect((await readAll(other.id)).map((ev) => ev.position)).toEqual([1])
+    // Once the events before it are gone, the late one goes too.
+    await t.sql`
+      update events set created_at = now() - interval '8 days'
+       where enterprise_id = ${e.id} and position = 3`
+    await pruneFeed(t.sql)
+    expect((await readAll(e.id, 4)).map((ev) => ev.position)).toEqual([5])
+    expect((await readFeed(t.sql, e.id, 0, every, 200)).reset?.payload).toMatchObject({
+      firstPosition: 5,
+    })
+  })
+
+  it('goes with its enterprise, and so does what waits in the inbox (no foreign key since 0051)', async () => {
+    const e = await t.createEnterprise(`Gone ${randomUUID().slice(0, 6)}`)
+    const task = await llmTask(t, {}, e.token)
+    await apiStart(t.sql, e.id, task.id, {})
+    await sequence()
+    await apiStart(t.sql, e.id, task.id, {})
+    const held = async () => {
+      const [row] = await t.sql<{ events: number; inbox: number; heads: number }[]>`
+        select (select count(*)::int from events where enterprise_id = ${e.id}) as events,
+               (select count(*)::int from event_inbox where enterprise_id = ${e.id}) as inbox,
+               (select count(*)::int from event_feed_heads where enterprise_id = ${e.id}) as heads`
+      return row!
+    }
+    expect(await held()).toEqual({ events: 1, inbox: 1, heads: 1 })
+    await t.sql`delete from enterprises where id = ${e.id}`
+    expect(await held()).toEqual({ events: 0, inbox: 0, heads: 0 })
+  })
 })
 
 describe('the feed sequencer', () => {
