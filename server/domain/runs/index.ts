@@ -68,7 +68,7 @@ export { runContext, lockHeldRun, addRunCost, writeRunLog } from './work.js'
 export { runGoesOn, waitPaused } from './pausing.js'
 
 // For the engine and other concepts of the domain.
-export { appendEvent } from './events.js'
+export { appendEvent, appendEvents } from './events.js'
 
 // For the engine and tests and benches.
 export { advance, resumeDueHolds, nextDueRun, takeOverLapsed, keepRunTrace } from './admission.js'
