@@ -11,7 +11,7 @@
 //   copies a run's events into the inbox disabled, as bench:runs's BENCH_FEED=ab does).
 //   Reported, medians of BENCH_ROUNDS rounds each: the writer's backend CPU µs per event on and off
 //   (their difference is the trigger's part), the sequencer's, and the inbox's vacuum's.
-import { readFile, mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
@@ -23,7 +23,7 @@ import { createEnterprise } from '../server/domain/enterprises/index.js'
 import { sequenceFeed, vacuumInbox } from '../server/domain/events/index.js'
 import { appendEvents, enqueueRuns, type RunRow } from '../server/domain/runs/index.js'
 import { createTask } from '../server/domain/tasks/index.js'
-import { median } from './bench-lib.js'
+import { median, processTime } from './bench-lib.js'
 
 const runCount = Number(process.env.BENCH_RUNS ?? 3000)
 const batch = Number(process.env.BENCH_BATCH ?? 8)
@@ -51,9 +51,7 @@ async function backend(): Promise<{ sql: Sql; cpuUs(): Promise<number> }> {
   return {
     sql,
     async cpuUs() {
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      return (Number(fields[11]) + Number(fields[12])) * 10_000
+      return (await processTime(pid))!.ms * 1000
     },
   }
 }

@@ -37,31 +37,36 @@ export interface BenchDaemon {
   close(): Promise<void>
 }
 
+/** A process's CPU ms, its parent, and the CPU ms of its children that ended. */
+type ProcessTime = { ms: number; parent: number; endedChildrenMs: number }
+
 /**
- * CPU ms (user + system) of each process, by pid, each one's parent, and the CPU of its children that
- * have ended (and been waited for): one read of /proc.
+ * One process's CPU ms (user + system), its parent, and the CPU of its children that have ended (and
+ * been waited for), from /proc; undefined once it is gone (or off Linux).
  */
-async function processTimes(): Promise<
-  Map<number, { ms: number; parent: number; endedChildrenMs: number }>
-> {
-  const times = new Map<number, { ms: number; parent: number; endedChildrenMs: number }>()
+export async function processTime(pid: number): Promise<ProcessTime | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  if (!stat) return undefined
+  // After the command's closing parenthesis: state, ppid, ... utime (14th field), stime (15th),
+  // cutime and cstime (16th, 17th: its children that ended), in clock ticks of 10 ms.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return {
+    ms: (Number(fields[11]) + Number(fields[12])) * 10,
+    parent: Number(fields[1]),
+    endedChildrenMs: (Number(fields[13]) + Number(fields[14])) * 10,
+  }
+}
+
+/** processTime of every process, by pid: one read of /proc. */
+async function processTimes(): Promise<Map<number, ProcessTime>> {
+  const times = new Map<number, ProcessTime>()
   const entries = await readdir('/proc').catch(() => [] as string[])
   await Promise.all(
     entries
       .filter((name) => /^\d+$/.test(name))
       .map(async (name) => {
-        const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => undefined)
-        if (!stat) return
-        // After the command's closing parenthesis: state, ppid, ... utime (14th field), stime (15th),
-        // cutime and cstime (16th, 17th: its children that ended).
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-        const ticks = Number(fields[11]) + Number(fields[12])
-        const endedChildren = Number(fields[13]) + Number(fields[14])
-        times.set(Number(name), {
-          ms: ticks * 10,
-          parent: Number(fields[1]),
-          endedChildrenMs: endedChildren * 10,
-        })
+        const time = await processTime(Number(name))
+        if (time) times.set(Number(name), time)
       }),
   )
   return times
