@@ -224,7 +224,7 @@ try {
     const t0 = performance.now()
     const recorded = await readRecordedMemory(sql, run.id)
     const t1 = performance.now()
-    const { event, notes } = await recallForRun(sql, run, goal, recorded)
+    const { event, notes } = await recallForRun(sql, run, goal, recorded, undefined)
     const t2 = performance.now()
     if (event) await appendWhileHeld(sql, run.id, 'bench', [event])
     Object.assign(parts, { read: t1 - t0, recall: t2 - t1, record: performance.now() - t2 })

@@ -76,7 +76,7 @@ export function buildOsd(io: OsdIo = processIo): Command {
     )
     .action(async (flags: ConfigFlags) => {
       const config = loadConfig(flags)
-      const log = createLogger(config.logLevel, undefined, { traceFields: config.traces.enabled })
+      const log = createLogger(config.logLevel)
       // The daemon's modules (the app, the engine, the providers' SDKs) load only for serve: `osd admin`
       // and `osd migrate` start in a third of the time without them (1.4 s to 0.5 s on one core).
       const { osdCommand, startDaemon } = await import('./serve.js')

@@ -1,5 +1,4 @@
 import pino from 'pino'
-import { logFields } from './traces/index.js'
 
 export type Logger = pino.Logger
 
@@ -9,11 +8,7 @@ export type Logger = pino.Logger
  * cached read) and at least every half second; main.ts flushes what is left on stop, and the process's
  * exit does too.
  */
-export function createLogger(
-  level = 'info',
-  destination?: pino.DestinationStream,
-  options: { traceFields?: boolean } = {},
-): Logger {
+export function createLogger(level = 'info', destination?: pino.DestinationStream): Logger {
   if (!destination) {
     const stdout = new LineBuffer(process.stdout)
     setInterval(() => stdout.flush(), 500).unref()
@@ -30,19 +25,10 @@ export function createLogger(
         paths: ['authorization', 'token', 'secret', 'apiKey', 'password'],
         censor: '[redacted]',
       },
-      // A line written inside a span says which (issue 49): trace_id and span_id, as the OpenTelemetry
-      // log data model names them, so a collector links it to its trace. Only in a traced process: a
-      // mixin is a call per line.
-      ...(options.traceFields ? { mixin: traceMixin } : {}),
     },
     destination,
   )
 }
-
-// A new object each line: pino merges a line's fields into what the mixin answers (Object.assign onto
-// it), so an object kept between lines gathered every field ever logged outside a span, and each line
-// then carried all of them (another request's requestId, an earlier line's error).
-const traceMixin = () => logFields() ?? {}
 
 // ISO 8601 UTC with milliseconds, formatted once per millisecond rather than once per line.
 let lastMs = 0

@@ -2,7 +2,6 @@ import { defaultEngineConcurrency, defaultLeaseSeconds } from '../config.js'
 import { metrics } from '../metrics.js'
 import { isDatabaseUnavailable, isRetryable, type Sql } from '../db/sql.js'
 import type { Logger } from '../log.js'
-import { outsideSpans } from '../traces/index.js'
 import { followWakes } from './wakes.js'
 
 // One skeleton for every kind of background work (STYLE: One skeleton per kind of background work;
@@ -136,9 +135,7 @@ export class LeaseLoop<W extends Leased> {
       return
     }
     this.passing = true
-    // Outside any span (issue 49): a wake told inside a request's span or a run's pass would otherwise
-    // make the whole pass, and the runs it starts, part of that trace, another enterprise's included.
-    setImmediate(() => void outsideSpans(() => this.pass()))
+    setImmediate(() => void this.pass())
   }
 
   private async pass(): Promise<void> {

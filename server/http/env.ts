@@ -1,4 +1,5 @@
 import type { FoundSession } from '../domain/people/index.js'
+import type { Trace } from '../traces/index.js'
 import type { Caller } from './caller.js'
 
 // What a request carries through the middleware (Hono's Variables), apart from context.ts so that the
@@ -19,5 +20,7 @@ export interface AppEnv {
      * plain `Bearer`: set where the refusal is decided (a bearer credential refused, a webhook secret).
      */
     challenge: string | undefined
+    /** The request's span (issue 49), when traced: what the request starts is part of its trace. */
+    trace: Trace
   }
 }

@@ -4,6 +4,7 @@ import { isDatabaseUnavailable } from '../db/sql.js'
 import type { Logger } from '../log.js'
 import type { AppEnv } from './env.js'
 import { metrics } from '../metrics.js'
+import { logFields } from '../traces/index.js'
 
 /** Seconds a caller is told to wait (Retry-After) while the database cannot be reached. */
 export const databaseRetryAfterSeconds = 2
@@ -44,7 +45,12 @@ export function errorWriter(log: Logger) {
       if (typeof wait === 'number') c.header('Retry-After', String(wait))
       return c.json(err.toBody(), err.status as 400)
     }
-    const where = { requestId: c.get('requestId'), method: c.req.method, path: c.req.path }
+    const where = {
+      requestId: c.get('requestId'),
+      method: c.req.method,
+      path: c.req.path,
+      ...logFields(c.var.trace),
+    }
     metrics.statementError(err)
     if (isDatabaseUnavailable(err)) {
       log.warn({ ...where, code: (err as { code?: string }).code }, 'database unavailable')

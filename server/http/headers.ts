@@ -3,7 +3,7 @@ import { matchedRoutes } from 'hono/route'
 import type { IncomingMessage } from 'node:http'
 import type { Logger } from '../log.js'
 import { metrics, metricsEnabled, routeTemplate } from '../metrics.js'
-import { requestSpan } from '../traces/index.js'
+import { logFields, requestSpan } from '../traces/index.js'
 import type { AppEnv } from './env.js'
 import { challengeUnauthorized, shuttingDown } from './errors.js'
 
@@ -53,6 +53,7 @@ export function requestLog(log: Logger, shutdown?: AbortSignal): MiddlewareHandl
         path: c.req.path,
         status: c.res.status,
         ms: Math.round(ms * 10) / 10,
+        ...logFields(c.var.trace),
       },
       'request',
     )
@@ -72,6 +73,7 @@ export function traceRequest(): MiddlewareHandler<AppEnv> {
       c.req.method,
       (name) => requestHeader(c, name),
       async (span) => {
+        c.set('trace', span.trace)
         await next()
         span.answered(matchedRoute(c), c.res.status)
       },

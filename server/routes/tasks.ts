@@ -49,7 +49,7 @@ import {
 } from '../domain/tasks/index.js'
 import { apiBaseOf, type AppContext, type RouteDeps } from '../http/context.js'
 import { createRouter, route } from '../http/router.js'
-import { currentTraceParent } from '../traces/index.js'
+import { traceParentOf } from '../traces/index.js'
 
 const TaskParams = z.object({ id: Uuid })
 
@@ -296,7 +296,7 @@ export function taskRoutes(deps: RouteDeps) {
         origin: 'api',
         startedBy: c.var.caller.actor,
         // The request's span, whose parent is the caller's traceparent (issue 49).
-        traceParent: currentTraceParent(),
+        traceParent: traceParentOf(c.var.trace),
       })
       if (refusal) throw refusal
       return toRun(run)

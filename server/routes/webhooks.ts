@@ -23,6 +23,7 @@ import { readRouteBody } from '../http/body.js'
 import type { AppContext, RouteDeps } from '../http/context.js'
 import { requestHeader } from '../http/headers.js'
 import { createRouter, route } from '../http/router.js'
+import { traceParentOf } from '../traces/index.js'
 
 /** The challenge of a refused webhook secret, naming its header (errors.ts writes it). */
 export const webhookChallenge = `WebhookSecret header="${secretHeader}"`
@@ -67,6 +68,7 @@ export function webhookRoutes({ sql, sealer, caches, limits, starts }: RouteDeps
       readBody: () => readRouteBody(c),
       clientAddress: limits.clientOf(c),
       sizeBytes: bodySize(c),
+      traceParent: traceParentOf(c.var.trace),
     })
     // Its 401 names the credential these routes take (RFC 9110 11.6.1: a challenge applicable to the
     // target): not a bearer token, which they do not read, but the secret header.
@@ -184,6 +186,7 @@ export function webhookRoutes({ sql, sealer, caches, limits, starts }: RouteDeps
         c.var.caller.enterpriseId,
         params.id,
         body.idempotencyKey,
+        traceParentOf(c.var.trace),
       )
       return created ? delivery : c.json(delivery, 200)
     },

@@ -1,4 +1,6 @@
-import type { AttributeValues, Kind, Protocol, Sdk } from './sdk.js'
+import type { Context } from '@opentelemetry/api'
+import type { Logger } from '../log.js'
+import type { AttributeValues, Kind, Parent, Protocol, Sdk } from './sdk.js'
 
 // Traces (issue 49; DESIGN 15): what osd does, as OpenTelemetry spans sent over OTLP/HTTP to a
 // collector. A leaf beside log.ts and metrics.ts: the seams (the HTTP request, a run's pass, a chat
@@ -11,6 +13,11 @@ import type { AttributeValues, Kind, Protocol, Sdk } from './sdk.js'
 // A run is one trace across processes and time: its context (a W3C traceparent) is stored with the
 // run at its start (runs.trace_parent), and every pass, whichever engine makes it and however long
 // after a gate, continues it; a gate's wait is recorded at its decision from the gate's stored times.
+//
+// Within a process, a span's context (Trace) is handed down explicitly to the work inside it, as the
+// run is: a seam names the span it is part of (`parent`), the lines it logs carry its ids through a
+// logger made for it (traceLog), the requests it makes carry them onward (outgoingHeaders). Not
+// AsyncLocalStorage, which on Node 20 costs every promise of the process (sdk.ts).
 
 /** How tracing is configured (config.ts reads the standard OTEL_* variables into it). */
 export interface TraceSettings {
@@ -21,8 +28,17 @@ export interface TraceSettings {
   captureContent: boolean
 }
 
+declare const traced: unique symbol
+/**
+ * Where some work stands in a trace: the context of the span it is part of, for the spans, log lines
+ * and requests it makes. Undefined when tracing is off, or outside any span.
+ */
+export type Trace = { readonly [traced]: true } | undefined
+
 /** What a seam may say of its span once it knows (a status, tokens), and of its failure. */
 export interface SpanHandle {
+  /** The span's own context: the parent of the spans made inside it. */
+  readonly trace: Trace
   set(attributes: AttributeValues): void
   /** Marks the span failed: `error.type` and an error status. */
   fail(type: string, message?: string): void
@@ -30,7 +46,13 @@ export interface SpanHandle {
 
 export type { AttributeValues }
 
-const noSpan: SpanHandle = { set() {}, fail() {} }
+const noSpan: SpanHandle = { trace: undefined, set() {}, fail() {} }
+
+const traceOf = (context: Context) => context as unknown as Trace
+const contextOf = (trace: Trace) => trace as unknown as Context | undefined
+/** A span's parent as the SDK takes it: a Trace's context, or a stored traceparent as it is. */
+const parentOf = (parent: Trace | string | null | undefined): Parent =>
+  typeof parent === 'string' || parent == null ? parent : contextOf(parent)
 
 let sdk: Sdk | undefined
 let capture = false
@@ -79,10 +101,10 @@ export async function flushTraces(): Promise<void> {
 
 export interface SpanOptions {
   /**
-   * The span's parent: a stored traceparent (a run's), null for a new trace, or (left out) the span
-   * active where this is called.
+   * The span's parent: the span the work is part of (its Trace), a stored traceparent (a run's), or
+   * none (null, left out): a new trace.
    */
-  parent?: string | null
+  parent?: Trace | string | null
   kind?: Kind
 }
 
@@ -98,12 +120,13 @@ export function span<T>(
   return sdk.span(
     name,
     attributes,
-    (s) =>
+    (s, context) =>
       fn({
+        trace: traceOf(context),
         set: (more) => void s.setAttributes(clean(more)),
         fail: (type, message) => fail(s, type, message),
       }),
-    options.parent,
+    parentOf(options.parent),
     options.kind,
   )
 }
@@ -132,25 +155,33 @@ export function requestSpan(
   if (!sdk) return fn({ ...noSpan, answered() {} })
   const { names, fail } = sdk
   const parent = sdk.extract(header)
-  return sdk.spanIn(parent, method, { [names.ATTR_HTTP_REQUEST_METHOD]: method }, 'server', (s) =>
-    fn({
-      set: (more) => void s.setAttributes(clean(more)),
-      fail: (type, message) => fail(s, type, message),
-      answered(route, status) {
-        if (route) {
-          s.updateName(`${method} ${route}`)
-          s.setAttribute(names.ATTR_HTTP_ROUTE, route)
-        }
-        s.setAttribute(names.ATTR_HTTP_RESPONSE_STATUS_CODE, status)
-        // A server span fails on a 5xx only (HTTP conventions): a 4xx is the caller's.
-        if (status >= 500) fail(s, String(status))
-      },
-    }),
+  return sdk.spanIn(
+    parent,
+    method,
+    { [names.ATTR_HTTP_REQUEST_METHOD]: method },
+    'server',
+    (s, context) =>
+      fn({
+        trace: traceOf(context),
+        set: (more) => void s.setAttributes(clean(more)),
+        fail: (type, message) => fail(s, type, message),
+        answered(route, status) {
+          if (route) {
+            s.updateName(`${method} ${route}`)
+            s.setAttribute(names.ATTR_HTTP_ROUTE, route)
+          }
+          s.setAttribute(names.ATTR_HTTP_RESPONSE_STATUS_CODE, status)
+          // A server span fails on a 5xx only (HTTP conventions): a 4xx is the caller's.
+          if (status >= 500) fail(s, String(status))
+        },
+      }),
   )
 }
 
 /** What a model call's span is told once the provider answered, or failed. */
 export interface ModelSpan {
+  /** traceparent (and tracestate) for the provider's request; none when off. */
+  readonly headers: Record<string, string> | undefined
   answered(reply: ModelAnswer, costMicros: number): void
   failed(kind: string, message: string): void
 }
@@ -163,7 +194,7 @@ export interface ModelAnswer {
   toolCalls?: ToolCallMade[]
 }
 
-const noModelSpan: ModelSpan = { answered() {}, failed() {} }
+const noModelSpan: ModelSpan = { headers: undefined, answered() {}, failed() {} }
 
 /** A message of a model call's prompt, as the engine sends it (domain/models/provider.ts's Message). */
 export type PromptMessage =
@@ -223,6 +254,8 @@ export function modelSpan<T>(
     streamed: boolean
     system: string
     messages: readonly PromptMessage[]
+    /** The span the call is part of (a run's pass, a chat's reply). */
+    trace: Trace
   },
   fn: (span: ModelSpan) => Promise<T>,
 ): Promise<T> {
@@ -242,12 +275,13 @@ export function modelSpan<T>(
     ])
     attributes[n.ATTR_GEN_AI_INPUT_MESSAGES] = JSON.stringify(call.messages.map(inputMessage))
   }
-  const { fail } = sdk
+  const { fail, headers } = sdk
   return sdk.span(
     `chat ${call.model}`,
     attributes,
-    (s) =>
+    (s, context) =>
       fn({
+        headers: headers(context),
         answered(reply, costMicros) {
           const { usage } = reply
           s.setAttributes(
@@ -278,17 +312,19 @@ export function modelSpan<T>(
         },
         failed: (kind, message) => fail(s, kind, message),
       }),
-    undefined,
+    parentOf(call.trace),
     'client',
   )
 }
 
 /** What a tool call's span is told of its outcome. */
 export interface ToolSpan {
+  /** The tool call's span (for the tool server's request: outgoingHeaders). */
+  readonly trace: Trace
   result(outcome: { content: string; isError: boolean }): void
 }
 
-const noToolSpan: ToolSpan = { result() {} }
+const noToolSpan: ToolSpan = { trace: undefined, result() {} }
 
 /**
  * A tool call as the GenAI conventions' `execute_tool {name}` span: the tool's name, the call's id
@@ -296,7 +332,14 @@ const noToolSpan: ToolSpan = { result() {} }
  * Arguments and result only with content capture on.
  */
 export function toolSpan<T>(
-  call: { name: string; callId?: string; source: 'os' | 'mcp'; arguments: Record<string, unknown> },
+  call: {
+    name: string
+    callId?: string
+    source: 'os' | 'mcp'
+    arguments: Record<string, unknown>
+    /** The span the call is part of (a run's pass). */
+    trace: Trace
+  },
   fn: (span: ToolSpan) => Promise<T>,
 ): Promise<T> {
   if (!sdk) return fn(noToolSpan)
@@ -312,42 +355,34 @@ export function toolSpan<T>(
       'osd.tool.source': call.source,
       [n.ATTR_GEN_AI_TOOL_CALL_ARGUMENTS]: capture ? JSON.stringify(call.arguments) : undefined,
     },
-    (s) =>
+    (s, context) =>
       fn({
+        trace: traceOf(context),
         result(outcome) {
           if (capture) s.setAttribute(n.ATTR_GEN_AI_TOOL_CALL_RESULT, outcome.content)
           if (outcome.isError) fail(s, 'tool_error')
         },
       }),
+    parentOf(call.trace),
   )
 }
 
-/**
- * Runs `fn` outside any span: work that a span merely woke (an engine's pass, told of a request's commit
- * or of another run's) is not part of that span's trace, nor are the runs it starts or the lines it logs.
- */
-export function outsideSpans<T>(fn: () => T): T {
-  return sdk ? sdk.outside(fn) : fn()
-}
-
-/** The active span's context as a W3C traceparent (to store with a run), when tracing is on. */
-export function currentTraceParent(): string | undefined {
-  return sdk?.headers()?.traceparent
+/** A span's context as a W3C traceparent (to store with a run), when tracing is on. */
+export function traceParentOf(trace: Trace): string | undefined {
+  return sdk && trace ? sdk.headers(contextOf(trace)!)?.traceparent : undefined
 }
 
 /**
- * The trace context a new run is stored with when its starter gave none: the active span's (a pass
- * that starts a run, a request), else a new trace whose root says the run started (a schedule's fire,
- * say). Undefined when tracing is off: the run has no trace.
+ * The trace context a new run is stored with when its starter gave none: a new trace whose root says
+ * the run started (a schedule's fire, say). Undefined when tracing is off: the run has no trace.
  */
 export function newRunTraceParent(attributes: AttributeValues): string | undefined {
-  if (!sdk) return undefined
-  return sdk.headers()?.traceparent ?? sdk.root('run start', attributes)?.traceparent
+  return sdk?.root('run start', attributes)?.traceparent
 }
 
-/** traceparent (and tracestate) for a request osd makes (a model call, a tool call); none when off. */
-export function outgoingHeaders(): Record<string, string> | undefined {
-  return sdk?.headers()
+/** traceparent (and tracestate) for a request made inside a span (a tool call's); none when off. */
+export function outgoingHeaders(trace: Trace): Record<string, string> | undefined {
+  return sdk && trace ? sdk.headers(contextOf(trace)!) : undefined
 }
 
 /** The trace id of a stored traceparent (`00-<trace id>-<span id>-<flags>`). */
@@ -355,9 +390,19 @@ export function traceIdOf(traceParent: string | null | undefined): string | null
   return traceParent ? traceParent.slice(3, 35) : null
 }
 
-/** A log line's trace_id and span_id, inside a span (log.ts's mixin, installed only when traced). */
-export function logFields(): { trace_id: string; span_id: string } | undefined {
-  return sdk?.activeIds()
+/**
+ * The logger for the lines written inside a span: `log` with the span's trace_id and span_id, as the
+ * OpenTelemetry log data model names them, so that a collector links each line to its trace. `log`
+ * itself outside any span, or when tracing is off.
+ */
+export function traceLog(log: Logger, trace: Trace): Logger {
+  const ids = logFields(trace)
+  return ids ? log.child(ids) : log
+}
+
+/** A span's trace_id and span_id as a log line's fields (traceLog), for a single line. */
+export function logFields(trace: Trace): { trace_id: string; span_id: string } | undefined {
+  return sdk && trace ? sdk.idsOf(contextOf(trace)!) : undefined
 }
 
 function clean(values: AttributeValues): Record<string, string | number | boolean | string[]> {

@@ -11,7 +11,6 @@ import {
   type Context,
   type Span,
 } from '@opentelemetry/api'
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import {
   loggingErrorHandler,
   setGlobalErrorHandler,
@@ -34,14 +33,19 @@ import {
 // endpoint is set: off, not one of these modules is read. Our own spans at our own seams, no
 // auto-instrumentation: a BasicTracerProvider with the sampler of OTEL_TRACES_SAMPLER(_ARG) (the SDK
 // reads them), a BatchSpanProcessor (OTEL_BSP_*), the OTLP/HTTP exporter of the protocol asked for
-// (it reads OTEL_EXPORTER_OTLP_* itself), the active span kept in AsyncLocalStorage. Nothing is
-// registered globally (no trace.setGlobalTracerProvider): the spans are made through this module's
-// tracer and context manager only, so a test file can start and stop tracing while other files of
-// the same worker run without it, and no library of ours reports into osd's traces behind our back.
+// (it reads OTEL_EXPORTER_OTLP_* itself). No context manager: a span's context is handed explicitly to
+// the work inside it (index.ts's Trace). AsyncLocalStorage would keep it for free to read, but on
+// Node 20 it runs a hook at every promise the process makes, traced or not: half of what tracing cost
+// a run (docs/observability.md, "What tracing costs"). Nothing is registered globally (no
+// trace.setGlobalTracerProvider): the spans are made through this module's tracer only, so a test file
+// can start and stop tracing while other files of the same worker run without it, and no library of
+// ours reports into osd's traces behind our back.
 
 export type Protocol = 'http/protobuf' | 'http/json'
 export type Kind = 'server' | 'client' | 'internal'
 export type AttributeValues = Record<string, string | number | boolean | string[] | undefined>
+/** A span's parent: a live span's context, a stored traceparent, or none (null, undefined: a new trace). */
+export type Parent = Context | string | null | undefined
 
 export interface SdkOptions {
   protocol: Protocol
@@ -105,7 +109,6 @@ export async function makeSdk(options: SdkOptions) {
     DiagLogLevel.WARN,
   )
   setGlobalErrorHandler((err) => complain(`export failed: ${errorText(err)}`))
-  const contextManager = new AsyncLocalStorageContextManager().enable()
   const propagator = new W3CTraceContextPropagator()
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over osd's own defaults.
   const resource = defaultResource()
@@ -124,14 +127,13 @@ export async function makeSdk(options: SdkOptions) {
   starting = false
   lastWarning = 0
 
-  /** The context of a stored traceparent: a remote parent, as a header would give it. */
-  const contextOf = (traceParent: string | null | undefined): Context => {
-    if (traceParent === undefined) return contextManager.active()
-    if (traceParent === null) return ROOT_CONTEXT
-    return propagator.extract(ROOT_CONTEXT, { traceparent: traceParent }, defaultTextMapGetter)
-  }
+  /** A parent's context: a stored traceparent's is a remote parent, as a header would give it. */
+  const contextOf = (parent: Parent): Context =>
+    typeof parent === 'string'
+      ? propagator.extract(ROOT_CONTEXT, { traceparent: parent }, defaultTextMapGetter)
+      : (parent ?? ROOT_CONTEXT)
 
-  /** The active context as headers (traceparent, tracestate), or undefined without a span. */
+  /** A span's context as headers (traceparent, tracestate), or undefined outside any span. */
   const headersOf = (ctx: Context): Record<string, string> | undefined => {
     const carrier: Record<string, string> = {}
     propagator.inject(ctx, carrier, defaultTextMapSetter)
@@ -148,7 +150,7 @@ export async function makeSdk(options: SdkOptions) {
     name: string,
     attributes: AttributeValues,
     kind: Kind,
-    fn: (span: Span) => Promise<T>,
+    fn: (span: Span, context: Context) => Promise<T>,
   ): Promise<T> {
     const span = tracer.startSpan(
       name,
@@ -156,7 +158,7 @@ export async function makeSdk(options: SdkOptions) {
       parentContext,
     )
     try {
-      return await contextManager.with(trace.setSpan(parentContext, span), () => fn(span))
+      return await fn(span, trace.setSpan(parentContext, span))
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err))
       span.recordException(error)
@@ -169,12 +171,15 @@ export async function makeSdk(options: SdkOptions) {
 
   return {
     names,
-    /** Runs `fn` inside a new span; a throw marks it failed (error.type: the error's name) and goes on. */
+    /**
+     * Runs `fn` inside a new span, given the span and its context (for the spans and requests made inside
+     * it); a throw marks it failed (error.type: the error's name) and goes on.
+     */
     span<T>(
       name: string,
       attributes: AttributeValues,
-      fn: (span: Span) => Promise<T>,
-      parent?: string | null,
+      fn: (span: Span, context: Context) => Promise<T>,
+      parent: Parent,
       kind: Kind = 'internal',
     ): Promise<T> {
       return spanIn(contextOf(parent), name, attributes, kind, fn)
@@ -205,13 +210,11 @@ export async function makeSdk(options: SdkOptions) {
       return headersOf(trace.setSpan(ROOT_CONTEXT, span))
     },
     fail,
-    /** Runs `fn` with no span active. */
-    outside: <T>(fn: () => T): T => contextManager.with(ROOT_CONTEXT, fn),
-    /** The active span's context as headers, if a span is active. */
-    headers: () => headersOf(contextManager.active()),
-    /** The ids of the active span, for a log line. */
-    activeIds(): { trace_id: string; span_id: string } | undefined {
-      const span = trace.getSpan(contextManager.active())
+    /** A span's context as headers (traceparent, tracestate), undefined outside any span. */
+    headers: (context: Context) => headersOf(context),
+    /** The ids of a context's span, for a log line. */
+    idsOf(context: Context): { trace_id: string; span_id: string } | undefined {
+      const span = trace.getSpan(context)
       if (!span) return undefined
       const { traceId, spanId } = span.spanContext()
       return { trace_id: traceId, span_id: spanId }
@@ -233,7 +236,6 @@ export async function makeSdk(options: SdkOptions) {
         new Promise((resolve) => (timer = setTimeout(resolve, budgetMs))),
       ])
       clearTimeout(timer)
-      contextManager.disable()
       diag.disable()
       setGlobalErrorHandler(loggingErrorHandler())
     },

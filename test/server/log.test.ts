@@ -43,24 +43,6 @@ describe('the log destination', () => {
     expect(lines.map((l) => l.i)).toEqual([...Array(200).keys()])
   })
 
-  it('with trace fields on, gives each line outside a span its own fields, none of the lines before', async () => {
-    const { out, chunks } = collector()
-    const log = createLogger('info', new LineBuffer(out), { traceFields: true })
-    log.info({ requestId: 'one', status: 500 }, 'first')
-    log.info({ requestId: 'two' }, 'second')
-    log.info('third')
-    await new Promise<void>((resolve) => log.flush(() => resolve()))
-    const [first, second, third] = chunks
-      .join('')
-      .trimEnd()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(first).toMatchObject({ requestId: 'one', status: 500 })
-    expect(second).toMatchObject({ requestId: 'two', msg: 'second' })
-    expect(second!.status).toBeUndefined()
-    expect(Object.keys(third!).sort()).toEqual(['level', 'msg', 'pid', 'time'])
-  })
-
   it('is written at once for the start\'s lines: "osd started" is out when the daemon answers', async () => {
     // The buffer writes every half second; a supervisor that waits for the start line waited up to
     // that long with osd already listening (server/serve.ts flushes it).

@@ -5,14 +5,14 @@ import { Writable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { tracesConfig } from '../../server/config.js'
 import type { Engine } from '../../server/engine/index.js'
-import { LeaseLoop, type Leased } from '../../server/engine/lease-loop.js'
+import { createApp } from '../../server/http/app.js'
 import { createLogger } from '../../server/log.js'
 import {
-  currentTraceParent,
   flushTraces,
   span,
   startTraces,
   stopTraces,
+  traceLog,
   tracingOn,
 } from '../../server/traces/index.js'
 import { Run } from '../../shared/schemas/runs.js'
@@ -42,6 +42,8 @@ let model: FakeModelProvider
 let mcp: FakeMcpServer
 let t: TestApp
 let engine: Engine
+/** What the file's engine logs, a line each (the log lines' test). */
+const engineLines: Record<string, unknown>[] = []
 const mcpToken = `mcp-token-${randomUUID()}`
 const saved: Record<string, string | undefined> = {}
 
@@ -71,7 +73,7 @@ beforeAll(async () => {
   mcp = await startFakeMcpServer({ token: mcpToken })
   // Made once tracing is on: the app installs the request span's middleware at its making.
   t = await createTestApp({ providerBaseUrls: { provider_a: model.url, provider_b: model.url } })
-  engine = await startTestEngine(t)
+  engine = await startTestEngine(t, { log: collectingLog(engineLines) })
 })
 afterAll(async () => {
   await engine?.stop()
@@ -85,6 +87,17 @@ afterAll(async () => {
 })
 
 const hex = (bytes: number) => randomBytes(bytes).toString('hex')
+
+/** A logger at info whose lines land in `lines`, parsed, as they are written. */
+function collectingLog(lines: Record<string, unknown>[]) {
+  const out = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line))
+      done()
+    },
+  })
+  return createLogger('info', out as never)
+}
 const merge = 'vcs.merge_pull_request'
 
 /** The spans of one trace the receiver holds once every span ended so far is sent. */
@@ -309,28 +322,81 @@ describe('a run started with a traceparent (issue 49)', () => {
   })
 
   it('names the trace and span on each log line written inside a span, and on no other', async () => {
-    const lines: string[] = []
-    const out = new Writable({
-      write: (chunk, _e, done) => void (lines.push(String(chunk)), done()),
-    })
-    const log = createLogger('info', out as never, { traceFields: true })
+    const lines: Record<string, unknown>[] = []
+    const log = collectingLog(lines)
     log.info('before')
-    await span('a seam', {}, async () => log.child({ runId: 'r' }).info('inside'))
-    log.flush()
-    await eventually(() => lines.join('').includes('inside'))
-    const [before, inside] = lines
-      .join('')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l))
-    expect(before.trace_id).toBeUndefined()
+    await span('a seam', {}, async ({ trace }) =>
+      traceLog(log, trace).child({ runId: 'r' }).info('inside'),
+    )
+    log.info('after')
+    const [before, inside, after] = lines
+    expect(before!.trace_id).toBeUndefined()
+    expect(after!.trace_id).toBeUndefined()
     expect(inside).toMatchObject({
       msg: 'inside',
+      runId: 'r',
       trace_id: expect.stringMatching(/^[0-9a-f]{32}$/),
       span_id: expect.stringMatching(/^[0-9a-f]{16}$/),
     })
-    const spans = await traceOf(inside.trace_id, (s) => named(s, 'a seam').length === 1)
-    expect(spans[0]!.spanId).toBe(inside.span_id)
+    const spans = await traceOf(inside!.trace_id as string, (s) => named(s, 'a seam').length === 1)
+    expect(spans[0]!.spanId).toBe(inside!.span_id)
+  })
+
+  it("names the request's span on its line, and the pass's on the lines the run's pass writes", async () => {
+    // The app of this file logs nowhere: one beside it on the same database, whose lines are kept.
+    const lines: Record<string, unknown>[] = []
+    const app = createApp({
+      sql: t.sql,
+      config: t.config,
+      log: collectingLog(lines),
+      sealer: t.sealer,
+    })
+    const { e, key, as } = await keyedEnterprise(t, 'Traced lines')
+    const [team] = (await t.call('GET', '/v1/teams', as)).body
+    // A tool server that is not there: the pass says so in a line as it connects.
+    const gone = createServer()
+    await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve))
+    const { port } = gone.address() as AddressInfo
+    await new Promise<void>((resolve) => gone.close(() => resolve()))
+    const bound = await t.call('POST', '/v1/tools/bindings', {
+      ...as,
+      body: { name: 'gone', url: `http://127.0.0.1:${port}/mcp`, layer: 'team', layerId: team.id },
+    })
+    expect(bound.status, JSON.stringify(bound.body)).toBe(201)
+    const task = await llmTask(t, { teamId: team.id, tools: ['gone.echo'] }, e.token)
+    model.script(key, {
+      toolCalls: [{ name: 'os.finish', arguments: { outcome: 'succeeded', summary: 'done' } }],
+    })
+    const traceId = hex(16)
+    const callerSpan = hex(8)
+    const res = await app.request(`/v1/tasks/${task.id}/runs`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${e.token}`,
+        'content-type': 'application/json',
+        traceparent: `00-${traceId}-${callerSpan}-01`,
+      },
+      body: JSON.stringify({ n: 1 }),
+    })
+    expect(res.status).toBe(201)
+    const run = Run.parse(await res.json())
+    await waitForRun(t, run.id, ['succeeded'], 15_000, e.token)
+
+    const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
+    const [request] = named(spans, 'POST /v1/tasks/{id}/runs')
+    const [pass] = named(spans, 'run pass')
+    const requestLine = lines.find(
+      (l) => l.msg === 'request' && l.path === `/v1/tasks/${task.id}/runs`,
+    )
+    expect(requestLine).toMatchObject({ trace_id: traceId, span_id: request!.spanId })
+    const ofRun = (l: Record<string, unknown>) => l.runId === run.id && l.connection === 'gone'
+    await eventually(() => engineLines.some(ofRun))
+    const passLine = engineLines.find(ofRun)
+    expect(passLine).toMatchObject({
+      msg: 'tool server did not answer; its tools are left out',
+      trace_id: traceId,
+      span_id: pass!.spanId,
+    })
   })
 })
 
@@ -502,41 +568,6 @@ describe('a run started while tracing was off (issue 49)', () => {
     ])
     expect(passes.every((p) => p.attributes['osd.run.id'] === runId)).toBe(true)
   }, 90_000)
-})
-
-describe('the engine woken inside a span (issue 49)', () => {
-  it("makes its pass outside that span: what it starts never joins a stranger's trace", async () => {
-    // A loop of the engine's skeleton, told of a commit made inside a span (a request's, another run's
-    // pass): each of its steps says which span is active. A run its pass starts with no trace of its
-    // own (a bulk retry, a successor of a run from before tracing) would join that span's trace, another
-    // enterprise's request included, and its log lines would carry that span's ids.
-    const active: (string | undefined)[] = []
-    let tell: (payload: string) => void = () => undefined
-    const loop = new LeaseLoop<Leased>(
-      {
-        name: 'traced wake',
-        logKey: 'id',
-        channel: 'osd_test_traced_wake',
-        listenLocally: (heard) => ((tell = heard), () => undefined),
-        claim: async () => (active.push(currentTraceParent()), { claimed: [], more: false }),
-        execute: async () => undefined,
-        renew: async () => new Set(),
-        stillHeld: async () => false,
-        release: async () => undefined,
-      },
-      { sql: t.sql, log: t.log, sweepMs: 60_000 },
-    )
-    await loop.start()
-    onTestFinished(() => loop.stop())
-    await eventually(() => active.length === 1)
-    const request = await span('POST /v1/tasks/{id}/runs', {}, async () => {
-      tell('')
-      return currentTraceParent()
-    })
-    expect(request).toMatch(/^00-/)
-    await eventually(() => active.length === 2)
-    expect(active).toEqual([undefined, undefined])
-  })
 })
 
 describe('content capture (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)', () => {

@@ -81,6 +81,8 @@ export interface ModelProvider {
     credentials: Credentials,
     signal: AbortSignal,
     onText?: OnText,
+    /** Headers the call carries onward: its span's traceparent when traced (issue 49). */
+    headers?: Record<string, string>,
   ): Promise<ModelReply>
   listModels(credentials: Credentials, signal: AbortSignal): Promise<string[]>
   /**

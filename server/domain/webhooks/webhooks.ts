@@ -13,7 +13,6 @@ import { decideGate } from '../gates/index.js'
 import { type RunRow, type RunStarts } from '../runs/index.js'
 import { isUuid } from '../../../shared/ids.js'
 import { storable } from '../../../shared/text.js'
-import { currentTraceParent } from '../../traces/index.js'
 
 // Inbound webhooks (spec: Routes without a token; Authentication 8; Webhook history; DESIGN 7).
 
@@ -110,6 +109,8 @@ export interface Inbound {
   /** Where the call came from (http/limits.ts) and how large its body was, when known. */
   clientAddress?: string
   sizeBytes?: number
+  /** The request's span as a traceparent (issue 49), when traced. */
+  traceParent?: string
 }
 
 export interface Outcome {
@@ -132,6 +133,8 @@ export type DeliveryHandler = (
   target: string,
   body: Record<string, unknown>,
   keep: Keep,
+  /** The request's trace (issue 49): a run it starts is part of it. */
+  traceParent: string | undefined,
 ) => Promise<Outcome>
 
 /** Writes a delivery's answer in the transaction `tx`. */
@@ -195,6 +198,7 @@ export const startTaskHandler: DeliveryHandler = async (
   slug,
   body,
   keep,
+  traceParent,
 ) => {
   const { run } = await starts.start({
     enterpriseId,
@@ -202,7 +206,7 @@ export const startTaskHandler: DeliveryHandler = async (
     input: body,
     origin: 'webhook',
     // The inbound request's span, whose parent is the sender's traceparent (issue 49).
-    traceParent: currentTraceParent(),
+    traceParent,
     keep: (tx, started) =>
       keep(tx, started instanceof ApiError ? refused(started) : accepted(started.run)),
   })
@@ -396,6 +400,7 @@ export async function receiveWebhook(
     inbound.target,
     body,
     (tx, outcome) => insertDelivery(tx, delivery, { outcome, started }),
+    inbound.traceParent,
   )
   return { ...outcome, deliveryId: delivery.id }
 }
@@ -413,6 +418,7 @@ async function handle(
   target: string,
   body: unknown,
   write: Keep,
+  traceParent?: string,
 ): Promise<Outcome> {
   let kept = false
   const keep: Keep = async (tx, outcome) => {
@@ -431,6 +437,7 @@ async function handle(
       target,
       (body ?? {}) as Record<string, unknown>,
       keep,
+      traceParent,
     )
   } catch (err) {
     if (!(err instanceof ApiError)) {
@@ -558,6 +565,7 @@ export async function replayDelivery(
   enterpriseId: string,
   id: string,
   idempotencyKey: string,
+  traceParent?: string,
 ): Promise<{ delivery: WebhookDelivery; created: boolean }> {
   const original = await loadDelivery(db, enterpriseId, id)
   const previous = await replayByKey(db, enterpriseId, id, idempotencyKey)
@@ -595,8 +603,15 @@ export async function replayDelivery(
     return answered(raced, false)
   }
   const body = plain === undefined ? undefined : (JSON.parse(plain) as unknown)
-  await handle(db, starts, original.kind, enterpriseId, original.target, body, (tx, outcome) =>
-    record(tx, replay.id, outcome, started),
+  await handle(
+    db,
+    starts,
+    original.kind,
+    enterpriseId,
+    original.target,
+    body,
+    (tx, outcome) => record(tx, replay.id, outcome, started),
+    traceParent,
   )
   return answered(await getDelivery(db, enterpriseId, replay.id), true)
 }

@@ -70,8 +70,8 @@ export class ChatLoop extends LeaseLoop<TurnWork> {
             'osd.chat.turn.id': turn.id,
             'osd.enterprise.id': turn.context?.enterpriseId,
           },
-          async () => {
-            const reply = new ChatReply(chatOptions, turn, signal)
+          async ({ trace }) => {
+            const reply = new ChatReply(chatOptions, turn, signal, trace)
             replies.set(turn.id, reply)
             try {
               await reply.go()

@@ -54,7 +54,7 @@ import { memorySection, type PromptNote } from '../runs/index.js'
 import { withCallSignal } from '../call-signal.js'
 import { callModel, type CallOutcome, type ModelChoice } from '../models/index.js'
 import { usd } from '../../../shared/money.js'
-import { span } from '../../traces/index.js'
+import { span, traceLog, type Trace } from '../../traces/index.js'
 
 // A chat turn's reply (DESIGN 11), made by the engine that claimed the turn (loop.ts). The chat's
 // messages are the turn's journal: a model call's answer is stored (text and tool calls) before
@@ -134,12 +134,18 @@ export class ChatReply {
   /** Aborts the reply's calls: the lease's signal (lost, engine stopping) or the person's stop. */
   private readonly signal: AbortSignal
 
+  /** Its lines carry the reply's trace (issue 49). */
+  private readonly log: Logger
+
   constructor(
     private readonly options: ChatReplyOptions,
     private readonly turn: TurnRow,
     lease: AbortSignal,
+    /** The reply's span: the parent of its recall, model and tool calls (issue 49). */
+    private readonly trace: Trace,
   ) {
     this.sql = options.sql
+    this.log = traceLog(options.log, trace)
     this.modelCalls = turn.modelCalls
     this.signal = AbortSignal.any([lease, this.stopper.signal])
     if (turn.stopRequestedAt) this.stop()
@@ -242,7 +248,8 @@ export class ChatReply {
     if (connections.length) {
       this.mcp = new McpTools(
         connections,
-        this.options.log,
+        this.log,
+        this.trace,
         this.options.toolTimeoutMs,
         this.options.toolLimits,
       )
@@ -273,22 +280,27 @@ export class ChatReply {
     const first = this.turn.recall === null
     try {
       // A short span of the reply's (issue 49).
-      const notes = await span('memory recall', { 'osd.chat.id': this.chat.id }, async (recall) => {
-        const found = await recallChatNotes(
-          this.sql,
-          this.chat.enterpriseId,
-          this.layers.teamId,
-          message ?? '',
-          limit,
-          first,
-        )
-        recall.set({ 'osd.memory.notes': found.length })
-        return found
-      })
+      const notes = await span(
+        'memory recall',
+        { 'osd.chat.id': this.chat.id },
+        async (recall) => {
+          const found = await recallChatNotes(
+            this.sql,
+            this.chat.enterpriseId,
+            this.layers.teamId,
+            message ?? '',
+            limit,
+            first,
+          )
+          recall.set({ 'osd.memory.notes': found.length })
+          return found
+        },
+        { parent: this.trace },
+      )
       if (first) await recordRecall(this.sql, this.turn.id, 'succeeded')
       return notes.map(({ id, layer, text }) => ({ id, layer, text }))
     } catch (err) {
-      this.options.log.warn({ err }, 'chat recall failed')
+      this.log.warn({ err }, 'chat recall failed')
       if (first) await recordRecall(this.sql, this.turn.id, 'failed')
       return []
     }
@@ -474,6 +486,7 @@ export class ChatReply {
       promptChars:
         this.system.length + JSON.stringify(messages).length + JSON.stringify(this.tools).length,
       signal: this.signal,
+      trace: this.trace,
       onText: this.options.streaming === false ? undefined : onText,
       owner: {
         layers: this.layers,

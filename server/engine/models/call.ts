@@ -24,7 +24,7 @@ import {
 } from '../../domain/models/index.js'
 import { withCallSignal } from '../call-signal.js'
 import { metrics } from '../../metrics.js'
-import { modelSpan, span } from '../../traces/index.js'
+import { modelSpan, span, type Trace } from '../../traces/index.js'
 import { throttles } from './throttles.js'
 
 // The one model call step (DESIGN 6, 11; STYLE: one step for a model call) that the agent loop and the
@@ -121,6 +121,8 @@ export interface ModelCall {
   firstCall?: boolean
   /** The owner's own limit on the worst case (a run's spend.moneyUsdPerRun): why it refuses, if it does. */
   overLimit?: (worstMicros: number) => string | undefined
+  /** The span the call is part of (a run's pass, a chat's reply): its reservation's and its own parent. */
+  trace: Trace
 }
 
 export type ModelCallResult =
@@ -277,6 +279,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
       reservation.set({ 'osd.spend.outcome': refused?.kind ?? 'reserved' })
       return refused
     },
+    { parent: call.trace },
   )
   if (reserved) return reserved
 
@@ -306,6 +309,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
         streamed: call.onText !== undefined,
         system: call.request.system,
         messages: call.request.messages,
+        trace: call.trace,
       },
       async (inference) => {
         try {
@@ -317,6 +321,7 @@ export async function callModel(call: ModelCall): Promise<ModelCallResult> {
                   { key: key.key, connectionId: key.connectionId },
                   signal,
                   onText,
+                  inference.headers,
                 ),
               ),
             ),

@@ -58,9 +58,9 @@ function saysOutages(
   const where = { provider: name, address: baseUrls[name], setting: addressSetting(name) }
   return {
     ...provider,
-    async call(request, credentials, signal, onText) {
+    async call(request, credentials, signal, onText, headers) {
       try {
-        const reply = await provider.call(request, credentials, signal, onText)
+        const reply = await provider.call(request, credentials, signal, onText, headers)
         if (down) log.info(where, 'the model provider answers again')
         down = false
         return reply

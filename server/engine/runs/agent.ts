@@ -57,6 +57,7 @@ import {
 import { briefingForRun, readRecordedMemory, recallForRun } from './memory.js'
 import type { ModelProvider, ToolCall, ToolSpec } from '../models/index.js'
 import { usd, usdFromDollars } from '../../../shared/money.js'
+import { traceLog } from '../../traces/index.js'
 
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
@@ -130,7 +131,8 @@ class RunExecution {
     private readonly context: ExecutionContext,
   ) {
     this.sql = options.sql
-    this.log = options.log.child({ runId: run.id })
+    // Its lines carry the pass's trace (issue 49).
+    this.log = traceLog(options.log, context.trace).child({ runId: run.id })
     this.maxModelCalls = options.maxModelCalls ?? 40
     this.maxTokens = options.maxTokens ?? 4096
   }
@@ -166,7 +168,7 @@ class RunExecution {
     this.definition = definition
     // Memory (DESIGN 10): recalled and recorded at the run's first start, read back afterwards.
     const [memory, briefing] = await Promise.all([
-      recallForRun(sql, run, definition.goal, recorded),
+      recallForRun(sql, run, definition.goal, recorded, this.context.trace),
       briefingForRun(sql, run, definition, recorded),
     ])
     await this.record([memory.event, briefing.event].filter((e): e is NewEvent => !!e))
@@ -219,6 +221,7 @@ class RunExecution {
       this.mcp = new McpTools(
         this.wanted,
         this.log,
+        this.context.trace,
         this.options.toolTimeoutMs,
         this.options.toolLimits,
       )
@@ -342,6 +345,7 @@ class RunExecution {
           ? `The next model call could cost up to ${usd(worst / 10_000)}; with ${usd(run.costUsdMicros / 10_000)} spent it would exceed spend.moneyUsdPerRun (${usdFromDollars(perRun)}).`
           : undefined,
       owner: mine.owner(),
+      trace: this.context.trace,
     })
     if (result.kind === 'over_limit') return this.fail(result.reason)
     // A run taken over meanwhile is the other engine's to log.
@@ -493,7 +497,15 @@ class RunExecution {
     if (this.builtins.has(call.name)) {
       const step = this.journal.nextStep()
       const mine = await this.whileMine(async (tx, run) => {
-        const outcome = await actOsTool(tx, run, call.name, call.arguments, this.sender, call.id)
+        const outcome = await actOsTool(
+          tx,
+          run,
+          call.name,
+          call.arguments,
+          this.sender,
+          call.id,
+          this.context.trace,
+        )
         await this.insertDone(tx, step, call, outcome)
         return true
       })
@@ -520,7 +532,7 @@ class RunExecution {
   private async perform(call: ToolCall): Promise<ToolOutcome | undefined> {
     if (this.builtins.has(call.name))
       return this.whileMine((tx, run) =>
-        actOsTool(tx, run, call.name, call.arguments, this.sender, call.id),
+        actOsTool(tx, run, call.name, call.arguments, this.sender, call.id, this.context.trace),
       )
     try {
       return await withCallSignal(this.context.signal, (signal) =>

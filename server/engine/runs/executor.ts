@@ -3,7 +3,7 @@ import { finishAll } from '../../domain/runs/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
 import type { RunStatus } from '../../../shared/schemas/runs.js'
 import type { Logger } from '../../log.js'
-import { recordSpan, tracingOn } from '../../traces/index.js'
+import { recordSpan, tracingOn, type Trace } from '../../traces/index.js'
 
 /**
  * What executes a run of one kind (DESIGN 5, 6). The engine hands it a run this engine holds the lease
@@ -19,10 +19,13 @@ export interface Executor {
 
 export interface ExecutionContext {
   sql: Sql
+  /** Its lines carry the pass's trace (issue 49). */
   log: Logger
   engineId: string
   signal: AbortSignal
   resumed: boolean
+  /** The pass's span: the parent of the run's model and tool calls and its recall (issue 49). */
+  trace: Trace
 }
 
 /**

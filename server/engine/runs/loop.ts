@@ -15,7 +15,7 @@ import type { RunRow } from '../../domain/runs/index.js'
 import type { Logger } from '../../log.js'
 import { completeDeterministic, passAttributes, type Executor } from './executor.js'
 import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
-import { currentTraceParent, recordSpan, span, tracingOn } from '../../traces/index.js'
+import { recordSpan, span, traceLog, traceParentOf, tracingOn } from '../../traces/index.js'
 
 export interface RunLoopOptions {
   sql: Sql
@@ -99,17 +99,18 @@ export class RunLoop extends LeaseLoop<RunWork> {
           { ...passAttributes(run, undefined), 'osd.run.resumed': resumed },
           async (pass) => {
             // A run started while tracing was off: this pass's trace becomes the run's (issue 49).
-            const traceParent = run.traceParent ? undefined : currentTraceParent()
+            const traceParent = run.traceParent ? undefined : traceParentOf(pass.trace)
             if (traceParent) {
               await keepRunTrace(sql, engineId, run.id, traceParent)
               run.traceParent = traceParent
             }
             const status = await executors[run.kind]!.execute(run, {
               sql,
-              log,
+              log: traceLog(log, pass.trace),
               engineId,
               signal,
               resumed,
+              trace: pass.trace,
             })
             pass.set({ 'osd.run.status': status })
           },

@@ -16,7 +16,7 @@ import {
   memoryScopeOf,
 } from '../../domain/learning/index.js'
 import { eventsOfTypes, type NewEvent, type RunRow } from '../../domain/runs/index.js'
-import { span } from '../../traces/index.js'
+import { span, type Trace } from '../../traces/index.js'
 
 // What memory gives an llm run (DESIGN 10): every run recalls at its first start (query: goal + input)
 // and has the notes in its prompt; a training run (one that may call os.remember) is also given its
@@ -102,6 +102,8 @@ export async function recallForRun(
   run: Pick<RunRow, 'id' | 'enterpriseId' | 'taskId' | 'input'>,
   goal: string | undefined,
   recorded: RecordedMemory,
+  /** The pass: the recall's span is its child (issue 49). */
+  trace: Trace,
 ): Promise<{ notes: PromptNote[]; event?: NewEvent }> {
   if (recorded.recall) {
     const ids = recorded.recall.payload.noteIds
@@ -111,17 +113,22 @@ export async function recallForRun(
   }
   try {
     // Recall at the run's first start, a short span of its pass (issue 49).
-    const recalled = await span('memory recall', { 'osd.run.id': run.id }, async (recall) => {
-      const notes = await recallNotes(
-        db,
-        run.enterpriseId,
-        run.taskId,
-        recallText(goal, run.input),
-        defaultRecallLimit,
-      )
-      recall.set({ 'osd.memory.notes': notes.length })
-      return notes
-    })
+    const recalled = await span(
+      'memory recall',
+      { 'osd.run.id': run.id },
+      async (recall) => {
+        const notes = await recallNotes(
+          db,
+          run.enterpriseId,
+          run.taskId,
+          recallText(goal, run.input),
+          defaultRecallLimit,
+        )
+        recall.set({ 'osd.memory.notes': notes.length })
+        return notes
+      },
+      { parent: trace },
+    )
     return {
       notes: recalled.map(({ id, layer, text }) => ({ id, layer, text })),
       event: { run, type: memoryEvents.recalled, payload: { noteIds: recalled.map((n) => n.id) } },

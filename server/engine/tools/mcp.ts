@@ -8,7 +8,7 @@ import {
   type EgressRule,
   type Fetch,
 } from '../../egress.js'
-import { outgoingHeaders, toolSpan } from '../../traces/index.js'
+import { outgoingHeaders, toolSpan, traceParentOf, type Trace } from '../../traces/index.js'
 import type { Logger } from '../../log.js'
 import type { ToolSpec } from '../models/index.js'
 import { cappedFetch } from './answers.js'
@@ -92,6 +92,8 @@ export class McpTools {
   constructor(
     private readonly connections: RunConnection[],
     private readonly log: Logger,
+    /** The span the tools are used in (a run's pass, a chat's reply): their calls' parent (issue 49). */
+    private readonly trace: Trace,
     /** The longest a call may take (OSD_TOOL_TIMEOUT_SECONDS). */
     private readonly timeoutMs = 120_000,
     private readonly limits: ToolLimits = defaultToolLimits,
@@ -116,6 +118,7 @@ export class McpTools {
             : undefined,
           fetch: tracedFetch(
             cappedFetch(egressFetch(this.limits.egress), this.limits.resultMaxBytes, cut),
+            this.trace,
           ),
           // Redirects are followed by the egress fetch, each new connection checked against the
           // address it uses; undici drops the Authorization header on a redirect to another origin.
@@ -171,8 +174,9 @@ export class McpTools {
     const open = this.open.find((o) => o.tools.has(name))
     // A name no server offers (a model's invention) makes no span: span names stay the tools'.
     if (!open) return Promise.resolve({ content: `No tool ${name} is connected.`, isError: true })
-    return toolSpan({ name, callId, source: 'mcp', arguments: args }, async (span) => {
-      const { content, isError } = await this.callTool(open, name, args, signal)
+    const call = { name, callId, source: 'mcp' as const, arguments: args, trace: this.trace }
+    return toolSpan(call, async (span) => {
+      const { content, isError } = await this.callTool(open, name, args, signal, span.trace)
       // Kept (the journal, a chat's message) as text PostgreSQL can hold: a tool server's U+0000 or
       // half a surrogate pair becomes U+FFFD, else the call's answer could not be written and the run
       // or the reply stopped there until its lease lapsed, for good.
@@ -187,18 +191,29 @@ export class McpTools {
     name: string,
     args: Record<string, unknown>,
     signal: AbortSignal,
+    trace: Trace,
   ): Promise<ToolOutcome> {
     const began = performance.now()
+    // The call's span, as MCP's _meta carries trace context (and tracedFetch sends it as the header).
+    const traceparent = traceParentOf(trace)
     let ok = false
     let fail!: (err: Error) => void
     const failed = new Promise<never>((_, reject) => (fail = reject))
     open.failing.add(fail)
     try {
       const result = await Promise.race([
-        open.client.callTool({ name: open.tools.get(name)!, arguments: args }, undefined, {
-          signal,
-          timeout: this.timeoutMs,
-        }),
+        open.client.callTool(
+          {
+            name: open.tools.get(name)!,
+            arguments: args,
+            ...(traceparent ? { _meta: { traceparent } } : {}),
+          },
+          undefined,
+          {
+            signal,
+            timeout: this.timeoutMs,
+          },
+        ),
         failed,
       ])
       const content = ((result.content ?? []) as { type: string; text?: string }[])
@@ -226,16 +241,36 @@ export class McpTools {
 }
 
 /**
- * Sends the active span's traceparent (and tracestate) with each request to a tool server when
- * tracing is on (issue 49), so a server that traces joins the call's trace; untraced, the request goes
- * as it was. Never the tenant's to turn on: the header names only ids of osd's own trace.
+ * Sends a traceparent with each request to a tool server when tracing is on (issue 49), so a server
+ * that traces joins the trace: a tool call's own span, which the call's _meta names (set by McpTools.
+ * callTool, never by the model, whose arguments are a field beside it), else the span the tools are
+ * used in (connecting, listing). Untraced, the request goes as it was. Never the tenant's to turn on:
+ * the header names only ids of osd's own trace.
  */
-function tracedFetch(fetch: Fetch): Fetch {
+function tracedFetch(fetch: Fetch, trace: Trace): Fetch {
+  if (!trace) return fetch
   return (url, init) => {
-    const trace = outgoingHeaders()
-    if (!trace) return fetch(url, init)
+    const carried = callTraceParent(init?.body)
     const headers = new Headers(init?.headers)
-    for (const [name, value] of Object.entries(trace)) headers.set(name, value)
+    for (const [name, value] of Object.entries(
+      carried ? { traceparent: carried } : (outgoingHeaders(trace) ?? {}),
+    ))
+      headers.set(name, value)
     return fetch(url, { ...init, headers })
+  }
+}
+
+/** The traceparent a tools/call request's _meta carries (callTool), if the body is one. */
+function callTraceParent(body: unknown): string | undefined {
+  if (typeof body !== 'string' || !body.includes('"traceparent"')) return undefined
+  try {
+    const message = JSON.parse(body) as {
+      method?: string
+      params?: { _meta?: { traceparent?: unknown } }
+    }
+    const sent = message.method === 'tools/call' ? message.params?._meta?.traceparent : undefined
+    return typeof sent === 'string' ? sent : undefined
+  } catch {
+    return undefined
   }
 }

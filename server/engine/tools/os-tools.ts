@@ -8,7 +8,7 @@ import { writePlan } from '../../domain/runs/index.js'
 import type { RunRow } from '../../domain/runs/index.js'
 import type { ToolSpec } from '../models/index.js'
 import type { ToolOutcome } from './mcp.js'
-import { toolSpan } from '../../traces/index.js'
+import { toolSpan, type Trace } from '../../traces/index.js'
 
 // The built-in os.* tools (spec: Task definition, tools; DESIGN 6). os.finish ends the run with an
 // outcome; os.ask_ceo opens a question gate; os.set_gate_summary says what the next gate asks for;
@@ -172,10 +172,11 @@ export function actOsTool(
   name: string,
   args: Record<string, unknown>,
   from: string,
-  callId?: string,
+  callId: string | undefined,
+  trace: Trace,
 ): Promise<ToolOutcome> {
   // Its `execute_tool` span (issue 49), as a tool server's call has; `callId` is the model's.
-  return toolSpan({ name, callId, source: 'os', arguments: args }, async (span) => {
+  return toolSpan({ name, callId, source: 'os', arguments: args, trace }, async (span) => {
     const began = performance.now()
     let outcome: ToolOutcome | undefined
     try {

@@ -77,7 +77,7 @@ describe('a tool server that starts a session and cannot list its tools', () => 
       token: undefined,
     }
     for (let i = 0; i < 10; i++) {
-      const tools = new McpTools([connection], silentLog, 5_000, limits)
+      const tools = new McpTools([connection], silentLog, undefined, 5_000, limits)
       expect(await tools.connect()).toEqual([])
       await tools.close()
     }

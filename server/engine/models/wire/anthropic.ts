@@ -24,7 +24,6 @@ import {
   type ProviderOptions,
   type StreamTarget,
 } from './shared.js'
-import { outgoingHeaders } from '../../../traces/index.js'
 
 // --- provider_a: the Anthropic Messages API -----------------------------------------------------------
 
@@ -176,9 +175,10 @@ export function anthropicProvider({
     credentials: Credentials,
     signal: AbortSignal,
     onText: OnText | undefined,
+    headers: Record<string, string> | undefined,
   ): Promise<ModelReply> {
     const told = telling(onText)
-    return withRetries(() => attempt(params, names, credentials, signal, told.onText), {
+    return withRetries(() => attempt(params, names, credentials, signal, told.onText, headers), {
       maxRetries,
       signal,
       told: told.any,
@@ -191,6 +191,7 @@ export function anthropicProvider({
     credentials: Credentials,
     signal: AbortSignal,
     onText: OnText | undefined,
+    headers: Record<string, string> | undefined,
   ): Promise<ModelReply> {
     if (onText)
       return streamAnthropic(
@@ -199,7 +200,7 @@ export function anthropicProvider({
           headers: {
             'x-api-key': credentials.key,
             'anthropic-version': anthropicVersion,
-            ...outgoingHeaders(),
+            ...headers,
           },
           signal,
           idleMs,
@@ -213,7 +214,7 @@ export function anthropicProvider({
       await client(credentials.key)
     ).messages.create(params, {
       signal,
-      headers: outgoingHeaders(),
+      headers,
     })
     const text = reply.content
       .filter((b) => b.type === 'text')
@@ -235,7 +236,7 @@ export function anthropicProvider({
   }
 
   return {
-    async call(request, credentials, signal, onText) {
+    async call(request, credentials, signal, onText, headers) {
       const names = new ToolNames(request.tools.map((t) => t.name))
       const connection = credentials.connectionId ?? credentials.key
       const breakpoints = promptCache && !refuses(connection)
@@ -246,6 +247,7 @@ export function anthropicProvider({
           credentials,
           signal,
           onText,
+          headers,
         )
       } catch (err) {
         const failure = classify(err, wire)
@@ -282,6 +284,7 @@ export function anthropicProvider({
             credentials,
             signal,
             onText,
+            headers,
           )
         } catch (again) {
           throw classify(again, wire)

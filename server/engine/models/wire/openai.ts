@@ -23,7 +23,6 @@ import {
   type ProviderOptions,
   type StreamTarget,
 } from './shared.js'
-import { outgoingHeaders } from '../../../traces/index.js'
 
 // --- provider_b: the OpenAI Chat Completions API -------------------------------------------------------
 
@@ -50,7 +49,7 @@ export function openAiProvider({
       }),
   )
   return {
-    async call(request, credentials, signal, onText) {
+    async call(request, credentials, signal, onText, headers) {
       const names = new ToolNames(request.tools.map((t) => t.name))
       const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
         { role: 'system', content: request.system },
@@ -102,7 +101,7 @@ export function openAiProvider({
           return streamOpenAi(
             {
               url: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1/chat/completions`,
-              headers: { authorization: `Bearer ${credentials.key}`, ...outgoingHeaders() },
+              headers: { authorization: `Bearer ${credentials.key}`, ...headers },
               signal,
               idleMs,
             },
@@ -112,7 +111,7 @@ export function openAiProvider({
           )
         const reply = await (
           await client(credentials.key)
-        ).chat.completions.create(params, { signal, headers: outgoingHeaders() })
+        ).chat.completions.create(params, { signal, headers })
         const message = reply.choices[0]?.message
         return {
           text: message?.content ?? null,
