@@ -213,8 +213,7 @@ export interface NewRun {
   started?: { by: string; why?: string; bulkOperationId?: string }
   /**
    * The trace its passes continue (issue 49), a W3C traceparent: the request's that started it, its
-   * predecessor's. Left out, the span active here (a pass that starts it), else a new trace when
-   * tracing is on, else none.
+   * predecessor's. Left out, a new trace when tracing is on, else none.
    */
   traceParent?: string
 }
@@ -348,8 +347,8 @@ export interface StartRequest {
   /** The caller's actor (NewRun.startedBy). */
   startedBy?: string
   /**
-   * The request's trace context (NewRun.traceParent), given by the caller: a batch of starts shares
-   * one transaction, whose active span is only the first request's.
+   * The request's trace context (NewRun.traceParent), given by the caller: each start of a batch
+   * (one transaction for many requests) keeps its own request's.
    */
   traceParent?: string
 }
