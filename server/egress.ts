@@ -400,3 +400,27 @@ export function egressRefusalOf(err: unknown): EgressRefused | undefined {
   }
   return undefined
 }
+
+/**
+ * The first `max` bytes of an outside answer's body, as text; the rest is not read: breaking off the
+ * iteration cancels a web body and destroys a node one, so a server that sends without end costs osd
+ * `max` bytes and no more. A body that fails part way answers what came before.
+ */
+export async function firstBytes(
+  body: AsyncIterable<Uint8Array> | null | undefined,
+  max: number,
+): Promise<string> {
+  if (!body) return ''
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk)
+      size += chunk.byteLength
+      if (size >= max) break
+    }
+  } catch {
+    // what came before the failure is the answer kept
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, max))
+}

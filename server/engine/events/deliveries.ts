@@ -16,7 +16,13 @@ import {
   type Attempt,
   type ClaimedDelivery,
 } from '../../domain/events/index.js'
-import { egressFetch, egressRefusalOf, type EgressRule, type Fetch } from '../../egress.js'
+import {
+  egressFetch,
+  egressRefusalOf,
+  firstBytes,
+  type EgressRule,
+  type Fetch,
+} from '../../egress.js'
 import type { Logger } from '../../log.js'
 import { LeaseLoop, type Leased, type WorkKind } from '../lease-loop.js'
 
@@ -184,7 +190,7 @@ async function deliver(
       signal: AbortSignal.any([signal, timeout]),
     })
     const latencyMs = Math.round(performance.now() - began)
-    const answer = await firstBytes(res, answerKeptBytes)
+    const answer = await firstBytes(res.body, answerKeptBytes)
     attempt = { at, statusCode: res.status, latencyMs, answer }
   } catch (err) {
     // The engine stopping (or the delivery no longer held): not an attempt; the lease goes back and
@@ -199,27 +205,6 @@ async function deliver(
       { deliveryId: delivery.id, subscriptionId: delivery.subscriptionId },
       'an event delivery failed for 3 days: its subscription is disabled',
     )
-}
-
-/** The first `max` bytes of an answer's body, as text; the rest is not read. */
-async function firstBytes(res: Response, max: number): Promise<string> {
-  if (!res.body) return ''
-  const reader = res.body.getReader()
-  const chunks: Uint8Array[] = []
-  let size = 0
-  try {
-    while (size < max) {
-      const { done, value } = await reader.read()
-      if (done) break
-      chunks.push(value)
-      size += value.byteLength
-    }
-  } catch {
-    // what came before the failure is the answer kept
-  } finally {
-    reader.cancel().catch(() => undefined)
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, max))
 }
 
 function whyNoAnswer(err: unknown, timeout: AbortSignal, timeoutMs: number): string {

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream'
 import type { request } from 'undici'
+import { firstBytes } from '../../egress.js'
 
 // A streamed model call over HTTP, for both wire formats (providers.ts): the request is POSTed with
 // undici's request() and its server-sent events are handed on as they come. The SDKs make unstreamed
@@ -7,6 +8,15 @@ import type { request } from 'undici'
 // which for a chat reply of 200 tokens cost the daemon more than the rest of the reply (issue 26,
 // npm run bench:chat). One attempt: a failed one is tried again, or not, by retries.ts, as an SDK's
 // is; its status, message and headers are what the caller classifies.
+
+/**
+ * What osd reads of a refusal's body (its words end in failures.ts's message, cut to 300 characters),
+ * and the largest event of an answer it holds: a provider's events are deltas of a few hundred bytes.
+ * Past either, a server that sends without end (a misbehaving gateway, an address that is no provider)
+ * is read no further, instead of held whole in memory.
+ */
+export const errorBodyMaxBytes = 64 * 1024
+export const eventMaxChars = 4 * 1024 * 1024
 
 export interface StreamRequest {
   url: string
@@ -52,7 +62,7 @@ export async function postStream(call: StreamRequest): Promise<void> {
     throw new StreamError(`Connection error: ${(err as Error).message}`, undefined, undefined, err)
   }
   if (res.statusCode >= 200 && res.statusCode < 300) return readEvents(res.body, call)
-  const text = await res.body.text().catch(() => '')
+  const text = await firstBytes(res.body, errorBodyMaxBytes)
   throw new StreamError(`${res.statusCode} ${text}`.trim(), res.statusCode, res.headers)
 }
 
@@ -80,6 +90,9 @@ function readEvents(body: Readable, call: StreamRequest): Promise<void> {
           }
           if (data !== undefined) call.onEvent(name, data)
         }
+        // What is left is the start of the next event: past its cap, no event is coming.
+        if (pending.length > eventMaxChars)
+          throw new StreamError(`an event of the answer is longer than ${eventMaxChars} characters`)
       } catch (err) {
         body.destroy()
         reject(err)

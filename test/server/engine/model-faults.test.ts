@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { ProviderError, type ModelRequest } from '../../../server/domain/models/index.js'
 import type { Engine } from '../../../server/engine/index.js'
 import { createProviders, loadModelSdks } from '../../../server/engine/models/index.js'
@@ -7,6 +9,7 @@ import { maxThrottleMs, Throttles } from '../../../server/engine/models/throttle
 import { createTestApp, type TestApp } from '../../helpers/app.js'
 import { keyedEnterprise, startTestEngine, waitForRun } from '../../helpers/runs.js'
 import { startFakeModelProvider, type FakeModelProvider } from '../../fakes/model-provider.js'
+import { eventually } from '../../helpers/wait.js'
 
 // Faults of the model providers (issue 34): a call that never answers, a stream that stops, a provider
 // that throttles. Against the fake provider, through the providers and through the engine.
@@ -96,6 +99,58 @@ describe.each(['provider_a', 'provider_b'] as const)('a call to %s', (provider) 
     expect(midway.error.message).toBe('the provider sent nothing for 1 s')
     expect(midway.told).toEqual(['one '])
     expect(fake.callsWith(stalled)).toHaveLength(1)
+  })
+
+  it('streamed, reads no further than its caps of a body that never ends, refusal or answer', async () => {
+    // A server that sends without end (no provider: a gateway gone wrong, a wrong address): a refusal's
+    // body, or an answer's event that never closes. Each connection's bytes sent until osd hung up.
+    const sent: number[] = []
+    const endless = createServer((req, res) => {
+      req.resume()
+      const refusal =
+        req.headers['x-api-key'] === 'refusal' || /refusal/.test(req.headers.authorization ?? '')
+      res.writeHead(refusal ? 500 : 200, {
+        'content-type': refusal ? 'application/json' : 'text/event-stream',
+      })
+      const at = sent.push(0) - 1
+      const chunk = Buffer.alloc(64 * 1024, 'x')
+      if (!refusal) res.write('data: ')
+      const pump = () => {
+        // 64 MB at most: osd reading it all fails the test without it running for ever.
+        while (sent[at]! < 64 * 1024 * 1024 && !res.destroyed) {
+          sent[at]! += chunk.length
+          if (!res.write(chunk)) return void res.once('drain', pump)
+        }
+        res.end()
+      }
+      pump()
+    })
+    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => endless.close(() => resolve())))
+    const url = `http://127.0.0.1:${(endless.address() as AddressInfo).port}`
+    const providers = createProviders({
+      baseUrls: { provider_a: url, provider_b: url },
+      maxRetries: 0,
+    })
+    const model = provider === 'provider_a' ? 'claude-sonnet-5-5' : 'gpt-5.4'
+    const call = (key: string) =>
+      providers[provider]
+        .call({ ...request, model }, { key }, new AbortController().signal, () => undefined)
+        .then(
+          () => undefined,
+          (err: unknown) => err as ProviderError,
+        )
+
+    const refused = await call('refusal')
+    expect(refused).toMatchObject({ kind: 'outage', status: 500 })
+    expect(refused!.message.length).toBeLessThan(400)
+    const answered = await call('answer')
+    expect(answered).toMatchObject({ kind: 'outage' })
+    expect(answered!.message).toMatch(/an event of the answer is longer than 4194304 characters/)
+    // What was sent before osd hung up: its cap and what was in flight, far from the 64 MB offered.
+    await eventually(() => sent.length === 2)
+    expect(sent[0]).toBeLessThan(16 * 1024 * 1024)
+    expect(sent[1]).toBeLessThan(24 * 1024 * 1024)
   })
 
   it.each([429, 529])(
