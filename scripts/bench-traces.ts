@@ -2,8 +2,8 @@
 // Two `osd serve` processes (role all), each on its own embedded PostgreSQL, so that each engine takes
 // only the runs started at its own API: one traced (exporting over http/protobuf to a local OTLP sink),
 // one not. Both stay up for the whole bench, so that every round after the first is of a warm process
-// (bench:runs's BENCH_TRACES=ab starts a process per half round, whose first seconds compile the SDK's
-// code too). Rounds alternate between them (which goes first alternates too): BENCH_RUNS runs (default
+// (bench:runs's BENCH_TRACES=ab starts a process per half round on one database, and its medians at
+// saturation moved by a fifth between runs, a warm-up load before each measured one included). Rounds alternate between them (which goes first alternates too): BENCH_RUNS runs (default
 // 1,500) of deterministic tasks, each in a lane of its own, started through the API at a steady
 // BENCH_RATE per second (default 250: below what one process sustains here, so that neither is
 // saturated and a round's CPU is the work's, not the contention's), or with BENCH_RATE=max kept
