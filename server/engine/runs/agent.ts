@@ -57,7 +57,6 @@ import {
 import { briefingForRun, readRecordedMemory, recallForRun } from './memory.js'
 import type { ModelProvider, ToolCall, ToolSpec } from '../models/index.js'
 import { usd, usdFromDollars } from '../../../shared/money.js'
-import { traceLog } from '../../traces/index.js'
 
 // The agent loop of kind llm runs (DESIGN 6): a member carries out the task with a model and tools.
 // Every model call and tool call is journaled before the run moves on, so a run that comes back (after a
@@ -131,8 +130,8 @@ class RunExecution {
     private readonly context: ExecutionContext,
   ) {
     this.sql = options.sql
-    // Its lines carry the pass's trace (issue 49).
-    this.log = traceLog(options.log, context.trace).child({ runId: run.id })
+    // The pass's logger: its lines carry the pass's trace (issue 49).
+    this.log = context.log.child({ runId: run.id })
     this.maxModelCalls = options.maxModelCalls ?? 40
     this.maxTokens = options.maxTokens ?? 4096
   }
