@@ -277,6 +277,32 @@ export function api(daemon: Pick<BenchDaemon, 'url' | 'token'>) {
 }
 
 /**
+ * `count` deterministic tasks named `name` and a number, each run of which goes in a lane of its own
+ * (serializeOn its input's `n`), in an enterprise whose concurrency limit no bench reaches: the runs
+ * bench:runs, bench:retention and bench:traces start. Answers their ids and slugs.
+ */
+export async function laneTasks(
+  daemon: Pick<BenchDaemon, 'url' | 'token'>,
+  count: number,
+  name: string,
+): Promise<{ id: string; slug: string }[]> {
+  const call = api(daemon)
+  await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 10000 })
+  const tasks: { id: string; slug: string }[] = []
+  for (let i = 0; i < count; i++)
+    tasks.push(
+      await call('POST', '/tasks', {
+        name: `${name} ${i}`,
+        kind: 'deterministic',
+        assigneeRole: 'ceo',
+        overlapPolicy: 'os',
+        serializeOn: ['n'],
+      }),
+    )
+  return tasks
+}
+
+/**
  * Scrapes `url` every `ms` as Prometheus would at a short interval (each scrape reads the database's
  * counts too), for benches that measure a process with metrics on. Answers how to stop.
  */

@@ -24,7 +24,15 @@ import { Pool } from 'undici'
 import { readySql } from '../server/db/sql.js'
 import { backgroundDuty, retentionPass } from '../server/domain/retention/index.js'
 import { projectRoot } from '../shared/paths.js'
-import { api, benchDaemon, median, percentile, watchRuns, type BenchDaemon } from './bench-lib.js'
+import {
+  api,
+  benchDaemon,
+  laneTasks,
+  median,
+  percentile,
+  watchRuns,
+  type BenchDaemon,
+} from './bench-lib.js'
 
 const wanted = (name: string) => !process.env.BENCH_ONLY || process.env.BENCH_ONLY.includes(name)
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
@@ -38,23 +46,11 @@ const say = (line: string) => {
 
 /** Deterministic tasks, each run in a lane of its own; answers a start request for run n. */
 async function setUp(daemon: BenchDaemon, tasks = 40) {
-  const call = api(daemon)
-  await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 10000 })
-  const ids: string[] = []
-  for (let i = 0; i < tasks; i++) {
-    const task = await call<{ id: string }>('POST', '/tasks', {
-      name: `Bench retention ${i}`,
-      kind: 'deterministic',
-      assigneeRole: 'ceo',
-      overlapPolicy: 'os',
-      serializeOn: ['n'],
-    })
-    ids.push(task.id)
-  }
+  const ids = (await laneTasks(daemon, tasks, 'Bench retention')).map((task) => task.id)
   const origin = new URL(daemon.url).origin
   const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' }
   return {
-    call,
+    call: api(daemon),
     ids,
     origin,
     async start(pool: Pool, n: number): Promise<string | undefined> {

@@ -32,6 +32,7 @@ import {
   otlpSink,
   formatShares,
   largest,
+  laneTasks,
   median,
   percentile,
   sharesOf,
@@ -214,19 +215,7 @@ async function oneAtATime(start: (n: number) => Request): Promise<number[]> {
 }
 
 const call = api(daemon)
-await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 10000 })
-const tasks: { id: string; slug: string }[] = []
-for (let i = 0; i < taskCount; i++) {
-  tasks.push(
-    await call('POST', '/tasks', {
-      name: `Bench step ${i}`,
-      kind: 'deterministic',
-      assigneeRole: 'ceo',
-      overlapPolicy: 'os',
-      serializeOn: ['n'],
-    }),
-  )
-}
+const tasks = await laneTasks(daemon, taskCount, 'Bench step')
 const { secret } = await call<{ secret: string }>('POST', '/enterprise/webhook-secret/rotate')
 const auth = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' }
 const viaApi = (n: number): Request => ({

@@ -14,7 +14,7 @@
 // pools, the SDK's first spans). BENCH_TRACED_ENV: more variables for the traced process, as JSON
 // ({"OTEL_TRACES_SAMPLER":"always_off"}). Reports; asserts nothing.
 import { Pool } from 'undici'
-import { api, benchDaemon, median, otlpSink, type BenchDaemon } from './bench-lib.js'
+import { benchDaemon, laneTasks, median, otlpSink, type BenchDaemon } from './bench-lib.js'
 
 const runsPerRound = Number(process.env.BENCH_RUNS ?? 1500)
 /** `max`: no rate, BENCH_CONCURRENCY (32) starts kept in flight instead: saturation. */
@@ -46,19 +46,7 @@ interface Side {
 
 async function side(name: string, env: Record<string, string>): Promise<Side> {
   const daemon = await benchDaemon({ ...settings, ...env })
-  const call = api(daemon)
-  await call('PATCH', '/enterprise/concurrency', { concurrentRunLimit: 10000 })
-  const tasks: string[] = []
-  for (let i = 0; i < taskCount; i++) {
-    const task = await call<{ id: string }>('POST', '/tasks', {
-      name: `Bench traces ${i}`,
-      kind: 'deterministic',
-      assigneeRole: 'ceo',
-      overlapPolicy: 'os',
-      serializeOn: ['n'],
-    })
-    tasks.push(task.id)
-  }
+  const tasks = (await laneTasks(daemon, taskCount, 'Bench traces')).map((task) => task.id)
   return { name, daemon, tasks, osd: [], postgres: [], perSecond: [] }
 }
 
