@@ -308,6 +308,62 @@ describe('a run started with a traceparent (issue 49)', () => {
     expect(run.traceId).toBe(traceId)
     const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
     expect(named(spans, 'POST /v1/webhooks/{enterprise}/tasks/{task}')).toHaveLength(1)
+
+    // A caller without the secret may name a trace too: 401, and no run joins it.
+    const strangerTrace = hex(16)
+    const refused = await t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/${task.slug}`, {
+      token: null,
+      body: {},
+      headers: { 'x-os-webhook-secret': 'wrong', traceparent: `00-${strangerTrace}-${hex(8)}-01` },
+    })
+    expect(refused.status).toBe(401)
+    const joined = await t.sql`
+      select id from runs where trace_parent like ${`00-${strangerTrace}-%`}`
+    expect(joined).toHaveLength(0)
+  })
+
+  it("makes a replay's run part of the replay request's trace, and lets no stranger replay", async () => {
+    const task = await deterministicTask(t)
+    const secret = (await t.call('POST', '/v1/enterprise/webhook-secret/rotate')).body.secret
+    const sent = await t.call('POST', `/v1/webhooks/${t.acme.slug}/tasks/${task.slug}`, {
+      token: null,
+      body: { n: 1 },
+      headers: { 'x-os-webhook-secret': secret },
+    })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+    const replay = (token: string, traceparent: string) =>
+      t.call('POST', `/v1/webhooks/${sent.body.deliveryId}/replay`, {
+        token,
+        body: { idempotencyKey: randomUUID() },
+        headers: { traceparent },
+      })
+    const runsOfTask = async () =>
+      (await t.sql`select id from runs where task_id = ${task.id}`).length
+
+    // Another enterprise's token, and a token of acme without the webhooks' write scope: nothing
+    // replayed, whatever trace they name.
+    const foreign = await replay(t.other.token, `00-${hex(16)}-${hex(8)}-01`)
+    expect(foreign.status).toBe(404)
+    expect(foreign.body.error).toBe('delivery_not_found')
+    const reader = await t.tokenWith(['webhooks:read'])
+    const unscoped = await replay(reader, `00-${hex(16)}-${hex(8)}-01`)
+    expect(unscoped.status).toBe(403)
+    expect(await runsOfTask()).toBe(1)
+
+    // A malformed traceparent is ignored: the replay's run gets a trace of its own.
+    const malformed = await replay(t.acme.token, `00-${'0'.repeat(32)}-${hex(8)}-01`)
+    expect(malformed.status, JSON.stringify(malformed.body)).toBe(201)
+    const own = Run.parse((await t.call('GET', `/v1/runs/${malformed.body.runId}`)).body.run)
+    expect(own.traceId).toMatch(/^[0-9a-f]{32}$/)
+    expect(own.traceId).not.toBe('0'.repeat(32))
+
+    const traceId = hex(16)
+    const joined = await replay(t.acme.token, `00-${traceId}-${hex(8)}-01`)
+    expect(joined.status, JSON.stringify(joined.body)).toBe(201)
+    const run = Run.parse((await t.call('GET', `/v1/runs/${joined.body.runId}`)).body.run)
+    expect(run.traceId).toBe(traceId)
+    const spans = await traceOf(traceId, (s) => named(s, 'run pass').length === 1)
+    expect(named(spans, 'POST /v1/webhooks/{id}/replay')).toHaveLength(1)
   })
 
   it("keeps another enterprise's run and its traceId out of reach: 404", async () => {
