@@ -34,6 +34,12 @@ export interface BenchDaemon {
    * included; 0 with DATABASE_URL).
    */
   cpu(): Promise<{ osd: number; postgres: number }>
+  /**
+   * Waits until the daemon has all but stopped working after a load: a checkpoint (so the next load
+   * does not write the last one's pages), then until its osd processes and PostgreSQL together use
+   * under 25 ms of CPU in 250 ms (a tenth of a core), 30 s at most.
+   */
+  settle(): Promise<void>
   close(): Promise<void>
 }
 
@@ -168,6 +174,19 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
   const postmaster = process.env.DATABASE_URL
     ? undefined
     : Number((await readFile(join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0])
+  async function cpu() {
+    const times = await processTimes()
+    let osd = 0
+    let postgres = 0
+    for (const [pid, { ms, parent, endedChildrenMs }] of times) {
+      if (alive.has(pid)) osd += ms
+      // The backends that have ended count too (the postmaster waits for each): a connection closed
+      // during a round would otherwise take its CPU out of the total.
+      if (postmaster && pid === postmaster) postgres += ms + endedChildrenMs
+      else if (postmaster && parent === postmaster) postgres += ms
+    }
+    return { osd, postgres }
+  }
   return {
     url,
     token,
@@ -177,18 +196,20 @@ export async function benchDaemon(extraEnv: Record<string, string> = {}): Promis
     dataDir,
     start,
     first,
-    async cpu() {
-      const times = await processTimes()
-      let osd = 0
-      let postgres = 0
-      for (const [pid, { ms, parent, endedChildrenMs }] of times) {
-        if (alive.has(pid)) osd += ms
-        // The backends that have ended count too (the postmaster waits for each): a connection closed
-        // during a round would otherwise take its CPU out of the total.
-        if (postmaster && pid === postmaster) postgres += ms + endedChildrenMs
-        else if (postmaster && parent === postmaster) postgres += ms
+    cpu,
+    async settle() {
+      await sql`checkpoint`.catch(() => undefined)
+      const busy = async () => {
+        const { osd, postgres } = await cpu()
+        return osd + postgres
       }
-      return { osd, postgres }
+      const deadline = Date.now() + 30_000
+      for (let before = await busy(); Date.now() < deadline;) {
+        await new Promise((r) => setTimeout(r, 250))
+        const now = await busy()
+        if (now - before < 25) break
+        before = now
+      }
     },
     async close() {
       await sql.end()

@@ -21,9 +21,9 @@
 // the work (issue 43: each of two engines should do 35-65%, and two at least as many runs/s as one).
 // BENCH_FEED=ab: each scenario's rounds with the event feed and without it, in turn (issue 47's
 // target: the feed costs at most 5% of done/s); see scenarioWithoutFeed.
-// BENCH_TRACES=ab: the one-process scenarios only, each round on a process with traces on (exporting
-// to a local OTLP sink) and on one without, in turn (issue 49's target: done/s within 5%); see
-// scenarioTracesAB.
+// BENCH_TRACES=ab: the one-process scenarios only, on two daemons with an embedded PostgreSQL each,
+// one traced (exporting to a local OTLP sink) and one not, loaded at the same time in each round
+// (issue 49's target: done/s within 5%); see scenarioTracesAB.
 import { Pool } from 'undici'
 import { freePort } from '../server/db/embedded.js'
 import {
@@ -77,14 +77,56 @@ interface Load {
 
 // The rate limits (issue 44) would refuse the load with 429 after a minute's worth of starts, and the
 // inbound webhook, which takes no token, after 600 from one address: off, as bench:api has them.
-const daemon = await benchDaemon({
+const settings = {
   OSD_LOG_LEVEL: process.env.OSD_LOG_LEVEL ?? 'warn',
   OSD_RATE_LIMIT_PER_MINUTE: 'off',
   OSD_RATE_LIMIT_IP_PER_MINUTE: 'off',
-})
-// Where starts are sent: the first process, then the API process of the split layouts.
-let origin = new URL(daemon.url).origin
-const watch = await watchRuns(daemon.sql)
+}
+
+/**
+ * A daemon the load is sent to, with what sending it takes: its database's run notifications, where
+ * starts go (its first process, then the API process of a later layout), its tasks and a request
+ * of each kind that starts a run of them.
+ */
+interface Side {
+  daemon: BenchDaemon
+  watch: Awaited<ReturnType<typeof watchRuns>>
+  origin: string
+  tasks: { id: string; slug: string }[]
+  auth: Record<string, string>
+  viaApi: (n: number) => Request
+  viaWebhook: (n: number) => Request
+}
+/** How a scenario's runs are started: through POST /v1/tasks/{id}/runs or the inbound webhook. */
+type Kind = 'viaApi' | 'viaWebhook'
+
+async function sideOf(daemon: BenchDaemon): Promise<Side> {
+  const tasks = await laneTasks(daemon, taskCount, 'Bench step')
+  const { secret } = await api(daemon)<{ secret: string }>(
+    'POST',
+    '/enterprise/webhook-secret/rotate',
+  )
+  const auth = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' }
+  return {
+    daemon,
+    watch: await watchRuns(daemon.sql),
+    origin: new URL(daemon.url).origin,
+    tasks,
+    auth,
+    viaApi: (n) => ({
+      path: `/v1/tasks/${tasks[n % tasks.length]!.id}/runs`,
+      headers: auth,
+      body: JSON.stringify({ n }),
+    }),
+    viaWebhook: (n) => ({
+      path: `/v1/webhooks/${daemon.enterpriseSlug}/tasks/${tasks[n % tasks.length]!.slug}`,
+      headers: { 'x-os-webhook-secret': secret, 'content-type': 'application/json' },
+      body: JSON.stringify({ n }),
+    }),
+  }
+}
+
+const plain = await sideOf(await benchDaemon(settings))
 /** The /metrics of each engine process of the split layouts, in the order they started. */
 const engineMetrics: string[] = []
 
@@ -96,15 +138,18 @@ async function send(pool: Pool, request: Request): Promise<{ status: number; run
   return { status: res.statusCode, runId: body.id ?? body.runId }
 }
 
-/** Keeps `concurrency` requests in flight for `seconds`; answers each run id and when its answer came. */
-async function load(request: (n: number) => Request) {
-  const pool = new Pool(origin, { connections: concurrency, pipelining: 1 })
+/**
+ * Keeps `concurrency` requests in flight at `at` for `forSeconds`; answers each run id and when its
+ * answer came.
+ */
+async function load(at: Side, request: (n: number) => Request, forSeconds = seconds) {
+  const pool = new Pool(at.origin, { connections: concurrency, pipelining: 1 })
   const answers: { runId: string; at: number }[] = []
   let ok = 0
   let failed = 0
   let n = 0
   const began = performance.now()
-  const until = began + seconds * 1000
+  const until = began + forSeconds * 1000
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < until) {
@@ -120,9 +165,9 @@ async function load(request: (n: number) => Request) {
   return { answers, ok, failed, began, ended }
 }
 
-/** Sends starts at a steady `rate` per second for `seconds`, each when due (open loop). */
-async function paced(request: (n: number) => Request) {
-  const pool = new Pool(origin, { connections: 256, pipelining: 1 })
+/** Sends starts to `at` at a steady `rate` per second for `seconds`, each when due (open loop). */
+async function paced(at: Side, request: (n: number) => Request) {
+  const pool = new Pool(at.origin, { connections: 256, pipelining: 1 })
   const answers: { runId: string; at: number }[] = []
   let failed = 0
   const total = Math.round(rate * seconds)
@@ -147,29 +192,34 @@ async function paced(request: (n: number) => Request) {
 }
 
 /** Waits until every run succeeded (or a minute passed); answers when each one's end was seen. */
-async function ends(runIds: string[]): Promise<Map<string, number>> {
+async function ends(at: Side, runIds: string[]): Promise<Map<string, number>> {
+  const { sql } = at.daemon
   const deadline = Date.now() + 60_000
   for (;;) {
-    const [row] = await daemon.sql<{ n: number }[]>`
-      select count(*)::int as n from runs where id = any(${daemon.sql.array(runIds)}::uuid[]) and status <> 'succeeded'`
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from runs where id = any(${sql.array(runIds)}::uuid[]) and status <> 'succeeded'`
     if (row!.n === 0 || Date.now() > deadline) break
     await new Promise((r) => setTimeout(r, 50))
   }
   await new Promise((r) => setTimeout(r, 50)) // the last notifications are on their way
-  const rows = await daemon.sql<{ id: string }[]>`
-    select id from runs where id = any(${daemon.sql.array(runIds)}::uuid[]) and status = 'succeeded'`
-  return new Map(rows.map((r) => [r.id, watch.lastMoved.get(r.id)!]))
+  const rows = await sql<{ id: string }[]>`
+    select id from runs where id = any(${sql.array(runIds)}::uuid[]) and status = 'succeeded'`
+  return new Map(rows.map((r) => [r.id, at.watch.lastMoved.get(r.id)!]))
 }
 
 async function underLoad(
-  start: (n: number) => Request,
+  at: Side,
+  kind: Kind,
   drive: typeof load | typeof paced = load,
 ): Promise<Load> {
   const shares = await sharesOf(engineMetrics, 'osd_runs_ended_total', 'status="succeeded"')
-  const cpuBefore = await daemon.cpu()
-  const { answers, failed, began, ended } = await drive(start)
-  const finished = await ends(answers.map((a) => a.runId))
-  const cpuAfter = await daemon.cpu()
+  const cpuBefore = await at.daemon.cpu()
+  const { answers, failed, began, ended } = await drive(at, at[kind])
+  const finished = await ends(
+    at,
+    answers.map((a) => a.runId),
+  )
+  const cpuAfter = await at.daemon.cpu()
   const perRun = (ms: number) => (ms * 1000) / Math.max(1, answers.length)
   const latencies = answers
     .filter((a) => finished.has(a.runId))
@@ -192,47 +242,34 @@ async function underLoad(
 }
 
 /** One start at a time: from its answer to the commit that ended the run. */
-async function oneAtATime(start: (n: number) => Request): Promise<number[]> {
-  const pool = new Pool(origin, { connections: 1 })
+async function oneAtATime(at: Side, kind: Kind): Promise<number[]> {
+  const pool = new Pool(at.origin, { connections: 1 })
+  const { sql } = at.daemon
   const latencies: number[] = []
   for (let n = 0; n < latencyRuns; n++) {
-    const { status, runId } = await send(pool, start(1_000_000 + n))
+    const { status, runId } = await send(pool, at[kind](1_000_000 + n))
     const answered = performance.now()
     if (status >= 300 || !runId) throw new Error(`start refused: ${status}`)
     for (;;) {
-      const moved = watch.next(runId)
-      const [run] = await daemon.sql<
-        { status: string }[]
-      >`select status from runs where id = ${runId}`
+      const moved = at.watch.next(runId)
+      const [run] = await sql<{ status: string }[]>`select status from runs where id = ${runId}`
       if (run!.status === 'succeeded') break
       await moved
     }
     await new Promise((r) => setTimeout(r, 2))
-    latencies.push(Math.max(0, watch.lastMoved.get(runId)! - answered))
+    latencies.push(Math.max(0, at.watch.lastMoved.get(runId)! - answered))
   }
   await pool.close()
   return latencies
 }
 
-const call = api(daemon)
-const tasks = await laneTasks(daemon, taskCount, 'Bench step')
-const { secret } = await call<{ secret: string }>('POST', '/enterprise/webhook-secret/rotate')
-const auth = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' }
-const viaApi = (n: number): Request => ({
-  path: `/v1/tasks/${tasks[n % tasks.length]!.id}/runs`,
-  headers: auth,
-  body: JSON.stringify({ n }),
-})
-const viaWebhook = (n: number): Request => ({
-  path: `/v1/webhooks/${daemon.enterpriseSlug}/tasks/${tasks[n % tasks.length]!.slug}`,
-  headers: { 'x-os-webhook-secret': secret, 'content-type': 'application/json' },
-  body: JSON.stringify({ n }),
-})
-const someRun = (await call<{ id: string }>('POST', `/tasks/${tasks[0]!.id}/runs`, { n: -1 })).id
+const someRun = (
+  await api(plain.daemon)<{ id: string }>('POST', `/tasks/${plain.tasks[0]!.id}/runs`, { n: -1 })
+).id
 const readRun = (): Request => ({
   method: 'GET',
   path: `/v1/runs/${someRun}/os-tool`,
-  headers: auth,
+  headers: plain.auth,
 })
 
 interface Scenario {
@@ -243,16 +280,16 @@ interface Scenario {
 }
 const scenarios: Scenario[] = []
 const baseline: number[] = []
-async function scenario(name: string, start: (n: number) => Request) {
+async function scenario(name: string, kind: Kind) {
   if (!wanted(name)) return
   const s: Scenario = { name, loads: [], paced: [], latencies: [] }
-  if (feedAB) return scenarioWithoutFeed(s, start)
-  if (tracesAB) return scenarioTracesAB(s, start)
+  if (feedAB) return scenarioWithoutFeed(s, kind)
+  if (tracesAB) return scenarioTracesAB(s, kind)
   for (let round = 0; round < rounds; round++) {
-    s.loads.push(await underLoad(start))
-    s.paced.push(await underLoad(start, paced))
+    s.loads.push(await underLoad(plain, kind))
+    s.paced.push(await underLoad(plain, kind, paced))
   }
-  s.latencies = await oneAtATime(start)
+  s.latencies = await oneAtATime(plain, kind)
   scenarios.push(s)
 }
 
@@ -263,31 +300,31 @@ async function scenario(name: string, start: (n: number) => Request) {
  * inbox rows and the sequencer has none to move; what is left of the feed is its passes woken for
  * nothing (an empty inbox read), counted in the figures without. Only this script turns it off.
  */
-async function scenarioWithoutFeed(s: Scenario, start: (n: number) => Request) {
+async function scenarioWithoutFeed(s: Scenario, kind: Kind) {
   const off: Scenario = { name: `${s.name}, feed off`, loads: [], paced: [], latencies: [] }
   // A round not counted: the first round of a process (a new one for the metered scenarios) ran at
   // half the done/s of the next with either setting, and feed on goes first in round 0.
   await setFeed(true)
-  await underLoad(start)
+  await underLoad(plain, kind)
   for (let round = 0; round < rounds; round++)
     for (const feed of round % 2 === 0 ? [true, false] : [false, true]) {
       await setFeed(feed)
       const into = feed ? s : off
-      into.loads.push(await underLoad(start))
-      into.paced.push(await underLoad(start, paced))
+      into.loads.push(await underLoad(plain, kind))
+      into.paced.push(await underLoad(plain, kind, paced))
     }
   await setFeed(false)
-  off.latencies = await oneAtATime(start)
+  off.latencies = await oneAtATime(plain, kind)
   await setFeed(true)
-  s.latencies = await oneAtATime(start)
+  s.latencies = await oneAtATime(plain, kind)
   scenarios.push(s, off)
   abLines.push(abLine(`${s.name}, feed on/off`, s, off))
 }
 
 /**
- * An A/B scenario's pairs, round by round (the two halves of a round ran minutes apart at most, on
- * the same database): done/s and CPU µs per run under load, on over off, and their medians. A ratio
- * per round cancels the machine's drift between rounds, which moved done/s by 30% in a run here.
+ * An A/B scenario's pairs, round by round (the two halves of a round ran at the same time, or minutes
+ * apart at most): done/s and CPU µs per run under load, on over off, and their medians. A ratio per
+ * round cancels the machine's drift between rounds, which moved done/s by 30% in a run here.
  */
 function abLine(name: string, on: Scenario, off: Scenario): string {
   const ratios = (of: (l: Load) => number) => on.loads.map((l, i) => of(l) / of(off.loads[i]!))
@@ -301,75 +338,96 @@ function abLine(name: string, on: Scenario, off: Scenario): string {
 const abLines: string[] = []
 
 /**
- * BENCH_TRACES=ab: each round twice, on a process with traces on and on one without (which goes first
- * alternates by round). Tracing is a process's configuration, so each half starts its own `osd serve`
- * (role all) on the same database and stops the one before once it is up: only one engine claims the
- * runs measured. The traced one exports to a local OTLP sink (otlpSink) over http/protobuf.
+ * BENCH_TRACES=ab: a second daemon, traced, with an embedded PostgreSQL of its own, exporting to a
+ * local OTLP sink (otlpSink) over http/protobuf, beside the first, untraced: both stay up for the
+ * whole bench. Each round loads both at once, so the machine's swings (which moved a round's done/s
+ * by 15-25% when the halves ran one after the other, the half just loaded the faster) fall on both:
+ * each first settles (a checkpoint, then its processes all but idle) and takes BENCH_WARM_SECONDS (2)
+ * of load not counted, then both are measured together. One such round is not counted; then
+ * BENCH_ROUNDS. A round's ratio still spreads by ±10-15% traced against traced (BENCH_TRACED_ENV=
+ * '{"OTEL_SDK_DISABLED":"true"}'), so a figure within 5% takes about 30 rounds and their median.
+ * The paced loads and the one-at-a-time latencies go once on each daemon, one after the other.
  */
-let current: { stop(): Promise<void> } | undefined
-async function serveTraced(traced: boolean) {
-  const port = await freePort()
-  const next = await daemon.start(
-    ['--port', String(port)],
-    traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink!.url } : {},
-  )
-  await (current ?? daemon.first).stop()
-  current = next
-  origin = `http://127.0.0.1:${port}`
-}
-
-async function scenarioTracesAB(s: Scenario, start: (n: number) => Request) {
+let traced: Side | undefined
+const warmSeconds = Number(process.env.BENCH_WARM_SECONDS ?? 2)
+async function scenarioTracesAB(s: Scenario, kind: Kind) {
   const on: Scenario = { name: `${s.name}, traces on`, loads: [], paced: [], latencies: [] }
   const off: Scenario = { name: `${s.name}, traces off`, loads: [], paced: [], latencies: [] }
-  for (let round = 0; round < rounds; round++)
-    for (const traced of round % 2 === 0 ? [true, false] : [false, true]) {
-      await serveTraced(traced)
-      const into = traced ? on : off
-      into.loads.push(await underLoad(start))
-      into.paced.push(await underLoad(start, paced))
-    }
-  await serveTraced(false)
-  off.latencies = await oneAtATime(start)
-  await serveTraced(true)
-  on.latencies = await oneAtATime(start)
+  traced ??= await sideOf(
+    await benchDaemon({
+      ...settings,
+      OTEL_EXPORTER_OTLP_ENDPOINT: sink!.url,
+      ...(JSON.parse(process.env.BENCH_TRACED_ENV ?? '{}') as Record<string, string>),
+    }),
+  )
+  const sides = [traced, plain]
+  const both = async () => {
+    await Promise.all(sides.map((at) => at.daemon.settle()))
+    const warm = await Promise.all(sides.map((at) => load(at, at[kind], warmSeconds)))
+    await Promise.all(
+      sides.map((at, i) =>
+        ends(
+          at,
+          warm[i]!.answers.map((a) => a.runId),
+        ),
+      ),
+    )
+    return Promise.all(sides.map((at) => underLoad(at, kind)))
+  }
+  await both()
+  for (let round = 0; round < rounds; round++) {
+    const [withTraces, without] = await both()
+    on.loads.push(withTraces!)
+    off.loads.push(without!)
+  }
+  for (const [at, into] of [
+    [traced, on],
+    [plain, off],
+  ] as const) {
+    await at.daemon.settle()
+    into.paced.push(await underLoad(at, kind, paced))
+    into.latencies = await oneAtATime(at, kind)
+  }
   scenarios.push(on, off)
   abLines.push(abLine(`${s.name}, traces on/off`, on, off))
 }
 
 async function setFeed(on: boolean) {
-  await daemon.sql.unsafe(
+  await plain.daemon.sql.unsafe(
     `alter table run_events ${on ? 'enable' : 'disable'} trigger run_events_feed`,
   )
 }
 
 for (let round = 0; round < rounds; round++) {
-  const { ok, began, ended } = await load(readRun)
+  const { ok, began, ended } = await load(plain, readRun)
   baseline.push(ok / ((ended - began) / 1000))
 }
-await scenario('API starts, 1 process', viaApi)
-await scenario('webhook starts, 1 process', viaWebhook)
+await scenario('API starts, 1 process', 'viaApi')
+await scenario('webhook starts, 1 process', 'viaWebhook')
 const meteredScenarios = [
   'API starts, 1 process, metrics on',
   'webhook starts, 1 process, metrics on',
 ]
 let metered: { stop(): Promise<void> } | undefined
-// BENCH_TRACES=ab compares the one-process scenarios only (its last process stops with the daemon).
+// BENCH_TRACES=ab compares the one-process scenarios only.
 if (tracesAB) {
   console.log(`traces: ${sink!.exports} exports, ${(sink!.bytes / 1e6).toFixed(1)} MB to the sink`)
+  await traced?.watch.stop()
+  await traced?.daemon.close()
   await sink!.close()
 }
 if (!tracesAB && meteredScenarios.some(wanted)) {
   // Started before the first process stops, so the embedded PostgreSQL stays up between them.
   const apiPort = await freePort()
   const metricsPort = await freePort()
-  metered = await daemon.start(['--port', String(apiPort)], {
+  metered = await plain.daemon.start(['--port', String(apiPort)], {
     OSD_METRICS_PORT: String(metricsPort),
   })
-  await daemon.first.stop()
-  origin = `http://127.0.0.1:${apiPort}`
+  await plain.daemon.first.stop()
+  plain.origin = `http://127.0.0.1:${apiPort}`
   const stopScraping = scrapeEvery(`http://127.0.0.1:${metricsPort}/metrics`)
-  await scenario(meteredScenarios[0]!, viaApi)
-  await scenario(meteredScenarios[1]!, viaWebhook)
+  await scenario(meteredScenarios[0]!, 'viaApi')
+  await scenario(meteredScenarios[1]!, 'viaWebhook')
   stopScraping()
 }
 const split = ['api + 1 engine', 'api + 2 engines'].flatMap((layout) =>
@@ -379,31 +437,31 @@ if (!tracesAB && split.some(wanted)) {
   // An API process and an engine process take over; the first process stops, its engine with it.
   const engine = async () => {
     const port = await freePort()
-    const child = await daemon.start(['--role', 'engine'], { OSD_METRICS_PORT: String(port) })
+    const child = await plain.daemon.start(['--role', 'engine'], { OSD_METRICS_PORT: String(port) })
     engineMetrics.push(`http://127.0.0.1:${port}/metrics`)
     return child
   }
   const apiPort = await freePort()
   const processes = [
-    await daemon.start(['--role', 'api', '--port', String(apiPort)]),
+    await plain.daemon.start(['--role', 'api', '--port', String(apiPort)]),
     await engine(),
   ]
-  await daemon.first.stop()
+  await plain.daemon.first.stop()
   await metered?.stop()
   metered = undefined
-  origin = `http://127.0.0.1:${apiPort}`
-  await scenario('API starts, api + 1 engine', viaApi)
-  await scenario('webhook starts, api + 1 engine', viaWebhook)
+  plain.origin = `http://127.0.0.1:${apiPort}`
+  await scenario('API starts, api + 1 engine', 'viaApi')
+  await scenario('webhook starts, api + 1 engine', 'viaWebhook')
   if (split.slice(2).some(wanted)) {
     processes.push(await engine())
-    await scenario('API starts, api + 2 engines', viaApi)
-    await scenario('webhook starts, api + 2 engines', viaWebhook)
+    await scenario('API starts, api + 2 engines', 'viaApi')
+    await scenario('webhook starts, api + 2 engines', 'viaWebhook')
   }
   for (const process of processes) await process.stop()
 }
-await watch.stop()
+await plain.watch.stop()
 await metered?.stop()
-await daemon.close()
+await plain.daemon.close()
 
 const m = (values: number[], digits = 0) => median(values).toFixed(digits)
 const nameWidth = Math.max(32, ...scenarios.map((s) => s.name.length))
