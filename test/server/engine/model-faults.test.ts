@@ -101,57 +101,71 @@ describe.each(['provider_a', 'provider_b'] as const)('a call to %s', (provider) 
     expect(fake.callsWith(stalled)).toHaveLength(1)
   })
 
-  it('streamed, reads no further than its caps of a body that never ends, refusal or answer', async () => {
-    // A server that sends without end (no provider: a gateway gone wrong, a wrong address): a refusal's
-    // body, or an answer's event that never closes. Each connection's bytes sent until osd hung up.
-    const sent: number[] = []
-    const endless = createServer((req, res) => {
-      req.resume()
-      const refusal =
-        req.headers['x-api-key'] === 'refusal' || /refusal/.test(req.headers.authorization ?? '')
-      res.writeHead(refusal ? 500 : 200, {
-        'content-type': refusal ? 'application/json' : 'text/event-stream',
-      })
-      const at = sent.push(0) - 1
-      const chunk = Buffer.alloc(64 * 1024, 'x')
-      if (!refusal) res.write('data: ')
-      const pump = () => {
-        // 64 MB at most: osd reading it all fails the test without it running for ever.
-        while (sent[at]! < 64 * 1024 * 1024 && !res.destroyed) {
-          sent[at]! += chunk.length
-          if (!res.write(chunk)) return void res.once('drain', pump)
+  it.each(['streamed', 'unstreamed'] as const)(
+    '%s, reads no further than its caps of a body that never ends, refusal or answer',
+    async (how) => {
+      // A server that sends without end (no provider: a gateway gone wrong, a wrong address): a refusal's
+      // body, or an answer (an event that never closes, or a JSON body). Each connection's bytes sent
+      // until osd hung up.
+      const streamed = how === 'streamed'
+      const sent: number[] = []
+      const endless = createServer((req, res) => {
+        req.resume()
+        const refusal =
+          req.headers['x-api-key'] === 'refusal' || /refusal/.test(req.headers.authorization ?? '')
+        res.writeHead(refusal ? 500 : 200, {
+          'content-type': refusal || !streamed ? 'application/json' : 'text/event-stream',
+        })
+        const at = sent.push(0) - 1
+        const chunk = Buffer.alloc(64 * 1024, 'x')
+        if (!refusal) res.write(streamed ? 'data: ' : '{"text": "')
+        const pump = () => {
+          // 64 MB at most: osd reading it all fails the test without it running for ever.
+          while (sent[at]! < 64 * 1024 * 1024 && !res.destroyed) {
+            sent[at]! += chunk.length
+            if (!res.write(chunk)) return void res.once('drain', pump)
+          }
+          res.end()
         }
-        res.end()
-      }
-      pump()
-    })
-    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve))
-    onTestFinished(() => new Promise<void>((resolve) => endless.close(() => resolve())))
-    const url = `http://127.0.0.1:${(endless.address() as AddressInfo).port}`
-    const providers = createProviders({
-      baseUrls: { provider_a: url, provider_b: url },
-      maxRetries: 0,
-    })
-    const model = provider === 'provider_a' ? 'claude-sonnet-5-5' : 'gpt-5.4'
-    const call = (key: string) =>
-      providers[provider]
-        .call({ ...request, model }, { key }, new AbortController().signal, () => undefined)
-        .then(
-          () => undefined,
-          (err: unknown) => err as ProviderError,
-        )
+        pump()
+      })
+      await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve))
+      onTestFinished(() => new Promise<void>((resolve) => endless.close(() => resolve())))
+      const url = `http://127.0.0.1:${(endless.address() as AddressInfo).port}`
+      const providers = createProviders({
+        baseUrls: { provider_a: url, provider_b: url },
+        maxRetries: 0,
+      })
+      const model = provider === 'provider_a' ? 'claude-sonnet-5-5' : 'gpt-5.4'
+      const call = (key: string) =>
+        providers[provider]
+          .call(
+            { ...request, model },
+            { key },
+            new AbortController().signal,
+            streamed ? () => undefined : undefined,
+          )
+          .then(
+            () => undefined,
+            (err: unknown) => err as ProviderError,
+          )
 
-    const refused = await call('refusal')
-    expect(refused).toMatchObject({ kind: 'outage', status: 500 })
-    expect(refused!.message.length).toBeLessThan(400)
-    const answered = await call('answer')
-    expect(answered).toMatchObject({ kind: 'outage' })
-    expect(answered!.message).toMatch(/an event of the answer is longer than 4194304 characters/)
-    // What was sent before osd hung up: its cap and what was in flight, far from the 64 MB offered.
-    await eventually(() => sent.length === 2)
-    expect(sent[0]).toBeLessThan(16 * 1024 * 1024)
-    expect(sent[1]).toBeLessThan(24 * 1024 * 1024)
-  })
+      const refused = await call('refusal')
+      expect(refused).toMatchObject({ kind: 'outage', status: 500 })
+      expect(refused!.message.length).toBeLessThan(400)
+      const answered = await call('answer')
+      expect(answered).toMatchObject({ kind: 'outage' })
+      expect(answered!.message).toMatch(
+        streamed
+          ? /an event of the answer is longer than 4194304 characters/
+          : /the answer is longer than 16777216 bytes/,
+      )
+      // What was sent before osd hung up: its cap and what was in flight, far from the 64 MB offered.
+      await eventually(() => sent.length === 2)
+      expect(sent[0]).toBeLessThan(16 * 1024 * 1024)
+      expect(sent[1]).toBeLessThan((streamed ? 24 : 40) * 1024 * 1024)
+    },
+  )
 
   it.each([429, 529])(
     'answered %i is not tried again in place, and carries the provider retry-after',

@@ -15,6 +15,7 @@ import { withRetries } from '../retries.js'
 import { postStream, StreamError } from '../stream.js'
 import {
   canonical,
+  boundedFetch,
   clientsByKey,
   onFirstUse,
   noUsage,
@@ -157,6 +158,7 @@ export function anthropicProvider({
         baseURL: baseUrls.provider_a,
         timeout: timeoutMs,
         maxRetries: 0, // retries.ts
+        fetch: boundedFetch,
       }),
   )
   // Connections whose server refused cache breakpoints (a local compatible server may answer them 400),

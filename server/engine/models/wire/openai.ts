@@ -14,6 +14,7 @@ import { withRetries } from '../retries.js'
 import { postStream, StreamError } from '../stream.js'
 import {
   canonical,
+  boundedFetch,
   clientsByKey,
   onFirstUse,
   noUsage,
@@ -46,6 +47,7 @@ export function openAiProvider({
         baseURL: `${baseUrls.provider_b.replace(/\/+$/, '')}/v1`,
         timeout: timeoutMs,
         maxRetries: 0, // retries.ts
+        fetch: boundedFetch,
       }),
   )
   return {

@@ -1,10 +1,11 @@
-import type { StreamRequest } from '../stream.js'
+import { errorBodyMaxBytes, type StreamRequest } from '../stream.js'
 import type { OnText, TokenUsage } from '../../../domain/models/index.js'
 import type { Provider } from '../../../../shared/schemas/models.js'
 import type { Logger } from '../../../log.js'
 
 // What both wire formats share (providers.ts): their options, tool names as providers accept them,
-// one SDK client per key, arguments in one order, and the text a streamed call told.
+// one SDK client per key and the fetch it reads answers with, arguments in one order, and the text a
+// streamed call told.
 
 export interface ProviderOptions {
   baseUrls: Record<Provider, string>
@@ -84,6 +85,49 @@ export function clientsByKey<C>(make: (key: string) => C): (key: string) => C {
     clients.set(key, client)
     return client
   }
+}
+
+/**
+ * The largest answer of an unstreamed call osd reads: a provider's are a few hundred KB at most (an
+ * answer of 128,000 tokens and its tool calls' arguments), so a body past it is no provider's.
+ */
+export const answerMaxBytes = 16 * 1024 * 1024
+
+/**
+ * The fetch the SDKs make their unstreamed calls with: the global one, whose answer's body is read no
+ * further than its cap, as a streamed call's (stream.ts). A server at the provider's address that
+ * sends without end (a gateway gone wrong, an address that is no provider) was read whole into
+ * memory, a refusal's body before its words were cut to 300 characters (failures.ts), and the call
+ * ran until its timeout. A refusal's first `errorBodyMaxBytes` are its words; an answer past
+ * `answerMaxBytes` fails, an outage. Either way the connection is closed there.
+ */
+export const boundedFetch = async (
+  input: string | URL | Request,
+  init?: RequestInit,
+): Promise<Response> => {
+  const res = await fetch(input, init)
+  if (!res.body) return res
+  const max = res.ok ? answerMaxBytes : errorBodyMaxBytes
+  const reader = res.body.getReader()
+  let read = 0
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read()
+      if (done) return controller.close()
+      read += value.byteLength
+      if (read <= max) return controller.enqueue(value)
+      await reader.cancel()
+      if (res.ok) return controller.error(new Error(`the answer is longer than ${max} bytes`))
+      controller.enqueue(value.subarray(0, value.byteLength - (read - max)))
+      controller.close()
+    },
+    cancel: (reason) => reader.cancel(reason),
+  })
+  return new Response(body, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  })
 }
 
 export const noUsage = (): TokenUsage => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0 })
