@@ -1,3 +1,4 @@
+import { firstBytes } from '../../../egress.js'
 import { errorBodyMaxBytes, type StreamRequest } from '../stream.js'
 import type { OnText, TokenUsage } from '../../../domain/models/index.js'
 import type { Provider } from '../../../../shared/schemas/models.js'
@@ -107,7 +108,8 @@ export const boundedFetch = async (
 ): Promise<Response> => {
   const res = await fetch(input, init)
   if (!res.body) return res
-  const max = res.ok ? answerMaxBytes : errorBodyMaxBytes
+  const answer = { status: res.status, statusText: res.statusText, headers: res.headers }
+  if (!res.ok) return new Response(await firstBytes(res.body, errorBodyMaxBytes), answer)
   const reader = res.body.getReader()
   let read = 0
   const body = new ReadableStream<Uint8Array>({
@@ -115,19 +117,13 @@ export const boundedFetch = async (
       const { done, value } = await reader.read()
       if (done) return controller.close()
       read += value.byteLength
-      if (read <= max) return controller.enqueue(value)
+      if (read <= answerMaxBytes) return controller.enqueue(value)
       await reader.cancel()
-      if (res.ok) return controller.error(new Error(`the answer is longer than ${max} bytes`))
-      controller.enqueue(value.subarray(0, value.byteLength - (read - max)))
-      controller.close()
+      controller.error(new Error(`the answer is longer than ${answerMaxBytes} bytes`))
     },
     cancel: (reason) => reader.cancel(reason),
   })
-  return new Response(body, {
-    status: res.status,
-    statusText: res.statusText,
-    headers: res.headers,
-  })
+  return new Response(body, answer)
 }
 
 export const noUsage = (): TokenUsage => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0 })
